@@ -1,0 +1,118 @@
+# ringlm — build, test, demo. `make` builds build/ringlmd, build/ringlm, build/libringlm.{so,a}
+# (and build/librlcuda.so when nvcc is found and CUDA!=0). See README.md.
+#
+# Layout of objects: everything in ipc/ runtime/ kernels/ clients/*.c goes into the internal
+# object set; libringlm.{so,a} carry it all (embedded mode runs the runtime in-process) but
+# export only ringlm_* (clients/libringlm.map). ringlmd = runtime/ringlmd.c + objects +
+# jemalloc; ringlm = clients/cli/*.c + bench/*.c + objects. Tests: tests/test_*.c, one binary each.
+
+BUILD   ?= build
+CC      ?= gcc
+SAN     ?=
+OPT     ?= -O2
+PREFIX  ?= /usr/local
+CUDA    ?= auto
+
+CFLAGS_BASE = -std=gnu11 -g $(OPT) -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare \
+	-fPIC -pthread -fvisibility=hidden -I. -Iipc -Iruntime -Ikernels -Iclients
+ifneq ($(SAN),)
+CFLAGS_BASE += -fsanitize=$(SAN) -fno-omit-frame-pointer
+LDSAN = -fsanitize=$(SAN)
+endif
+CFLAGS  += $(CFLAGS_BASE)
+LDLIBS   = -luring -lnuma -lm -ldl -pthread
+
+LIB_SRC  = $(filter-out runtime/ringlmd.c, $(wildcard ipc/*.c runtime/*.c kernels/*.c clients/*.c))
+CLI_SRC  = $(wildcard clients/cli/*.c bench/*.c)
+TEST_SRC = $(wildcard tests/test_*.c)
+LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+HDRS     = $(wildcard ipc/*.h runtime/*.h kernels/*.h clients/*.h tests/*.h bench/*.h clients/cli/*.h)
+
+# CUDA backend: its own shared object, loaded only for --backend cuda.
+NVCC ?= $(shell command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CU_SRC  = $(wildcard kernels/*.cu)
+CUH_SRC = $(wildcard runtime/cuda/*.c)
+ifeq ($(CUDA),0)
+CUDA_LIB =
+else ifneq ($(NVCC),)
+ifneq ($(CU_SRC),)
+CUDA_LIB = $(BUILD)/librlcuda.so
+endif
+endif
+NVCCFLAGS ?= -O2 -g -std=c++17 -Xcompiler -fPIC -I. -Iipc -Iruntime -Ikernels \
+	-gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
+
+.PHONY: all deps demo test test-gpu test-asan test-tsan install clean fuzz soak bench
+all: $(BUILD)/ringlmd $(BUILD)/ringlm $(BUILD)/libringlm.so $(BUILD)/libringlm.a $(CUDA_LIB) $(TESTS)
+
+$(BUILD)/obj/%.o: %.c $(HDRS) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libringlm.a: $(LIB_OBJ)
+	@rm -f $@; ar rcs $@ $^
+
+$(BUILD)/libringlm.so: $(LIB_OBJ) clients/libringlm.map
+	$(CC) -shared -o $@ $(LIB_OBJ) -Wl,--version-script=clients/libringlm.map -Wl,-soname,libringlm.so.0 $(LDSAN) $(LDLIBS)
+
+$(BUILD)/ringlmd: $(BUILD)/obj/runtime/ringlmd.o $(LIB_OBJ)
+	$(CC) -o $@ $^ $(LDSAN) $(LDLIBS) $(if $(SAN),,-ljemalloc)
+
+$(BUILD)/ringlm: $(CLI_OBJ) $(LIB_OBJ)
+	$(CC) -o $@ $^ $(LDSAN) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(LIB_OBJ) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB_OBJ) $(LDSAN) $(LDLIBS)
+
+# --- CUDA -------------------------------------------------------------------------------
+$(BUILD)/obj/%.cu.o: %.cu $(HDRS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+$(BUILD)/obj/cuda/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
+$(BUILD)/librlcuda.so: $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(CUH_SRC:%.c=$(BUILD)/obj/cuda/%.o)
+	$(NVCC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart
+
+# --- set-up, tests, demo ----------------------------------------------------------------
+deps:
+	@bash .ci/deps
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@bash tests/run.sh $(BUILD)
+
+test-asan:
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN=address,undefined OPT=-O1 all
+	@UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 RL_SLOW=4 \
+		bash tests/run.sh build-asan
+
+test-tsan:
+	@$(MAKE) --no-print-directory BUILD=build-tsan SAN=thread OPT=-O1 all
+	@TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" RL_SLOW=8 \
+		bash tests/run.sh build-tsan ring
+
+test-gpu: all
+	@bash tests/run.sh $(BUILD) gpu
+
+MODEL ?=
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@bash .ci/demo "$(BUILD)" "$(MODEL)"
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 $(BUILD)/libringlm.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libringlm.so $(DESTDIR)$(PREFIX)/lib/libringlm.so.0
+	ln -sf libringlm.so.0 $(DESTDIR)$(PREFIX)/lib/libringlm.so
+	install -m 644 clients/ringlm.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(BUILD)/ringlmd $(BUILD)/ringlm $(DESTDIR)$(PREFIX)/bin/
+	$(if $(CUDA_LIB),install -m 755 $(CUDA_LIB) $(DESTDIR)$(PREFIX)/lib/)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' clients/ringlm.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ringlm.pc
+
+clean:
+	rm -rf build build-asan build-tsan build-fuzz

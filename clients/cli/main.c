@@ -1,0 +1,60 @@
+/* main.c — `ringlm` subcommand dispatch. */
+#include <stdio.h>
+#include <string.h>
+#include "cli.h"
+
+struct cmd { const char *name; int (*fn)(int, char **); const char *help; };
+
+static const struct cmd cmds[] = {
+	{ "generate", rl_cmd_generate, "stream a generation (--socket NAME | --model PATH)" },
+	{ "stats", rl_cmd_stats, "print the runtime's stats (--json)" },
+	{ "top", rl_cmd_top, "show the runtime's stats live" },
+	{ "mkmodel", rl_cmd_mkmodel, "write a random-weight Llama GGUF" },
+};
+static const struct cmd benches[] = {
+	{ "ipc", rl_cmd_bench_ipc, "ring vs runtime vs Unix socket round trips" },
+	{ "sched", rl_cmd_bench_sched, "host time of one scheduling step" },
+	{ "model", rl_cmd_bench_model, "CPU backend prefill/decode tokens/s" },
+	{ "serve", rl_cmd_bench_serve, "multi-process serving load, sweeps, plots" },
+	{ "gpu", rl_cmd_bench_gpu, "CUDA backend step times, roofline, graphs" },
+};
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: ringlm COMMAND [options]   (ringlm COMMAND --help for its options)\n");
+	for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
+		fprintf(stderr, "  %-14s %s\n", cmds[i].name, cmds[i].help);
+	for (size_t i = 0; i < sizeof benches / sizeof *benches; i++)
+		fprintf(stderr, "  bench %-8s %s\n", benches[i].name, benches[i].help);
+}
+
+static int dispatch(const struct cmd *t, size_t n, const char *what, int argc, char **argv)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(argv[0], t[i].name))
+			continue;
+		if (!t[i].fn) {
+			fprintf(stderr, "ringlm: '%s%s' is not built into this binary\n", what, argv[0]);
+			return 2;
+		}
+		return t[i].fn(argc, argv);
+	}
+	fprintf(stderr, "ringlm: unknown command '%s%s'; run 'ringlm --help' for the list\n", what, argv[0]);
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage();
+		return argc < 2 ? 2 : 0;
+	}
+	if (!strcmp(argv[1], "bench")) {
+		if (argc < 3) {
+			usage();
+			return 2;
+		}
+		return dispatch(benches, sizeof benches / sizeof *benches, "bench ", argc - 2, argv + 2);
+	}
+	return dispatch(cmds, sizeof cmds / sizeof *cmds, "", argc - 1, argv + 1);
+}

@@ -1,0 +1,66 @@
+/* rl_backend.h — the one interface every backend implements (sim, cpu, cuda).
+ *
+ * A backend owns the weights and the paged KV pool (n_kv_blocks blocks of block_size tokens)
+ * and runs one step over an rl_batch. The call is split so the runtime thread can keep polling
+ * rings while a step runs:
+ *   launch(batch)  starts the step (may compute synchronously and be done on return);
+ *   poll()         1 when the step is done, 0 while it runs, -errno on failure; never blocks;
+ *   finish(out)    waits for the step, then writes out[i] for each batch seq i: the sampled
+ *                  token id where seqs[i].sample, else -1. Returns 0 or -errno.
+ * The batch (and everything it points to) stays valid and unchanged from launch to finish.
+ */
+#ifndef RL_BACKEND_H
+#define RL_BACKEND_H
+#include <stdint.h>
+#include "rl_batch.h"
+
+struct rl_backend;
+
+/* What the backend serves; copied into the info segment for clients. */
+struct rl_backend_info {
+	char     name[16];             /* "sim", "cpu", "cuda" */
+	char     model_name[64];
+	uint32_t vocab_size;
+	uint32_t max_ctx;              /* longest sequence (prompt + generated) */
+	uint32_t bos_id, eos_id;       /* UINT32_MAX when the model has none */
+	const void *vocab_blob;        /* tokenizer in llama2.c tokenizer.bin layout, or NULL */
+	uint32_t vocab_blob_size;
+};
+
+struct rl_backend_params {
+	uint32_t n_kv_blocks;          /* KV pool size in blocks */
+	uint32_t block_size;           /* tokens per block */
+	uint32_t max_batch_tokens;     /* most rows in one step (activation buffers sized by this) */
+	uint32_t max_seqs;             /* most sequences in one step */
+	int      threads;              /* cpu: worker threads; 0 = all CPUs but the runtime's */
+	int      runtime_cpu;          /* cpu the runtime thread is pinned to, -1 if none */
+	/* sim backend */
+	uint32_t sim_vocab;            /* default 32000 */
+	uint32_t sim_max_ctx;          /* default 8192 */
+	uint64_t sim_step_ns;          /* fixed cost per step */
+	uint64_t sim_token_ns;         /* cost per row */
+};
+
+struct rl_backend_ops {
+	int  (*launch)(struct rl_backend *be, const struct rl_batch *b);
+	int  (*poll)(struct rl_backend *be);
+	int  (*finish)(struct rl_backend *be, int32_t *out);
+	void (*destroy)(struct rl_backend *be);
+};
+
+struct rl_backend {
+	const struct rl_backend_ops *ops;
+	struct rl_backend_info info;
+	void *priv;
+};
+
+static inline int  rl_backend_launch(struct rl_backend *be, const struct rl_batch *b) { return be->ops->launch(be, b); }
+static inline int  rl_backend_poll(struct rl_backend *be) { return be->ops->poll(be); }
+static inline int  rl_backend_finish(struct rl_backend *be, int32_t *out) { return be->ops->finish(be, out); }
+static inline void rl_backend_destroy(struct rl_backend *be) { if (be) be->ops->destroy(be); }
+
+/* Constructors. Each returns 0 and sets *out, or -errno and writes a one-line reason to err. */
+int rl_backend_sim_create(const struct rl_backend_params *p, struct rl_backend **out,
+			  char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,49 @@
+/* rl_batch.h — the step description: what the scheduler builds each step and every backend
+ * (sim, cpu, cuda) consumes. One contract, so the scheduler serves all backends unchanged.
+ *
+ * Layout of one step with S sequences and T token rows:
+ *   rows [0, T) are packed prefill chunks first (seqs[0 .. n_prefill)), then decode tokens
+ *   (seqs[n_prefill .. S), exactly one row each). Row r belongs to seqs[row_seq[r]].
+ *   A sequence's rows are [q_start, q_start + q_len) and sit at positions
+ *   [ctx_len - q_len, ctx_len): the KV of positions < ctx_len - q_len is already cached
+ *   (earlier chunks, or prefix-cache hits) and is reached through the block table.
+ *   Position p of a sequence lives in block block_table[p / block_size], slot p % block_size.
+ */
+#ifndef RL_BATCH_H
+#define RL_BATCH_H
+#include <stdint.h>
+
+/* Sampling parameters of one request. temperature == 0 means greedy (argmax, lowest id wins
+ * ties). top_k == 0 means no top-k cut; top_p >= 1 means no nucleus cut. Random draws are keyed
+ * by (seed, position of the token being sampled) so output never depends on batch mates. */
+struct rl_sampling {
+	float    temperature;
+	float    top_p;
+	uint32_t top_k;
+	uint32_t _pad;
+	uint64_t seed;
+};
+
+struct rl_batch_seq {
+	uint32_t q_start;              /* first row of this sequence in the packed rows */
+	uint32_t q_len;                /* rows this step: chunk length, or 1 for decode */
+	uint32_t ctx_len;              /* KV length after this step (cached prefix + q_len) */
+	uint32_t n_blocks;             /* entries of block_table covering [0, ctx_len) */
+	const uint32_t *block_table;   /* [n_blocks] physical KV block ids */
+	uint32_t sample;               /* 1: sample the token at position ctx_len from the last row */
+	uint32_t seq_id;               /* scheduler's pool index (stable while the sequence lives) */
+	struct rl_sampling sp;
+};
+
+struct rl_batch {
+	uint32_t n_tokens;             /* T: rows in this step */
+	uint32_t n_seqs;               /* S */
+	uint32_t n_prefill;            /* seqs[0 .. n_prefill) are prefill chunks */
+	uint32_t block_size;           /* tokens per KV block */
+	const uint32_t *tokens;        /* [T] input token id of each row */
+	const uint32_t *pos;           /* [T] position of each row within its sequence */
+	const uint32_t *row_seq;       /* [T] index into seqs[] of each row */
+	const struct rl_batch_seq *seqs; /* [S] */
+};
+
+#endif

@@ -1,0 +1,60 @@
+/* rl_model.h — a loaded Llama-family decoder: config, fp32 weights, tokenizer vocabulary.
+ *
+ * Every loader (GGUF, safetensors + config.json, llama2.c .bin) produces this one struct, with
+ * weights converted to fp32 row-major [out][in] (y = W x, as in llama2.c). Backends that want
+ * other dtypes (cuda: bf16) convert from here. RoPE pairing is a config field because the
+ * formats differ: llama2.c and GGUF "llama" rotate adjacent pairs (2i, 2i+1), Hugging Face
+ * safetensors rotate halves (i, i + head_dim/2).
+ */
+#ifndef RL_MODEL_H
+#define RL_MODEL_H
+#include <stdint.h>
+#include <stddef.h>
+
+struct rl_model_config {
+	uint32_t dim;                  /* model width */
+	uint32_t hidden_dim;           /* SwiGLU inner width */
+	uint32_t n_layers;
+	uint32_t n_heads;              /* query heads */
+	uint32_t n_kv_heads;           /* key/value heads (GQA: n_heads % n_kv_heads == 0) */
+	uint32_t head_dim;             /* dim / n_heads unless the file says otherwise */
+	uint32_t vocab_size;
+	uint32_t max_ctx;              /* trained context length */
+	float    rope_theta;           /* 10000 for Llama 2, 500000 for Llama 3 */
+	float    rope_scale;           /* linear position scaling factor, 1 = none */
+	float    norm_eps;             /* RMSNorm epsilon */
+	int      rope_halves;          /* 1: rotate (i, i+hd/2) (HF); 0: adjacent pairs */
+	int      tied_embeddings;      /* classifier shares tok_emb */
+	int      has_qkv_bias;         /* Qwen2-style biases on q/k/v */
+	uint32_t bos_id, eos_id;       /* UINT32_MAX when none */
+};
+
+struct rl_layer {
+	float *attn_norm;              /* [dim] */
+	float *wq;                     /* [n_heads*head_dim, dim] */
+	float *wk;                     /* [n_kv_heads*head_dim, dim] */
+	float *wv;                     /* [n_kv_heads*head_dim, dim] */
+	float *bq, *bk, *bv;           /* biases or NULL */
+	float *wo;                     /* [dim, n_heads*head_dim] */
+	float *ffn_norm;               /* [dim] */
+	float *w_gate;                 /* [hidden_dim, dim]  (llama2.c w1) */
+	float *w_down;                 /* [dim, hidden_dim]  (llama2.c w2) */
+	float *w_up;                   /* [hidden_dim, dim]  (llama2.c w3) */
+};
+
+struct rl_model {
+	struct rl_model_config cfg;
+	char   name[64];
+	float *tok_emb;                /* [vocab_size, dim] */
+	struct rl_layer *layers;       /* [n_layers] */
+	float *out_norm;               /* [dim] */
+	float *wcls;                   /* [vocab_size, dim]; == tok_emb when tied */
+	/* Tokenizer vocabulary in llama2.c tokenizer.bin layout (int32 max_token_length, then per
+	 * token: float score, int32 len, len bytes), or NULL when the model file has none. */
+	void    *vocab_blob;
+	uint32_t vocab_blob_size;
+	void    *mem;                  /* owned storage for all of the above */
+	size_t   mem_size;
+};
+
+#endif

@@ -1,0 +1,43 @@
+/* rl_test.h — the tiny test harness every tests/test_*.c uses.
+ * Each test prints one line: "PASS name", "FAIL name" or "SKIP name: reason"; tests/run.sh
+ * adds them up and prints the closing "N passed, N failed, N skipped" line. */
+#ifndef RL_TEST_H
+#define RL_TEST_H
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rl_t_failed_now, rl_t_skipped_now, rl_t_npass, rl_t_nfail, rl_t_nskip;
+static char rl_t_skip_why[256];
+
+#define CHECK(cond) do { if (!(cond)) { rl_t_failed_now++; \
+	fprintf(stderr, "  check failed %s:%d: %s\n", __FILE__, __LINE__, #cond); } } while (0)
+#define CHECKF(cond, ...) do { if (!(cond)) { rl_t_failed_now++; \
+	fprintf(stderr, "  check failed %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+	fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+/* Stop the current test early (after a failed CHECK that makes the rest meaningless). */
+#define REQUIRE(cond) do { if (!(cond)) { rl_t_failed_now++; \
+	fprintf(stderr, "  required %s:%d: %s\n", __FILE__, __LINE__, #cond); return; } } while (0)
+#define SKIP(...) do { rl_t_skipped_now = 1; \
+	snprintf(rl_t_skip_why, sizeof rl_t_skip_why, __VA_ARGS__); return; } while (0)
+
+#define RUN(fn) do { rl_t_failed_now = 0; rl_t_skipped_now = 0; fflush(stdout); fn(); \
+	if (rl_t_failed_now) { rl_t_nfail++; printf("FAIL %s\n", #fn); } \
+	else if (rl_t_skipped_now) { rl_t_nskip++; printf("SKIP %s: %s\n", #fn, rl_t_skip_why); } \
+	else { rl_t_npass++; printf("PASS %s\n", #fn); } fflush(stdout); } while (0)
+
+#define TEST_MAIN_END() do { printf("%d passed, %d failed, %d skipped\n", \
+	rl_t_npass, rl_t_nfail, rl_t_nskip); return rl_t_nfail ? 1 : 0; } while (0)
+
+/* Path of a shared model file ("../shared/models/NAME" relative to the repo root, or
+ * $RINGLM_MODELS/NAME); NULL when absent so the test can SKIP. */
+#include <unistd.h>
+static inline const char *rl_t_model(const char *name)
+{
+	static char buf[4][1024]; static int k;
+	char *b = buf[k++ & 3];
+	const char *dir = getenv("RINGLM_MODELS");
+	snprintf(b, 1024, "%s/%s", dir ? dir : "../shared/models", name);
+	return access(b, R_OK) == 0 ? b : NULL;
+}
+#endif
