@@ -58,3 +58,17 @@ struct rl_model {
 };
 
 #endif
+
+/* Allocates one zeroed block for every weight of cfg and points the fields into it
+ * (wcls = tok_emb when cfg->tied_embeddings; biases only when has_qkv_bias). Checks the
+ * shape for sanity and overflow: -EINVAL with a reason in err. */
+int  rl_model_alloc(const struct rl_model_config *cfg, struct rl_model **out, char *err, size_t errlen);
+void rl_model_destroy(struct rl_model *m);
+/* Fills every weight with deterministic random values (norms near 1, projections scaled by
+ * 1/sqrt(fan_in)), for tests and benchmarks at real shapes. */
+void rl_model_fill_random(struct rl_model *m, uint64_t seed);
+/* Loads any supported format (by magic: GGUF, safetensors directory/file + config.json,
+ * llama2.c .bin). tokenizer_path (llama2.c tokenizer.bin) is optional where the file has a
+ * vocabulary. On failure: -errno and one line naming the file and what is wrong in err. */
+int  rl_model_load(const char *path, const char *tokenizer_path, struct rl_model **out,
+		   char *err, size_t errlen);

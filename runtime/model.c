@@ -1,0 +1,120 @@
+/* model.c — allocation, destruction and random filling of rl_model (loaders live in
+ * model_gguf.c, model_safetensors.c, model_llama2c.c; rl_model_load dispatches by magic). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rl_model.h"
+
+int rl_model_alloc(const struct rl_model_config *c, struct rl_model **out, char *err, size_t errlen)
+{
+	if (!c->dim || !c->hidden_dim || !c->n_layers || !c->n_heads || !c->n_kv_heads ||
+	    !c->vocab_size || !c->head_dim || c->n_heads % c->n_kv_heads ||
+	    c->n_layers > 4096 || c->dim > (1u << 20) || c->hidden_dim > (1u << 22) ||
+	    c->vocab_size > (1u << 22) || c->n_heads > 4096 || c->head_dim > 4096 ||
+	    (c->head_dim & 1)) {
+		snprintf(err, errlen, "bad model shape (dim %u hidden %u layers %u heads %u/%u head_dim %u vocab %u)",
+			 c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->vocab_size);
+		return -EINVAL;
+	}
+	size_t d = c->dim, h = c->hidden_dim, qd = (size_t)c->n_heads * c->head_dim,
+	       kvd = (size_t)c->n_kv_heads * c->head_dim, v = c->vocab_size;
+	size_t per_layer = d + qd * d + 2 * kvd * d + d * qd + d + 3 * h * d;
+	if (c->has_qkv_bias)
+		per_layer += qd + 2 * kvd;
+	size_t n = v * d + per_layer * c->n_layers + d + (c->tied_embeddings ? 0 : v * d);
+	struct rl_model *m = calloc(1, sizeof *m);
+	struct rl_layer *L = calloc(c->n_layers, sizeof *L);
+	float *w = calloc(n, sizeof(float));
+	if (!m || !L || !w) {
+		free(m); free(L); free(w);
+		snprintf(err, errlen, "cannot allocate %.1f GiB for the model weights", n * 4.0 / (1 << 30));
+		return -ENOMEM;
+	}
+	m->cfg = *c;
+	m->layers = L;
+	m->mem = w;
+	m->mem_size = n * sizeof(float);
+	float *p = w;
+#define TAKE(k) (p += (k), p - (k))
+	m->tok_emb = TAKE(v * d);
+	for (uint32_t l = 0; l < c->n_layers; l++) {
+		L[l].attn_norm = TAKE(d);
+		L[l].wq = TAKE(qd * d);
+		L[l].wk = TAKE(kvd * d);
+		L[l].wv = TAKE(kvd * d);
+		if (c->has_qkv_bias) {
+			L[l].bq = TAKE(qd);
+			L[l].bk = TAKE(kvd);
+			L[l].bv = TAKE(kvd);
+		}
+		L[l].wo = TAKE(d * qd);
+		L[l].ffn_norm = TAKE(d);
+		L[l].w_gate = TAKE(h * d);
+		L[l].w_down = TAKE(d * h);
+		L[l].w_up = TAKE(h * d);
+	}
+	m->out_norm = TAKE(d);
+	m->wcls = c->tied_embeddings ? m->tok_emb : TAKE(v * d);
+#undef TAKE
+	*out = m;
+	return 0;
+}
+
+void rl_model_destroy(struct rl_model *m)
+{
+	if (!m)
+		return;
+	free(m->mem);
+	free(m->layers);
+	free(m->vocab_blob);
+	free(m);
+}
+
+/* splitmix64 → uniform in [-1, 1) */
+static inline float rnd(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	z ^= z >> 31;
+	return (float)((z >> 40) * (1.0 / (1ull << 24))) * 2.0f - 1.0f;
+}
+
+static void fill(float *w, size_t n, float scale, float offset, uint64_t *s)
+{
+	for (size_t i = 0; i < n; i++)
+		w[i] = offset + scale * rnd(s);
+}
+
+void rl_model_fill_random(struct rl_model *m, uint64_t seed)
+{
+	const struct rl_model_config *c = &m->cfg;
+	size_t d = c->dim, h = c->hidden_dim, qd = (size_t)c->n_heads * c->head_dim,
+	       kvd = (size_t)c->n_kv_heads * c->head_dim, v = c->vocab_size;
+	uint64_t s = seed * 0x2545F4914F6CDD1Dull + 1;
+	/* uniform(-a, a) has std a/sqrt(3): a = sqrt(3/fan_in) keeps activations O(1) */
+	float sd = sqrtf(3.0f / d), sq = sqrtf(3.0f / qd), sh = sqrtf(3.0f / h);
+	fill(m->tok_emb, v * d, 1.0f, 0.0f, &s);
+	for (uint32_t l = 0; l < c->n_layers; l++) {
+		struct rl_layer *L = &m->layers[l];
+		fill(L->attn_norm, d, 0.1f, 1.0f, &s);
+		fill(L->wq, qd * d, sd, 0, &s);
+		fill(L->wk, kvd * d, sd, 0, &s);
+		fill(L->wv, kvd * d, sd, 0, &s);
+		if (L->bq) {
+			fill(L->bq, qd, 0.1f, 0, &s);
+			fill(L->bk, kvd, 0.1f, 0, &s);
+			fill(L->bv, kvd, 0.1f, 0, &s);
+		}
+		fill(L->wo, d * qd, sq, 0, &s);
+		fill(L->ffn_norm, d, 0.1f, 1.0f, &s);
+		fill(L->w_gate, h * d, sd, 0, &s);
+		fill(L->w_down, d * h, sh, 0, &s);
+		fill(L->w_up, h * d, sd, 0, &s);
+	}
+	fill(m->out_norm, d, 0.1f, 1.0f, &s);
+	if (!c->tied_embeddings)
+		fill(m->wcls, v * d, sd, 0, &s);
+}
