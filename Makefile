@@ -13,7 +13,7 @@ OPT     ?= -O2
 PREFIX  ?= /usr/local
 CUDA    ?= auto
 
-CFLAGS_BASE = -std=gnu11 -g $(OPT) -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare \
+CFLAGS_BASE = -std=gnu11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare \
 	-fPIC -pthread -fvisibility=hidden -I. -Iipc -Iruntime -Ikernels -Iclients
 ifneq ($(SAN),)
 CFLAGS_BASE += -fsanitize=$(SAN) -fno-omit-frame-pointer

@@ -1,0 +1,532 @@
+/* libringlm.c — the client side of the rings: attach, submit, poll, wait, cancel.
+ *
+ * After ringlm_connect nothing here allocates or makes a syscall on the fast path: submit
+ * writes the prompt into the arena and one record into the request ring; poll reads the event
+ * ring. A syscall happens only to wake a sleeping runtime (one FUTEX_WAKE or eventfd write) and
+ * when ringlm_wait gives up spinning and sleeps.
+ *
+ * Prompt arena: a ring of token ids private to this client. Requests are consumed by the
+ * runtime in ring order and it copies each prompt before releasing the record, so the arena
+ * space of every request below the request ring's cons index is free again (arena_end[]
+ * remembers where each request's prompt ended).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "ringlm.h"
+#include "rl_clock.h"
+#include "rl_ipc.h"
+#include "rl_rt.h"
+
+struct ringlm {
+	int      sock, seg_fd, info_fd, rt_efd, cl_efd;
+	uint8_t *seg;
+	size_t   seg_size;
+	const struct rl_info *info;
+	size_t   info_size;
+	struct rl_seg_hdr hdr;         /* private copy of the geometry */
+	struct rl_seg_ctl *ctl;
+	struct rl_ring_prod req;
+	struct rl_ring_cons evt;
+	uint32_t *arena, arena_mask;
+	uint32_t arena_head, arena_tail;
+	uint32_t *arena_end;           /* [req_cap] arena_head after request slot i */
+	uint32_t *free_ids, n_free;    /* request id free list */
+	uint64_t *id_tag;              /* [max_inflight] */
+	uint8_t  *id_live;
+	int      spin_us;
+	int      dead;
+	struct rl_rt *embedded;
+	pthread_t thread;
+	void    *tok;                  /* tokenizer, built lazily from the info segment */
+};
+
+static __thread char last_error[256];
+
+const char *ringlm_last_error(void) { return last_error; }
+
+static int fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(last_error, sizeof last_error, fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+struct ringlm_params ringlm_default_params(void)
+{
+	return (struct ringlm_params){ .socket = "default", .spin_us = 50 };
+}
+
+struct ringlm_request ringlm_default_request(void)
+{
+	return (struct ringlm_request){ .max_new = 16, .top_p = 1.0f };
+}
+
+const char *ringlm_strerror(int err)
+{
+	switch (err) {
+	case 0: return "success";
+	case -EAGAIN: return "rings or arena full: poll events, then retry";
+	case -EINVAL: return "invalid request (empty prompt, zero max_new, bad sampling parameters or stop ids)";
+	case -E2BIG: return "prompt or max_new over the runtime's limits";
+	case -ERANGE: return "a token id is outside the vocabulary";
+	case -EBUSY: return "request id already in use";
+	case -ENOSPC: return "the runtime's request pool is full: retry later";
+	case -ETIMEDOUT: return "the request's deadline passed before it was admitted";
+	case -ESHUTDOWN: return "the runtime is shutting down";
+	case -ECONNRESET: return "the runtime is gone (it exited or was killed): reconnect";
+	case -ECONNREFUSED: return "no runtime is listening on that socket: start ringlmd";
+	case -ENOENT: return "no runtime socket at that path: start ringlmd or check --socket";
+	case -EACCES: return "the runtime refused this user (see ringlmd --allow-uid/--allow-gid)";
+	case -EPROTO: return "protocol error: client and runtime disagree (rebuild against this libringlm)";
+	case -EUSERS: return "the runtime has no free client slot (--max-clients)";
+	default: return strerror(-err);
+	}
+}
+
+/* ---- connect / close ----------------------------------------------------------------- */
+
+static int attach(struct ringlm *c, const char *path, int fallback)
+{
+	c->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->sock < 0)
+		return fail(-errno, "socket: %s", strerror(errno));
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+	if (connect(c->sock, (struct sockaddr *)&a, sizeof a) < 0) {
+		int e = -errno;
+		return fail(e, "cannot connect to %s: %s (is ringlmd running with that --socket?)", path, strerror(errno));
+	}
+	struct rl_attach_req rq = { .magic = RL_WIRE_MAGIC, .version = RL_WIRE_VERSION,
+				    .flags = fallback ? RL_ATTACH_FALLBACK : 0 };
+	if (send(c->sock, &rq, sizeof rq, MSG_NOSIGNAL) != sizeof rq)
+		return fail(-ECONNRESET, "the runtime at %s closed the connection", path);
+	struct rl_attach_rep rep;
+	int fds[4], nfds, rc = rl_recv_fds(c->sock, &rep, sizeof rep, fds, 4, &nfds);
+	if (rc == 0 && rep.status == 0 && nfds != 4)
+		rc = -EPROTO;
+	if (rc) {
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		return fail(rc, "attach to %s failed: %s", path, strerror(-rc));
+	}
+	if (rep.magic != RL_WIRE_MAGIC || rep.status) {
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		rep.msg[sizeof rep.msg - 1] = 0;
+		return fail(rep.magic != RL_WIRE_MAGIC ? -EPROTO : rep.status, "ringlmd refused: %s", rep.msg);
+	}
+	c->seg_fd = fds[0];
+	c->info_fd = fds[1];
+	c->rt_efd = fds[2];
+	c->cl_efd = fds[3];
+	c->seg_size = rep.seg_size;
+	c->info_size = rep.info_size;
+	c->seg = mmap(NULL, c->seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, c->seg_fd, 0);
+	if (c->seg == MAP_FAILED) {
+		c->seg = NULL;
+		return fail(-errno, "cannot map the client segment: %s", strerror(errno));
+	}
+	void *info = mmap(NULL, c->info_size, PROT_READ, MAP_SHARED, c->info_fd, 0);
+	if (info == MAP_FAILED)
+		return fail(-errno, "cannot map the info segment: %s", strerror(errno));
+	c->info = info;
+	memcpy(&c->hdr, c->seg, sizeof c->hdr);
+	if (rl_seg_check(&c->hdr, c->seg_size) || c->info->magic != RL_WIRE_MAGIC)
+		return fail(-EPROTO, "the runtime sent a malformed segment");
+	return 0;
+}
+
+static int setup(struct ringlm *c)
+{
+	const struct rl_seg_hdr *h = &c->hdr;
+	c->ctl = (struct rl_seg_ctl *)(c->seg + h->ctl_off);
+	struct rl_ring_hdr *rq = (struct rl_ring_hdr *)(c->seg + h->req_off);
+	struct rl_ring_hdr *ev = (struct rl_ring_hdr *)(c->seg + h->evt_off);
+	rl_ring_prod_init(&c->req, rq, rq + 1, h->req_cap, sizeof(struct rl_req));
+	rl_ring_cons_init(&c->evt, ev, ev + 1, h->evt_cap, sizeof(struct rl_evt));
+	c->arena = (uint32_t *)(c->seg + h->arena_off);
+	c->arena_mask = h->arena_ids - 1;
+	c->arena_end = calloc(h->req_cap, sizeof *c->arena_end);
+	c->free_ids = malloc(h->max_inflight * sizeof *c->free_ids);
+	c->id_tag = calloc(h->max_inflight, sizeof *c->id_tag);
+	c->id_live = calloc(h->max_inflight, 1);
+	if (!c->arena_end || !c->free_ids || !c->id_tag || !c->id_live)
+		return fail(-ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < h->max_inflight; i++)
+		c->free_ids[i] = h->max_inflight - 1 - i;
+	c->n_free = h->max_inflight;
+	return 0;
+}
+
+static void *embedded_main(void *arg)
+{
+	rl_rt_run(arg);
+	return NULL;
+}
+
+/* Embedded mode: a runtime thread in this process, reached through a private socket. */
+static int start_embedded(struct ringlm *c, const struct ringlm_params *p, char *path, size_t len)
+{
+	static _Atomic unsigned counter;
+	struct rl_rt_params rp;
+	rl_rt_default_params(&rp);
+	rp.model = p->model;
+	rp.tokenizer = p->tokenizer;
+	rp.backend = p->backend;
+	char sock[96], err[256] = "";
+	snprintf(sock, sizeof sock, "embed-%d-%u", (int)getpid(), atomic_fetch_add(&counter, 1));
+	rp.socket = sock;
+	rp.wake = p->force_fallback ? 2 : 0;
+	/* extra ringlmd options, split on spaces */
+	char buf[1024], *argv[64] = { "ringlm-embedded" };
+	int argc = 1;
+	if (p->runtime_args) {
+		snprintf(buf, sizeof buf, "%s", p->runtime_args);
+		for (char *t = strtok(buf, " \t"); t && argc < 63; t = strtok(NULL, " \t"))
+			argv[argc++] = t;
+	}
+	int rc = rl_rt_parse_args(&rp, argc, argv, err, sizeof err);
+	if (rc)
+		return fail(rc < 0 ? rc : -EINVAL, "embedded runtime: %s", rc < 0 ? err : "--help is not an option here");
+	if (!rp.model && !p->model && p->backend && strcmp(p->backend, "sim"))
+		return fail(-EINVAL, "embedded runtime: --backend %s needs a model", p->backend);
+	rc = rl_rt_create(&rp, &c->embedded, err, sizeof err);
+	if (rc)
+		return fail(rc, "%s", err);
+	snprintf(path, len, "%s", rl_rt_socket_path(c->embedded));
+	rc = pthread_create(&c->thread, NULL, embedded_main, c->embedded);
+	if (rc) {
+		rl_rt_destroy(c->embedded);
+		c->embedded = NULL;
+		return fail(-rc, "cannot start the runtime thread: %s", strerror(rc));
+	}
+	return 0;
+}
+
+int ringlm_connect(const struct ringlm_params *p, struct ringlm **out)
+{
+	struct ringlm_params def = ringlm_default_params();
+	if (!p)
+		p = &def;
+	struct ringlm *c = calloc(1, sizeof *c);
+	if (!c)
+		return fail(-ENOMEM, "out of memory");
+	c->sock = c->seg_fd = c->info_fd = c->rt_efd = c->cl_efd = -1;
+	c->spin_us = p->spin_us >= 0 ? p->spin_us : 50;
+	char path[108];
+	int rc;
+	last_error[0] = 0;
+	if (p->model || (p->backend && !p->socket)) {
+		rc = start_embedded(c, p, path, sizeof path);
+	} else if ((rc = rl_sock_path(p->socket, path, sizeof path))) {
+		fail(rc, "socket name '%s' is too long", p->socket);
+	}
+	if (!rc)
+		rc = attach(c, path, p->force_fallback);
+	if (!rc)
+		rc = setup(c);
+	if (rc) {
+		ringlm_close(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+void rl_tok_destroy_opaque(void *tok) __attribute__((weak));
+
+void ringlm_close(struct ringlm *c)
+{
+	if (!c)
+		return;
+	if (c->seg)
+		munmap(c->seg, c->seg_size);
+	if (c->info)
+		munmap((void *)c->info, c->info_size);
+	int fds[] = { c->sock, c->seg_fd, c->info_fd, c->rt_efd, c->cl_efd };
+	for (size_t i = 0; i < sizeof fds / sizeof *fds; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	if (c->embedded) {
+		rl_rt_stop(c->embedded);
+		pthread_join(c->thread, NULL);
+		rl_rt_destroy(c->embedded);
+	}
+	if (c->tok && rl_tok_destroy_opaque)
+		rl_tok_destroy_opaque(c->tok);
+	free(c->arena_end);
+	free(c->free_ids);
+	free(c->id_tag);
+	free(c->id_live);
+	free(c);
+}
+
+/* ---- liveness ----------------------------------------------------------------------- */
+
+/* The runtime is gone when its info says stopped or the control socket hung up. */
+static int check_alive(struct ringlm *c)
+{
+	if (c->dead)
+		return -ECONNRESET;
+	if (atomic_load_explicit(&((struct rl_info *)c->info)->state, memory_order_acquire) == RL_STATE_STOPPED) {
+		c->dead = 1;
+		return -ECONNRESET;
+	}
+	struct pollfd pf = { .fd = c->sock, .events = POLLRDHUP };
+	if (poll(&pf, 1, 0) > 0 && (pf.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLIN))) {
+		c->dead = 1;
+		return -ECONNRESET;
+	}
+	return 0;
+}
+
+/* ---- submit / cancel ---------------------------------------------------------------- */
+
+static void ring_runtime_bell(struct ringlm *c)
+{
+	/* pairs with the runtime's fence between setting rt_sleeping and re-checking rings */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!atomic_load_explicit(&((struct rl_info *)c->info)->rt_sleeping, memory_order_relaxed))
+		return;
+	atomic_fetch_add_explicit(&c->ctl->rt_bell, 1, memory_order_release);
+	if (c->hdr.wake_mode == RL_WAKE_FUTEX) {
+		rl_futex_wake(&c->ctl->rt_bell, 1);
+	} else {
+		uint64_t one = 1;
+		(void)!write(c->rt_efd, &one, sizeof one);
+	}
+}
+
+/* Free request slots; also frees the arena of every request the runtime has consumed. */
+static int64_t req_space(struct ringlm *c)
+{
+	int64_t sp = rl_ring_prod_space(&c->req, c->req.mask + 1);
+	if (sp < 0)
+		return sp;
+	uint32_t cons = c->req.head - (c->req.mask + 1 - (uint32_t)sp);
+	if (cons == c->req.head)
+		c->arena_tail = c->arena_head;
+	else if (cons)
+		c->arena_tail = c->arena_end[(cons - 1) & c->req.mask];
+	return sp;
+}
+
+int ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id)
+{
+	if (c->dead)
+		return -ECONNRESET;
+	if (!r || !r->prompt || !r->n_prompt || !r->max_new || r->n_stop > RL_MAX_STOP_IDS ||
+	    (r->n_stop && !r->stop))
+		return -EINVAL;
+	if (r->n_prompt > c->hdr.max_prompt || r->n_prompt > c->arena_mask + 1 || r->max_new > c->hdr.max_new)
+		return -E2BIG;
+	int64_t sp = req_space(c);
+	if (sp < 0)
+		return -EPROTO;
+	uint32_t arena_free = c->arena_mask + 1 - (c->arena_head - c->arena_tail);
+	if (sp == 0 || arena_free < r->n_prompt || !c->n_free) {
+		int e = check_alive(c);
+		return e ? e : -EAGAIN;
+	}
+	uint32_t rid = c->free_ids[--c->n_free];
+	uint32_t pos = c->arena_head & c->arena_mask, first = c->arena_mask + 1 - pos;
+	if (first > r->n_prompt)
+		first = r->n_prompt;
+	memcpy(c->arena + pos, r->prompt, (size_t)first * 4);
+	memcpy(c->arena, r->prompt + first, (size_t)(r->n_prompt - first) * 4);
+	struct rl_req *q = rl_ring_prod_slot(&c->req, 0);
+	memset(q, 0, sizeof *q);
+	q->op = RL_OP_SUBMIT;
+	q->rid = rid;
+	q->tag = r->tag;
+	q->arena_pos = pos;
+	q->n_prompt = r->n_prompt;
+	q->max_new = r->max_new;
+	q->top_k = r->top_k;
+	q->temperature = r->temperature;
+	q->top_p = r->top_p;
+	q->seed = r->seed;
+	q->priority = r->priority;
+	q->n_stop = r->n_stop;
+	q->deadline_ns = r->deadline_ns;
+	if (r->n_stop)
+		memcpy(q->stop, r->stop, r->n_stop * sizeof *r->stop);
+	c->arena_head += r->n_prompt;
+	c->arena_end[c->req.head & c->req.mask] = c->arena_head;
+	c->id_tag[rid] = r->tag;
+	c->id_live[rid] = 1;
+	rl_ring_prod_publish(&c->req, 1);
+	ring_runtime_bell(c);
+	if (id)
+		*id = rid;
+	return 0;
+}
+
+int ringlm_cancel(struct ringlm *c, uint32_t id)
+{
+	if (c->dead)
+		return -ECONNRESET;
+	if (id >= c->hdr.max_inflight || !c->id_live[id])
+		return -EINVAL;
+	int64_t sp = req_space(c);
+	if (sp < 0)
+		return -EPROTO;
+	if (sp == 0) {
+		int e = check_alive(c);
+		return e ? e : -EAGAIN;
+	}
+	struct rl_req *q = rl_ring_prod_slot(&c->req, 0);
+	memset(q, 0, sizeof *q);
+	q->op = RL_OP_CANCEL;
+	q->rid = id;
+	c->arena_end[c->req.head & c->req.mask] = c->arena_head;
+	rl_ring_prod_publish(&c->req, 1);
+	ring_runtime_bell(c);
+	return 0;
+}
+
+/* ---- events --------------------------------------------------------------------------- */
+
+int ringlm_poll(struct ringlm *c, struct ringlm_event *ev, int max)
+{
+	int64_t avail = rl_ring_cons_avail(&c->evt);
+	if (avail < 0)
+		return -EPROTO;
+	if (avail == 0)
+		return c->dead ? -ECONNRESET : 0;
+	uint32_t n = (uint32_t)(avail < max ? avail : max);
+	for (uint32_t i = 0; i < n; i++) {
+		const struct rl_evt *e = rl_ring_cons_slot(&c->evt, i);
+		uint32_t rid = e->rid;
+		ev[i].id = rid;
+		ev[i].token = e->token;
+		ev[i].type = e->type;
+		ev[i].code = e->code;
+		ev[i].index = e->index;
+		ev[i].tag = 0;
+		if (rid < c->hdr.max_inflight) {
+			ev[i].tag = c->id_tag[rid];
+			if (e->type != RINGLM_EV_TOKEN && c->id_live[rid]) {
+				c->id_live[rid] = 0;
+				c->free_ids[c->n_free++] = rid;
+			}
+		}
+	}
+	rl_ring_cons_release(&c->evt, n);
+	return (int)n;
+}
+
+/* Sleep until the runtime rings our bell, for at most slice_ns. */
+static void sleep_once(struct ringlm *c, uint64_t slice_ns)
+{
+	uint32_t bell = atomic_load_explicit(&c->ctl->cl_bell, memory_order_acquire);
+	atomic_store_explicit(&c->ctl->cl_sleeping, 1, memory_order_relaxed);
+	/* pairs with the runtime's fence between publishing events and reading cl_sleeping */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (rl_ring_cons_avail(&c->evt) == 0) {
+		if (c->hdr.wake_mode == RL_WAKE_FUTEX) {
+			rl_futex_wait(&c->ctl->cl_bell, bell, slice_ns);
+		} else {
+			struct pollfd pf[2] = { { .fd = c->cl_efd, .events = POLLIN },
+						{ .fd = c->sock, .events = POLLRDHUP } };
+			if (poll(pf, 2, (int)(slice_ns / 1000000)) > 0 && (pf[0].revents & POLLIN)) {
+				uint64_t v;
+				(void)!read(c->cl_efd, &v, sizeof v);
+			}
+		}
+	}
+	atomic_store_explicit(&c->ctl->cl_sleeping, 0, memory_order_relaxed);
+}
+
+int ringlm_wait(struct ringlm *c, struct ringlm_event *ev, int max, int timeout_ms)
+{
+	uint64_t t0 = rl_now_ns(), spin_end = t0 + (uint64_t)c->spin_us * 1000;
+	uint64_t end = timeout_ms < 0 ? UINT64_MAX : t0 + (uint64_t)timeout_ms * 1000000;
+	for (;;) {
+		int n = ringlm_poll(c, ev, max);
+		if (n)
+			return n;
+		uint64_t now = rl_now_ns();
+		if (now >= end)
+			return 0;
+		if (now < spin_end) {
+			rl_cpu_relax();
+			continue;
+		}
+		int e = check_alive(c);
+		if (e)
+			return ringlm_poll(c, ev, max) ?: e;
+		/* sleep in slices so a runtime killed without a goodbye is noticed within ~20 ms */
+		uint64_t slice = 20 * 1000000ull;
+		if (end - now < slice)
+			slice = end - now;
+		sleep_once(c, slice);
+	}
+}
+
+/* ---- info and stats ------------------------------------------------------------------- */
+
+int ringlm_get_info(struct ringlm *c, struct ringlm_info *out)
+{
+	const struct rl_info *in = c->info;
+	memset(out, 0, sizeof *out);
+	memcpy(out->model, in->model, sizeof out->model - 1);
+	memcpy(out->backend, in->backend, sizeof out->backend - 1);
+	out->vocab_size = in->vocab_size;
+	out->max_ctx = in->max_ctx;
+	out->bos_id = in->bos_id;
+	out->eos_id = in->eos_id;
+	out->max_prompt = c->hdr.max_prompt;
+	out->max_new = c->hdr.max_new;
+	out->max_inflight = c->hdr.max_inflight;
+	out->futex_wake = c->hdr.wake_mode == RL_WAKE_FUTEX;
+	return 0;
+}
+
+int ringlm_stats_json(struct ringlm *c, char *buf, size_t len)
+{
+	const struct rl_info_stats *s = &c->info->st;
+#define G(f) (unsigned long long)atomic_load_explicit(&((struct rl_info_stats *)s)->f, memory_order_relaxed)
+	uint64_t now = rl_now_ns(), hb = atomic_load(&((struct rl_info *)c->info)->heartbeat_ns);
+	int n = snprintf(buf, len,
+		"{\"backend\":\"%.15s\",\"model\":\"%.63s\",\"pid\":%d,\"heartbeat_age_ms\":%llu,"
+		"\"clients\":%llu,\"active_requests\":%llu,\"queued_requests\":%llu,\"running\":%llu,"
+		"\"prefilling\":%llu,\"paused\":%llu,\"steps\":%llu,\"tokens_out\":%llu,\"tokens_prefill\":%llu,"
+		"\"requests_done\":%llu,\"requests_error\":%llu,\"kv_blocks_total\":%llu,\"kv_blocks_free\":%llu,"
+		"\"preemptions\":%llu,\"prefix_hit_tokens\":%llu,\"prefix_query_tokens\":%llu,"
+		"\"budget\":%llu,\"last_step_tokens\":%llu,\"last_step_us\":%.1f,"
+		"\"rejected_invalid\":%llu,\"rejected_limit\":%llu,\"rejected_busy\":%llu,\"hostile_clients\":%llu,"
+		"\"attaches\":%llu,\"detaches\":%llu,\"refused\":%llu,"
+		"\"itl_target_us\":%.1f,\"step_model\":{\"c0_ns\":%.1f,\"per_token_ns\":%.3f,\"per_seq_ns\":%.3f,\"per_kctx_ns\":%.3f},"
+		"\"wake\":\"%s\"}",
+		c->info->backend, c->info->model, c->info->pid,
+		(unsigned long long)(now > hb ? (now - hb) / 1000000 : 0),
+		G(clients), G(active_requests), G(queued_requests), G(running), G(prefilling), G(paused),
+		G(steps), G(tokens_out), G(tokens_prefill), G(requests_done), G(requests_error),
+		G(kv_blocks_total), G(kv_blocks_free), G(preemptions), G(prefix_hit_tokens),
+		G(prefix_query_tokens), G(budget), G(last_step_tokens), G(last_step_ns) / 1000.0,
+		G(rejected_invalid), G(rejected_limit), G(rejected_busy), G(hostile_clients),
+		G(attaches), G(detaches), G(refused),
+		G(itl_target_ns) / 1000.0, G(coef_c0_ps) / 1000.0, G(coef_tok_ps) / 1000.0,
+		G(coef_seq_ps) / 1000.0, G(coef_ctx_ps) / 1000.0,
+		c->info->wake_mode == RL_WAKE_FUTEX ? "futex" : "eventfd");
+#undef G
+	return n < 0 || (size_t)n >= len ? -ENOSPC : n;
+}
+
+/* Internal accessors for the tokenizer glue and tests (not exported). */
+const struct rl_info *rl_client_info(struct ringlm *c) { return c->info; }
+void **rl_client_tok_slot(struct ringlm *c) { return &c->tok; }

@@ -1,0 +1,141 @@
+/* rl_wire.h — everything runtime and clients share byte for byte: the attach handshake, the
+ * per-client segment layout, request and event records, and the read-only info segment.
+ *
+ * Per-client segment (memfd, sealed against resizing; mapped read-write by both sides):
+ *   [0]            struct rl_seg_hdr   geometry, written once by the runtime before handing the
+ *                                      fd over; the runtime keeps its own private copy and never
+ *                                      reads this back
+ *   [ctl_off]      struct rl_seg_ctl   doorbells and the client's sleeping flag
+ *   [req_off]      request ring: rl_ring_hdr, then req_cap × struct rl_req
+ *   [evt_off]      event ring:   rl_ring_hdr, then evt_cap × struct rl_evt
+ *   [arena_off]    prompt arena: arena_size bytes of uint32 token ids, written by the client;
+ *                  a request names [arena_pos, arena_pos + n_prompt) modulo the arena (in ids)
+ *
+ * Info segment (memfd, F_SEAL_FUTURE_WRITE: clients can only map it read-only): struct
+ * rl_info, then the vocabulary blob (llama2.c tokenizer.bin layout) at vocab_off.
+ *
+ * Doorbells (Dekker-style; seq_cst fences order each side's store before its load):
+ *   client → runtime: the client publishes a request (ring release), fence, then reads
+ *     info->rt_sleeping; if set it bumps ctl->rt_bell and wakes the runtime (FUTEX_WAKE on
+ *     rt_bell, or an eventfd write in fallback mode). The runtime, before sleeping, stores
+ *     rt_sleeping = 1, fences, re-checks every request ring, and only then waits (futex wait
+ *     on each rt_bell with the value read before the re-check, or eventfd poll).
+ *   runtime → client: the runtime publishes events, fence, reads ctl->cl_sleeping; if set it
+ *     bumps cl_bell and wakes the client. The client stores cl_sleeping = 1, fences,
+ *     re-checks its event ring, then sleeps on cl_bell (or its eventfd).
+ */
+#ifndef RL_WIRE_H
+#define RL_WIRE_H
+#include <stdatomic.h>
+#include <stdint.h>
+#include "rl_ring.h"
+
+#define RL_WIRE_MAGIC   0x4d4c4752u  /* "RGLM" */
+#define RL_WIRE_VERSION 1u
+#define RL_MAX_STOP_IDS 8
+
+/* ---- attach handshake (control socket, SOCK_STREAM) ---------------------------------- */
+struct rl_attach_req {
+	uint32_t magic, version;
+	uint32_t flags;                /* RL_ATTACH_* */
+	uint32_t _pad;
+};
+#define RL_ATTACH_FALLBACK 1u          /* ask for eventfd wake-ups even if futex waits work */
+
+struct rl_attach_rep {
+	uint32_t magic, version;
+	int32_t  status;               /* 0, or -errno (then msg says why and no fds follow) */
+	uint32_t client_id;
+	uint64_t seg_size, info_size;
+	char     msg[176];             /* NUL-terminated, one line */
+};
+/* With status 0 the reply carries 4 fds (SCM_RIGHTS): segment memfd, info memfd (read-only),
+ * the runtime's eventfd (client writes to wake it), the client's eventfd (runtime writes). */
+
+/* ---- per-client segment -------------------------------------------------------------- */
+struct rl_seg_hdr {
+	uint32_t magic, version;
+	uint32_t client_id;
+	uint32_t wake_mode;            /* RL_WAKE_FUTEX or RL_WAKE_EVENTFD */
+	uint64_t seg_size;
+	uint32_t ctl_off;
+	uint32_t req_off, req_cap;     /* ring header offset; slots follow it */
+	uint32_t evt_off, evt_cap;
+	uint32_t arena_off, arena_ids; /* arena size in uint32 ids (power of two) */
+	uint32_t max_inflight;         /* request ids are < max_inflight */
+	uint32_t max_prompt, max_new;
+};
+enum { RL_WAKE_FUTEX = 1, RL_WAKE_EVENTFD = 2 };
+
+struct rl_seg_ctl {
+	_Alignas(2 * RL_CACHELINE) _Atomic uint32_t rt_bell;     /* client bumps to wake runtime */
+	uint8_t _pad0[2 * RL_CACHELINE - 4];
+	_Alignas(2 * RL_CACHELINE) _Atomic uint32_t cl_bell;     /* runtime bumps to wake client */
+	_Atomic uint32_t cl_sleeping;  /* client: 1 while (about to be) asleep */
+	uint8_t _pad1[2 * RL_CACHELINE - 8];
+};
+
+enum rl_req_op { RL_OP_SUBMIT = 1, RL_OP_CANCEL = 2 };
+
+/* One request record, 128 bytes. Every field is untrusted input to the runtime. */
+struct rl_req {
+	uint32_t op;                   /* enum rl_req_op */
+	uint32_t rid;                  /* request id chosen by the client, < max_inflight */
+	uint64_t tag;                  /* echoed in events */
+	uint32_t arena_pos;            /* first prompt id in the arena (mod arena_ids) */
+	uint32_t n_prompt;
+	uint32_t max_new;
+	uint32_t top_k;
+	float    temperature;
+	float    top_p;
+	uint64_t seed;
+	int32_t  priority;
+	uint32_t n_stop;
+	uint64_t deadline_ns;
+	uint32_t stop[RL_MAX_STOP_IDS];
+	uint8_t  _pad[128 - 96];
+};
+_Static_assert(sizeof(struct rl_req) == 128, "rl_req is one 128-byte slot");
+
+/* One event record, 16 bytes. */
+struct rl_evt {
+	uint32_t rid;
+	uint32_t token;
+	uint16_t type;                 /* RL_EV_TOKEN / RL_EV_DONE / RL_EV_ERROR (rl_sched.h) */
+	int16_t  code;                 /* finish reason, or -errno */
+	uint32_t index;                /* token index within the output */
+};
+_Static_assert(sizeof(struct rl_evt) == 16, "rl_evt is 16 bytes");
+
+/* ---- info segment (read-only to clients) ------------------------------------------- */
+struct rl_info_stats {                 /* written by the runtime (relaxed), read by anyone */
+	_Atomic uint64_t clients, active_requests, queued_requests, running, prefilling, paused;
+	_Atomic uint64_t steps, tokens_out, tokens_prefill, requests_done, requests_error;
+	_Atomic uint64_t kv_blocks_total, kv_blocks_free, preemptions;
+	_Atomic uint64_t prefix_hit_tokens, prefix_query_tokens;
+	_Atomic uint64_t budget, last_step_tokens, last_step_ns;
+	_Atomic uint64_t rejected_invalid, rejected_limit, rejected_busy, hostile_clients;
+	_Atomic uint64_t attaches, detaches, refused;
+	/* automatic budget controller: step_ns ≈ c0 + c_tok·tokens + c_seq·seqs + c_ctx·ctx */
+	_Atomic uint64_t itl_target_ns;
+	_Atomic uint64_t coef_c0_ps, coef_tok_ps, coef_seq_ps, coef_ctx_ps;  /* picoseconds */
+};
+
+struct rl_info {
+	uint32_t magic, version;
+	uint64_t size;
+	_Alignas(RL_CACHELINE) _Atomic uint32_t rt_sleeping;  /* runtime is (about to be) asleep */
+	_Atomic uint32_t state;        /* RL_STATE_* */
+	_Atomic uint64_t heartbeat_ns; /* CLOCK_MONOTONIC, refreshed by a timer */
+	_Alignas(RL_CACHELINE) char backend[16];
+	char     model[64];
+	uint32_t vocab_size, max_ctx, bos_id, eos_id;
+	uint32_t max_prompt, max_new, max_inflight, max_clients;
+	uint32_t block_size, wake_mode;
+	uint32_t vocab_off, vocab_size_bytes;
+	int32_t  pid;
+	_Alignas(RL_CACHELINE) struct rl_info_stats st;
+};
+enum { RL_STATE_RUNNING = 1, RL_STATE_DRAINING = 2, RL_STATE_STOPPED = 3 };
+
+#endif
