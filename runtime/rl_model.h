@@ -72,3 +72,11 @@ void rl_model_fill_random(struct rl_model *m, uint64_t seed);
  * vocabulary. On failure: -errno and one line naming the file and what is wrong in err. */
 int  rl_model_load(const char *path, const char *tokenizer_path, struct rl_model **out,
 		   char *err, size_t errlen);
+/* The vocabulary of a GGUF file (tokenizer.ggml.tokens/scores, SentencePiece "llama" model)
+ * as a llama2.c tokenizer.bin blob (malloc'd; BOS/EOS pieces wrapped in newlines as llama2.c
+ * does), without loading the weights. -ENOENT when the file has none. */
+int  rl_gguf_read_vocab(const char *path, void **blob, uint32_t *size, char *err, size_t errlen);
+/* Writes m as a standard GGUF v3 "llama" file: 2-D weights as dtype (0 f32, 1 f16, 2 bf16),
+ * norms and biases f32, tensors aligned to 32, the vocabulary (if any) as tokenizer.ggml.*.
+ * Q/K rows are permuted to adjacent-pair RoPE when m uses rope_halves. */
+int  rl_gguf_write(const struct rl_model *m, const char *path, int dtype, char *err, size_t errlen);

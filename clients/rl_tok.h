@@ -1,0 +1,32 @@
+/* rl_tok.h — SentencePiece-style BPE tokenizer over a llama2.c tokenizer.bin vocabulary
+ * (int32 max_token_length, then per token: float score, int32 len, len bytes). The runtime
+ * publishes the same blob in its info segment, so clients tokenize without the model file.
+ * Encoding reproduces llama2.c's encode() token for token; decoding its decode(). */
+#ifndef RL_TOK_H
+#define RL_TOK_H
+#include <stddef.h>
+#include <stdint.h>
+
+struct rl_tok;
+
+/* Builds a tokenizer from a blob (copied; the caller keeps its own). The blob is untrusted:
+ * -EINVAL and a one-line reason in err when malformed. BOS/EOS default to 1/2 as in llama2.c. */
+int  rl_tok_create(const void *blob, size_t size, struct rl_tok **out, char *err, size_t errlen);
+/* Same, from a tokenizer.bin file. */
+int  rl_tok_load(const char *path, struct rl_tok **out, char *err, size_t errlen);
+void rl_tok_destroy(struct rl_tok *t);
+uint32_t rl_tok_vocab_size(const struct rl_tok *t);
+/* Overrides the BOS/EOS ids (e.g. from the model's config); ids out of range are ignored. */
+void rl_tok_set_special(struct rl_tok *t, uint32_t bos, uint32_t eos);
+/* Encodes len bytes of text. Writes at most cap ids and returns how many the full encoding
+ * has (so a return > cap means "call again with more room"; len + 3 always suffices), or
+ * -ENOMEM. */
+long rl_tok_encode(const struct rl_tok *t, const char *text, size_t len, int bos, int eos,
+		   int32_t *ids, size_t cap);
+/* Text of token `tok` following `prev` (-1 for none): the leading space is dropped after BOS
+ * and "<0xNN>" byte pieces become that raw byte. Not NUL-terminated; *len is set. NULL for
+ * an id out of range. */
+const char *rl_tok_decode(const struct rl_tok *t, int32_t prev, int32_t tok, size_t *len);
+/* Raw vocabulary piece and score of a token (NULL when out of range). */
+const char *rl_tok_piece(const struct rl_tok *t, int32_t tok, size_t *len, float *score);
+#endif

@@ -1,0 +1,421 @@
+/* model_io.c — file access for the model loaders: opening, exact preads for headers, and the
+ * bulk weight reader. Weights go through an io_uring with several multi-MiB reads in flight
+ * (straight into the fp32 destination for f32 tensors, into a bounded staging buffer for
+ * f16/bf16/q8_0 that is then converted), because one synchronous read() at a time leaves
+ * NVMe queues idle while loading multi-GiB models. */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "model_internal.h"
+
+#define CHUNK      (2u << 20)          /* bytes per read request */
+#define QDEPTH     8                   /* reads in flight */
+#define STAGE_MAX  (64ull << 20)       /* staging bytes per conversion group */
+
+void rl_model_err(char *err, size_t errlen, const char *name, const char *fmt, ...)
+{
+	if (!err || !errlen)
+		return;
+	int n = snprintf(err, errlen, "%s: ", name ? name : "model");
+	if (n < 0 || (size_t)n >= errlen)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err + n, errlen - n, fmt, ap);
+	va_end(ap);
+	/* one line, whatever a file-supplied string contained */
+	for (char *p = err; *p; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = ' ';
+}
+
+const char *rl_model_basename(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s && s[1] ? s + 1 : path;
+}
+
+int rl_mfile_open(struct rl_mfile *f, const char *path, char *err, size_t errlen)
+{
+	f->name = rl_model_basename(path);
+	f->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (f->fd < 0) {
+		int e = errno;
+		rl_model_err(err, errlen, f->name, "cannot open: %s", strerror(e));
+		return -e;
+	}
+	struct stat st;
+	if (fstat(f->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		int e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+		rl_model_err(err, errlen, f->name, "not a regular file");
+		close(f->fd);
+		f->fd = -1;
+		return -e;
+	}
+	f->size = (uint64_t)st.st_size;
+	return 0;
+}
+
+void rl_mfile_close(struct rl_mfile *f)
+{
+	if (f->fd >= 0)
+		close(f->fd);
+	f->fd = -1;
+}
+
+int rl_mfile_pread(const struct rl_mfile *f, void *buf, size_t len, uint64_t off,
+		   char *err, size_t errlen)
+{
+	if (off > f->size || len > f->size - off) {
+		rl_model_err(err, errlen, f->name, "truncated: need %zu bytes at offset %llu, file has %llu",
+			     len, (unsigned long long)off, (unsigned long long)f->size);
+		return -EINVAL;
+	}
+	char *p = buf;
+	while (len) {
+		ssize_t r = pread(f->fd, p, len, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			int e = r < 0 ? errno : EINVAL;
+			rl_model_err(err, errlen, f->name, "read at offset %llu failed: %s",
+				     (unsigned long long)off, r < 0 ? strerror(e) : "file shrank");
+			return -e;
+		}
+		p += r; len -= r; off += r;
+	}
+	return 0;
+}
+
+int rl_dt_size(int dtype, uint64_t nelem, uint64_t *nbytes)
+{
+	switch (dtype) {
+	case RL_DT_F32:  return __builtin_mul_overflow(nelem, 4, nbytes) ? -EINVAL : 0;
+	case RL_DT_F16:
+	case RL_DT_BF16: return __builtin_mul_overflow(nelem, 2, nbytes) ? -EINVAL : 0;
+	case RL_DT_Q8_0:
+		if (nelem % 32)
+			return -EINVAL;
+		*nbytes = nelem / 32 * 34;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+float rl_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
+	if (e == 0x1f)
+		u = sign | 0x7f800000u | (m << 13);
+	else if (e)
+		u = sign | ((e + 112) << 23) | (m << 13);
+	else if (!m)
+		u = sign;
+	else {  /* subnormal: normalise */
+		e = 113;
+		while (!(m & 0x400)) { m <<= 1; e--; }
+		u = sign | (e << 23) | ((m & 0x3ff) << 13);
+	}
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+float rl_bf16_to_f32(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+uint16_t rl_f32_to_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40);     /* keep NaN a (quiet) NaN */
+	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+uint16_t rl_f32_to_f16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	uint16_t sign = (u >> 16) & 0x8000;
+	uint32_t a = u & 0x7fffffffu;
+	if (a > 0x7f800000u)
+		return sign | 0x7e00;
+	if (a >= 0x477ff000u)                       /* rounds to >= 65520: infinity */
+		return sign | 0x7c00;
+	if (a < 0x38800000u) {                      /* below 2^-14: subnormal or zero */
+		if (a < 0x33000000u)                /* below half the smallest subnormal */
+			return sign;
+		uint32_t e = a >> 23, m = (a & 0x7fffff) | 0x800000;
+		uint32_t shift = 126 - e;           /* 14..24 */
+		uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+		if (rem > half || (rem == half && (r & 1)))
+			r++;
+		return sign | (uint16_t)r;
+	}
+	uint32_t r = a - 0x38000000u;               /* rebias exponent 127 -> 15 */
+	r = (r + 0xfffu + ((r >> 13) & 1)) >> 13;   /* round to nearest even */
+	return sign | (uint16_t)r;
+}
+
+static void convert(const struct rl_tread *t, const uint8_t *src)
+{
+	switch (t->dtype) {
+	case RL_DT_F16:
+		for (uint64_t i = 0; i < t->nelem; i++) {
+			uint16_t h; memcpy(&h, src + 2 * i, 2);
+			t->dst[i] = rl_f16_to_f32(h);
+		}
+		break;
+	case RL_DT_BF16:
+		for (uint64_t i = 0; i < t->nelem; i++) {
+			uint16_t h; memcpy(&h, src + 2 * i, 2);
+			t->dst[i] = rl_bf16_to_f32(h);
+		}
+		break;
+	case RL_DT_Q8_0:
+		for (uint64_t b = 0; b < t->nelem / 32; b++) {
+			const uint8_t *blk = src + b * 34;
+			uint16_t h; memcpy(&h, blk, 2);
+			float d = rl_f16_to_f32(h);
+			for (int i = 0; i < 32; i++)
+				t->dst[b * 32 + i] = d * (float)(int8_t)blk[2 + i];
+		}
+		break;
+	}
+}
+
+/* A group of tensors read together: each tensor's bytes land at dst (f32) or in stage. */
+struct group {
+	const struct rl_tread *t;
+	size_t n;
+	uint8_t **buf;                 /* per tensor: where its raw bytes go */
+	size_t ti;                     /* chunk generator: current tensor ... */
+	uint64_t pos;                  /* ... and byte position in it */
+};
+
+struct chunk { uint64_t off; uint8_t *buf; uint32_t len; };
+
+static int next_chunk(struct group *g, struct chunk *c)
+{
+	while (g->ti < g->n && g->pos >= g->t[g->ti].nbytes) {
+		g->ti++;
+		g->pos = 0;
+	}
+	if (g->ti >= g->n)
+		return 0;
+	const struct rl_tread *t = &g->t[g->ti];
+	uint64_t left = t->nbytes - g->pos;
+	c->off = t->off + g->pos;
+	c->buf = g->buf[g->ti] + g->pos;
+	c->len = left < CHUNK ? (uint32_t)left : CHUNK;
+	g->pos += c->len;
+	return 1;
+}
+
+static int read_group_pread(const struct rl_mfile *f, struct group *g, char *err, size_t errlen)
+{
+	struct chunk c;
+	while (next_chunk(g, &c)) {
+		int rc = rl_mfile_pread(f, c.buf, c.len, c.off, err, errlen);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int read_group_uring(struct io_uring *ring, const struct rl_mfile *f, struct group *g,
+			    char *err, size_t errlen)
+{
+	struct chunk slot[QDEPTH];
+	int busy[QDEPTH] = {0}, inflight = 0, rc = 0, more = 1;
+	for (;;) {
+		/* fill free slots while there is work and no error */
+		for (int s = 0; s < QDEPTH && more && !rc; s++) {
+			if (busy[s])
+				continue;
+			if (!(more = next_chunk(g, &slot[s])))
+				break;
+			/* never NULL: at most QDEPTH requests exist and the ring has 2*QDEPTH */
+			struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+			assert(sqe);
+			io_uring_prep_read(sqe, f->fd, slot[s].buf, slot[s].len, slot[s].off);
+			io_uring_sqe_set_data64(sqe, (uint64_t)s);
+			busy[s] = 1;
+			inflight++;
+		}
+		if (!inflight)
+			return rc;
+		int r = io_uring_submit(ring);
+		if (r < 0 && !rc) {
+			rl_model_err(err, errlen, f->name, "io_uring submit failed: %s", strerror(-r));
+			rc = r;
+		}
+		struct io_uring_cqe *cqe;
+		r = io_uring_wait_cqe(ring, &cqe);
+		if (r == -EINTR)
+			continue;
+		if (r < 0) {
+			/* cannot reap: the in-flight buffers may still be written; only safe to give up
+			 * by tearing the ring down, which the caller does */
+			rl_model_err(err, errlen, f->name, "io_uring wait failed: %s", strerror(-r));
+			return r;
+		}
+		int s = (int)io_uring_cqe_get_data64(cqe), res = cqe->res;
+		io_uring_cqe_seen(ring, cqe);
+		busy[s] = 0;
+		inflight--;
+		if (rc)
+			continue;                  /* draining after an error */
+		if (res <= 0) {
+			rl_model_err(err, errlen, f->name, "read of %u bytes at offset %llu failed: %s",
+				     slot[s].len, (unsigned long long)slot[s].off,
+				     res < 0 ? strerror(-res) : "file shrank");
+			rc = res < 0 ? res : -EINVAL;
+			continue;
+		}
+		if ((uint32_t)res < slot[s].len) {  /* short read: resubmit the rest */
+			slot[s].off += res; slot[s].buf += res; slot[s].len -= res;
+			struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+			assert(sqe);
+			io_uring_prep_read(sqe, f->fd, slot[s].buf, slot[s].len, slot[s].off);
+			io_uring_sqe_set_data64(sqe, (uint64_t)s);
+			busy[s] = 1;
+			inflight++;
+		}
+	}
+}
+
+int rl_model_read_tensors(const struct rl_mfile *f, const struct rl_tread *t, size_t n,
+			  char *err, size_t errlen)
+{
+	struct io_uring ring;
+	/* io_uring may be unavailable (old kernel, seccomp): the same chunks then go via pread */
+	int have_ring = io_uring_queue_init(QDEPTH * 2, &ring, 0) == 0;
+	uint8_t **bufs = calloc(n ? n : 1, sizeof *bufs);
+	uint8_t *stage = NULL;
+	int rc = bufs ? 0 : -ENOMEM;
+	if (rc)
+		rl_model_err(err, errlen, f->name, "out of memory");
+	for (size_t i = 0; i < n && !rc;) {
+		/* a group: f32 tensors plus converted ones up to STAGE_MAX bytes of staging (at
+		 * least one tensor, however large) */
+		size_t j = i;
+		uint64_t st = 0;
+		while (j < n) {
+			uint64_t need = t[j].dtype == RL_DT_F32 ? 0 : t[j].nbytes;
+			if (j > i && st + need > STAGE_MAX)
+				break;
+			st += need;
+			j++;
+		}
+		free(stage);
+		stage = st ? malloc(st) : NULL;
+		if (st && !stage) {
+			rl_model_err(err, errlen, f->name, "cannot allocate %llu bytes of staging",
+				     (unsigned long long)st);
+			rc = -ENOMEM;
+			break;
+		}
+		uint64_t so = 0;
+		for (size_t k = i; k < j; k++) {
+			if (t[k].dtype == RL_DT_F32) {
+				bufs[k] = (uint8_t *)t[k].dst;
+			} else {
+				bufs[k] = stage + so;
+				so += t[k].nbytes;
+			}
+		}
+		struct group g = { t + i, j - i, bufs + i, 0, 0 };
+		rc = have_ring ? read_group_uring(&ring, f, &g, err, errlen)
+			       : read_group_pread(f, &g, err, errlen);
+		for (size_t k = i; k < j && !rc; k++)
+			if (t[k].dtype != RL_DT_F32)
+				convert(&t[k], bufs[k]);
+		i = j;
+	}
+	free(stage);
+	free(bufs);
+	if (have_ring)
+		io_uring_queue_exit(&ring);
+	return rc;
+}
+
+int rl_model_vocab_check(const void *blob, size_t size, uint32_t n_vocab, const char *name,
+			 char *err, size_t errlen)
+{
+	const uint8_t *p = blob;
+	if (size < 4) {
+		rl_model_err(err, errlen, name, "tokenizer too short (%zu bytes)", size);
+		return -EINVAL;
+	}
+	int32_t maxlen = (int32_t)rl_rd32(p);
+	if (maxlen <= 0 || maxlen > 65536) {
+		rl_model_err(err, errlen, name, "tokenizer max_token_length %d out of range", maxlen);
+		return -EINVAL;
+	}
+	size_t off = 4;
+	for (uint32_t i = 0; i < n_vocab; i++) {
+		if (size - off < 8) {
+			rl_model_err(err, errlen, name, "tokenizer ends at token %u of %u", i, n_vocab);
+			return -EINVAL;
+		}
+		float score;
+		memcpy(&score, p + off, 4);
+		int32_t len = (int32_t)rl_rd32(p + off + 4);
+		off += 8;
+		if (isnan(score) || len < 0 || len > maxlen || (size_t)len > size - off) {
+			rl_model_err(err, errlen, name, "tokenizer token %u: bad %s (length %d, max %d)",
+				     i, isnan(score) ? "score" : "length", len, maxlen);
+			return -EINVAL;
+		}
+		off += len;
+	}
+	if (off != size) {
+		rl_model_err(err, errlen, name, "tokenizer has %zu bytes after %u tokens (vocabulary size mismatch?)",
+			     size - off, n_vocab);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int rl_model_attach_tokenizer(struct rl_model *m, const char *path, char *err, size_t errlen)
+{
+	struct rl_mfile f;
+	int rc = rl_mfile_open(&f, path, err, errlen);
+	if (rc)
+		return rc;
+	void *blob = NULL;
+	if (f.size > (256u << 20)) {
+		rl_model_err(err, errlen, f.name, "tokenizer of %llu bytes is implausibly large",
+			     (unsigned long long)f.size);
+		rc = -EFBIG;
+	} else if (!(blob = malloc(f.size ? f.size : 1))) {
+		rl_model_err(err, errlen, f.name, "out of memory");
+		rc = -ENOMEM;
+	} else {
+		rc = rl_mfile_pread(&f, blob, f.size, 0, err, errlen);
+		if (!rc)
+			rc = rl_model_vocab_check(blob, f.size, m->cfg.vocab_size, f.name, err, errlen);
+	}
+	rl_mfile_close(&f);
+	if (rc) {
+		free(blob);
+		return rc;
+	}
+	free(m->vocab_blob);
+	m->vocab_blob = blob;
+	m->vocab_blob_size = (uint32_t)f.size;
+	return 0;
+}
