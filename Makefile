@@ -14,7 +14,7 @@ PREFIX  ?= /usr/local
 CUDA    ?= auto
 
 CFLAGS_BASE = -std=gnu11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare \
-	-fPIC -pthread -fvisibility=hidden -I. -Iipc -Iruntime -Ikernels -Iclients
+	-fPIC -pthread -fvisibility=hidden -I. -Iipc -Iruntime -Ikernels -Iclients -Iclients/cli -Ibench
 ifneq ($(SAN),)
 CFLAGS_BASE += -fsanitize=$(SAN) -fno-omit-frame-pointer
 LDSAN = -fsanitize=$(SAN)

@@ -509,7 +509,7 @@ int ringlm_stats_json(struct ringlm *c, char *buf, size_t len)
 		"\"preemptions\":%llu,\"prefix_hit_tokens\":%llu,\"prefix_query_tokens\":%llu,"
 		"\"budget\":%llu,\"last_step_tokens\":%llu,\"last_step_us\":%.1f,"
 		"\"rejected_invalid\":%llu,\"rejected_limit\":%llu,\"rejected_busy\":%llu,\"hostile_clients\":%llu,"
-		"\"attaches\":%llu,\"detaches\":%llu,\"refused\":%llu,"
+		"\"attaches\":%llu,\"detaches\":%llu,\"refused\":%llu,\"sleeps\":%llu,"
 		"\"itl_target_us\":%.1f,\"step_model\":{\"c0_ns\":%.1f,\"per_token_ns\":%.3f,\"per_seq_ns\":%.3f,\"per_kctx_ns\":%.3f},"
 		"\"wake\":\"%s\"}",
 		c->info->backend, c->info->model, c->info->pid,
@@ -519,7 +519,7 @@ int ringlm_stats_json(struct ringlm *c, char *buf, size_t len)
 		G(kv_blocks_total), G(kv_blocks_free), G(preemptions), G(prefix_hit_tokens),
 		G(prefix_query_tokens), G(budget), G(last_step_tokens), G(last_step_ns) / 1000.0,
 		G(rejected_invalid), G(rejected_limit), G(rejected_busy), G(hostile_clients),
-		G(attaches), G(detaches), G(refused),
+		G(attaches), G(detaches), G(refused), G(sleeps),
 		G(itl_target_ns) / 1000.0, G(coef_c0_ps) / 1000.0, G(coef_tok_ps) / 1000.0,
 		G(coef_seq_ps) / 1000.0, G(coef_ctx_ps) / 1000.0,
 		c->info->wake_mode == RL_WAKE_FUTEX ? "futex" : "eventfd");

@@ -115,7 +115,7 @@ struct rl_info_stats {                 /* written by the runtime (relaxed), read
 	_Atomic uint64_t prefix_hit_tokens, prefix_query_tokens;
 	_Atomic uint64_t budget, last_step_tokens, last_step_ns;
 	_Atomic uint64_t rejected_invalid, rejected_limit, rejected_busy, hostile_clients;
-	_Atomic uint64_t attaches, detaches, refused;
+	_Atomic uint64_t attaches, detaches, refused, sleeps;
 	/* automatic budget controller: step_ns ≈ c0 + c_tok·tokens + c_seq·seqs + c_ctx·ctx */
 	_Atomic uint64_t itl_target_ns;
 	_Atomic uint64_t coef_c0_ps, coef_tok_ps, coef_seq_ps, coef_ctx_ps;  /* picoseconds */

@@ -785,6 +785,7 @@ static void sleep_until_work(struct rl_rt *rt)
 		if (rt->clients[s].used)
 			bell[s] = atomic_load_explicit(&rt->clients[s].ctl->rt_bell, memory_order_acquire);
 	atomic_store_explicit(&rt->info->rt_sleeping, 1, memory_order_relaxed);
+	ST_ADD(sleeps, 1);
 	/* pairs with the clients' fence between publishing a request and reading rt_sleeping */
 	atomic_thread_fence(memory_order_seq_cst);
 	if (!rings_pending(rt) && !atomic_load(&rt->stop_req)) {

@@ -38,7 +38,8 @@ void rl_rt_usage(FILE *f)
 "               [--prefix-cache on|off] [--max-clients N] [--max-inflight N]\n"
 "               [--max-prompt N] [--max-new N] [--allow-uid UID] [--allow-gid GID]\n"
 "               [--sim-step-us A] [--sim-token-us B] [--sim-vocab V]\n"
-"               [--wake auto|futex|eventfd] [--idle-spin-us N] [--verbose]\n");
+"               [--wake auto|futex|eventfd] [--idle-spin-us N] [--event-ring N]\n"
+"               [--request-ring N] [--arena-ids N] [--verbose|--quiet]\n");
 }
 
 static int num(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -59,6 +60,10 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 		uint64_t n;
 		if (!strcmp(a, "--help") || !strcmp(a, "-h"))
 			return 1;
+		if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+			p->verbose = 0;
+			continue;
+		}
 		if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
 			p->verbose = 1;
 			continue;
@@ -163,6 +168,15 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 				snprintf(err, errlen, "--wake must be auto, futex or eventfd, got '%s'", v);
 				return -EINVAL;
 			}
+		} else if (!strcmp(a, "--event-ring") || !strcmp(a, "--request-ring") || !strcmp(a, "--arena-ids")) {
+			NUM(2, 1u << 26);
+			if (n & (n - 1)) {
+				snprintf(err, errlen, "%s must be a power of two, got %s", a, v);
+				return -EINVAL;
+			}
+			if (a[2] == 'e') p->evt_cap = (uint32_t)n;
+			else if (a[2] == 'r') p->req_cap = (uint32_t)n;
+			else p->arena_ids = (uint32_t)n;
 		} else if (!strcmp(a, "--idle-spin-us")) {
 			NUM(0, 10000000);
 			p->idle_spin_ns = n * 1000;

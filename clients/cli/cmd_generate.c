@@ -1,0 +1,189 @@
+/* cmd_generate.c — `ringlm generate`: stream one generation from a daemon (--socket) or an
+ * in-process runtime (--model), as text or ids, with optional latency stats on stderr. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#include "ringlm.h"
+#include "rl_clock.h"
+
+static void usage(void)
+{
+	fprintf(stderr,
+"usage: ringlm generate [--socket NAME | --model PATH|synthetic:SHAPE [--tokenizer PATH]\n"
+"                        [--backend cpu|sim] [--runtime-args \"...\"]]\n"
+"                       (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--temp T] [--top-k K]\n"
+"                       [--top-p P] [--seed S] [--stop ID,..] [--ids] [--stats] [--no-bos]\n");
+}
+
+static int parse_ids(const char *s, uint32_t *ids, int max)
+{
+	int n = 0;
+	while (*s) {
+		char *end;
+		unsigned long v = strtoul(s, &end, 10);
+		if (end == s || v > UINT32_MAX || n == max)
+			return -1;
+		ids[n++] = (uint32_t)v;
+		s = end;
+		if (*s == ',' || *s == ' ')
+			s++;
+		else if (*s)
+			return -1;
+	}
+	return n;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+int rl_cmd_generate(int argc, char **argv)
+{
+	struct ringlm_params p = ringlm_default_params();
+	struct ringlm_request r = ringlm_default_request();
+	const char *prompt = NULL, *prompt_ids = NULL, *stop = NULL;
+	int ids_out = 0, stats = 0, bos = 1;
+	r.max_new = 64;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "--ids")) { ids_out = 1; continue; }
+		if (!strcmp(a, "--stats")) { stats = 1; continue; }
+		if (!strcmp(a, "--no-bos")) { bos = 0; continue; }
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
+		if (!v) {
+			fprintf(stderr, "ringlm generate: %s needs a value (ringlm generate --help)\n", a);
+			return 2;
+		}
+		i++;
+		char *end = NULL;
+		if (!strcmp(a, "--socket")) p.socket = v;
+		else if (!strcmp(a, "--model")) p.model = v;
+		else if (!strcmp(a, "--tokenizer")) p.tokenizer = v;
+		else if (!strcmp(a, "--backend")) p.backend = v;
+		else if (!strcmp(a, "--runtime-args")) p.runtime_args = v;
+		else if (!strcmp(a, "--prompt")) prompt = v;
+		else if (!strcmp(a, "--prompt-ids")) prompt_ids = v;
+		else if (!strcmp(a, "--stop")) stop = v;
+		else if (!strcmp(a, "-n")) r.max_new = (uint32_t)strtoul(v, &end, 10);
+		else if (!strcmp(a, "--temp")) r.temperature = strtof(v, &end);
+		else if (!strcmp(a, "--top-k")) r.top_k = (uint32_t)strtoul(v, &end, 10);
+		else if (!strcmp(a, "--top-p")) r.top_p = strtof(v, &end);
+		else if (!strcmp(a, "--seed")) r.seed = strtoull(v, &end, 10);
+		else {
+			fprintf(stderr, "ringlm generate: unknown option '%s' (ringlm generate --help)\n", a);
+			return 2;
+		}
+		if (end && (*end || end == v)) {
+			fprintf(stderr, "ringlm generate: %s wants a number, got '%s'\n", a, v);
+			return 2;
+		}
+	}
+	if (!prompt == !prompt_ids) {
+		fprintf(stderr, "ringlm generate: give exactly one of --prompt TEXT or --prompt-ids LIST\n");
+		return 2;
+	}
+	if (r.max_new == 0) {
+		fprintf(stderr, "ringlm generate: -n must be at least 1\n");
+		return 2;
+	}
+	static uint32_t ids[1 << 16], stops[8];
+	int n_stop = 0;
+	if (stop && (n_stop = parse_ids(stop, stops, 8)) < 0) {
+		fprintf(stderr, "ringlm generate: --stop wants up to 8 comma-separated ids, got '%s'\n", stop);
+		return 2;
+	}
+	struct ringlm *c;
+	int rc = ringlm_connect(&p, &c);
+	if (rc) {
+		fprintf(stderr, "ringlm generate: %s\n", ringlm_last_error()[0] ? ringlm_last_error() : ringlm_strerror(rc));
+		return 1;
+	}
+	int n;
+	if (prompt_ids) {
+		n = parse_ids(prompt_ids, ids, 1 << 16);
+		if (n <= 0) {
+			fprintf(stderr, "ringlm generate: --prompt-ids wants comma-separated token ids, got '%s'\n", prompt_ids);
+			ringlm_close(c);
+			return 2;
+		}
+	} else {
+		n = ringlm_tokenize(c, prompt, bos, ids, 1 << 16);
+		if (n <= 0) {
+			fprintf(stderr, "ringlm generate: cannot tokenize the prompt: %s\n",
+				n == -ENOENT ? "the runtime's model has no vocabulary (use --prompt-ids)" : ringlm_strerror(n));
+			ringlm_close(c);
+			return 1;
+		}
+	}
+	r.prompt = ids;
+	r.n_prompt = (uint32_t)n;
+	r.stop = stops;
+	r.n_stop = (uint32_t)n_stop;
+	uint64_t t0 = rl_now_ns(), last = 0, ttft = 0;
+	uint64_t *gaps = calloc(r.max_new + 1, sizeof *gaps);
+	uint32_t id, ngaps = 0, ntok = 0, prev = n ? ids[n - 1] : UINT32_MAX;
+	rc = ringlm_submit(c, &r, &id);
+	if (rc) {
+		fprintf(stderr, "ringlm generate: submit failed: %s\n", ringlm_strerror(rc));
+		ringlm_close(c);
+		free(gaps);
+		return 1;
+	}
+	if (!ids_out && prompt)
+		fputs(prompt, stdout);
+	int done = 0, status = 0;
+	struct ringlm_event ev[64];
+	char piece[256];
+	while (!done) {
+		int k = ringlm_wait(c, ev, 64, -1);
+		if (k < 0) {
+			fprintf(stderr, "\nringlm generate: %s\n", ringlm_strerror(k));
+			status = 1;
+			break;
+		}
+		for (int i = 0; i < k; i++) {
+			if (ev[i].type == RINGLM_EV_TOKEN) {
+				uint64_t now = rl_now_ns();
+				if (!ntok)
+					ttft = now - t0;
+				else
+					gaps[ngaps++] = now - last;
+				last = now;
+				ntok++;
+				if (ids_out) {
+					printf(ntok > 1 ? " %u" : "%u", ev[i].token);
+				} else {
+					const char *s = ringlm_detokenize(c, prev, ev[i].token, piece, sizeof piece);
+					if (s)
+						fputs(s, stdout);
+					else
+						printf("<%u>", ev[i].token);
+					fflush(stdout);
+				}
+				prev = ev[i].token;
+			} else if (ev[i].type == RINGLM_EV_ERROR) {
+				fprintf(stderr, "\nringlm generate: the runtime rejected the request: %s\n", ringlm_strerror(ev[i].code));
+				done = 1;
+				status = 1;
+			} else {
+				done = 1;
+			}
+		}
+	}
+	printf("\n");
+	fflush(stdout);
+	if (stats) {
+		qsort(gaps, ngaps, sizeof *gaps, cmp_u64);
+		fprintf(stderr, "{\"ttft_us\":%.1f,\"itl_us_p50\":%.1f,\"itl_us_p99\":%.1f,\"itl_us_max\":%.1f,\"tokens\":%u}\n",
+			ttft / 1e3, ngaps ? gaps[ngaps / 2] / 1e3 : 0.0,
+			ngaps ? gaps[(size_t)(ngaps * 0.99) < ngaps ? (size_t)(ngaps * 0.99) : ngaps - 1] / 1e3 : 0.0,
+			ngaps ? gaps[ngaps - 1] / 1e3 : 0.0, ntok);
+	}
+	free(gaps);
+	ringlm_close(c);
+	return status;
+}

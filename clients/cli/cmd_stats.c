@@ -1,0 +1,118 @@
+/* cmd_stats.c — `ringlm stats [--json]` and `ringlm top`: the runtime's live stats from its
+ * read-only info segment (attaching as a client costs the runtime nothing per step). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cli.h"
+#include "ringlm.h"
+
+static int connect_to(int argc, char **argv, struct ringlm **c, int *json, int *interval_ms)
+{
+	struct ringlm_params p = ringlm_default_params();
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			*json = 1;
+		else if (!strcmp(argv[i], "--socket") && i + 1 < argc)
+			p.socket = argv[++i];
+		else if (!strcmp(argv[i], "--interval-ms") && i + 1 < argc)
+			*interval_ms = atoi(argv[++i]);
+		else {
+			fprintf(stderr, "ringlm %s: unknown option '%s' (options: --socket NAME%s)\n", argv[0], argv[i],
+				!strcmp(argv[0], "stats") ? " --json" : " --interval-ms N");
+			return 2;
+		}
+	}
+	int rc = ringlm_connect(&p, c);
+	if (rc) {
+		fprintf(stderr, "ringlm %s: %s\n", argv[0], ringlm_last_error()[0] ? ringlm_last_error() : ringlm_strerror(rc));
+		return 1;
+	}
+	return 0;
+}
+
+/* Pulls "key":number out of our own flat JSON. */
+static double jnum(const char *js, const char *key)
+{
+	char pat[64];
+	snprintf(pat, sizeof pat, "\"%s\":", key);
+	const char *p = strstr(js, pat);
+	return p ? atof(p + strlen(pat)) : 0;
+}
+
+int rl_cmd_stats(int argc, char **argv)
+{
+	struct ringlm *c;
+	int json = 0, iv = 0, rc = connect_to(argc, argv, &c, &json, &iv);
+	if (rc)
+		return rc;
+	char buf[4096];
+	rc = ringlm_stats_json(c, buf, sizeof buf);
+	ringlm_close(c);
+	if (rc < 0) {
+		fprintf(stderr, "ringlm stats: %s\n", ringlm_strerror(rc));
+		return 1;
+	}
+	if (json) {
+		puts(buf);
+		return 0;
+	}
+	/* one "key: value" per line */
+	for (char *p = buf + 1; *p && *p != '}'; ) {
+		char *q = p;
+		int depth = 0;
+		while (*q && (depth || (*q != ',' && *q != '}'))) {
+			depth += *q == '{';
+			depth -= *q == '}';
+			q++;
+		}
+		printf("%.*s\n", (int)(q - p), p);
+		p = *q == ',' ? q + 1 : q;
+	}
+	return 0;
+}
+
+static volatile sig_atomic_t top_stop;
+static void on_int(int s) { (void)s; top_stop = 1; }
+
+int rl_cmd_top(int argc, char **argv)
+{
+	struct ringlm *c;
+	int json = 0, iv = 1000, rc = connect_to(argc, argv, &c, &json, &iv);
+	if (rc)
+		return rc;
+	signal(SIGINT, on_int);
+	char buf[4096];
+	double last_tok = -1, last_steps = 0;
+	int tty = isatty(1);
+	while (!top_stop) {
+		if (ringlm_stats_json(c, buf, sizeof buf) < 0)
+			break;
+		double tok = jnum(buf, "tokens_out"), steps = jnum(buf, "steps");
+		if (tty)
+			printf("\033[H\033[2J");
+		printf("ringlm top — %s, heartbeat %.0f ms ago   (Ctrl-C quits)\n",
+			strstr(buf, "\"model\":") ? "runtime" : "?", jnum(buf, "heartbeat_age_ms"));
+		printf("clients %4.0f   active %5.0f   queued %5.0f   running %5.0f   prefilling %4.0f   paused %4.0f\n",
+		       jnum(buf, "clients"), jnum(buf, "active_requests"), jnum(buf, "queued_requests"),
+		       jnum(buf, "running"), jnum(buf, "prefilling"), jnum(buf, "paused"));
+		printf("kv blocks %6.0f free / %6.0f   prefix hits %8.0f / %8.0f tokens   preemptions %6.0f\n",
+		       jnum(buf, "kv_blocks_free"), jnum(buf, "kv_blocks_total"), jnum(buf, "prefix_hit_tokens"),
+		       jnum(buf, "prefix_query_tokens"), jnum(buf, "preemptions"));
+		printf("steps %10.0f   tokens out %10.0f   budget %6.0f   last step %6.0f tokens %8.1f us\n",
+		       steps, tok, jnum(buf, "budget"), jnum(buf, "last_step_tokens"), jnum(buf, "last_step_us"));
+		if (last_tok >= 0)
+			printf("rate: %.0f tokens/s, %.0f steps/s\n", (tok - last_tok) * 1000.0 / iv,
+			       (steps - last_steps) * 1000.0 / iv);
+		printf("rejected: invalid %.0f  limit %.0f  busy %.0f   hostile clients %.0f   refused %.0f\n",
+		       jnum(buf, "rejected_invalid"), jnum(buf, "rejected_limit"), jnum(buf, "rejected_busy"),
+		       jnum(buf, "hostile_clients"), jnum(buf, "refused"));
+		fflush(stdout);
+		last_tok = tok;
+		last_steps = steps;
+		usleep(iv * 1000);
+	}
+	ringlm_close(c);
+	return 0;
+}

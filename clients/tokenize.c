@@ -1,0 +1,55 @@
+/* tokenize.c — ringlm_tokenize / ringlm_detokenize over the vocabulary the runtime publishes
+ * in its info segment (llama2.c tokenizer.bin layout), so clients need no model file. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ringlm.h"
+#include "rl_tok.h"
+#include "rl_wire.h"
+
+const struct rl_info *rl_client_info(struct ringlm *c);
+void **rl_client_tok_slot(struct ringlm *c);
+
+void rl_tok_destroy_opaque(void *tok) { rl_tok_destroy(tok); }
+
+static struct rl_tok *tok_of(struct ringlm *c)
+{
+	void **slot = rl_client_tok_slot(c);
+	if (*slot)
+		return *slot;
+	const struct rl_info *in = rl_client_info(c);
+	if (!in->vocab_size_bytes || in->vocab_off < sizeof *in || in->vocab_off + (uint64_t)in->vocab_size_bytes > in->size)
+		return NULL;
+	struct rl_tok *t;
+	char err[128];
+	if (rl_tok_create((const uint8_t *)in + in->vocab_off, in->vocab_size_bytes, &t, err, sizeof err))
+		return NULL;
+	rl_tok_set_special(t, in->bos_id, in->eos_id);
+	*slot = t;
+	return t;
+}
+
+int ringlm_tokenize(struct ringlm *c, const char *text, int add_bos, uint32_t *ids, int max_ids)
+{
+	struct rl_tok *t = tok_of(c);
+	if (!t)
+		return -ENOENT;    /* the runtime's model has no vocabulary (sim backend) */
+	long n = rl_tok_encode(t, text, strlen(text), add_bos, 0, (int32_t *)ids, max_ids > 0 ? max_ids : 0);
+	if (n < 0)
+		return (int)n;
+	return n > max_ids ? -ENOSPC : (int)n;
+}
+
+const char *ringlm_detokenize(struct ringlm *c, uint32_t prev, uint32_t id, char *buf, size_t len)
+{
+	struct rl_tok *t = tok_of(c);
+	size_t n;
+	const char *s = t ? rl_tok_decode(t, prev == UINT32_MAX ? -1 : (int32_t)prev, (int32_t)id, &n) : NULL;
+	if (!s || !len)
+		return NULL;
+	if (n >= len)
+		n = len - 1;
+	memcpy(buf, s, n);
+	buf[n] = 0;
+	return buf;
+}

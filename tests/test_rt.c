@@ -1,0 +1,617 @@
+/* test_rt.c — the whole data path between real processes: a runtime child (sim backend) and
+ * client children attached through the socket, talking through shared-memory rings.
+ * Every token is checked against the sim oracle (rl_sim.h). */
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include "rl_test.h"
+#include "rt_harness.h"
+#include "rl_ipc.h"
+
+#define VOCAB 1000
+
+static uint64_t xs(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* ---- a client that runs n requests with up to depth in flight, checking every token ---- */
+struct track { uint32_t prompt[8], np, max_new, got, expect[8]; int live; };
+
+static int run_client(const struct rt_child *rt, uint64_t seed, long n_req, int depth, int fallback)
+{
+	struct ringlm *c;
+	if (rt_connect(rt, &c, fallback))
+		return 10;
+	struct track *tr = calloc(256, sizeof *tr);
+	long submitted = 0, finished = 0, bad = 0;
+	uint64_t s = seed | 1;
+	int inflight = 0;
+	struct ringlm_event ev[256];
+	while (finished < n_req && !bad) {
+		while (submitted < n_req && inflight < depth) {
+			struct ringlm_request r = ringlm_default_request();
+			uint32_t p[8], np = 1 + xs(&s) % 4, mn = 1 + xs(&s) % 3;
+			for (uint32_t i = 0; i < np; i++)
+				p[i] = (uint32_t)(xs(&s) % VOCAB);
+			r.prompt = p;
+			r.n_prompt = np;
+			r.max_new = mn;
+			r.tag = (uint64_t)submitted;
+			uint32_t id;
+			int e = ringlm_submit(c, &r, &id);
+			if (e == -EAGAIN)
+				break;
+			if (e) {
+				fprintf(stderr, "submit: %s\n", ringlm_strerror(e));
+				bad++;
+				break;
+			}
+			struct track *t = &tr[id];
+			if (t->live) {
+				fprintf(stderr, "id %u reused while live\n", id);
+				bad++;
+			}
+			memcpy(t->prompt, p, sizeof p);
+			t->np = np;
+			t->max_new = mn;
+			t->got = 0;
+			t->live = 1;
+			sim_expect(p, np, mn, VOCAB, t->expect);
+			submitted++;
+			inflight++;
+		}
+		int k = ringlm_wait(c, ev, 256, 10000);
+		if (k <= 0) {
+			fprintf(stderr, "wait: %s\n", k ? ringlm_strerror(k) : "timed out after 10 s");
+			bad++;
+			break;
+		}
+		for (int i = 0; i < k; i++) {
+			struct track *t = &tr[ev[i].id];
+			if (ev[i].id >= 256 || !t->live) {
+				fprintf(stderr, "event for unknown id %u\n", ev[i].id);
+				bad++;
+				continue;
+			}
+			if (ev[i].type == RINGLM_EV_TOKEN) {
+				if (ev[i].index != t->got || ev[i].token != t->expect[t->got]) {
+					fprintf(stderr, "id %u token %u: got %u (index %u), want %u\n", ev[i].id, t->got,
+						ev[i].token, ev[i].index, t->expect[t->got]);
+					bad++;
+				}
+				t->got++;
+			} else {
+				if (ev[i].type != RINGLM_EV_DONE || ev[i].code != RINGLM_FIN_LENGTH || t->got != t->max_new) {
+					fprintf(stderr, "id %u ended type %u code %d after %u/%u tokens\n", ev[i].id,
+						ev[i].type, ev[i].code, t->got, t->max_new);
+					bad++;
+				}
+				t->live = 0;
+				inflight--;
+				finished++;
+			}
+		}
+	}
+	free(tr);
+	ringlm_close(c);
+	return bad ? 1 : 0;
+}
+
+static int wait_children(pid_t *pids, int n)
+{
+	int fails = 0;
+	for (int i = 0; i < n; i++) {
+		int st;
+		waitpid(pids[i], &st, 0);
+		if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+			fprintf(stderr, "client %d failed (status %d)\n", i, st);
+			fails++;
+		}
+	}
+	return fails;
+}
+
+/* 4 client processes × 100k requests, every token checked for order and value. */
+static void rt_stress_4_clients_100k(void)
+{
+	struct rt_child rt;
+	REQUIRE(rt_start(&rt, "--sim-vocab 1000 --max-inflight 64 --max-batch-tokens 512") == 0);
+	long n = 100000 / rl_slow();
+	pid_t pids[4];
+	for (int i = 0; i < 4; i++) {
+		pids[i] = fork();
+		if (pids[i] == 0)
+			_exit(run_client(&rt, 1000 + i, n, 48, i == 3));
+	}
+	CHECK(wait_children(pids, 4) == 0);
+	struct ringlm *c;
+	REQUIRE(rt_connect(&rt, &c, 0) == 0);
+	CHECK(rt_stat(c, "requests_done") == 4 * n);
+	CHECK(rt_stat(c, "active_requests") == 0);
+	ringlm_close(c);
+	CHECK(rt_stop(&rt) == 0);
+}
+
+/* A client that stops reading: its event ring fills, its sequences pause, another client
+ * is served meanwhile, and once it reads again it gets every token in order. */
+static void rt_slow_client_loses_nothing(void)
+{
+	struct rt_child rt;
+	REQUIRE(rt_start(&rt, "--sim-vocab 1000 --event-ring 64 --sim-step-us 50") == 0);
+	struct ringlm *slow;
+	REQUIRE(rt_connect(&rt, &slow, 0) == 0);
+	uint32_t prompts[8][3], expect[8][100];
+	uint32_t ids[8];
+	for (int r = 0; r < 8; r++) {
+		struct ringlm_request q = ringlm_default_request();
+		for (int k = 0; k < 3; k++)
+			prompts[r][k] = (uint32_t)(r * 31 + k * 7 + 5);
+		q.prompt = prompts[r];
+		q.n_prompt = 3;
+		q.max_new = 100;
+		REQUIRE(ringlm_submit(slow, &q, &ids[r]) == 0);
+		sim_expect(prompts[r], 3, 100, VOCAB, expect[r]);
+	}
+	/* let the slow client's ring fill up (64 slots < 800 events) */
+	long long paused = 0;
+	for (int i = 0; i < 2000 && paused <= 0; i++) {
+		usleep(1000);
+		paused = rt_stat(slow, "paused");
+	}
+	CHECKF(paused > 0, "the slow client's sequences never paused");
+	/* another client process is fully served while the slow one does not read */
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(run_client(&rt, 77, 200, 8, 0));
+	CHECK(wait_children(&pid, 1) == 0);
+	/* now drain: every token, in order, none lost */
+	uint32_t got[8] = { 0 };
+	int done = 0, bad = 0;
+	struct ringlm_event ev[64];
+	while (done < 8 && !bad) {
+		int k = ringlm_wait(slow, ev, 64, 10000);
+		if (k <= 0) {
+			bad++;
+			break;
+		}
+		for (int i = 0; i < k; i++) {
+			int r = -1;
+			for (int j = 0; j < 8; j++)
+				if (ids[j] == ev[i].id)
+					r = j;
+			if (r < 0) {
+				bad++;
+				continue;
+			}
+			if (ev[i].type == RINGLM_EV_TOKEN) {
+				bad += ev[i].index != got[r] || ev[i].token != expect[r][got[r]];
+				got[r]++;
+			} else {
+				bad += ev[i].code != RINGLM_FIN_LENGTH || got[r] != 100;
+				done++;
+			}
+		}
+	}
+	CHECK(!bad);
+	CHECK(done == 8);
+	ringlm_close(slow);
+	CHECK(rt_stop(&rt) == 0);
+}
+
+/* Wait for the runtime to settle to a stat value (with a hang guard, not a timing check). */
+static int settle(struct ringlm *c, const char *key, long long want)
+{
+	for (int i = 0; i < 5000; i++) {
+		if (rt_stat(c, key) == want)
+			return 1;
+		usleep(1000);
+	}
+	fprintf(stderr, "  %s stayed at %lld, want %lld\n", key, rt_stat(c, key), want);
+	return 0;
+}
+
+/* kill -9 of clients mid-stream: the runtime keeps serving, recycles the slot and frees every
+ * KV block and request the client held. */
+static void rt_kill9_midstream_recycles(void)
+{
+	struct rt_child rt;
+	REQUIRE(rt_start(&rt, "--sim-vocab 1000 --sim-step-us 100 --max-clients 4 --prefix-cache off") == 0);
+	struct ringlm *obs;
+	REQUIRE(rt_connect(&rt, &obs, 0) == 0);
+	long long total = rt_stat(obs, "kv_blocks_total");
+	for (int round = 0; round < 10; round++) {
+		int pfd[2];
+		REQUIRE(pipe(pfd) == 0);
+		pid_t pid = fork();
+		if (pid == 0) {
+			struct ringlm *c;
+			if (rt_connect(&rt, &c, round & 1))
+				_exit(1);
+			uint32_t p[40];
+			for (int i = 0; i < 40; i++)
+				p[i] = (uint32_t)(i * 13 + round);
+			for (int r = 0; r < 4; r++) {
+				struct ringlm_request q = ringlm_default_request();
+				q.prompt = p;
+				q.n_prompt = 40;
+				q.max_new = 5000;
+				ringlm_submit(c, &q, NULL);
+			}
+			struct ringlm_event ev[16];
+			int seen = 0;
+			while (seen < 20) {
+				int k = ringlm_wait(c, ev, 16, 5000);
+				if (k <= 0)
+					_exit(2);
+				seen += k;
+			}
+			(void)!write(pfd[1], "x", 1);
+			pause();
+			_exit(0);
+		}
+		close(pfd[1]);
+		char x;
+		CHECK(read(pfd[0], &x, 1) == 1);
+		close(pfd[0]);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		CHECK(settle(obs, "clients", 1));
+		CHECK(settle(obs, "active_requests", 0));
+		CHECK(settle(obs, "kv_blocks_free", total));
+	}
+	/* still serving */
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(run_client(&rt, 5, 50, 4, 0));
+	CHECK(wait_children(&pid, 1) == 0);
+	CHECK(rt_stat(obs, "attaches") >= 12);
+	ringlm_close(obs);
+	CHECK(rt_stop(&rt) == 0);
+}
+
+/* Raw attach without libringlm, so the test can write anything into its own segment. */
+struct raw { int sock, fds[4]; uint8_t *seg; size_t size; struct rl_seg_hdr h; };
+
+static int raw_attach(const struct rt_child *rt, struct raw *r)
+{
+	char path[108];
+	rl_sock_path(rt->sock, path, sizeof path);
+	r->sock = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	strcpy(a.sun_path, path);
+	if (connect(r->sock, (struct sockaddr *)&a, sizeof a) < 0)
+		return -errno;
+	struct rl_attach_req rq = { .magic = RL_WIRE_MAGIC, .version = RL_WIRE_VERSION };
+	send(r->sock, &rq, sizeof rq, 0);
+	struct rl_attach_rep rep;
+	int n;
+	if (rl_recv_fds(r->sock, &rep, sizeof rep, r->fds, 4, &n) || rep.status || n != 4)
+		return -EPROTO;
+	r->size = rep.seg_size;
+	r->seg = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, r->fds[0], 0);
+	memcpy(&r->h, r->seg, sizeof r->h);
+	return r->seg == MAP_FAILED ? -errno : 0;
+}
+
+/* A hostile client scribbles over every field of its segment. The runtime answers with error
+ * events or detaches it, keeps serving a good client concurrently, and survives. */
+static void rt_hostile_client_is_contained(void)
+{
+	struct rt_child rt;
+	REQUIRE(rt_start(&rt, "--sim-vocab 1000") == 0);
+	pid_t good = fork();
+	if (good == 0)
+		_exit(run_client(&rt, 99, 20000 / rl_slow(), 16, 0));
+	uint64_t s = 12345;
+	long errors_seen = 0;
+	for (int round = 0; round < 40; round++) {
+		struct raw r;
+		REQUIRE(raw_attach(&rt, &r) == 0);
+		struct rl_ring_hdr *rq = (void *)(r.seg + r.h.req_off), *ev = (void *)(r.seg + r.h.evt_off);
+		struct rl_req *slots = (void *)(rq + 1);
+		uint32_t *arena = (void *)(r.seg + r.h.arena_off);
+		/* garbage records, published honestly: each must get an event (error, or tokens if
+		 * the garbage happens to be a valid request) */
+		for (uint32_t i = 0; i < r.h.arena_ids; i++)
+			arena[i] = (uint32_t)xs(&s);
+		uint32_t nrec = 32;
+		for (uint32_t i = 0; i < nrec; i++) {
+			uint8_t *b = (uint8_t *)&slots[i];
+			for (size_t k = 0; k < sizeof(struct rl_req); k++)
+				b[k] = (uint8_t)xs(&s);
+			if (round & 1)       /* half the time: plausible op and rid, garbage elsewhere */
+				slots[i].op = RL_OP_SUBMIT, slots[i].rid = i, slots[i].n_prompt = 1 + xs(&s) % 8;
+		}
+		atomic_store(&rq->prod, nrec);
+		struct rl_ring_cons evc;
+		rl_ring_cons_init(&evc, ev, ev + 1, r.h.evt_cap, sizeof(struct rl_evt));
+		for (int spin = 0; spin < 2000 && atomic_load(&rq->cons) != nrec; spin++)
+			usleep(500);
+		CHECK(atomic_load(&rq->cons) == nrec);
+		usleep(2000);
+		int64_t av = rl_ring_cons_avail(&evc);
+		errors_seen += av > 0 ? av : 0;
+		/* then the ring indices and the doorbell words themselves */
+		struct rl_seg_ctl *ctl = (void *)(r.seg + r.h.ctl_off);
+		atomic_store(&ctl->rt_bell, (uint32_t)xs(&s));
+		atomic_store(&ctl->cl_sleeping, (uint32_t)xs(&s));
+		atomic_store(&ev->cons, (uint32_t)xs(&s));
+		atomic_store(&rq->prod, (uint32_t)xs(&s) | 0x80000000u);
+		usleep(2000);
+		munmap(r.seg, r.size);
+		for (int k = 0; k < 4; k++)
+			close(r.fds[k]);
+		close(r.sock);
+	}
+	CHECK(errors_seen >= 40 * 32 / 2);
+	CHECK(wait_children(&good, 1) == 0);
+	struct ringlm *c;
+	REQUIRE(rt_connect(&rt, &c, 0) == 0);
+	CHECK(settle(c, "clients", 1));
+	CHECK(rt_stat(c, "hostile_clients") >= 1);
+	CHECK(rt_stat(c, "rejected_invalid") + rt_stat(c, "rejected_limit") + rt_stat(c, "rejected_busy") > 0);
+	CHECK(settle(c, "active_requests", 0));
+	CHECK(settle(c, "kv_blocks_free", rt_stat(c, "kv_blocks_total")));
+	ringlm_close(c);
+	CHECK(rt_stop(&rt) == 0);
+}
+
+/* Bad requests through the API get one error event each and lose nothing accepted. */
+static void rt_bad_requests_get_errors(void)
+{
+	struct rt_child rt;
+	REQUIRE(rt_start(&rt, "--sim-vocab 1000 --max-new 100") == 0);
+	struct ringlm *c;
+	REQUIRE(rt_connect(&rt, &c, 0) == 0);
+	uint32_t good[2] = { 3, 4 }, outside[2] = { 3, 5000 };
+	struct ringlm_request r = ringlm_default_request();
+	r.prompt = good;
+	r.n_prompt = 2;
+	r.max_new = 10;
+	uint32_t id_ok, id_range, id_nan;
+	CHECK(ringlm_submit(c, &r, &id_ok) == 0);
+	r.prompt = outside;
+	CHECK(ringlm_submit(c, &r, &id_range) == 0);
+	r.prompt = good;
+	r.temperature = __builtin_nanf("");
+	CHECK(ringlm_submit(c, &r, &id_nan) == 0);
+	r.temperature = 0;
+	r.max_new = 1000;
+	CHECK(ringlm_submit(c, &r, NULL) == -E2BIG);      /* caught in the library already */
+	r.max_new = 10;
+	r.deadline_ns = 1;                                /* long past */
+	uint32_t id_late;
+	CHECK(ringlm_submit(c, &r, &id_late) == 0);
+	int got_ok = 0, err_range = 0, err_nan = 0, err_late = 0, left = 4;
+	struct ringlm_event ev[32];
+	while (left > 0) {
+		int k = ringlm_wait(c, ev, 32, 5000);
+		REQUIRE(k > 0);
+		for (int i = 0; i < k; i++) {
+			if (ev[i].id == id_ok && ev[i].type == RINGLM_EV_TOKEN)
+				got_ok++;
+			if (ev[i].type == RINGLM_EV_TOKEN)
+				continue;
+			left--;
+			if (ev[i].id == id_range) err_range = ev[i].code;
+			if (ev[i].id == id_nan) err_nan = ev[i].code;
+			if (ev[i].id == id_late) err_late = ev[i].code;
+		}
+	}
+	CHECK(got_ok == 10);
+	CHECK(err_range == -ERANGE);
+	CHECK(err_nan == -EINVAL);
+	CHECK(err_late == -ETIMEDOUT);
+	ringlm_close(c);
+	CHECK(rt_stop(&rt) == 0);
+}
+
+/* Cancel mid-stream: DONE(cancel), blocks freed. */
+static void rt_cancel_frees(void)
+{
+	struct rt_child rt;
+	REQUIRE(rt_start(&rt, "--sim-vocab 1000 --sim-step-us 200 --prefix-cache off") == 0);
+	struct ringlm *c;
+	REQUIRE(rt_connect(&rt, &c, 0) == 0);
+	uint32_t p[100];
+	for (int i = 0; i < 100; i++)
+		p[i] = (uint32_t)i;
+	struct ringlm_request r = ringlm_default_request();
+	r.prompt = p;
+	r.n_prompt = 100;
+	r.max_new = 100000 > 8000 ? 8000 : 100000;
+	uint32_t id;
+	REQUIRE(ringlm_submit(c, &r, &id) == 0);
+	struct ringlm_event ev[16];
+	int toks = 0, code = 0;
+	while (toks < 5) {
+		int k = ringlm_wait(c, ev, 16, 5000);
+		REQUIRE(k > 0);
+		toks += k;
+	}
+	CHECK(ringlm_cancel(c, id) == 0);
+	for (int done = 0; !done;) {
+		int k = ringlm_wait(c, ev, 16, 5000);
+		REQUIRE(k > 0);
+		for (int i = 0; i < k; i++)
+			if (ev[i].type != RINGLM_EV_TOKEN)
+				done = 1, code = ev[i].code;
+	}
+	CHECK(code == RINGLM_FIN_CANCEL);
+	CHECK(settle(c, "kv_blocks_free", rt_stat(c, "kv_blocks_total")));
+	CHECK(settle(c, "active_requests", 0));
+	ringlm_close(c);
+	CHECK(rt_stop(&rt) == 0);
+}
+
+/* ringlm_wait sleeps and is woken; the runtime sleeps and is woken — futex path and the
+ * forced eventfd fallback. */
+static void wake_paths(const char *wake, int fallback)
+{
+	char args[128];
+	snprintf(args, sizeof args, "--sim-vocab 1000 --idle-spin-us 0 --sim-step-us 20000 --wake %s", wake);
+	struct rt_child rt;
+	if (rt_start(&rt, args))
+		SKIP("runtime cannot start with --wake %s on this kernel", wake);
+	struct ringlm_params p = ringlm_default_params();
+	p.socket = rt.sock;
+	p.spin_us = 0;                 /* sleep at once */
+	p.force_fallback = fallback;
+	struct ringlm *c;
+	REQUIRE(ringlm_connect(&p, &c) == 0);
+	struct ringlm_info info;
+	ringlm_get_info(c, &info);
+	CHECK(info.futex_wake == !fallback);
+	for (int round = 0; round < 3; round++) {
+		long long sleeps0 = rt_stat(c, "sleeps");
+		usleep(30000);         /* the runtime is idle and asleep now */
+		CHECK(rt_stat(c, "sleeps") > sleeps0 || round == 0);
+		uint32_t prompt[2] = { 7, (uint32_t)round }, want[3];
+		sim_expect(prompt, 2, 3, VOCAB, want);
+		struct ringlm_request r = ringlm_default_request();
+		r.prompt = prompt;
+		r.n_prompt = 2;
+		r.max_new = 3;
+		REQUIRE(ringlm_submit(c, &r, NULL) == 0);
+		int got = 0, done = 0;
+		struct ringlm_event ev[8];
+		while (!done) {
+			int k = ringlm_wait(c, ev, 8, 10000);
+			REQUIRE(k > 0);
+			for (int i = 0; i < k; i++) {
+				if (ev[i].type == RINGLM_EV_TOKEN)
+					CHECK(ev[i].token == want[got++]);
+				else
+					done = 1;
+			}
+		}
+		CHECK(got == 3);
+	}
+	ringlm_close(c);
+	CHECK(rt_stop(&rt) == 0);
+}
+static void rt_wait_wakes_futex(void) { wake_paths("futex", 0); }
+static void rt_wait_wakes_eventfd_fallback(void) { wake_paths("eventfd", 1); }
+
+/* A uid that is not allowed is refused by SO_PEERCRED with a clear message. */
+static void rt_refuses_disallowed_uid(void)
+{
+	if (geteuid() != 0)
+		SKIP("needs root to switch uids");
+	struct rt_child rt;
+	REQUIRE(rt_start(&rt, "--sim-vocab 1000 --allow-uid 65534") == 0);
+	for (int allowed = 0; allowed < 2; allowed++) {
+		int pfd[2];
+		REQUIRE(pipe(pfd) == 0);
+		pid_t pid = fork();
+		if (pid == 0) {
+			uid_t u = allowed ? 65534 : 65533;
+			if (setgroups(0, NULL) || setgid(u) || setuid(u))
+				_exit(9);
+			struct ringlm *c;
+			int e = rt_connect(&rt, &c, 0);
+			char msg[300];
+			snprintf(msg, sizeof msg, "%d %s", e, ringlm_last_error());
+			(void)!write(pfd[1], msg, strlen(msg) + 1);
+			if (!e)
+				ringlm_close(c);
+			_exit(0);
+		}
+		close(pfd[1]);
+		char msg[300] = "";
+		(void)!read(pfd[0], msg, sizeof msg - 1);
+		close(pfd[0]);
+		waitpid(pid, NULL, 0);
+		if (allowed) {
+			CHECKF(atoi(msg) == 0, "allowed uid refused: %s", msg);
+		} else {
+			CHECKF(atoi(msg) == -EACCES && strstr(msg, "not allowed"), "got: %s", msg);
+		}
+	}
+	CHECK(rt_stop(&rt) == 0);
+}
+
+/* Embedded mode: the runtime thread inside this process, same API. */
+static void embedded_sim_generates(void)
+{
+	struct ringlm_params p = ringlm_default_params();
+	p.socket = NULL;
+	p.backend = "sim";
+	p.runtime_args = "--sim-vocab 1000";
+	struct ringlm *c;
+	REQUIRE(ringlm_connect(&p, &c) == 0);
+	uint32_t prompt[3] = { 1, 2, 3 }, want[20];
+	sim_expect(prompt, 3, 20, VOCAB, want);
+	struct ringlm_request r = ringlm_default_request();
+	r.prompt = prompt;
+	r.n_prompt = 3;
+	r.max_new = 20;
+	REQUIRE(ringlm_submit(c, &r, NULL) == 0);
+	int got = 0, done = 0;
+	struct ringlm_event ev[32];
+	while (!done) {
+		int k = ringlm_wait(c, ev, 32, 5000);
+		REQUIRE(k > 0);
+		for (int i = 0; i < k; i++) {
+			if (ev[i].type == RINGLM_EV_TOKEN)
+				CHECK(ev[i].token == want[got++]);
+			else
+				done = 1;
+		}
+	}
+	CHECK(got == 20);
+	ringlm_close(c);
+}
+
+/* The runtime killed with -9: waits and submits return -ECONNRESET promptly. */
+static void rt_kill9_runtime_clients_notice(void)
+{
+	struct rt_child rt;
+	REQUIRE(rt_start(&rt, "--sim-vocab 1000 --sim-step-us 1000") == 0);
+	struct ringlm *c;
+	REQUIRE(rt_connect(&rt, &c, 0) == 0);
+	uint32_t prompt[2] = { 1, 2 };
+	struct ringlm_request r = ringlm_default_request();
+	r.prompt = prompt;
+	r.n_prompt = 2;
+	r.max_new = 8000;
+	REQUIRE(ringlm_submit(c, &r, NULL) == 0);
+	struct ringlm_event ev[64];
+	REQUIRE(ringlm_wait(c, ev, 64, 5000) > 0);
+	kill(rt.pid, SIGKILL);
+	waitpid(rt.pid, NULL, 0);
+	int e = 0;
+	for (int i = 0; i < 100 && e >= 0; i++)
+		e = ringlm_wait(c, ev, 64, 1000);
+	CHECK(e == -ECONNRESET);
+	CHECK(ringlm_submit(c, &r, NULL) == -ECONNRESET);
+	ringlm_close(c);
+	/* a restarted runtime takes new clients */
+	REQUIRE(rt_start(&rt, "--sim-vocab 1000") == 0);
+	REQUIRE(rt_connect(&rt, &c, 0) == 0);
+	ringlm_close(c);
+	CHECK(rt_stop(&rt) == 0);
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	RUN(rt_bad_requests_get_errors);
+	RUN(rt_cancel_frees);
+	RUN(rt_wait_wakes_futex);
+	RUN(rt_wait_wakes_eventfd_fallback);
+	RUN(embedded_sim_generates);
+	RUN(rt_refuses_disallowed_uid);
+	RUN(rt_slow_client_loses_nothing);
+	RUN(rt_kill9_midstream_recycles);
+	RUN(rt_kill9_runtime_clients_notice);
+	RUN(rt_hostile_client_is_contained);
+	RUN(rt_stress_4_clients_100k);
+	TEST_MAIN_END();
+}
