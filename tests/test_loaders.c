@@ -93,11 +93,12 @@ static const char *tmp(const char *name)
 	return p;
 }
 
-/* A random tiny model (stories260K shape, untied, GQA) with a synthetic vocabulary. */
-static struct rl_model *tiny(int bias)
+/* A random small model (untied, GQA) with a synthetic vocabulary: stories260K widths, or
+ * (mini) a smaller one whose mutated copies are cheap to write thousands of times. */
+static struct rl_model *tiny_shape(int bias, int mini)
 {
-	struct rl_model_config c = { .dim = 64, .hidden_dim = 172, .n_layers = 2, .n_heads = 8,
-		.n_kv_heads = 4, .head_dim = 8, .vocab_size = 1024, .max_ctx = 256, .rope_theta = 500000.0f,
+	struct rl_model_config c = { .dim = mini ? 16 : 64, .hidden_dim = mini ? 24 : 172, .n_layers = 2,
+		.n_heads = mini ? 2 : 8, .n_kv_heads = mini ? 1 : 4, .head_dim = 8, .vocab_size = mini ? 300 : 1024, .max_ctx = 256, .rope_theta = 500000.0f,
 		.rope_scale = 2.0f, .norm_eps = 1e-6f, .has_qkv_bias = bias, .bos_id = 1, .eos_id = 2 };
 	struct rl_model *m;
 	char err[256];
@@ -110,6 +111,8 @@ static struct rl_model *tiny(int bias)
 	}
 	return m;
 }
+
+static struct rl_model *tiny(int bias) { return tiny_shape(bias, 0); }
 
 /* Writes m as safetensors (HF names, bf16 2-D weights when bf16, Q/K rows permuted from
  * adjacent pairs to halves) plus config.json into dir. */
@@ -251,6 +254,200 @@ static void test_safetensors(void)
 	rl_model_destroy(m);
 }
 
+static int slow(void)
+{
+	const char *s = getenv("RL_SLOW");
+	int v = s ? atoi(s) : 1;
+	return v > 0 ? v : 1;
+}
+
+static uint8_t *slurp(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	*n = ftell(f);
+	rewind(f);
+	uint8_t *b = malloc(*n);
+	if (b && fread(b, 1, *n, f) != *n) {
+		free(b);
+		b = NULL;
+	}
+	fclose(f);
+	return b;
+}
+
+static void spit(const char *path, const void *b, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	if (f) {
+		fwrite(b, 1, n, f);
+		fclose(f);
+	}
+}
+
+/* Loads a (possibly) broken file: success is fine (a flipped weight byte is still a model),
+ * failure must be -errno with one non-empty line naming a file. Returns rc. */
+static int load_clean(const char *path, const char *name, const char *what)
+{
+	struct rl_model *m = NULL;
+	char err[512];
+	err[0] = 0;
+	int rc = rl_model_load(path, NULL, &m, err, sizeof err);
+	if (rc == 0) {
+		CHECK(m != NULL);
+		rl_model_destroy(m);
+		return 0;
+	}
+	CHECKF(rc < 0 && rc > -4096 && err[0] && !strchr(err, '\n') &&
+	       (strstr(err, name) || strstr(err, "config.json")), "%s: rc %d err '%s'", what, rc, err);
+	return rc;
+}
+
+/* Truncations, byte flips and huge 32/64-bit values over a file's first `hdr` bytes. */
+static void hostile(const uint8_t *good, size_t n, size_t hdr, const char *path, const char *name,
+		    int all_truncations_fail)
+{
+	uint8_t *b = malloc(n);
+	char what[96];
+	size_t step = slow();
+	if (hdr > n)
+		hdr = n;
+	for (size_t cut = 0; cut < n; cut += cut < hdr ? step : (n - hdr) / 32 + 1) {
+		spit(path, good, cut);
+		snprintf(what, sizeof what, "truncated at %zu", cut);
+		int rc = load_clean(path, name, what);
+		if (all_truncations_fail)
+			CHECKF(rc < 0, "%s loaded", what);
+	}
+	for (size_t i = 0; i < hdr; i += step) {
+		memcpy(b, good, n);
+		b[i] ^= 0xff;
+		spit(path, b, n);
+		snprintf(what, sizeof what, "byte %zu flipped", i);
+		load_clean(path, name, what);
+	}
+	static const uint64_t big[] = { 0xffffffffffffffffull, 0x7fffffffffffffffull, 0x8000000000000000ull,
+					0x00000000ffffffffull, 0x0000000100000000ull };
+	for (size_t i = 0; i + 8 <= hdr; i += 4 * step) {
+		for (size_t k = 0; k < sizeof big / sizeof *big; k++) {
+			memcpy(b, good, n);
+			memcpy(b + i, &big[k], 8);
+			spit(path, b, n);
+			snprintf(what, sizeof what, "0x%llx at %zu", (unsigned long long)big[k], i);
+			load_clean(path, name, what);
+		}
+	}
+	free(b);
+}
+
+static void test_hostile_gguf(void)
+{
+	struct rl_model *m = tiny_shape(1, 1);   /* with qkv bias: the optional tensors too */
+	REQUIRE(m);
+	char err[256];
+	const char *good = tmp("good.gguf");
+	REQUIRE(rl_gguf_write(m, good, 1, err, sizeof err) == 0);
+	rl_model_destroy(m);
+	size_t n;
+	uint8_t *b = slurp(good, &n);
+	REQUIRE(b);
+	/* the header (metadata, vocabulary, tensor infos) is the first ~8 KiB */
+	hostile(b, n, 8192, tmp("bad.gguf"), "bad.gguf", 1);
+	free(b);
+	/* not a GGUF at all, and a directory without a checkpoint */
+	spit(tmp("empty.bin"), "", 0);
+	CHECK(load_clean(tmp("empty.bin"), "empty.bin", "empty") == -EINVAL);
+	CHECK(load_clean(tmp("missing.gguf"), "missing.gguf", "missing") == -ENOENT);
+	mkdir(tmp("emptydir"), 0755);
+	CHECK(load_clean(tmp("emptydir"), "model.safetensors", "empty dir") == -ENOENT);
+}
+
+static void test_hostile_llama2c(void)
+{
+	/* a tiny llama2.c file: header + the right number of floats */
+	int32_t h[7] = { 16, 24, 2, 4, 2, -40, 8 };
+	size_t d = 16, hd = 24, L = 2, hs = 4, kvd = 8, v = 40;
+	size_t floats = v * d + L * (d + d * d + 2 * d * kvd + d * d + d + 3 * d * hd) + d + 8 * hs + v * d;
+	size_t n = 28 + floats * 4;
+	uint8_t *b = calloc(1, n);
+	REQUIRE(b);
+	memcpy(b, h, 28);
+	for (size_t i = 0; i < floats; i++) {
+		float f = (float)(i % 97) / 97.0f;
+		memcpy(b + 28 + 4 * i, &f, 4);
+	}
+	spit(tmp("good.bin"), b, n);
+	struct rl_model *m;
+	char err[256];
+	REQUIRE(rl_model_load(tmp("good.bin"), NULL, &m, err, sizeof err) == 0);
+	CHECK(!m->cfg.tied_embeddings && m->cfg.vocab_size == 40 && m->cfg.n_kv_heads == 2 &&
+	      m->wcls[0] == (float)((floats - v * d) % 97) / 97.0f);
+	rl_model_destroy(m);
+	hostile(b, n, 28, tmp("bad.bin"), "bad.bin", 1);
+	/* every header field at hostile values */
+	static const int32_t vals[] = { 0, -1, 1, 3, 0x7fffffff, -0x7fffffff - 1, 1 << 20 };
+	for (int f = 0; f < 7; f++) {
+		for (size_t k = 0; k < sizeof vals / sizeof *vals; k++) {
+			uint8_t copy[28];
+			memcpy(copy, b, 28);
+			memcpy(copy + 4 * f, &vals[k], 4);
+			FILE *fp = fopen(tmp("bad.bin"), "wb");
+			fwrite(copy, 1, 28, fp);
+			fwrite(b + 28, 1, n - 28, fp);
+			fclose(fp);
+			char what[64];
+			snprintf(what, sizeof what, "field %d = %d", f, vals[k]);
+			load_clean(tmp("bad.bin"), "bad.bin", what);
+		}
+	}
+	/* a tokenizer whose size does not match the model */
+	const char *tok = rl_t_model("tok512.bin");
+	if (tok) {
+		CHECK(rl_model_load(tmp("good.bin"), tok, &m, err, sizeof err) == -EINVAL && strstr(err, "tok512.bin"));
+	}
+	free(b);
+}
+
+static void test_hostile_safetensors(void)
+{
+	struct rl_model *m = tiny(0);
+	REQUIRE(m);
+	const char *dir = tmp("st_hostile");
+	mkdir(dir, 0755);
+	REQUIRE(write_safetensors(m, dir, 1) > 0);
+	rl_model_destroy(m);
+	char path[600], cfgp[600];
+	snprintf(path, sizeof path, "%s/model.safetensors", dir);
+	snprintf(cfgp, sizeof cfgp, "%s/config.json", dir);
+	size_t n, cn;
+	uint8_t *b = slurp(path, &n), *cfg = slurp(cfgp, &cn);
+	REQUIRE(b && cfg);
+	uint64_t hl;
+	memcpy(&hl, b, 8);
+	hostile(b, n, 8 + hl, path, "model.safetensors", 0);
+	spit(path, b, n);
+	/* a broken config.json: truncations and flips */
+	for (size_t cut = 0; cut + 1 < cn; cut += slow()) {   /* all but the final newline */
+		spit(cfgp, cfg, cut);
+		CHECK(load_clean(dir, "config.json", "config truncated") < 0);
+	}
+	for (size_t i = 0; i < cn; i += slow()) {
+		uint8_t *c = malloc(cn);
+		memcpy(c, cfg, cn);
+		c[i] ^= 0x5a;
+		spit(cfgp, c, cn);
+		load_clean(dir, "config.json", "config flipped");
+		free(c);
+	}
+	const char *deep = "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[";
+	spit(cfgp, deep, strlen(deep));
+	CHECK(load_clean(dir, "config.json", "deep") == -EINVAL);
+	free(b);
+	free(cfg);
+}
+
 static void test_gguf_write_roundtrip(void)
 {
 	struct rl_model *m = tiny(0);
@@ -298,6 +495,9 @@ int main(void)
 		return 1;
 	RUN(test_gguf_write_roundtrip);
 	RUN(test_safetensors);
+	RUN(test_hostile_gguf);
+	RUN(test_hostile_llama2c);
+	RUN(test_hostile_safetensors);
 	RUN(test_stories_bin_vs_gguf);
 	char cmd[300];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
