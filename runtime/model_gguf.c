@@ -640,7 +640,7 @@ int rl_model_load_gguf(const char *path, const char *tokenizer_path, struct rl_m
 	if ((rc = rl_model_read_tensors(&g.f, t, k, err, errlen)))
 		goto out;
 	if (tokenizer_path)
-		rc = rl_model_attach_tokenizer(m, tokenizer_path, err, errlen);
+		rc = rl_model_load_tokenizer(m, tokenizer_path, err, errlen);
 	else
 		rc = build_vocab(&g, c.vocab_size, c.bos_id, c.eos_id, &m->vocab_blob, &m->vocab_blob_size);
 out:

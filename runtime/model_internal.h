@@ -60,8 +60,6 @@ int rl_model_load_gguf(const char *path, const char *tokenizer_path, struct rl_m
 		       char *err, size_t errlen);
 int rl_model_load_safetensors(const char *path, const char *tokenizer_path, struct rl_model **out,
 			      char *err, size_t errlen);
-/* Reads a whole tokenizer.bin, checks it against n_vocab and stores it in m->vocab_blob. */
-int rl_model_attach_tokenizer(struct rl_model *m, const char *tokenizer_path, char *err, size_t errlen);
 
 static inline uint32_t rl_rd32(const void *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static inline uint64_t rl_rd64(const void *p) { uint64_t v; memcpy(&v, p, 8); return v; }

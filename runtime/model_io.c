@@ -390,7 +390,7 @@ int rl_model_vocab_check(const void *blob, size_t size, uint32_t n_vocab, const 
 	return 0;
 }
 
-int rl_model_attach_tokenizer(struct rl_model *m, const char *path, char *err, size_t errlen)
+int rl_model_load_tokenizer(struct rl_model *m, const char *path, char *err, size_t errlen)
 {
 	struct rl_mfile f;
 	int rc = rl_mfile_open(&f, path, err, errlen);

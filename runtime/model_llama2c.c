@@ -89,7 +89,7 @@ int rl_model_load_llama2c(const char *path, const char *tokenizer_path, struct r
 	if ((rc = rl_model_read_tensors(&f, t, k, err, errlen)))
 		goto out;
 	if (tokenizer_path)
-		rc = rl_model_attach_tokenizer(m, tokenizer_path, err, errlen);
+		rc = rl_model_load_tokenizer(m, tokenizer_path, err, errlen);
 out:
 	free(t);
 	rl_mfile_close(&f);

@@ -76,6 +76,12 @@ int  rl_model_load(const char *path, const char *tokenizer_path, struct rl_model
  * as a llama2.c tokenizer.bin blob (malloc'd; BOS/EOS pieces wrapped in newlines as llama2.c
  * does), without loading the weights. -ENOENT when the file has none. */
 int  rl_gguf_read_vocab(const char *path, void **blob, uint32_t *size, char *err, size_t errlen);
+/* Reads a llama2.c tokenizer.bin into m->vocab_blob after checking it has exactly
+ * m->cfg.vocab_size tokens (-EINVAL and a one-line reason otherwise). */
+int  rl_model_load_tokenizer(struct rl_model *m, const char *path, char *err, size_t errlen);
+/* A synthetic SentencePiece-style vocabulary of n (259..~550k) pieces in tokenizer.bin layout
+ * (malloc'd): <unk>, BOS 1, EOS 2, byte pieces 3..258, then printable pieces with scores. */
+int  rl_model_synth_vocab(uint32_t n, void **blob, uint32_t *size);
 /* Writes m as a standard GGUF v3 "llama" file: 2-D weights as dtype (0 f32, 1 f16, 2 bf16),
  * norms and biases f32, tensors aligned to 32, the vocabulary (if any) as tokenizer.ggml.*.
  * Q/K rows are permuted to adjacent-pair RoPE when m uses rope_halves. */

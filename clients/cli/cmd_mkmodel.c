@@ -1,0 +1,208 @@
+/* cmd_mkmodel.c — `ringlm mkmodel`: writes a random-weight Llama GGUF of a named or custom
+ * shape (tests and benchmarks at real shapes without downloading checkpoints). The vocabulary
+ * is a given tokenizer.bin or a synthetic SentencePiece-style one, so the model tokenizes. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include "cli.h"
+#include "rl_model.h"
+
+struct shape {
+	const char *name;
+	uint32_t dim, hidden, layers, heads, kv, vocab, ctx;
+	float theta;
+	int tied;
+};
+
+/* 1b keeps Llama-3.2-1B's real 128256-token vocabulary (and its tied embeddings): the
+ * classifier is a large share of a 1B model's work, so a smaller vocabulary would flatter it. */
+static const struct shape shapes[] = {
+	{ "tiny", 64, 172, 5, 8, 4, 512, 512, 10000.0f, 1 },            /* stories260K */
+	{ "110m", 768, 2048, 12, 12, 12, 32000, 1024, 10000.0f, 1 },    /* stories110M */
+	{ "1b", 2048, 8192, 16, 32, 8, 128256, 8192, 500000.0f, 1 },    /* Llama-3.2-1B */
+	{ "llama3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0f, 0 },
+};
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: ringlm mkmodel --shape tiny|110m|1b|llama3-8b|custom [--dim D --hidden H --layers L\n"
+		"         --heads N --kv-heads K --vocab V --ctx C] [--theta T] --dtype f32|f16|bf16\n"
+		"         [--seed S] --out FILE.gguf [--tokenizer tokenizer.bin]\n");
+}
+
+static int parse_u32(const char *opt, const char *s, uint32_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (errno || *end || !*s || v > UINT32_MAX || s[0] == '-') {
+		fprintf(stderr, "ringlm mkmodel: %s wants a number, got '%s'\n", opt, s);
+		return -1;
+	}
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/* fp32 bytes the model takes in memory while it is generated */
+static double model_bytes(const struct rl_model_config *c)
+{
+	double d = c->dim, h = c->hidden_dim, qd = (double)c->n_heads * c->head_dim,
+	       kvd = (double)c->n_kv_heads * c->head_dim, v = c->vocab_size;
+	double per = 2 * d + 2 * qd * d + 2 * kvd * d + 3 * h * d;
+	return 4 * (v * d * (c->tied_embeddings ? 1 : 2) + per * c->n_layers + d);
+}
+
+static double mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	double kb = -1;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb * 1024;
+}
+
+int rl_cmd_mkmodel(int argc, char **argv)
+{
+	const char *shape = NULL, *out = NULL, *tok = NULL, *dt = "f32";
+	uint64_t seed = 1;
+	struct shape s = { "custom", 0, 0, 0, 0, 0, 0, 2048, 10000.0f, 0 };
+	uint32_t custom[7] = {0};
+	int have[7] = {0};
+	static const char *copts[7] = { "--dim", "--hidden", "--layers", "--heads", "--kv-heads", "--vocab", "--ctx" };
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			usage();
+			return 0;
+		}
+		if (i + 1 >= argc) {
+			fprintf(stderr, "ringlm mkmodel: %s needs a value\n", a);
+			return 2;
+		}
+		const char *v = argv[++i];
+		int k;
+		for (k = 0; k < 7 && strcmp(a, copts[k]); k++)
+			;
+		if (k < 7) {
+			if (parse_u32(a, v, &custom[k]))
+				return 2;
+			have[k] = 1;
+		} else if (!strcmp(a, "--shape")) {
+			shape = v;
+		} else if (!strcmp(a, "--dtype")) {
+			dt = v;
+		} else if (!strcmp(a, "--seed")) {
+			char *end;
+			seed = strtoull(v, &end, 0);
+			if (*end || !*v) {
+				fprintf(stderr, "ringlm mkmodel: --seed wants a number, got '%s'\n", v);
+				return 2;
+			}
+		} else if (!strcmp(a, "--out")) {
+			out = v;
+		} else if (!strcmp(a, "--tokenizer")) {
+			tok = v;
+		} else if (!strcmp(a, "--theta")) {
+			s.theta = strtof(v, NULL);
+		} else {
+			fprintf(stderr, "ringlm mkmodel: unknown option %s\n", a);
+			usage();
+			return 2;
+		}
+	}
+	if (!shape || !out) {
+		usage();
+		return 2;
+	}
+	int dtype = !strcmp(dt, "f32") ? 0 : !strcmp(dt, "f16") ? 1 : !strcmp(dt, "bf16") ? 2 : -1;
+	if (dtype < 0) {
+		fprintf(stderr, "ringlm mkmodel: --dtype must be f32, f16 or bf16, not '%s'\n", dt);
+		return 2;
+	}
+	if (strcmp(shape, "custom")) {
+		size_t i;
+		for (i = 0; i < sizeof shapes / sizeof *shapes && strcmp(shape, shapes[i].name); i++)
+			;
+		if (i == sizeof shapes / sizeof *shapes) {
+			fprintf(stderr, "ringlm mkmodel: unknown shape '%s'\n", shape);
+			return 2;
+		}
+		float theta = s.theta;
+		s = shapes[i];
+		if (theta != 10000.0f)
+			s.theta = theta;
+	}
+	/* options override a named shape; a custom one needs its sizes */
+	uint32_t *f[7] = { &s.dim, &s.hidden, &s.layers, &s.heads, &s.kv, &s.vocab, &s.ctx };
+	for (int k = 0; k < 7; k++) {
+		if (have[k])
+			*f[k] = custom[k];
+		else if (!strcmp(shape, "custom") && k != 4 && k != 6) {
+			fprintf(stderr, "ringlm mkmodel: --shape custom needs %s\n", copts[k]);
+			return 2;
+		}
+	}
+	if (!s.kv)
+		s.kv = s.heads;
+	struct rl_model_config c = {
+		.dim = s.dim, .hidden_dim = s.hidden, .n_layers = s.layers, .n_heads = s.heads,
+		.n_kv_heads = s.kv, .head_dim = s.heads ? s.dim / s.heads : 0, .vocab_size = s.vocab,
+		.max_ctx = s.ctx, .rope_theta = s.theta, .rope_scale = 1.0f, .norm_eps = 1e-5f,
+		.tied_embeddings = s.tied, .bos_id = 1, .eos_id = 2,
+	};
+	if (!s.heads || s.dim % s.heads) {
+		fprintf(stderr, "ringlm mkmodel: dim %u is not a multiple of heads %u\n", s.dim, s.heads);
+		return 2;
+	}
+	/* refuse before spending minutes: the file and the fp32 copy in memory must fit */
+	double bytes = model_bytes(&c), file = bytes / (dtype ? 2 : 1);
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s", out);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = 0;
+	struct statvfs vfs;
+	if (statvfs(slash ? dir : ".", &vfs) == 0 && (double)vfs.f_bavail * vfs.f_frsize < file) {
+		fprintf(stderr, "ringlm mkmodel: %s would be %.1f GiB but only %.1f GiB are free there\n",
+			out, file / 1073741824.0, (double)vfs.f_bavail * vfs.f_frsize / 1073741824.0);
+		return 1;
+	}
+	double avail = mem_available();
+	if (avail > 0 && bytes > avail) {
+		fprintf(stderr, "ringlm mkmodel: generating needs %.1f GiB of memory for fp32 weights, %.1f GiB available\n",
+			bytes / 1073741824.0, avail / 1073741824.0);
+		return 1;
+	}
+	char err[512];
+	struct rl_model *m;
+	int rc = rl_model_alloc(&c, &m, err, sizeof err);
+	if (rc) {
+		fprintf(stderr, "ringlm mkmodel: %s\n", err);
+		return 1;
+	}
+	snprintf(m->name, sizeof m->name, "ringlm-random-%s", s.name);
+	rl_model_fill_random(m, seed);
+	if (tok) {
+		rc = rl_model_load_tokenizer(m, tok, err, sizeof err);
+	} else if ((rc = rl_model_synth_vocab(c.vocab_size, &m->vocab_blob, &m->vocab_blob_size))) {
+		snprintf(err, sizeof err, "cannot synthesize a vocabulary of %u tokens (259 or more needed)", c.vocab_size);
+	}
+	if (!rc)
+		rc = rl_gguf_write(m, out, dtype, err, sizeof err);
+	rl_model_destroy(m);
+	if (rc) {
+		fprintf(stderr, "ringlm mkmodel: %s\n", err);
+		return 1;
+	}
+	printf("%s: %s dim %u hidden %u layers %u heads %u/%u vocab %u ctx %u %s, %.1f MiB\n", out, s.name,
+	       c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.max_ctx, dt,
+	       file / 1048576.0);
+	return 0;
+}
