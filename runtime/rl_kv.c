@@ -23,10 +23,17 @@ struct blk {
 	uint8_t  cached;
 };
 
+/* A hash-table slot carries the low hash bits next to the id, so probing a run compares
+ * within the table and touches a block's metadata only on a likely hit. */
+struct slot {
+	uint32_t id;                   /* RL_KV_NONE = empty */
+	uint32_t hlo;                  /* low 32 bits of the block's hash; home = hlo & mask */
+};
+
 struct rl_kv {
 	struct blk *b;
 	uint32_t *toks;                /* [n * bs] token ids of each cached block */
-	uint32_t *slot;                /* hash table of block ids, RL_KV_NONE = empty */
+	struct slot *slot;             /* [mask + 1] hash table */
 	uint32_t mask;
 	uint32_t n, bs;
 	int prefix;
@@ -71,13 +78,18 @@ int rl_kv_create(uint32_t n_blocks, uint32_t block_size, int prefix_cache, struc
 	kv->prefix = prefix_cache;
 	kv->mask = size - 1;
 	kv->b = calloc(n_blocks, sizeof *kv->b);
-	kv->slot = malloc(size * sizeof *kv->slot);
+	kv->slot = prefix_cache ? malloc(size * sizeof *kv->slot) : NULL;
 	kv->toks = prefix_cache ? malloc((size_t)n_blocks * block_size * sizeof *kv->toks) : NULL;
-	if (!kv->b || !kv->slot || (prefix_cache && !kv->toks)) {
+	if (!kv->b || (prefix_cache && (!kv->slot || !kv->toks))) {
 		rl_kv_destroy(kv);
 		return -ENOMEM;
 	}
-	memset(kv->slot, 0xff, size * sizeof *kv->slot);
+	/* touch the cache arrays now: no page faults on the step path later */
+	if (prefix_cache) {
+		for (uint32_t i = 0; i < size; i++)
+			kv->slot[i] = (struct slot){ RL_KV_NONE, 0 };
+		memset(kv->toks, 0, (size_t)n_blocks * block_size * sizeof *kv->toks);
+	}
 	/* free list in id order: block 0 first */
 	for (uint32_t i = 0; i < n_blocks; i++)
 		kv->b[i].next = i + 1 < n_blocks ? i + 1 : RL_KV_NONE;
@@ -131,10 +143,10 @@ static void lru_remove(struct rl_kv *kv, uint32_t id)
 
 static void table_insert(struct rl_kv *kv, uint32_t id)
 {
-	uint32_t i = (uint32_t)kv->b[id].hash & kv->mask;
-	while (kv->slot[i] != RL_KV_NONE)
+	uint32_t hlo = (uint32_t)kv->b[id].hash, i = hlo & kv->mask;
+	while (kv->slot[i].id != RL_KV_NONE)
 		i = (i + 1) & kv->mask;
-	kv->slot[i] = id;
+	kv->slot[i] = (struct slot){ id, hlo };
 }
 
 /* Backward-shift deletion: pull later members of the probe run into the hole when their home
@@ -142,17 +154,17 @@ static void table_insert(struct rl_kv *kv, uint32_t id)
 static void table_remove(struct rl_kv *kv, uint32_t id)
 {
 	uint32_t i = (uint32_t)kv->b[id].hash & kv->mask;
-	while (kv->slot[i] != id) {
-		assert(kv->slot[i] != RL_KV_NONE);
+	while (kv->slot[i].id != id) {
+		assert(kv->slot[i].id != RL_KV_NONE);
 		i = (i + 1) & kv->mask;
 	}
 	for (uint32_t j = i;;) {
-		kv->slot[i] = RL_KV_NONE;
+		kv->slot[i].id = RL_KV_NONE;
 		for (;;) {
 			j = (j + 1) & kv->mask;
-			if (kv->slot[j] == RL_KV_NONE)
+			if (kv->slot[j].id == RL_KV_NONE)
 				return;
-			uint32_t home = (uint32_t)kv->b[kv->slot[j]].hash & kv->mask;
+			uint32_t home = kv->slot[j].hlo & kv->mask;
 			if (((j - home) & kv->mask) >= ((j - i) & kv->mask))
 				break;
 		}
@@ -164,8 +176,11 @@ static void table_remove(struct rl_kv *kv, uint32_t id)
 static uint32_t table_find(const struct rl_kv *kv, uint64_t h, const struct rl_kv_chain *c,
 			   const uint32_t *tokens)
 {
-	for (uint32_t i = (uint32_t)h & kv->mask; kv->slot[i] != RL_KV_NONE; i = (i + 1) & kv->mask) {
-		uint32_t id = kv->slot[i];
+	for (uint32_t i = (uint32_t)h & kv->mask; kv->slot[i].id != RL_KV_NONE;
+	     i = (i + 1) & kv->mask) {
+		if (kv->slot[i].hlo != (uint32_t)h)
+			continue;
+		uint32_t id = kv->slot[i].id;
 		const struct blk *b = &kv->b[id];
 		if (b->hash == h && b->parent == c->blk && b->parent_gen == c->gen &&
 		    !memcmp(&kv->toks[(size_t)id * kv->bs], tokens, kv->bs * sizeof *tokens))

@@ -242,6 +242,9 @@ int rl_sched_create(const struct rl_sched_params *p, const struct rl_sched_hooks
 		rl_sched_destroy(s);
 		return -ENOMEM;
 	}
+	/* touch every pool buffer now: no page faults on the step path later */
+	memset(s->tokbuf, 0, (size_t)p->pool_size * p->max_ctx * sizeof *s->tokbuf);
+	memset(s->blkbuf, 0, (size_t)p->pool_size * s->bt_cap * sizeof *s->blkbuf);
 	list_init(&s->freel);
 	list_init(&s->queue);
 	list_init(&s->expired);
