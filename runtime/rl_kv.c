@@ -254,14 +254,28 @@ uint32_t rl_kv_lookup(struct rl_kv *kv, const uint32_t *tokens, uint32_t n_token
 	return n;
 }
 
-void rl_kv_register(struct rl_kv *kv, uint32_t id, const uint32_t *tokens,
+uint64_t rl_kv_hash(const struct rl_kv *kv, const struct rl_kv_chain *chain,
+		    const uint32_t *tokens)
+{
+	return block_hash(chain->hash, tokens, kv->bs);
+}
+
+void rl_kv_prefetch(const struct rl_kv *kv, uint64_t h, uint32_t id)
+{
+	if (!kv->prefix)
+		return;
+	__builtin_prefetch(&kv->slot[(uint32_t)h & kv->mask]);
+	__builtin_prefetch(&kv->b[id], 1);
+	__builtin_prefetch(&kv->toks[(size_t)id * kv->bs], 1);
+}
+
+void rl_kv_register(struct rl_kv *kv, uint32_t id, const uint32_t *tokens, uint64_t h,
 		    struct rl_kv_chain *chain)
 {
 	if (!kv->prefix)
 		return;
 	struct blk *b = &kv->b[id];
 	assert(id < kv->n && b->ref > 0 && !b->cached);
-	uint64_t h = block_hash(chain->hash, tokens, kv->bs);
 	uint32_t dup = table_find(kv, h, chain, tokens);
 	if (dup == RL_KV_NONE) {
 		b->hash = h;

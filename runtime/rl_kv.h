@@ -54,11 +54,17 @@ void rl_kv_chain_root(struct rl_kv_chain *c);
  * table[], takes a reference on each, advances *chain to the last one; returns how many. */
 uint32_t rl_kv_lookup(struct rl_kv *kv, const uint32_t *tokens, uint32_t n_tokens,
 		      uint32_t *table, struct rl_kv_chain *chain);
-/* Registers the just-filled block blk holding tokens[0..block_size) after *chain. When an
- * equal block is already cached (two sequences prefilled the same text at once) blk stays
- * private and the chain continues from the cached one. *chain moves to the block that now
- * stands for this content. */
-void rl_kv_register(struct rl_kv *kv, uint32_t blk, const uint32_t *tokens,
+/* Content hash of the block tokens[0..block_size) following *chain. */
+uint64_t rl_kv_hash(const struct rl_kv *kv, const struct rl_kv_chain *chain,
+		    const uint32_t *tokens);
+/* Starts the cache-line loads rl_kv_register(blk, hash h) will need, so a caller registering
+ * many blocks overlaps their memory latency instead of paying it one block after another. */
+void rl_kv_prefetch(const struct rl_kv *kv, uint64_t h, uint32_t blk);
+/* Registers the just-filled block blk holding tokens[0..block_size) after *chain; h is
+ * rl_kv_hash(kv, chain, tokens). When an equal block is already cached (two sequences
+ * prefilled the same text at once) blk stays private and the chain continues from the cached
+ * one. *chain moves to the block that now stands for this content. */
+void rl_kv_register(struct rl_kv *kv, uint32_t blk, const uint32_t *tokens, uint64_t h,
 		    struct rl_kv_chain *chain);
 
 /* Blocks an allocation can get now (free + cached-free). */

@@ -76,6 +76,7 @@ struct rl_sched {
 	struct rl_batch_seq *bseq;     /* [max_seqs] */
 	struct seqx **step_x;          /* [max_seqs] owner of each batch seq */
 	uint32_t *step_inc;            /* [max_seqs] its incarnation when packed */
+	uint64_t *step_hash;           /* [max_seqs] hash of the block it filled, if any */
 	struct rl_batch batch;
 	int in_flight;
 	struct rl_sched_stats st;
@@ -190,6 +191,7 @@ void rl_sched_destroy(struct rl_sched *s)
 	free(s->bseq);
 	free(s->step_x);
 	free(s->step_inc);
+	free(s->step_hash);
 	free(s);
 }
 
@@ -237,8 +239,9 @@ int rl_sched_create(const struct rl_sched_params *p, const struct rl_sched_hooks
 	s->bseq = malloc(p->max_seqs * sizeof *s->bseq);
 	s->step_x = malloc(p->max_seqs * sizeof *s->step_x);
 	s->step_inc = malloc(p->max_seqs * sizeof *s->step_inc);
+	s->step_hash = malloc(p->max_seqs * sizeof *s->step_hash);
 	if (!s->pool || !s->tokbuf || !s->blkbuf || !s->heap || !s->dec || !s->pre || !s->tok ||
-	    !s->pos || !s->row_seq || !s->bseq || !s->step_x || !s->step_inc) {
+	    !s->pos || !s->row_seq || !s->bseq || !s->step_x || !s->step_inc || !s->step_hash) {
 		rl_sched_destroy(s);
 		return -ENOMEM;
 	}
@@ -396,14 +399,37 @@ static int grow(struct rl_sched *s, struct seqx *x, uint32_t n_tok)
 	return 0;
 }
 
-/* Puts the newly full blocks of x (KV written by the step just completed) in the prefix cache. */
-static void register_full(struct rl_sched *s, struct seqx *x)
+/* Tokens of x's first block not yet in the prefix cache, when the step just run filled it. */
+static const uint32_t *next_full(const struct rl_sched *s, const struct seqx *x, uint32_t n_computed)
 {
 	uint32_t bs = s->p.block_size;
-	while ((x->n_hashed + 1) * bs <= x->q.n_computed) {
-		rl_kv_register(s->kv, x->blocks[x->n_hashed], x->tok + (size_t)x->n_hashed * bs,
-			       &x->chain);
+	return (x->n_hashed + 1) * bs <= n_computed ? x->tok + (size_t)x->n_hashed * bs : NULL;
+}
+
+/* Puts the newly full blocks of x (KV written by the step just completed) in the prefix
+ * cache; h is the hash of the first of them, computed (and prefetched) earlier. */
+static void register_full(struct rl_sched *s, struct seqx *x, uint64_t h)
+{
+	for (const uint32_t *t; (t = next_full(s, x, x->q.n_computed));) {
+		rl_kv_register(s->kv, x->blocks[x->n_hashed], t, h, &x->chain);
 		x->n_hashed++;
+		if ((t = next_full(s, x, x->q.n_computed)))
+			h = rl_kv_hash(s->kv, &x->chain, t);
+	}
+}
+
+/* Hashes the first block each sequence of the finished step filled and starts loading the
+ * cache lines its registration needs: with many sequences crossing a block boundary in one
+ * step, the table misses overlap instead of queueing. */
+static void prefetch_full(struct rl_sched *s)
+{
+	for (uint32_t i = 0; i < s->batch.n_seqs; i++) {
+		struct seqx *x = s->step_x[i];
+		const uint32_t *t = next_full(s, x, s->bseq[i].ctx_len);
+		if (x->inc != s->step_inc[i] || !t)
+			continue;
+		s->step_hash[i] = rl_kv_hash(s->kv, &x->chain, t);
+		rl_kv_prefetch(s->kv, s->step_hash[i], x->blocks[x->n_hashed]);
 	}
 }
 
@@ -751,6 +777,8 @@ void rl_sched_complete(struct rl_sched *s, const int32_t *out, uint64_t now_ns)
 {
 	assert(s->in_flight);
 	s->in_flight = 0;
+	if (s->p.prefix_cache)
+		prefetch_full(s);
 	for (uint32_t i = 0; i < s->batch.n_seqs; i++) {
 		struct seqx *x = s->step_x[i];
 		const struct rl_batch_seq *b = &s->bseq[i];
@@ -759,7 +787,7 @@ void rl_sched_complete(struct rl_sched *s, const int32_t *out, uint64_t now_ns)
 		x->in_step = 0;
 		x->q.n_computed = b->ctx_len;
 		if (s->p.prefix_cache)
-			register_full(s, x);
+			register_full(s, x, s->step_hash[i]);
 		if (!b->sample)
 			continue;
 		if (x->q.state == RL_SEQ_PREFILL) {

@@ -41,7 +41,7 @@ static void register_chain(struct rl_kv *kv, const uint32_t *tok, uint32_t n_blk
 	rl_kv_chain_root(&c);
 	for (uint32_t i = 0; i < n_blk; i++) {
 		ids[i] = (uint32_t)rl_kv_alloc(kv);
-		rl_kv_register(kv, ids[i], tok + i * bs, &c);
+		rl_kv_register(kv, ids[i], tok + i * bs, rl_kv_hash(kv, &c, tok + i * bs), &c);
 		CHECK(c.blk == ids[i]);
 	}
 }
@@ -92,10 +92,10 @@ static void duplicate_register_keeps_first(void)
 	struct rl_kv_chain c;
 	rl_kv_chain_root(&c);
 	b[0] = (uint32_t)rl_kv_alloc(kv);
-	rl_kv_register(kv, b[0], tok, &c);
+	rl_kv_register(kv, b[0], tok, rl_kv_hash(kv, &c, tok), &c);
 	CHECK(c.blk == a[0] && !rl_kv_is_cached(kv, b[0]));   /* chain follows the cached one */
 	b[1] = (uint32_t)rl_kv_alloc(kv);
-	rl_kv_register(kv, b[1], tok + 4, &c);
+	rl_kv_register(kv, b[1], tok + 4, rl_kv_hash(kv, &c, tok + 4), &c);
 	CHECK(c.blk == a[1] && !rl_kv_is_cached(kv, b[1]));
 	rl_kv_unref(kv, b[1]);
 	rl_kv_unref(kv, b[0]);
@@ -158,7 +158,7 @@ static void evicted_parent_invalidates_children(void)
 	uint32_t x = (uint32_t)rl_kv_alloc(kv);
 	CHECK(x == ids[0]);
 	uint32_t other[2] = { 9, 9 };
-	rl_kv_register(kv, x, other, &c);
+	rl_kv_register(kv, x, other, rl_kv_hash(kv, &c, other), &c);
 	rl_kv_chain_root(&c);
 	CHECK(rl_kv_lookup(kv, tok, 4, got, &c) == 0);
 	rl_kv_unref(kv, x);
@@ -187,7 +187,7 @@ static void churn_keeps_table_consistent(void)
 		} else if (n_held < n) {
 			int64_t b = rl_kv_alloc(kv);
 			if (b >= 0) {
-				rl_kv_register(kv, (uint32_t)b, tok, &c);
+				rl_kv_register(kv, (uint32_t)b, tok, rl_kv_hash(kv, &c, tok), &c);
 				content[b][0] = tok[0];
 				content[b][1] = tok[1];
 				held[n_held++] = (uint32_t)b;
