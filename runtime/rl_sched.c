@@ -400,7 +400,8 @@ static int grow(struct rl_sched *s, struct seqx *x, uint32_t n_tok)
 }
 
 /* Tokens of x's first block not yet in the prefix cache, when the step just run filled it. */
-static const uint32_t *next_full(const struct rl_sched *s, const struct seqx *x, uint32_t n_computed)
+static const uint32_t *next_full(const struct rl_sched *s, const struct seqx *x,
+				 uint32_t n_computed)
 {
 	uint32_t bs = s->p.block_size;
 	return (x->n_hashed + 1) * bs <= n_computed ? x->tok + (size_t)x->n_hashed * bs : NULL;

@@ -17,6 +17,16 @@
  * Events leave through hooks->emit; a sequence is only put in a step that will sample for it
  * when hooks->reserve(client, 2) succeeded for that step (room for a token and a done event),
  * so a full client event ring pauses that client's sequences and never loses a token.
+ * Reservations add up within one step (several sequences of one client); the runtime starts
+ * each step's count afresh before rl_sched_next. An expired request's ERROR event takes
+ * reserve(client, 1) and is emitted from rl_sched_next.
+ *
+ * Policy (implemented in rl_sched.c): decodes first, one row each in admission order; then
+ * chunks of prompts in progress (ending on block boundaries where the budget allows); then
+ * admission while running < min(max_seqs, budget). When a decode or the oldest prefill cannot
+ * get a KV block, the newest running sequence is preempted and re-queued at the front to be
+ * recomputed. Cancelling between rl_sched_next and rl_sched_complete is allowed: the step's
+ * result for that sequence is dropped, and its blocks are reused only by a later step.
  */
 #ifndef RL_SCHED_H
 #define RL_SCHED_H

@@ -778,7 +778,7 @@ static void random_workload(uint64_t seed)
 		step(&w);
 		audit_blocks(&w);
 		for (uint32_t i = 0; i < next; i++)
-			CHECKF(!rq[i].live || w.step - rq[i].enq_step < 20000,
+			CHECKF(!rq[i].live || w.step - rq[i].enq_step < 4000,
 			       "seed %lu: request %u waits for ever", (unsigned long)seed, i);
 		if (w.step > 25000 || rl_t_failed_now > fails0) {
 			CHECKF(0, "seed %lu: stopped at step %lu", (unsigned long)seed,
