@@ -631,7 +631,8 @@ static uint32_t schedule_prefills(struct rl_sched *s, uint32_t left, int *preemp
 }
 
 /* Admission of x with left rows: prefix-cache lookup, KV for the first chunk, event room when
- * that chunk samples. 0, -ENOMEM (stop admitting: FCFS) or -EAGAIN (skip this client). */
+ * that chunk samples. Returns the chunk's rows, -ENOMEM (stop admitting: FCFS) or -EAGAIN
+ * (its client has no room: try the next request). */
 static int try_admit(struct rl_sched *s, struct seqx *x, uint32_t left)
 {
 	uint32_t bs = s->p.block_size, len = seq_len(x);
