@@ -17,6 +17,16 @@
  * Events leave through hooks->emit; a sequence is only put in a step that will sample for it
  * when hooks->reserve(client, 2) succeeded for that step (room for a token and a done event),
  * so a full client event ring pauses that client's sequences and never loses a token.
+ * Reservations add up within one step (several sequences of one client); the runtime starts
+ * each step's count afresh before rl_sched_next. An expired request's ERROR event takes
+ * reserve(client, 1) and is emitted from rl_sched_next.
+ *
+ * Policy (implemented in rl_sched.c): decodes first, one row each in admission order; then
+ * chunks of prompts in progress (ending on block boundaries where the budget allows); then
+ * admission while running < min(max_seqs, budget). When a decode or the oldest prefill cannot
+ * get a KV block, the newest running sequence is preempted and re-queued at the front to be
+ * recomputed. Cancelling between rl_sched_next and rl_sched_complete is allowed: the step's
+ * result for that sequence is dropped, and its blocks are reused only by a later step.
  */
 #ifndef RL_SCHED_H
 #define RL_SCHED_H
@@ -31,7 +41,9 @@ enum rl_ev_type { RL_EV_TOKEN = 1, RL_EV_DONE = 2, RL_EV_ERROR = 3 };
 enum rl_finish { RL_FIN_LENGTH = 1, RL_FIN_STOP = 2, RL_FIN_EOS = 3, RL_FIN_CTX = 4,
 		 RL_FIN_CANCEL = 5 };
 
-enum rl_seq_state { RL_SEQ_FREE = 0, RL_SEQ_QUEUED, RL_SEQ_PREFILL, RL_SEQ_DECODE, RL_SEQ_DONE };
+/* RL_SEQ_ALLOC: taken by rl_sched_seq_alloc, being filled, not yet enqueued. */
+enum rl_seq_state { RL_SEQ_FREE = 0, RL_SEQ_QUEUED, RL_SEQ_PREFILL, RL_SEQ_DECODE, RL_SEQ_DONE,
+		    RL_SEQ_ALLOC };
 
 struct rl_seq {
 	/* filled by the caller before enqueue */
@@ -83,9 +95,13 @@ struct rl_sched_stats {
 	uint32_t kv_blocks_total, kv_blocks_free;
 	uint32_t last_step_tokens, budget;
 	uint64_t finished, cancelled, expired;
+	uint32_t kv_blocks_cached;     /* registered in the prefix cache (held or evictable) */
+	uint32_t _pad;
+	uint64_t kv_evictions;         /* cached blocks reused for new content */
 };
 
 struct rl_sched;
+struct rl_kv;
 
 void rl_sched_default_params(struct rl_sched_params *p);
 int  rl_sched_create(const struct rl_sched_params *p, const struct rl_sched_hooks *h,
@@ -106,5 +122,16 @@ void rl_sched_complete(struct rl_sched *s, const int32_t *out, uint64_t now_ns);
 void rl_sched_set_budget(struct rl_sched *s, uint32_t max_batch_tokens);
 void rl_sched_get_stats(const struct rl_sched *s, struct rl_sched_stats *st);
 int  rl_sched_idle(const struct rl_sched *s);   /* 1 when nothing is queued or running */
+
+/* Cancels (as rl_sched_cancel) every queued or running request of client, e.g. on hang-up;
+ * entries still being filled (RL_SEQ_ALLOC) stay with the caller. Returns how many. */
+uint32_t rl_sched_cancel_client(struct rl_sched *s, uint32_t client);
+/* The live pool entry with this id (rl_seq.id, rl_batch_seq.seq_id), or NULL when free. */
+struct rl_seq *rl_sched_seq_at(struct rl_sched *s, uint32_t id);
+/* q's block table: sets *table and returns how many blocks it holds (0 while queued). */
+uint32_t rl_sched_seq_blocks(const struct rl_sched *s, const struct rl_seq *q,
+			     const uint32_t **table);
+/* The KV manager (read-only: stats, refcounts for audits). */
+const struct rl_kv *rl_sched_kv(const struct rl_sched *s);
 
 #endif
