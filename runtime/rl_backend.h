@@ -63,4 +63,14 @@ static inline void rl_backend_destroy(struct rl_backend *be) { if (be) be->ops->
 int rl_backend_sim_create(const struct rl_backend_params *p, struct rl_backend **out,
 			  char *err, size_t errlen);
 
+struct rl_model;
+/* The cpu backend (runtime/backend_cpu.c) serves m, which must outlive it. p->threads workers
+ * (0: every CPU this process may use except p->runtime_cpu, at least one). */
+int rl_backend_cpu_create(const struct rl_model *m, const struct rl_backend_params *p,
+			  struct rl_backend **out, char *err, size_t errlen);
+/* Test hook: copies the logits[vocab_size] from which the last step sampled batch seq
+ * seq_index into out. 0, or -ENOENT when that seq did not sample (or be is not cpu). The
+ * buffer is the one sampling reads anyway, so serving pays nothing for the hook. */
+int rl_backend_cpu_logits(struct rl_backend *be, uint32_t seq_index, float *out);
+
 #endif
