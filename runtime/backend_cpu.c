@@ -31,7 +31,8 @@
 #include "rl_model.h"
 #include "rl_sample.h"
 
-#define SPIN_ITERS 2000                /* a few µs of pause before sleeping on a futex */
+#define SPIN_PAUSES 1000               /* pure spinning first: a barrier usually opens within µs */
+#define SPIN_YIELD_NS 200000           /* then yield (lets an oversubscribed peer run) up to this */
 
 struct cpu {
 	struct rl_backend be;
@@ -74,14 +75,21 @@ static long futex(_Atomic uint32_t *w, int op, uint32_t val)
 	return syscall(SYS_futex, (uint32_t *)w, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
 }
 
-/* Waits until *w != old: spin, then sleep. Wakers check `sleepers` after their store
+/* Waits until *w != old: spin, then yield, then sleep. Sleeping is the last resort because
+ * waking a sleeping thread costs tens of µs (far more on a VM, where the vCPU halts), which
+ * would dominate a decode step with its hundred barriers. Wakers check `sleepers` after their store
  * (both seq_cst), so a waiter counted before the store is woken, one counted after sees it. */
 static void wait_change(struct cpu *c, _Atomic uint32_t *w, uint32_t old)
 {
-	for (int i = 0; i < SPIN_ITERS; i++) {
+	for (int i = 0; i < SPIN_PAUSES; i++) {
 		if (atomic_load_explicit(w, memory_order_acquire) != old)
 			return;
 		rl_cpu_relax();
+	}
+	for (uint64_t t0 = rl_now_ns(); rl_now_ns() - t0 < SPIN_YIELD_NS;) {
+		if (atomic_load_explicit(w, memory_order_acquire) != old)
+			return;
+		sched_yield();
 	}
 	atomic_fetch_add(&c->sleepers, 1);
 	while (atomic_load(w) == old)
