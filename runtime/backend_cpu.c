@@ -31,6 +31,7 @@
 #include "rl_model.h"
 #include "rl_sample.h"
 
+#define MIN_FLOPS_PER_WORKER 4000000u  /* default min_work: ~40 µs of matmul, >> a barrier */
 #define SPIN_PAUSES 1000               /* pure spinning first: a barrier usually opens within µs */
 #define SPIN_YIELD_NS 200000           /* then yield (lets an oversubscribed peer run) up to this */
 
@@ -61,6 +62,9 @@ struct cpu {
 
 	/* thread pool */
 	int n_threads;
+	int n_active;                  /* workers that take part in this step (see launch) */
+	uint64_t layer_flops;          /* 2 * weights of one layer: matmul FLOPs per row */
+	uint32_t min_work;             /* matmul FLOPs per layer that justify one more worker */
 	pthread_t *th;
 	const struct rl_batch *cur;
 	_Atomic uint32_t gen;          /* futex word: bumped by launch (and destroy) */
@@ -105,10 +109,10 @@ static void wake_all(struct cpu *c, _Atomic uint32_t *w)
 
 static void barrier(struct cpu *c)
 {
-	if (c->n_threads == 1)
+	if (c->n_active == 1)
 		return;
 	uint32_t g = atomic_load(&c->bar_gen);
-	if (atomic_fetch_add(&c->bar_count, 1) == (uint32_t)c->n_threads - 1) {
+	if (atomic_fetch_add(&c->bar_count, 1) == (uint32_t)c->n_active - 1) {
 		atomic_store(&c->bar_count, 0);
 		atomic_store(&c->bar_gen, g + 1);
 		wake_all(c, &c->bar_gen);
@@ -132,7 +136,7 @@ static void matmul_part(struct cpu *c, int t, float *Y, size_t ldy, const float 
 			int acc)
 {
 	uint32_t lo, hi;
-	split(out, 4, t, c->n_threads, &lo, &hi);
+	split(out, 4, t, c->n_active, &lo, &hi);
 	if (lo < hi)
 		rl_cpu_matmul(Y, ldy, X, ldx, W, bias, rows, in, lo, hi, acc);
 }
@@ -145,7 +149,7 @@ static void forward(struct cpu *c, int t)
 	const struct rl_model_config *cfg = &m->cfg;
 	uint32_t T = b->n_tokens, dim = c->dim, hd = c->hd, qd = c->qd, kvd = c->kvd, hid = c->hid;
 	uint32_t group = c->nh / c->nkv, r0, r1;
-	int nt = c->n_threads;
+	int nt = c->n_active;
 
 	split(T, 1, t, nt, &r0, &r1);
 	for (uint32_t r = r0; r < r1; r++)
@@ -252,6 +256,8 @@ static void *worker(void *arg)
 		seen = atomic_load(&c->gen);
 		if (atomic_load(&c->stop))
 			return NULL;
+		if (t >= c->n_active)
+			continue;
 		forward(c, t);
 		if (t == 0) {
 			atomic_store(&c->done, 1);
@@ -303,6 +309,11 @@ static int cpu_launch(struct rl_backend *be, const struct rl_batch *b)
 	int rc = validate(c, b);
 	if (rc)
 		return rc;
+	/* A worker is worth its ~16 barriers per layer only with enough work per phase: about
+	 * min_work FLOPs of matmul per layer each (small models and small steps run on fewer
+	 * workers, where they are faster). */
+	uint64_t w = c->layer_flops * (b->n_tokens ? b->n_tokens : 1) / c->min_work;
+	c->n_active = w < 1 ? 1 : w < (uint64_t)c->n_threads ? (int)w : c->n_threads;
 	c->cur = b;
 	atomic_store(&c->done, 0);
 	atomic_fetch_add(&c->gen, 1);
@@ -393,6 +404,8 @@ int rl_backend_cpu_create(const struct rl_model *m, const struct rl_backend_para
 	c->max_tokens = p->max_batch_tokens; c->max_seqs = p->max_seqs;
 	c->n_threads = p->threads > 0 ? p->threads : default_threads(p->runtime_cpu);
 	c->layer_stride = (size_t)c->n_blocks * c->bs * c->kvd;
+	c->min_work = p->cpu_min_work ? p->cpu_min_work : MIN_FLOPS_PER_WORKER;
+	c->layer_flops = 2ull * ((uint64_t)c->dim * (2 * c->qd + 2 * c->kvd) + 3ull * c->dim * c->hid);
 	size_t T = c->max_tokens, S = c->max_seqs, kv = c->layer_stride * c->nl;
 	c->samp_scratch_size = (rl_sample_scratch_size(c->vocab) + 63) & ~(size_t)63;
 	c->kpool = malloc(kv * sizeof(float));

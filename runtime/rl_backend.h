@@ -34,6 +34,8 @@ struct rl_backend_params {
 	uint32_t max_seqs;             /* most sequences in one step */
 	int      threads;              /* cpu: worker threads; 0 = all CPUs but the runtime's */
 	int      runtime_cpu;          /* cpu the runtime thread is pinned to, -1 if none */
+	uint32_t cpu_min_work;         /* cpu: matmul FLOPs per layer a worker must get before a
+					* step uses it (0 = 4M); 1 = every step uses all workers */
 	/* sim backend */
 	uint32_t sim_vocab;            /* default 32000 */
 	uint32_t sim_max_ctx;          /* default 8192 */

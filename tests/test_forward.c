@@ -277,7 +277,8 @@ static int step(struct rl_backend *be, struct tseq *ts, uint32_t n, const uint32
 static struct rl_backend *make_backend(const struct rl_model *m, uint32_t n_blocks, int threads)
 {
 	struct rl_backend_params p = { .n_kv_blocks = n_blocks, .block_size = BS,
-				       .max_batch_tokens = 64, .max_seqs = 16, .threads = threads };
+				       .max_batch_tokens = 64, .max_seqs = 16, .threads = threads,
+				       .cpu_min_work = 1 /* small test models: still split every step */ };
 	struct rl_backend *be; char err[200];
 	if (rl_backend_cpu_create(m, &p, &be, err, sizeof err)) {
 		fprintf(stderr, "  %s\n", err);
