@@ -67,7 +67,7 @@ struct cpu {
 	uint32_t min_work;             /* matmul FLOPs per layer that justify one more worker */
 	pthread_t *th;
 	const struct rl_batch *cur;
-	_Atomic uint32_t gen;          /* futex word: bumped by launch (and destroy) */
+	_Atomic uint32_t gen;          /* futex word: step counter << 8 | n_active of that step */
 	_Atomic uint32_t done;         /* futex word: 1 when the step is finished */
 	_Atomic uint32_t bar_count, bar_gen, sleepers;
 	_Atomic uint32_t next_item;    /* attention work counter */
@@ -109,10 +109,13 @@ static void wake_all(struct cpu *c, _Atomic uint32_t *w)
 
 static void barrier(struct cpu *c)
 {
-	if (c->n_active == 1)
+	/* read before arriving: once the last worker arrives the step may end and launch may
+	 * rewrite n_active */
+	uint32_t n = (uint32_t)c->n_active;
+	if (n == 1)
 		return;
 	uint32_t g = atomic_load(&c->bar_gen);
-	if (atomic_fetch_add(&c->bar_count, 1) == (uint32_t)c->n_active - 1) {
+	if (atomic_fetch_add(&c->bar_count, 1) == n - 1) {
 		atomic_store(&c->bar_count, 0);
 		atomic_store(&c->bar_gen, g + 1);
 		wake_all(c, &c->bar_gen);
@@ -253,10 +256,13 @@ static void *worker(void *arg)
 	uint32_t seen = 0;
 	for (;;) {
 		wait_change(c, &c->gen, seen);
+		/* n_active comes from the same word as the step, so a worker that idled through
+		 * a step never mistakes the next step's worker count for it (and a step it is
+		 * part of cannot finish without it, so it never misses one) */
 		seen = atomic_load(&c->gen);
 		if (atomic_load(&c->stop))
 			return NULL;
-		if (t >= c->n_active)
+		if (t >= (int)(seen & 0xff))
 			continue;
 		forward(c, t);
 		if (t == 0) {
@@ -316,7 +322,7 @@ static int cpu_launch(struct rl_backend *be, const struct rl_batch *b)
 	c->n_active = w < 1 ? 1 : w < (uint64_t)c->n_threads ? (int)w : c->n_threads;
 	c->cur = b;
 	atomic_store(&c->done, 0);
-	atomic_fetch_add(&c->gen, 1);
+	atomic_store(&c->gen, (((atomic_load(&c->gen) >> 8) + 1) << 8) | (uint32_t)c->n_active);
 	wake_all(c, &c->gen);
 	return 0;
 }
@@ -353,7 +359,7 @@ static void cpu_destroy(struct rl_backend *be)
 	if (c->cur)
 		wait_change(c, &c->done, 0);
 	atomic_store(&c->stop, 1);
-	atomic_fetch_add(&c->gen, 1);
+	atomic_fetch_add(&c->gen, 1 << 8);
 	futex(&c->gen, FUTEX_WAKE, INT_MAX);
 	for (int t = 0; t < c->n_threads; t++)
 		pthread_join(c->th[t], NULL);
@@ -403,6 +409,8 @@ int rl_backend_cpu_create(const struct rl_model *m, const struct rl_backend_para
 	c->n_blocks = p->n_kv_blocks; c->bs = p->block_size;
 	c->max_tokens = p->max_batch_tokens; c->max_seqs = p->max_seqs;
 	c->n_threads = p->threads > 0 ? p->threads : default_threads(p->runtime_cpu);
+	if (c->n_threads > 255)        /* the step word carries the worker count in 8 bits */
+		c->n_threads = 255;
 	c->layer_stride = (size_t)c->n_blocks * c->bs * c->kvd;
 	c->min_work = p->cpu_min_work ? p->cpu_min_work : MIN_FLOPS_PER_WORKER;
 	c->layer_flops = 2ull * ((uint64_t)c->dim * (2 * c->qd + 2 * c->kvd) + 3ull * c->dim * c->hid);
