@@ -34,6 +34,8 @@ struct rl_backend_params {
 	uint32_t max_seqs;             /* most sequences in one step */
 	int      threads;              /* cpu: worker threads; 0 = all CPUs but the runtime's */
 	int      runtime_cpu;          /* cpu the runtime thread is pinned to, -1 if none */
+	uint32_t cpu_min_work;         /* cpu: matmul FLOPs per layer a worker must get before a
+					* step uses it (0 = 4M); 1 = every step uses all workers */
 	/* sim backend */
 	uint32_t sim_vocab;            /* default 32000 */
 	uint32_t sim_max_ctx;          /* default 8192 */
@@ -62,5 +64,15 @@ static inline void rl_backend_destroy(struct rl_backend *be) { if (be) be->ops->
 /* Constructors. Each returns 0 and sets *out, or -errno and writes a one-line reason to err. */
 int rl_backend_sim_create(const struct rl_backend_params *p, struct rl_backend **out,
 			  char *err, size_t errlen);
+
+struct rl_model;
+/* The cpu backend (runtime/backend_cpu.c) serves m, which must outlive it. p->threads workers
+ * (0: every CPU this process may use except p->runtime_cpu, at least one). */
+int rl_backend_cpu_create(const struct rl_model *m, const struct rl_backend_params *p,
+			  struct rl_backend **out, char *err, size_t errlen);
+/* Test hook: copies the logits[vocab_size] from which the last step sampled batch seq
+ * seq_index into out. 0, or -ENOENT when that seq did not sample (or be is not cpu). The
+ * buffer is the one sampling reads anyway, so serving pays nothing for the hook. */
+int rl_backend_cpu_logits(struct rl_backend *be, uint32_t seq_index, float *out);
 
 #endif

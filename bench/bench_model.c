@@ -1,0 +1,252 @@
+/* bench_model.c — `ringlm bench model`: cpu backend prefill and decode tokens/s.
+ *
+ * Prefill: a --prompt-token prompt (default 128) fed in chunks of --budget rows (the step
+ * token budget, default 128), timed over several fresh sequences. Decode: B sequences
+ * (B = 1, 8, 64) each with a 16-token prefilled context, then greedy decode steps of B rows,
+ * timed; tokens/s = B * steps / time. Each figure is the median of its repetitions. The
+ * model is --model PATH (through rl_model_load, weak so this builds before the loaders) or
+ * a random model of --shape tiny (stories260K) or 110m (llama2.c 110M).
+ * Prints a table, or with --json one line; the JSON is always written to bench/out/model.json.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "cli/cli.h"
+#include "cpu_ops.h"
+#include "rl_backend.h"
+#include "rl_clock.h"
+#include "rl_model.h"
+
+#pragma weak rl_model_load
+
+#define BS 16
+#define DECODE_CTX 16                  /* context each decode sequence starts with */
+#define MAX_B 64
+
+static const struct rl_model_config shape_tiny = {
+	.dim = 64, .hidden_dim = 172, .n_layers = 5, .n_heads = 8, .n_kv_heads = 4, .head_dim = 8,
+	.vocab_size = 512, .max_ctx = 512, .rope_theta = 10000, .rope_scale = 1, .norm_eps = 1e-5f,
+	.tied_embeddings = 1, .bos_id = 1, .eos_id = 2,
+};
+static const struct rl_model_config shape_110m = {
+	.dim = 768, .hidden_dim = 2048, .n_layers = 12, .n_heads = 12, .n_kv_heads = 12, .head_dim = 64,
+	.vocab_size = 32000, .max_ctx = 1024, .rope_theta = 10000, .rope_scale = 1, .norm_eps = 1e-5f,
+	.tied_embeddings = 1, .bos_id = 1, .eos_id = 2,
+};
+
+struct bseq {
+	uint32_t table[256];
+	uint32_t done;                 /* tokens with cached KV */
+	uint32_t next;                 /* next input token */
+	uint32_t off;                  /* where its prompt starts in the shared token list */
+};
+
+/* Runs one step: seqs[i] feeds q[i] rows (q[i] > 1 only as the first, prefill, seqs).
+ * Sampled tokens become each seq's next input. */
+static int run_step(struct rl_backend *be, struct bseq *s, uint32_t n, const uint32_t *q,
+		    uint32_t n_prefill, const uint32_t *prompt, uint32_t vocab)
+{
+	static uint32_t tokens[4096], pos[4096], row_seq[4096];
+	static struct rl_batch_seq bs[MAX_B];
+	int32_t out[MAX_B];
+	uint32_t T = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		bs[i] = (struct rl_batch_seq){ .q_start = T, .q_len = q[i], .ctx_len = s[i].done + q[i],
+			.n_blocks = (s[i].done + q[i] + BS - 1) / BS, .block_table = s[i].table,
+			.sample = 1, .seq_id = i, .sp = { .temperature = 0, .top_p = 1 } };
+		for (uint32_t r = 0; r < q[i]; r++, T++) {
+			tokens[T] = q[i] == 1 && i >= n_prefill ? s[i].next : prompt[(s[i].off + s[i].done + r) % 4096] % vocab;
+			pos[T] = s[i].done + r;
+			row_seq[T] = i;
+		}
+	}
+	struct rl_batch b = { .n_tokens = T, .n_seqs = n, .n_prefill = n_prefill, .block_size = BS,
+			      .tokens = tokens, .pos = pos, .row_seq = row_seq, .seqs = bs };
+	int rc = rl_backend_launch(be, &b);
+	if (rc || (rc = rl_backend_finish(be, out)))
+		return rc;
+	for (uint32_t i = 0; i < n; i++) {
+		s[i].done += q[i];
+		s[i].next = (uint32_t)out[i];
+	}
+	return 0;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, n, sizeof *v, cmp_d);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: ringlm bench model [--model PATH [--tokenizer PATH] | --shape tiny|110m] "
+		"[--threads N] [--prompt N] [--budget N] [--json]\n");
+}
+
+int rl_cmd_bench_model(int argc, char **argv)
+{
+	const char *model_path = NULL, *tok_path = NULL, *shape = "tiny";
+	int threads = 0, json = 0;
+	uint32_t prompt_len = 128, budget = 128;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "--json")) { json = 1; continue; }
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
+		if (!v) { fprintf(stderr, "ringlm bench model: %s needs a value\n", a); return 2; }
+		i++;
+		if (!strcmp(a, "--model")) model_path = v;
+		else if (!strcmp(a, "--tokenizer")) tok_path = v;
+		else if (!strcmp(a, "--shape")) shape = v;
+		else if (!strcmp(a, "--threads")) threads = atoi(v);
+		else if (!strcmp(a, "--prompt")) prompt_len = (uint32_t)atoi(v);
+		else if (!strcmp(a, "--budget")) budget = (uint32_t)atoi(v);
+		else { fprintf(stderr, "ringlm bench model: unknown option %s\n", a); usage(); return 2; }
+	}
+	if (!prompt_len || prompt_len > 4000 || !budget || budget > 4096 || threads < 0) {
+		fprintf(stderr, "ringlm bench model: --prompt must be 1..4000, --budget 1..4096, --threads >= 0\n");
+		return 2;
+	}
+	struct rl_model *m = NULL;
+	char err[256];
+	if (model_path) {
+		if (!rl_model_load) {
+			fprintf(stderr, "ringlm bench model: model loading is not built into this binary; use --shape\n");
+			return 2;
+		}
+		if (rl_model_load(model_path, tok_path, &m, err, sizeof err)) {
+			fprintf(stderr, "ringlm bench model: %s\n", err);
+			return 1;
+		}
+	} else {
+		const struct rl_model_config *c = !strcmp(shape, "tiny") ? &shape_tiny
+						: !strcmp(shape, "110m") ? &shape_110m : NULL;
+		if (!c) {
+			fprintf(stderr, "ringlm bench model: unknown --shape %s (tiny or 110m)\n", shape);
+			return 2;
+		}
+		if (rl_model_alloc(c, &m, err, sizeof err)) {
+			fprintf(stderr, "ringlm bench model: %s\n", err);
+			return 1;
+		}
+		rl_model_fill_random(m, 1);
+		snprintf(m->name, sizeof m->name, "random-%s", shape);
+	}
+	uint32_t V = m->cfg.vocab_size, decode_steps = m->cfg.dim >= 512 ? 16 : 64;
+	if (prompt_len + 1 > 256 * BS || DECODE_CTX + decode_steps > 256 * BS) {
+		fprintf(stderr, "ringlm bench model: --prompt too long\n");
+		rl_model_destroy(m);
+		return 2;
+	}
+	uint32_t per_seq = (prompt_len + decode_steps + DECODE_CTX + BS) / BS + 1;
+	struct rl_backend_params p = { .n_kv_blocks = MAX_B * per_seq, .block_size = BS,
+		.max_batch_tokens = budget > MAX_B ? budget : MAX_B, .max_seqs = MAX_B,
+		.threads = threads, .runtime_cpu = -1 };
+	struct rl_backend *be;
+	if (rl_backend_cpu_create(m, &p, &be, err, sizeof err)) {
+		fprintf(stderr, "ringlm bench model: %s\n", err);
+		rl_model_destroy(m);
+		return 1;
+	}
+	if (!threads)
+		threads = -1;   /* reported below as the pool's real size */
+	static uint32_t prompt[4096];
+	static struct bseq seqs[MAX_B];
+	for (uint32_t i = 0; i < 4096; i++)
+		prompt[i] = (i * 2654435761u) >> 7;
+	for (uint32_t i = 0; i < MAX_B; i++) {
+		seqs[i].off = 97 * i;
+		for (uint32_t k = 0; k < per_seq; k++)
+			seqs[i].table[k] = i * per_seq + k;
+	}
+
+	int rc = 0, reps = 5;
+	double t[8];
+	/* prefill: fresh sequence each repetition (KV rewritten in place) */
+	for (int r = 0; r <= reps && !rc; r++) {
+		uint64_t t0 = rl_now_ns();
+		seqs[0].done = 0;
+		while (seqs[0].done < prompt_len && !rc) {
+			uint32_t q = prompt_len - seqs[0].done < budget ? prompt_len - seqs[0].done : budget;
+			rc = run_step(be, seqs, 1, &q, 1, prompt, V);
+		}
+		if (r)          /* the first run warms caches and the pool */
+			t[r - 1] = prompt_len / ((rl_now_ns() - t0) * 1e-9);
+	}
+	double prefill = rc ? 0 : median(t, reps);
+	static const uint32_t batches[3] = { 1, 8, 64 };
+	double decode[3] = { 0 };
+	for (int bi = 0; bi < 3 && !rc; bi++) {
+		uint32_t B = batches[bi], q[MAX_B];
+		for (int r = 0; r < 3 && !rc; r++) {
+			for (uint32_t i = 0; i < B; i++) {
+				seqs[i].done = 0;
+				q[i] = DECODE_CTX;
+			}
+			for (uint32_t i = 0; i < B && !rc; i++)  /* contexts, one seq per step */
+				rc = run_step(be, seqs + i, 1, q + i, 1, prompt, V);
+			for (uint32_t i = 0; i < B; i++)
+				q[i] = 1;
+			uint64_t t0 = rl_now_ns();
+			for (uint32_t k = 0; k < decode_steps && !rc; k++)
+				rc = run_step(be, seqs, B, q, 0, prompt, V);
+			t[r] = (double)B * decode_steps / ((rl_now_ns() - t0) * 1e-9);
+		}
+		decode[bi] = rc ? 0 : median(t, 3);
+	}
+	if (rc) {
+		fprintf(stderr, "ringlm bench model: step failed: %s\n", strerror(-rc));
+		rl_backend_destroy(be);
+		rl_model_destroy(m);
+		return 1;
+	}
+	int nthreads = threads > 0 ? threads : 0;
+	if (threads < 0) {
+		/* the backend picked: every CPU the process may use */
+		cpu_set_t set;
+		nthreads = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+	}
+	char line[1024];
+	snprintf(line, sizeof line,
+		 "{\"bench\":\"model\",\"model\":\"%s\",\"dim\":%u,\"layers\":%u,\"vocab\":%u,\"params_m\":%.1f,"
+		 "\"threads\":%d,\"isa\":\"%s\",\"prompt_tokens\":%u,\"budget\":%u,\"prefill_tok_s\":%.1f,"
+		 "\"decode_steps\":%u,\"decode_tok_s\":{\"1\":%.1f,\"8\":%.1f,\"64\":%.1f}}",
+		 m->name, m->cfg.dim, m->cfg.n_layers, V, m->mem_size / 4e6, nthreads,
+		 rl_cpu_isa_name(rl_cpu_isa()), prompt_len, budget, prefill, decode_steps,
+		 decode[0], decode[1], decode[2]);
+	if (json) {
+		printf("%s\n", line);
+	} else {
+		printf("model %s (%.1fM params fp32), %d threads, %s\n", m->name, m->mem_size / 4e6,
+		       nthreads, rl_cpu_isa_name(rl_cpu_isa()));
+		printf("%-28s %12s\n", "phase", "tokens/s");
+		char what[64];
+		snprintf(what, sizeof what, "prefill %u (chunks of %u)", prompt_len, budget);
+		printf("%-28s %12.1f\n", what, prefill);
+		for (int bi = 0; bi < 3; bi++) {
+			snprintf(what, sizeof what, "decode batch %u", batches[bi]);
+			printf("%-28s %12.1f\n", what, decode[bi]);
+		}
+	}
+	mkdir("bench/out", 0755);
+	FILE *f = fopen("bench/out/model.json", "w");
+	if (f) {
+		fprintf(f, "%s\n", line);
+		fclose(f);
+	} else if (!json) {
+		fprintf(stderr, "ringlm bench model: cannot write bench/out/model.json (run from the repo root)\n");
+	}
+	rl_backend_destroy(be);
+	rl_model_destroy(m);
+	return 0;
+}

@@ -1,0 +1,58 @@
+/* cpu_ops.h — the fast CPU kernels behind the cpu backend: batched matmul (the hot spot),
+ * RMSNorm, RoPE, SwiGLU and attention over the paged KV cache. Each kernel works on a slice
+ * its caller chooses (rows or output columns) so a thread pool can split the work.
+ *
+ * SIMD: AVX-512 or AVX2+FMA, picked once at run time (__builtin_cpu_supports), with a scalar
+ * fallback; rl_cpu_set_isa lets tests run every implementation against the reference.
+ */
+#ifndef RL_CPU_OPS_H
+#define RL_CPU_OPS_H
+#include <stddef.h>
+#include <stdint.h>
+
+enum rl_cpu_isa { RL_CPU_SCALAR = 0, RL_CPU_AVX2 = 1, RL_CPU_AVX512 = 2 };
+
+/* The best ISA this CPU runs. */
+enum rl_cpu_isa rl_cpu_isa_best(void);
+/* Selects the implementation for all later calls (process-wide; the default is the best).
+ * -ENOTSUP when this CPU cannot run isa. */
+int rl_cpu_set_isa(enum rl_cpu_isa isa);
+enum rl_cpu_isa rl_cpu_isa(void);
+const char *rl_cpu_isa_name(enum rl_cpu_isa isa);
+
+/* Y[r, o] (=, or += when accumulate) sum_i X[r, i] * W[o, i] (+ bias[o]) for r < n_rows and
+ * o in [o_begin, o_end).  X: [n_rows, in] row stride ldx; W: [out, in] dense; Y: row stride
+ * ldy; bias: [out] or NULL. Each weight tile is read once for all rows, so a step's weights
+ * stream from memory once whatever the batch. */
+void rl_cpu_matmul(float *Y, size_t ldy, const float *X, size_t ldx, const float *W,
+		   const float *bias, uint32_t n_rows, uint32_t in, uint32_t o_begin,
+		   uint32_t o_end, int accumulate);
+
+/* o[n] = x[n] * w[n] / sqrt(mean(x^2) + eps); o may be x. */
+void rl_cpu_rmsnorm(float *o, const float *x, const float *w, uint32_t n, float eps);
+
+/* Rotates n_heads heads v[n_heads, hd] to position pos_scaled (= position / rope_scale).
+ * inv_freq[hd/2] = theta^(-2i/hd). halves: pairs (i, i+hd/2), else (2i, 2i+1). */
+void rl_cpu_rope(float *v, uint32_t n_heads, uint32_t hd, float pos_scaled,
+		 const float *inv_freq, int halves);
+
+/* g[n] = silu(g[n]) * u[n] */
+void rl_cpu_silu_mul(float *g, const float *u, uint32_t n);
+
+/* Paged KV cache of one layer and one KV head, as attention reads it: the key of position p
+ * is at k + block_table[p / block_size] * block_stride + (p % block_size) * hd (v alike). */
+struct rl_cpu_kv_view {
+	const float *k, *v;
+	const uint32_t *block_table;
+	uint32_t block_size;
+	size_t block_stride;           /* floats between consecutive physical blocks */
+};
+
+/* Causal attention of one query head for q_len consecutive query rows at positions
+ * pos0 .. pos0+q_len-1: row i attends to positions [0, pos0 + i].
+ * q: row i at q + i*ldq, [hd]; out: row i at out + i*ldo, [hd]. scratch: [block_size] floats.
+ * Softmax is computed online block by block (no buffer sized by the context). */
+void rl_cpu_attention(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
+		      uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv, float *scratch);
+
+#endif

@@ -1,0 +1,33 @@
+/* rl_ref.h — the plain CPU reference forward pass (the oracle every fast path is tested against).
+ *
+ * One sequence, a contiguous KV cache, one token at a time, written like llama2.c and never
+ * optimised: if the fast backend and this file disagree, this file is right.
+ */
+#ifndef RL_REF_H
+#define RL_REF_H
+#include <stdint.h>
+#include "rl_model.h"              /* the one model struct (runtime/); the oracle reads it as is */
+
+struct rl_ref_state {
+	uint32_t max_ctx;              /* positions the caches hold */
+	float *x;                      /* [dim] residual stream */
+	float *xb;                     /* [dim] normed input of a sublayer */
+	float *xb2;                    /* [dim] sublayer output before the residual add */
+	float *q;                      /* [n_heads * head_dim] */
+	float *att_out;                /* [n_heads * head_dim] attention output */
+	float *hb;                     /* [hidden_dim] gate, then silu(gate) * up */
+	float *hb2;                    /* [hidden_dim] up */
+	float *att;                    /* [max_ctx] scores of one head */
+	float *k_cache;                /* [n_layers, max_ctx, n_kv_heads * head_dim] */
+	float *v_cache;                /* [n_layers, max_ctx, n_kv_heads * head_dim] */
+};
+
+/* Allocates the state for positions [0, max_ctx). 0 or -ENOMEM. */
+int  rl_ref_state_init(struct rl_ref_state *st, const struct rl_model *m, uint32_t max_ctx);
+void rl_ref_state_free(struct rl_ref_state *st);
+/* Runs token at position pos (all positions < pos must have been run before, in order) and
+ * writes logits[vocab_size]. */
+void rl_ref_forward(const struct rl_model *m, struct rl_ref_state *st, uint32_t token,
+		    uint32_t pos, float *logits);
+
+#endif

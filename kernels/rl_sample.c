@@ -1,0 +1,107 @@
+/* rl_sample.c — sampling on the CPU (see rl_sample.h).
+ *
+ * Candidates are ranked by probability, ties broken by the lower id, so every cut (top-k,
+ * top-p) and therefore every output is deterministic for a given (logits, params, seed,
+ * position). Greedy, top-k = 1 and a tiny top-p all pick the same token as argmax.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include "rl_sample.h"
+
+uint32_t rl_sample_argmax(const float *logits, uint32_t n)
+{
+	uint32_t best = 0;
+	for (uint32_t i = 1; i < n; i++)
+		if (logits[i] > logits[best])
+			best = i;
+	return best;
+}
+
+/* 1 when a ranks before b: higher probability first, then lower id. */
+static inline int before(const struct rl_sample_cand *a, const struct rl_sample_cand *b)
+{
+	return a->p > b->p || (a->p == b->p && a->id < b->id);
+}
+
+static int cmp_rank(const void *x, const void *y)
+{
+	const struct rl_sample_cand *a = x, *b = y;
+	return before(a, b) ? -1 : before(b, a) ? 1 : 0;
+}
+
+/* Min-heap on rank (root = the worst kept candidate) for top-k selection. */
+static void sift_down(struct rl_sample_cand *h, uint32_t n, uint32_t i)
+{
+	for (;;) {
+		uint32_t w = i, l = 2 * i + 1, r = l + 1;
+		if (l < n && before(&h[w], &h[l]))
+			w = l;
+		if (r < n && before(&h[w], &h[r]))
+			w = r;
+		if (w == i)
+			return;
+		struct rl_sample_cand t = h[i]; h[i] = h[w]; h[w] = t;
+		i = w;
+	}
+}
+
+uint32_t rl_sample(const float *logits, uint32_t vocab, const struct rl_sampling *sp,
+		   uint32_t position, void *scratch)
+{
+	if (!(sp->temperature > 0.0f))
+		return rl_sample_argmax(logits, vocab);
+	struct rl_sample_cand *c = scratch;                 /* [vocab] */
+	float mx = logits[rl_sample_argmax(logits, vocab)], inv_t = 1.0f / sp->temperature;
+	for (uint32_t i = 0; i < vocab; i++) {
+		c[i].p = expf((logits[i] - mx) * inv_t);       /* unnormalised softmax(logits / T) */
+		c[i].id = i;
+	}
+	uint32_t n = vocab;
+	int ranked = 0;                                     /* c[0..n) sorted by rank */
+	if (sp->top_k > 0 && sp->top_k < vocab) {
+		uint32_t k = sp->top_k;
+		for (uint32_t i = k / 2; i-- > 0;)
+			sift_down(c, k, i);
+		for (uint32_t i = k; i < vocab; i++)
+			if (before(&c[i], &c[0])) {
+				c[0] = c[i];
+				sift_down(c, k, 0);
+			}
+		n = k;
+		qsort(c, n, sizeof *c, cmp_rank);
+		ranked = 1;
+	}
+	float total = 0;
+	for (uint32_t i = 0; i < n; i++)
+		total += c[i].p;
+	if (sp->top_p < 1.0f) {
+		if (!ranked) {
+			/* Only tokens with p >= (1 - top_p) / (n - 1) of the mass can be in the
+			 * nucleus (llama2.c's cut), which keeps the sort short. The maximum always
+			 * passes since its share is at least 1/n. */
+			float cut = (1.0f - sp->top_p) / (float)(n - 1 ? n - 1 : 1) * total;
+			uint32_t m = 0;
+			for (uint32_t i = 0; i < n; i++)
+				if (c[i].p >= cut)
+					c[m++] = c[i];
+			qsort(c, m, sizeof *c, cmp_rank);
+			n = m;
+		}
+		float want = sp->top_p * total, acc = 0;
+		uint32_t m = 0;
+		while (m < n) {
+			acc += c[m++].p;
+			if (acc >= want)
+				break;
+		}
+		n = m;
+		total = acc;
+	}
+	float r = rl_sample_uniform(sp->seed, position) * total, acc = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		acc += c[i].p;
+		if (r < acc)
+			return c[i].id;
+	}
+	return c[n - 1].id;                                 /* rounding left r just past the end */
+}

@@ -1,0 +1,566 @@
+/* test_forward.c — the CPU forward: kernels against plain loops, the cpu backend against the
+ * reference forward (kernels/rl_ref.c) on random models of several shapes, and the sampler.
+ *
+ * Tolerance: the backend sums in a different order (SIMD tiles, online softmax), so logits
+ * differ from the reference by rounding only: max |diff| <= TOL * max(1, max |logit|), TOL 1e-4.
+ * Set RL_SLOW=k to divide the amount of work by k (sanitizer builds).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include "rl_test.h"
+#include "rl_backend.h"
+#include "rl_model.h"
+#include "rl_ref.h"
+#include "rl_sample.h"
+#include "cpu_ops.h"
+
+#define TOL 1e-4f
+
+/* Defined by the loaders (runtime/model_*.c); weak so this test builds and skips without them. */
+#pragma weak rl_model_load
+
+static int slow = 1;
+
+static uint64_t rng_state = 12345;
+static uint32_t rnd_u32(void)
+{
+	uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return (uint32_t)((z ^ (z >> 31)) >> 32);
+}
+static float rnd_f(void) { return (float)(rnd_u32() >> 8) / 16777216.0f * 2.0f - 1.0f; }
+
+/* max |a - b| relative to max(1, max |b|) */
+static float rel_diff(const float *a, const float *b, size_t n)
+{
+	float d = 0, s = 1;
+	for (size_t i = 0; i < n; i++) {
+		d = fmaxf(d, fabsf(a[i] - b[i]));
+		s = fmaxf(s, fabsf(b[i]));
+	}
+	return d / s;
+}
+
+/* ------------------------------------------------------------------ kernels ------ */
+
+static void matmul_every_isa_matches_loops(void)
+{
+	static const uint32_t shapes[][3] = { /* rows, in, out */
+		{ 1, 64, 64 }, { 3, 37, 11 }, { 5, 100, 33 }, { 70, 24, 9 }, { 9, 300, 130 }, { 1, 7, 3 },
+	};
+	enum rl_cpu_isa saved = rl_cpu_isa();
+	for (int isa = RL_CPU_SCALAR; isa <= (int)rl_cpu_isa_best(); isa++) {
+		REQUIRE(rl_cpu_set_isa(isa) == 0);
+		for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+			uint32_t n = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
+			size_t ldx = in + 3, ldy = out + 2;   /* strides wider than the rows */
+			float *X = malloc(n * ldx * 4), *W = malloc((size_t)out * in * 4), *b = malloc(out * 4);
+			float *Y = malloc(n * ldy * 4), *R = malloc(n * ldy * 4);
+			for (size_t i = 0; i < n * ldx; i++) X[i] = rnd_f();
+			for (size_t i = 0; i < (size_t)out * in; i++) W[i] = rnd_f();
+			for (size_t i = 0; i < out; i++) b[i] = rnd_f();
+			for (size_t i = 0; i < n * ldy; i++) Y[i] = R[i] = rnd_f();
+			for (int acc = 0; acc < 2; acc++) {
+				/* two calls over a split of the columns, as two threads do */
+				uint32_t mid = out / 2;
+				rl_cpu_matmul(Y, ldy, X, ldx, W, acc ? NULL : b, n, in, 0, mid, acc);
+				rl_cpu_matmul(Y, ldy, X, ldx, W, acc ? NULL : b, n, in, mid, out, acc);
+				for (uint32_t r = 0; r < n; r++)
+					for (uint32_t o = 0; o < out; o++) {
+						double t = acc ? R[r * ldy + o] : b[o];
+						for (uint32_t i = 0; i < in; i++)
+							t += (double)X[r * ldx + i] * W[(size_t)o * in + i];
+						R[r * ldy + o] = (float)t;
+					}
+				CHECKF(rel_diff(Y, R, n * ldy) < 1e-5f, "isa %s shape %u,%u,%u acc %d: %g",
+				       rl_cpu_isa_name(isa), n, in, out, acc, rel_diff(Y, R, n * ldy));
+			}
+			free(X); free(W); free(b); free(Y); free(R);
+		}
+	}
+	rl_cpu_set_isa(saved);
+}
+
+/* ------------------------------------------------------------------ sampler ------ */
+
+static void sampler_greedy_and_cuts_agree(void)
+{
+	enum { V = 1000 };
+	static float logits[V];
+	static struct rl_sample_cand scratch[V];
+	for (int trial = 0; trial < 50; trial++) {
+		for (int i = 0; i < V; i++)
+			logits[i] = 3 * rnd_f();
+		if (trial % 5 == 0)   /* a tie at the top: the lower id must win everywhere */
+			logits[700] = logits[200] = 4.0f;
+		uint32_t g = rl_sample_argmax(logits, V);
+		if (trial % 5 == 0)
+			CHECK(g == 200);
+		struct rl_sampling greedy = { .temperature = 0, .top_p = 1 };
+		struct rl_sampling k1 = { .temperature = 1.3f, .top_k = 1, .top_p = 1, .seed = trial };
+		struct rl_sampling p0 = { .temperature = 0.8f, .top_p = 1e-6f, .seed = trial };
+		struct rl_sampling kp = { .temperature = 2.0f, .top_k = 1, .top_p = 0.5f, .seed = trial };
+		for (uint32_t pos = 0; pos < 20; pos++) {
+			CHECK(rl_sample(logits, V, &greedy, pos, scratch) == g);
+			CHECK(rl_sample(logits, V, &k1, pos, scratch) == g);
+			CHECK(rl_sample(logits, V, &p0, pos, scratch) == g);
+			CHECK(rl_sample(logits, V, &kp, pos, scratch) == g);
+		}
+	}
+}
+
+static void sampler_is_keyed_by_seed_and_position(void)
+{
+	enum { V = 300 };
+	static float logits[V];
+	static struct rl_sample_cand scratch[V];
+	for (int i = 0; i < V; i++)
+		logits[i] = rnd_f();
+	struct rl_sampling sp = { .temperature = 1.0f, .top_p = 0.95f, .top_k = 100, .seed = 42 };
+	uint32_t first[64];
+	int differ = 0;
+	for (uint32_t pos = 0; pos < 64; pos++)
+		first[pos] = rl_sample(logits, V, &sp, pos, scratch);
+	/* interleaved with other seeds: nothing carries over between calls */
+	for (uint32_t pos = 0; pos < 64; pos++) {
+		struct rl_sampling other = sp;
+		other.seed = 7 + pos;
+		differ += rl_sample(logits, V, &other, pos, scratch) != first[pos];
+		CHECK(rl_sample(logits, V, &sp, pos, scratch) == first[pos]);
+	}
+	CHECK(differ > 32);   /* a different seed is a different stream */
+	/* the uniform draw is in [0, 1) and roughly uniform */
+	double mean = 0;
+	for (uint32_t i = 0; i < 100000; i++) {
+		float u = rl_sample_uniform(99, i);
+		CHECK(u >= 0.0f && u < 1.0f);
+		mean += u;
+	}
+	mean /= 100000;
+	CHECKF(fabs(mean - 0.5) < 0.01, "mean %g", mean);
+}
+
+static void sampler_distribution_matches_softmax(void)
+{
+	/* logits log(1..4) at temperature 1: P = k/10. top-k 3 drops id 0 (P = 2/9, 3/9, 4/9);
+	 * top-p 0.65 keeps ids 3, 2 (0.4 + 0.3 = 0.7 >= 0.65): P = 3/7, 4/7. */
+	float logits[4] = { logf(1), logf(2), logf(3), logf(4) };
+	struct rl_sample_cand scratch[4];
+	struct { struct rl_sampling sp; double want[4]; } cases[] = {
+		{ { .temperature = 1, .top_p = 1 }, { .1, .2, .3, .4 } },
+		{ { .temperature = 1, .top_p = 1, .top_k = 3 }, { 0, 2 / 9., 3 / 9., 4 / 9. } },
+		{ { .temperature = 1, .top_p = 0.65f }, { 0, 0, 3 / 7., 4 / 7. } },
+		{ { .temperature = 0.5f, .top_p = 1 }, { 1 / 30., 4 / 30., 9 / 30., 16 / 30. } },
+	};
+	uint32_t n = 200000 / slow;
+	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+		double cnt[4] = { 0 };
+		cases[c].sp.seed = 1000 + c;
+		for (uint32_t pos = 0; pos < n; pos++)
+			cnt[rl_sample(logits, 4, &cases[c].sp, pos, scratch)]++;
+		for (int i = 0; i < 4; i++)
+			CHECKF(fabs(cnt[i] / n - cases[c].want[i]) < 0.01, "case %zu id %d: %g want %g",
+			       c, i, cnt[i] / n, cases[c].want[i]);
+	}
+}
+
+
+/* ------------------------------------------------------------------ backend ------ */
+
+struct shape { const char *name; struct rl_model_config cfg; };
+static const struct shape shapes[] = {
+	{ "gqa8x2-tied-adjacent", { .dim = 64, .hidden_dim = 96, .n_layers = 2, .n_heads = 8, .n_kv_heads = 2,
+	  .head_dim = 8, .vocab_size = 97, .max_ctx = 256, .rope_theta = 10000, .rope_scale = 1,
+	  .norm_eps = 1e-5f, .rope_halves = 0, .tied_embeddings = 1, .bos_id = 1, .eos_id = 2 } },
+	{ "odd-untied-halves-bias", { .dim = 48, .hidden_dim = 100, .n_layers = 2, .n_heads = 3, .n_kv_heads = 3,
+	  .head_dim = 16, .vocab_size = 131, .max_ctx = 256, .rope_theta = 500000, .rope_scale = 2,
+	  .norm_eps = 1e-6f, .rope_halves = 1, .tied_embeddings = 0, .has_qkv_bias = 1, .bos_id = 1, .eos_id = UINT32_MAX } },
+	{ "mqa-hd24-bias-tied", { .dim = 80, .hidden_dim = 150, .n_layers = 3, .n_heads = 4, .n_kv_heads = 1,
+	  .head_dim = 24, .vocab_size = 200, .max_ctx = 256, .rope_theta = 10000, .rope_scale = 1,
+	  .norm_eps = 1e-5f, .rope_halves = 1, .tied_embeddings = 1, .has_qkv_bias = 1, .bos_id = 1, .eos_id = 2 } },
+	{ "gqa4x2-hd32-untied", { .dim = 128, .hidden_dim = 256, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2,
+	  .head_dim = 32, .vocab_size = 300, .max_ctx = 256, .rope_theta = 10000, .rope_scale = 1,
+	  .norm_eps = 1e-5f, .rope_halves = 0, .tied_embeddings = 0, .bos_id = 1, .eos_id = 2 } },
+};
+#define N_SHAPES (sizeof shapes / sizeof *shapes)
+
+static struct rl_model *make_model(const struct shape *sh, uint64_t seed)
+{
+	struct rl_model *m; char err[160];
+	if (rl_model_alloc(&sh->cfg, &m, err, sizeof err))
+		return NULL;
+	rl_model_fill_random(m, seed);
+	snprintf(m->name, sizeof m->name, "%s", sh->name);
+	return m;
+}
+
+/* Reference logits of every prefix of toks: out[p * vocab ...] after token p. */
+static float *ref_all(const struct rl_model *m, const uint32_t *toks, uint32_t n)
+{
+	struct rl_ref_state st;
+	float *out = malloc((size_t)n * m->cfg.vocab_size * sizeof(float));
+	if (!out || rl_ref_state_init(&st, m, n)) {
+		free(out);
+		return NULL;
+	}
+	for (uint32_t p = 0; p < n; p++)
+		rl_ref_forward(m, &st, toks[p], p, out + (size_t)p * m->cfg.vocab_size);
+	rl_ref_state_free(&st);
+	return out;
+}
+
+#define MAXB 64                        /* most KV blocks per test sequence */
+#define BS 4                           /* test block size: small, so tables have many blocks */
+
+/* A sequence driven through the backend by the tests, with its whole token list known in
+ * advance (teacher forcing) unless `gen` is set (then sampled tokens are appended). */
+struct tseq {
+	uint32_t toks[256];
+	uint32_t len;                  /* tokens known */
+	uint32_t done;                 /* tokens whose KV is cached */
+	uint32_t n_prompt;             /* rows before this are prefill, after are decode */
+	uint32_t table[MAXB];
+	struct rl_sampling sp;
+	float *logits;                 /* [len, vocab]: logits the backend produced after token p */
+	int gen;
+};
+
+/* One step: seqs with q[i] > 0 run q[i] rows (prefill seqs first). Every seq samples, so its
+ * logits after its last row are recorded. Returns launch/finish status. */
+static int step(struct rl_backend *be, struct tseq *ts, uint32_t n, const uint32_t *q, uint32_t vocab)
+{
+	static uint32_t tokens[512], pos[512], row_seq[512], map[64];
+	static struct rl_batch_seq bs[64];
+	uint32_t S = 0, T = 0, np = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (uint32_t i = 0; i < n; i++) {
+			if (!q[i] || (ts[i].done < ts[i].n_prompt) != (pass == 0))
+				continue;
+			struct tseq *t = &ts[i];
+			struct rl_batch_seq *s = &bs[S];
+			np += pass == 0;
+			*s = (struct rl_batch_seq){ .q_start = T, .q_len = q[i], .ctx_len = t->done + q[i],
+				.n_blocks = (t->done + q[i] + BS - 1) / BS, .block_table = t->table,
+				.sample = 1, .seq_id = i, .sp = t->sp };
+			for (uint32_t r = 0; r < q[i]; r++, T++) {
+				tokens[T] = t->toks[t->done + r];
+				pos[T] = t->done + r;
+				row_seq[T] = S;
+			}
+			map[S++] = i;
+		}
+	struct rl_batch b = { .n_tokens = T, .n_seqs = S, .n_prefill = np, .block_size = BS,
+			      .tokens = tokens, .pos = pos, .row_seq = row_seq, .seqs = bs };
+	int32_t out[64];
+	int rc = rl_backend_launch(be, &b);
+	if (rc)
+		return rc;
+	if ((rc = rl_backend_finish(be, out)))
+		return rc;
+	if (rl_backend_poll(be) != 1)
+		return -EPROTO;
+	for (uint32_t j = 0; j < S; j++) {
+		struct tseq *t = &ts[map[j]];
+		t->done += bs[j].q_len;
+		if (rl_backend_cpu_logits(be, j, t->logits + (size_t)(t->done - 1) * vocab))
+			return -EIO;
+		if (out[j] < 0 || (uint32_t)out[j] >= vocab)
+			return -ERANGE;
+		if (t->gen && t->done == t->len && t->len < 256)
+			t->toks[t->len++] = (uint32_t)out[j];
+	}
+	return 0;
+}
+
+static struct rl_backend *make_backend(const struct rl_model *m, uint32_t n_blocks, int threads)
+{
+	struct rl_backend_params p = { .n_kv_blocks = n_blocks, .block_size = BS,
+				       .max_batch_tokens = 64, .max_seqs = 16, .threads = threads,
+				       .cpu_min_work = 1 /* small test models: still split every step */ };
+	struct rl_backend *be; char err[200];
+	if (rl_backend_cpu_create(m, &p, &be, err, sizeof err)) {
+		fprintf(stderr, "  %s\n", err);
+		return NULL;
+	}
+	return be;
+}
+
+/* Gives each of n tables n_blocks / n distinct blocks of a shuffled pool (or 0, 1, 2, ... when !shuffle). */
+static void assign_blocks(struct tseq *ts, uint32_t n, uint32_t n_blocks, int shuffle)
+{
+	static uint32_t perm[4096];
+	for (uint32_t i = 0; i < n_blocks; i++)
+		perm[i] = i;
+	for (uint32_t i = n_blocks; shuffle && i > 1; i--) {
+		uint32_t j = rnd_u32() % i, t = perm[i - 1];
+		perm[i - 1] = perm[j]; perm[j] = t;
+	}
+	uint32_t per = n_blocks / n < MAXB ? n_blocks / n : MAXB;
+	for (uint32_t i = 0, k = 0; i < n; i++)
+		for (uint32_t b = 0; b < per; b++)
+			ts[i].table[b] = perm[k++];
+}
+
+static void init_seq(struct tseq *t, uint32_t len, uint32_t vocab, uint32_t seed)
+{
+	memset(t, 0, sizeof *t);
+	t->len = t->n_prompt = len;
+	for (uint32_t p = 0; p < len; p++)
+		t->toks[p] = (rnd_u32() ^ seed) % vocab;
+	t->sp = (struct rl_sampling){ .temperature = 0, .top_p = 1 };
+	t->logits = calloc((size_t)256 * vocab, sizeof(float));
+}
+
+/* (a) chunk sizes 1, 7 and the whole prompt at once give bit-identical logits, all within
+ * TOL of the reference at every chunk end. */
+static void chunked_prefill_equals_unchunked_equals_reference(void)
+{
+	for (size_t si = 0; si < N_SHAPES; si++) {
+		struct rl_model *m = make_model(&shapes[si], 100 + si);
+		REQUIRE(m);
+		uint32_t V = m->cfg.vocab_size, L = 48 / (slow > 4 ? 4 : slow);
+		struct rl_backend *be = make_backend(m, MAXB, 2);
+		REQUIRE(be);
+		static const uint32_t chunks[] = { 48, 7, 1 };
+		struct tseq ts[3];
+		for (int c = 0; c < 3; c++) {
+			rng_state = 777;   /* same tokens for every chunking */
+			init_seq(&ts[c], L, V, 0);
+			assign_blocks(&ts[c], 1, MAXB, 1);
+			while (ts[c].done < L) {
+				uint32_t q = L - ts[c].done < chunks[c] ? L - ts[c].done : chunks[c];
+				REQUIRE(step(be, &ts[c], 1, &q, V) == 0);
+			}
+		}
+		float *ref = ref_all(m, ts[0].toks, L);
+		REQUIRE(ref);
+		for (uint32_t p = 0; p < L; p++) {
+			const float *want = ref + (size_t)p * V;
+			CHECKF(rel_diff(ts[2].logits + (size_t)p * V, want, V) <= TOL, "%s chunk 1 pos %u: %g",
+			       shapes[si].name, p, rel_diff(ts[2].logits + (size_t)p * V, want, V));
+			if ((p + 1) % 7 == 0 || p == L - 1) {
+				CHECK(!memcmp(ts[1].logits + (size_t)p * V, ts[2].logits + (size_t)p * V, V * 4));
+			}
+		}
+		CHECK(!memcmp(ts[0].logits + (size_t)(L - 1) * V, ts[2].logits + (size_t)(L - 1) * V, V * 4));
+		for (int c = 0; c < 3; c++)
+			free(ts[c].logits);
+		free(ref);
+		rl_backend_destroy(be);
+		rl_model_destroy(m);
+	}
+}
+
+/* (b) + (c): many sequences of different lengths in mixed steps (a token budget, decodes
+ * first, prefill chunks of varying size) through shuffled block tables give exactly the
+ * logits each sequence gets alone through contiguous blocks, and match the reference. */
+static void batched_paged_equals_alone_contiguous(void)
+{
+	enum { NS = 9 };
+	for (size_t si = 0; si < N_SHAPES; si++) {
+		struct rl_model *m = make_model(&shapes[si], 200 + si);
+		REQUIRE(m);
+		uint32_t V = m->cfg.vocab_size, n_blocks = NS * 20;
+		int threads = si % 2 ? 3 : 1;      /* 3 workers on 2 cores: barriers must sleep well */
+		struct rl_backend *be = make_backend(m, n_blocks, threads);
+		REQUIRE(be);
+		static struct tseq ts[NS], alone;
+		uint32_t lens[NS];
+		for (uint32_t i = 0; i < NS; i++) {
+			lens[i] = 2 + rnd_u32() % (60 / (slow > 4 ? 4 : slow));
+			init_seq(&ts[i], lens[i], V, 0);
+			ts[i].n_prompt = 1 + rnd_u32() % lens[i];  /* the rest arrive as decode rows */
+		}
+		assign_blocks(ts, NS, n_blocks, 1);
+		for (int busy = 1; busy;) {
+			uint32_t q[NS] = { 0 }, budget = 16 + rnd_u32() % 40;
+			busy = 0;
+			for (uint32_t i = 0; i < NS; i++)     /* decodes first */
+				if (ts[i].done >= ts[i].n_prompt && ts[i].done < ts[i].len && budget) {
+					q[i] = 1;
+					budget--;
+				}
+			for (uint32_t i = 0; i < NS; i++)
+				if (ts[i].done < ts[i].n_prompt && budget && rnd_u32() % 4) {
+					uint32_t want = 1 + rnd_u32() % (ts[i].n_prompt - ts[i].done);
+					q[i] = want < budget ? want : budget;
+					budget -= q[i];
+				}
+			for (uint32_t i = 0; i < NS; i++)
+				busy |= ts[i].done < ts[i].len;
+			if (busy)
+				REQUIRE(step(be, ts, NS, q, V) == 0);
+		}
+		for (uint32_t i = 0; i < NS; i++) {
+			float *ref = ref_all(m, ts[i].toks, lens[i]);
+			REQUIRE(ref);
+			/* alone, contiguous blocks 0.., whole prompt then decodes */
+			alone = ts[i];
+			alone.done = 0;
+			alone.logits = calloc((size_t)256 * V, sizeof(float));
+			for (uint32_t b = 0; b < MAXB; b++)
+				alone.table[b] = b;
+			while (alone.done < alone.len) {
+				uint32_t q = alone.done < alone.n_prompt ? alone.n_prompt - alone.done : 1;
+				REQUIRE(step(be, &alone, 1, &q, V) == 0);
+			}
+			for (uint32_t p = 0; p < lens[i]; p++) {
+				float *got = ts[i].logits + (size_t)p * V;
+				if (!got[0] && !got[1])
+					continue;        /* not a chunk end in the batched run */
+				CHECKF(rel_diff(got, ref + (size_t)p * V, V) <= TOL, "%s seq %u pos %u: %g",
+				       shapes[si].name, i, p, rel_diff(got, ref + (size_t)p * V, V));
+				if (p >= alone.n_prompt - 1)
+					CHECKF(!memcmp(got, alone.logits + (size_t)p * V, V * 4),
+					       "%s seq %u pos %u batched != alone", shapes[si].name, i, p);
+			}
+			free(alone.logits);
+			free(ts[i].logits);
+			free(ref);
+		}
+		rl_backend_destroy(be);
+		rl_model_destroy(m);
+	}
+}
+
+/* (d) greedy generation through the backend (in a batch) equals greedy on the reference;
+ * (e) a seeded sampled generation is the same alone and in a batch. */
+static void generation_matches_reference_and_ignores_batch_mates(void)
+{
+	for (size_t si = 0; si < N_SHAPES; si++) {
+		struct rl_model *m = make_model(&shapes[si], 300 + si);
+		REQUIRE(m);
+		uint32_t V = m->cfg.vocab_size, N = 40 / (slow > 4 ? 4 : slow);
+		struct rl_backend *be = make_backend(m, 4 * MAXB, 2);
+		REQUIRE(be);
+		static struct tseq ts[4], solo;
+		for (int i = 0; i < 4; i++) {
+			init_seq(&ts[i], 3 + 5 * i, V, 0);
+			ts[i].gen = 1;
+			if (i % 2)
+				ts[i].sp = (struct rl_sampling){ .temperature = 0.9f, .top_p = 0.9f, .top_k = 40,
+								 .seed = 1234 + i };
+		}
+		assign_blocks(ts, 4, 4 * MAXB, 1);
+		for (;;) {
+			uint32_t q[4], any = 0;
+			for (int i = 0; i < 4; i++) {
+				q[i] = ts[i].done < ts[i].n_prompt ? ts[i].n_prompt - ts[i].done
+				     : ts[i].len < ts[i].n_prompt + N ? 1 : 0;
+				any |= q[i];
+			}
+			if (!any)
+				break;
+			REQUIRE(step(be, ts, 4, q, V) == 0);
+		}
+		/* greedy sequences: the reference's argmax, token by token */
+		for (int i = 0; i < 4; i += 2) {
+			float *ref = ref_all(m, ts[i].toks, ts[i].len);
+			REQUIRE(ref);
+			for (uint32_t p = ts[i].n_prompt - 1; p + 1 < ts[i].len; p++)
+				CHECKF(rl_sample_argmax(ref + (size_t)p * V, V) == ts[i].toks[p + 1],
+				       "%s seq %d pos %u", shapes[si].name, i, p);
+			free(ref);
+		}
+		/* sampled sequences: the same tokens alone */
+		for (int i = 1; i < 4; i += 2) {
+			solo = ts[i];
+			solo.len = solo.n_prompt;
+			solo.done = 0;
+			solo.logits = calloc((size_t)256 * V, sizeof(float));
+			while (solo.len < solo.n_prompt + N) {
+				uint32_t q = solo.done < solo.n_prompt ? solo.n_prompt : 1;
+				REQUIRE(step(be, &solo, 1, &q, V) == 0);
+			}
+			CHECK(!memcmp(solo.toks, ts[i].toks, ts[i].len * sizeof(uint32_t)));
+			free(solo.logits);
+		}
+		for (int i = 0; i < 4; i++)
+			free(ts[i].logits);
+		rl_backend_destroy(be);
+		rl_model_destroy(m);
+	}
+}
+
+/* Malformed batches are refused at launch, before any memory is touched. */
+static void bad_batches_are_refused(void)
+{
+	struct rl_model *m = make_model(&shapes[0], 1);
+	REQUIRE(m);
+	struct rl_backend *be = make_backend(m, 8, 1);
+	REQUIRE(be);
+	REQUIRE(!strcmp(be->info.name, "cpu") && be->info.vocab_size == 97 && be->info.eos_id == 2);
+	uint32_t tok[2] = { 3, 4 }, pos[2] = { 0, 1 }, rs[2] = { 0, 0 }, table[2] = { 1, 8 };
+	struct rl_batch_seq s = { .q_start = 0, .q_len = 2, .ctx_len = 2, .n_blocks = 1,
+				  .block_table = table, .sample = 1, .sp = { .top_p = 1 } };
+	struct rl_batch b = { .n_tokens = 2, .n_seqs = 1, .n_prefill = 1, .block_size = BS,
+			      .tokens = tok, .pos = pos, .row_seq = rs, .seqs = &s };
+	int32_t out[1];
+	CHECK(rl_backend_launch(be, &b) == 0 && rl_backend_finish(be, out) == 0 && out[0] >= 0);
+	tok[1] = 97;            CHECK(rl_backend_launch(be, &b) == -EINVAL); tok[1] = 4;
+	pos[1] = 5;             CHECK(rl_backend_launch(be, &b) == -EINVAL); pos[1] = 1;
+	s.ctx_len = 6; s.n_blocks = 2;   /* block 8 is outside the pool of 8 */
+	pos[0] = 4; pos[1] = 5; CHECK(rl_backend_launch(be, &b) == -EINVAL);
+	s.ctx_len = 2; s.n_blocks = 1; pos[0] = 0; pos[1] = 1;
+	b.block_size = 8;       CHECK(rl_backend_launch(be, &b) == -EINVAL); b.block_size = BS;
+	b.n_prefill = 0;        CHECK(rl_backend_launch(be, &b) == -EINVAL);   /* decode of 2 rows */
+	float lg[97];
+	CHECK(rl_backend_cpu_logits(be, 1, lg) == -ENOENT);
+	rl_backend_destroy(be);
+	rl_model_destroy(m);
+}
+
+/* The real stories260K model: greedy from BOS through the backend (prompt, then decode
+ * steps) equals greedy on the reference, and the logits agree within TOL at every step. */
+static void real_model_greedy_matches_reference(void)
+{
+	const char *path = rl_t_model("stories260K.bin"), *tok = rl_t_model("tok512.bin");
+	if (!path)
+		SKIP("../shared/models/stories260K.bin not found");
+	if (!rl_model_load)
+		SKIP("rl_model_load is not linked into this build (loaders branch)");
+	struct rl_model *m; char err[256];
+	REQUIRE(rl_model_load(path, tok, &m, err, sizeof err) == 0);
+	uint32_t V = m->cfg.vocab_size, N = 60 / (slow > 4 ? 4 : slow);
+	struct rl_backend *be = make_backend(m, MAXB, 2);
+	REQUIRE(be);
+	static struct tseq t;
+	init_seq(&t, 1, V, 0);
+	t.toks[0] = m->cfg.bos_id < V ? m->cfg.bos_id : 1;
+	t.gen = 1;
+	assign_blocks(&t, 1, MAXB, 1);
+	while (t.len < N) {
+		uint32_t q = 1;
+		REQUIRE(step(be, &t, 1, &q, V) == 0);
+	}
+	float *ref = ref_all(m, t.toks, t.len);
+	REQUIRE(ref);
+	for (uint32_t p = 0; p + 1 < t.len; p++) {
+		CHECKF(rel_diff(t.logits + (size_t)p * V, ref + (size_t)p * V, V) <= TOL, "pos %u: %g",
+		       p, rel_diff(t.logits + (size_t)p * V, ref + (size_t)p * V, V));
+		CHECKF(rl_sample_argmax(ref + (size_t)p * V, V) == t.toks[p + 1], "pos %u", p);
+	}
+	free(ref);
+	free(t.logits);
+	rl_backend_destroy(be);
+	rl_model_destroy(m);
+}
+
+int main(void)
+{
+	const char *s = getenv("RL_SLOW");
+	if (s && atoi(s) > 0)
+		slow = atoi(s);
+	RUN(matmul_every_isa_matches_loops);
+	RUN(sampler_greedy_and_cuts_agree);
+	RUN(sampler_is_keyed_by_seed_and_position);
+	RUN(sampler_distribution_matches_softmax);
+	RUN(chunked_prefill_equals_unchunked_equals_reference);
+	RUN(batched_paged_equals_alone_contiguous);
+	RUN(generation_matches_reference_and_ignores_batch_mates);
+	RUN(bad_batches_are_refused);
+	RUN(real_model_greedy_matches_reference);
+	TEST_MAIN_END();
+}
