@@ -8,7 +8,6 @@
  * a random model of --shape tiny (stories260K) or 110m (llama2.c 110M).
  * Prints a table, or with --json one line; the JSON is always written to bench/out/model.json.
  */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>

@@ -12,7 +12,6 @@
  * Activations are sized by max_batch_tokens; the final norm and LM head run only on the last
  * row of each sampling sequence (at most max_seqs rows).
  */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
 #include <math.h>

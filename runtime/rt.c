@@ -970,6 +970,7 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 	}
 	rt->timer_ts.tv_nsec = 100 * 1000000;    /* heartbeat and stats: 10 Hz */
 	rt->hs_ts.tv_sec = 2;                    /* an attach request must come within 2 s */
+	publish_sched_stats(rt);
 	*out = rt;
 	return 0;
 fail:

@@ -14,15 +14,20 @@
 #include "rl_clock.h"
 #include "rl_rt.h"
 #include "rl_sim.h"
+#include "rl_ipc.h"
 
-struct rt_child { pid_t pid; char sock[96]; };
+struct rt_child { pid_t pid; char sock[108]; };
 
 /* Starts a runtime with ringlmd-style args (a space-separated string). Returns 0 when it
  * listens. */
 static int rt_start(struct rt_child *rc, const char *args)
 {
 	static int counter;
-	snprintf(rc->sock, sizeof rc->sock, "t%d-%d", (int)getpid(), counter++);
+	/* a full path, so clients of other uids resolve the same socket */
+	char name[64];
+	snprintf(name, sizeof name, "t%d-%d", (int)getpid(), counter++);
+	if (rl_sock_path(name, rc->sock, sizeof rc->sock))
+		return -ENAMETOOLONG;
 	int pfd[2];
 	if (pipe(pfd) < 0)
 		return -errno;
