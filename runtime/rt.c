@@ -238,6 +238,7 @@ static int hook_reserve(void *ctx, uint32_t slot, uint32_t n)
 	if (evt_room(c) < n)
 		return -EAGAIN;
 	c->reserved += n;
+	mark_touched(rt, slot);        /* publish_events clears the reservation after the step */
 	return 0;
 }
 
@@ -911,6 +912,14 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 		free(rt);
 		return rc;
 	}
+	/* SIGINT/SIGTERM arrive through a signalfd; block them before any backend thread is
+	 * started, since threads inherit the mask and would otherwise take the default action */
+	sigset_t ss;
+	sigemptyset(&ss);
+	sigaddset(&ss, SIGINT);
+	sigaddset(&ss, SIGTERM);
+	if (p->handle_signals)
+		pthread_sigmask(SIG_BLOCK, &ss, NULL);
 	rt->futex_ok = p->wake != 2 && probe_futex(rt);
 	if (p->wake == 1 && !rt->futex_ok) {
 		snprintf(err, errlen, "--wake futex: this kernel's io_uring has no IORING_OP_FUTEX_WAIT (needs Linux 6.7); use --wake auto");
@@ -960,14 +969,8 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 	if ((rc = make_info(rt, err, errlen)) || (rc = make_listener(rt, err, errlen)))
 		goto fail;
 	rt->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (p->handle_signals) {
-		sigset_t ss;
-		sigemptyset(&ss);
-		sigaddset(&ss, SIGINT);
-		sigaddset(&ss, SIGTERM);
-		pthread_sigmask(SIG_BLOCK, &ss, NULL);
+	if (p->handle_signals)
 		rt->sig_fd = signalfd(-1, &ss, SFD_CLOEXEC);
-	}
 	rt->timer_ts.tv_nsec = 100 * 1000000;    /* heartbeat and stats: 10 Hz */
 	rt->hs_ts.tv_sec = 2;                    /* an attach request must come within 2 s */
 	publish_sched_stats(rt);
