@@ -20,7 +20,7 @@ struct rt_child { pid_t pid; char sock[108]; };
 
 /* Starts a runtime with ringlmd-style args (a space-separated string). Returns 0 when it
  * listens. */
-static int rt_start(struct rt_child *rc, const char *args)
+static inline int rt_start(struct rt_child *rc, const char *args)
 {
 	static int counter;
 	/* a full path, so clients of other uids resolve the same socket */
@@ -72,7 +72,7 @@ static int rt_start(struct rt_child *rc, const char *args)
 }
 
 /* SIGTERM and reap; returns the exit status (0 = clean). */
-static int rt_stop(struct rt_child *rc)
+static inline int rt_stop(struct rt_child *rc)
 {
 	int st = 0;
 	kill(rc->pid, SIGTERM);
@@ -81,7 +81,7 @@ static int rt_stop(struct rt_child *rc)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static int rt_connect(const struct rt_child *rc, struct ringlm **c, int fallback)
+static inline int rt_connect(const struct rt_child *rc, struct ringlm **c, int fallback)
 {
 	struct ringlm_params p = ringlm_default_params();
 	p.socket = rc->sock;
@@ -93,7 +93,7 @@ static int rt_connect(const struct rt_child *rc, struct ringlm **c, int fallback
 }
 
 /* A stat from the runtime's JSON. */
-static long long rt_stat(struct ringlm *c, const char *key)
+static inline long long rt_stat(struct ringlm *c, const char *key)
 {
 	char buf[4096], pat[64];
 	if (ringlm_stats_json(c, buf, sizeof buf) < 0)
@@ -104,7 +104,7 @@ static long long rt_stat(struct ringlm *c, const char *key)
 }
 
 /* Expected sim output for a prompt: n tokens by the rl_sim.h chain. */
-static void sim_expect(const uint32_t *prompt, uint32_t np, uint32_t n, uint32_t vocab, uint32_t *out)
+static inline void sim_expect(const uint32_t *prompt, uint32_t np, uint32_t n, uint32_t vocab, uint32_t *out)
 {
 	uint64_t s = RL_SIM_STATE0;
 	for (uint32_t i = 0; i < np; i++)
@@ -115,5 +115,5 @@ static void sim_expect(const uint32_t *prompt, uint32_t np, uint32_t n, uint32_t
 	}
 }
 
-static int rl_slow(void) { return getenv("RL_SLOW") ? atoi(getenv("RL_SLOW")) : 1; }
+static inline int rl_slow(void) { return getenv("RL_SLOW") ? atoi(getenv("RL_SLOW")) : 1; }
 #endif

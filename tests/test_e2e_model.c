@@ -1,0 +1,212 @@
+/* test_e2e_model.c — the real stories260K model through the whole stack: tokenizer from the
+ * runtime's info segment, the runtime loop, the scheduler, the cpu backend, the sampler.
+ *   - greedy "Once upon a time" reproduces the sample text llama2.c publishes for this model;
+ *   - the GGUF conversion of the same model gives the same tokens;
+ *   - a daemon with a tiny token budget (chunking while others decode) serving several client
+ *     processes at once gives exactly the tokens of one-at-a-time in-process runs.
+ * Skips cleanly when ../shared/models is absent. */
+#include "rl_test.h"
+#include "rt_harness.h"
+
+
+/* What `./run stories260K.bin -z tok512.bin -t 0.0` prints (llama2.c's README for this model). */
+static const char *GOLDEN =
+	"Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
+	"One day, she saw a big, red ball. She wanted to play with it, but it was too high.\n"
+	"Lily's mom said, \"Lily, let's go to the park.\" Lily was sad and didn't know what to do. "
+	"She said, \"I want to play with your ball, but I can't find it.\"\n"
+	"Lily was sad and didn't know what to do. She said, \"I'm sorry, Lily. I didn't know what to do.\"\n"
+	"Lily didn't want to help her mom, so she said, \"I'm sorry, mom. I didn't know what to do.\" "
+	"Her mom said, \"Don't worry, Lily. We can help you.";
+
+struct gen { uint32_t ids[512]; int n; char text[8192]; };
+
+/* Runs one request to completion on c; text is the prompt + decoded output. */
+static int generate(struct ringlm *c, const char *prompt, uint32_t n, float temp, float top_p,
+		    uint64_t seed, struct gen *g)
+{
+	uint32_t p[256];
+	int np = ringlm_tokenize(c, prompt, 1, p, 256);
+	if (np <= 0)
+		return -1;
+	struct ringlm_request r = ringlm_default_request();
+	r.prompt = p;
+	r.n_prompt = (uint32_t)np;
+	r.max_new = n;
+	r.temperature = temp;
+	r.top_p = top_p;
+	r.seed = seed;
+	if (ringlm_submit(c, &r, NULL))
+		return -1;
+	snprintf(g->text, sizeof g->text, "%s", prompt);
+	g->n = 0;
+	uint32_t prev = p[np - 1];
+	struct ringlm_event ev[64];
+	char piece[128];
+	for (;;) {
+		int k = ringlm_wait(c, ev, 64, 30000);
+		if (k <= 0)
+			return -1;
+		for (int i = 0; i < k; i++) {
+			if (ev[i].type != RINGLM_EV_TOKEN)
+				return ev[i].type == RINGLM_EV_DONE ? 0 : -1;
+			g->ids[g->n++] = ev[i].token;
+			const char *s = ringlm_detokenize(c, prev, ev[i].token, piece, sizeof piece);
+			strncat(g->text, s ? s : "?", sizeof g->text - strlen(g->text) - 1);
+			prev = ev[i].token;
+		}
+	}
+}
+
+static int embedded(struct ringlm **c, const char *model, const char *tok, const char *args)
+{
+	struct ringlm_params p = ringlm_default_params();
+	p.model = model;
+	p.tokenizer = tok;
+	p.backend = "cpu";
+	p.runtime_args = args;
+	int e = ringlm_connect(&p, c);
+	if (e)
+		fprintf(stderr, "  %s\n", ringlm_last_error());
+	return e;
+}
+
+static void stories_greedy_matches_published_text(void)
+{
+	const char *m = rl_t_model("stories260K.bin"), *t = rl_t_model("tok512.bin");
+	if (!m || !t)
+		SKIP("../shared/models/stories260K.bin or tok512.bin not found");
+	struct ringlm *c;
+	REQUIRE(embedded(&c, m, t, "--threads 1") == 0);
+	static struct gen g;
+	REQUIRE(generate(c, "Once upon a time", 200, 0, 1, 0, &g) == 0);
+	CHECK(g.n == 200);
+	size_t n = strlen(g.text);
+	size_t same = 0;
+	while (same < n && g.text[same] == GOLDEN[same])
+		same++;
+	CHECKF(n > 400 && same == n, "differs at byte %zu of %zu: got:\n%s", same, n, g.text);
+	ringlm_close(c);
+}
+
+static void stories_gguf_gives_same_tokens(void)
+{
+	const char *m = rl_t_model("stories260K.bin"), *t = rl_t_model("tok512.bin"),
+		   *gg = rl_t_model("stories260K.gguf");
+	if (!m || !t || !gg)
+		SKIP("../shared/models/stories260K.{bin,gguf} or tok512.bin not found");
+	struct ringlm *a, *b;
+	REQUIRE(embedded(&a, m, t, "--threads 1") == 0);
+	REQUIRE(embedded(&b, gg, NULL, "--threads 1") == 0);   /* vocabulary from the GGUF itself */
+	static struct gen ga, gb;
+	/* llama.cpp's converter wrote context_length 128 into this GGUF, so 120 tokens */
+	REQUIRE(generate(a, "Once upon a time", 120, 0, 1, 0, &ga) == 0);
+	REQUIRE(generate(b, "Once upon a time", 120, 0, 1, 0, &gb) == 0);
+	CHECK(ga.n == 120);
+	CHECK(ga.n == gb.n && memcmp(ga.ids, gb.ids, ga.n * sizeof *ga.ids) == 0);
+	CHECK(strcmp(ga.text, gb.text) == 0);
+	/* sampled too: same seed, same tokens */
+	REQUIRE(generate(a, "The cat", 100, 0.8f, 0.9f, 42, &ga) == 0);
+	REQUIRE(generate(b, "The cat", 100, 0.8f, 0.9f, 42, &gb) == 0);
+	CHECK(ga.n == gb.n && memcmp(ga.ids, gb.ids, ga.n * sizeof *ga.ids) == 0);
+	ringlm_close(a);
+	ringlm_close(b);
+}
+
+static const char *PROMPTS[6] = {
+	"Once upon a time", "Once upon a time, there was a big dog", "The little bird",
+	"Lily and Tom went to the park. They saw", "One day", "Once upon a time, there was a little girl",
+};
+
+static void daemon_tiny_budget_equals_in_process(void)
+{
+	const char *m = rl_t_model("stories260K.bin"), *t = rl_t_model("tok512.bin");
+	if (!m || !t)
+		SKIP("../shared/models/stories260K.bin or tok512.bin not found");
+	/* reference: each prompt alone, in process, default budget */
+	static struct gen ref[6][2];
+	struct ringlm *c;
+	REQUIRE(embedded(&c, m, t, "--threads 1") == 0);
+	for (int i = 0; i < 6; i++) {
+		REQUIRE(generate(c, PROMPTS[i], 120, 0, 1, 0, &ref[i][0]) == 0);
+		REQUIRE(generate(c, PROMPTS[i], 120, 0.9f, 0.95f, 1000 + i, &ref[i][1]) == 0);
+	}
+	ringlm_close(c);
+	/* daemon: budget of 4 tokens, 3 client processes each running all prompts concurrently */
+	char args[1024];
+	snprintf(args, sizeof args, "--model %s --tokenizer %s --backend cpu --threads 1 --max-batch-tokens 4 --block-size 4", m, t);
+	struct rt_child rt;
+	REQUIRE(rt_start(&rt, args) == 0);
+	pid_t pids[3];
+	for (int k = 0; k < 3; k++) {
+		pids[k] = fork();
+		if (pids[k] == 0) {
+			struct ringlm *cc;
+			if (rt_connect(&rt, &cc, 0))
+				_exit(10);
+			/* submit everything first so chunks of new prompts share steps with decodes */
+			uint32_t ids[12], p[12][64];
+			int np[12], bad = 0;
+			for (int j = 0; j < 12; j++) {
+				int i = (j / 2 + k) % 6;
+				np[j] = ringlm_tokenize(cc, PROMPTS[i], 1, p[j], 64);
+				struct ringlm_request r = ringlm_default_request();
+				r.prompt = p[j];
+				r.n_prompt = (uint32_t)np[j];
+				r.max_new = 120;
+				if (j & 1) {
+					r.temperature = 0.9f;
+					r.top_p = 0.95f;
+					r.seed = 1000 + i;
+				}
+				r.tag = (uint64_t)j;
+				if (ringlm_submit(cc, &r, &ids[j]))
+					_exit(11);
+			}
+			int got[12] = { 0 }, done = 0;
+			struct ringlm_event ev[64];
+			while (done < 12) {
+				int n = ringlm_wait(cc, ev, 64, 30000);
+				if (n <= 0)
+					_exit(12);
+				for (int e = 0; e < n; e++) {
+					int j = (int)ev[e].tag, i = (j / 2 + k) % 6;
+					const struct gen *want = &ref[i][j & 1];
+					if (ev[e].type == RINGLM_EV_TOKEN) {
+						if (got[j] >= want->n || ev[e].token != want->ids[got[j]]) {
+							fprintf(stderr, "client %d prompt %d (%s): token %d differs\n", k, i,
+								j & 1 ? "sampled" : "greedy", got[j]);
+							bad++;
+						}
+						got[j]++;
+					} else {
+						bad += got[j] != want->n;
+						done++;
+					}
+				}
+			}
+			ringlm_close(cc);
+			_exit(bad ? 1 : 0);
+		}
+	}
+	for (int k = 0; k < 3; k++) {
+		int st;
+		waitpid(pids[k], &st, 0);
+		CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client %d status %d", k, st);
+	}
+	struct ringlm *obs;
+	REQUIRE(rt_connect(&rt, &obs, 0) == 0);
+	CHECK(rt_stat(obs, "budget") == 4);
+	CHECK(rt_stat(obs, "prefix_hit_tokens") > 0);   /* the shared prompts hit the cache */
+	ringlm_close(obs);
+	CHECK(rt_stop(&rt) == 0);
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	RUN(stories_greedy_matches_published_text);
+	RUN(stories_gguf_gives_same_tokens);
+	RUN(daemon_tiny_budget_equals_in_process);
+	TEST_MAIN_END();
+}
