@@ -15,6 +15,7 @@
 #include "rl_sched.h"
 #include "rl_clock.h"
 #include "cli/cli.h"
+#include "bench_chunking.h"
 
 struct ev {
 	uint64_t tag;
@@ -122,26 +123,33 @@ static int bench_one(uint32_t n, uint32_t steps, struct sink *k, struct result *
 	return rc;
 }
 
-static int write_json(FILE *f, const struct result *r, int n)
+static int write_json(FILE *f, const struct result *r, int n, const struct rl_chunking_result *ch)
 {
 	fprintf(f, "{\"step_us\":{");
 	for (int i = 0; i < n; i++)
 		fprintf(f, "%s\"%u\":{\"p50\":%.3f,\"p99\":%.3f}", i ? "," : "", r[i].n, r[i].p50,
 			r[i].p99);
-	return fprintf(f, "}}\n") < 0 ? -EIO : 0;
+	fprintf(f, "}");
+	if (ch) {
+		fprintf(f, ",");
+		rl_bench_chunking_json(f, ch);
+	}
+	return fprintf(f, "}\n") < 0 ? -EIO : 0;
 }
 
 int rl_cmd_bench_sched(int argc, char **argv)
 {
-	int json = 0;
+	int json = 0, chunking = 1;
 	uint32_t steps = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json")) {
 			json = 1;
+		} else if (!strcmp(argv[i], "--no-chunking")) {
+			chunking = 0;
 		} else if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
 			steps = (uint32_t)strtoul(argv[++i], NULL, 10);
 		} else {
-			fprintf(stderr, "usage: ringlm bench sched [--json] [--steps N]\n");
+			fprintf(stderr, "usage: ringlm bench sched [--json] [--steps N] [--no-chunking]\n");
 			return 2;
 		}
 	}
@@ -160,20 +168,31 @@ int rl_cmd_bench_sched(int argc, char **argv)
 		}
 	}
 	free(k);
+	struct rl_chunking_result ch[2];
+	if (chunking) {
+		int rc = rl_bench_chunking(ch);
+		if (rc) {
+			fprintf(stderr, "ringlm bench sched: chunking run failed: %s\n", strerror(-rc));
+			return 1;
+		}
+	}
 	if (!json) {
+		printf("host time of one scheduling step (admit, compose, batch description, publish)\n");
 		printf("%10s %10s %10s %14s\n", "running", "p50 us", "p99 us", "p50 ns/seq");
 		for (int i = 0; i < 4; i++)
 			printf("%10u %10.2f %10.2f %14.1f\n", r[i].n, r[i].p50, r[i].p99,
 			       r[i].p50 * 1e3 / r[i].n);
+		if (chunking)
+			rl_bench_chunking_print(stdout, ch);
 		return 0;
 	}
-	write_json(stdout, r, 4);
+	write_json(stdout, r, 4, chunking ? ch : NULL);
 	mkdir("bench", 0777);
 	mkdir("bench/out", 0777);
 	FILE *f = fopen("bench/out/sched.json", "w");
 	int bad = !f;
 	if (f) {
-		bad |= write_json(f, r, 4) != 0;
+		bad |= write_json(f, r, 4, chunking ? ch : NULL) != 0;
 		bad |= fclose(f) != 0;
 	}
 	if (bad) {
