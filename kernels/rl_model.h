@@ -57,7 +57,6 @@ struct rl_model {
 	size_t   mem_size;
 };
 
-#endif
 
 /* Allocates one zeroed block for every weight of cfg and points the fields into it
  * (wcls = tok_emb when cfg->tied_embeddings; biases only when has_qkv_bias). Checks the
@@ -86,3 +85,5 @@ int  rl_model_synth_vocab(uint32_t n, void **blob, uint32_t *size);
  * norms and biases f32, tensors aligned to 32, the vocabulary (if any) as tokenizer.ggml.*.
  * Q/K rows are permuted to adjacent-pair RoPE when m uses rope_halves. */
 int  rl_gguf_write(const struct rl_model *m, const char *path, int dtype, char *err, size_t errlen);
+
+#endif
