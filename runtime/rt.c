@@ -438,7 +438,8 @@ static void attach(struct rl_rt *rt, int fd, const struct rl_attach_req *rq)
 	c->arena = (const uint32_t *)(c->seg + h.arena_off);
 	c->arena_mask = h.arena_ids - 1;
 	memset(c->by_rid, 0, rt->p.max_inflight * sizeof *c->by_rid);
-	c->reserved = c->unpub = c->touched = c->bell_armed = c->hostile = 0;
+	/* touched is left alone: the slot may still be on the publish list from its last owner */
+	c->reserved = c->unpub = c->bell_armed = c->hostile = 0;
 	c->active = 0;
 
 	struct rl_attach_rep rep = { .magic = RL_WIRE_MAGIC, .version = RL_WIRE_VERSION, .status = 0,
@@ -516,7 +517,7 @@ static void reject(struct rl_rt *rt, uint32_t slot, uint32_t rid, int err)
 	ST_ADD(requests_error, 1);
 }
 
-/* One copied request record. Returns 0 when handled. */
+/* One copied request record: queue it, or answer it with exactly one event. */
 static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, uint64_t now)
 {
 	struct client *c = &rt->clients[slot];
