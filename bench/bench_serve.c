@@ -54,6 +54,7 @@ struct opts {
 	const char *sweep[MAX_SWEEP]; int n_sweep;
 	const char *out_dir, *name;
 	int json, progress;
+	int rt_cpu;                        /* the started runtime's --cpu, -1 when not pinned */
 };
 
 /* ---- shared memory: what clients write, the parent reads ----------------------------- */
@@ -121,6 +122,12 @@ struct slot { uint32_t id, req; uint64_t t_last; int used; };
 
 static int client_main(const struct opts *o, struct shm *sh, uint64_t *gaps, int c)
 {
+	/* keep off the runtime's pinned core: a client preempting it shows up as ITL spikes */
+	cpu_set_t cs;
+	if (o->rt_cpu >= 0 && !sched_getaffinity(0, sizeof cs, &cs) && CPU_COUNT(&cs) > 1) {
+		CPU_CLR(o->rt_cpu, &cs);
+		sched_setaffinity(0, sizeof cs, &cs);
+	}
 	struct ringlm_params p = ringlm_default_params();
 	p.socket = o->socket;
 	struct ringlm *rl;
@@ -806,6 +813,10 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 			return -EINVAL;
 		}
 	}
+	o->rt_cpu = -1;
+	for (int i = 0; i + 1 < o->rt_argc; i++)
+		if (!strcmp(o->rt_argv[i], "--cpu"))
+			o->rt_cpu = atoi(o->rt_argv[i + 1]);
 	if (!o->clients)
 		o->clients = o->rate > 0 ? 4 : (o->users < 8 ? o->users : 8);
 	if (o->rate == 0 && o->clients > o->users)

@@ -8,6 +8,7 @@
 #define P0         1e6     /* weak prior: coefficients start at 0 and move fast */
 #define WARMUP     8       /* observations before the fit is trusted */
 #define ERR_ALPHA  0.05    /* EWMA weight of the prediction-error variance */
+#define CLIP       3.0     /* errors beyond this many standard deviations are clipped */
 #define SEEN_DECAY 0.999   /* per step; a burst of big steps is remembered for ~1000 steps */
 
 void rl_budget_init(struct rl_budget *b, uint64_t target_ns, uint32_t min_chunk, uint32_t max_budget)
@@ -56,9 +57,16 @@ void rl_budget_update(struct rl_budget *b, const double f[RL_BUDGET_NF], double 
 		denom += f[i] * Pf[i];
 		err -= b->theta[i] * f[i];
 	}
-	/* the a-priori error of a trusted model is what the next prediction will be off by */
-	if (b->n_obs >= WARMUP)
+	/* Outliers (the runtime thread preempted on a busy machine, a page fault) are one-sided
+	 * and can be ten times a step; least squares would chase them. Once the model is trusted,
+	 * an error counts at most CLIP standard deviations (Huber-style robust RLS), both in the
+	 * fit and in the error variance that sets the safety margin. */
+	if (b->n_obs >= WARMUP) {
+		double lim = CLIP * sqrt(b->err_var) + 0.01 * fabs(y);
+		if (b->n_obs > WARMUP && fabs(err) > lim)
+			err = err > 0 ? lim : -lim;
 		b->err_var += ERR_ALPHA * (err * err - b->err_var);
+	}
 	for (int i = 0; i < RL_BUDGET_NF; i++)
 		b->theta[i] += Pf[i] / denom * err;
 	double tr = 0;

@@ -80,6 +80,24 @@ static void test_fit_simple_model(void)
 	CHECKF(fabs(b.theta[2]) < 0.05 * 2e4, "c_seq %.1f", b.theta[2]);
 }
 
+static void test_outliers_do_not_drag_the_fit(void)
+{
+	/* one step in 20 is stalled (the thread was preempted): 3-10x longer than the model */
+	struct rl_budget b;
+	rl_budget_init(&b, 10000000, 16, 8192);
+	const double c[RL_BUDGET_NF] = { 5e6, 2e4, 0, 0 };
+	double f[RL_BUDGET_NF];
+	for (int i = 0; i < 3000; i++) {
+		random_step(f);
+		double y = cost(c, f, 0.01);
+		if (i % 20 == 7)
+			y *= 3 + 7 * urand();
+		rl_budget_update(&b, f, y);
+	}
+	CHECKF(near(b.theta[0], 5e6, 0.10), "c0 %.0f", b.theta[0]);
+	CHECKF(near(b.theta[1], 2e4, 0.10), "c_tok %.1f", b.theta[1]);
+}
+
 static void test_adapts_to_change(void)
 {
 	struct rl_budget b;
@@ -220,6 +238,7 @@ int main(void)
 {
 	RUN(test_fit_converges);
 	RUN(test_fit_simple_model);
+	RUN(test_outliers_do_not_drag_the_fit);
 	RUN(test_adapts_to_change);
 	RUN(test_no_windup);
 	RUN(test_pick_meets_target_and_bounds);
