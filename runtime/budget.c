@@ -7,8 +7,9 @@
 
 #define P0         1e6     /* weak prior: coefficients start at 0 and move fast */
 #define WARMUP     8       /* observations before the fit is trusted */
-#define ERR_ALPHA  0.05    /* EWMA weight of the prediction-error variance */
-#define CLIP       3.0     /* errors beyond this many standard deviations are clipped */
+#define ERR_ALPHA  0.05    /* EWMA weight of the typical prediction error */
+#define MARGIN     2.0     /* the pick keeps this many typical errors below the target */
+#define CLIP       4.0     /* errors beyond this many typical errors are clipped */
 #define SEEN_DECAY 0.999   /* per step; a burst of big steps is remembered for ~1000 steps */
 
 void rl_budget_init(struct rl_budget *b, uint64_t target_ns, uint32_t min_chunk, uint32_t max_budget)
@@ -17,7 +18,7 @@ void rl_budget_init(struct rl_budget *b, uint64_t target_ns, uint32_t min_chunk,
 	b->target_ns = target_ns;
 	b->min_chunk = min_chunk ? min_chunk : 16;
 	b->max_budget = max_budget > b->min_chunk ? max_budget : b->min_chunk;
-	b->lambda = 0.995;
+	b->lambda = 0.998;      /* memory of ~500 steps: seconds at GPU step times */
 	for (int i = 0; i < RL_BUDGET_NF; i++)
 		b->P[i][i] = P0;
 	b->p_trace_max = RL_BUDGET_NF * P0;
@@ -59,13 +60,14 @@ void rl_budget_update(struct rl_budget *b, const double f[RL_BUDGET_NF], double 
 	}
 	/* Outliers (the runtime thread preempted on a busy machine, a page fault) are one-sided
 	 * and can be ten times a step; least squares would chase them. Once the model is trusted,
-	 * an error counts at most CLIP standard deviations (Huber-style robust RLS), both in the
-	 * fit and in the error variance that sets the safety margin. */
+	 * an error counts at most CLIP typical errors (Huber-style robust RLS). The typical error
+	 * is a mean absolute error, not a variance, so rare stalls (which no budget can prevent)
+	 * do not widen the safety margin and starve prefill. */
 	if (b->n_obs >= WARMUP) {
-		double lim = CLIP * sqrt(b->err_var) + 0.01 * fabs(y);
+		double lim = CLIP * b->err_abs + 0.01 * fabs(y);
 		if (b->n_obs > WARMUP && fabs(err) > lim)
 			err = err > 0 ? lim : -lim;
-		b->err_var += ERR_ALPHA * (err * err - b->err_var);
+		b->err_abs += ERR_ALPHA * (fabs(err) - b->err_abs);
 	}
 	for (int i = 0; i < RL_BUDGET_NF; i++)
 		b->theta[i] += Pf[i] / denom * err;
@@ -76,6 +78,10 @@ void rl_budget_update(struct rl_budget *b, const double f[RL_BUDGET_NF], double 
 			if (i == j)
 				tr += b->P[i][i];
 		}
+	/* and no single coefficient may become less certain than its prior */
+	for (int i = 0; i < RL_BUDGET_NF; i++)
+		if (b->P[i][i] / b->lambda > P0)
+			tr = INFINITY;
 	if (tr / b->lambda <= b->p_trace_max)
 		for (int i = 0; i < RL_BUDGET_NF; i++)
 			for (int j = 0; j < RL_BUDGET_NF; j++)
@@ -124,7 +130,7 @@ uint32_t rl_budget_choose(struct rl_budget *b, uint32_t d, double dec_ctx, uint3
 			b->chosen = floor_;
 		return b->chosen;
 	}
-	double target = (double)b->target_ns - 2.0 * sqrt(b->err_var);
+	double target = (double)b->target_ns - MARGIN * b->err_abs;
 	uint32_t cap = b->max_budget;
 	/* trust the model only up to twice the largest step it has seen */
 	if (2.0 * b->seen_tokens < cap)

@@ -4,8 +4,8 @@
  * steps the runtime has actually run:
  *     step_ns ≈ c0 + c_tok·tokens + c_seq·seqs + c_att·(Σ q_len·ctx_len / 1024)
  * (fixed cost; per-token projections and MLP; per-sequence overheads; attention work). Before
- * each step it picks the largest budget whose predicted step time, plus a margin of two
- * standard deviations of the model's recent prediction error, stays under T for the step it is
+ * each step it picks the largest budget whose predicted step time, plus a margin of twice the
+ * model's recent mean absolute prediction error, stays under T for the step it is
  * about to compose (the decodes it knows of plus one prefill chunk). It never goes below the
  * decodes plus one minimum chunk (a KV block), so prefill always moves even when T cannot be
  * met. Forgetting (λ) lets it follow changes in load and context length; the covariance is kept
@@ -27,7 +27,7 @@ struct rl_budget {
 	double   P[RL_BUDGET_NF][RL_BUDGET_NF];/* RLS inverse covariance */
 	double   p_trace_max;                  /* forgetting stops while trace(P) is above this */
 	double   lambda;                       /* forgetting factor */
-	double   err_var;                      /* EWMA of squared a-priori prediction error, ns² */
+	double   err_abs;                      /* EWMA of |a-priori prediction error|, ns */
 	double   seen_tokens;                  /* slowly decaying max of observed step tokens */
 	uint64_t n_obs;
 	/* what the last step looked like, to predict the next */

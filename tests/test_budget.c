@@ -110,8 +110,8 @@ static void test_adapts_to_change(void)
 		rl_budget_update(&b, f, cost(c1, f, 0.02));
 	}
 	CHECK(near(b.theta[1], c1[1], 0.05));
-	/* 1000 steps later (a few windows of λ = 0.995) it reflects the new costs */
-	for (int i = 0; i < 1000; i++) {
+	/* 2000 steps later (four memories of λ = 0.998) it reflects the new costs */
+	for (int i = 0; i < 2000; i++) {
 		random_step(f);
 		rl_budget_update(&b, f, cost(c2, f, 0.01));
 	}
