@@ -81,9 +81,9 @@ $(BUILD)/tests/%: tests/%.c $(LIB_OBJ) $(HDRS)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB_OBJ) $(LDSAN) $(LDLIBS)
 
 # --- CUDA -------------------------------------------------------------------------------
-$(BUILD)/tests/test_gpu%: tests/gpu/test_gpu%.c $(LIB_OBJ) $(HDRS)
+$(BUILD)/tests/%: tests/gpu/%.c $(LIB_OBJ) $(HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Iruntime/cuda -o $@ $< $(LIB_OBJ) $(LDSAN) $(LDLIBS)
+	$(CC) $(CFLAGS) -Itests -Iruntime/cuda -o $@ $< $(LIB_OBJ) $(LDSAN) $(LDLIBS)
 $(BUILD)/obj/%.cu.o: %.cu $(HDRS) Makefile
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
