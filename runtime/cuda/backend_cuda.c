@@ -467,6 +467,9 @@ EXPORT int rl_backend_cuda_create(const struct rl_model *m, const char *syntheti
 		rc = -ENOMEM;
 		goto fail;
 	}
+	/* zeroed so a read of a slot no step wrote (a malformed batch) is finite and repeatable */
+	CU(cudaMemsetAsync(c->kc, 0, kvb, c->st), "KV cache");
+	CU(cudaMemsetAsync(c->vc, 0, kvb, c->st), "KV cache");
 	size_t ab = act_bytes(c, 0, NULL);
 	CU(cudaMalloc(&c->act, ab), "activation buffers");
 	act_bytes(c, 1, c->act);
