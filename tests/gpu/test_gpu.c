@@ -192,7 +192,7 @@ static void test_rope_kv(void)
 {
 	NEED_GPU();
 	static struct tstep t;
-	uint32_t nh = 8, nkv = 2, hd = 64, bs = 16, nblk = 64, width = (nh + 2 * nkv) * hd;
+	uint32_t nh = 8, nkv = 2, hd = 64, bs = 16, nblk = 256, width = (nh + 2 * nkv) * hd;  /* seq i on blocks 64 i.. */
 	struct rl_cuda_geom g;
 	for (int halves = 0; halves < 2; halves++) {
 		rl_cuda_host_geom(&g, 128, 8, nblk, bs, 1024, nh, nkv, 1000, 264);
