@@ -30,11 +30,16 @@ CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HDRS     = $(wildcard ipc/*.h runtime/*.h kernels/*.h clients/*.h tests/*.h bench/*.h clients/cli/*.h)
 
-# CUDA backend: its own shared object, loaded only for --backend cuda.
+# CUDA backend: its own shared object, loaded only for --backend cuda. Kernels (kernels/*.cu,
+# nvcc) + the CUDA-calling host code (runtime/cuda/*.c, gcc with the CUDA headers) + the pure-C
+# host logic it shares with the tests (cuda_host.c, model_shapes.c). sm_90 only by default:
+# CUDA_ARCHS="90 80" adds Ampere at about twice the compile time.
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCHS ?= 90
 CU_SRC  = $(wildcard kernels/*.cu)
 CUH_SRC = $(wildcard runtime/cuda/*.c)
+HDRS   += $(wildcard runtime/cuda/*.h)
 ifeq ($(CUDA),0)
 CUDA_LIB =
 else ifneq ($(NVCC),)
@@ -42,8 +47,15 @@ ifneq ($(CU_SRC),)
 CUDA_LIB = $(BUILD)/librlcuda.so
 endif
 endif
-NVCCFLAGS ?= -O2 -g -std=c++17 -Xcompiler -fPIC -I. -Iipc -Iruntime -Ikernels \
-	-gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
+NVCCFLAGS ?= -O2 -g -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I. -Iipc -Iruntime -Ikernels \
+	$(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
+CUDA_SHARED_OBJ = $(BUILD)/obj/runtime/cuda_host.o $(BUILD)/obj/runtime/model_shapes.o
+
+# GPU tests (tests/gpu/test_gpu*.c): plain C, they dlopen librlcuda.so and skip without it or
+# without a device, so they build (and run) everywhere.
+GPU_TEST_SRC = $(wildcard tests/gpu/test_*.c)
+GPU_TESTS    = $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/%)
+TESTS       += $(GPU_TESTS)
 
 .PHONY: all deps demo test test-gpu test-asan test-tsan install clean fuzz soak bench
 all: $(BUILD)/ringlmd $(BUILD)/ringlm $(BUILD)/libringlm.so $(BUILD)/libringlm.a $(CUDA_LIB) $(TESTS)
@@ -69,14 +81,18 @@ $(BUILD)/tests/%: tests/%.c $(LIB_OBJ) $(HDRS)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB_OBJ) $(LDSAN) $(LDLIBS)
 
 # --- CUDA -------------------------------------------------------------------------------
-$(BUILD)/obj/%.cu.o: %.cu $(HDRS)
+$(BUILD)/tests/%: tests/gpu/%.c $(LIB_OBJ) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -Iruntime/cuda -o $@ $< $(LIB_OBJ) $(LDSAN) $(LDLIBS)
+$(BUILD)/obj/%.cu.o: %.cu $(HDRS) Makefile
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
-$(BUILD)/obj/cuda/%.o: %.c $(HDRS)
+$(BUILD)/obj/cuda/%.o: %.c $(HDRS) Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
-$(BUILD)/librlcuda.so: $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(CUH_SRC:%.c=$(BUILD)/obj/cuda/%.o)
-	$(NVCC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart
+	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -Iruntime/cuda -c $< -o $@
+$(BUILD)/librlcuda.so: $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(CUH_SRC:%.c=$(BUILD)/obj/cuda/%.o) $(CUDA_SHARED_OBJ)
+	$(NVCC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 \
+		-lcublasLt -lcublas -lcudart -lpthread -lm
 
 # --- set-up, tests, demo ----------------------------------------------------------------
 deps:

@@ -73,6 +73,7 @@ int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct
 		.max_seqs = p->max_seqs,
 		.threads = p->threads,
 		.runtime_cpu = p->cpu,
+		.cuda_graph_buckets = p->cuda_graph_buckets,
 		.sim_vocab = p->sim_vocab,
 		.sim_max_ctx = 8192,
 		.sim_step_ns = p->sim_step_ns,

@@ -36,6 +36,10 @@ struct rl_backend_params {
 	int      runtime_cpu;          /* cpu the runtime thread is pinned to, -1 if none */
 	uint32_t cpu_min_work;         /* cpu: matmul FLOPs per layer a worker must get before a
 					* step uses it (0 = 4M); 1 = every step uses all workers */
+	/* cuda backend */
+	const char *cuda_graph_buckets; /* padded token counts to capture graphs for, "1,2,4,..."
+					 * ascending; NULL = powers of two up to min(512, budget);
+					 * "" or "0" = no graphs (every step eager) */
 	/* sim backend */
 	uint32_t sim_vocab;            /* default 32000 */
 	uint32_t sim_max_ctx;          /* default 8192 */

@@ -15,6 +15,7 @@ struct rl_rt_params {
 	const char *model;             /* path, "synthetic:SHAPE", or NULL for sim */
 	const char *tokenizer;
 	const char *backend;           /* "sim", "cpu", "cuda" */
+	const char *cuda_graph_buckets; /* --cuda-graph-buckets "16,32,..." or NULL (default list) */
 	int      cpu;                  /* pin the runtime thread here; -1 = don't pin */
 	int      threads;              /* backend worker threads; 0 = auto */
 	uint32_t max_batch_tokens;     /* token budget (default 512) */

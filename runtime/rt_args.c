@@ -38,6 +38,7 @@ void rl_rt_usage(FILE *f)
 "               [--prefix-cache on|off] [--max-clients N] [--max-inflight N]\n"
 "               [--max-prompt N] [--max-new N] [--allow-uid UID] [--allow-gid GID]\n"
 "               [--sim-step-us A] [--sim-token-us B] [--sim-vocab V]\n"
+"               [--cuda-graph-buckets N,N,...]\n"
 "               [--wake auto|futex|eventfd] [--idle-spin-us N] [--event-ring N]\n"
 "               [--request-ring N] [--arena-ids N] [--verbose|--quiet]\n");
 }
@@ -80,6 +81,8 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 			p->model = v;
 		else if (!strcmp(a, "--tokenizer"))
 			p->tokenizer = v;
+		else if (!strcmp(a, "--cuda-graph-buckets"))
+			p->cuda_graph_buckets = v;     /* parsed (and rejected) by the cuda backend */
 		else if (!strcmp(a, "--backend")) {
 			if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "sim")) {
 				snprintf(err, errlen, "--backend must be cpu, cuda or sim, got '%s'", v);

@@ -16,15 +16,6 @@ struct shape {
 	int tied;
 };
 
-/* 1b keeps Llama-3.2-1B's real 128256-token vocabulary (and its tied embeddings): the
- * classifier is a large share of a 1B model's work, so a smaller vocabulary would flatter it. */
-static const struct shape shapes[] = {
-	{ "tiny", 64, 172, 5, 8, 4, 512, 512, 10000.0f, 1 },            /* stories260K */
-	{ "110m", 768, 2048, 12, 12, 12, 32000, 1024, 10000.0f, 1 },    /* stories110M */
-	{ "1b", 2048, 8192, 16, 32, 8, 128256, 8192, 500000.0f, 1 },    /* Llama-3.2-1B */
-	{ "llama3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0f, 0 },
-};
-
 static void usage(void)
 {
 	fprintf(stderr,
@@ -127,15 +118,14 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		return 2;
 	}
 	if (strcmp(shape, "custom")) {
-		size_t i;
-		for (i = 0; i < sizeof shapes / sizeof *shapes && strcmp(shape, shapes[i].name); i++)
-			;
-		if (i == sizeof shapes / sizeof *shapes) {
+		struct rl_model_config sc;
+		if (rl_model_shape(shape, &sc)) {
 			fprintf(stderr, "ringlm mkmodel: unknown shape '%s'\n", shape);
 			return 2;
 		}
 		float theta = s.theta;
-		s = shapes[i];
+		s = (struct shape){ shape, sc.dim, sc.hidden_dim, sc.n_layers, sc.n_heads, sc.n_kv_heads,
+				    sc.vocab_size, sc.max_ctx, sc.rope_theta, sc.tied_embeddings };
 		if (theta != 10000.0f)
 			s.theta = theta;
 	}

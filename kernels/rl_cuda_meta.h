@@ -1,0 +1,62 @@
+/* rl_cuda_meta.h — the step metadata the CUDA kernels read from fixed device buffers, shared by
+ * the host packer (runtime/cuda_host.c, plain C) and the kernels (the .cu files in kernels/).
+ *
+ * Every step writes one packed host image (header, then fixed-offset arrays sized for the
+ * largest step, the flat block table last) and copies it with one cudaMemcpyAsync to the same
+ * device address. Kernels take the device pointers below by value, so a graph captured once per
+ * padded row count serves any mix of prefill chunks and decode rows: counts and indices are
+ * read at run time, and blocks past the live counts exit at once.
+ */
+#ifndef RL_CUDA_META_H
+#define RL_CUDA_META_H
+#include <stdint.h>
+
+#define RL_CUDA_MAX_SPLITS 16     /* most KV splits of one decode row */
+#define RL_CUDA_SPLIT_CHUNK 256   /* a decode row is split only into chunks of >= this many keys */
+#define RL_CUDA_KV_TILE 32        /* keys per attention tile (one per lane) */
+
+/* Counts of this step. */
+struct rl_cuda_hdr {
+	uint32_t n_tokens;             /* live rows */
+	uint32_t n_rows;               /* padded rows (the bucket); rows >= n_tokens are padding */
+	uint32_t n_seqs;
+	uint32_t n_items;              /* attention work items */
+	uint32_t n_samp;               /* sampling rows */
+	uint32_t n_parts;              /* split-KV partial results */
+	uint32_t _pad[2];
+};
+
+/* One attention work item: nrows consecutive query rows of one sequence (all query heads of
+ * one KV head per block), over keys [kv0, kv1) further bounded by each row's causal limit.
+ * part < 0: the item covers the rows' whole context and writes the final output; else it
+ * writes the unnormalised partial (o, max, sum) of split `part` (nrows == 1). */
+struct rl_cuda_item {
+	int32_t seq, row0, nrows, kv0, kv1, part;
+};
+
+/* One sampling row: the last row of a sequence that samples this step. */
+struct rl_cuda_samp {
+	float    temperature, top_p;
+	uint32_t top_k;
+	uint32_t position;             /* position of the token being sampled (its ctx_len) */
+	uint64_t seed;
+	int32_t  row;                  /* packed row whose hidden state is sampled */
+	uint32_t _pad;
+};
+
+/* Device (or host image) pointers into the packed metadata. */
+struct rl_cuda_meta {
+	const struct rl_cuda_hdr *hdr;
+	const int32_t *tokens;         /* [max_rows] token id; 0 in padding rows */
+	const int32_t *pos;            /* [max_rows] position; 0 in padding rows */
+	const int32_t *slot;           /* [max_rows] KV slot block*bs + pos%bs; -1: write nowhere */
+	const int32_t *row_part;       /* [max_rows] first partial of a split row, -1 if unsplit */
+	const int32_t *row_nparts;     /* [max_rows] partials of the row (0 if unsplit) */
+	const int32_t *seq_bt;         /* [max_seqs] offset of each sequence's block table in bt */
+	const struct rl_cuda_item *items; /* [max_items] */
+	const struct rl_cuda_samp *samp;  /* [max_seqs] */
+	const int32_t *samp_row;       /* [max_seqs] row of each sampling row, -1 in padding */
+	const int32_t *bt;             /* [max_bt] flat block tables */
+};
+
+#endif

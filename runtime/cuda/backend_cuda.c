@@ -1,0 +1,535 @@
+/* backend_cuda.c — the cuda backend: bf16 weights on one GPU, cuBLAS for the projections and
+ * the LM head, the kernels of kernels/cuda_*.cu for the rest, sampling on the device, and one
+ * CUDA graph per padded token-count bucket.
+ *
+ * A step: pack the batch into the pinned metadata image (cuda_host.c), one cudaMemcpyAsync to
+ * the fixed device copy, replay the graph of the smallest bucket that holds the step (or run
+ * the same launches eagerly when none does), copy the sampled ids back into pinned memory and
+ * record an event. launch() returns at once; poll() queries the event; finish() waits on it.
+ *
+ * Device layout (all [rows, ...] buffers sized for max_rows):
+ *   x      [rows, dim] fp32 residual stream     delta [rows, dim] fp32 sublayer output
+ *   xb     [rows, dim] bf16 normed input         qkv   [rows, qd + 2 kvd] bf16
+ *   q, att [rows, qd] bf16                       gu    [rows, 2 hid] bf16 (gate | up)
+ *   h      [rows, hid] bf16                      xs    [samp, dim] bf16 final-normed rows
+ *   logits, probs [samp, vocab] fp32             ids   [samp] int32
+ *   KV: kc, vc [n_layers][n_blocks][nkv][bs][hd] bf16 (the cpu backend's layout)
+ * Weights: wqkv [qd + 2 kvd, dim] (q, k, v rows stacked, so one GEMM), wo [dim, qd],
+ * wgu [2 hid, dim] (gate, up stacked), wdown [dim, hid], emb/wcls [vocab, dim], all bf16.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include <cublas_v2.h>
+#include "rl_backend.h"
+#include "rl_model.h"
+#include "rl_cuda_ops.h"
+#include "rl_cuda_api.h"
+#include "cuda_internal.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define STAGE_BYTES (32u << 20)        /* per pinned staging buffer (two, double-buffered) */
+#define BLAS_WS_BYTES (32u << 20)      /* cuBLAS workspace, fixed so graph capture allocates nothing */
+
+static int cu_fail(char *err, size_t errlen, const char *what, cudaError_t e)
+{
+	snprintf(err, errlen, "cuda backend: %s: %s", what, cudaGetErrorString(e));
+	return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
+}
+
+#define CU(call, what) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+	rc = cu_fail(err, errlen, what, e_); goto fail; } } while (0)
+
+int rl_cuda_gemm(struct rl_cuda *c, void *Y, int y_f32, const uint16_t *X, const uint16_t *W,
+		 uint32_t rows, uint32_t in, uint32_t out)
+{
+	/* Row-major Y[rows, out] = X[rows, in] W[out, in]^T is column-major
+	 * Y^T[out, rows] = W^T (W read as [in, out] col-major, transposed) x X^T. */
+	const float one = 1.0f, zero = 0.0f;
+	cublasStatus_t s = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)rows, (int)in,
+					&one, W, CUDA_R_16BF, (int)in, X, CUDA_R_16BF, (int)in, &zero,
+					Y, y_f32 ? CUDA_R_32F : CUDA_R_16BF, (int)out,
+					CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+	return s == CUBLAS_STATUS_SUCCESS ? 0 : -EIO;
+}
+
+/* Enqueues one whole step on c->st for `rows` padded rows (a graph body or an eager step). */
+int rl_cuda_forward(struct rl_cuda *c, uint32_t rows)
+{
+	struct rl_cuda_meta m = c->md;
+	uint32_t items = rl_cuda_host_items_cap(&c->g, rows), samp = rl_cuda_host_samp_cap(&c->g, rows);
+	uint32_t dim = c->dim, qd = c->qd, kvd = c->kvd, hid = c->hid;
+	float eps = c->cfg.norm_eps;
+	int rc = 0;
+
+	rl_cuda_embed(c->x, c->emb, m, rows, dim, c->st);
+	for (uint32_t l = 0; l < c->nl && !rc; l++) {
+		const struct rl_cuda_layer *L = &c->L[l];
+		uint16_t *kc = c->kc + l * c->layer_kv, *vc = c->vc + l * c->layer_kv;
+		/* layer 0: x is the embedding; later: x += the previous layer's down projection */
+		rl_cuda_add_rmsnorm(c->xb, c->x, l ? c->delta : NULL, L->attn_norm, NULL, rows, dim, eps, l > 0, c->st);
+		rc |= rl_cuda_gemm(c, c->qkv, 0, c->xb, L->wqkv, rows, dim, qd + 2 * kvd);
+		rl_cuda_rope_kv(c->q, kc, vc, c->qkv, L->bqkv, c->inv_freq, m, rows, c->nh, c->nkv, c->hd,
+				c->g.block_size, c->cfg.rope_scale, c->cfg.rope_halves, c->st);
+		rl_cuda_attention(c->att, c->part_o, c->part_ml, c->q, kc, vc, m, items, rows, c->nh, c->nkv,
+				  c->hd, c->g.block_size, c->st);
+		rc |= rl_cuda_gemm(c, c->delta, 1, c->att, L->wo, rows, qd, dim);
+		rl_cuda_add_rmsnorm(c->xb, c->x, c->delta, L->ffn_norm, NULL, rows, dim, eps, 1, c->st);
+		rc |= rl_cuda_gemm(c, c->gu, 0, c->xb, L->wgu, rows, dim, 2 * hid);
+		rl_cuda_swiglu(c->h, c->gu, rows, hid, c->st);
+		rc |= rl_cuda_gemm(c, c->delta, 1, c->h, L->wdown, rows, hid, dim);
+	}
+	/* last rows of sampling sequences only: x + delta, final norm, LM head, sampling */
+	rl_cuda_add_rmsnorm(c->xs, c->x, c->delta, c->out_norm, m.samp_row, samp, dim, eps, 0, c->st);
+	rc |= rl_cuda_gemm(c, c->logits, 1, c->xs, c->wcls, samp, dim, c->vocab);
+	rl_cuda_sample(c->ids, c->probs, c->logits, m, samp, c->vocab, c->st);
+	if (!rc && cudaPeekAtLastError() != cudaSuccess)
+		rc = -EIO;
+	return rc;
+}
+
+/* ---------------------------------------------------------------- step ------------ */
+
+static int cuda_launch(struct rl_backend *be, const struct rl_batch *b)
+{
+	struct rl_cuda *c = be->priv;
+	if (c->cur)
+		return -EBUSY;
+	/* with graphs off (a test hook), eager steps still use the bucket's rows, so the two
+	 * modes run identical GEMM shapes and must agree bit for bit */
+	int bi = rl_cuda_host_pick_bucket(c->buckets, c->n_buckets, b->n_tokens);
+	uint32_t rows = bi >= 0 ? c->buckets[bi] : rl_cuda_host_eager_rows(b->n_tokens);
+	size_t bytes;
+	int rc = rl_cuda_host_pack(&c->g, &c->lay, b, rows, c->meta_h, &bytes, c->samp_seq);
+	if (rc)
+		return rc;
+	c->n_samp = ((const struct rl_cuda_hdr *)c->meta_h)->n_samp;
+	c->n_seqs = b->n_seqs;
+	uint32_t samp = rl_cuda_host_samp_cap(&c->g, rows);
+	if (cudaMemcpyAsync(c->meta_d, c->meta_h, bytes, cudaMemcpyHostToDevice, c->st) != cudaSuccess)
+		return -EIO;
+	if (bi >= 0 && c->use_graphs) {
+		if (cudaGraphLaunch(c->graph[bi], c->st) != cudaSuccess)
+			return -EIO;
+	} else if ((rc = rl_cuda_forward(c, rows))) {
+		return rc;
+	}
+	if (cudaMemcpyAsync(c->ids_h, c->ids, samp * sizeof(int32_t), cudaMemcpyDeviceToHost, c->st) != cudaSuccess ||
+	    cudaEventRecord(c->done, c->st) != cudaSuccess)
+		return -EIO;
+	c->cur = b;
+	c->last_valid = 0;
+	return 0;
+}
+
+static int cuda_poll(struct rl_backend *be)
+{
+	struct rl_cuda *c = be->priv;
+	if (!c->cur)
+		return 1;
+	cudaError_t e = cudaEventQuery(c->done);
+	return e == cudaSuccess ? 1 : e == cudaErrorNotReady ? 0 : -EIO;
+}
+
+static int cuda_finish(struct rl_backend *be, int32_t *out)
+{
+	struct rl_cuda *c = be->priv;
+	if (!c->cur)
+		return -EINVAL;
+	c->cur = NULL;
+	if (cudaEventSynchronize(c->done) != cudaSuccess)
+		return -EIO;
+	for (uint32_t i = 0; i < c->n_seqs; i++)
+		out[i] = -1;
+	for (uint32_t j = 0; j < c->n_samp; j++)
+		out[c->samp_seq[j]] = c->ids_h[j];
+	c->last_valid = 1;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- lifetime -------- */
+
+static void free_all(struct rl_cuda *c)
+{
+	for (uint32_t i = 0; i < c->n_buckets; i++)
+		if (c->graph[i])
+			cudaGraphExecDestroy(c->graph[i]);
+	void *dev[] = { c->weights, c->kc, c->vc, c->act, c->meta_d, c->blas_ws };
+	for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+		if (dev[i])
+			cudaFree(dev[i]);
+	if (c->meta_h)
+		cudaFreeHost(c->meta_h);
+	if (c->ids_h)
+		cudaFreeHost(c->ids_h);
+	if (c->done)
+		cudaEventDestroy(c->done);
+	if (c->blas)
+		cublasDestroy(c->blas);
+	if (c->st)
+		cudaStreamDestroy(c->st);
+	free(c->L);
+	free(c->samp_seq);
+	free(c);
+}
+
+static void cuda_destroy(struct rl_backend *be)
+{
+	struct rl_cuda *c = be->priv;
+	if (c->cur)
+		cudaEventSynchronize(c->done);
+	free_all(c);
+}
+
+static const struct rl_backend_ops cuda_ops = {
+	.launch = cuda_launch, .poll = cuda_poll, .finish = cuda_finish, .destroy = cuda_destroy,
+};
+
+EXPORT int rl_backend_cuda_logits(struct rl_backend *be, uint32_t seq_index, float *out)
+{
+	struct rl_cuda *c = be->priv;
+	if (be->ops != &cuda_ops || !c->last_valid || seq_index >= c->n_seqs)
+		return -ENOENT;
+	for (uint32_t j = 0; j < c->n_samp; j++)
+		if (c->samp_seq[j] == seq_index)
+			return cudaMemcpy(out, c->logits + (size_t)j * c->vocab, c->vocab * sizeof(float),
+					  cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -EIO;
+	return -ENOENT;
+}
+
+EXPORT int rl_backend_cuda_set_graphs(struct rl_backend *be, int on)
+{
+	struct rl_cuda *c = be->priv;
+	if (be->ops != &cuda_ops)
+		return -EINVAL;
+	c->use_graphs = on && c->n_buckets > 0;
+	return 0;
+}
+
+EXPORT int rl_cuda_device_check(char *why, size_t n)
+{
+	int count = 0;
+	cudaError_t e = cudaGetDeviceCount(&count);
+	if (e != cudaSuccess) {
+		snprintf(why, n, "no CUDA device found (cudaGetDeviceCount: %s)", cudaGetErrorString(e));
+		return -ENODEV;
+	}
+	if (count == 0) {
+		snprintf(why, n, "no CUDA device found (cudaGetDeviceCount: 0 devices)");
+		return -ENODEV;
+	}
+	return 0;
+}
+
+/* Double-buffered upload: converts the next chunk to bf16 in one pinned buffer while the
+ * previous chunk's copy from the other is in flight. */
+struct stager {
+	uint16_t *buf[2];
+	cudaEvent_t ev[2];
+	int k;
+};
+
+static int upload_bf16(struct rl_cuda *c, struct stager *s, uint16_t *dst, const float *src, size_t n)
+{
+	size_t cap = STAGE_BYTES / sizeof(uint16_t);
+	while (n) {
+		size_t m = n < cap ? n : cap;
+		if (cudaEventSynchronize(s->ev[s->k]) != cudaSuccess)
+			return -EIO;
+		rl_cuda_host_convert(s->buf[s->k], src, m, RL_CUDA_BF16);
+		if (cudaMemcpyAsync(dst, s->buf[s->k], m * sizeof(uint16_t), cudaMemcpyHostToDevice, c->st) != cudaSuccess ||
+		    cudaEventRecord(s->ev[s->k], c->st) != cudaSuccess)
+			return -EIO;
+		s->k ^= 1;
+		dst += m; src += m; n -= m;
+	}
+	return 0;
+}
+
+static int upload_model(struct rl_cuda *c, const struct rl_model *m, char *err, size_t errlen)
+{
+	struct stager s = { { NULL, NULL }, { NULL, NULL }, 0 };
+	int rc = 0;
+	size_t d = c->dim;
+	CU(cudaMallocHost((void **)&s.buf[0], STAGE_BYTES), "pinned staging buffer");
+	CU(cudaMallocHost((void **)&s.buf[1], STAGE_BYTES), "pinned staging buffer");
+	CU(cudaEventCreateWithFlags(&s.ev[0], cudaEventDisableTiming), "event");
+	CU(cudaEventCreateWithFlags(&s.ev[1], cudaEventDisableTiming), "event");
+	CU(cudaEventRecord(s.ev[0], c->st), "event");
+	CU(cudaEventRecord(s.ev[1], c->st), "event");
+#define UP(dst, src, n) do { if ((rc = upload_bf16(c, &s, dst, src, n))) { \
+	snprintf(err, errlen, "cuda backend: weight upload failed"); goto fail; } } while (0)
+#define UPF(dst, src, n) CU(cudaMemcpyAsync(dst, src, (n) * sizeof(float), cudaMemcpyHostToDevice, c->st), "weight upload")
+	UP(c->emb, m->tok_emb, (size_t)c->vocab * d);
+	if (c->wcls != c->emb)
+		UP(c->wcls, m->wcls, (size_t)c->vocab * d);
+	UPF(c->out_norm, m->out_norm, d);
+	for (uint32_t l = 0; l < c->nl; l++) {
+		const struct rl_layer *S = &m->layers[l];
+		struct rl_cuda_layer *L = &c->L[l];
+		UP(L->wqkv, S->wq, (size_t)c->qd * d);
+		UP(L->wqkv + (size_t)c->qd * d, S->wk, (size_t)c->kvd * d);
+		UP(L->wqkv + (size_t)(c->qd + c->kvd) * d, S->wv, (size_t)c->kvd * d);
+		UP(L->wo, S->wo, d * c->qd);
+		UP(L->wgu, S->w_gate, (size_t)c->hid * d);
+		UP(L->wgu + (size_t)c->hid * d, S->w_up, (size_t)c->hid * d);
+		UP(L->wdown, S->w_down, d * c->hid);
+		UPF(L->attn_norm, S->attn_norm, d);
+		UPF(L->ffn_norm, S->ffn_norm, d);
+		if (L->bqkv) {
+			UPF(L->bqkv, S->bq, c->qd);
+			UPF(L->bqkv + c->qd, S->bk, c->kvd);
+			UPF(L->bqkv + c->qd + c->kvd, S->bv, c->kvd);
+		}
+	}
+#undef UP
+#undef UPF
+	CU(cudaStreamSynchronize(c->st), "weight upload");
+fail:
+	for (int i = 0; i < 2; i++) {
+		if (s.ev[i])
+			cudaEventDestroy(s.ev[i]);
+		if (s.buf[i])
+			cudaFreeHost(s.buf[i]);
+	}
+	return rc;
+}
+
+/* Random weights on the device with rl_model_fill_random's scales (not its values). */
+static int fill_synthetic(struct rl_cuda *c, char *err, size_t errlen)
+{
+	int rc = 0;
+	size_t d = c->dim;
+	float sd = sqrtf(3.0f / d), sq = sqrtf(3.0f / c->qd), sh = sqrtf(3.0f / c->hid);
+	uint64_t seed = 1;
+	rl_cuda_fill_uniform_bf16(c->emb, (size_t)c->vocab * d, 1.0f, 0.0f, seed++, c->st);
+	if (c->wcls != c->emb)
+		rl_cuda_fill_uniform_bf16(c->wcls, (size_t)c->vocab * d, sd, 0.0f, seed++, c->st);
+	rl_cuda_fill_uniform_f32(c->out_norm, d, 0.1f, 1.0f, seed++, c->st);
+	for (uint32_t l = 0; l < c->nl; l++) {
+		struct rl_cuda_layer *L = &c->L[l];
+		rl_cuda_fill_uniform_bf16(L->wqkv, (size_t)(c->qd + 2 * c->kvd) * d, sd, 0.0f, seed++, c->st);
+		rl_cuda_fill_uniform_bf16(L->wo, d * c->qd, sq, 0.0f, seed++, c->st);
+		rl_cuda_fill_uniform_bf16(L->wgu, 2 * (size_t)c->hid * d, sd, 0.0f, seed++, c->st);
+		rl_cuda_fill_uniform_bf16(L->wdown, d * c->hid, sh, 0.0f, seed++, c->st);
+		rl_cuda_fill_uniform_f32(L->attn_norm, d, 0.1f, 1.0f, seed++, c->st);
+		rl_cuda_fill_uniform_f32(L->ffn_norm, d, 0.1f, 1.0f, seed++, c->st);
+	}
+	CU(cudaGetLastError(), "random weights");
+	CU(cudaStreamSynchronize(c->st), "random weights");
+fail:
+	return rc;
+}
+
+/* Carves [n] elements of `size` bytes out of *p (256-byte aligned). */
+static void *carve(char **p, size_t n, size_t size)
+{
+	void *r = *p;
+	*p += (n * size + 255) & ~(size_t)255;
+	return r;
+}
+
+/* Sizes (carve_into 0, base NULL) or places (carve_into 1) the buffers in one allocation. */
+#define C(field, n, sz) do { void *q_ = carve(&p, n, sz); if (carve_into) field = q_; } while (0)
+static size_t weight_bytes(struct rl_cuda *w, int carve_into, char *base)
+{
+	const struct rl_cuda *c = w;
+	char *p = base;
+	size_t d = c->dim;
+	C(w->emb, (size_t)c->vocab * d, 2);
+	if (c->cfg.tied_embeddings) {
+		if (carve_into)
+			w->wcls = w->emb;
+	} else {
+		C(w->wcls, (size_t)c->vocab * d, 2);
+	}
+	C(w->out_norm, d, 4);
+	C(w->inv_freq, c->hd / 2, 4);
+	for (uint32_t l = 0; l < c->nl; l++) {
+		struct rl_cuda_layer *L = &w->L[l];
+		C(L->wqkv, (size_t)(c->qd + 2 * c->kvd) * d, 2);
+		C(L->wo, d * c->qd, 2);
+		C(L->wgu, 2 * (size_t)c->hid * d, 2);
+		C(L->wdown, d * c->hid, 2);
+		C(L->attn_norm, d, 4);
+		C(L->ffn_norm, d, 4);
+		if (c->cfg.has_qkv_bias)
+			C(L->bqkv, c->qd + 2 * c->kvd, 4);
+	}
+	return (size_t)(p - base);
+}
+
+static size_t act_bytes(struct rl_cuda *c, int carve_into, char *base)
+{
+	char *p = base;
+	size_t R = c->g.max_rows, S = c->g.max_seqs, P = c->g.max_parts;
+	C(c->x, R * c->dim, 4);
+	C(c->delta, R * c->dim, 4);
+	C(c->xb, R * c->dim, 2);
+	C(c->qkv, R * (c->qd + 2 * c->kvd), 2);
+	C(c->q, R * c->qd, 2);
+	C(c->att, R * c->qd, 2);
+	C(c->gu, R * 2 * c->hid, 2);
+	C(c->h, R * c->hid, 2);
+	C(c->xs, S * c->dim, 2);
+	C(c->logits, S * c->vocab, 4);
+	C(c->probs, S * c->vocab, 4);
+	C(c->part_o, P * c->nh * c->hd, 4);
+	C(c->part_ml, P * c->nh * 2, 4);
+	C(c->ids, S, 4);
+#undef C
+	return (size_t)(p - base);
+}
+
+EXPORT int rl_backend_cuda_create(const struct rl_model *m, const char *synthetic_shape,
+				  const struct rl_backend_params *p, struct rl_backend **out,
+				  char *err, size_t errlen)
+{
+	char why[256];
+	if (rl_cuda_device_check(why, sizeof why)) {
+		snprintf(err, errlen, "--backend cuda: %s", why);
+		return -ENODEV;
+	}
+	struct rl_model_config cfg;
+	if (synthetic_shape) {
+		if (rl_model_shape(synthetic_shape, &cfg)) {
+			snprintf(err, errlen, "unknown synthetic shape '%s' (try tiny, 110m, 1b, llama3-8b)", synthetic_shape);
+			return -EINVAL;
+		}
+	} else if (m) {
+		cfg = m->cfg;
+	} else {
+		snprintf(err, errlen, "cuda backend: no model");
+		return -EINVAL;
+	}
+	if (!p->n_kv_blocks || !p->block_size || !p->max_batch_tokens || !p->max_seqs) {
+		snprintf(err, errlen, "cuda backend: --kv-blocks, --block-size, --max-batch-tokens and max seqs must be positive");
+		return -EINVAL;
+	}
+	uint32_t group = cfg.n_kv_heads ? cfg.n_heads / cfg.n_kv_heads : 0;
+	if (!group || group > 8 || cfg.head_dim % 2 || cfg.head_dim > 256) {
+		snprintf(err, errlen, "cuda backend: unsupported shape (heads %u per kv head, head_dim %u; needs <= 8 and even <= 256)",
+			 group, cfg.head_dim);
+		return -EINVAL;
+	}
+	struct rl_cuda *c = calloc(1, sizeof *c);
+	if (!c)
+		return -ENOMEM;
+	int rc = 0;
+	c->cfg = cfg;
+	c->dim = cfg.dim; c->hd = cfg.head_dim; c->hid = cfg.hidden_dim; c->vocab = cfg.vocab_size;
+	c->nl = cfg.n_layers; c->nh = cfg.n_heads; c->nkv = cfg.n_kv_heads;
+	c->qd = c->nh * c->hd; c->kvd = c->nkv * c->hd;
+	c->L = calloc(c->nl, sizeof *c->L);
+	c->samp_seq = calloc(p->max_seqs, sizeof *c->samp_seq);
+	if (!c->L || !c->samp_seq) {
+		free_all(c);
+		return -ENOMEM;
+	}
+	struct cudaDeviceProp prop;
+	CU(cudaGetDeviceProperties(&prop, 0), "device properties");
+	rl_cuda_host_geom(&c->g, p->max_batch_tokens, p->max_seqs, p->n_kv_blocks, p->block_size,
+			  cfg.max_ctx, c->nh, c->nkv, c->vocab, 2u * (uint32_t)prop.multiProcessorCount);
+	rl_cuda_host_layout(&c->g, &c->lay);
+	if ((rc = rl_cuda_host_parse_buckets(p->cuda_graph_buckets, c->g.max_rows, c->buckets, &c->n_buckets, err, errlen))) {
+		free_all(c);
+		return rc;
+	}
+	CU(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking), "stream");
+	CU(cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming), "event");
+	if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS) {
+		snprintf(err, errlen, "cuda backend: cublasCreate failed");
+		rc = -EIO;
+		goto fail;
+	}
+	CU(cudaMalloc(&c->blas_ws, BLAS_WS_BYTES), "cuBLAS workspace");
+	if (cublasSetStream(c->blas, c->st) != CUBLAS_STATUS_SUCCESS ||
+	    cublasSetWorkspace(c->blas, c->blas_ws, BLAS_WS_BYTES) != CUBLAS_STATUS_SUCCESS) {
+		snprintf(err, errlen, "cuda backend: cuBLAS set-up failed");
+		rc = -EIO;
+		goto fail;
+	}
+
+	size_t wb = weight_bytes(c, 0, NULL);
+	rc = cudaMalloc(&c->weights, wb) == cudaSuccess ? 0 : -ENOMEM;
+	if (rc) {
+		snprintf(err, errlen, "cuda backend: cannot allocate %.1f GiB of bf16 weights", wb / 1073741824.0);
+		goto fail;
+	}
+	weight_bytes(c, 1, c->weights);
+	c->layer_kv = (size_t)c->g.n_kv_blocks * c->g.block_size * c->kvd;
+	size_t kvb = c->layer_kv * c->nl * sizeof(uint16_t);
+	if (cudaMalloc((void **)&c->kc, kvb) != cudaSuccess || cudaMalloc((void **)&c->vc, kvb) != cudaSuccess) {
+		snprintf(err, errlen, "cuda backend: cannot allocate %.1f GiB of KV cache; lower --kv-blocks", 2.0 * kvb / 1073741824.0);
+		rc = -ENOMEM;
+		goto fail;
+	}
+	/* zeroed so a read of a slot no step wrote (a malformed batch) is finite and repeatable */
+	CU(cudaMemsetAsync(c->kc, 0, kvb, c->st), "KV cache");
+	CU(cudaMemsetAsync(c->vc, 0, kvb, c->st), "KV cache");
+	size_t ab = act_bytes(c, 0, NULL);
+	CU(cudaMalloc(&c->act, ab), "activation buffers");
+	act_bytes(c, 1, c->act);
+	/* attention writes only live rows: zeroed once so padding rows stay finite forever */
+	CU(cudaMemsetAsync(c->act, 0, ab, c->st), "activation buffers");
+	CU(cudaMalloc(&c->meta_d, c->lay.max_bytes), "metadata buffer");
+	CU(cudaMallocHost(&c->meta_h, c->lay.max_bytes), "pinned metadata buffer");
+	CU(cudaMallocHost((void **)&c->ids_h, c->g.max_seqs * sizeof(int32_t)), "pinned id buffer");
+	c->md = rl_cuda_host_meta_at(&c->lay, c->meta_d);
+
+	float *inv = malloc(c->hd / 2 * sizeof(float));
+	if (!inv) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (uint32_t i = 0; i < c->hd / 2; i++)   /* the same expression as rl_ref.c */
+		inv[i] = 1.0f / powf(cfg.rope_theta, (float)(2 * i) / (float)c->hd);
+	cudaError_t e = cudaMemcpy(c->inv_freq, inv, c->hd / 2 * sizeof(float), cudaMemcpyHostToDevice);
+	free(inv);
+	CU(e, "RoPE table");
+	if ((rc = m ? upload_model(c, m, err, errlen) : fill_synthetic(c, err, errlen)))
+		goto fail;
+
+	/* one graph per bucket; the metadata is read at replay, so nothing here is step-specific */
+	for (uint32_t i = 0; i < c->n_buckets; i++) {
+		cudaGraph_t gr;
+		CU(cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal), "graph capture");
+		int frc = rl_cuda_forward(c, c->buckets[i]);
+		cudaError_t ce = cudaStreamEndCapture(c->st, &gr);
+		if (frc || ce != cudaSuccess) {
+			snprintf(err, errlen, "cuda backend: capturing the graph for %u rows failed (%s)",
+				 c->buckets[i], cudaGetErrorString(ce != cudaSuccess ? ce : cudaGetLastError()));
+			rc = -EIO;
+			goto fail;
+		}
+		e = cudaGraphInstantiate(&c->graph[i], gr, 0);
+		cudaGraphDestroy(gr);
+		CU(e, "graph instantiation");
+	}
+	c->use_graphs = c->n_buckets > 0;
+	CU(cudaStreamSynchronize(c->st), "set-up");
+
+	c->be.ops = &cuda_ops;
+	c->be.priv = c;
+	snprintf(c->be.info.name, sizeof c->be.info.name, "cuda");
+	if (m)
+		snprintf(c->be.info.model_name, sizeof c->be.info.model_name, "%s", m->name);
+	else
+		snprintf(c->be.info.model_name, sizeof c->be.info.model_name, "synthetic:%s", synthetic_shape);
+	c->be.info.vocab_size = c->vocab;
+	c->be.info.max_ctx = cfg.max_ctx;
+	c->be.info.bos_id = cfg.bos_id;
+	c->be.info.eos_id = cfg.eos_id;
+	c->be.info.vocab_blob = m ? m->vocab_blob : NULL;
+	c->be.info.vocab_blob_size = m ? m->vocab_blob_size : 0;
+	*out = &c->be;
+	return 0;
+fail:
+	if (c->st)
+		cudaStreamSynchronize(c->st);
+	free_all(c);
+	return rc ? rc : -EIO;
+}

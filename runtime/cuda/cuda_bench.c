@@ -1,0 +1,336 @@
+/* cuda_bench.c — `ringlm bench gpu`: the cuda backend at a real shape (synthetic weights made on
+ * the device, default llama3-8b), measured against the ceilings of the same device in the same
+ * run (METHOD.md "two numbers first"):
+ *   copy     device-to-device copy bandwidth (bytes read + written), the HBM ceiling
+ *   decode   step time at batch 1, 8, 64, 256 (contexts of --ctx tokens) vs the roofline
+ *            (bf16 weights + the KV the step reads, over the copy bandwidth)
+ *   prefill  TFLOP/s of one prompt of 512 / 2048 tokens vs a plain cuBLAS GEMM of the FFN's
+ *            shape ([T, dim] x [dim, 2 hid])
+ *   host     host time of launch() per decode step, graph replay vs eager
+ *   itl      per-step latency (ITL) of 32 decoding streams while 8k-token prompts keep arriving,
+ *            chunked (512-token chunks beside the decodes) vs unchunked (whole prompts)
+ * Times are medians of wall-clock launch..finish (the runtime's view of a step). Never fails on
+ * time; prints a table, or with --json one line (also written to bench/out/gpu.json).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cuda_runtime_api.h>
+#include "rl_backend.h"
+#include "rl_cuda_api.h"
+#include "rl_cuda_ops.h"
+#include "cuda_internal.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, int n, double p)
+{
+	qsort(v, n, sizeof *v, cmp_d);
+	int i = (int)(p * (n - 1) + 0.5);
+	return v[i];
+}
+
+/* Device-to-device copy bandwidth in bytes/s (read + write), median of 10. */
+static double copy_bw(void)
+{
+	size_t n = 1ull << 30;
+	void *a, *b;
+	if (cudaMalloc(&a, n) != cudaSuccess)
+		return 0;
+	if (cudaMalloc(&b, n) != cudaSuccess) {
+		cudaFree(a);
+		return 0;
+	}
+	cudaMemset(a, 1, n);
+	cudaEvent_t e0, e1;
+	cudaEventCreate(&e0);
+	cudaEventCreate(&e1);
+	double t[10];
+	for (int i = 0; i < 12; i++) {
+		cudaEventRecord(e0, 0);
+		cudaMemcpyAsync(i & 1 ? a : b, i & 1 ? b : a, n, cudaMemcpyDeviceToDevice, 0);
+		cudaEventRecord(e1, 0);
+		cudaEventSynchronize(e1);
+		float ms;
+		cudaEventElapsedTime(&ms, e0, e1);
+		if (i >= 2)
+			t[i - 2] = ms * 1e-3;
+	}
+	cudaEventDestroy(e0);
+	cudaEventDestroy(e1);
+	cudaFree(a);
+	cudaFree(b);
+	return 2.0 * n / pct(t, 10, 0.5);
+}
+
+/* A step's batch, built in place. */
+struct bstep {
+	struct rl_batch b;
+	struct rl_batch_seq *seqs;
+	uint32_t *tokens, *pos, *row_seq, *bt;
+	uint32_t max_rows, max_seqs, per_seq;
+};
+
+static void bstep_reset(struct bstep *s, uint32_t bs)
+{
+	memset(&s->b, 0, sizeof s->b);
+	s->b.block_size = bs;
+	s->b.tokens = s->tokens; s->b.pos = s->pos; s->b.row_seq = s->row_seq; s->b.seqs = s->seqs;
+}
+
+/* Sequence on blocks [first, first + ceil(ctx / bs)), q_len rows ending at ctx. */
+static void bstep_add(struct bstep *s, uint32_t q_len, uint32_t ctx, uint32_t first, uint32_t bs, uint32_t vocab)
+{
+	uint32_t i = s->b.n_seqs++, row = s->b.n_tokens;
+	struct rl_batch_seq *q = &s->seqs[i];
+	uint32_t *bt = s->bt + (size_t)i * s->per_seq;
+	q->q_start = row; q->q_len = q_len; q->ctx_len = ctx;
+	q->n_blocks = (ctx + bs - 1) / bs;
+	for (uint32_t k = 0; k < q->n_blocks; k++)
+		bt[k] = first + k;
+	q->block_table = bt;
+	q->sample = 1; q->seq_id = i;
+	q->sp = (struct rl_sampling){ 0, 1, 0, 0, i };
+	for (uint32_t r = 0; r < q_len; r++) {
+		s->tokens[row + r] = (row + r * 7919u) % vocab;
+		s->pos[row + r] = ctx - q_len + r;
+		s->row_seq[row + r] = i;
+	}
+	s->b.n_tokens += q_len;
+	if (q_len > 1)
+		s->b.n_prefill = s->b.n_seqs;
+}
+
+/* Runs the step `reps` times after 3 warm-ups; median wall seconds; *launch_s: median host
+ * time inside launch(). */
+static double time_step(struct rl_backend *be, const struct rl_batch *b, int reps, double *launch_s, int *rc)
+{
+	int32_t *out = malloc(b->n_seqs * sizeof *out);
+	double *t = malloc(reps * sizeof *t), *tl = malloc(reps * sizeof *tl);
+	for (int i = 0; i < reps + 3 && !*rc; i++) {
+		double t0 = now_s();
+		*rc = rl_backend_launch(be, b);
+		double t1 = now_s();
+		if (!*rc)
+			*rc = rl_backend_finish(be, out);
+		double t2 = now_s();
+		if (i >= 3) {
+			t[i - 3] = t2 - t0;
+			tl[i - 3] = t1 - t0;
+		}
+	}
+	double r = *rc ? 0 : pct(t, reps, 0.5);
+	if (launch_s)
+		*launch_s = *rc ? 0 : pct(tl, reps, 0.5);
+	free(out); free(t); free(tl);
+	return r;
+}
+
+EXPORT int rl_cuda_bench(int argc, char **argv)
+{
+	const char *shape = "llama3-8b";
+	uint32_t ctx = 1024, reps = 20;
+	int json = 0;
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "--json"))
+			json = 1;
+		else if (!strcmp(a, "--shape") && v)
+			shape = argv[++i];
+		else if (!strcmp(a, "--ctx") && v)
+			ctx = (uint32_t)atoi(argv[++i]);
+		else if (!strcmp(a, "--reps") && v)
+			reps = (uint32_t)atoi(argv[++i]);
+		else {
+			fprintf(stderr, "usage: ringlm bench gpu [--shape tiny|110m|1b|llama3-8b] [--ctx N] [--reps N] [--json]\n");
+			return 2;
+		}
+	}
+	if (!ctx || ctx > 8192 || !reps || reps > 1000) {
+		fprintf(stderr, "ringlm bench gpu: --ctx must be 1..8192 and --reps 1..1000\n");
+		return 2;
+	}
+	char why[256], err[512];
+	if (rl_cuda_device_check(why, sizeof why)) {
+		printf("skipped: no CUDA device (%s)\n", why);
+		return 0;
+	}
+	struct rl_model_config cfg;
+	if (rl_model_shape(shape, &cfg)) {
+		fprintf(stderr, "ringlm bench gpu: unknown shape '%s'\n", shape);
+		return 2;
+	}
+	struct cudaDeviceProp prop;
+	cudaGetDeviceProperties(&prop, 0);
+	double bw = copy_bw();
+
+	const uint32_t bs = 16, max_b = 256, prompt = 8192, chunk = 512, streams = 32;
+	uint32_t per_seq = (ctx > prompt ? ctx : prompt) / bs + 2;
+	struct rl_backend_params p = {
+		.n_kv_blocks = max_b * ((ctx + bs - 1) / bs + 1) + prompt / bs + 1, .block_size = bs,
+		.max_batch_tokens = prompt + streams, .max_seqs = max_b, .runtime_cpu = -1,
+	};
+	struct rl_backend *be;
+	int rc = rl_backend_cuda_create(NULL, shape, &p, &be, err, sizeof err);
+	if (rc) {
+		fprintf(stderr, "ringlm bench gpu: %s\n", err);
+		return 1;
+	}
+	struct rl_cuda *c = be->priv;
+	/* KV contents matter for timing only through their values: random, never zeros */
+	rl_cuda_fill_uniform_bf16(c->kc, c->layer_kv * c->nl, 1.0f, 0.0f, 99, c->st);
+	rl_cuda_fill_uniform_bf16(c->vc, c->layer_kv * c->nl, 1.0f, 0.0f, 98, c->st);
+	cudaStreamSynchronize(c->st);
+
+	struct bstep s = { .max_rows = p.max_batch_tokens, .max_seqs = max_b, .per_seq = per_seq };
+	s.seqs = calloc(max_b, sizeof *s.seqs);
+	s.tokens = calloc(s.max_rows, 4); s.pos = calloc(s.max_rows, 4); s.row_seq = calloc(s.max_rows, 4);
+	s.bt = calloc((size_t)max_b * per_seq, 4);
+	if (!s.seqs || !s.tokens || !s.pos || !s.row_seq || !s.bt) {
+		rl_backend_destroy(be);
+		return 1;
+	}
+
+	/* bytes of the weights every step streams (the embedding is gathered, not streamed) */
+	double wbytes = 2.0 * ((double)c->nl * ((double)c->dim * (c->qd + 2 * c->kvd) + (double)c->dim * c->qd +
+				3.0 * c->dim * c->hid) + (double)c->vocab * c->dim);
+	uint32_t batches[] = { 1, 8, 64, 256 };
+	double dec_t[4], dec_roof[4], graph_launch = 0, eager_launch = 0, graph_step = 0, eager_step = 0;
+	for (int k = 0; k < 4 && !rc; k++) {
+		bstep_reset(&s, bs);
+		for (uint32_t i = 0; i < batches[k]; i++)
+			bstep_add(&s, 1, ctx, i * ((ctx + bs - 1) / bs + 1), bs, c->vocab);
+		double kv = 2.0 * 2.0 * batches[k] * (double)ctx * c->nl * c->kvd;
+		dec_t[k] = time_step(be, &s.b, (int)reps, k == 1 ? &graph_launch : NULL, &rc);
+		dec_roof[k] = (wbytes + kv) / bw;
+		if (k == 1 && !rc) {                   /* batch 8: graph vs eager host overhead */
+			graph_step = dec_t[k];
+			rl_backend_cuda_set_graphs(be, 0);
+			eager_step = time_step(be, &s.b, (int)reps, &eager_launch, &rc);
+			rl_backend_cuda_set_graphs(be, 1);
+		}
+	}
+
+	uint32_t pf_len[] = { 512, 2048 };
+	double pf_t[2], pf_flops[2], gemm_tflops[2];
+	for (int k = 0; k < 2 && !rc; k++) {
+		uint32_t T = pf_len[k];
+		bstep_reset(&s, bs);
+		bstep_add(&s, T, T, 0, bs, c->vocab);
+		pf_t[k] = time_step(be, &s.b, (int)(reps < 5 ? reps : 5), NULL, &rc);
+		double lin = 2.0 * T * ((double)c->dim * (c->qd + 2 * c->kvd) + (double)c->dim * c->qd + 3.0 * c->dim * c->hid);
+		double att = 2.0 * 2.0 * (double)T * T / 2 * c->qd;      /* QK^T and PV, causal half */
+		pf_flops[k] = c->nl * (lin + att) + 2.0 * c->dim * c->vocab;
+		/* the ceiling: the FFN's gate/up GEMM alone, same library, same shapes */
+		cudaEvent_t e0, e1;
+		cudaEventCreate(&e0); cudaEventCreate(&e1);
+		double gt[10];
+		for (int i = 0; i < 12 && !rc; i++) {
+			cudaEventRecord(e0, c->st);
+			rc = rl_cuda_gemm(c, c->gu, 0, c->xb, c->L[i % c->nl].wgu, T, c->dim, 2 * c->hid);
+			cudaEventRecord(e1, c->st);
+			cudaEventSynchronize(e1);
+			float ms;
+			cudaEventElapsedTime(&ms, e0, e1);
+			if (i >= 2)
+				gt[i - 2] = ms * 1e-3;
+		}
+		cudaEventDestroy(e0); cudaEventDestroy(e1);
+		gemm_tflops[k] = rc ? 0 : 2.0 * T * c->dim * 2.0 * c->hid / pct(gt, 10, 0.5) / 1e12;
+	}
+
+	/* ITL: decode streams at context ctx, plus a prompt on the blocks after them */
+	double itl[2][2];
+	uint32_t pblk = max_b * ((ctx + bs - 1) / bs + 1), nsteps = 64;
+	double *lat = malloc(nsteps * sizeof *lat);
+	int32_t *out = malloc(max_b * sizeof *out);
+	for (int mode = 0; mode < 2 && !rc; mode++) {     /* 0 chunked, 1 unchunked */
+		uint32_t done = 0;
+		for (uint32_t st = 0; st < nsteps + 4 && !rc; st++) {
+			bstep_reset(&s, bs);
+			uint32_t q = mode == 0 ? chunk : (st % (prompt / chunk) == 0 ? prompt : 0);
+			if (q) {
+				if (done + q > prompt)
+					done = 0;                  /* the next prompt arrives */
+				bstep_add(&s, q, done + q, pblk, bs, c->vocab);
+				s.seqs[0].sample = done + q == prompt;
+				done += q;
+			}
+			for (uint32_t i = 0; i < streams; i++)
+				bstep_add(&s, 1, ctx, i * ((ctx + bs - 1) / bs + 1), bs, c->vocab);
+			double t0 = now_s();
+			rc = rl_backend_launch(be, &s.b);
+			if (!rc)
+				rc = rl_backend_finish(be, out);
+			if (st >= 4)
+				lat[st - 4] = now_s() - t0;
+		}
+		if (!rc) {
+			itl[mode][0] = pct(lat, (int)nsteps, 0.5);
+			itl[mode][1] = pct(lat, (int)nsteps, 0.99);
+		}
+	}
+	free(lat); free(out);
+	rl_backend_destroy(be);
+	free(s.seqs); free(s.tokens); free(s.pos); free(s.row_seq); free(s.bt);
+	if (rc) {
+		fprintf(stderr, "ringlm bench gpu: a step failed (%s)\n", strerror(-rc));
+		return 1;
+	}
+
+	char js[4096];
+	int n = snprintf(js, sizeof js,
+		"{\"device\":\"%s\",\"shape\":\"%s\",\"ctx\":%u,\"copy_gbps\":%.1f,\"decode\":[", prop.name, shape, ctx, bw / 1e9);
+	for (int k = 0; k < 4; k++)
+		n += snprintf(js + n, sizeof js - n, "%s{\"batch\":%u,\"step_ms\":%.3f,\"roofline_ms\":%.3f,\"efficiency\":%.3f}",
+			      k ? "," : "", batches[k], dec_t[k] * 1e3, dec_roof[k] * 1e3, dec_roof[k] / dec_t[k]);
+	n += snprintf(js + n, sizeof js - n, "],\"prefill\":[");
+	for (int k = 0; k < 2; k++)
+		n += snprintf(js + n, sizeof js - n, "%s{\"tokens\":%u,\"ms\":%.2f,\"tflops\":%.1f,\"gemm_tflops\":%.1f}",
+			      k ? "," : "", pf_len[k], pf_t[k] * 1e3, pf_flops[k] / pf_t[k] / 1e12, gemm_tflops[k]);
+	n += snprintf(js + n, sizeof js - n,
+		"],\"host\":{\"batch\":8,\"graph_launch_us\":%.1f,\"eager_launch_us\":%.1f,\"graph_step_ms\":%.3f,\"eager_step_ms\":%.3f},"
+		"\"itl\":{\"streams\":%u,\"prompt\":%u,\"chunk\":%u,\"chunked_p50_ms\":%.2f,\"chunked_p99_ms\":%.2f,"
+		"\"unchunked_p50_ms\":%.2f,\"unchunked_p99_ms\":%.2f}}",
+		graph_launch * 1e6, eager_launch * 1e6, graph_step * 1e3, eager_step * 1e3, streams, prompt, chunk,
+		itl[0][0] * 1e3, itl[0][1] * 1e3, itl[1][0] * 1e3, itl[1][1] * 1e3);
+	FILE *f = fopen("bench/out/gpu.json", "w");
+	if (f) {
+		fprintf(f, "%s\n", js);
+		fclose(f);
+	}
+	if (json) {
+		printf("%s\n", js);
+		return 0;
+	}
+	printf("device %s, synthetic:%s, copy bandwidth %.0f GB/s\n", prop.name, shape, bw / 1e9);
+	printf("%-22s %10s %12s %10s\n", "decode (ctx tokens)", "step ms", "roofline ms", "of roof");
+	for (int k = 0; k < 4; k++)
+		printf("batch %-4u (ctx %-5u) %10.3f %12.3f %9.0f%%\n", batches[k], ctx, dec_t[k] * 1e3,
+		       dec_roof[k] * 1e3, 100 * dec_roof[k] / dec_t[k]);
+	printf("%-22s %10s %12s %10s\n", "prefill", "ms", "TFLOP/s", "GEMM TF/s");
+	for (int k = 0; k < 2; k++)
+		printf("%-5u tokens           %10.2f %12.1f %10.1f\n", pf_len[k], pf_t[k] * 1e3,
+		       pf_flops[k] / pf_t[k] / 1e12, gemm_tflops[k]);
+	printf("host per step (batch 8): launch %.1f us graph, %.1f us eager; step %.3f / %.3f ms\n",
+	       graph_launch * 1e6, eager_launch * 1e6, graph_step * 1e3, eager_step * 1e3);
+	printf("ITL, %u streams + %u-token prompts: chunked(%u) p50 %.2f p99 %.2f ms; unchunked p50 %.2f p99 %.2f ms\n",
+	       streams, prompt, chunk, itl[0][0] * 1e3, itl[0][1] * 1e3, itl[1][0] * 1e3, itl[1][1] * 1e3);
+	return 0;
+}

@@ -1,0 +1,65 @@
+/* cuda_internal.h — the cuda backend's state, shared by backend_cuda.c (create, step),
+ * cuda_testapi.c (kernel test entry points) and cuda_bench.c (`ringlm bench gpu`). */
+#ifndef RL_CUDA_INTERNAL_H
+#define RL_CUDA_INTERNAL_H
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+#include <cublas_v2.h>
+#include "rl_backend.h"
+#include "rl_model.h"
+#include "cuda_host.h"
+
+struct rl_cuda_layer {
+	uint16_t *wqkv;                /* [qd + 2 kvd, dim] bf16 */
+	uint16_t *wo;                  /* [dim, qd] */
+	uint16_t *wgu;                 /* [2 hid, dim] */
+	uint16_t *wdown;               /* [dim, hid] */
+	float *attn_norm, *ffn_norm;   /* [dim] */
+	float *bqkv;                   /* [qd + 2 kvd] or NULL */
+};
+
+struct rl_cuda {
+	struct rl_backend be;
+	struct rl_model_config cfg;
+	uint32_t dim, hd, qd, kvd, hid, vocab, nl, nh, nkv;
+	struct rl_cuda_geom g;
+	struct rl_cuda_layout lay;
+	cudaStream_t st;
+	cudaEvent_t done;
+	cublasHandle_t blas;
+	void *blas_ws;
+
+	void *weights;                 /* one allocation for all weights */
+	uint16_t *emb, *wcls;          /* [vocab, dim]; wcls == emb when tied */
+	float *out_norm, *inv_freq;
+	struct rl_cuda_layer *L;       /* [nl] */
+	uint16_t *kc, *vc;             /* [nl][n_blocks][nkv][bs][hd] */
+	size_t layer_kv;               /* elements per layer of kc / vc */
+
+	void *act;                     /* one allocation for the buffers below */
+	float *x, *delta;
+	uint16_t *xb, *qkv, *q, *att, *gu, *h, *xs;
+	float *logits, *probs, *part_o, *part_ml;
+	int32_t *ids;
+
+	void *meta_h, *meta_d;         /* pinned host image, its fixed device copy */
+	struct rl_cuda_meta md;        /* pointers into meta_d */
+	int32_t *ids_h;                /* pinned [max_seqs] */
+
+	uint32_t buckets[RL_CUDA_MAX_BUCKETS], n_buckets;
+	cudaGraphExec_t graph[RL_CUDA_MAX_BUCKETS];
+	int use_graphs;
+
+	const struct rl_batch *cur;    /* launched, not finished */
+	uint32_t *samp_seq;            /* [max_seqs] batch seq of each sampling row */
+	uint32_t n_samp, n_seqs;
+	int last_valid;                /* logits of the last finished step are readable */
+};
+
+/* Y[rows, out] (fp32 when y_f32, else bf16) = X[rows, in] W[out, in]^T on c->st. 0 or -EIO. */
+int rl_cuda_gemm(struct rl_cuda *c, void *Y, int y_f32, const uint16_t *X, const uint16_t *W,
+		 uint32_t rows, uint32_t in, uint32_t out);
+/* Enqueues a whole step for `rows` padded rows on c->st (graph body or eager). */
+int rl_cuda_forward(struct rl_cuda *c, uint32_t rows);
+
+#endif

@@ -1,0 +1,184 @@
+/* cuda_testapi.c — kernel test entry points for tests/gpu (see rl_cuda_api.h): each uploads
+ * host arrays (outputs too, so a test's poison reaches the device), packs the step metadata
+ * with the backend's own packer, runs one launcher and copies the outputs back. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include "rl_cuda_api.h"
+#include "rl_cuda_ops.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define MAXBUF 16
+
+struct scope {                         /* device buffers of one call, freed together */
+	void *dev[MAXBUF];
+	int n, failed;
+};
+
+static void *up(struct scope *s, const void *host, size_t bytes)
+{
+	void *d = NULL;
+	if (s->failed || s->n == MAXBUF || cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) {
+		s->failed = 1;
+		return NULL;
+	}
+	s->dev[s->n++] = d;
+	if (host && cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+		s->failed = 1;
+	return d;
+}
+
+static void down(struct scope *s, void *host, const void *dev, size_t bytes)
+{
+	if (!s->failed && cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+		s->failed = 1;
+}
+
+static int end(struct scope *s)
+{
+	if (!s->failed && (cudaGetLastError() != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess))
+		s->failed = 1;
+	for (int i = 0; i < s->n; i++)
+		cudaFree(s->dev[i]);
+	return s->failed ? -EIO : 0;
+}
+
+/* Packs (g, b, rows) and uploads it; *m points into the device copy. */
+static int meta(struct scope *s, const struct rl_cuda_geom *g, const struct rl_batch *b, uint32_t rows,
+		struct rl_cuda_meta *m, struct rl_cuda_hdr *hdr)
+{
+	struct rl_cuda_layout l;
+	rl_cuda_host_layout(g, &l);
+	void *img = malloc(l.max_bytes);
+	uint32_t *samp_seq = malloc(g->max_seqs * sizeof *samp_seq);
+	size_t bytes = 0;
+	int rc = img && samp_seq ? rl_cuda_host_pack(g, &l, b, rows, img, &bytes, samp_seq) : -ENOMEM;
+	if (!rc) {
+		void *d = up(s, img, l.max_bytes);
+		*m = rl_cuda_host_meta_at(&l, d);
+		if (hdr)
+			memcpy(hdr, img, sizeof *hdr);
+	}
+	free(img);
+	free(samp_seq);
+	return rc;
+}
+
+static int t_embed(float *x, const uint16_t *emb, uint32_t vocab, const struct rl_cuda_geom *g,
+		   const struct rl_batch *b, uint32_t rows, uint32_t dim)
+{
+	struct scope s = { .n = 0 };
+	struct rl_cuda_meta m;
+	int rc = meta(&s, g, b, rows, &m, NULL);
+	if (rc)
+		return end(&s), rc;
+	float *dx = up(&s, x, (size_t)rows * dim * 4);
+	uint16_t *de = up(&s, emb, (size_t)vocab * dim * 2);
+	if (!s.failed)
+		rl_cuda_embed(dx, de, m, rows, dim, 0);
+	down(&s, x, dx, (size_t)rows * dim * 4);
+	return end(&s);
+}
+
+static int t_add_rmsnorm(uint16_t *out, float *x, const float *delta, const float *w,
+			 const int32_t *row_map, uint32_t rows, uint32_t x_rows, uint32_t dim,
+			 float eps, int write_x)
+{
+	struct scope s = { .n = 0 };
+	uint16_t *dout = up(&s, out, (size_t)rows * dim * 2);
+	float *dx = up(&s, x, (size_t)x_rows * dim * 4);
+	float *dd = delta ? up(&s, delta, (size_t)x_rows * dim * 4) : NULL;
+	float *dw = up(&s, w, dim * 4);
+	int32_t *dm = row_map ? up(&s, row_map, rows * 4) : NULL;
+	if (!s.failed)
+		rl_cuda_add_rmsnorm(dout, dx, dd, dw, dm, rows, dim, eps, write_x, 0);
+	down(&s, out, dout, (size_t)rows * dim * 2);
+	down(&s, x, dx, (size_t)x_rows * dim * 4);
+	return end(&s);
+}
+
+static int t_rope_kv(uint16_t *q_out, uint16_t *kc, uint16_t *vc, size_t cache_elems,
+		     const uint16_t *qkv, const float *bias, const float *inv_freq,
+		     const struct rl_cuda_geom *g, const struct rl_batch *b, uint32_t rows,
+		     uint32_t nh, uint32_t hd, float rope_scale, int halves)
+{
+	struct scope s = { .n = 0 };
+	struct rl_cuda_meta m;
+	int rc = meta(&s, g, b, rows, &m, NULL);
+	if (rc)
+		return end(&s), rc;
+	uint32_t nkv = g->n_kv_heads, width = (nh + 2 * nkv) * hd;
+	uint16_t *dq = up(&s, q_out, (size_t)rows * nh * hd * 2);
+	uint16_t *dk = up(&s, kc, cache_elems * 2), *dv = up(&s, vc, cache_elems * 2);
+	uint16_t *dqkv = up(&s, qkv, (size_t)rows * width * 2);
+	float *db = bias ? up(&s, bias, width * 4) : NULL;
+	float *df = up(&s, inv_freq, hd / 2 * 4);
+	if (!s.failed)
+		rl_cuda_rope_kv(dq, dk, dv, dqkv, db, df, m, rows, nh, nkv, hd, g->block_size, rope_scale, halves, 0);
+	down(&s, q_out, dq, (size_t)rows * nh * hd * 2);
+	down(&s, kc, dk, cache_elems * 2);
+	down(&s, vc, dv, cache_elems * 2);
+	return end(&s);
+}
+
+static int t_swiglu(uint16_t *h, const uint16_t *gu, uint32_t rows, uint32_t hid)
+{
+	struct scope s = { .n = 0 };
+	uint16_t *dh = up(&s, h, (size_t)rows * hid * 2), *dgu = up(&s, gu, (size_t)rows * 2 * hid * 2);
+	if (!s.failed)
+		rl_cuda_swiglu(dh, dgu, rows, hid, 0);
+	down(&s, h, dh, (size_t)rows * hid * 2);
+	return end(&s);
+}
+
+static int t_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
+		       size_t cache_elems, const struct rl_cuda_geom *g, const struct rl_batch *b,
+		       uint32_t rows, uint32_t nh, uint32_t hd, uint32_t *n_parts)
+{
+	struct scope s = { .n = 0 };
+	struct rl_cuda_meta m;
+	struct rl_cuda_hdr hdr;
+	int rc = meta(&s, g, b, rows, &m, &hdr);
+	if (rc)
+		return end(&s), rc;
+	uint32_t P = rl_cuda_host_parts_cap(g, rows);
+	uint16_t *dout = up(&s, out, (size_t)rows * nh * hd * 2);
+	uint16_t *dq = up(&s, q, (size_t)rows * nh * hd * 2);
+	uint16_t *dk = up(&s, kc, cache_elems * 2), *dv = up(&s, vc, cache_elems * 2);
+	float *po = up(&s, NULL, (size_t)(P ? P : 1) * nh * hd * 4), *pml = up(&s, NULL, (size_t)(P ? P : 1) * nh * 8);
+	if (!s.failed)
+		rl_cuda_attention(dout, po, pml, dq, dk, dv, m, rl_cuda_host_items_cap(g, rows), rows, nh,
+				  g->n_kv_heads, hd, g->block_size, 0);
+	down(&s, out, dout, (size_t)rows * nh * hd * 2);
+	if (n_parts)
+		*n_parts = hdr.n_parts;
+	return end(&s);
+}
+
+static int t_sample(int32_t *ids, const float *logits, const struct rl_cuda_geom *g,
+		    const struct rl_batch *b, uint32_t rows, uint32_t vocab)
+{
+	struct scope s = { .n = 0 };
+	struct rl_cuda_meta m;
+	int rc = meta(&s, g, b, rows, &m, NULL);
+	if (rc)
+		return end(&s), rc;
+	uint32_t S = rl_cuda_host_samp_cap(g, rows);
+	int32_t *di = up(&s, ids, S * 4);
+	float *dl = up(&s, logits, (size_t)S * vocab * 4), *dp = up(&s, NULL, (size_t)S * vocab * 4);
+	if (!s.failed)
+		rl_cuda_sample(di, dp, dl, m, S, vocab, 0);
+	down(&s, ids, di, S * 4);
+	return end(&s);
+}
+
+static const struct rl_cuda_testapi api = {
+	.embed = t_embed, .add_rmsnorm = t_add_rmsnorm, .rope_kv = t_rope_kv, .swiglu = t_swiglu,
+	.attention = t_attention, .sample = t_sample,
+};
+
+EXPORT const struct rl_cuda_testapi *rl_cuda_testapi(void)
+{
+	return &api;
+}

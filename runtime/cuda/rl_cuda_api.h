@@ -1,0 +1,53 @@
+/* rl_cuda_api.h — what librlcuda.so exports (found with dlsym, so plain C types only): the
+ * backend constructor that runtime/backends.c loads, test hooks, kernel test entry points for
+ * tests/gpu, and the `ringlm bench gpu` entry point. */
+#ifndef RL_CUDA_API_H
+#define RL_CUDA_API_H
+#include <stddef.h>
+#include <stdint.h>
+#include "rl_backend.h"
+#include "cuda_host.h"
+
+struct rl_model;
+
+/* The cuda backend over m (fp32, converted to bf16 on upload) or, with synthetic_shape set
+ * (m NULL), over random weights of that named shape made on the device. -ENODEV with "no
+ * CUDA device found (...)" when there is none. */
+int rl_backend_cuda_create(const struct rl_model *m, const char *synthetic_shape,
+			   const struct rl_backend_params *p, struct rl_backend **out,
+			   char *err, size_t errlen);
+typedef int (*rl_cuda_create_fn)(const struct rl_model *, const char *,
+				 const struct rl_backend_params *, struct rl_backend **, char *, size_t);
+/* Test hook: logits[vocab] the last step sampled batch seq seq_index from. 0, -ENOENT, -EIO. */
+int rl_backend_cuda_logits(struct rl_backend *be, uint32_t seq_index, float *out);
+/* Test hook: 0 runs every step eagerly (same padded rows as the graph would), 1 replays graphs. */
+int rl_backend_cuda_set_graphs(struct rl_backend *be, int on);
+/* 0 when a CUDA device is usable; else -ENODEV and the reason in why. */
+int rl_cuda_device_check(char *why, size_t n);
+
+/* Kernel test entry points: host arrays in and out (outputs are uploaded first, so a test can
+ * poison them), the metadata packed from (g, b, rows) with rl_cuda_host_pack. bf16 as uint16_t.
+ * Each returns 0 or -errno (-EIO on a CUDA error). Shapes as in kernels/rl_cuda_ops.h. */
+struct rl_cuda_testapi {
+	int (*embed)(float *x, const uint16_t *emb, uint32_t vocab, const struct rl_cuda_geom *g,
+		     const struct rl_batch *b, uint32_t rows, uint32_t dim);
+	int (*add_rmsnorm)(uint16_t *out, float *x, const float *delta, const float *w,
+			   const int32_t *row_map, uint32_t rows, uint32_t x_rows, uint32_t dim,
+			   float eps, int write_x);
+	int (*rope_kv)(uint16_t *q_out, uint16_t *kc, uint16_t *vc, size_t cache_elems,
+		       const uint16_t *qkv, const float *bias, const float *inv_freq,
+		       const struct rl_cuda_geom *g, const struct rl_batch *b, uint32_t rows,
+		       uint32_t nh, uint32_t hd, float rope_scale, int halves);
+	int (*swiglu)(uint16_t *h, const uint16_t *gu, uint32_t rows, uint32_t hid);
+	int (*attention)(uint16_t *out, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
+			 size_t cache_elems, const struct rl_cuda_geom *g, const struct rl_batch *b,
+			 uint32_t rows, uint32_t nh, uint32_t hd, uint32_t *n_parts);
+	int (*sample)(int32_t *ids, const float *logits, const struct rl_cuda_geom *g,
+		      const struct rl_batch *b, uint32_t rows, uint32_t vocab);
+};
+const struct rl_cuda_testapi *rl_cuda_testapi(void);
+
+/* `ringlm bench gpu [--json] [...]`: 0 done, 1 error, 2 usage. */
+int rl_cuda_bench(int argc, char **argv);
+
+#endif

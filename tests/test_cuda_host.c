@@ -1,0 +1,351 @@
+/* test_cuda_host.c — the CUDA backend's host-side logic, on the CPU: graph bucket parsing and
+ * choice, per-bucket capacities and row padding, metadata packing (every row, item, partial
+ * and sampling row checked against the batch it came from) and fp32 -> bf16/fp16 rounding
+ * against independent references (exact nearest-even search; the compiler's _Float16). */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include "cuda_host.h"
+#include "rl_test.h"
+
+static uint64_t rng_state = 0x1234567;
+static uint64_t rnd(void)
+{
+	rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static void test_parse_buckets(void)
+{
+	uint32_t b[RL_CUDA_MAX_BUCKETS], n;
+	char err[256];
+	CHECK(rl_cuda_host_parse_buckets(NULL, 2048, b, &n, err, sizeof err) == 0);
+	CHECK(n == 10 && b[0] == 1 && b[9] == 512);
+	CHECK(rl_cuda_host_parse_buckets(NULL, 100, b, &n, err, sizeof err) == 0);
+	CHECK(n == 7 && b[6] == 64);
+	CHECK(rl_cuda_host_parse_buckets("16,32,64,512", 512, b, &n, err, sizeof err) == 0);
+	CHECK(n == 4 && b[0] == 16 && b[3] == 512);
+	CHECK(rl_cuda_host_parse_buckets("", 512, b, &n, err, sizeof err) == 0 && n == 0);
+	CHECK(rl_cuda_host_parse_buckets("0", 512, b, &n, err, sizeof err) == 0 && n == 0);
+	const char *bad[] = { "16,8", "16,16", "1024", "a", "16,", ",16", "16;32", "-4", "16,0" };
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		err[0] = 0;
+		CHECKF(rl_cuda_host_parse_buckets(bad[i], 512, b, &n, err, sizeof err) == -EINVAL, "%s", bad[i]);
+		CHECKF(err[0] != 0, "no reason for %s", bad[i]);
+	}
+}
+
+static void test_pick_bucket(void)
+{
+	uint32_t b[] = { 1, 2, 4, 8, 16, 64 };
+	CHECK(rl_cuda_host_pick_bucket(b, 6, 1) == 0);
+	CHECK(rl_cuda_host_pick_bucket(b, 6, 3) == 2);
+	CHECK(rl_cuda_host_pick_bucket(b, 6, 16) == 4);
+	CHECK(rl_cuda_host_pick_bucket(b, 6, 17) == 5);
+	CHECK(rl_cuda_host_pick_bucket(b, 6, 65) == -1);
+	CHECK(rl_cuda_host_pick_bucket(b, 0, 1) == -1);
+	CHECK(rl_cuda_host_eager_rows(65) == 72 && rl_cuda_host_eager_rows(72) == 72);
+	CHECK(rl_cuda_host_eager_rows(1) == 8);
+}
+
+static void test_caps(void)
+{
+	struct rl_cuda_geom g;
+	rl_cuda_host_geom(&g, 500, 64, 1000, 16, 4096, 32, 8, 1000, 264);
+	CHECK(g.max_rows == 504);                       /* rounded up to ROW_ALIGN */
+	CHECK(g.qt == 2);                               /* group 4: 2 rows x 4 heads = 8 warps */
+	CHECK(g.max_bt == 64 * 256);
+	CHECK(rl_cuda_host_samp_cap(&g, 1) == 1 && rl_cuda_host_samp_cap(&g, 256) == 64);
+	CHECK(rl_cuda_host_parts_cap(&g, 1) == RL_CUDA_MAX_SPLITS);
+	CHECK(rl_cuda_host_parts_cap(&g, 504) == g.max_parts);
+	CHECK(rl_cuda_host_items_cap(&g, 1) == 1 + 1 + RL_CUDA_MAX_SPLITS);
+	struct rl_cuda_geom g2;
+	rl_cuda_host_geom(&g2, 64, 8, 100, 16, 512, 8, 8, 100, 264);
+	CHECK(g2.qt == 8);
+	rl_cuda_host_geom(&g2, 64, 8, 100, 16, 512, 64, 4, 100, 264);
+	CHECK(g2.qt == 1);
+}
+
+/* A random valid batch: n_pf prefill chunks over random cached prefixes, then n_dec decode rows,
+ * block tables of distinct random blocks. */
+struct tb {
+	struct rl_batch b;
+	struct rl_batch_seq seqs[64];
+	uint32_t tokens[4096], pos[4096], row_seq[4096], bt[64][512];
+};
+
+static void make_batch(struct tb *t, uint32_t n_pf, uint32_t n_dec, uint32_t max_q, uint32_t max_ctx,
+		       uint32_t bs, uint32_t n_blocks, uint32_t vocab)
+{
+	memset(t, 0, sizeof *t);
+	uint32_t row = 0;
+	for (uint32_t i = 0; i < n_pf + n_dec; i++) {
+		struct rl_batch_seq *s = &t->seqs[i];
+		s->q_len = i < n_pf ? 1 + rnd() % max_q : 1;
+		s->ctx_len = s->q_len + rnd() % max_ctx;  /* cached prefix below max_ctx */
+		s->q_start = row;
+		s->n_blocks = (s->ctx_len + bs - 1) / bs;
+		for (uint32_t k = 0; k < s->n_blocks; k++)
+			t->bt[i][k] = (uint32_t)(rnd() % n_blocks);
+		s->block_table = t->bt[i];
+		s->sample = (rnd() & 1) || i >= n_pf;
+		s->seq_id = i;
+		s->sp = (struct rl_sampling){ 0.5f + i, 0.9f, i, 0, 1000 + i };
+		for (uint32_t r = 0; r < s->q_len; r++, row++) {
+			t->tokens[row] = (uint32_t)(rnd() % vocab);
+			t->pos[row] = s->ctx_len - s->q_len + r;
+			t->row_seq[row] = i;
+		}
+	}
+	t->b = (struct rl_batch){ row, n_pf + n_dec, n_pf, bs, t->tokens, t->pos, t->row_seq, t->seqs };
+}
+
+/* Checks the packed image against the batch: the invariants the kernels rely on. */
+static void check_packed(const struct rl_cuda_geom *g, const struct rl_cuda_layout *l, const struct tb *t,
+			 const void *img, uint32_t rows, size_t bytes, const uint32_t *samp_seq)
+{
+	const struct rl_batch *b = &t->b;
+	struct rl_cuda_meta m = rl_cuda_host_meta_at(l, img);
+	CHECK(m.hdr->n_tokens == b->n_tokens && m.hdr->n_rows == rows && m.hdr->n_seqs == b->n_seqs);
+	CHECK(m.hdr->n_items <= rl_cuda_host_items_cap(g, rows));
+	CHECK(m.hdr->n_parts <= rl_cuda_host_parts_cap(g, rows));
+	CHECK(m.hdr->n_samp <= rl_cuda_host_samp_cap(g, rows));
+	CHECK(bytes <= l->max_bytes && bytes >= l->bt);
+	for (uint32_t r = 0; r < rows; r++) {
+		if (r >= b->n_tokens) {                 /* padding rows write nowhere */
+			CHECK(m.tokens[r] == 0 && m.pos[r] == 0 && m.slot[r] == -1 && m.row_part[r] == -1);
+			continue;
+		}
+		const struct rl_batch_seq *s = &b->seqs[b->row_seq[r]];
+		CHECK(m.tokens[r] == (int32_t)b->tokens[r] && m.pos[r] == (int32_t)b->pos[r]);
+		CHECK(m.slot[r] == (int32_t)(s->block_table[b->pos[r] / g->block_size] * g->block_size +
+					     b->pos[r] % g->block_size));
+		CHECK((size_t)(m.bt + m.seq_bt[b->row_seq[r]] + b->pos[r] / g->block_size) < (size_t)(m.bt) + bytes);
+		CHECK(m.bt[m.seq_bt[b->row_seq[r]] + b->pos[r] / g->block_size] ==
+		      (int32_t)s->block_table[b->pos[r] / g->block_size]);
+	}
+	/* every row's keys [0, pos] are covered by its items' disjoint ranges, all counted */
+	static uint32_t cover[4096];
+	memset(cover, 0, sizeof cover);
+	uint32_t parts_seen = 0;
+	for (uint32_t k = 0; k < m.hdr->n_items; k++) {
+		const struct rl_cuda_item *it = &m.items[k];
+		REQUIRE(it->seq >= 0 && (uint32_t)it->seq < b->n_seqs);
+		const struct rl_batch_seq *s = &b->seqs[it->seq];
+		CHECK(it->nrows >= 1 && (uint32_t)it->nrows <= g->qt);
+		CHECK((uint32_t)it->row0 >= s->q_start && (uint32_t)(it->row0 + it->nrows) <= s->q_start + s->q_len);
+		CHECK(it->kv0 >= 0 && it->kv0 < it->kv1 && (uint32_t)it->kv1 <= s->ctx_len);
+		if (it->part >= 0) {
+			CHECK(it->nrows == 1 && it->kv0 % RL_CUDA_KV_TILE == 0);
+			CHECK(it->part >= m.row_part[it->row0] && it->part < m.row_part[it->row0] + m.row_nparts[it->row0]);
+			parts_seen++;
+		} else {
+			CHECK(m.row_part[it->row0] == -1);
+		}
+		for (int r = it->row0; r < it->row0 + it->nrows; r++) {
+			int end = it->kv1 < (int)b->pos[r] + 1 ? it->kv1 : (int)b->pos[r] + 1;
+			cover[r] += end > it->kv0 ? (uint32_t)(end - it->kv0) : 0;
+			if (it->part >= 0 && k + 1 < m.hdr->n_items && m.items[k + 1].row0 == it->row0 &&
+			    m.items[k + 1].part == it->part + 1)
+				CHECK(m.items[k + 1].kv0 == it->kv1);   /* splits are contiguous */
+		}
+	}
+	CHECK(parts_seen == m.hdr->n_parts);
+	for (uint32_t r = 0; r < b->n_tokens; r++) {
+		CHECKF(cover[r] == b->pos[r] + 1, "row %u covers %u keys, wants %u", r, cover[r], b->pos[r] + 1);
+	}
+	uint32_t j = 0;
+	for (uint32_t i = 0; i < b->n_seqs; i++) {
+		const struct rl_batch_seq *s = &b->seqs[i];
+		if (!s->sample)
+			continue;
+		REQUIRE(j < m.hdr->n_samp);
+		CHECK(samp_seq[j] == i && m.samp_row[j] == (int32_t)(s->q_start + s->q_len - 1));
+		CHECK(m.samp[j].row == m.samp_row[j] && m.samp[j].position == s->ctx_len);
+		CHECK(m.samp[j].seed == s->sp.seed && m.samp[j].top_k == s->sp.top_k &&
+		      m.samp[j].temperature == s->sp.temperature && m.samp[j].top_p == s->sp.top_p);
+		j++;
+	}
+	CHECK(j == m.hdr->n_samp);
+	for (; j < rl_cuda_host_samp_cap(g, rows); j++)
+		CHECK(m.samp_row[j] == -1);
+}
+
+static void test_pack_random(void)
+{
+	static struct tb t;
+	struct rl_cuda_geom g;
+	struct rl_cuda_layout l;
+	rl_cuda_host_geom(&g, 1024, 64, 5000, 16, 4096, 8, 2, 1000, 264);
+	rl_cuda_host_layout(&g, &l);
+	char *img = malloc(l.max_bytes);
+	uint32_t samp_seq[64];
+	for (int it = 0; it < 300; it++) {
+		uint32_t n_pf = rnd() % 4, n_dec = rnd() % 20 + (n_pf ? 0 : 1);
+		make_batch(&t, n_pf, n_dec, 100, it % 3 ? 64 : 4096, 16, 5000, 1000);
+		uint32_t rows = t.b.n_tokens + (uint32_t)(rnd() % 8);
+		memset(img, 0x5a, l.max_bytes);            /* poison: every read field must be written */
+		size_t bytes = 0;
+		int rc = rl_cuda_host_pack(&g, &l, &t.b, rows, img, &bytes, samp_seq);
+		REQUIRE(rc == 0);
+		check_packed(&g, &l, &t, img, rows, bytes, samp_seq);
+		if (rl_t_failed_now)
+			return;
+	}
+	free(img);
+}
+
+static void test_pack_splits(void)
+{
+	static struct tb t;
+	struct rl_cuda_geom g;
+	struct rl_cuda_layout l;
+	rl_cuda_host_geom(&g, 64, 8, 5000, 16, 8192, 32, 8, 1000, 264);
+	rl_cuda_host_layout(&g, &l);
+	char *img = malloc(l.max_bytes);
+	uint32_t samp_seq[8];
+	size_t bytes;
+	/* one decode row with a long context: split into several partials */
+	make_batch(&t, 0, 1, 1, 2, 16, 5000, 1000);
+	t.seqs[0].ctx_len = 5000; t.pos[0] = 4999;
+	t.seqs[0].n_blocks = (5000 + 15) / 16;
+	for (uint32_t k = 0; k < t.seqs[0].n_blocks; k++)
+		t.bt[0][k] = k;
+	REQUIRE(rl_cuda_host_pack(&g, &l, &t.b, 1, img, &bytes, samp_seq) == 0);
+	struct rl_cuda_meta m = rl_cuda_host_meta_at(&l, img);
+	CHECK(m.hdr->n_parts > 1 && m.hdr->n_items == m.hdr->n_parts);
+	CHECK(m.row_nparts[0] == (int32_t)m.hdr->n_parts && m.row_part[0] == 0);
+	check_packed(&g, &l, &t, img, 1, bytes, samp_seq);
+	/* a short context is never split */
+	t.seqs[0].ctx_len = 300; t.pos[0] = 299;
+	REQUIRE(rl_cuda_host_pack(&g, &l, &t.b, 1, img, &bytes, samp_seq) == 0);
+	CHECK(m.hdr->n_parts == 0 && m.hdr->n_items == 1 && m.row_part[0] == -1);
+	/* enough decode rows to fill the GPU: no split even for long contexts */
+	make_batch(&t, 0, 8, 1, 2, 16, 5000, 1000);
+	rl_cuda_host_geom(&g, 64, 8, 5000, 16, 8192, 32, 8, 1000, 16);
+	rl_cuda_host_layout(&g, &l);
+	for (uint32_t i = 0; i < 8; i++) {
+		t.seqs[i].ctx_len = 3000; t.pos[i] = 2999; t.seqs[i].n_blocks = 188;
+		for (uint32_t k = 0; k < 188; k++)
+			t.bt[i][k] = k;
+	}
+	REQUIRE(rl_cuda_host_pack(&g, &l, &t.b, 8, img, &bytes, samp_seq) == 0);
+	m = rl_cuda_host_meta_at(&l, img);
+	CHECK(m.hdr->n_parts == 0 && m.hdr->n_items == 8);
+	free(img);
+}
+
+static void test_pack_rejects(void)
+{
+	static struct tb t;
+	struct rl_cuda_geom g;
+	struct rl_cuda_layout l;
+	rl_cuda_host_geom(&g, 64, 8, 100, 16, 512, 8, 2, 1000, 264);
+	rl_cuda_host_layout(&g, &l);
+	char *img = malloc(l.max_bytes);
+	uint32_t samp_seq[8];
+	size_t bytes;
+	make_batch(&t, 1, 2, 10, 100, 16, 100, 1000);
+	REQUIRE(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq) == 0);
+	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens - 1, img, &bytes, samp_seq) == -EINVAL);
+	CHECK(rl_cuda_host_pack(&g, &l, &t.b, 65, img, &bytes, samp_seq) == -EINVAL);
+	t.tokens[0] = 1000;
+	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq) == -EINVAL);
+	t.tokens[0] = 1;
+	t.bt[1][0] = 100;
+	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq) == -EINVAL);
+	t.bt[1][0] = 0;
+	t.pos[t.b.n_tokens - 1]++;
+	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq) == -EINVAL);
+	t.pos[t.b.n_tokens - 1]--;
+	t.seqs[2].q_len = 2;                            /* decode rows are one token */
+	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq) == -EINVAL);
+	t.seqs[2].q_len = 1;
+	t.b.block_size = 32;
+	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq) == -EINVAL);
+	free(img);
+}
+
+/* Nearest of the two candidates around f (by exact double distance), ties to the even one. */
+static uint16_t bf16_ref(float f)
+{
+	uint32_t u; memcpy(&u, &f, 4);
+	uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
+	double dl = fabs((double)rl_cuda_host_bf16_to_f32(lo) - f);
+	double vh = (hi & 0x7f80) == 0x7f80 ? copysign(ldexp(1.0, 128), f) /* IEEE: inf sits at 2^128 */
+						 : (double)rl_cuda_host_bf16_to_f32(hi);
+	double dh = fabs(vh - f);
+	if ((u & 0xffff) == 0)
+		return lo;
+	return dl < dh ? lo : dh < dl ? hi : (lo & 1) ? hi : lo;
+}
+
+static void test_bf16(void)
+{
+	const float special[] = { 0.0f, -0.0f, 1.0f, -2.5f, 1e-40f, 3.0e38f, INFINITY, -INFINITY };
+	for (size_t i = 0; i < sizeof special / sizeof *special; i++)
+		CHECK(rl_cuda_host_bf16_to_f32(rl_cuda_host_f32_to_bf16(special[i])) == special[i] ||
+		      fabsf(special[i]) == 1e-40f || special[i] == 3.0e38f);
+	CHECK(isnan(rl_cuda_host_bf16_to_f32(rl_cuda_host_f32_to_bf16(NAN))));
+	CHECK(rl_cuda_host_f32_to_bf16(3.4e38f) == 0x7f80);     /* rounds up past the largest bf16 */
+	/* ties: 1 + 2^-8 is halfway between 1 and 1 + 2^-7: even (1) wins */
+	CHECK(rl_cuda_host_f32_to_bf16(1.0f + 1.0f / 256) == 0x3f80);
+	CHECK(rl_cuda_host_f32_to_bf16(1.0f + 3.0f / 256) == 0x3f82);
+	for (int i = 0; i < 200000; i++) {
+		uint32_t u = (uint32_t)rnd();
+		if ((u & 0x7f800000u) == 0x7f800000u)
+			continue;
+		float f; memcpy(&f, &u, 4);
+		if (i % 4 == 0) {                        /* exact ties are rare at random */
+			u = (u & 0xffff0000u) | 0x8000u;
+			memcpy(&f, &u, 4);
+			if ((u & 0x7f800000u) == 0x7f800000u || (u & 0x7fff0000u) == 0x7f7f0000u)
+				continue;
+		}
+		uint16_t got = rl_cuda_host_f32_to_bf16(f), want = bf16_ref(f);
+		CHECKF(got == want, "%a: %04x want %04x", f, got, want);
+		if (got != want)
+			return;
+	}
+}
+
+static void test_f16(void)
+{
+	for (int i = 0; i < 400000; i++) {
+		uint32_t u = (uint32_t)rnd();
+		/* concentrate on fp16's range (incl. subnormals, overflow edge) */
+		if (i & 1)
+			u = (u & 0x80000000u) | ((0x30000000u + (u & 0x1fffffffu)) & 0x7fffffffu);
+		float f; memcpy(&f, &u, 4);
+		if (isnan(f))
+			continue;
+		_Float16 h = (_Float16)f;               /* the compiler's IEEE round-to-nearest-even */
+		uint16_t want; memcpy(&want, &h, 2);
+		uint16_t got = rl_cuda_host_f32_to_f16(f);
+		CHECKF(got == want, "%a: %04x want %04x", f, got, want);
+		if (got != want)
+			return;
+		if ((want & 0x7c00) != 0x7c00)
+			CHECK(rl_cuda_host_f16_to_f32(got) == (float)h);
+	}
+	CHECK(isnan(rl_cuda_host_f16_to_f32(rl_cuda_host_f32_to_f16(NAN))));
+	CHECK(rl_cuda_host_f32_to_f16(65520.0f) == 0x7c00 && rl_cuda_host_f32_to_f16(65519.0f) == 0x7bff);
+	uint16_t d[3]; float s[3] = { 1.0f, -2.0f, 0.5f };
+	rl_cuda_host_convert(d, s, 3, RL_CUDA_FP16);
+	CHECK(d[0] == 0x3c00 && d[1] == 0xc000 && d[2] == 0x3800);
+	rl_cuda_host_convert(d, s, 3, RL_CUDA_BF16);
+	CHECK(d[0] == 0x3f80 && d[1] == 0xc000 && d[2] == 0x3f00);
+}
+
+int main(void)
+{
+	RUN(test_parse_buckets);
+	RUN(test_pick_bucket);
+	RUN(test_caps);
+	RUN(test_pack_random);
+	RUN(test_pack_splits);
+	RUN(test_pack_rejects);
+	RUN(test_bf16);
+	RUN(test_f16);
+	TEST_MAIN_END();
+}
