@@ -455,7 +455,9 @@ static void attach(struct rl_rt *rt, int fd, const struct rl_attach_req *rq)
 
 static void arm_accept(struct rl_rt *rt)
 {
-	if (rt->accept_armed || rt->draining)
+	/* still armed while draining: a late client is told -ESHUTDOWN at once instead of
+	 * waiting in the listen backlog until the runtime exits */
+	if (rt->accept_armed)
 		return;
 	struct io_uring_sqe *s = sqe_get(rt);
 	rt->acc_len = sizeof rt->acc_addr;
