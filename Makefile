@@ -112,6 +112,14 @@ fuzz:
 		OPT="-O1 -Wno-unused-command-line-argument" fuzz-bins
 	@bash tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
 
+# mixed load with faults for SOAK_SECONDS, then the leak/loss audit (tests/soak.c)
+SOAK_SECONDS ?= 30
+$(BUILD)/soak: tests/soak.c $(LIB_OBJ) $(HDRS)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB_OBJ) $(LDSAN) $(LDLIBS)
+soak: deps
+	@$(MAKE) --no-print-directory all $(BUILD)/soak
+	@$(BUILD)/soak $(SOAK_SECONDS)
+
 test-gpu: all
 	@bash tests/run.sh $(BUILD) gpu
 

@@ -5,6 +5,7 @@
 #define RL_RT_HARNESS_H
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -252,5 +253,51 @@ static inline int raw_client_result(struct raw_client *r, uint32_t rid, uint16_t
 	return INT32_MIN;
 }
 
-static int rl_slow(void) { return getenv("RL_SLOW") ? atoi(getenv("RL_SLOW")) : 1; }
+static inline uint64_t rt_xs(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+struct raw_racer { struct raw_client *r; _Atomic int stop; uint64_t seed; };
+
+/* Rewrites ring indices, records, the arena and the doorbell words while the runtime reads. */
+static inline void *raw_racer_main(void *arg)
+{
+	struct raw_racer *z = arg;
+	struct raw_client *r = z->r;
+	uint64_t s = z->seed | 1;
+	struct rl_seg_ctl *ctl = (void *)(r->seg + r->h.ctl_off);
+	while (!atomic_load_explicit(&z->stop, memory_order_relaxed)) {
+		uint32_t what = rt_xs(&s) % 8, v = (uint32_t)rt_xs(&s);
+		switch (what) {
+		case 0: atomic_store(&r->rq->prod, atomic_load(&r->rq->cons) + v % (r->h.req_cap + 2)); break;
+		case 1: atomic_store(&r->rq->cons, v); break;
+		case 2: atomic_store(&r->ev->cons, atomic_load(&r->ev->prod) - v % (r->h.evt_cap + 2)); break;
+		case 3: atomic_store(&r->ev->prod, v); break;
+		case 4: {
+			struct rl_req *q = &r->slots[v & (r->h.req_cap - 1)];
+			uint8_t *b = (uint8_t *)q;
+			for (size_t k = 0; k < sizeof *q; k += 8)
+				memcpy(b + k, &(uint64_t){ rt_xs(&s) }, 8);
+			if (v & 1)
+				q->op = RL_OP_SUBMIT, q->rid = v % 300, q->n_prompt = 1 + v % 600,
+				q->max_new = 1 + v % 50, q->temperature = 0, q->top_p = 1, q->n_stop = 0,
+				q->deadline_ns = 0, q->top_k = 0;
+			break;
+		}
+		case 5:
+			for (int k = 0; k < 256; k++)
+				r->arena[(v + k) & (r->h.arena_ids - 1)] = (uint32_t)rt_xs(&s) % (k & 1 ? 1000 : UINT32_MAX);
+			break;
+		case 6: atomic_store(&ctl->rt_bell, v); rl_futex_wake(&ctl->rt_bell, 1); break;
+		default: atomic_store(&ctl->cl_sleeping, v & 1); break;
+		}
+	}
+	return NULL;
+}
+
+static inline int rl_slow(void) { return getenv("RL_SLOW") ? atoi(getenv("RL_SLOW")) : 1; }
 #endif

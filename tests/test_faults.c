@@ -489,44 +489,6 @@ static void faults_sigterm_drains(void)
 
 /* ---- hostile client with a racing writer ---------------------------------------------------- */
 
-struct racer { struct raw_client *r; _Atomic int stop; uint64_t seed; };
-
-/* Rewrites ring indices, records, the arena and the doorbell words while the runtime reads. */
-static void *racer_main(void *arg)
-{
-	struct racer *z = arg;
-	struct raw_client *r = z->r;
-	uint64_t s = z->seed | 1;
-	struct rl_seg_ctl *ctl = (void *)(r->seg + r->h.ctl_off);
-	while (!atomic_load_explicit(&z->stop, memory_order_relaxed)) {
-		uint32_t what = xs(&s) % 8, v = (uint32_t)xs(&s);
-		switch (what) {
-		case 0: atomic_store(&r->rq->prod, atomic_load(&r->rq->cons) + v % (r->h.req_cap + 2)); break;
-		case 1: atomic_store(&r->rq->cons, v); break;
-		case 2: atomic_store(&r->ev->cons, atomic_load(&r->ev->prod) - v % (r->h.evt_cap + 2)); break;
-		case 3: atomic_store(&r->ev->prod, v); break;
-		case 4: {
-			struct rl_req *q = &r->slots[v & (r->h.req_cap - 1)];
-			uint8_t *b = (uint8_t *)q;
-			for (size_t k = 0; k < sizeof *q; k += 8)
-				memcpy(b + k, &(uint64_t){ xs(&s) }, 8);
-			if (v & 1)
-				q->op = RL_OP_SUBMIT, q->rid = v % 300, q->n_prompt = 1 + v % 600,
-				q->max_new = 1 + v % 50, q->temperature = 0, q->top_p = 1, q->n_stop = 0,
-				q->deadline_ns = 0, q->top_k = 0;
-			break;
-		}
-		case 5:
-			for (int k = 0; k < 256; k++)
-				r->arena[(v + k) & (r->h.arena_ids - 1)] = (uint32_t)xs(&s) % (k & 1 ? VOCAB : UINT32_MAX);
-			break;
-		case 6: atomic_store(&ctl->rt_bell, v); rl_futex_wake(&ctl->rt_bell, 1); break;
-		default: atomic_store(&ctl->cl_sleeping, v & 1); break;
-		}
-	}
-	return NULL;
-}
-
 /* A hostile client whose own thread races the runtime over every word of its segment: the
  * runtime never crashes (ASan in the runtime child checks it never reads outside the
  * segment), answers with error events or detaches the client, and serves a good client in
@@ -548,9 +510,9 @@ static void faults_hostile_racing_writer(void)
 		if (raw_client_attach(rt.sock, &r))
 			continue;       /* refused: the slot of a previous round is not free yet */
 		attached++;
-		struct racer z = { .r = &r, .seed = (uint64_t)round * 31 + 7 };
+		struct raw_racer z = { .r = &r, .seed = (uint64_t)round * 31 + 7 };
 		pthread_t th;
-		REQUIRE(pthread_create(&th, NULL, racer_main, &z) == 0);
+		REQUIRE(pthread_create(&th, NULL, raw_racer_main, &z) == 0);
 		/* meanwhile the main thread publishes plausible requests, as a buggy client would */
 		for (int i = 0; i < 200; i++) {
 			struct rl_req q = raw_req((uint32_t)i % 300, 1 + i % 40, 1 + i % 30);
