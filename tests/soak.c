@@ -214,7 +214,12 @@ int main(int argc, char **argv)
 				kill(slot[i].pid, SIGSTOP);
 				slot[i].cont_at = now + (10 + rt_xs(&s) % 150) * 1000000ull;
 				stops++;
-			} else if (what >= 7 && n_h < 256) {
+			} else if (what >= 7) {
+				if (n_h == 256) {      /* each lives ~25 ms: reap the batch */
+					for (int k = 0; k < n_h; k++)
+						waitpid(hpids[k], NULL, 0);
+					n_h = 0;
+				}
 				pid_t h = fork();
 				if (h == 0)
 					hostile(&rt, rt_xs(&s));
