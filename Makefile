@@ -57,7 +57,7 @@ GPU_TEST_SRC = $(wildcard tests/gpu/test_*.c)
 GPU_TESTS    = $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/%)
 TESTS       += $(GPU_TESTS)
 
-.PHONY: all deps demo test test-gpu test-asan test-tsan install clean fuzz soak bench
+.PHONY: all deps demo test test-gpu test-asan test-tsan install clean fuzz fuzz-bins soak bench
 all: $(BUILD)/ringlmd $(BUILD)/ringlm $(BUILD)/libringlm.so $(BUILD)/libringlm.a $(CUDA_LIB) $(TESTS)
 
 $(BUILD)/obj/%.o: %.c $(HDRS) Makefile
@@ -94,6 +94,17 @@ $(BUILD)/librlcuda.so: $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(CUH_SRC:%.c=$(BUILD)
 	$(NVCC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 \
 		-lcublasLt -lcublas -lcudart -lpthread -lm
 
+# --- fuzzers (clang libFuzzer): tests/fuzz/fuzz_*.c, built into build-fuzz/ ---------------
+# The library objects get -fsanitize=fuzzer-no-link (coverage) plus ASan/UBSan; each harness
+# links -fsanitize=fuzzer. `make fuzz FUZZ_SECONDS=N` replays the regression inputs, then
+# runs each fuzzer for N seconds on a copy of its seed corpus (tests/fuzz/run.sh).
+FUZZ_SECONDS ?= 10
+FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN = $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/%)
+fuzz-bins: $(FUZZ_BIN)
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(BUILD)/libringlm.a $(HDRS)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libringlm.a $(LDSAN) -fsanitize=fuzzer $(LDLIBS)
+
 # --- set-up, tests, demo ----------------------------------------------------------------
 deps:
 	@bash .ci/deps
@@ -111,6 +122,19 @@ test-tsan:
 	@$(MAKE) --no-print-directory BUILD=build-tsan SAN=thread OPT=-O1 all
 	@TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" RL_SLOW=8 \
 		bash tests/run.sh build-tsan "ring|rt|sched"
+
+fuzz:
+	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang SAN=address,undefined,fuzzer-no-link \
+		OPT="-O1 -Wno-unused-command-line-argument" fuzz-bins
+	@bash tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
+# mixed load with faults for SOAK_SECONDS, then the leak/loss audit (tests/soak.c)
+SOAK_SECONDS ?= 30
+$(BUILD)/soak: tests/soak.c $(LIB_OBJ) $(HDRS)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB_OBJ) $(LDSAN) $(LDLIBS)
+soak: deps
+	@$(MAKE) --no-print-directory all $(BUILD)/soak
+	@$(BUILD)/soak $(SOAK_SECONDS)
 
 test-gpu: all
 	@bash tests/run.sh $(BUILD) gpu

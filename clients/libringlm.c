@@ -113,20 +113,15 @@ static int attach(struct ringlm *c, const char *path, int fallback)
 				    .flags = fallback ? RL_ATTACH_FALLBACK : 0 };
 	if (send(c->sock, &rq, sizeof rq, MSG_NOSIGNAL) != sizeof rq)
 		return fail(-ECONNRESET, "the runtime at %s closed the connection", path);
-	struct rl_attach_rep rep;
+	struct rl_attach_rep rep = { 0 };
 	int fds[4], nfds, rc = rl_recv_fds(c->sock, &rep, sizeof rep, fds, 4, &nfds);
-	if (rc == 0 && rep.status == 0 && nfds != 4)
-		rc = -EPROTO;
+	rc = rl_attach_rep_check(&rep, rc, nfds);
 	if (rc) {
 		for (int i = 0; i < nfds; i++)
 			close(fds[i]);
+		if (rep.status && rc == rep.status)
+			return fail(rc, "ringlmd refused: %s", rep.msg);
 		return fail(rc, "attach to %s failed: %s", path, strerror(-rc));
-	}
-	if (rep.magic != RL_WIRE_MAGIC || rep.status) {
-		for (int i = 0; i < nfds; i++)
-			close(fds[i]);
-		rep.msg[sizeof rep.msg - 1] = 0;
-		return fail(rep.magic != RL_WIRE_MAGIC ? -EPROTO : rep.status, "ringlmd refused: %s", rep.msg);
 	}
 	c->seg_fd = fds[0];
 	c->info_fd = fds[1];

@@ -87,6 +87,23 @@ int rl_seg_check(const struct rl_seg_hdr *h, size_t mapped)
 	return 0;
 }
 
+int rl_attach_rep_check(struct rl_attach_rep *rep, int rc, int nfds)
+{
+	rep->msg[sizeof rep->msg - 1] = 0;
+	if (rc)
+		return rc;
+	if (rep->magic != RL_WIRE_MAGIC || rep->version != RL_WIRE_VERSION)
+		return -EPROTO;
+	if (rep->status > 0 || rep->status < -4095)
+		return -EPROTO;          /* not a -errno */
+	if (rep->status)
+		return rep->status;
+	if (nfds != 4 || rep->seg_size < sizeof(struct rl_seg_hdr) || rep->seg_size > (1ull << 40) ||
+	    rep->info_size < sizeof(struct rl_info) || rep->info_size > (1ull << 32))
+		return -EPROTO;
+	return 0;
+}
+
 int rl_sock_path(const char *name, char *out, size_t len)
 {
 	if (!name || !*name)

@@ -19,6 +19,11 @@ int64_t rl_seg_layout(struct rl_seg_hdr *h, uint32_t req_cap, uint32_t evt_cap, 
 /* Client side: checks a received header against the mapped size; 0 or -EPROTO. */
 int  rl_seg_check(const struct rl_seg_hdr *h, size_t mapped);
 
+/* Client side: checks the runtime's attach reply (rc from rl_recv_fds, nfds fds received).
+ * 0 when it is an acceptance carrying the 4 fds; otherwise the -errno to report (the runtime's
+ * status, or -EPROTO for a malformed reply). Always NUL-terminates rep->msg. */
+int  rl_attach_rep_check(struct rl_attach_rep *rep, int rc, int nfds);
+
 /* Socket path for a name: a name with '/' is a path; otherwise
  * $RINGLM_SOCKET_DIR/NAME or /tmp/ringlm-UID/NAME. */
 int  rl_sock_path(const char *name, char *out, size_t len);

@@ -61,6 +61,13 @@ struct rl_model {
 /* Allocates one zeroed block for every weight of cfg and points the fields into it
  * (wcls = tok_emb when cfg->tied_embeddings; biases only when has_qkv_bias). Checks the
  * shape for sanity and overflow: -EINVAL with a reason in err. */
+/* Weights (floats) a model of this shape holds. */
+uint64_t rl_model_weight_elems(const struct rl_model_config *cfg);
+/* Checks, before anything is allocated, that file_bytes of weight data can hold a model of
+ * this shape at all (so a small corrupt header cannot make a loader allocate gigabytes).
+ * 0, or -EINVAL with a one-line reason naming name. */
+int  rl_model_weights_fit(const struct rl_model_config *cfg, uint64_t file_bytes, const char *name,
+			  char *err, size_t errlen);
 int  rl_model_alloc(const struct rl_model_config *cfg, struct rl_model **out, char *err, size_t errlen);
 void rl_model_destroy(struct rl_model *m);
 /* The config of a named shape (tiny = stories260K, 110m, 1b, llama3-8b; head_dim = dim/heads,

@@ -5,7 +5,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "rl_model.h"
+#include "model_internal.h"
+
+uint64_t rl_model_weight_elems(const struct rl_model_config *c)
+{
+	uint64_t d = c->dim, h = c->hidden_dim, qd = (uint64_t)c->n_heads * c->head_dim,
+		 kvd = (uint64_t)c->n_kv_heads * c->head_dim, v = c->vocab_size;
+	uint64_t per_layer = d + qd * d + 2 * kvd * d + d * qd + d + 3 * h * d;
+	if (c->has_qkv_bias)
+		per_layer += qd + 2 * kvd;
+	return v * d + per_layer * c->n_layers + d + (c->tied_embeddings ? 0 : v * d);
+}
+
+int rl_model_weights_fit(const struct rl_model_config *c, uint64_t file_bytes, const char *name,
+			 char *err, size_t errlen)
+{
+	/* in double: an absurd header must not wrap around to a small count. The densest stored
+	 * form is Q8_0, 34 bytes per 32 weights; 1% slack keeps rounding from rejecting a good file */
+	double d = c->dim, h = c->hidden_dim, qd = (double)c->n_heads * c->head_dim,
+	       kvd = (double)c->n_kv_heads * c->head_dim, v = c->vocab_size;
+	double per_layer = d + qd * d + 2 * kvd * d + d * qd + d + 3 * h * d;
+	double n = v * d + per_layer * c->n_layers + d + (c->tied_embeddings ? 0 : v * d);
+	double need = n * 34 / 32 * 0.99;
+	if (need <= (double)file_bytes)
+		return 0;
+	rl_model_err(err, errlen, name, "the shape in its header needs %.0f weights (at least %.0f bytes) but the file holds %llu bytes: truncated or corrupt",
+		     n, need, (unsigned long long)file_bytes);
+	return -EINVAL;
+}
 
 int rl_model_alloc(const struct rl_model_config *c, struct rl_model **out, char *err, size_t errlen)
 {
@@ -20,10 +47,7 @@ int rl_model_alloc(const struct rl_model_config *c, struct rl_model **out, char 
 	}
 	size_t d = c->dim, h = c->hidden_dim, qd = (size_t)c->n_heads * c->head_dim,
 	       kvd = (size_t)c->n_kv_heads * c->head_dim, v = c->vocab_size;
-	size_t per_layer = d + qd * d + 2 * kvd * d + d * qd + d + 3 * h * d;
-	if (c->has_qkv_bias)
-		per_layer += qd + 2 * kvd;
-	size_t n = v * d + per_layer * c->n_layers + d + (c->tied_embeddings ? 0 : v * d);
+	size_t n = rl_model_weight_elems(c);
 	struct rl_model *m = calloc(1, sizeof *m);
 	struct rl_layer *L = calloc(c->n_layers, sizeof *L);
 	float *w = calloc(n, sizeof(float));

@@ -592,6 +592,8 @@ int rl_model_load_gguf(const char *path, const char *tokenizer_path, struct rl_m
 	if ((rc = special_id(&g, "tokenizer.ggml.bos_token_id", c.vocab_size, &c.bos_id)) ||
 	    (rc = special_id(&g, "tokenizer.ggml.eos_token_id", c.vocab_size, &c.eos_id)))
 		goto out;
+	if ((rc = rl_model_weights_fit(&c, g.f.size, g.f.name, err, errlen)))
+		goto out;
 	if ((rc = rl_model_alloc(&c, &m, err, errlen))) {
 		char why[256];
 		snprintf(why, sizeof why, "%s", err);

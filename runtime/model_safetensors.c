@@ -358,6 +358,11 @@ int rl_model_load_safetensors(const char *path, const char *tokenizer_path, stru
 		c.tied_embeddings = 1;   /* no separate classifier stored: it is the embedding */
 	else
 		c.tied_embeddings = 0;
+	uint64_t shard_bytes = 0;
+	for (int f = 0; f < s.nf; f++)
+		shard_bytes += s.f[f].size;
+	if ((rc = rl_model_weights_fit(&c, shard_bytes, s.f[0].name, err, errlen)))
+		goto out;
 	if ((rc = rl_model_alloc(&c, &m, err, errlen))) {
 		char why[256];
 		snprintf(why, sizeof why, "%s", err);

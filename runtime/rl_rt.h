@@ -31,6 +31,7 @@ struct rl_rt_params {
 	uint32_t sim_vocab;
 	int      wake;                 /* 0 auto, 1 futex, 2 eventfd (forced fallback) */
 	uint64_t idle_spin_ns;         /* busy-poll this long after the last work before sleeping */
+	uint64_t drain_timeout_ns;     /* SIGTERM: in-flight work gets this long, then -ESHUTDOWN */
 	int      handle_signals;       /* daemon: SIGINT/SIGTERM through signalfd */
 	int      verbose;
 };

@@ -21,7 +21,6 @@
 #include <grp.h>
 #include <linux/futex.h>
 #include <liburing.h>
-#include <math.h>
 #include <numa.h>
 #include <poll.h>
 #include <pthread.h>
@@ -45,6 +44,7 @@
 #include "rl_rt.h"
 #include "rl_sched.h"
 #include "rl_model.h"
+#include "rl_validate.h"
 
 #ifndef IORING_OP_FUTEX_WAIT_NR
 #define IORING_OP_FUTEX_WAIT_NR 51     /* kernel 6.7; liburing 2.3 has no helper */
@@ -351,19 +351,6 @@ static void detach(struct rl_rt *rt, uint32_t slot, const char *why)
 	publish_sched_stats(rt);
 }
 
-static int uid_allowed(struct rl_rt *rt, uid_t uid, gid_t gid)
-{
-	if (uid == geteuid())
-		return 1;
-	for (int i = 0; i < rt->p.n_allow_uid; i++)
-		if (rt->p.allow_uid[i] == uid)
-			return 1;
-	for (int i = 0; i < rt->p.n_allow_gid; i++)
-		if (rt->p.allow_gid[i] == gid)
-			return 1;
-	return 0;
-}
-
 static void refuse(struct rl_rt *rt, int fd, int err, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 static void refuse(struct rl_rt *rt, int fd, int err, const char *fmt, ...)
@@ -386,20 +373,22 @@ static void attach(struct rl_rt *rt, int fd, const struct rl_attach_req *rq)
 	socklen_t cl = sizeof cr;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0)
 		return refuse(rt, fd, -EACCES, "cannot read the peer's credentials");
-	if (!uid_allowed(rt, cr.uid, cr.gid))
-		return refuse(rt, fd, -EACCES,
-			      "uid %u is not allowed to attach to this runtime (start ringlmd with --allow-uid %u or --allow-gid %u)",
-			      (unsigned)cr.uid, (unsigned)cr.uid, (unsigned)cr.gid);
-	if (rq->magic != RL_WIRE_MAGIC || rq->version != RL_WIRE_VERSION)
-		return refuse(rt, fd, -EPROTO, "protocol mismatch (client version %u, runtime %u): rebuild the client against this libringlm",
-			      rq->version, RL_WIRE_VERSION);
-	if (rt->draining)
-		return refuse(rt, fd, -ESHUTDOWN, "the runtime is shutting down");
-	uint32_t slot = 0;
-	while (slot < rt->p.max_clients && rt->clients[slot].used)
-		slot++;
-	if (slot == rt->p.max_clients)
-		return refuse(rt, fd, -EUSERS, "too many clients (%u attached; raise --max-clients)", rt->p.max_clients);
+	uint32_t slot = rt->p.max_clients, n_used = 0;
+	for (uint32_t i = rt->p.max_clients; i-- > 0;) {
+		if (rt->clients[i].used)
+			n_used++;
+		else
+			slot = i;      /* the lowest free slot */
+	}
+	struct rl_attach_policy pol = {
+		.self_uid = geteuid(), .allow_uid = rt->p.allow_uid, .n_allow_uid = rt->p.n_allow_uid,
+		.allow_gid = rt->p.allow_gid, .n_allow_gid = rt->p.n_allow_gid,
+		.draining = rt->draining, .n_clients = n_used, .max_clients = rt->p.max_clients,
+	};
+	char why[sizeof ((struct rl_attach_rep *)0)->msg];
+	int err = rl_rt_attach_decide(rq, cr.uid, cr.gid, &pol, why, sizeof why);
+	if (err)
+		return refuse(rt, fd, err, "%s", why);
 
 	struct client *c = &rt->clients[slot];
 	struct rl_seg_hdr h = { .magic = RL_WIRE_MAGIC, .version = RL_WIRE_VERSION, .client_id = slot };
@@ -409,7 +398,8 @@ static void attach(struct rl_rt *rt, int fd, const struct rl_attach_req *rq)
 	h.max_prompt = rt->max_prompt;
 	h.max_new = rt->max_new;
 	void *seg;
-	int seg_fd, err = rl_shm_create("ringlm-client", (size_t)size, 0, &seg_fd, &seg);
+	int seg_fd;
+	err = rl_shm_create("ringlm-client", (size_t)size, 0, &seg_fd, &seg);
 	if (err)
 		return refuse(rt, fd, err, "cannot create the client segment: %s", strerror(-err));
 	c->rt_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -466,7 +456,9 @@ static void attach(struct rl_rt *rt, int fd, const struct rl_attach_req *rq)
 
 static void arm_accept(struct rl_rt *rt)
 {
-	if (rt->accept_armed || rt->draining)
+	/* still armed while draining: a late client is told -ESHUTDOWN at once instead of
+	 * waiting in the listen backlog until the runtime exits */
+	if (rt->accept_armed)
 		return;
 	struct io_uring_sqe *s = sqe_get(rt);
 	rt->acc_len = sizeof rt->acc_addr;
@@ -498,12 +490,6 @@ static void on_accept(struct rl_rt *rt, int fd)
 }
 
 /* ---- requests from clients ------------------------------------------------------------ */
-
-static int sampling_ok(const struct rl_req *r, uint32_t vocab)
-{
-	return isfinite(r->temperature) && r->temperature >= 0 && r->temperature <= 1000 &&
-	       isfinite(r->top_p) && r->top_p > 0 && r->top_p <= 1 && r->top_k <= vocab;
-}
 
 static void reject(struct rl_rt *rt, uint32_t slot, uint32_t rid, int err)
 {
@@ -540,29 +526,16 @@ static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, 
 		return reject(rt, slot, rid, -EBUSY);
 	if (rt->draining)
 		return reject(rt, slot, rid, -ESHUTDOWN);
-	if (r->n_prompt == 0 || r->max_new == 0 || r->n_stop > RL_MAX_STOP || !sampling_ok(r, rt->vocab))
-		return reject(rt, slot, rid, -EINVAL);
-	if (r->n_prompt > rt->max_prompt || r->n_prompt > c->arena_mask + 1 || r->max_new > rt->max_new)
-		return reject(rt, slot, rid, -E2BIG);
-	if (r->deadline_ns && r->deadline_ns <= now)
-		return reject(rt, slot, rid, -ETIMEDOUT);
-	for (uint32_t i = 0; i < r->n_stop; i++)
-		if (r->stop[i] >= rt->vocab)
-			return reject(rt, slot, rid, -ERANGE);
+	struct rl_limits lim = { .max_inflight = rt->p.max_inflight, .max_prompt = rt->max_prompt,
+				 .max_new = rt->max_new, .vocab = rt->vocab, .arena_ids = c->arena_mask + 1 };
+	int err = rl_rt_validate_req(r, &lim, now);
+	if (err)
+		return reject(rt, slot, rid, err);
 	struct rl_seq *q = rl_sched_seq_alloc(rt->sched);
 	if (!q)
 		return reject(rt, slot, rid, -ENOSPC);
-	/* copy the prompt out of the (client-writable) arena, then validate the copy */
-	uint32_t pos = r->arena_pos & c->arena_mask, n = r->n_prompt;
-	uint32_t first = c->arena_mask + 1 - pos;
-	if (first > n)
-		first = n;
-	memcpy(q->tokens, c->arena + pos, (size_t)first * 4);
-	memcpy(q->tokens + first, c->arena, (size_t)(n - first) * 4);
-	uint32_t bad = 0;
-	for (uint32_t i = 0; i < n; i++)
-		bad |= q->tokens[i] >= rt->vocab;
-	if (bad) {
+	uint32_t n = r->n_prompt;
+	if (rl_rt_copy_prompt(q->tokens, c->arena, c->arena_mask, r->arena_pos, n, rt->vocab)) {
 		rl_sched_seq_release(rt->sched, q);
 		return reject(rt, slot, rid, -ERANGE);
 	}
@@ -580,7 +553,7 @@ static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, 
 	q->sp.top_k = r->top_k;
 	q->sp.top_p = r->top_p;
 	q->sp.seed = r->seed;
-	int err = rl_sched_enqueue(rt->sched, q, now);
+	err = rl_sched_enqueue(rt->sched, q, now);
 	if (err)
 		return reject(rt, slot, rid, err);
 	c->by_rid[rid] = q;
@@ -690,7 +663,7 @@ static void begin_drain(struct rl_rt *rt, const char *why)
 	if (rt->draining)
 		return;
 	rt->draining = 1;
-	rt->drain_deadline = rl_now_ns() + 10ull * 1000000000ull;
+	rt->drain_deadline = rl_now_ns() + rt->p.drain_timeout_ns;
 	atomic_store_explicit(&rt->info->state, RL_STATE_DRAINING, memory_order_release);
 	LOG(rt, "%s: finishing in-flight requests, accepting no new ones", why);
 }

@@ -27,6 +27,7 @@ void rl_rt_default_params(struct rl_rt_params *p)
 	p->arena_ids = 1u << 18;
 	p->sim_vocab = 32000;
 	p->idle_spin_ns = 2000000;      /* 2 ms */
+	p->drain_timeout_ns = 10000000000ull;   /* 10 s */
 }
 
 void rl_rt_usage(FILE *f)
@@ -40,7 +41,8 @@ void rl_rt_usage(FILE *f)
 "               [--sim-step-us A] [--sim-token-us B] [--sim-vocab V]\n"
 "               [--cuda-graph-buckets N,N,...]\n"
 "               [--wake auto|futex|eventfd] [--idle-spin-us N] [--event-ring N]\n"
-"               [--request-ring N] [--arena-ids N] [--verbose|--quiet]\n");
+"               [--request-ring N] [--arena-ids N] [--drain-timeout-ms N]\n"
+"               [--verbose|--quiet]\n");
 }
 
 static int num(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -180,6 +182,9 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 			if (a[2] == 'e') p->evt_cap = (uint32_t)n;
 			else if (a[2] == 'r') p->req_cap = (uint32_t)n;
 			else p->arena_ids = (uint32_t)n;
+		} else if (!strcmp(a, "--drain-timeout-ms")) {
+			NUM(0, 3600000);
+			p->drain_timeout_ns = n * 1000000;
 		} else if (!strcmp(a, "--idle-spin-us")) {
 			NUM(0, 10000000);
 			p->idle_spin_ns = n * 1000;

@@ -3,7 +3,12 @@
  * through libringlm and the socket, like any client. */
 #ifndef RL_RT_HARNESS_H
 #define RL_RT_HARNESS_H
+#include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +118,185 @@ static inline void sim_expect(const uint32_t *prompt, uint32_t np, uint32_t n, u
 		out[i] = (uint32_t)(s % vocab);
 		s = rl_sim_mix(s, out[i]);
 	}
+}
+
+/* Open fds of a process (entries of /proc/PID/fd), or -1. */
+static inline int rt_nfds(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -1;
+	int n = 0;
+	for (struct dirent *e; (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* Resident set of a process in KiB (VmRSS), or -1. */
+static inline long rt_rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	long kb = -1;
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (!strncmp(line, "VmRSS:", 6))
+			kb = atol(line + 6);
+	fclose(f);
+	return kb;
+}
+
+/* A client that attaches by hand (no libringlm), so a test can write anything into its own
+ * segment: the hostile and limit tests. */
+struct raw_client {
+	int sock, fds[4];
+	uint8_t *seg;
+	size_t size;
+	struct rl_seg_hdr h;
+	struct rl_ring_hdr *rq, *ev;
+	struct rl_req *slots;
+	uint32_t *arena;
+	struct rl_ring_cons evc;
+	uint32_t head;                 /* requests published so far */
+};
+
+static inline int raw_client_attach(const char *sock, struct raw_client *r)
+{
+	memset(r, 0, sizeof *r);
+	r->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	snprintf(a.sun_path, sizeof a.sun_path, "%s", sock);
+	if (connect(r->sock, (struct sockaddr *)&a, sizeof a) < 0) {
+		close(r->sock);
+		return -errno;
+	}
+	struct rl_attach_req rq = { .magic = RL_WIRE_MAGIC, .version = RL_WIRE_VERSION };
+	(void)!send(r->sock, &rq, sizeof rq, MSG_NOSIGNAL);
+	struct rl_attach_rep rep = { 0 };
+	int n = 0, rc = rl_recv_fds(r->sock, &rep, sizeof rep, r->fds, 4, &n);
+	rc = rl_attach_rep_check(&rep, rc, n);
+	if (rc) {
+		for (int i = 0; i < n; i++)
+			close(r->fds[i]);
+		close(r->sock);
+		return rc;
+	}
+	r->size = rep.seg_size;
+	r->seg = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, r->fds[0], 0);
+	if (r->seg == MAP_FAILED)
+		return -errno;
+	memcpy(&r->h, r->seg, sizeof r->h);
+	r->rq = (void *)(r->seg + r->h.req_off);
+	r->ev = (void *)(r->seg + r->h.evt_off);
+	r->slots = (void *)(r->rq + 1);
+	r->arena = (void *)(r->seg + r->h.arena_off);
+	rl_ring_cons_init(&r->evc, r->ev, r->ev + 1, r->h.evt_cap, sizeof(struct rl_evt));
+	return 0;
+}
+
+static inline void raw_client_close(struct raw_client *r)
+{
+	munmap(r->seg, r->size);
+	for (int k = 0; k < 4; k++)
+		close(r->fds[k]);
+	close(r->sock);
+}
+
+/* A valid SUBMIT for rid with prompt ids 1..n at arena position 0; tests then spoil a field. */
+static inline struct rl_req raw_req(uint32_t rid, uint32_t n, uint32_t max_new)
+{
+	struct rl_req q = { .op = RL_OP_SUBMIT, .rid = rid, .n_prompt = n, .max_new = max_new, .top_p = 1.0f };
+	return q;
+}
+
+/* Publishes one record (the prompt written at arena_pos first: ids, or 1, 2, ... when ids is
+ * NULL) and rings the runtime's bell like libringlm does. */
+static inline void raw_client_submit(struct raw_client *r, const struct rl_req *q, const uint32_t *ids)
+{
+	for (uint32_t i = 0; i < q->n_prompt && i < r->h.arena_ids; i++)
+		r->arena[(q->arena_pos + i) & (r->h.arena_ids - 1)] = ids ? ids[i] : 1 + i % 7;
+	memcpy(&r->slots[r->head & (r->h.req_cap - 1)], q, sizeof *q);
+	atomic_store_explicit(&r->rq->prod, ++r->head, memory_order_release);
+	struct rl_seg_ctl *ctl = (void *)(r->seg + r->h.ctl_off);
+	atomic_fetch_add(&ctl->rt_bell, 1);
+	rl_futex_wake(&ctl->rt_bell, 1);
+	uint64_t one = 1;
+	(void)!write(r->fds[2], &one, 8);
+}
+
+/* Next event for rid that ends its request (DONE or ERROR), skipping tokens; its code, or
+ * INT32_MIN when none came within ~10 s (a hang guard, not a timing check). */
+static inline int raw_client_result(struct raw_client *r, uint32_t rid, uint16_t *type)
+{
+	for (int spin = 0; spin < 100000; spin++) {
+		int64_t av = rl_ring_cons_avail(&r->evc);
+		if (av <= 0) {
+			usleep(100);
+			continue;
+		}
+		for (int64_t i = 0; i < av; i++) {
+			const struct rl_evt *e = rl_ring_cons_slot(&r->evc, (uint32_t)i);
+			if (e->rid == rid && e->type != RINGLM_EV_TOKEN) {
+				int code = e->code;
+				*type = e->type;
+				rl_ring_cons_release(&r->evc, (uint32_t)i + 1);
+				return code;
+			}
+		}
+		rl_ring_cons_release(&r->evc, (uint32_t)av);
+	}
+	return INT32_MIN;
+}
+
+static inline uint64_t rt_xs(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+struct raw_racer { struct raw_client *r; _Atomic int stop; uint64_t seed; };
+
+/* Rewrites ring indices, records, the arena and the doorbell words while the runtime reads. */
+static inline void *raw_racer_main(void *arg)
+{
+	struct raw_racer *z = arg;
+	struct raw_client *r = z->r;
+	uint64_t s = z->seed | 1;
+	struct rl_seg_ctl *ctl = (void *)(r->seg + r->h.ctl_off);
+	while (!atomic_load_explicit(&z->stop, memory_order_relaxed)) {
+		uint32_t what = rt_xs(&s) % 8, v = (uint32_t)rt_xs(&s);
+		switch (what) {
+		case 0: atomic_store(&r->rq->prod, atomic_load(&r->rq->cons) + v % (r->h.req_cap + 2)); break;
+		case 1: atomic_store(&r->rq->cons, v); break;
+		case 2: atomic_store(&r->ev->cons, atomic_load(&r->ev->prod) - v % (r->h.evt_cap + 2)); break;
+		case 3: atomic_store(&r->ev->prod, v); break;
+		case 4: {
+			struct rl_req *q = &r->slots[v & (r->h.req_cap - 1)];
+			uint8_t *b = (uint8_t *)q;
+			for (size_t k = 0; k < sizeof *q; k += 8)
+				memcpy(b + k, &(uint64_t){ rt_xs(&s) }, 8);
+			if (v & 1)
+				q->op = RL_OP_SUBMIT, q->rid = v % 300, q->n_prompt = 1 + v % 600,
+				q->max_new = 1 + v % 50, q->temperature = 0, q->top_p = 1, q->n_stop = 0,
+				q->deadline_ns = 0, q->top_k = 0;
+			break;
+		}
+		case 5:
+			for (int k = 0; k < 256; k++)
+				r->arena[(v + k) & (r->h.arena_ids - 1)] = (uint32_t)rt_xs(&s) % (k & 1 ? 1000 : UINT32_MAX);
+			break;
+		case 6: atomic_store(&ctl->rt_bell, v); rl_futex_wake(&ctl->rt_bell, 1); break;
+		default: atomic_store(&ctl->cl_sleeping, v & 1); break;
+		}
+	}
+	return NULL;
 }
 
 static inline int rl_slow(void) { return getenv("RL_SLOW") ? atoi(getenv("RL_SLOW")) : 1; }

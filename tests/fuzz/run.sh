@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# tests/fuzz/run.sh BUILD_DIR SECONDS — for each fuzzer BUILD_DIR/fuzz_NAME: replay its
+# regression inputs (tests/fuzz/regress/NAME/, findings kept as tests), then fuzz for SECONDS
+# on a copy of its seed corpus (tests/fuzz/corpus/NAME/, never modified). A crash leaves the
+# input in BUILD_DIR/artifacts/NAME/ and makes this script exit non-zero.
+set -u
+build=${1:-build-fuzz}; secs=${2:-10}
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1
+fail=0
+for bin in "$build"/fuzz_*; do
+  [ -x "$bin" ] || continue
+  name=${bin##*/fuzz_}
+  seeds=tests/fuzz/corpus/$name regress=tests/fuzz/regress/$name
+  work=$build/corpus/$name art=$build/artifacts/$name/
+  rm -rf "$work"; mkdir -p "$work" "$art"
+  [ -d "$seeds" ] && cp "$seeds"/* "$work"/ 2>/dev/null
+  if [ -d "$regress" ] && ls "$regress"/* >/dev/null 2>&1; then
+    if ! "$bin" -runs=0 "$regress"/* >"$build/$name.regress.log" 2>&1; then
+      echo "fuzz $name: a regression input fails (see $build/$name.regress.log)"; fail=1; continue
+    fi
+  fi
+  "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+    -artifact_prefix="$art" -print_final_stats=1 "$work" >"$build/$name.log" 2>&1
+  rc=$?
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$build/$name.log" | grep -o '[0-9]*$')
+  cov=$(grep -o 'cov: [0-9]*' "$build/$name.log" | tail -1)
+  if [ $rc -ne 0 ]; then
+    echo "fuzz $name: FAILED after ${runs:-?} runs ($cov); input in $art, log $build/$name.log"
+    grep -m3 -E 'ERROR|runtime error|assertion' "$build/$name.log"
+    fail=1
+  else
+    echo "fuzz $name: ok, ${runs:-?} runs in ${secs}s ($cov, corpus $(ls "$work" | wc -l))"
+  fi
+done
+exit $fail
