@@ -45,7 +45,7 @@ int rl_cmd_generate(int argc, char **argv)
 {
 	struct ringlm_params p = ringlm_default_params();
 	struct ringlm_request r = ringlm_default_request();
-	p.spin_us = 20000;   /* an interactive stream: spin through a step rather than pay a wake-up */
+	p.spin_us = 2000;    /* spin through a short step; longer ones sleep, leaving the cores to the backend */
 	const char *prompt = NULL, *prompt_ids = NULL, *stop = NULL;
 	int ids_out = 0, stats = 0, bos = 1;
 	r.max_new = 64;
