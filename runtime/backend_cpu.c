@@ -1,9 +1,12 @@
 /* backend_cpu.c — the cpu backend: the fp32 Llama forward over a mixed batch (prefill chunks
  * and decode rows) with a paged KV cache, on a persistent pool of worker threads.
  *
- * launch() validates the batch and wakes the pool; the workers run the whole step (every
- * worker runs forward() below, splitting each phase and meeting at barriers) while the
- * runtime thread returns to its rings; poll() reads the done flag; finish() waits for it.
+ * launch() validates the batch and wakes the pool; every participant runs forward() below,
+ * splitting each phase and meeting at barriers. Participant 0 is the thread that calls
+ * finish() (the runtime thread): on a machine with few cores a thread that only waited would
+ * take a core from the workers, so it computes its share instead (info.finish_works tells the
+ * runtime to call finish() right after launch). `threads` counts every participant, the
+ * caller included; the pool holds threads - 1 background workers.
  * Idle workers and barrier waiters spin briefly, then sleep on a futex, so a step costs no
  * syscall when work is flowing and no CPU when it is not.
  *
@@ -264,10 +267,6 @@ static void *worker(void *arg)
 		if (t >= (int)(seen & 0xff))
 			continue;
 		forward(c, t);
-		if (t == 0) {
-			atomic_store(&c->done, 1);
-			wake_all(c, &c->done);
-		}
 	}
 }
 
@@ -326,10 +325,19 @@ static int cpu_launch(struct rl_backend *be, const struct rl_batch *b)
 	return 0;
 }
 
+/* 0 until finish() has run participant 0's share: the step cannot end without it. */
 static int cpu_poll(struct rl_backend *be)
 {
 	struct cpu *c = be->priv;
 	return atomic_load_explicit(&c->done, memory_order_acquire) != 0;
+}
+
+/* Participant 0: the caller computes its share of the step; forward()'s last barrier means
+ * every other participant is done when it returns. */
+static void run_share(struct cpu *c)
+{
+	forward(c, 0);
+	atomic_store_explicit(&c->done, 1, memory_order_release);
 }
 
 static int cpu_finish(struct rl_backend *be, int32_t *out)
@@ -337,7 +345,7 @@ static int cpu_finish(struct rl_backend *be, int32_t *out)
 	struct cpu *c = be->priv;
 	if (!c->cur)
 		return -EINVAL;
-	wait_change(c, &c->done, 0);
+	run_share(c);
 	for (uint32_t i = 0; i < c->cur->n_seqs; i++)
 		out[i] = c->tok_out[i];
 	c->cur = NULL;
@@ -355,12 +363,12 @@ static void free_all(struct cpu *c)
 static void cpu_destroy(struct rl_backend *be)
 {
 	struct cpu *c = be->priv;
-	if (c->cur)
-		wait_change(c, &c->done, 0);
+	if (c->cur)                    /* a launched step is finished before the pool stops */
+		run_share(c);
 	atomic_store(&c->stop, 1);
 	atomic_fetch_add(&c->gen, 1 << 8);
 	futex(&c->gen, FUTEX_WAKE, INT_MAX);
-	for (int t = 0; t < c->n_threads; t++)
+	for (int t = 1; t < c->n_threads; t++)
 		pthread_join(c->th[t], NULL);
 	free_all(c);
 }
@@ -378,15 +386,14 @@ int rl_backend_cpu_logits(struct rl_backend *be, uint32_t seq_index, float *out)
 	return 0;
 }
 
-static int default_threads(int runtime_cpu)
+/* Every CPU we may run on: background workers on all but one, and the runtime thread (which
+ * runs participant 0 in finish()) on its own. */
+static int default_threads(void)
 {
 	cpu_set_t set;
 	int n = 0;
-	if (sched_getaffinity(0, sizeof set, &set) == 0) {
+	if (sched_getaffinity(0, sizeof set, &set) == 0)
 		n = CPU_COUNT(&set);
-		if (runtime_cpu >= 0 && runtime_cpu < CPU_SETSIZE && CPU_ISSET(runtime_cpu, &set))
-			n--;
-	}
 	return n > 0 ? n : 1;
 }
 
@@ -407,7 +414,7 @@ int rl_backend_cpu_create(const struct rl_model *m, const struct rl_backend_para
 	c->qd = c->nh * c->hd; c->kvd = c->nkv * c->hd;
 	c->n_blocks = p->n_kv_blocks; c->bs = p->block_size;
 	c->max_tokens = p->max_batch_tokens; c->max_seqs = p->max_seqs;
-	c->n_threads = p->threads > 0 ? p->threads : default_threads(p->runtime_cpu);
+	c->n_threads = p->threads > 0 ? p->threads : default_threads();
 	if (c->n_threads > 255)        /* the step word carries the worker count in 8 bits */
 		c->n_threads = 255;
 	c->layer_stride = (size_t)c->n_blocks * c->bs * c->kvd;
@@ -446,7 +453,7 @@ int rl_backend_cpu_create(const struct rl_model *m, const struct rl_backend_para
 		c->inv_freq[i] = 1.0f / powf(cfg->rope_theta, (float)(2 * i) / (float)c->hd);
 	c->be.ops = &cpu_ops;
 	c->be.priv = c;
-	for (int t = 0; t < c->n_threads; t++) {
+	for (int t = 1; t < c->n_threads; t++) {   /* participant 0 is finish()'s caller */
 		void **arg = malloc(2 * sizeof(void *));
 		int rc = arg ? 0 : ENOMEM;
 		if (arg) {
@@ -464,6 +471,7 @@ int rl_backend_cpu_create(const struct rl_model *m, const struct rl_backend_para
 		}
 	}
 	snprintf(c->be.info.name, sizeof c->be.info.name, "cpu");
+	c->be.info.finish_works = 1;
 	snprintf(c->be.info.model_name, sizeof c->be.info.model_name, "%s", m->name);
 	c->be.info.vocab_size = c->vocab;
 	c->be.info.max_ctx = cfg->max_ctx;

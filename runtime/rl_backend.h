@@ -4,7 +4,8 @@
  * and runs one step over an rl_batch. The call is split so the runtime thread can keep polling
  * rings while a step runs:
  *   launch(batch)  starts the step (may compute synchronously and be done on return);
- *   poll()         1 when the step is done, 0 while it runs, -errno on failure; never blocks;
+ *   poll()         1 when the step is done, 0 while it runs, -errno on failure; never blocks
+ *                  (with info.finish_works it stays 0 until finish() has been called);
  *   finish(out)    waits for the step, then writes out[i] for each batch seq i: the sampled
  *                  token id where seqs[i].sample, else -1. Returns 0 or -errno.
  * The batch (and everything it points to) stays valid and unchanged from launch to finish.
@@ -25,6 +26,11 @@ struct rl_backend_info {
 	uint32_t bos_id, eos_id;       /* UINT32_MAX when the model has none */
 	const void *vocab_blob;        /* tokenizer in llama2.c tokenizer.bin layout, or NULL */
 	uint32_t vocab_blob_size;
+	/* 1: finish() computes a share of the step on the calling thread (cpu: few cores, no
+	 * thread should only wait), so poll() stays 0 until finish() is called; the runtime calls
+	 * it right after launch. 0: the step runs elsewhere (sim, GPU) and the runtime polls its
+	 * rings until poll() says done. */
+	int      finish_works;
 };
 
 struct rl_backend_params {

@@ -1023,7 +1023,9 @@ int rl_rt_run(struct rl_rt *rt)
 		uint64_t now = rl_now_ns();
 		int work = drain_all(rt, now);
 		if (rt->stepping) {
-			if (rl_backend_poll(rt->be)) {
+			/* a backend whose finish() computes is finished now, after one drain; others
+			 * run on while we poll the rings */
+			if (rt->be->info.finish_works || rl_backend_poll(rt->be)) {
 				step_done(rt, rl_now_ns());
 				work = 1;
 			}
