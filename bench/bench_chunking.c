@@ -20,41 +20,21 @@
 
 static pid_t start_runtime(const char *sock, uint32_t budget)
 {
-	int pfd[2];
-	if (pipe(pfd) < 0)
-		return -1;
-	pid_t pid = fork();
-	if (pid == 0) {
-		close(pfd[0]);
-		struct rl_rt_params p;
-		char err[256];
-		rl_rt_default_params(&p);
-		p.socket = sock;
-		p.backend = "sim";
-		p.sim_step_ns = 1000 * 1000;
-		p.sim_token_ns = 10 * 1000;
-		p.max_batch_tokens = budget;
-		p.handle_signals = 1;
-		p.cpu = 1;             /* A spins on cpu 0; B sleeps; nobody preempts the runtime */
-		struct rl_rt *rt;
-		if (rl_rt_create(&p, &rt, err, sizeof err)) {
-			fprintf(stderr, "bench chunking: %s\n", err);
-			_exit(1);
-		}
-		(void)!write(pfd[1], "x", 1);
-		rl_rt_run(rt);
-		rl_rt_destroy(rt);
-		_exit(0);
-	}
-	close(pfd[1]);
-	char x;
-	int ok = read(pfd[0], &x, 1) == 1;
-	close(pfd[0]);
-	return ok ? pid : -1;
+	struct rl_rt_params p;
+	char err[256];
+	rl_rt_default_params(&p);
+	p.socket = sock;
+	p.backend = "sim";
+	p.sim_step_ns = 1000 * 1000;
+	p.sim_token_ns = 10 * 1000;
+	p.max_batch_tokens = budget;
+	p.cpu = 1;             /* A spins on cpu 0; B sleeps; nobody preempts the runtime */
+	pid_t pid = rl_rt_fork(&p, err, sizeof err);
+	if (pid < 0)
+		fprintf(stderr, "bench chunking: %s\n", err);
+	return pid;
 }
 
-/* A spins (measure the runtime, not our own wake-up latency); B sleeps, so that on a 2-cpu
- * machine nobody competes with the runtime thread or with A. */
 static int connect_sock(const char *sock, int spin_us, struct ringlm **c)
 {
 	struct ringlm_params p = ringlm_default_params();

@@ -120,40 +120,18 @@ static int bench_runtime(int iters, uint64_t *lat)
 {
 	char sock[64];
 	snprintf(sock, sizeof sock, "bench-ipc-%d", (int)getpid());
-	int pfd[2];
-	if (pipe(pfd) < 0)
-		return -errno;
-	pid_t pid = fork();
-	if (pid == 0) {
-		close(pfd[0]);
-		struct rl_rt_params p;
-		char err[256];
-		rl_rt_default_params(&p);
-		p.socket = sock;
-		p.backend = "sim";
-		p.cpu = 1;
-		p.handle_signals = 1;
-		p.idle_spin_ns = 50ull * 1000000;   /* stay awake between pings */
-		struct rl_rt *rt;
-		int rc = rl_rt_create(&p, &rt, err, sizeof err);
-		if (rc) {
-			fprintf(stderr, "bench ipc: runtime: %s\n", err);
-			_exit(1);
-		}
-		(void)!write(pfd[1], "x", 1);
-		close(pfd[1]);
-		rl_rt_run(rt);
-		rl_rt_destroy(rt);
-		_exit(0);
+	struct rl_rt_params rp;
+	char err[256];
+	rl_rt_default_params(&rp);
+	rp.socket = sock;
+	rp.backend = "sim";
+	rp.cpu = 1;
+	rp.idle_spin_ns = 50ull * 1000000;   /* stay awake between pings */
+	pid_t pid = rl_rt_fork(&rp, err, sizeof err);
+	if (pid < 0) {
+		fprintf(stderr, "bench ipc: runtime: %s\n", err);
+		return pid;
 	}
-	close(pfd[1]);
-	char x;
-	if (read(pfd[0], &x, 1) != 1) {
-		close(pfd[0]);
-		waitpid(pid, NULL, 0);
-		return -ECHILD;
-	}
-	close(pfd[0]);
 	rl_bench_pin(0);
 	struct ringlm_params p = ringlm_default_params();
 	p.socket = sock;

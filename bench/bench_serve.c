@@ -280,59 +280,32 @@ out:
 
 static pid_t start_runtime(const struct opts *o, const char *sock, const char *budget)
 {
-	int pfd[2];
-	if (pipe(pfd) < 0)
-		return -errno;
-	pid_t pid = fork();
+	char *argv[128], tgt[32], err[512];
+	int n = 0;
+	argv[n++] = "ringlmd";
+	for (int i = 0; i < o->rt_argc && n < 120; i++)
+		argv[n++] = o->rt_argv[i];
+	argv[n++] = "--socket";
+	argv[n++] = (char *)sock;
+	argv[n++] = "--max-batch-tokens";
+	argv[n++] = (char *)budget;
+	if (o->itl_target_us) {
+		snprintf(tgt, sizeof tgt, "%llu", (unsigned long long)o->itl_target_us);
+		argv[n++] = "--itl-target-us";
+		argv[n++] = tgt;
+	}
+	argv[n] = NULL;
+	struct rl_rt_params p;
+	rl_rt_default_params(&p);
+	int rc = rl_rt_parse_args(&p, n, argv, err, sizeof err);
+	if (rc) {
+		fprintf(stderr, "bench serve: runtime options: %s\n", rc == 1 ? "--help is not a run" : err);
+		return -EINVAL;
+	}
+	p.verbose = 0;
+	pid_t pid = rl_rt_fork(&p, err, sizeof err);
 	if (pid < 0)
-		return -errno;
-	if (pid == 0) {
-		close(pfd[0]);
-		char *argv[128], tgt[32];
-		int n = 0;
-		argv[n++] = "ringlmd";
-		for (int i = 0; i < o->rt_argc && n < 120; i++)
-			argv[n++] = o->rt_argv[i];
-		argv[n++] = "--socket";
-		argv[n++] = (char *)sock;
-		argv[n++] = "--max-batch-tokens";
-		argv[n++] = (char *)budget;
-		if (o->itl_target_us) {
-			snprintf(tgt, sizeof tgt, "%llu", (unsigned long long)o->itl_target_us);
-			argv[n++] = "--itl-target-us";
-			argv[n++] = tgt;
-		}
-		argv[n] = NULL;
-		struct rl_rt_params p;
-		char err[512];
-		rl_rt_default_params(&p);
-		p.verbose = 0;
-		int rc = rl_rt_parse_args(&p, n, argv, err, sizeof err);
-		if (rc) {
-			fprintf(stderr, "bench serve: runtime options: %s\n", rc == 1 ? "--help is not a run" : err);
-			_exit(2);
-		}
-		p.handle_signals = 1;
-		struct rl_rt *rt;
-		rc = rl_rt_create(&p, &rt, err, sizeof err);
-		if (rc) {
-			fprintf(stderr, "bench serve: runtime: %s\n", err);
-			_exit(1);
-		}
-		(void)!write(pfd[1], "x", 1);
-		close(pfd[1]);
-		rl_rt_run(rt);
-		rl_rt_destroy(rt);
-		_exit(0);
-	}
-	close(pfd[1]);
-	char x;
-	ssize_t got = read(pfd[0], &x, 1);
-	close(pfd[0]);
-	if (got != 1) {
-		waitpid(pid, NULL, 0);
-		return -ECHILD;
-	}
+		fprintf(stderr, "bench serve: runtime: %s\n", err);
 	return pid;
 }
 

@@ -62,5 +62,8 @@ struct rl_model;
 int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct rl_model **model,
 		    uint32_t *n_blocks, char *err, size_t errlen);
 void rl_rt_usage(FILE *f);
+/* Runs a runtime (params, with signal handling on) in a forked child process and returns its
+ * pid once it listens; SIGTERM stops it. -errno with the child's reason in err on failure. */
+pid_t rl_rt_fork(const struct rl_rt_params *params, char *err, size_t errlen);
 
 #endif

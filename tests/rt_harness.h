@@ -33,45 +33,23 @@ static inline int rt_start(struct rt_child *rc, const char *args)
 	snprintf(name, sizeof name, "t%d-%d", (int)getpid(), counter++);
 	if (rl_sock_path(name, rc->sock, sizeof rc->sock))
 		return -ENAMETOOLONG;
-	int pfd[2];
-	if (pipe(pfd) < 0)
-		return -errno;
-	rc->pid = fork();
-	if (rc->pid == 0) {
-		close(pfd[0]);
-		struct rl_rt_params p;
-		char err[512] = "", buf[1024], *argv[64] = { "ringlmd" };
-		int argc = 1;
-		rl_rt_default_params(&p);
-		snprintf(buf, sizeof buf, "%s", args ? args : "");
-		for (char *t = strtok(buf, " "); t && argc < 63; t = strtok(NULL, " "))
-			argv[argc++] = t;
-		if (rl_rt_parse_args(&p, argc, argv, err, sizeof err)) {
-			fprintf(stderr, "rt_start: %s\n", err);
-			_exit(3);
-		}
-		p.socket = rc->sock;
-		p.handle_signals = 1;
-		if (getenv("RL_TEST_VERBOSE"))
-			p.verbose = 1;
-		struct rl_rt *rt;
-		if (rl_rt_create(&p, &rt, err, sizeof err)) {
-			fprintf(stderr, "rt_start: %s\n", err);
-			_exit(4);
-		}
-		(void)!write(pfd[1], "x", 1);
-		close(pfd[1]);
-		rl_rt_run(rt);
-		rl_rt_destroy(rt);
-		_exit(0);
+	struct rl_rt_params p;
+	char err[512] = "", buf[1024], *argv[64] = { "ringlmd" };
+	int argc = 1;
+	rl_rt_default_params(&p);
+	snprintf(buf, sizeof buf, "%s", args ? args : "");
+	for (char *t = strtok(buf, " "); t && argc < 63; t = strtok(NULL, " "))
+		argv[argc++] = t;
+	if (rl_rt_parse_args(&p, argc, argv, err, sizeof err)) {
+		fprintf(stderr, "rt_start: %s\n", err);
+		return -EINVAL;
 	}
-	close(pfd[1]);
-	char x;
-	int ok = read(pfd[0], &x, 1) == 1;
-	close(pfd[0]);
-	if (!ok) {
-		waitpid(rc->pid, NULL, 0);
-		return -ECHILD;
+	p.socket = rc->sock;
+	p.verbose = getenv("RL_TEST_VERBOSE") != NULL;
+	rc->pid = rl_rt_fork(&p, err, sizeof err);
+	if (rc->pid < 0) {
+		fprintf(stderr, "rt_start: %s\n", err);
+		return rc->pid;
 	}
 	return 0;
 }
