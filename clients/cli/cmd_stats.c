@@ -92,8 +92,14 @@ int rl_cmd_top(int argc, char **argv)
 		double tok = jnum(buf, "tokens_out"), steps = jnum(buf, "steps");
 		if (tty)
 			printf("\033[H\033[2J");
-		printf("ringlm top — %s, heartbeat %.0f ms ago   (Ctrl-C quits)\n",
-			strstr(buf, "\"model\":") ? "runtime" : "?", jnum(buf, "heartbeat_age_ms"));
+		char model[80] = "?", backend[24] = "?";
+		const char *mp = strstr(buf, "\"model\":\""), *bp = strstr(buf, "\"backend\":\"");
+		if (mp)
+			sscanf(mp + 9, "%79[^\"]", model);
+		if (bp)
+			sscanf(bp + 11, "%23[^\"]", backend);
+		printf("ringlm top — %s on %s, pid %.0f, heartbeat %.0f ms ago   (Ctrl-C quits)\n",
+		       model, backend, jnum(buf, "pid"), jnum(buf, "heartbeat_age_ms"));
 		printf("clients %4.0f   active %5.0f   queued %5.0f   running %5.0f   prefilling %4.0f   paused %4.0f\n",
 		       jnum(buf, "clients"), jnum(buf, "active_requests"), jnum(buf, "queued_requests"),
 		       jnum(buf, "running"), jnum(buf, "prefilling"), jnum(buf, "paused"));
