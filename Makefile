@@ -140,9 +140,10 @@ test-gpu: all
 	@bash tests/run.sh $(BUILD) gpu
 
 MODEL ?=
+TOKENIZER ?=
 demo: deps
 	@$(MAKE) --no-print-directory all
-	@bash .ci/demo "$(BUILD)" "$(MODEL)"
+	@TOKENIZER="$(TOKENIZER)" bash .ci/demo "$(BUILD)" "$(MODEL)"
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig

@@ -1,5 +1,6 @@
 /* cmd_generate.c — `ringlm generate`: stream one generation from a daemon (--socket) or an
  * in-process runtime (--model), as text or ids, with optional latency stats on stderr. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,7 +160,11 @@ int rl_cmd_generate(int argc, char **argv)
 					printf(ntok > 1 ? " %u" : "%u", ev[i].token);
 				} else {
 					const char *s = ringlm_detokenize(c, prev, ev[i].token, piece, sizeof piece);
-					if (s)
+					/* like llama2.c's safe_printf: a lone raw byte that is not printable
+					 * (a fragment of a multi-byte character, a control code) is dropped */
+					if (s && s[0] && !s[1] && !isprint((unsigned char)s[0]) && !isspace((unsigned char)s[0]))
+						;
+					else if (s)
 						fputs(s, stdout);
 					else
 						printf("<%u>", ev[i].token);
