@@ -392,6 +392,28 @@ AI uint32_t keys_seen(uint32_t pos0, uint32_t i, uint32_t p0, uint32_t nb)
 	return k < nb ? k : nb;
 }
 
+/* transpose_keys by gathers, 16 keys at a time; the lanes past nb are zeroed as there. */
+T512 AI void transpose_keys512(float *kt, const float *kb, uint32_t nb, uint32_t bsp, uint32_t hd)
+{
+	__m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+					_mm512_set1_epi32((int)hd));
+	for (uint32_t t0 = 0; t0 < nb; t0 += 16) {
+		__mmask16 km = nb - t0 >= 16 ? 0xffff : (__mmask16)((1u << (nb - t0)) - 1);
+		const float *k = kb + (size_t)t0 * hd;                 /* [<= 16, hd] */
+		for (uint32_t d = 0; d < hd; d++)
+			_mm512_storeu_ps(kt + (size_t)d * bsp + t0,
+					 _mm512_mask_i32gather_ps(_mm512_setzero_ps(), km, at, k + d, 4));
+	}
+}
+
+/* Lane spreads for o += P V at hd 8: entry j * 8 holds j in lanes 0-7 and j + 1 in 8-15, so
+ * permuting p by it pairs p[j], p[j+1] with the values of keys j, j+1 in one vector. */
+static const int32_t pair_spread[16 * 8] = {
+#define PS(j) j, j, j, j, j, j, j, j, j + 1, j + 1, j + 1, j + 1, j + 1, j + 1, j + 1, j + 1
+	PS(0), PS(2), PS(4), PS(6), PS(8), PS(10), PS(12), PS(14),
+#undef PS
+};
+
 /* AVX-512, W = 16 keys per score vector. HD is a compile-time 8 (the packed o += P V below)
  * or 0 for any hd (o in 16-float chunks, the last masked). */
 T512 AI void tiled512(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
@@ -416,7 +438,7 @@ T512 AI void tiled512(float *out, size_t ldo, const float *q, size_t ldq, uint32
 		size_t blk = (size_t)kv->block_table[p0 / bs] * kv->block_stride;
 		const float *kb = kv->k + blk, *vb = kv->v + blk;        /* [bs, hd] */
 		uint32_t nb = n_ctx - p0 < bs ? n_ctx - p0 : bs;
-		transpose_keys(kt, kb, nb, bsp, hd);
+		transpose_keys512(kt, kb, nb, bsp, hd);
 		for (uint32_t i = p0 > pos0 ? p0 - pos0 : 0; i < q_len; i++) {
 			uint32_t seen = keys_seen(pos0, i, p0, nb);
 			for (uint32_t g = 0; g < n_qh; g++) {
@@ -450,20 +472,23 @@ T512 AI void tiled512(float *out, size_t ldo, const float *q, size_t ldq, uint32
 					if (HD == 8) {
 						/* two keys' values per vector: lanes 0-7 key j, 8-15 key j+1,
 						 * times p[j] / p[j+1] spread over the same halves */
-						__m512i idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-						__m512i two = _mm512_set1_epi32(2);
 						__m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps();
-						uint32_t j = 0;
-						for (; j + 4 <= n; j += 4) {
-							c0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx, p), _mm512_loadu_ps(v + j * 8), c0);
-							idx = _mm512_add_epi32(idx, two);
-							c1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx, p), _mm512_loadu_ps(v + j * 8 + 16), c1);
-							idx = _mm512_add_epi32(idx, two);
-						}
-						for (; j < n; j += 2) {
-							__mmask16 vm = n - j >= 2 ? 0xffff : 0x00ff;
-							c0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx, p), _mm512_maskz_loadu_ps(vm, v + j * 8), c0);
-							idx = _mm512_add_epi32(idx, two);
+						if (n == 16) {
+							/* a full tile, unrolled with fixed spreads so only the
+							 * accumulators carry a dependency */
+#pragma GCC unroll 8
+							for (uint32_t j = 0; j < 16; j += 4) {
+								c0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_loadu_si512(pair_spread + j * 8), p),
+										     _mm512_loadu_ps(v + j * 8), c0);
+								c1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_loadu_si512(pair_spread + j * 8 + 16), p),
+										     _mm512_loadu_ps(v + j * 8 + 16), c1);
+							}
+						} else {
+							for (uint32_t j = 0; j < n; j += 2) {
+								__mmask16 vm = n - j >= 2 ? 0xffff : 0x00ff;
+								c0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_loadu_si512(pair_spread + j * 8), p),
+										     _mm512_maskz_loadu_ps(vm, v + j * 8), c0);
+							}
 						}
 						c0 = _mm512_add_ps(c0, c1);
 						__m256 pv = _mm256_add_ps(_mm512_castps512_ps256(c0), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(c0), 1)));
