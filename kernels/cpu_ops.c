@@ -26,7 +26,8 @@
 typedef void mm_fn(float *Y, size_t ldy, const float *X, size_t ldx, const float *W,
 		   const float *bias, uint32_t n_rows, uint32_t in, uint32_t o0, uint32_t o1, int acc);
 typedef void attn_fn(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
-		     uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv, float *scratch);
+		     uint32_t n_qh, uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv,
+		     float *scratch);
 
 AI void store_out(float *y, float s, const float *bias, int accumulate)
 {
@@ -158,18 +159,6 @@ T256 static void mm_avx2(float *Y, size_t ldy, const float *X, size_t ldx, const
 	}
 }
 
-T256 AI float dot_avx2(const float *a, const float *b, uint32_t n)
-{
-	__m256 s = _mm256_setzero_ps();
-	uint32_t i = 0;
-	for (; i + 8 <= n; i += 8)
-		s = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s);
-	if (i < n) {
-		__m256i m = mask256(n - i);
-		s = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, m), _mm256_maskload_ps(b + i, m), s);
-	}
-	return hsum256(s);
-}
 
 T256 AI void scale_avx2(float *a, float f, uint32_t n)
 {
@@ -181,15 +170,6 @@ T256 AI void scale_avx2(float *a, float f, uint32_t n)
 		a[i] *= f;
 }
 
-T256 AI void axpy_avx2(float *y, float a, const float *x, uint32_t n)
-{
-	__m256 A = _mm256_set1_ps(a);
-	uint32_t i = 0;
-	for (; i + 8 <= n; i += 8)
-		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(A, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-	for (; i < n; i++)
-		y[i] += a * x[i];
-}
 
 /* ---------------------------------------------------------------- AVX-512 --------- */
 
@@ -261,18 +241,6 @@ T512 static void mm_avx512(float *Y, size_t ldy, const float *X, size_t ldx, con
 	}
 }
 
-T512 AI float dot_avx512(const float *a, const float *b, uint32_t n)
-{
-	__m512 s = _mm512_setzero_ps();
-	uint32_t i = 0;
-	for (; i + 16 <= n; i += 16)
-		s = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s);
-	if (i < n) {
-		__mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-		s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s);
-	}
-	return _mm512_reduce_add_ps(s);
-}
 
 T512 AI void scale_avx512(float *a, float f, uint32_t n)
 {
@@ -283,61 +251,365 @@ T512 AI void scale_avx512(float *a, float f, uint32_t n)
 	}
 }
 
-T512 AI void axpy_avx512(float *y, float a, const float *x, uint32_t n)
-{
-	__m512 A = _mm512_set1_ps(a);
-	for (uint32_t i = 0; i < n; i += 16) {
-		__mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
-		_mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(A, _mm512_maskz_loadu_ps(m, x + i),
-							       _mm512_maskz_loadu_ps(m, y + i)));
-	}
-}
 
 /* ---------------------------------------------------------------- attention ------- */
 
-/* One body, instantiated per ISA so dot/scale/axpy inline into it. Per query row: online
- * softmax over the keys block by block (running max mx, running sum l, output o rescaled
- * whenever the max grows), which needs only block_size floats of scratch. */
-#define DEFINE_ATTN(NAME, TARGET, DOT, SCALE, AXPY)                                          \
-TARGET static void NAME(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,   \
-			uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv, float *s)  \
-{                                                                                            \
-	float scale = 1.0f / sqrtf((float)hd);                                               \
-	uint32_t bs = kv->block_size;                                                        \
-	for (uint32_t i = 0; i < q_len; i++) {                                               \
-		const float *qi = q + i * ldq;                 /* [hd] */                    \
-		float *o = out + i * ldo;                      /* [hd] */                    \
-		uint32_t n_keys = pos0 + i + 1;                                              \
-		float mx = -INFINITY, l = 0;                                                 \
-		memset(o, 0, hd * sizeof(float));                                            \
-		for (uint32_t p0 = 0; p0 < n_keys; p0 += bs) {                               \
-			size_t blk = (size_t)kv->block_table[p0 / bs] * kv->block_stride;    \
-			const float *kb = kv->k + blk, *vb = kv->v + blk; /* [bs, hd] */     \
-			uint32_t n = n_keys - p0 < bs ? n_keys - p0 : bs;                    \
-			float bm = mx;                                                       \
-			for (uint32_t j = 0; j < n; j++) {                                   \
-				s[j] = DOT(qi, kb + (size_t)j * hd, hd) * scale;             \
-				bm = s[j] > bm ? s[j] : bm;                                  \
-			}                                                                    \
-			if (bm > mx) {                                                       \
-				float corr = expf(mx - bm);                                  \
-				SCALE(o, corr, hd);                                          \
-				l *= corr;                                                   \
-				mx = bm;                                                     \
-			}                                                                    \
-			for (uint32_t j = 0; j < n; j++) {                                   \
-				float e = expf(s[j] - mx);                                   \
-				l += e;                                                      \
-				AXPY(o, e, vb + (size_t)j * hd, hd);                         \
-			}                                                                    \
-		}                                                                            \
-		SCALE(o, 1.0f / l, hd);                                                      \
-	}                                                                                    \
+/* Online softmax throughout (running max m, running sum l, output o rescaled whenever m
+ * grows), so nothing is sized by the context.
+ *
+ * The scalar fallback walks key by key per query row. The SIMD kernels (tiled512/tiled256)
+ * loop key blocks outer and query rows inner: a block's keys are transposed once into
+ * kt [hd, bsp], then every row that sees the block (all q_len rows of all n_qh heads sharing
+ * the KV head) gets W scores at once from hd full-vector FMAs (no horizontal reduce), one
+ * vectorised exp, and o += P V. The running max is reduced horizontally only when some score
+ * exceeds it; the running sum is kept per lane. For small head_dim this replaces W reduces,
+ * W scalar exps and W short axpys per row and block.
+ *
+ * A row's arithmetic depends only on its own query and keys, never on q_len, n_qh or which
+ * rows share the call, so a sequence's logits are bitwise the same however its prompt is
+ * chunked or batched (tests/test_forward.c checks this); hence one kernel per ISA, decode
+ * included, rather than a per-row kernel below some row count. */
+
+/* The keys block as kt[d][j] = kb[j][d] for j < nb, zero for nb <= j < bsp (so padded lanes
+ * score a finite 0, which the row's lane mask then drops). */
+AI void transpose_keys(float *kt, const float *kb, uint32_t nb, uint32_t bsp, uint32_t hd)
+{
+	for (uint32_t d = 0; d < hd; d++) {
+		float *row = kt + (size_t)d * bsp;                 /* [bsp] */
+		for (uint32_t j = 0; j < nb; j++)
+			row[j] = kb[(size_t)j * hd + d];
+		for (uint32_t j = nb; j < bsp; j++)
+			row[j] = 0;
+	}
 }
 
-DEFINE_ATTN(attn_scalar, , dot_scalar, scale_scalar, axpy_scalar)
-DEFINE_ATTN(attn_avx2, T256, dot_avx2, scale_avx2, axpy_avx2)
-DEFINE_ATTN(attn_avx512, T512, dot_avx512, scale_avx512, axpy_avx512)
+/* The plain per-row kernel (the scalar fallback): query head g of row i at q + i*ldq + g*hd
+ * attends to positions [0, pos0 + i], key by key. s: [block_size] scores. */
+static void attn_scalar(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
+			uint32_t n_qh, uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv,
+			float *s)
+{
+	float scale = 1.0f / sqrtf((float)hd);
+	uint32_t bs = kv->block_size;
+	for (uint32_t r = 0; r < q_len * n_qh; r++) {
+		uint32_t i = r / n_qh, g = r % n_qh;
+		const float *qi = q + i * ldq + g * hd;        /* [hd] */
+		float *o = out + i * ldo + g * hd;             /* [hd] */
+		uint32_t n_keys = pos0 + i + 1;
+		float mx = -INFINITY, l = 0;
+		memset(o, 0, hd * sizeof(float));
+		for (uint32_t p0 = 0; p0 < n_keys; p0 += bs) {
+			size_t blk = (size_t)kv->block_table[p0 / bs] * kv->block_stride;
+			const float *kb = kv->k + blk, *vb = kv->v + blk; /* [bs, hd] */
+			uint32_t n = n_keys - p0 < bs ? n_keys - p0 : bs;
+			float bm = mx;
+			for (uint32_t j = 0; j < n; j++) {
+				s[j] = dot_scalar(qi, kb + (size_t)j * hd, hd) * scale;
+				bm = s[j] > bm ? s[j] : bm;
+			}
+			if (bm > mx) {
+				float corr = expf(mx - bm);
+				scale_scalar(o, corr, hd);
+				l *= corr;
+				mx = bm;
+			}
+			for (uint32_t j = 0; j < n; j++) {
+				float e = expf(s[j] - mx);
+				l += e;
+				axpy_scalar(o, e, vb + (size_t)j * hd, hd);
+			}
+		}
+		scale_scalar(o, 1.0f / l, hd);
+	}
+}
+
+/* exp(x) for x <= 0 (scores minus their running max), -inf and anything below -87 giving ~0:
+ * x = n ln2 + r with |r| <= ln2/2 (ln2 split in two so n ln2 is exact), e^r from the Cephes
+ * expf polynomial (rel. error ~1.2e-7), times 2^n. */
+#define EXP_C5 1.9875691500e-4f
+#define EXP_C4 1.3981999507e-3f
+#define EXP_C3 8.3334519073e-3f
+#define EXP_C2 4.1665795894e-2f
+#define EXP_C1 1.6666665459e-1f
+#define EXP_C0 5.0000001201e-1f
+#define EXP_LN2_HI 0.693359375f
+#define EXP_LN2_LO -2.12194440e-4f
+
+T512 AI __m512 exp512(__m512 x)
+{
+	x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+	__m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+					_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_LN2_HI), x);
+	r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_LN2_LO), r);
+	__m512 p = _mm512_set1_ps(EXP_C5);
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_C4));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_C3));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_C2));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_C1));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_C0));
+	p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+	return _mm512_scalef_ps(p, n);
+}
+
+T256 AI __m256 exp256(__m256 x)
+{
+	x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+	__m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+				   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EXP_LN2_HI), x);
+	r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EXP_LN2_LO), r);
+	__m256 p = _mm256_set1_ps(EXP_C5);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_C4));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_C3));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_C2));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_C1));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_C0));
+	p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+	/* 2^n through the exponent field: n >= -126 after the clamp, so n + 127 >= 1 */
+	__m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+	return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+T256 AI float hmax256(__m256 v)
+{
+	__m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_max_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+/* Scratch of the tiled kernels, in floats: m [rows], l [rows, 16], kt [hd, bsp]. */
+static size_t tiled_scratch(uint32_t rows, uint32_t hd, uint32_t bs)
+{
+	return (size_t)rows * 17 + (size_t)hd * ((bs + 15) & ~15u);
+}
+
+/* The rows of query row i that see block p0 and how many of its nb keys they see. */
+AI uint32_t keys_seen(uint32_t pos0, uint32_t i, uint32_t p0, uint32_t nb)
+{
+	uint32_t k = pos0 + i + 1 - p0;
+	return k < nb ? k : nb;
+}
+
+/* transpose_keys by gathers, 16 keys at a time; the lanes past nb are zeroed as there. */
+T512 AI void transpose_keys512(float *kt, const float *kb, uint32_t nb, uint32_t bsp, uint32_t hd)
+{
+	__m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+					_mm512_set1_epi32((int)hd));
+	for (uint32_t t0 = 0; t0 < nb; t0 += 16) {
+		__mmask16 km = nb - t0 >= 16 ? 0xffff : (__mmask16)((1u << (nb - t0)) - 1);
+		const float *k = kb + (size_t)t0 * hd;                 /* [<= 16, hd] */
+		for (uint32_t d = 0; d < hd; d++)
+			_mm512_storeu_ps(kt + (size_t)d * bsp + t0,
+					 _mm512_mask_i32gather_ps(_mm512_setzero_ps(), km, at, k + d, 4));
+	}
+}
+
+/* Lane spreads for o += P V at hd 8: entry j * 8 holds j in lanes 0-7 and j + 1 in 8-15, so
+ * permuting p by it pairs p[j], p[j+1] with the values of keys j, j+1 in one vector. */
+static const int32_t pair_spread[16 * 8] = {
+#define PS(j) j, j, j, j, j, j, j, j, j + 1, j + 1, j + 1, j + 1, j + 1, j + 1, j + 1, j + 1
+	PS(0), PS(2), PS(4), PS(6), PS(8), PS(10), PS(12), PS(14),
+#undef PS
+};
+
+/* AVX-512, W = 16 keys per score vector. HD is a compile-time 8 (the packed o += P V below)
+ * or 0 for any hd (o in 16-float chunks, the last masked). */
+T512 AI void tiled512(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
+		      uint32_t n_qh, uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv,
+		      float *scratch, const uint32_t HD)
+{
+	if (HD)
+		hd = HD;
+	const uint32_t W = 16;
+	uint32_t bs = kv->block_size, bsp = (bs + W - 1) & ~(W - 1), rows = q_len * n_qh;
+	uint32_t n_ctx = pos0 + q_len;
+	float *m = scratch;                         /* [rows] running max */
+	float *l = m + rows;                        /* [rows, W] running sum, per lane */
+	float *kt = l + (size_t)rows * W;           /* [hd, bsp] the block's keys, transposed */
+	__m512 scale = _mm512_set1_ps(1.0f / sqrtf((float)hd)), ninf = _mm512_set1_ps(-INFINITY);
+	for (uint32_t r = 0; r < rows; r++) {
+		m[r] = -INFINITY;
+		_mm512_storeu_ps(l + (size_t)r * W, _mm512_setzero_ps());
+		memset(out + (r / n_qh) * ldo + (r % n_qh) * hd, 0, hd * sizeof(float));
+	}
+	for (uint32_t p0 = 0; p0 < n_ctx; p0 += bs) {
+		size_t blk = (size_t)kv->block_table[p0 / bs] * kv->block_stride;
+		const float *kb = kv->k + blk, *vb = kv->v + blk;        /* [bs, hd] */
+		uint32_t nb = n_ctx - p0 < bs ? n_ctx - p0 : bs;
+		transpose_keys512(kt, kb, nb, bsp, hd);
+		for (uint32_t i = p0 > pos0 ? p0 - pos0 : 0; i < q_len; i++) {
+			uint32_t seen = keys_seen(pos0, i, p0, nb);
+			for (uint32_t g = 0; g < n_qh; g++) {
+				uint32_t r = i * n_qh + g;
+				const float *qi = q + i * ldq + g * hd;   /* [hd] */
+				float *o = out + i * ldo + g * hd;        /* [hd] */
+				for (uint32_t t0 = 0; t0 < seen; t0 += W) {
+					uint32_t n = seen - t0 < W ? seen - t0 : W;
+					__mmask16 valid = (__mmask16)((1u << n) - 1);
+					/* s[j] = q . k[t0 + j], two accumulators for latency */
+					__m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+					uint32_t d = 0;
+					for (; d + 2 <= hd; d += 2) {
+						a0 = _mm512_fmadd_ps(_mm512_set1_ps(qi[d]), _mm512_loadu_ps(kt + (size_t)d * bsp + t0), a0);
+						a1 = _mm512_fmadd_ps(_mm512_set1_ps(qi[d + 1]), _mm512_loadu_ps(kt + (size_t)(d + 1) * bsp + t0), a1);
+					}
+					if (d < hd)
+						a0 = _mm512_fmadd_ps(_mm512_set1_ps(qi[d]), _mm512_loadu_ps(kt + (size_t)d * bsp + t0), a0);
+					__m512 s = _mm512_mask_blend_ps(valid, ninf, _mm512_mul_ps(_mm512_add_ps(a0, a1), scale));
+					float corr = 1.0f;
+					if (_mm512_cmp_ps_mask(s, _mm512_set1_ps(m[r]), _CMP_GT_OQ)) {
+						float bm = _mm512_reduce_max_ps(s);
+						corr = expf(m[r] - bm);
+						m[r] = bm;
+					}
+					__m512 p = _mm512_maskz_mov_ps(valid, exp512(_mm512_sub_ps(s, _mm512_set1_ps(m[r]))));
+					__m512 C = _mm512_set1_ps(corr);
+					float *lr = l + (size_t)r * W;
+					_mm512_storeu_ps(lr, _mm512_fmadd_ps(_mm512_loadu_ps(lr), C, p));
+					const float *v = vb + (size_t)t0 * hd;    /* [n, hd] */
+					if (HD == 8) {
+						/* two keys' values per vector: lanes 0-7 key j, 8-15 key j+1,
+						 * times p[j] / p[j+1] spread over the same halves */
+						__m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps();
+						if (n == 16) {
+							/* a full tile, unrolled with fixed spreads so only the
+							 * accumulators carry a dependency */
+#pragma GCC unroll 8
+							for (uint32_t j = 0; j < 16; j += 4) {
+								c0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_loadu_si512(pair_spread + j * 8), p),
+										     _mm512_loadu_ps(v + j * 8), c0);
+								c1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_loadu_si512(pair_spread + j * 8 + 16), p),
+										     _mm512_loadu_ps(v + j * 8 + 16), c1);
+							}
+						} else {
+							for (uint32_t j = 0; j < n; j += 2) {
+								__mmask16 vm = n - j >= 2 ? 0xffff : 0x00ff;
+								c0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_loadu_si512(pair_spread + j * 8), p),
+										     _mm512_maskz_loadu_ps(vm, v + j * 8), c0);
+							}
+						}
+						c0 = _mm512_add_ps(c0, c1);
+						__m256 pv = _mm256_add_ps(_mm512_castps512_ps256(c0), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(c0), 1)));
+						_mm256_storeu_ps(o, _mm256_fmadd_ps(_mm256_loadu_ps(o), _mm512_castps512_ps256(C), pv));
+					} else {
+						float pj[16];
+						_mm512_storeu_ps(pj, p);
+						for (uint32_t c = 0; c < hd; c += W) {
+							__mmask16 om = hd - c >= W ? 0xffff : (__mmask16)((1u << (hd - c)) - 1);
+							__m512 c0 = _mm512_mul_ps(_mm512_maskz_loadu_ps(om, o + c), C);
+							__m512 c1 = _mm512_setzero_ps();
+							uint32_t j = 0;
+							for (; j + 2 <= n; j += 2) {
+								c0 = _mm512_fmadd_ps(_mm512_set1_ps(pj[j]), _mm512_maskz_loadu_ps(om, v + (size_t)j * hd + c), c0);
+								c1 = _mm512_fmadd_ps(_mm512_set1_ps(pj[j + 1]), _mm512_maskz_loadu_ps(om, v + (size_t)(j + 1) * hd + c), c1);
+							}
+							if (j < n)
+								c0 = _mm512_fmadd_ps(_mm512_set1_ps(pj[j]), _mm512_maskz_loadu_ps(om, v + (size_t)j * hd + c), c0);
+							_mm512_mask_storeu_ps(o + c, om, _mm512_add_ps(c0, c1));
+						}
+					}
+				}
+			}
+		}
+	}
+	for (uint32_t r = 0; r < rows; r++)
+		scale_avx512(out + (r / n_qh) * ldo + (r % n_qh) * hd,
+			     1.0f / _mm512_reduce_add_ps(_mm512_loadu_ps(l + (size_t)r * W)), hd);
+}
+
+T512 static void attn_avx512(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
+			     uint32_t n_qh, uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv,
+			     float *scratch)
+{
+	if (hd == 8)
+		tiled512(out, ldo, q, ldq, q_len, n_qh, pos0, hd, kv, scratch, 8);
+	else
+		tiled512(out, ldo, q, ldq, q_len, n_qh, pos0, hd, kv, scratch, 0);
+}
+
+/* AVX2, W = 8 keys per score vector; o in 8-float chunks, the last masked. */
+T256 static void tiled256(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
+			  uint32_t n_qh, uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv,
+			  float *scratch)
+{
+	const uint32_t W = 8;
+	uint32_t bs = kv->block_size, bsp = (bs + W - 1) & ~(W - 1), rows = q_len * n_qh;
+	uint32_t n_ctx = pos0 + q_len;
+	float *m = scratch;                         /* [rows] running max */
+	float *l = m + rows;                        /* [rows, W] running sum, per lane */
+	float *kt = l + (size_t)rows * 16;          /* [hd, bsp] the block's keys, transposed */
+	__m256 scale = _mm256_set1_ps(1.0f / sqrtf((float)hd)), ninf = _mm256_set1_ps(-INFINITY);
+	for (uint32_t r = 0; r < rows; r++) {
+		m[r] = -INFINITY;
+		_mm256_storeu_ps(l + (size_t)r * 16, _mm256_setzero_ps());
+		memset(out + (r / n_qh) * ldo + (r % n_qh) * hd, 0, hd * sizeof(float));
+	}
+	for (uint32_t p0 = 0; p0 < n_ctx; p0 += bs) {
+		size_t blk = (size_t)kv->block_table[p0 / bs] * kv->block_stride;
+		const float *kb = kv->k + blk, *vb = kv->v + blk;        /* [bs, hd] */
+		uint32_t nb = n_ctx - p0 < bs ? n_ctx - p0 : bs;
+		transpose_keys(kt, kb, nb, bsp, hd);
+		for (uint32_t i = p0 > pos0 ? p0 - pos0 : 0; i < q_len; i++) {
+			uint32_t seen = keys_seen(pos0, i, p0, nb);
+			for (uint32_t g = 0; g < n_qh; g++) {
+				uint32_t r = i * n_qh + g;
+				const float *qi = q + i * ldq + g * hd;   /* [hd] */
+				float *o = out + i * ldo + g * hd;        /* [hd] */
+				for (uint32_t t0 = 0; t0 < seen; t0 += W) {
+					uint32_t n = seen - t0 < W ? seen - t0 : W;
+					__m256 valid = _mm256_castsi256_ps(mask256(n));
+					__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+					uint32_t d = 0;
+					for (; d + 2 <= hd; d += 2) {
+						a0 = _mm256_fmadd_ps(_mm256_set1_ps(qi[d]), _mm256_loadu_ps(kt + (size_t)d * bsp + t0), a0);
+						a1 = _mm256_fmadd_ps(_mm256_set1_ps(qi[d + 1]), _mm256_loadu_ps(kt + (size_t)(d + 1) * bsp + t0), a1);
+					}
+					if (d < hd)
+						a0 = _mm256_fmadd_ps(_mm256_set1_ps(qi[d]), _mm256_loadu_ps(kt + (size_t)d * bsp + t0), a0);
+					__m256 s = _mm256_blendv_ps(ninf, _mm256_mul_ps(_mm256_add_ps(a0, a1), scale), valid);
+					float corr = 1.0f;
+					if (_mm256_movemask_ps(_mm256_cmp_ps(s, _mm256_set1_ps(m[r]), _CMP_GT_OQ))) {
+						float bm = hmax256(s);
+						corr = expf(m[r] - bm);
+						m[r] = bm;
+					}
+					__m256 p = _mm256_and_ps(valid, exp256(_mm256_sub_ps(s, _mm256_set1_ps(m[r]))));
+					__m256 C = _mm256_set1_ps(corr);
+					float *lr = l + (size_t)r * 16;
+					_mm256_storeu_ps(lr, _mm256_fmadd_ps(_mm256_loadu_ps(lr), C, p));
+					const float *v = vb + (size_t)t0 * hd;    /* [n, hd] */
+					float pj[8];
+					_mm256_storeu_ps(pj, p);
+					for (uint32_t c = 0; c < hd; c += W) {
+						__m256i om = mask256(hd - c < W ? hd - c : W);
+						__m256 c0 = _mm256_mul_ps(_mm256_maskload_ps(o + c, om), C);
+						__m256 c1 = _mm256_setzero_ps();
+						uint32_t j = 0;
+						for (; j + 2 <= n; j += 2) {
+							c0 = _mm256_fmadd_ps(_mm256_set1_ps(pj[j]), _mm256_maskload_ps(v + (size_t)j * hd + c, om), c0);
+							c1 = _mm256_fmadd_ps(_mm256_set1_ps(pj[j + 1]), _mm256_maskload_ps(v + (size_t)(j + 1) * hd + c, om), c1);
+						}
+						if (j < n)
+							c0 = _mm256_fmadd_ps(_mm256_set1_ps(pj[j]), _mm256_maskload_ps(v + (size_t)j * hd + c, om), c0);
+						_mm256_maskstore_ps(o + c, om, _mm256_add_ps(c0, c1));
+					}
+				}
+			}
+		}
+	}
+	for (uint32_t r = 0; r < rows; r++)
+		scale_avx2(out + (r / n_qh) * ldo + (r % n_qh) * hd,
+			   1.0f / hsum256(_mm256_loadu_ps(l + (size_t)r * 16)), hd);
+}
+
+T256 static void attn_avx2(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
+			   uint32_t n_qh, uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv,
+			   float *scratch)
+{
+	tiled256(out, ldo, q, ldq, q_len, n_qh, pos0, hd, kv, scratch);
+}
 
 /* ---------------------------------------------------------------- dispatch -------- */
 
@@ -386,10 +658,17 @@ void rl_cpu_matmul(float *Y, size_t ldy, const float *X, size_t ldx, const float
 	mm_impl[cur_isa](Y, ldy, X, ldx, W, bias, n_rows, in, o_begin, o_end, accumulate);
 }
 
-void rl_cpu_attention(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
-		      uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv, float *scratch)
+size_t rl_cpu_attention_scratch(uint32_t rows, uint32_t hd, uint32_t block_size)
 {
-	attn_impl[cur_isa](out, ldo, q, ldq, q_len, pos0, hd, kv, scratch);
+	size_t t = tiled_scratch(rows, hd, block_size);
+	return t > block_size ? t : block_size;
+}
+
+void rl_cpu_attention(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
+		      uint32_t n_qh, uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv,
+		      float *scratch)
+{
+	attn_impl[cur_isa](out, ldo, q, ldq, q_len, n_qh, pos0, hd, kv, scratch);
 }
 
 /* ---------------------------------------------------------------- small ops ------- */

@@ -48,11 +48,16 @@ struct rl_cpu_kv_view {
 	size_t block_stride;           /* floats between consecutive physical blocks */
 };
 
-/* Causal attention of one query head for q_len consecutive query rows at positions
- * pos0 .. pos0+q_len-1: row i attends to positions [0, pos0 + i].
- * q: row i at q + i*ldq, [hd]; out: row i at out + i*ldo, [hd]. scratch: [block_size] floats.
- * Softmax is computed online block by block (no buffer sized by the context). */
+/* Causal attention of the n_qh query heads that share one KV head (GQA), for q_len
+ * consecutive query rows at positions pos0 .. pos0+q_len-1: row i attends to positions
+ * [0, pos0 + i]. Query head g of row i: q + i*ldq + g*hd, [hd]; its output at
+ * out + i*ldo + g*hd, [hd]. scratch: rl_cpu_attention_scratch(q_len * n_qh, hd, block_size)
+ * floats. Softmax is computed online block by block (nothing sized by the context); prefill
+ * chunks read each key block once for all their rows and heads. */
 void rl_cpu_attention(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
-		      uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv, float *scratch);
+		      uint32_t n_qh, uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv,
+		      float *scratch);
+/* Floats of scratch rl_cpu_attention needs for rows = q_len * n_qh. */
+size_t rl_cpu_attention_scratch(uint32_t rows, uint32_t hd, uint32_t block_size);
 
 #endif

@@ -53,7 +53,8 @@ struct cpu {
 	float *xs;                     /* [max_seqs, dim] final-normed last rows of sampling seqs */
 	float *logits;                 /* [max_seqs, vocab] LM head output of those rows */
 	float *inv_freq;               /* [hd/2] RoPE frequencies */
-	float *attn_scratch;           /* [n_threads, bs] */
+	float *attn_scratch;           /* [n_threads, attn_scratch_size] */
+	size_t attn_scratch_size;      /* floats: rl_cpu_attention_scratch of a full-budget chunk */
 	void  *samp_scratch;           /* [n_threads] x rl_sample_scratch_size(vocab) */
 	size_t samp_scratch_size;
 	uint32_t *samp_seq;            /* [max_seqs] batch seq of each logits row */
@@ -192,23 +193,25 @@ static void forward(struct cpu *c, int t)
 		}
 		barrier(c);
 
-		/* attention: (sequence, query head) items handed out dynamically, since a prefill
-		 * chunk's item costs far more than a decode row's */
-		uint32_t n_items = b->n_seqs * c->nh;
+		/* attention: (sequence, KV head) items, each for the query heads sharing that KV head
+		 * (they read the same keys), handed out dynamically since a prefill chunk's item
+		 * costs far more than a decode row's */
+		uint32_t n_items = b->n_seqs * c->nkv;
 		for (;;) {
 			uint32_t it = atomic_fetch_add_explicit(&c->next_item, 1, memory_order_relaxed);
 			if (it >= n_items)
 				break;
-			const struct rl_batch_seq *s = &b->seqs[it / c->nh];
-			uint32_t h = it % c->nh, kh = h / group;
+			const struct rl_batch_seq *s = &b->seqs[it / c->nkv];
+			uint32_t kh = it % c->nkv, h = kh * group;
 			struct rl_cpu_kv_view kv = {
 				.k = kl + (size_t)kh * c->bs * hd, .v = vl + (size_t)kh * c->bs * hd,
 				.block_table = s->block_table, .block_size = c->bs,
 				.block_stride = (size_t)c->nkv * c->bs * hd,
 			};
 			rl_cpu_attention(c->att + (size_t)s->q_start * qd + h * hd, qd,
-					 c->q + (size_t)s->q_start * qd + h * hd, qd, s->q_len,
-					 s->ctx_len - s->q_len, hd, &kv, c->attn_scratch + (size_t)t * c->bs);
+					 c->q + (size_t)s->q_start * qd + h * hd, qd, s->q_len, group,
+					 s->ctx_len - s->q_len, hd, &kv,
+					 c->attn_scratch + (size_t)t * c->attn_scratch_size);
 		}
 		barrier(c);
 		matmul_part(c, t, c->x, dim, c->att, qd, L->wo, NULL, T, qd, dim, 1); /* x += wo att */
@@ -435,7 +438,9 @@ int rl_backend_cpu_create(const struct rl_model *m, const struct rl_backend_para
 	c->xs = malloc(S * c->dim * sizeof(float));
 	c->logits = malloc(S * c->vocab * sizeof(float));
 	c->inv_freq = malloc(c->hd / 2 * sizeof(float));
-	c->attn_scratch = malloc((size_t)c->n_threads * c->bs * sizeof(float));
+	/* rounded to 64 bytes so threads never share a cache line */
+	c->attn_scratch_size = (rl_cpu_attention_scratch(c->max_tokens * (c->nh / c->nkv), c->hd, c->bs) + 15) & ~(size_t)15;
+	c->attn_scratch = malloc((size_t)c->n_threads * c->attn_scratch_size * sizeof(float));
 	c->samp_scratch = malloc((size_t)c->n_threads * c->samp_scratch_size);
 	c->samp_seq = malloc(S * sizeof(uint32_t));
 	c->logit_row = malloc(S * sizeof(int32_t));

@@ -83,6 +83,83 @@ static void matmul_every_isa_matches_loops(void)
 	rl_cpu_set_isa(saved);
 }
 
+/* Attention against plain per-row loops in double, for every ISA: ragged q_len, a chunk that
+ * starts mid-block, shuffled block tables, GQA groups, head sizes that fill a vector, a part
+ * of one or several; the cache slots past the context hold NaN, which must never be read. */
+static void attention_every_isa_matches_loops(void)
+{
+	static const uint32_t hds[] = { 8, 24, 64, 128 }, qlens[] = { 1, 3, 17, 64 };
+	static const uint32_t pos0s[] = { 0, 5, 37 }, bss[] = { 16, 7 }, groups[] = { 1, 3 };
+	const uint32_t n_blocks = 16;
+	enum rl_cpu_isa saved = rl_cpu_isa();
+	for (int isa = RL_CPU_SCALAR; isa <= (int)rl_cpu_isa_best(); isa++) {
+		REQUIRE(rl_cpu_set_isa(isa) == 0);
+		for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)
+		for (size_t b = 0; b < sizeof qlens / sizeof *qlens; b++)
+		for (size_t c = 0; c < sizeof pos0s / sizeof *pos0s; c++)
+		for (size_t e = 0; e < sizeof bss / sizeof *bss; e++)
+		for (size_t f = 0; f < sizeof groups / sizeof *groups; f++) {
+			uint32_t hd = hds[a], q_len = qlens[b], pos0 = pos0s[c], bs = bss[e], g = groups[f];
+			uint32_t n_ctx = pos0 + q_len, nb = (n_ctx + bs - 1) / bs;
+			if (nb > n_blocks)
+				continue;
+			size_t ldq = (size_t)g * hd + 5, ldo = (size_t)g * hd + 3;   /* wider than the heads */
+			size_t stride = (size_t)bs * hd + 11;                        /* floats between blocks */
+			float *K = malloc(n_blocks * stride * 4), *V = malloc(n_blocks * stride * 4);
+			float *Q = malloc(q_len * ldq * 4), *O = malloc(q_len * ldo * 4), *R = malloc(q_len * ldo * 4);
+			float *scratch = malloc(rl_cpu_attention_scratch(q_len * g, hd, bs) * 4);
+			double *sc = malloc(n_ctx * sizeof(double));
+			uint32_t table[16];
+			for (uint32_t i = 0; i < n_blocks; i++)
+				table[i] = i;
+			for (uint32_t i = n_blocks - 1; i > 0; i--) {          /* shuffle */
+				uint32_t j = rnd_u32() % (i + 1), t = table[i];
+				table[i] = table[j]; table[j] = t;
+			}
+			for (size_t i = 0; i < n_blocks * stride; i++)
+				K[i] = V[i] = NAN;
+			for (uint32_t p = 0; p < n_ctx; p++)
+				for (uint32_t d = 0; d < hd; d++) {
+					size_t at = table[p / bs] * stride + (p % bs) * hd + d;
+					K[at] = rnd_f();
+					V[at] = rnd_f();
+				}
+			/* scaled so that the softmax ranges from flat to peaked (exp inputs to ~-50) */
+			for (size_t i = 0; i < q_len * ldq; i++)
+				Q[i] = rnd_f() * 4.0f;
+			for (size_t i = 0; i < q_len * ldo; i++)
+				O[i] = R[i] = 0;
+			struct rl_cpu_kv_view kv = { K, V, table, bs, stride };
+			rl_cpu_attention(O, ldo, Q, ldq, q_len, g, pos0, hd, &kv, scratch);
+			for (uint32_t i = 0; i < q_len; i++)
+				for (uint32_t h = 0; h < g; h++) {
+					const float *qi = Q + i * ldq + h * hd;
+					double mx = -INFINITY, sum = 0;
+					for (uint32_t p = 0; p <= pos0 + i; p++) {
+						const float *k = K + table[p / bs] * stride + (p % bs) * hd;
+						double s = 0;
+						for (uint32_t d = 0; d < hd; d++)
+							s += (double)qi[d] * k[d];
+						sc[p] = s / sqrt((double)hd);
+						mx = fmax(mx, sc[p]);
+					}
+					for (uint32_t p = 0; p <= pos0 + i; p++)
+						sum += sc[p] = exp(sc[p] - mx);
+					for (uint32_t d = 0; d < hd; d++) {
+						double o = 0;
+						for (uint32_t p = 0; p <= pos0 + i; p++)
+							o += sc[p] * V[table[p / bs] * stride + (p % bs) * hd + d];
+						R[i * ldo + h * hd + d] = (float)(o / sum);
+					}
+				}
+			CHECKF(rel_diff(O, R, q_len * ldo) < 1e-5f, "isa %s hd %u q_len %u pos0 %u bs %u group %u: %g",
+			       rl_cpu_isa_name(isa), hd, q_len, pos0, bs, g, rel_diff(O, R, q_len * ldo));
+			free(K); free(V); free(Q); free(O); free(R); free(scratch); free(sc);
+		}
+	}
+	rl_cpu_set_isa(saved);
+}
+
 /* ------------------------------------------------------------------ sampler ------ */
 
 static void sampler_greedy_and_cuts_agree(void)
@@ -554,6 +631,7 @@ int main(void)
 	if (s && atoi(s) > 0)
 		slow = atoi(s);
 	RUN(matmul_every_isa_matches_loops);
+	RUN(attention_every_isa_matches_loops);
 	RUN(sampler_greedy_and_cuts_agree);
 	RUN(sampler_is_keyed_by_seed_and_position);
 	RUN(sampler_distribution_matches_softmax);

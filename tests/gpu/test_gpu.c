@@ -284,7 +284,8 @@ static void attention_case(uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs, 
 	size_t ce = (size_t)nblk * nkv * bs * hd;
 	uint16_t *kc = malloc(ce * 2), *vc = malloc(ce * 2), *q = malloc((size_t)rows * qd * 2), *out = malloc((size_t)rows * qd * 2);
 	float *kf = malloc(ce * 4), *vf = malloc(ce * 4), *qf = malloc((size_t)rows * qd * 4), *ref = malloc((size_t)rows * qd * 4);
-	float *got = malloc((size_t)rows * qd * 4), scratch[256];
+	float *got = malloc((size_t)rows * qd * 4);
+	float *scratch = malloc(rl_cpu_attention_scratch(rows, hd, bs) * sizeof(float));
 	for (size_t i = 0; i < ce; i++) {
 		kc[i] = bf(frand()); vc[i] = bf(frand());
 		kf[i] = fb(kc[i]); vf[i] = fb(vc[i]);
@@ -304,7 +305,7 @@ static void attention_case(uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs, 
 			struct rl_cpu_kv_view kv = { kf + (size_t)kh * bs * hd, vf + (size_t)kh * bs * hd,
 						     s->block_table, bs, (size_t)nkv * bs * hd };
 			rl_cpu_attention(ref + (size_t)s->q_start * qd + h * hd, qd, qf + (size_t)s->q_start * qd + h * hd,
-					 qd, s->q_len, s->ctx_len - s->q_len, hd, &kv, scratch);
+					 qd, s->q_len, 1, s->ctx_len - s->q_len, hd, &kv, scratch);
 		}
 	}
 	for (uint32_t r = 0; r < t.b.n_tokens; r++) {
@@ -316,6 +317,7 @@ static void attention_case(uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs, 
 			break;
 	}
 	free(kc); free(vc); free(q); free(out); free(kf); free(vf); free(qf); free(ref); free(got);
+	free(scratch);
 }
 
 static void test_attention_mixed(void)
