@@ -160,6 +160,19 @@ T256 static void mm_avx2(float *Y, size_t ldy, const float *X, size_t ldx, const
 }
 
 
+T256 AI float dot_avx2(const float *a, const float *b, uint32_t n)
+{
+	__m256 s = _mm256_setzero_ps();
+	uint32_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		s = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s);
+	if (i < n) {
+		__m256i m = mask256(n - i);
+		s = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, m), _mm256_maskload_ps(b + i, m), s);
+	}
+	return hsum256(s);
+}
+
 T256 AI void scale_avx2(float *a, float f, uint32_t n)
 {
 	__m256 F = _mm256_set1_ps(f);
@@ -170,6 +183,15 @@ T256 AI void scale_avx2(float *a, float f, uint32_t n)
 		a[i] *= f;
 }
 
+T256 AI void axpy_avx2(float *y, float a, const float *x, uint32_t n)
+{
+	__m256 A = _mm256_set1_ps(a);
+	uint32_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(A, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+	for (; i < n; i++)
+		y[i] += a * x[i];
+}
 
 /* ---------------------------------------------------------------- AVX-512 --------- */
 
@@ -242,6 +264,19 @@ T512 static void mm_avx512(float *Y, size_t ldy, const float *X, size_t ldx, con
 }
 
 
+T512 AI float dot_avx512(const float *a, const float *b, uint32_t n)
+{
+	__m512 s = _mm512_setzero_ps();
+	uint32_t i = 0;
+	for (; i + 16 <= n; i += 16)
+		s = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s);
+	if (i < n) {
+		__mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+		s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s);
+	}
+	return _mm512_reduce_add_ps(s);
+}
+
 T512 AI void scale_avx512(float *a, float f, uint32_t n)
 {
 	__m512 F = _mm512_set1_ps(f);
@@ -251,6 +286,15 @@ T512 AI void scale_avx512(float *a, float f, uint32_t n)
 	}
 }
 
+T512 AI void axpy_avx512(float *y, float a, const float *x, uint32_t n)
+{
+	__m512 A = _mm512_set1_ps(a);
+	for (uint32_t i = 0; i < n; i += 16) {
+		__mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+		_mm512_mask_storeu_ps(y + i, m, _mm512_fmadd_ps(A, _mm512_maskz_loadu_ps(m, x + i),
+							       _mm512_maskz_loadu_ps(m, y + i)));
+	}
+}
 
 /* ---------------------------------------------------------------- attention ------- */
 
@@ -283,45 +327,53 @@ AI void transpose_keys(float *kt, const float *kb, uint32_t nb, uint32_t bsp, ui
 	}
 }
 
-/* The plain per-row kernel (the scalar fallback): query head g of row i at q + i*ldq + g*hd
- * attends to positions [0, pos0 + i], key by key. s: [block_size] scores. */
-static void attn_scalar(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
-			uint32_t n_qh, uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv,
-			float *s)
-{
-	float scale = 1.0f / sqrtf((float)hd);
-	uint32_t bs = kv->block_size;
-	for (uint32_t r = 0; r < q_len * n_qh; r++) {
-		uint32_t i = r / n_qh, g = r % n_qh;
-		const float *qi = q + i * ldq + g * hd;        /* [hd] */
-		float *o = out + i * ldo + g * hd;             /* [hd] */
-		uint32_t n_keys = pos0 + i + 1;
-		float mx = -INFINITY, l = 0;
-		memset(o, 0, hd * sizeof(float));
-		for (uint32_t p0 = 0; p0 < n_keys; p0 += bs) {
-			size_t blk = (size_t)kv->block_table[p0 / bs] * kv->block_stride;
-			const float *kb = kv->k + blk, *vb = kv->v + blk; /* [bs, hd] */
-			uint32_t n = n_keys - p0 < bs ? n_keys - p0 : bs;
-			float bm = mx;
-			for (uint32_t j = 0; j < n; j++) {
-				s[j] = dot_scalar(qi, kb + (size_t)j * hd, hd) * scale;
-				bm = s[j] > bm ? s[j] : bm;
-			}
-			if (bm > mx) {
-				float corr = expf(mx - bm);
-				scale_scalar(o, corr, hd);
-				l *= corr;
-				mx = bm;
-			}
-			for (uint32_t j = 0; j < n; j++) {
-				float e = expf(s[j] - mx);
-				l += e;
-				axpy_scalar(o, e, vb + (size_t)j * hd, hd);
-			}
-		}
-		scale_scalar(o, 1.0f / l, hd);
-	}
+/* The per-row kernel: query head g of row i at q + i*ldq + g*hd attends to positions
+ * [0, pos0 + i], key by key, with an online softmax (s: [block_size] scores). Instantiated per
+ * ISA so dot/scale/axpy inline. It is the scalar fallback, and the choice for head_dim >= 32,
+ * where a dot product fills whole vectors and transposing every key block (what the tiled
+ * kernel below does) would cost more than it saves on decode rows. */
+#define DEFINE_ROW_ATTN(NAME, TARGET, DOT, SCALE, AXPY)                                      \
+TARGET static void NAME(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,   \
+			uint32_t n_qh, uint32_t pos0, uint32_t hd,                          \
+			const struct rl_cpu_kv_view *kv, float *s)                          \
+{                                                                                            \
+	float scale = 1.0f / sqrtf((float)hd);                                               \
+	uint32_t bs = kv->block_size;                                                        \
+	for (uint32_t r = 0; r < q_len * n_qh; r++) {                                        \
+		uint32_t i = r / n_qh, g = r % n_qh;                                         \
+		const float *qi = q + i * ldq + g * hd;        /* [hd] */                    \
+		float *o = out + i * ldo + g * hd;             /* [hd] */                    \
+		uint32_t n_keys = pos0 + i + 1;                                              \
+		float mx = -INFINITY, l = 0;                                                 \
+		memset(o, 0, hd * sizeof(float));                                            \
+		for (uint32_t p0 = 0; p0 < n_keys; p0 += bs) {                               \
+			size_t blk = (size_t)kv->block_table[p0 / bs] * kv->block_stride;    \
+			const float *kb = kv->k + blk, *vb = kv->v + blk; /* [bs, hd] */     \
+			uint32_t n = n_keys - p0 < bs ? n_keys - p0 : bs;                    \
+			float bm = mx;                                                       \
+			for (uint32_t j = 0; j < n; j++) {                                   \
+				s[j] = DOT(qi, kb + (size_t)j * hd, hd) * scale;             \
+				bm = s[j] > bm ? s[j] : bm;                                  \
+			}                                                                    \
+			if (bm > mx) {                                                       \
+				float corr = expf(mx - bm);                                  \
+				SCALE(o, corr, hd);                                          \
+				l *= corr;                                                   \
+				mx = bm;                                                     \
+			}                                                                    \
+			for (uint32_t j = 0; j < n; j++) {                                   \
+				float e = expf(s[j] - mx);                                   \
+				l += e;                                                      \
+				AXPY(o, e, vb + (size_t)j * hd, hd);                         \
+			}                                                                    \
+		}                                                                            \
+		SCALE(o, 1.0f / l, hd);                                                      \
+	}                                                                                    \
 }
+
+DEFINE_ROW_ATTN(attn_scalar, , dot_scalar, scale_scalar, axpy_scalar)
+DEFINE_ROW_ATTN(attn_rows_avx2, T256, dot_avx2, scale_avx2, axpy_avx2)
+DEFINE_ROW_ATTN(attn_rows_avx512, T512, dot_avx512, scale_avx512, axpy_avx512)
 
 /* exp(x) for x <= 0 (scores minus their running max), -inf and anything below -87 giving ~0:
  * x = n ln2 + r with |r| <= ln2/2 (ln2 split in two so n ln2 is exact), e^r from the Cephes
@@ -615,6 +667,11 @@ T256 static void attn_avx2(float *out, size_t ldo, const float *q, size_t ldq, u
 
 static mm_fn *const mm_impl[] = { mm_scalar, mm_avx2, mm_avx512 };
 static attn_fn *const attn_impl[] = { attn_scalar, attn_avx2, attn_avx512 };
+static attn_fn *const attn_rows_impl[] = { attn_scalar, attn_rows_avx2, attn_rows_avx512 };
+/* Head dims from here on use the per-row kernel (see DEFINE_ROW_ATTN). The choice depends on
+ * the model only, never on the batch, so a row's arithmetic is the same however it is chunked
+ * or batched. */
+#define ROW_ATTN_MIN_HD 32
 static enum rl_cpu_isa cur_isa;
 
 enum rl_cpu_isa rl_cpu_isa_best(void)
@@ -668,7 +725,8 @@ void rl_cpu_attention(float *out, size_t ldo, const float *q, size_t ldq, uint32
 		      uint32_t n_qh, uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv,
 		      float *scratch)
 {
-	attn_impl[cur_isa](out, ldo, q, ldq, q_len, n_qh, pos0, hd, kv, scratch);
+	(hd >= ROW_ATTN_MIN_HD ? attn_rows_impl : attn_impl)[cur_isa](out, ldo, q, ldq, q_len, n_qh,
+								     pos0, hd, kv, scratch);
 }
 
 /* ---------------------------------------------------------------- small ops ------- */
