@@ -14,6 +14,15 @@ for bin in "$build"/fuzz_*; do
   work=$build/corpus/$name art=$build/artifacts/$name/
   rm -rf "$work"; mkdir -p "$work" "$art"
   [ -d "$seeds" ] && cp "$seeds"/* "$work"/ 2>/dev/null
+  # the real 512-token vocabulary as one more tokenizer seed, built here from ../shared (model
+  # files are never copied into the repository): u16 blob length, the blob, then text
+  if [ "$name" = tok ] && [ -f ../shared/models/tok512.bin ]; then
+    python3 - ../shared/models/tok512.bin "$work/tok512-story" <<'PY'
+import struct, sys
+blob = open(sys.argv[1], 'rb').read()
+open(sys.argv[2], 'wb').write(struct.pack('<H', len(blob)) + blob + 'Once upon a time, a little girl said "hi" \U0001F642\n'.encode())
+PY
+  fi
   if [ -d "$regress" ] && ls "$regress"/* >/dev/null 2>&1; then
     if ! "$bin" -runs=0 "$regress"/* >"$build/$name.regress.log" 2>&1; then
       echo "fuzz $name: a regression input fails (see $build/$name.regress.log)"; fail=1; continue
