@@ -5,24 +5,15 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 #include "cli.h"
+#include "rl_rt.h"
 
 int rl_cmd_bench_gpu(int argc, char **argv)
 {
-	char path[4096];
-	void *h = NULL;
-	ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
-	if (n > 0) {
-		path[n] = 0;
-		char *slash = strrchr(path, '/');
-		strcpy(slash ? slash + 1 : path, "librlcuda.so");
-		h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	}
-	if (!h)
-		h = dlopen("librlcuda.so", RTLD_NOW | RTLD_LOCAL);
+	char err[512];
+	void *h = rl_cuda_lib_open(err, sizeof err);
 	if (!h) {
-		fprintf(stderr, "ringlm bench gpu: cannot load librlcuda.so (%s); build with nvcc on PATH and CUDA!=0\n", dlerror());
+		fprintf(stderr, "ringlm bench gpu: %s\n", err);
 		return 1;
 	}
 	int (*fn)(int, char **) = (int (*)(int, char **))(uintptr_t)dlsym(h, "rl_cuda_bench");

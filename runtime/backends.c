@@ -34,13 +34,12 @@ static uint32_t kv_blocks_for(const struct rl_model_config *c, uint32_t block_si
 	return want < 64 ? 64 : (uint32_t)want;
 }
 
-static int open_cuda(const struct rl_rt_params *p, const struct rl_model *m,
-		     struct rl_backend_params *bp, struct rl_backend **be, char *err, size_t errlen)
+void *rl_cuda_lib_open(char *err, size_t errlen)
 {
 	char path[4096];
-	ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
 	void *h = NULL;
-	if (n > 0) {
+	ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
+	if (n > 0) {                   /* beside the binary first (build/ or PREFIX/bin's lib) */
 		path[n] = 0;
 		char *slash = strrchr(path, '/');
 		strcpy(slash ? slash + 1 : path, "librlcuda.so");
@@ -48,8 +47,18 @@ static int open_cuda(const struct rl_rt_params *p, const struct rl_model *m,
 	}
 	if (!h)
 		h = dlopen("librlcuda.so", RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		snprintf(err, errlen, "cannot load librlcuda.so (%s); build with nvcc on PATH and CUDA!=0", dlerror());
+	return h;
+}
+
+static int open_cuda(const struct rl_rt_params *p, const struct rl_model *m,
+		     struct rl_backend_params *bp, struct rl_backend **be, char *err, size_t errlen)
+{
+	char why[512];
+	void *h = rl_cuda_lib_open(why, sizeof why);
 	if (!h) {
-		snprintf(err, errlen, "--backend cuda: cannot load librlcuda.so (%s); build with nvcc on PATH and CUDA!=0", dlerror());
+		snprintf(err, errlen, "--backend cuda: %s", why);
 		return -ENOENT;
 	}
 	cuda_create_fn fn = (cuda_create_fn)(uintptr_t)dlsym(h, "rl_backend_cuda_create");

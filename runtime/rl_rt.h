@@ -61,6 +61,9 @@ struct rl_model;
  * through librlcuda.so), sizing its KV pool; *n_blocks gets the pool size. */
 int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct rl_model **model,
 		    uint32_t *n_blocks, char *err, size_t errlen);
+/* dlopen()s librlcuda.so (beside the running binary, else the library path); NULL and a
+ * one-line reason in err when it is not there. */
+void *rl_cuda_lib_open(char *err, size_t errlen);
 void rl_rt_usage(FILE *f);
 /* Runs a runtime (params, with signal handling on) in a forked child process and returns its
  * pid once it listens; SIGTERM stops it. -errno with the child's reason in err on failure. */
