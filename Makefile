@@ -124,9 +124,10 @@ test-tsan:
 		bash tests/run.sh build-tsan "ring|rt|sched"
 
 fuzz:
+	@$(MAKE) --no-print-directory $(BUILD)/ringlm
 	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang SAN=address,undefined,fuzzer-no-link \
 		OPT="-O1 -Wno-unused-command-line-argument" fuzz-bins
-	@bash tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+	@bash tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS) $(BUILD)/ringlm
 
 # mixed load with faults for SOAK_SECONDS, then the leak/loss audit (tests/soak.c)
 SOAK_SECONDS ?= 30

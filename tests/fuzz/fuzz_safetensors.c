@@ -1,6 +1,7 @@
 /* fuzz_safetensors.c — libFuzzer harness for the safetensors loader: the input is
  * model.safetensors; config.json beside it is fixed (a 1-layer dim-8 model, matching the
- * seed corpus), so the fuzzer spends its time on the header JSON and the tensor table. */
+ * seeds tests/fuzz/make_seeds.py writes), so the fuzzer spends its time on the header JSON
+ * and the tensor table. */
 #include "fuzz_common.h"
 #include "model_internal.h"
 

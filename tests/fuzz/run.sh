@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
-# tests/fuzz/run.sh BUILD_DIR SECONDS — for each fuzzer BUILD_DIR/fuzz_NAME: replay its
+# tests/fuzz/run.sh BUILD_DIR SECONDS [RINGLM] — for each fuzzer BUILD_DIR/fuzz_NAME: replay its
 # regression inputs (tests/fuzz/regress/NAME/, findings kept as tests), then fuzz for SECONDS
-# on a copy of its seed corpus (tests/fuzz/corpus/NAME/, never modified). A crash leaves the
+# on a copy of its seed corpus (tests/fuzz/corpus/NAME/, never modified) plus the model-file
+# seeds written here (no model files are committed): GGUF by RINGLM mkmodel (default
+# build/ringlm), safetensors by tests/fuzz/make_seeds.py. A crash leaves the
 # input in BUILD_DIR/artifacts/NAME/ and makes this script exit non-zero.
 set -u
-build=${1:-build-fuzz}; secs=${2:-10}
+build=${1:-build-fuzz}; secs=${2:-10}; ringlm=${3:-build/ringlm}
+gen=$build/gen-seeds
+rm -rf "$gen"; mkdir -p "$gen/gguf" "$gen/safetensors"
+for d in f32 f16; do
+  "$ringlm" mkmodel --shape custom --dim 8 --hidden 16 --layers 1 --heads 2 --kv-heads 1 \
+    --vocab 300 --ctx 16 --dtype $d --seed 1 --out "$gen/gguf/tiny-$d.gguf" >/dev/null ||
+    { echo "fuzz: cannot write the GGUF seeds with $ringlm"; exit 1; }
+done
+python3 tests/fuzz/make_seeds.py "$gen/safetensors" || { echo "fuzz: cannot write the safetensors seeds"; exit 1; }
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1
 fail=0
 for bin in "$build"/fuzz_*; do
@@ -14,6 +24,7 @@ for bin in "$build"/fuzz_*; do
   work=$build/corpus/$name art=$build/artifacts/$name/
   rm -rf "$work"; mkdir -p "$work" "$art"
   [ -d "$seeds" ] && cp "$seeds"/* "$work"/ 2>/dev/null
+  [ -d "$gen/$name" ] && cp "$gen/$name"/* "$work"/
   # the real 512-token vocabulary as one more tokenizer seed, built here from ../shared (model
   # files are never copied into the repository): u16 blob length, the blob, then text
   if [ "$name" = tok ] && [ -f ../shared/models/tok512.bin ]; then
