@@ -277,5 +277,84 @@ static inline void *raw_racer_main(void *arg)
 	return NULL;
 }
 
+/* Waits for a stat to reach a value: a ~10 s hang guard, not a timing check. */
+static inline int rt_settle(struct ringlm *c, const char *key, long long want)
+{
+	for (int i = 0; i < 10000; i++) {
+		if (rt_stat(c, key) == want)
+			return 1;
+		usleep(1000);
+	}
+	fprintf(stderr, "  %s stayed at %lld, want %lld\n", key, rt_stat(c, key), want);
+	return 0;
+}
+
+/* A client of the sim backend: n_req requests (prompts of 1..max_prompt ids, 1..max_new
+ * tokens, at most depth in flight), every token checked against the sim oracle for order
+ * and value, every request ending DONE(length). Returns 0 when all is well (an exit code). */
+static inline int rt_run_client(const struct rt_child *rt, uint64_t seed, long n_req, int depth,
+				int fallback, uint32_t max_prompt, uint32_t max_new)
+{
+	struct ringlm *c;
+	struct ringlm_info info;
+	if (max_prompt > 8 || max_new > 16 || rt_connect(rt, &c, fallback))
+		return 10;
+	ringlm_get_info(c, &info);
+	struct tr { uint32_t want[16], got, n; int live; } *tr = calloc(256, sizeof *tr);
+	uint64_t s = seed | 1;
+	long sub = 0, fin = 0, bad = 0;
+	int inflight = 0;
+	struct ringlm_event ev[256];
+	while (fin < n_req && !bad) {
+		while (sub < n_req && inflight < depth) {
+			uint32_t p[8], np = 1 + rt_xs(&s) % max_prompt, mn = 1 + rt_xs(&s) % max_new, id;
+			for (uint32_t i = 0; i < np; i++)
+				p[i] = (uint32_t)(rt_xs(&s) % info.vocab_size);
+			struct ringlm_request r = ringlm_default_request();
+			r.prompt = p;
+			r.n_prompt = np;
+			r.max_new = mn;
+			int e = ringlm_submit(c, &r, &id);
+			if (e == -EAGAIN)
+				break;
+			if (e || id >= 256 || tr[id].live) {
+				fprintf(stderr, "  submit: %s\n", e ? ringlm_strerror(e) : "request id reused while live");
+				bad++;
+				break;
+			}
+			sim_expect(p, np, mn, info.vocab_size, tr[id].want);
+			tr[id].n = mn;
+			tr[id].got = 0;
+			tr[id].live = 1;
+			sub++;
+			inflight++;
+		}
+		int k = ringlm_wait(c, ev, 256, 10000);
+		if (k <= 0) {
+			fprintf(stderr, "  client wait: %s\n", k ? ringlm_strerror(k) : "nothing for 10 s");
+			bad++;
+			break;
+		}
+		for (int i = 0; i < k; i++) {
+			struct tr *t = &tr[ev[i].id];
+			if (ev[i].id >= 256 || !t->live) {
+				fprintf(stderr, "  event for unknown id %u\n", ev[i].id);
+				bad++;
+			} else if (ev[i].type == RINGLM_EV_TOKEN) {
+				bad += ev[i].index != t->got || ev[i].token != t->want[t->got];
+				t->got++;
+			} else {
+				bad += ev[i].type != RINGLM_EV_DONE || ev[i].code != RINGLM_FIN_LENGTH || t->got != t->n;
+				t->live = 0;
+				inflight--;
+				fin++;
+			}
+		}
+	}
+	free(tr);
+	ringlm_close(c);
+	return bad ? 1 : 0;
+}
+
 static inline int rl_slow(void) { return getenv("RL_SLOW") ? atoi(getenv("RL_SLOW")) : 1; }
 #endif

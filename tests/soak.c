@@ -140,16 +140,6 @@ static void hostile(const struct rt_child *rt, uint64_t seed)
 	_exit(0);
 }
 
-static int settle_stat(struct ringlm *c, const char *key, long long want)
-{
-	for (int i = 0; i < 10000; i++) {
-		if (rt_stat(c, key) == want)
-			return 1;
-		usleep(1000);
-	}
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -253,9 +243,9 @@ int main(int argc, char **argv)
 		lost += ws[w].lost;    /* set only by workers that ran to their end */
 	}
 	int alive = kill(rt.pid, 0) == 0;
-	settle_stat(obs, "clients", 1);
-	settle_stat(obs, "active_requests", 0);
-	settle_stat(obs, "kv_blocks_free", total);
+	rt_settle(obs, "clients", 1);
+	rt_settle(obs, "active_requests", 0);
+	rt_settle(obs, "kv_blocks_free", total);
 	long long leaked_blocks = total - rt_stat(obs, "kv_blocks_free");
 	for (int i = 0; i < 10000 && rt_nfds(rt.pid) != fds0; i++)
 		usleep(1000);

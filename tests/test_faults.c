@@ -13,26 +13,6 @@
 
 #define VOCAB 1000
 
-static uint64_t xs(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
-
-/* Wait for a stat to reach a value (a hang guard of ~10 s, not a timing check). */
-static int settle(struct ringlm *c, const char *key, long long want)
-{
-	for (int i = 0; i < 10000; i++) {
-		if (rt_stat(c, key) == want)
-			return 1;
-		usleep(1000);
-	}
-	fprintf(stderr, "  %s stayed at %lld, want %lld\n", key, rt_stat(c, key), want);
-	return 0;
-}
-
 static int settle_fds(pid_t pid, int want)
 {
 	for (int i = 0; i < 10000; i++) {
@@ -54,66 +34,6 @@ static int wait_ok(pid_t pid)
 		return 0;
 	}
 	return 1;
-}
-
-/* n requests (depth in flight) with every token checked against the sim oracle; 0 = all good. */
-static int run_client(const struct rt_child *rt, uint64_t seed, long n_req, int depth)
-{
-	struct ringlm *c;
-	if (rt_connect(rt, &c, 0))
-		return 10;
-	struct tr { uint32_t want[16], got, n; int live; } *tr = calloc(256, sizeof *tr);
-	uint64_t s = seed | 1;
-	long sub = 0, fin = 0, bad = 0;
-	int inflight = 0;
-	struct ringlm_event ev[256];
-	while (fin < n_req && !bad) {
-		while (sub < n_req && inflight < depth) {
-			uint32_t p[8], np = 1 + xs(&s) % 8, mn = 1 + xs(&s) % 16, id;
-			for (uint32_t i = 0; i < np; i++)
-				p[i] = (uint32_t)(xs(&s) % VOCAB);
-			struct ringlm_request r = ringlm_default_request();
-			r.prompt = p;
-			r.n_prompt = np;
-			r.max_new = mn;
-			int e = ringlm_submit(c, &r, &id);
-			if (e == -EAGAIN)
-				break;
-			if (e || id >= 256 || tr[id].live) {
-				bad++;
-				break;
-			}
-			sim_expect(p, np, mn, VOCAB, tr[id].want);
-			tr[id].n = mn;
-			tr[id].got = 0;
-			tr[id].live = 1;
-			sub++;
-			inflight++;
-		}
-		int k = ringlm_wait(c, ev, 256, 10000);
-		if (k <= 0) {
-			fprintf(stderr, "  client wait: %s\n", k ? ringlm_strerror(k) : "nothing for 10 s");
-			bad++;
-			break;
-		}
-		for (int i = 0; i < k; i++) {
-			struct tr *t = &tr[ev[i].id];
-			if (ev[i].id >= 256 || !t->live) {
-				bad++;
-			} else if (ev[i].type == RINGLM_EV_TOKEN) {
-				bad += ev[i].index != t->got || ev[i].token != t->want[t->got];
-				t->got++;
-			} else {
-				bad += ev[i].type != RINGLM_EV_DONE || t->got != t->n;
-				t->live = 0;
-				inflight--;
-				fin++;
-			}
-		}
-	}
-	free(tr);
-	ringlm_close(c);
-	return bad ? 1 : 0;
 }
 
 /* One short request through an attached client: the runtime still serves. */
@@ -159,31 +79,31 @@ static void doomed_client(const struct rt_child *rt, uint64_t seed, _Atomic int 
 	if (rt_connect(rt, &c, (int)(seed & 1)))
 		_exit(1);
 	atomic_store(phase, PH_ATTACH);
-	usleep(xs(&s) % 300);
+	usleep(rt_xs(&s) % 300);
 	for (int round = 0;; round++) {
 		atomic_store(phase, PH_SUBMIT);
 		for (int k = 0; k < 4; k++) {
-			uint32_t n = xs(&s) % 4 ? 1 + xs(&s) % 64 : 512 + xs(&s) % 1500;
+			uint32_t n = rt_xs(&s) % 4 ? 1 + rt_xs(&s) % 64 : 512 + rt_xs(&s) % 1500;
 			for (uint32_t i = 0; i < n; i++)
-				p[i] = (uint32_t)(xs(&s) % VOCAB);
+				p[i] = (uint32_t)(rt_xs(&s) % VOCAB);
 			struct ringlm_request r = ringlm_default_request();
 			r.prompt = p;
 			r.n_prompt = n;
-			r.max_new = 1 + xs(&s) % 2000;
+			r.max_new = 1 + rt_xs(&s) % 2000;
 			uint32_t id;
-			if (ringlm_submit(c, &r, &id) == 0 && xs(&s) % 3 == 0) {
+			if (ringlm_submit(c, &r, &id) == 0 && rt_xs(&s) % 3 == 0) {
 				atomic_store(phase, PH_CANCEL);
 				ringlm_cancel(c, id);
 				atomic_store(phase, PH_SUBMIT);
 			}
-			usleep(xs(&s) % 100);
+			usleep(rt_xs(&s) % 100);
 		}
 		atomic_store(phase, PH_STREAM);
 		struct ringlm_event ev[64];
 		for (int k = 0; k < 4; k++) {
 			if (ringlm_wait(c, ev, 64, 10) < 0)
 				_exit(2);
-			usleep(xs(&s) % 100);
+			usleep(rt_xs(&s) % 100);
 		}
 	}
 }
@@ -209,7 +129,7 @@ static void faults_kill9_random_points(void)
 		pid_t pid = fork();
 		if (pid == 0)
 			doomed_client(&rt, (uint64_t)round * 7919 + 1, phase);
-		usleep(xs(&s) % 6000);
+		usleep(rt_xs(&s) % 6000);
 		kill(pid, SIGKILL);
 		int st;
 		waitpid(pid, &st, 0);
@@ -218,9 +138,9 @@ static void faults_kill9_random_points(void)
 			bad++;
 		}
 		hist[atomic_load(phase)]++;
-		bad += !settle(obs, "clients", 1);
-		bad += !settle(obs, "active_requests", 0);
-		bad += !settle(obs, "kv_blocks_free", total);
+		bad += !rt_settle(obs, "clients", 1);
+		bad += !rt_settle(obs, "active_requests", 0);
+		bad += !rt_settle(obs, "kv_blocks_free", total);
 		bad += !settle_fds(rt.pid, fds0);
 		if (round % 25 == 0)
 			bad += !serves(obs);
@@ -233,7 +153,7 @@ static void faults_kill9_random_points(void)
 	/* a new client process is served in full */
 	pid_t pid = fork();
 	if (pid == 0)
-		_exit(run_client(&rt, 3, 200, 8));
+		_exit(rt_run_client(&rt, 3, 200, 8, 0, 8, 16));
 	CHECK(wait_ok(pid));
 	/* every client that got as far as attaching was detached */
 	CHECK(rt_stat(obs, "detaches") >= rounds - hist[PH_START]);
@@ -256,7 +176,7 @@ static void faults_sigstop_client_pauses_only_itself(void)
 	uint64_t t0 = rl_now_ns();
 	pid_t other = fork();
 	if (other == 0)
-		_exit(run_client(&rt, 11, 300, 8));
+		_exit(rt_run_client(&rt, 11, 300, 8, 0, 8, 16));
 	CHECK(wait_ok(other));
 	double alone_ms = (rl_now_ns() - t0) / 1e6;
 
@@ -319,7 +239,7 @@ static void faults_sigstop_client_pauses_only_itself(void)
 	t0 = rl_now_ns();
 	other = fork();
 	if (other == 0)
-		_exit(run_client(&rt, 12, 300, 8));
+		_exit(rt_run_client(&rt, 12, 300, 8, 0, 8, 16));
 	CHECK(wait_ok(other));
 	double beside_ms = (rl_now_ns() - t0) / 1e6;
 	CHECK(rt_stat(obs, "paused") > 0);    /* still stopped, still paused, nothing dropped */
@@ -327,9 +247,9 @@ static void faults_sigstop_client_pauses_only_itself(void)
 	       alone_ms, beside_ms, paused);
 	kill(sleeper, SIGCONT);
 	CHECK(wait_ok(sleeper));
-	CHECK(settle(obs, "paused", 0));
-	CHECK(settle(obs, "active_requests", 0));
-	CHECK(settle(obs, "kv_blocks_free", rt_stat(obs, "kv_blocks_total")));
+	CHECK(rt_settle(obs, "paused", 0));
+	CHECK(rt_settle(obs, "active_requests", 0));
+	CHECK(rt_settle(obs, "kv_blocks_free", rt_stat(obs, "kv_blocks_total")));
 	ringlm_close(obs);
 	CHECK(rt_stop(&rt) == 0);
 }
@@ -399,7 +319,7 @@ static void faults_runtime_kill9_unblocks_everyone(void)
 	REQUIRE(rt_start(&rt, "--sim-vocab 1000") == 0);
 	pid_t pid = fork();
 	if (pid == 0)
-		_exit(run_client(&rt, 9, 50, 4));
+		_exit(rt_run_client(&rt, 9, 50, 4, 0, 8, 16));
 	CHECK(wait_ok(pid));
 	CHECK(rt_stop(&rt) == 0);
 }
@@ -503,7 +423,7 @@ static void faults_hostile_racing_writer(void)
 	int fds0 = rt_nfds(rt.pid);
 	pid_t good = fork();
 	if (good == 0)
-		_exit(run_client(&rt, 77, 3000 / rl_slow(), 16));
+		_exit(rt_run_client(&rt, 77, 3000 / rl_slow(), 16, 0, 8, 16));
 	int rounds = 30 / rl_slow() + 2, attached = 0;
 	for (int round = 0; round < rounds; round++) {
 		struct raw_client r;
@@ -527,9 +447,9 @@ static void faults_hostile_racing_writer(void)
 	CHECK(attached > 0);
 	CHECK(wait_ok(good));
 	CHECK(kill(rt.pid, 0) == 0);   /* still alive */
-	CHECK(settle(obs, "clients", 1));
-	CHECK(settle(obs, "active_requests", 0));
-	CHECK(settle(obs, "kv_blocks_free", total));
+	CHECK(rt_settle(obs, "clients", 1));
+	CHECK(rt_settle(obs, "active_requests", 0));
+	CHECK(rt_settle(obs, "kv_blocks_free", total));
 	CHECK(settle_fds(rt.pid, fds0));
 	CHECK(serves(obs));
 	printf("  %d racing clients: hostile_clients=%lld rejected_invalid=%lld rejected_busy=%lld rejected_limit=%lld\n",
@@ -577,7 +497,7 @@ static void faults_limits_rejected_and_counted(void)
 	pp.socket = rt.sock;
 	CHECK(ringlm_connect(&pp, &c3) == -EUSERS);
 	CHECKF(strstr(ringlm_last_error(), "--max-clients"), "message: %s", ringlm_last_error());
-	CHECK(settle(c, "refused", refused0 + 1));   /* counted just after the reply goes out */
+	CHECK(rt_settle(c, "refused", refused0 + 1));   /* counted just after the reply goes out */
 
 	/* the runtime's own checks, through a raw client that bypasses the library's */
 	struct { const char *what; struct rl_req q; int code; const char *counter; } cases[] = {
@@ -609,7 +529,7 @@ static void faults_limits_rejected_and_counted(void)
 		int code = raw_client_result(&w, cases[i].q.rid, &type);
 		CHECKF(type == RINGLM_EV_ERROR && code == cases[i].code, "%s: type %u code %d, want %d",
 		       cases[i].what, type, code, cases[i].code);
-		CHECKF(settle(c, cases[i].counter, before + 1), "%s: %s did not move", cases[i].what, cases[i].counter);
+		CHECKF(rt_settle(c, cases[i].counter, before + 1), "%s: %s did not move", cases[i].what, cases[i].counter);
 	}
 	/* a duplicate live id: -EBUSY, counted as busy */
 	struct rl_req big = raw_req(1, 2, 100);
@@ -618,10 +538,10 @@ static void faults_limits_rejected_and_counted(void)
 	raw_client_submit(&w, &big, NULL);
 	uint16_t type = 0;
 	CHECK(raw_client_result(&w, 1, &type) == -EBUSY && type == RINGLM_EV_ERROR);
-	CHECK(settle(c, "rejected_busy", busy0 + 1));
+	CHECK(rt_settle(c, "rejected_busy", busy0 + 1));
 	raw_client_close(&w);
 	/* the slot frees: a new client gets in */
-	CHECK(settle(c, "clients", 1));
+	CHECK(rt_settle(c, "clients", 1));
 	REQUIRE(rt_connect(&rt, &c2, 0) == 0);
 	ringlm_close(c2);
 	ringlm_close(c);

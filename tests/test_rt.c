@@ -12,97 +12,6 @@
 
 #define VOCAB 1000
 
-static uint64_t xs(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
-
-/* ---- a client that runs n requests with up to depth in flight, checking every token ---- */
-struct track { uint32_t prompt[8], np, max_new, got, expect[8]; int live; };
-
-static int run_client(const struct rt_child *rt, uint64_t seed, long n_req, int depth, int fallback)
-{
-	struct ringlm *c;
-	if (rt_connect(rt, &c, fallback))
-		return 10;
-	struct track *tr = calloc(256, sizeof *tr);
-	long submitted = 0, finished = 0, bad = 0;
-	uint64_t s = seed | 1;
-	int inflight = 0;
-	struct ringlm_event ev[256];
-	while (finished < n_req && !bad) {
-		while (submitted < n_req && inflight < depth) {
-			struct ringlm_request r = ringlm_default_request();
-			uint32_t p[8], np = 1 + xs(&s) % 4, mn = 1 + xs(&s) % 3;
-			for (uint32_t i = 0; i < np; i++)
-				p[i] = (uint32_t)(xs(&s) % VOCAB);
-			r.prompt = p;
-			r.n_prompt = np;
-			r.max_new = mn;
-			r.tag = (uint64_t)submitted;
-			uint32_t id;
-			int e = ringlm_submit(c, &r, &id);
-			if (e == -EAGAIN)
-				break;
-			if (e) {
-				fprintf(stderr, "submit: %s\n", ringlm_strerror(e));
-				bad++;
-				break;
-			}
-			struct track *t = &tr[id];
-			if (t->live) {
-				fprintf(stderr, "id %u reused while live\n", id);
-				bad++;
-			}
-			memcpy(t->prompt, p, sizeof p);
-			t->np = np;
-			t->max_new = mn;
-			t->got = 0;
-			t->live = 1;
-			sim_expect(p, np, mn, VOCAB, t->expect);
-			submitted++;
-			inflight++;
-		}
-		int k = ringlm_wait(c, ev, 256, 10000);
-		if (k <= 0) {
-			fprintf(stderr, "wait: %s\n", k ? ringlm_strerror(k) : "timed out after 10 s");
-			bad++;
-			break;
-		}
-		for (int i = 0; i < k; i++) {
-			struct track *t = &tr[ev[i].id];
-			if (ev[i].id >= 256 || !t->live) {
-				fprintf(stderr, "event for unknown id %u\n", ev[i].id);
-				bad++;
-				continue;
-			}
-			if (ev[i].type == RINGLM_EV_TOKEN) {
-				if (ev[i].index != t->got || ev[i].token != t->expect[t->got]) {
-					fprintf(stderr, "id %u token %u: got %u (index %u), want %u\n", ev[i].id, t->got,
-						ev[i].token, ev[i].index, t->expect[t->got]);
-					bad++;
-				}
-				t->got++;
-			} else {
-				if (ev[i].type != RINGLM_EV_DONE || ev[i].code != RINGLM_FIN_LENGTH || t->got != t->max_new) {
-					fprintf(stderr, "id %u ended type %u code %d after %u/%u tokens\n", ev[i].id,
-						ev[i].type, ev[i].code, t->got, t->max_new);
-					bad++;
-				}
-				t->live = 0;
-				inflight--;
-				finished++;
-			}
-		}
-	}
-	free(tr);
-	ringlm_close(c);
-	return bad ? 1 : 0;
-}
-
 static int wait_children(pid_t *pids, int n)
 {
 	int fails = 0;
@@ -127,7 +36,7 @@ static void rt_stress_4_clients_100k(void)
 	for (int i = 0; i < 4; i++) {
 		pids[i] = fork();
 		if (pids[i] == 0)
-			_exit(run_client(&rt, 1000 + i, n, 48, i == 3));
+			_exit(rt_run_client(&rt, 1000 + i, n, 48, i == 3, 4, 3));
 	}
 	CHECK(wait_children(pids, 4) == 0);
 	struct ringlm *c;
@@ -168,7 +77,7 @@ static void rt_slow_client_loses_nothing(void)
 	/* another client process is fully served while the slow one does not read */
 	pid_t pid = fork();
 	if (pid == 0)
-		_exit(run_client(&rt, 77, 200, 8, 0));
+		_exit(rt_run_client(&rt, 77, 200, 8, 0, 4, 3));
 	CHECK(wait_children(&pid, 1) == 0);
 	/* now drain: every token, in order, none lost */
 	uint32_t got[8] = { 0 };
@@ -202,18 +111,6 @@ static void rt_slow_client_loses_nothing(void)
 	CHECK(done == 8);
 	ringlm_close(slow);
 	CHECK(rt_stop(&rt) == 0);
-}
-
-/* Wait for the runtime to settle to a stat value (with a hang guard, not a timing check). */
-static int settle(struct ringlm *c, const char *key, long long want)
-{
-	for (int i = 0; i < 5000; i++) {
-		if (rt_stat(c, key) == want)
-			return 1;
-		usleep(1000);
-	}
-	fprintf(stderr, "  %s stayed at %lld, want %lld\n", key, rt_stat(c, key), want);
-	return 0;
 }
 
 /* kill -9 of clients mid-stream: the runtime keeps serving, recycles the slot and frees every
@@ -261,14 +158,14 @@ static void rt_kill9_midstream_recycles(void)
 		close(pfd[0]);
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
-		CHECK(settle(obs, "clients", 1));
-		CHECK(settle(obs, "active_requests", 0));
-		CHECK(settle(obs, "kv_blocks_free", total));
+		CHECK(rt_settle(obs, "clients", 1));
+		CHECK(rt_settle(obs, "active_requests", 0));
+		CHECK(rt_settle(obs, "kv_blocks_free", total));
 	}
 	/* still serving */
 	pid_t pid = fork();
 	if (pid == 0)
-		_exit(run_client(&rt, 5, 50, 4, 0));
+		_exit(rt_run_client(&rt, 5, 50, 4, 0, 4, 3));
 	CHECK(wait_children(&pid, 1) == 0);
 	CHECK(rt_stat(obs, "attaches") >= 12);
 	ringlm_close(obs);
@@ -307,7 +204,7 @@ static void rt_hostile_client_is_contained(void)
 	REQUIRE(rt_start(&rt, "--sim-vocab 1000") == 0);
 	pid_t good = fork();
 	if (good == 0)
-		_exit(run_client(&rt, 99, 20000 / rl_slow(), 16, 0));
+		_exit(rt_run_client(&rt, 99, 20000 / rl_slow(), 16, 0, 4, 3));
 	uint64_t s = 12345;
 	long errors_seen = 0;
 	for (int round = 0; round < 40; round++) {
@@ -319,14 +216,14 @@ static void rt_hostile_client_is_contained(void)
 		/* garbage records, published honestly: each must get an event (error, or tokens if
 		 * the garbage happens to be a valid request) */
 		for (uint32_t i = 0; i < r.h.arena_ids; i++)
-			arena[i] = (uint32_t)xs(&s);
+			arena[i] = (uint32_t)rt_xs(&s);
 		uint32_t nrec = 32;
 		for (uint32_t i = 0; i < nrec; i++) {
 			uint8_t *b = (uint8_t *)&slots[i];
 			for (size_t k = 0; k < sizeof(struct rl_req); k++)
-				b[k] = (uint8_t)xs(&s);
+				b[k] = (uint8_t)rt_xs(&s);
 			if (round & 1)       /* half the time: plausible op and rid, garbage elsewhere */
-				slots[i].op = RL_OP_SUBMIT, slots[i].rid = i, slots[i].n_prompt = 1 + xs(&s) % 8;
+				slots[i].op = RL_OP_SUBMIT, slots[i].rid = i, slots[i].n_prompt = 1 + rt_xs(&s) % 8;
 		}
 		atomic_store(&rq->prod, nrec);
 		struct rl_ring_cons evc;
@@ -339,10 +236,10 @@ static void rt_hostile_client_is_contained(void)
 		errors_seen += av > 0 ? av : 0;
 		/* then the ring indices and the doorbell words themselves */
 		struct rl_seg_ctl *ctl = (void *)(r.seg + r.h.ctl_off);
-		atomic_store(&ctl->rt_bell, (uint32_t)xs(&s));
-		atomic_store(&ctl->cl_sleeping, (uint32_t)xs(&s));
-		atomic_store(&ev->cons, (uint32_t)xs(&s));
-		atomic_store(&rq->prod, (uint32_t)xs(&s) | 0x80000000u);
+		atomic_store(&ctl->rt_bell, (uint32_t)rt_xs(&s));
+		atomic_store(&ctl->cl_sleeping, (uint32_t)rt_xs(&s));
+		atomic_store(&ev->cons, (uint32_t)rt_xs(&s));
+		atomic_store(&rq->prod, (uint32_t)rt_xs(&s) | 0x80000000u);
 		usleep(2000);
 		munmap(r.seg, r.size);
 		for (int k = 0; k < 4; k++)
@@ -353,11 +250,11 @@ static void rt_hostile_client_is_contained(void)
 	CHECK(wait_children(&good, 1) == 0);
 	struct ringlm *c;
 	REQUIRE(rt_connect(&rt, &c, 0) == 0);
-	CHECK(settle(c, "clients", 1));
+	CHECK(rt_settle(c, "clients", 1));
 	CHECK(rt_stat(c, "hostile_clients") >= 1);
 	CHECK(rt_stat(c, "rejected_invalid") + rt_stat(c, "rejected_limit") + rt_stat(c, "rejected_busy") > 0);
-	CHECK(settle(c, "active_requests", 0));
-	CHECK(settle(c, "kv_blocks_free", rt_stat(c, "kv_blocks_total")));
+	CHECK(rt_settle(c, "active_requests", 0));
+	CHECK(rt_settle(c, "kv_blocks_free", rt_stat(c, "kv_blocks_total")));
 	ringlm_close(c);
 	CHECK(rt_stop(&rt) == 0);
 }
@@ -444,8 +341,8 @@ static void rt_cancel_frees(void)
 				done = 1, code = ev[i].code;
 	}
 	CHECK(code == RINGLM_FIN_CANCEL);
-	CHECK(settle(c, "kv_blocks_free", rt_stat(c, "kv_blocks_total")));
-	CHECK(settle(c, "active_requests", 0));
+	CHECK(rt_settle(c, "kv_blocks_free", rt_stat(c, "kv_blocks_total")));
+	CHECK(rt_settle(c, "active_requests", 0));
 	ringlm_close(c);
 	CHECK(rt_stop(&rt) == 0);
 }
