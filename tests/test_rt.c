@@ -173,29 +173,6 @@ static void rt_kill9_midstream_recycles(void)
 }
 
 /* Raw attach without libringlm, so the test can write anything into its own segment. */
-struct raw { int sock, fds[4]; uint8_t *seg; size_t size; struct rl_seg_hdr h; };
-
-static int raw_attach(const struct rt_child *rt, struct raw *r)
-{
-	char path[108];
-	rl_sock_path(rt->sock, path, sizeof path);
-	r->sock = socket(AF_UNIX, SOCK_STREAM, 0);
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	strcpy(a.sun_path, path);
-	if (connect(r->sock, (struct sockaddr *)&a, sizeof a) < 0)
-		return -errno;
-	struct rl_attach_req rq = { .magic = RL_WIRE_MAGIC, .version = RL_WIRE_VERSION };
-	send(r->sock, &rq, sizeof rq, 0);
-	struct rl_attach_rep rep;
-	int n;
-	if (rl_recv_fds(r->sock, &rep, sizeof rep, r->fds, 4, &n) || rep.status || n != 4)
-		return -EPROTO;
-	r->size = rep.seg_size;
-	r->seg = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, r->fds[0], 0);
-	memcpy(&r->h, r->seg, sizeof r->h);
-	return r->seg == MAP_FAILED ? -errno : 0;
-}
-
 /* A hostile client scribbles over every field of its segment. The runtime answers with error
  * events or detaches it, keeps serving a good client concurrently, and survives. */
 static void rt_hostile_client_is_contained(void)
@@ -208,11 +185,11 @@ static void rt_hostile_client_is_contained(void)
 	uint64_t s = 12345;
 	long errors_seen = 0;
 	for (int round = 0; round < 40; round++) {
-		struct raw r;
-		REQUIRE(raw_attach(&rt, &r) == 0);
-		struct rl_ring_hdr *rq = (void *)(r.seg + r.h.req_off), *ev = (void *)(r.seg + r.h.evt_off);
-		struct rl_req *slots = (void *)(rq + 1);
-		uint32_t *arena = (void *)(r.seg + r.h.arena_off);
+		struct raw_client r;
+		REQUIRE(raw_client_attach(rt.sock, &r) == 0);
+		struct rl_ring_hdr *rq = r.rq, *ev = r.ev;
+		struct rl_req *slots = r.slots;
+		uint32_t *arena = r.arena;
 		/* garbage records, published honestly: each must get an event (error, or tokens if
 		 * the garbage happens to be a valid request) */
 		for (uint32_t i = 0; i < r.h.arena_ids; i++)
@@ -226,13 +203,11 @@ static void rt_hostile_client_is_contained(void)
 				slots[i].op = RL_OP_SUBMIT, slots[i].rid = i, slots[i].n_prompt = 1 + rt_xs(&s) % 8;
 		}
 		atomic_store(&rq->prod, nrec);
-		struct rl_ring_cons evc;
-		rl_ring_cons_init(&evc, ev, ev + 1, r.h.evt_cap, sizeof(struct rl_evt));
 		for (int spin = 0; spin < 2000 && atomic_load(&rq->cons) != nrec; spin++)
 			usleep(500);
 		CHECK(atomic_load(&rq->cons) == nrec);
 		usleep(2000);
-		int64_t av = rl_ring_cons_avail(&evc);
+		int64_t av = rl_ring_cons_avail(&r.evc);
 		errors_seen += av > 0 ? av : 0;
 		/* then the ring indices and the doorbell words themselves */
 		struct rl_seg_ctl *ctl = (void *)(r.seg + r.h.ctl_off);
@@ -241,10 +216,7 @@ static void rt_hostile_client_is_contained(void)
 		atomic_store(&ev->cons, (uint32_t)rt_xs(&s));
 		atomic_store(&rq->prod, (uint32_t)rt_xs(&s) | 0x80000000u);
 		usleep(2000);
-		munmap(r.seg, r.size);
-		for (int k = 0; k < 4; k++)
-			close(r.fds[k]);
-		close(r.sock);
+		raw_client_close(&r);
 	}
 	CHECK(errors_seen >= 40 * 32 / 2);
 	CHECK(wait_children(&good, 1) == 0);
