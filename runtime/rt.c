@@ -238,7 +238,6 @@ static int hook_reserve(void *ctx, uint32_t slot, uint32_t n)
 	if (evt_room(c) < n)
 		return -EAGAIN;
 	c->reserved += n;
-	mark_touched(rt, slot);        /* publish_events clears the reservation after the step */
 	return 0;
 }
 
@@ -269,7 +268,6 @@ static void publish_events(struct rl_rt *rt)
 	for (uint32_t i = 0; i < rt->n_touched; i++) {
 		struct client *c = &rt->clients[rt->touched[i]];
 		c->touched = 0;
-		c->reserved = 0;
 		if (!c->used || !c->unpub)
 			continue;
 		rl_ring_prod_publish(&c->evt, c->unpub);
@@ -600,6 +598,17 @@ static int drain_all(struct rl_rt *rt, uint64_t now)
 
 /* ---- steps ---------------------------------------------------------------------------- */
 
+/* Hands the step's sampled ids to the scheduler (which emits the events). The step's event
+ * reservations are spent then (emit consumed one per event; what is left belonged to
+ * sequences cancelled mid-step), and they are cleared here and only here: events published
+ * while a step runs must not take the slots it reserved. */
+static void complete_step(struct rl_rt *rt, uint64_t now)
+{
+	rl_sched_complete(rt->sched, rt->out, now);
+	for (uint32_t i = 0; i < rt->p.max_clients; i++)
+		rt->clients[i].reserved = 0;
+}
+
 static void step_done(struct rl_rt *rt, uint64_t now)
 {
 	int err = rl_backend_finish(rt->be, rt->out);
@@ -610,7 +619,7 @@ static void step_done(struct rl_rt *rt, uint64_t now)
 			rt->out[i] = -1;
 	}
 	rl_budget_observe(&rt->budget, rt->batch, dt);
-	rl_sched_complete(rt->sched, rt->out, now);
+	complete_step(rt, now);
 	rt->stepping = 0;
 	publish_events(rt);
 	ST_SET(last_step_ns, dt);
@@ -634,7 +643,7 @@ static int try_launch(struct rl_rt *rt, uint64_t now)
 		SAY("backend launch failed: %s", strerror(-err));
 		for (uint32_t i = 0; i < b->n_seqs; i++)
 			rt->out[i] = -1;
-		rl_sched_complete(rt->sched, rt->out, now);
+		complete_step(rt, now);
 		publish_events(rt);
 		return 0;
 	}
