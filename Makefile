@@ -51,6 +51,16 @@ NVCCFLAGS ?= -O2 -g -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -
 	$(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
 CUDA_SHARED_OBJ = $(BUILD)/obj/runtime/cuda_host.o $(BUILD)/obj/runtime/model_shapes.o
 
+# cudasim (rules below, with the emulator's notes)
+CUDASIM ?= 1
+CXX ?= g++
+SIM = $(BUILD)/cudasim
+SIM_UBSAN = -fsanitize=alignment,bounds,shift,integer-divide-by-zero,vla-bound -fno-sanitize-recover=all
+SIM_CXXFLAGS = -std=c++17 -g -O2 -fPIC -fvisibility=hidden -Wall -Wno-unused-function -Wno-unused-parameter -Wno-unknown-pragmas \
+	-Wno-sign-compare -Itests/cudasim/include -I. -Iipc -Iruntime -Ikernels $(SIM_UBSAN)
+ifeq ($(SAN)$(filter-out 1,$(CUDASIM)),)
+CUDASIM_LIB = $(SIM)/librlcuda.so $(BUILD)/tests/test_gpu_cudasim
+endif
 # GPU tests (tests/gpu/test_gpu*.c): plain C, they dlopen librlcuda.so and skip without it or
 # without a device, so they build (and run) everywhere.
 GPU_TEST_SRC = $(wildcard tests/gpu/test_*.c)
@@ -58,7 +68,7 @@ GPU_TESTS    = $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/%)
 TESTS       += $(GPU_TESTS)
 
 .PHONY: all deps demo test test-gpu test-asan test-tsan install clean fuzz fuzz-bins soak bench
-all: $(BUILD)/ringlmd $(BUILD)/ringlm $(BUILD)/libringlm.so $(BUILD)/libringlm.a $(CUDA_LIB) $(TESTS)
+all: $(BUILD)/ringlmd $(BUILD)/ringlm $(BUILD)/libringlm.so $(BUILD)/libringlm.a $(CUDA_LIB) $(TESTS) $(CUDASIM_LIB)
 
 $(BUILD)/obj/%.o: %.c $(HDRS) Makefile
 	@mkdir -p $(dir $@)
@@ -93,6 +103,30 @@ $(BUILD)/obj/cuda/%.o: %.c $(HDRS) Makefile
 $(BUILD)/librlcuda.so: $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(CUH_SRC:%.c=$(BUILD)/obj/cuda/%.o) $(CUDA_SHARED_OBJ)
 	$(NVCC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 \
 		-lcublasLt -lcublas -lcudart -lpthread -lm
+
+# --- cudasim: the CUDA backend built for the CPU emulator (tests/cudasim) -----------------
+# The same kernels (rewritten by cu2cc.sh: launches and dynamic shared arrays), host code and
+# cuBLAS calls, compiled with g++/gcc against tests/cudasim/include instead of the toolkit and
+# linked with tests/cudasim/cudasim.cc, so tests/gpu runs without a GPU (build/tests/
+# test_gpu_cudasim). UBSan's alignment and bounds checks catch misaligned vector loads and
+# out-of-range local arrays in the kernels. Not built in sanitizer builds (two runtimes).
+$(SIM)/gen/%.cc: kernels/%.cu tests/cudasim/cu2cc.sh
+	@mkdir -p $(dir $@)
+	sh tests/cudasim/cu2cc.sh $< $@
+$(SIM)/obj/%.o: $(SIM)/gen/%.cc $(HDRS) tests/cudasim/include/cudasim_device.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(SIM_CXXFLAGS) -include cudasim_device.h -c $< -o $@
+$(SIM)/obj/cudasim.o: tests/cudasim/cudasim.cc $(wildcard tests/cudasim/include/*.h)
+	@mkdir -p $(dir $@)
+	$(CXX) $(SIM_CXXFLAGS) -c $< -o $@
+$(SIM)/obj/host/%.o: %.c $(HDRS) $(wildcard tests/cudasim/include/*.h) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/cudasim/include -Iruntime/cuda -c $< -o $@
+$(SIM)/librlcuda.so: $(CU_SRC:kernels/%.cu=$(SIM)/obj/%.o) $(CUH_SRC:%.c=$(SIM)/obj/host/%.o) $(SIM)/obj/cudasim.o $(CUDA_SHARED_OBJ)
+	$(CXX) -shared -o $@ $^ $(SIM_UBSAN) -lpthread -lm
+$(BUILD)/tests/test_gpu_cudasim: tests/cudasim/test_gpu_cudasim.sh
+	@mkdir -p $(dir $@)
+	install -m 755 $< $@
 
 # --- fuzzers (clang libFuzzer): tests/fuzz/fuzz_*.c, built into build-fuzz/ ---------------
 # The library objects get -fsanitize=fuzzer-no-link (coverage) plus ASan/UBSan; each harness

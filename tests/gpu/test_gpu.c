@@ -31,8 +31,15 @@ static const char *no_gpu = "skipped: no CUDA device";
 static void open_lib(void)
 {
 	char path[4096];
-	ssize_t n = readlink("/proc/self/exe", path, sizeof path - 64);
-	if (n > 0) {
+	/* RINGLM_CUDA_LIB: another build of the backend, e.g. build/cudasim's (the CPU emulator) */
+	const char *env = getenv("RINGLM_CUDA_LIB");
+	ssize_t n = env ? -1 : readlink("/proc/self/exe", path, sizeof path - 64);
+	if (env) {
+		fprintf(stderr, "test_gpu: backend library %s\n", env);
+		lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+		if (!lib)
+			fprintf(stderr, "test_gpu: RINGLM_CUDA_LIB=%s: %s\n", env, dlerror());
+	} else if (n > 0) {
 		path[n] = 0;
 		char *slash = strrchr(path, '/');
 		strcpy(slash ? slash + 1 : path, "../librlcuda.so");
@@ -108,6 +115,8 @@ static void add_seq(struct tstep *t, uint32_t q_len, uint32_t ctx_len, uint32_t 
 		t->row_seq[row + r] = i;
 	}
 	t->b.n_tokens += q_len;
+	if (q_len > 1)                 /* prefill chunks come first (rl_batch.h); callers add them first */
+		t->b.n_prefill = i + 1;
 	t->b.tokens = t->tokens; t->b.pos = t->pos; t->b.row_seq = t->row_seq; t->b.seqs = t->seqs;
 }
 
@@ -561,6 +570,7 @@ static void test_mixed_equals_alone(void)
 		one.seqs[0].block_table = one.bt[0];
 		memset(one.row_seq, 0, ctx0[i] * 4);
 		one.b.n_seqs = 1;
+		one.b.n_prefill = 1;
 		int32_t o[1];
 		REQUIRE(run(pr.gpu, &one.b, o) == 0);
 	}
