@@ -59,7 +59,7 @@ SIM_UBSAN = -fsanitize=alignment,bounds,shift,integer-divide-by-zero,vla-bound -
 SIM_CXXFLAGS = -std=c++17 -g -O2 -fPIC -fvisibility=hidden -Wall -Wno-unused-function -Wno-unused-parameter -Wno-unknown-pragmas \
 	-Wno-sign-compare -Itests/cudasim/include -I. -Iipc -Iruntime -Ikernels $(SIM_UBSAN)
 ifeq ($(SAN)$(filter-out 1,$(CUDASIM)),)
-CUDASIM_LIB = $(SIM)/librlcuda.so $(BUILD)/tests/test_gpu_cudasim
+CUDASIM_LIB = $(SIM)/librlcuda.so $(BUILD)/tests/test_gpu_cudasim $(BUILD)/tests/test_cudasim
 endif
 # GPU tests (tests/gpu/test_gpu*.c): plain C, they dlopen librlcuda.so and skip without it or
 # without a device, so they build (and run) everywhere.
@@ -124,6 +124,14 @@ $(SIM)/obj/host/%.o: %.c $(HDRS) $(wildcard tests/cudasim/include/*.h) Makefile
 	$(CC) $(CFLAGS) -Itests/cudasim/include -Iruntime/cuda -c $< -o $@
 $(SIM)/librlcuda.so: $(CU_SRC:kernels/%.cu=$(SIM)/obj/%.o) $(CUH_SRC:%.c=$(SIM)/obj/host/%.o) $(SIM)/obj/cudasim.o $(CUDA_SHARED_OBJ)
 	$(CXX) -shared -o $@ $^ $(SIM_UBSAN) -lpthread -lm
+$(SIM)/gen/selftest_kernels.cc: tests/cudasim/selftest_kernels.cu tests/cudasim/cu2cc.sh
+	@mkdir -p $(dir $@)
+	sh tests/cudasim/cu2cc.sh $< $@
+$(BUILD)/tests/test_cudasim: tests/cudasim/test_cudasim.c $(SIM)/obj/selftest_kernels.o $(SIM)/obj/cudasim.o tests/rl_test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -Itests/cudasim/include -c $< -o $@.o
+	$(CXX) -o $@ $@.o $(SIM)/obj/selftest_kernels.o $(SIM)/obj/cudasim.o $(SIM_UBSAN) -lpthread -lm
+	@rm -f $@.o
 $(BUILD)/tests/test_gpu_cudasim: tests/cudasim/test_gpu_cudasim.sh
 	@mkdir -p $(dir $@)
 	install -m 755 $< $@

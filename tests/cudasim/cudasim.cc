@@ -258,6 +258,10 @@ static void fiber_main(void)
 	if (bar_count > 0 && !block_failed)
 		fail_block("thread %u exited while %d others wait at __syncthreads (%s:%d)", f->tid,
 			   bar_count, bar_file, bar_line);
+	warp_state *ws = &warps[f->tid >> 5];
+	if (ws->arrived && (ws->mask >> (f->tid & 31) & 1) && !block_failed)
+		fail_block("lane %u exited while its warp waits at an exchange whose mask %#x names it",
+			   f->tid & 31, ws->mask);
 	yield_to_sched();
 	abort();                                       // never resumed
 }
@@ -411,6 +415,8 @@ static bool run_block(unsigned nthreads, bool reverse)
 	n_fib = (int)nthreads;
 	n_live = n_fib;
 	bar_count = 0;
+	bar_file = NULL;
+	bar_line = 0;
 	memset(warps, 0, sizeof warps);
 	if (!dyn.empty())
 		memset(dyn.data(), 0xff, dyn.size());
@@ -952,6 +958,21 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
 		return ret(cudaErrorInvalidValue);
 	max_dyn_smem[func] = value;
 	return cudaSuccess;
+}
+
+// For the emulator's own tests (tests/cudasim/test_cudasim.c): forget a sticky error and any
+// queued work, as a new process would start (CUDA itself has no such call).
+void cudasim_reset(void)
+{
+	guard g(mu);
+	queue.clear();
+	done_seq = next_seq - 1;
+	sticky = last_err = cudaSuccess;
+	if (capturing) {
+		delete capturing->capture;
+		capturing->capture = NULL;
+		capturing = NULL;
+	}
 }
 
 // ------------------------------------------------------------------ cuBLAS ------------
