@@ -145,7 +145,7 @@ static double time_step(struct rl_backend *be, const struct rl_batch *b, int rep
 EXPORT int rl_cuda_bench(int argc, char **argv)
 {
 	const char *shape = "llama3-8b";
-	uint32_t ctx = 1024, reps = 20;
+	uint32_t ctx = 1024, reps = 20, prompt = 8192, streams = 32, max_b = 256;
 	int json = 0;
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -157,13 +157,22 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 			ctx = (uint32_t)atoi(argv[++i]);
 		else if (!strcmp(a, "--reps") && v)
 			reps = (uint32_t)atoi(argv[++i]);
+		else if (!strcmp(a, "--prompt") && v)
+			prompt = (uint32_t)atoi(argv[++i]);
+		else if (!strcmp(a, "--streams") && v)
+			streams = (uint32_t)atoi(argv[++i]);
+		else if (!strcmp(a, "--max-batch") && v)
+			max_b = (uint32_t)atoi(argv[++i]);
 		else {
-			fprintf(stderr, "usage: ringlm bench gpu [--shape tiny|110m|1b|llama3-8b] [--ctx N] [--reps N] [--json]\n");
+			fprintf(stderr, "usage: ringlm bench gpu [--shape tiny|110m|1b|llama3-8b] [--ctx N] [--reps N] "
+				"[--prompt N] [--streams N] [--max-batch 8|64|256] [--json]\n");
 			return 2;
 		}
 	}
-	if (!ctx || ctx > 8192 || !reps || reps > 1000) {
-		fprintf(stderr, "ringlm bench gpu: --ctx must be 1..8192 and --reps 1..1000\n");
+	if (!ctx || ctx > 8192 || !reps || reps > 1000 || prompt < 512 || prompt > 32768 || prompt % 512 ||
+	    !streams || streams > 256 || (max_b != 8 && max_b != 64 && max_b != 256)) {
+		fprintf(stderr, "ringlm bench gpu: --ctx must be 1..8192, --reps 1..1000, --prompt a multiple of 512 "
+			"up to 32768, --streams 1..256, --max-batch 8, 64 or 256\n");
 		return 2;
 	}
 	char why[256], err[512];
@@ -180,7 +189,9 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 	cudaGetDeviceProperties(&prop, 0);
 	double bw = copy_bw();
 
-	const uint32_t bs = 16, max_b = 256, prompt = 8192, chunk = 512, streams = 32;
+	const uint32_t bs = 16, chunk = 512;
+	if (streams > max_b)
+		streams = max_b;
 	uint32_t per_seq = (ctx > prompt ? ctx : prompt) / bs + 2;
 	struct rl_backend_params p = {
 		.n_kv_blocks = max_b * ((ctx + bs - 1) / bs + 1) + prompt / bs + 1, .block_size = bs,
@@ -212,7 +223,10 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 				3.0 * c->dim * c->hid) + (double)c->vocab * c->dim);
 	uint32_t batches[] = { 1, 8, 64, 256 };
 	double dec_t[4], dec_roof[4], graph_launch = 0, eager_launch = 0, graph_step = 0, eager_step = 0;
-	for (int k = 0; k < 4 && !rc; k++) {
+	int n_dec = max_b == 8 ? 2 : max_b == 64 ? 3 : 4;
+	for (int k = 0; k < 4; k++)
+		dec_t[k] = dec_roof[k] = 0;
+	for (int k = 0; k < n_dec && !rc; k++) {
 		bstep_reset(&s, bs);
 		for (uint32_t i = 0; i < batches[k]; i++)
 			bstep_add(&s, 1, ctx, i * ((ctx + bs - 1) / bs + 1), bs, c->vocab);
@@ -227,7 +241,7 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 		}
 	}
 
-	uint32_t pf_len[] = { 512, 2048 };
+	uint32_t pf_len[] = { 512, prompt < 2048 ? prompt : 2048 };
 	double pf_t[2], pf_flops[2], gemm_tflops[2];
 	for (int k = 0; k < 2 && !rc; k++) {
 		uint32_t T = pf_len[k];
@@ -297,7 +311,7 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 	char js[4096];
 	int n = snprintf(js, sizeof js,
 		"{\"device\":\"%s\",\"shape\":\"%s\",\"ctx\":%u,\"copy_gbps\":%.1f,\"decode\":[", prop.name, shape, ctx, bw / 1e9);
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < n_dec; k++)
 		n += snprintf(js + n, sizeof js - n, "%s{\"batch\":%u,\"step_ms\":%.3f,\"roofline_ms\":%.3f,\"efficiency\":%.3f}",
 			      k ? "," : "", batches[k], dec_t[k] * 1e3, dec_roof[k] * 1e3, dec_roof[k] / dec_t[k]);
 	n += snprintf(js + n, sizeof js - n, "],\"prefill\":[");
@@ -321,7 +335,7 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 	}
 	printf("device %s, synthetic:%s, copy bandwidth %.0f GB/s\n", prop.name, shape, bw / 1e9);
 	printf("%-22s %10s %12s %10s\n", "decode (ctx tokens)", "step ms", "roofline ms", "of roof");
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < n_dec; k++)
 		printf("batch %-4u (ctx %-5u) %10.3f %12.3f %9.0f%%\n", batches[k], ctx, dec_t[k] * 1e3,
 		       dec_roof[k] * 1e3, 100 * dec_roof[k] / dec_t[k]);
 	printf("%-22s %10s %12s %10s\n", "prefill", "ms", "TFLOP/s", "GEMM TF/s");

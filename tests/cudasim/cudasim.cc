@@ -204,6 +204,7 @@ struct fiber {
 	char *stack;                                   // STACK_BYTES, a guard page below
 	int state;
 	unsigned tid;
+	unsigned xphase;                               // exchanges done, mod 2
 	uint3 idx;
 #if defined(__x86_64__)
 	void *sp;
@@ -228,7 +229,9 @@ static int bar_count;
 static const char *bar_file;
 static int bar_line;
 // warp exchanges: per warp, lanes arrived at the current exchange and their values
-struct warp_state { unsigned arrived, mask; int phase_count; uint64_t val[32]; };
+// val is double-buffered by exchange parity: a lane writes exchange n+2's value only after
+// every lane passed exchange n+1's barrier, so everyone has read exchange n's by then.
+struct warp_state { unsigned arrived, mask; uint64_t val[2][32]; };
 static warp_state warps[MAX_THREADS / 32];
 
 static std::vector<unsigned char> dyn;             // dynamic shared memory of the launch
@@ -386,13 +389,12 @@ static void warp_barrier(unsigned mask, const char *what)
 extern "C" uint64_t cudasim_shfl(unsigned mask, uint64_t v, int src, const char *what)
 {
 	fiber *f = &fibers[cur_fib];
-	unsigned w = f->tid >> 5;
+	unsigned w = f->tid >> 5, ph = f->xphase;
 	warp_state *ws = &warps[w];
-	ws->val[f->tid & 31] = v;
+	ws->val[ph][f->tid & 31] = v;
 	warp_barrier(mask, what);                      // every lane has published
-	uint64_t r = (mask >> src & 1) ? ws->val[src] : v;
-	warp_barrier(mask, what);                      // every lane has read
-	return r;
+	f->xphase ^= 1;
+	return (mask >> src & 1) ? ws->val[ph][src] : v;
 }
 
 extern "C" void cudasim_syncwarp(unsigned mask) { warp_barrier(mask, "__syncwarp"); }
@@ -424,6 +426,7 @@ static bool run_block(unsigned nthreads, bool reverse)
 		fiber *f = &fibers[i];
 		f->state = F_RUN;
 		f->tid = (unsigned)i;
+		f->xphase = 0;
 		f->idx.x = (unsigned)i % cudasim_blockDim.x;
 		f->idx.y = (unsigned)i / cudasim_blockDim.x % cudasim_blockDim.y;
 		f->idx.z = (unsigned)i / (cudasim_blockDim.x * cudasim_blockDim.y);
