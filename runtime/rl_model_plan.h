@@ -155,8 +155,8 @@ int  rl_model_stream_fp32(const struct rl_model *m, const struct rl_model_stream
  * rl_model_load does and then rounding with rl_cuda_host_f32_to_bf16 / _f16 gives. dst and
  * src must not overlap. 0, or -EINVAL for an unsupported pair or a partial Q8_0 block. */
 int  rl_model_convert(void *dst, int dst_dtype, const void *src, int src_dtype, uint64_t nelem);
-/* 1 when rl_model_convert would reproduce src's bytes (same dtype and, for f16/bf16, no NaN
- * to quiet), so they can be uploaded as they are; 0 otherwise. */
+/* 1 when rl_model_convert would reproduce src's bytes (same dtype and, for f16/bf16, no
+ * signalling NaN to quiet), so they can be uploaded as they are; 0 otherwise. */
 int  rl_model_convert_is_copy(const void *src, int src_dtype, int dst_dtype, uint64_t nelem);
 
 #endif
