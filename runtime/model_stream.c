@@ -19,79 +19,115 @@
 
 static inline float ld_f32(const uint8_t *p) { float f; memcpy(&f, p, 4); return f; }
 static inline uint16_t ld_u16(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return h; }
+static inline float as_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline uint32_t as_u32(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 
-/* rl_cuda_host_f32_to_bf16, inlined because it runs once per weight (test_upload checks the
- * two agree on every class of input) */
-static inline uint16_t bf16_rne(float f)
+/* rl_f16_to_f32 without its normalising loop: a subnormal half is m * 2^-24, computed from a
+ * small integer, so no denormal float is ever touched (exact whatever the FPU's flush mode). */
+static inline float f16_f32(uint16_t h)
 {
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40);
-	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+	uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+	uint32_t u = e == 0x1f ? 0x7f800000u | m << 13 : (e + 112) << 23 | m << 13;
+	if (!e)
+		u = as_u32((float)m * 0x1p-24f);
+	return as_f32(u | (uint32_t)(h & 0x8000u) << 16);
 }
 
-static inline void put(void *dst, int dd, uint64_t i, float f)
+/* rl_cuda_host_f32_to_bf16, inlined (and branch-free, so it vectorizes) because it runs once
+ * per weight; test_upload checks the two agree on every class of input */
+static inline uint16_t bf16_rne(float f)
+{
+	uint32_t u = as_u32(f);
+	uint16_t r = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16), q = (uint16_t)((u >> 16) | 0x40);
+	return (u & 0x7fffffffu) > 0x7f800000u ? q : r;
+}
+
+/* Conversion goes through fp32 in blocks of exactly BLK weights (a multiple of Q8_0's 32):
+ * one tight loop decodes, one encodes, and with fixed trip counts and no aliasing -O2's
+ * vectorizer takes them. A last partial block is staged through zeroed local buffers. */
+#define BLK 512
+
+static void decode(float *restrict f, const uint8_t *restrict s, int sd)
+{
+	switch (sd) {
+	case RL_DT_F32:
+		memcpy(f, s, BLK * 4);
+		break;
+	case RL_DT_BF16:
+		for (int i = 0; i < BLK; i++)
+			f[i] = as_f32((uint32_t)ld_u16(s + 2 * i) << 16);
+		break;
+	case RL_DT_F16:
+		for (int i = 0; i < BLK; i++)
+			f[i] = f16_f32(ld_u16(s + 2 * i));
+		break;
+	case RL_DT_Q8_0:
+		/* block: f16 scale d, 32 int8 q; weight = d * q in fp32, as the fp32 load computes */
+		for (int b = 0; b < BLK / 32; b++) {
+			const uint8_t *blk = s + b * 34;
+			float d = f16_f32(ld_u16(blk));
+			for (int i = 0; i < 32; i++)
+				f[b * 32 + i] = d * (float)(int8_t)blk[2 + i];
+		}
+		break;
+	}
+}
+
+static void encode(uint16_t *restrict o, int dd, const float *restrict f)
 {
 	if (dd == RL_DT_BF16)
-		((uint16_t *)dst)[i] = bf16_rne(f);
-	else if (dd == RL_DT_F16)
-		((uint16_t *)dst)[i] = rl_cuda_host_f32_to_f16(f);
+		for (int i = 0; i < BLK; i++)
+			o[i] = bf16_rne(f[i]);
 	else
-		((float *)dst)[i] = f;
+		for (int i = 0; i < BLK; i++)
+			o[i] = rl_cuda_host_f32_to_f16(f[i]);
 }
 
 int rl_model_convert(void *dst, int dd, const void *src, int sd, uint64_t n)
 {
 	const uint8_t *s = src;
 	uint16_t *d16 = dst;
-	if (dd != RL_DT_F32 && dd != RL_DT_F16 && dd != RL_DT_BF16)
+	if ((dd != RL_DT_F32 && dd != RL_DT_F16 && dd != RL_DT_BF16) ||
+	    sd < RL_DT_F32 || sd > RL_DT_Q8_0 || (sd == RL_DT_Q8_0 && n % 32))
 		return -EINVAL;
-	switch (sd) {
-	case RL_DT_F32:
-		if (dd == RL_DT_F32)
+	if (sd == dd) {
+		/* through fp32 a value comes back unchanged, except that NaNs are quieted */
+		if (sd == RL_DT_F32) {
 			memcpy(dst, src, n * 4);
-		else
-			for (uint64_t i = 0; i < n; i++)
-				put(dst, dd, i, ld_f32(s + 4 * i));
-		return 0;
-	case RL_DT_BF16:
-		if (dd == RL_DT_BF16) {
-			/* through fp32 a bf16 comes back unchanged, except that NaNs are quieted */
+		} else {
+			uint16_t above = sd == RL_DT_F16 ? 0x7c00 : 0x7f80, quiet = sd == RL_DT_F16 ? 0x200 : 0x40;
 			for (uint64_t i = 0; i < n; i++) {
 				uint16_t h = ld_u16(s + 2 * i);
-				d16[i] = (h & 0x7fff) > 0x7f80 ? h | 0x40 : h;
+				d16[i] = (h & 0x7fff) > above ? h | quiet : h;
 			}
-		} else {
-			for (uint64_t i = 0; i < n; i++)
-				put(dst, dd, i, rl_bf16_to_f32(ld_u16(s + 2 * i)));
-		}
-		return 0;
-	case RL_DT_F16:
-		if (dd == RL_DT_F16) {
-			/* likewise exact, NaNs quieted (payload kept) */
-			for (uint64_t i = 0; i < n; i++) {
-				uint16_t h = ld_u16(s + 2 * i);
-				d16[i] = (h & 0x7fff) > 0x7c00 ? h | 0x200 : h;
-			}
-		} else {
-			for (uint64_t i = 0; i < n; i++)
-				put(dst, dd, i, rl_f16_to_f32(ld_u16(s + 2 * i)));
-		}
-		return 0;
-	case RL_DT_Q8_0:
-		if (n % 32)
-			return -EINVAL;
-		/* block: f16 scale d, 32 int8 q; weight = d * q in fp32, as the fp32 load computes */
-		for (uint64_t b = 0; b < n / 32; b++) {
-			const uint8_t *blk = s + b * 34;
-			float d = rl_f16_to_f32(ld_u16(blk));
-			for (int i = 0; i < 32; i++)
-				put(dst, dd, b * 32 + i, d * (float)(int8_t)blk[2 + i]);
 		}
 		return 0;
 	}
-	return -EINVAL;
+	uint32_t bb, be;
+	rl_dt_block(sd, &bb, &be);
+	size_t osz = dd == RL_DT_F32 ? 4 : 2;
+	float f[BLK];
+	uint16_t o[BLK];
+	for (uint64_t i = 0; i < n; i += BLK) {
+		uint64_t k = n - i < BLK ? n - i : BLK;
+		const uint8_t *in = s + i / be * bb;
+		if (k < BLK) {
+			uint8_t raw[BLK * 4];  /* a block's bytes in any dtype (q8_0: BLK / 32 * 34) */
+			memset(raw, 0, sizeof raw);
+			memcpy(raw, in, k / be * bb);
+			decode(f, raw, sd);
+		} else {
+			decode(f, in, sd);
+		}
+		uint8_t *out = (uint8_t *)dst + i * osz;
+		if (dd == RL_DT_F32) {
+			memcpy(out, f, k * 4);
+		} else {
+			encode(o, dd, f);
+			memcpy(out, o, k * 2);
+		}
+	}
+	return 0;
 }
 
 int rl_model_convert_is_copy(const void *src, int sd, int dd, uint64_t n)
@@ -342,7 +378,13 @@ static int stream_uring(struct stream *st, struct gen *g, struct io_uring *ring)
 			if (rc || !more)
 				break;
 			/* chunks left, every buffer still the sink's: wait for the oldest */
-			int b = oldest_held(st), r = st->s->buf_ready(st->s->ctx, b, 1, st->err, st->errlen);
+			int b = oldest_held(st), r;
+			if (b < 0) {           /* cannot happen: a free buffer would have a read */
+				rl_model_err(st->err, st->errlen, st->p->files[0].name, "internal error: no buffer to read into");
+				rc = -EIO;
+				break;
+			}
+			r = st->s->buf_ready(st->s->ctx, b, 1, st->err, st->errlen);
 			if (r < 0)
 				rc = r;
 			else

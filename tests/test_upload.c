@@ -552,6 +552,12 @@ static void test_convert(void)
 				int same = sd == dd && !memcmp(a + at * osz, src + off, 64 * osz);
 				CHECKF(rl_model_convert_is_copy(src + off, sd, dd, 64) == same, "is_copy %d -> %d at %zu", sd, dd, at);
 			}
+			/* a length that ends inside the converter's internal blocks: nothing written past it */
+			size_t part = N - 544 + (sd == RL_DT_Q8_0 ? 0 : 7);
+			memset(a, 0x5a, 4 * N);
+			CHECK(rl_model_convert(a, dd, src, sd, part) == 0);
+			CHECKF(first_diff(a, b, part * osz) == part * osz && a[part * osz] == 0x5a &&
+			       a[4 * N - 1] == 0x5a, "dtype %d -> %d, %zu weights", sd, dd, part);
 		}
 	}
 	CHECK(rl_model_convert(a, RL_DT_Q8_0, src, RL_DT_F32, 4) == -EINVAL);
