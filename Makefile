@@ -32,8 +32,9 @@ HDRS     = $(wildcard ipc/*.h runtime/*.h kernels/*.h clients/*.h tests/*.h benc
 
 # CUDA backend: its own shared object, loaded only for --backend cuda. Kernels (kernels/*.cu,
 # nvcc) + the CUDA-calling host code (runtime/cuda/*.c, gcc with the CUDA headers) + the pure-C
-# host logic it shares with the tests (cuda_host.c, model_shapes.c). sm_90 only by default:
-# CUDA_ARCHS="90 80" adds Ampere at about twice the compile time.
+# host logic it shares with the tests (cuda_host.c, cuda_stage.c, model_shapes.c) + the model
+# planner and streaming reader (model*.c, json.c: it streams a model file itself). sm_90 only
+# by default: CUDA_ARCHS="90 80" adds Ampere at about twice the compile time.
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCHS ?= 90
@@ -49,7 +50,9 @@ endif
 endif
 NVCCFLAGS ?= -O2 -g -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I. -Iipc -Iruntime -Ikernels \
 	$(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
-CUDA_SHARED_OBJ = $(BUILD)/obj/runtime/cuda_host.o $(BUILD)/obj/runtime/model_shapes.o
+CUDA_SHARED_OBJ = $(addprefix $(BUILD)/obj/runtime/,cuda_host.o cuda_stage.o model_shapes.o model.o \
+	model_io.o model_plan.o model_load.o model_llama2c.o model_gguf.o model_safetensors.o \
+	model_stream.o json.o)
 
 # cudasim (rules below, with the emulator's notes)
 CUDASIM ?= 1
@@ -102,7 +105,7 @@ $(BUILD)/obj/cuda/%.o: %.c $(HDRS) Makefile
 	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -Iruntime/cuda -c $< -o $@
 $(BUILD)/librlcuda.so: $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(CUH_SRC:%.c=$(BUILD)/obj/cuda/%.o) $(CUDA_SHARED_OBJ)
 	$(NVCC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 \
-		-lcublasLt -lcublas -lcudart -lpthread -lm
+		-lcublasLt -lcublas -lcudart -luring -lpthread -lm
 
 # --- cudasim: the CUDA backend built for the CPU emulator (tests/cudasim) -----------------
 # The same kernels (rewritten by cu2cc.sh: launches and dynamic shared arrays), host code and
@@ -144,7 +147,7 @@ FUZZ_SECONDS ?= 10
 FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN = $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/%)
 fuzz-bins: $(FUZZ_BIN)
-$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(BUILD)/libringlm.a $(HDRS)
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h) $(BUILD)/libringlm.a $(HDRS)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libringlm.a $(LDSAN) -fsanitize=fuzzer $(LDLIBS)
 
 # --- set-up, tests, demo ----------------------------------------------------------------

@@ -91,8 +91,8 @@ int  rl_model_load_tokenizer(struct rl_model *m, const char *path, char *err, si
 /* A synthetic SentencePiece-style vocabulary of n (259..~550k) pieces in tokenizer.bin layout
  * (malloc'd): <unk>, BOS 1, EOS 2, byte pieces 3..258, then printable pieces with scores. */
 int  rl_model_synth_vocab(uint32_t n, void **blob, uint32_t *size);
-/* Writes m as a standard GGUF v3 "llama" file: 2-D weights as dtype (0 f32, 1 f16, 2 bf16),
- * norms and biases f32, tensors aligned to 32, the vocabulary (if any) as tokenizer.ggml.*.
+/* Writes m as a standard GGUF v3 "llama" file: 2-D weights as dtype (0 f32, 1 f16, 2 bf16,
+ * 3 q8_0 where rows are whole 32-weight blocks, else f16), norms and biases f32, tensors aligned to 32, the vocabulary (if any) as tokenizer.ggml.*.
  * Q/K rows are permuted to adjacent-pair RoPE when m uses rope_halves. */
 int  rl_gguf_write(const struct rl_model *m, const char *path, int dtype, char *err, size_t errlen);
 

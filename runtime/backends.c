@@ -1,6 +1,7 @@
 /* backends.c — picks and builds the backend for a runtime: sim, cpu (over a model file or a
  * synthetic shape), or cuda (its own shared object, loaded only when asked for, so ringlmd and
- * libringlm run where the CUDA libraries are absent). */
+ * libringlm run where the CUDA libraries are absent; it streams a model file's weights to the
+ * GPU itself, so no fp32 copy of the model is made here). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 #include "rl_backend.h"
 #include "rl_model.h"
+#include "rl_model_plan.h"
 #include "rl_rt.h"
 
 /* Provided by the cpu backend and the model code; weak so each part links alone. */
@@ -17,6 +19,9 @@ int rl_backend_cpu_create(const struct rl_model *m, const struct rl_backend_para
 int rl_model_shape(const char *name, struct rl_model_config *cfg) __attribute__((weak));
 int rl_model_load(const char *path, const char *tokenizer_path, struct rl_model **out,
 		  char *err, size_t errlen) __attribute__((weak));
+int rl_model_plan_open(const char *path, const char *tokenizer_path, struct rl_model_plan *p,
+		       char *err, size_t errlen) __attribute__((weak));
+void rl_model_plan_close(struct rl_model_plan *p) __attribute__((weak));
 
 typedef int (*cuda_create_fn)(const struct rl_model *m, const char *synthetic_shape,
 			      const struct rl_backend_params *p, struct rl_backend **out,
@@ -91,6 +96,7 @@ int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct
 		.threads = p->threads,
 		.runtime_cpu = p->cpu,
 		.cuda_graph_buckets = p->cuda_graph_buckets,
+		.cuda_dtype = p->cuda_dtype,
 		.sim_vocab = p->sim_vocab,
 		.sim_max_ctx = 8192,
 		.sim_step_ns = p->sim_step_ns,
@@ -113,6 +119,24 @@ int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct
 		*n_blocks = bp.n_kv_blocks;
 		return rc;
 	}
+	if (!strcmp(name, "cuda")) {
+		/* the backend streams the file itself; the plan here only checks it (same message as
+		 * a load) and gives the shape the default KV pool is sized by */
+		struct rl_model_plan plan;
+		if (!rl_model_plan_open) {
+			snprintf(err, errlen, "model loading is not built into this binary");
+			return -ENOSYS;
+		}
+		if ((rc = rl_model_plan_open(p->model, p->tokenizer, &plan, err, errlen)))
+			return rc;
+		if (!p->kv_blocks)
+			bp.n_kv_blocks = kv_blocks_for(&plan.cfg, p->block_size, p->max_seqs);
+		rl_model_plan_close(&plan);
+		*n_blocks = bp.n_kv_blocks;
+		bp.model_path = p->model;
+		bp.tokenizer_path = p->tokenizer;
+		return open_cuda(p, NULL, &bp, be, err, errlen);
+	}
 	if (synthetic) {
 		struct rl_model_config cfg;
 		if (!rl_model_shape || rl_model_shape(p->model + 10, &cfg)) {
@@ -132,8 +156,6 @@ int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct
 	if (!p->kv_blocks)
 		bp.n_kv_blocks = kv_blocks_for(&(*model)->cfg, p->block_size, p->max_seqs);
 	*n_blocks = bp.n_kv_blocks;
-	if (!strcmp(name, "cuda"))
-		return open_cuda(p, *model, &bp, be, err, errlen);
 	if (!rl_backend_cpu_create) {
 		snprintf(err, errlen, "the cpu backend is not built into this binary");
 		return -ENOSYS;

@@ -1,5 +1,6 @@
-/* model.c — allocation, destruction and random filling of rl_model (loaders live in
- * model_gguf.c, model_safetensors.c, model_llama2c.c; rl_model_load dispatches by magic). */
+/* model.c — the canonical weight layout (rl_model_plan.h), allocation, destruction and random
+ * filling of rl_model (loaders live in model_gguf.c, model_safetensors.c, model_llama2c.c;
+ * rl_model_load dispatches by magic). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -35,7 +36,7 @@ int rl_model_weights_fit(const struct rl_model_config *c, uint64_t file_bytes, c
 	return -EINVAL;
 }
 
-int rl_model_alloc(const struct rl_model_config *c, struct rl_model **out, char *err, size_t errlen)
+int rl_model_check_shape(const struct rl_model_config *c, char *err, size_t errlen)
 {
 	if (!c->dim || !c->hidden_dim || !c->n_layers || !c->n_heads || !c->n_kv_heads ||
 	    !c->vocab_size || !c->head_dim || c->n_heads % c->n_kv_heads ||
@@ -46,11 +47,122 @@ int rl_model_alloc(const struct rl_model_config *c, struct rl_model **out, char 
 			 c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->vocab_size);
 		return -EINVAL;
 	}
-	size_t d = c->dim, h = c->hidden_dim, qd = (size_t)c->n_heads * c->head_dim,
-	       kvd = (size_t)c->n_kv_heads * c->head_dim, v = c->vocab_size;
-	size_t n = rl_model_weight_elems(c);
+	return 0;
+}
+
+/* The fields of one layer, in canonical order. */
+static const uint8_t layer_fields[] = {
+	RL_W_ATTN_NORM, RL_W_WQ, RL_W_WK, RL_W_WV, RL_W_BQ, RL_W_BK, RL_W_BV, RL_W_WO,
+	RL_W_FFN_NORM, RL_W_GATE, RL_W_DOWN, RL_W_UP,
+};
+
+static int has_field(const struct rl_model_config *c, int f)
+{
+	if (f == RL_W_BQ || f == RL_W_BK || f == RL_W_BV)
+		return c->has_qkv_bias;
+	return f != RL_W_WCLS || !c->tied_embeddings;
+}
+
+uint64_t rl_model_field_elems(const struct rl_model_config *c, int f)
+{
+	uint64_t d = c->dim, h = c->hidden_dim, qd = (uint64_t)c->n_heads * c->head_dim,
+		 kvd = (uint64_t)c->n_kv_heads * c->head_dim, v = c->vocab_size;
+	switch (f) {
+	case RL_W_TOK_EMB: case RL_W_WCLS:                     return v * d;
+	case RL_W_ATTN_NORM: case RL_W_FFN_NORM: case RL_W_OUT_NORM: return d;
+	case RL_W_WQ: case RL_W_WO:                            return qd * d;
+	case RL_W_WK: case RL_W_WV:                            return kvd * d;
+	case RL_W_BQ:                                          return qd;
+	case RL_W_BK: case RL_W_BV:                            return kvd;
+	case RL_W_GATE: case RL_W_DOWN: case RL_W_UP:          return h * d;
+	}
+	return 0;
+}
+
+uint64_t rl_model_field_off(const struct rl_model_config *c, int f, uint32_t layer)
+{
+	if (f < 0 || f >= RL_W_NFIELDS || !has_field(c, f))
+		return UINT64_MAX;
+	uint64_t per_layer = 0, within = UINT64_MAX;
+	for (size_t i = 0; i < sizeof layer_fields; i++) {
+		if (layer_fields[i] == f)
+			within = per_layer;
+		if (has_field(c, layer_fields[i]))
+			per_layer += rl_model_field_elems(c, layer_fields[i]);
+	}
+	uint64_t emb = rl_model_field_elems(c, RL_W_TOK_EMB), layers = per_layer * c->n_layers;
+	switch (f) {
+	case RL_W_TOK_EMB:  return 0;
+	case RL_W_OUT_NORM: return emb + layers;
+	case RL_W_WCLS:     return emb + layers + c->dim;
+	}
+	return layer < c->n_layers ? emb + per_layer * layer + within : UINT64_MAX;
+}
+
+size_t rl_model_layout(const struct rl_model_config *c, struct rl_wseg *segs)
+{
+	size_t k = 0;
+	uint64_t off = 0;
+#define SEG(f, l) do { uint64_t n_ = rl_model_field_elems(c, f); \
+	if (segs) { segs[k] = (struct rl_wseg){ off, n_, (l), (uint8_t)(f) }; } \
+	off += n_; k++; } while (0)
+	SEG(RL_W_TOK_EMB, 0);
+	for (uint32_t l = 0; l < c->n_layers; l++)
+		for (size_t i = 0; i < sizeof layer_fields; i++)
+			if (has_field(c, layer_fields[i]))
+				SEG(layer_fields[i], l);
+	SEG(RL_W_OUT_NORM, 0);
+	if (!c->tied_embeddings)
+		SEG(RL_W_WCLS, 0);
+#undef SEG
+	return k;
+}
+
+size_t rl_model_layout_find(const struct rl_wseg *segs, size_t n, uint64_t e)
+{
+	size_t lo = 0, hi = n;             /* the last segment starting at or before e */
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (segs[mid].off <= e)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+float **rl_model_field_slot(struct rl_model *m, int f, uint32_t l)
+{
+	struct rl_layer *L = &m->layers[l];
+	switch (f) {
+	case RL_W_TOK_EMB:   return &m->tok_emb;
+	case RL_W_OUT_NORM:  return &m->out_norm;
+	case RL_W_WCLS:      return &m->wcls;
+	case RL_W_ATTN_NORM: return &L->attn_norm;
+	case RL_W_WQ:        return &L->wq;
+	case RL_W_WK:        return &L->wk;
+	case RL_W_WV:        return &L->wv;
+	case RL_W_BQ:        return &L->bq;
+	case RL_W_BK:        return &L->bk;
+	case RL_W_BV:        return &L->bv;
+	case RL_W_WO:        return &L->wo;
+	case RL_W_FFN_NORM:  return &L->ffn_norm;
+	case RL_W_GATE:      return &L->w_gate;
+	case RL_W_DOWN:      return &L->w_down;
+	case RL_W_UP:        return &L->w_up;
+	}
+	return NULL;
+}
+
+int rl_model_alloc(const struct rl_model_config *c, struct rl_model **out, char *err, size_t errlen)
+{
+	int rc = rl_model_check_shape(c, err, errlen);
+	if (rc)
+		return rc;
+	size_t n = rl_model_weight_elems(c), nseg = rl_model_layout(c, NULL);
 	struct rl_model *m = calloc(1, sizeof *m);
 	struct rl_layer *L = calloc(c->n_layers, sizeof *L);
+	struct rl_wseg *segs = calloc(nseg, sizeof *segs);
 	/* Weights are streamed once per step: map them on their own and ask for transparent huge
 	 * pages, so a decode step does not spend its time on TLB misses (THP is often "madvise"). */
 	float *w = mmap(NULL, n * sizeof(float), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -58,8 +170,8 @@ int rl_model_alloc(const struct rl_model_config *c, struct rl_model **out, char 
 		w = NULL;
 	else
 		madvise(w, n * sizeof(float), MADV_HUGEPAGE);
-	if (!m || !L || !w) {
-		free(m); free(L);
+	if (!m || !L || !w || !segs) {
+		free(m); free(L); free(segs);
 		if (w)
 			munmap(w, n * sizeof(float));
 		snprintf(err, errlen, "cannot allocate %.1f GiB for the model weights", n * 4.0 / (1 << 30));
@@ -69,28 +181,13 @@ int rl_model_alloc(const struct rl_model_config *c, struct rl_model **out, char 
 	m->layers = L;
 	m->mem = w;
 	m->mem_size = n * sizeof(float);
-	float *p = w;
-#define TAKE(k) (p += (k), p - (k))
-	m->tok_emb = TAKE(v * d);
-	for (uint32_t l = 0; l < c->n_layers; l++) {
-		L[l].attn_norm = TAKE(d);
-		L[l].wq = TAKE(qd * d);
-		L[l].wk = TAKE(kvd * d);
-		L[l].wv = TAKE(kvd * d);
-		if (c->has_qkv_bias) {
-			L[l].bq = TAKE(qd);
-			L[l].bk = TAKE(kvd);
-			L[l].bv = TAKE(kvd);
-		}
-		L[l].wo = TAKE(d * qd);
-		L[l].ffn_norm = TAKE(d);
-		L[l].w_gate = TAKE(h * d);
-		L[l].w_down = TAKE(d * h);
-		L[l].w_up = TAKE(h * d);
-	}
-	m->out_norm = TAKE(d);
-	m->wcls = c->tied_embeddings ? m->tok_emb : TAKE(v * d);
-#undef TAKE
+	/* one layout for every consumer: the loaders' plans address weights by these offsets */
+	rl_model_layout(c, segs);
+	for (size_t i = 0; i < nseg; i++)
+		*rl_model_field_slot(m, segs[i].field, segs[i].layer) = w + segs[i].off;
+	if (c->tied_embeddings)
+		m->wcls = m->tok_emb;
+	free(segs);
 	*out = m;
 	return 0;
 }

@@ -1,6 +1,7 @@
 /* model_gguf.c — GGUF (v2/v3) reader: header, metadata key/values, tensor infos, data
  * offset; maps the llama-architecture keys and tensors onto rl_model and rebuilds the
- * tokenizer arrays as a llama2.c-layout vocabulary blob. The metadata is parsed from a
+ * tokenizer arrays as a llama2.c-layout vocabulary blob; loading is planning (every check)
+ * then reading the plan into fp32. The metadata is parsed from a
  * buffer that grows by preads as the cursor advances; every count, length and offset in it
  * is checked against the file size before use. */
 #include <errno.h>
@@ -349,9 +350,9 @@ static const struct tinfo *find_tensor(const struct gguf *g, const char *name)
 }
 
 /* Checks tensor `name` has shape {ne0, ne1} (ne1 = 1: a vector), a supported type and data
- * inside the file, and appends its read to t[*k]. */
-static int plan_tensor(struct gguf *g, const char *name, uint64_t ne0, uint64_t ne1, float *dst,
-		       struct rl_tread *t, size_t *k)
+ * inside the file, and appends its read, as weight (field, layer), to p. */
+static int plan_tensor(struct gguf *g, const char *name, uint64_t ne0, uint64_t ne1, int field,
+		       uint32_t layer, struct rl_model_plan *p)
 {
 	const struct tinfo *ti = find_tensor(g, name);
 	if (!ti) {
@@ -382,9 +383,7 @@ static int plan_tensor(struct gguf *g, const char *name, uint64_t ne0, uint64_t 
 		     (unsigned long long)ti->off, (unsigned long long)nbytes, (unsigned long long)g->f.size);
 		return -EINVAL;
 	}
-	t[*k] = (struct rl_tread){ .off = off, .nbytes = nbytes, .nelem = nel, .dtype = dt, .dst = dst };
-	(*k)++;
-	return 0;
+	return rl_model_plan_add(p, 0, off, nbytes, nel, dt, field, layer, g->err, g->errlen);
 }
 
 /* Builds the llama2.c-layout blob from tokenizer.ggml.{tokens,scores} (SentencePiece "llama"
@@ -508,12 +507,11 @@ int rl_gguf_read_vocab(const char *path, void **blob, uint32_t *size, char *err,
 	return rc;
 }
 
-int rl_model_load_gguf(const char *path, const char *tokenizer_path, struct rl_model **out,
+int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_model_plan *p,
 		       char *err, size_t errlen)
 {
 	struct gguf g;
-	struct rl_model *m = NULL;
-	struct rl_tread *t = NULL;
+	memset(p, 0, sizeof *p);
 	int rc = gguf_parse(&g, path, err, errlen);
 	if (rc)
 		goto out;
@@ -594,64 +592,61 @@ int rl_model_load_gguf(const char *path, const char *tokenizer_path, struct rl_m
 		goto out;
 	if ((rc = rl_model_weights_fit(&c, g.f.size, g.f.name, err, errlen)))
 		goto out;
-	if ((rc = rl_model_alloc(&c, &m, err, errlen))) {
-		char why[256];
-		snprintf(why, sizeof why, "%s", err);
-		GERR(&g, "%s", why);
+	if ((rc = rl_model_plan_init(p, &c, 4 + 12 * (size_t)c.n_layers, 1, g.f.name, err, errlen)))
 		goto out;
-	}
-	if (!get_str(&g, "general.name", m->name, sizeof m->name))
-		snprintf(m->name, sizeof m->name, "%s", g.f.name);
+	rl_model_plan_own_file(p, 0, &g.f);
+	g.f = p->files[0];             /* still g's to read metadata through; the plan closes it */
+	if (!get_str(&g, "general.name", p->name, sizeof p->name))
+		snprintf(p->name, sizeof p->name, "%s", g.f.name);
 	uint64_t d = c.dim, h = c.hidden_dim, qd = (uint64_t)c.n_heads * c.head_dim,
 		 kvd = (uint64_t)c.n_kv_heads * c.head_dim;
-	size_t k = 0;
-	if (!(t = calloc(4 + 12 * (size_t)c.n_layers, sizeof *t))) {
-		GERR(&g, "out of memory");
-		rc = -ENOMEM;
-		goto out;
-	}
-	if ((rc = plan_tensor(&g, "token_embd.weight", d, c.vocab_size, m->tok_emb, t, &k)) ||
-	    (rc = plan_tensor(&g, "output_norm.weight", d, 1, m->out_norm, t, &k)) ||
-	    (!c.tied_embeddings && (rc = plan_tensor(&g, "output.weight", d, c.vocab_size, m->wcls, t, &k))))
+	if ((rc = plan_tensor(&g, "token_embd.weight", d, c.vocab_size, RL_W_TOK_EMB, 0, p)) ||
+	    (rc = plan_tensor(&g, "output_norm.weight", d, 1, RL_W_OUT_NORM, 0, p)) ||
+	    (!c.tied_embeddings && (rc = plan_tensor(&g, "output.weight", d, c.vocab_size, RL_W_WCLS, 0, p))))
 		goto out;
 	for (uint32_t l = 0; l < c.n_layers; l++) {
-		struct rl_layer *L = &m->layers[l];
-		struct { const char *n; uint64_t a, b; float *dst; } w[] = {
-			{ "attn_norm.weight", d, 1, L->attn_norm },
-			{ "attn_q.weight", d, qd, L->wq },
-			{ "attn_k.weight", d, kvd, L->wk },
-			{ "attn_v.weight", d, kvd, L->wv },
-			{ "attn_output.weight", qd, d, L->wo },
-			{ "ffn_norm.weight", d, 1, L->ffn_norm },
-			{ "ffn_gate.weight", d, h, L->w_gate },
-			{ "ffn_down.weight", h, d, L->w_down },
-			{ "ffn_up.weight", d, h, L->w_up },
-			{ "attn_q.bias", qd, 1, L->bq },
-			{ "attn_k.bias", kvd, 1, L->bk },
-			{ "attn_v.bias", kvd, 1, L->bv },
+		struct { const char *n; uint64_t a, b; int field; } w[] = {
+			{ "attn_norm.weight", d, 1, RL_W_ATTN_NORM },
+			{ "attn_q.weight", d, qd, RL_W_WQ },
+			{ "attn_k.weight", d, kvd, RL_W_WK },
+			{ "attn_v.weight", d, kvd, RL_W_WV },
+			{ "attn_output.weight", qd, d, RL_W_WO },
+			{ "ffn_norm.weight", d, 1, RL_W_FFN_NORM },
+			{ "ffn_gate.weight", d, h, RL_W_GATE },
+			{ "ffn_down.weight", h, d, RL_W_DOWN },
+			{ "ffn_up.weight", d, h, RL_W_UP },
+			{ "attn_q.bias", qd, 1, RL_W_BQ },
+			{ "attn_k.bias", kvd, 1, RL_W_BK },
+			{ "attn_v.bias", kvd, 1, RL_W_BV },
 		};
 		for (size_t i = 0; i < sizeof w / sizeof *w; i++) {
 			char name[64];
 			snprintf(name, sizeof name, "blk.%u.%s", l, w[i].n);
-			if (!w[i].dst)      /* biases only exist when the architecture has them */
+			/* biases only exist when the architecture has them */
+			if (rl_model_field_off(&c, w[i].field, l) == UINT64_MAX)
 				continue;
-			if ((rc = plan_tensor(&g, name, w[i].a, w[i].b, w[i].dst, t, &k)))
+			if ((rc = plan_tensor(&g, name, w[i].a, w[i].b, w[i].field, l, p)))
 				goto out;
 		}
 	}
-	if ((rc = rl_model_read_tensors(&g.f, t, k, err, errlen)))
+	if ((rc = rl_model_plan_check(p, err, errlen)))
 		goto out;
 	if (tokenizer_path)
-		rc = rl_model_load_tokenizer(m, tokenizer_path, err, errlen);
+		rc = rl_model_read_tokenizer(tokenizer_path, c.vocab_size, &p->vocab_blob,
+					     &p->vocab_blob_size, err, errlen);
 	else
-		rc = build_vocab(&g, c.vocab_size, c.bos_id, c.eos_id, &m->vocab_blob, &m->vocab_blob_size);
+		rc = build_vocab(&g, c.vocab_size, c.bos_id, c.eos_id, &p->vocab_blob, &p->vocab_blob_size);
 out:
-	free(t);
+	if (p->n_files)                /* the plan owns the file now: not gguf_free's to close */
+		g.f = (struct rl_mfile){ .fd = -1 };
 	gguf_free(&g);
-	if (rc) {
-		rl_model_destroy(m);
-		return rc;
-	}
-	*out = m;
-	return 0;
+	if (rc)
+		rl_model_plan_close(p);
+	return rc;
+}
+
+int rl_model_load_gguf(const char *path, const char *tokenizer_path, struct rl_model **out,
+		       char *err, size_t errlen)
+{
+	return rl_model_load_planned(rl_model_plan_gguf, path, tokenizer_path, out, err, errlen);
 }

@@ -1,9 +1,11 @@
 /* model_gguf_write.c — rl_gguf_write: an rl_model as a standard GGUF v3 "llama" file that
  * llama.cpp and the gguf Python package read (and our loader reads back): all llama.* keys,
- * the vocabulary as tokenizer.ggml.* SentencePiece arrays, 2-D weights in f32/f16/bf16, 1-D
- * tensors in f32 (as llama.cpp's converters do), tensors aligned to 32. Used by
- * `ringlm mkmodel` to make random models of real shapes. */
+ * the vocabulary as tokenizer.ggml.* SentencePiece arrays, 2-D weights in f32/f16/bf16/q8_0
+ * (q8_0 where a row is whole 32-weight blocks, f16 elsewhere), 1-D tensors in f32 (as
+ * llama.cpp's converters do), tensors aligned to 32. Used by `ringlm mkmodel` to make random
+ * models of real shapes, and by the tests for fixtures in every dtype. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/statvfs.h>
@@ -17,7 +19,7 @@ struct wt {                       /* one tensor to write */
 	char name[48];
 	uint64_t ne0, ne1;            /* ne0 = in (fastest), ne1 = out rows */
 	const float *src;
-	int type;                     /* ggml: 0 f32, 1 f16, 30 bf16 */
+	int type;                     /* ggml: 0 f32, 1 f16, 8 q8_0, 30 bf16 */
 	int permute;                  /* rows HF halves -> adjacent pairs, head size permute */
 	uint64_t off;
 };
@@ -87,12 +89,40 @@ static uint64_t src_row(uint64_t r, uint64_t hd, int permute)
 	return h * hd + j * (hd / 2) + i;
 }
 
+static uint64_t tensor_bytes(const struct wt *t)
+{
+	uint64_t n = t->ne0 * t->ne1;
+	return t->type == 0 ? 4 * n : t->type == 8 ? n / 32 * 34 : 2 * n;
+}
+
+/* One row as Q8_0 blocks: scale d = max|x| / 127 (stored f16), q = round(x / d), as ggml's
+ * reference quantizer does. */
+static void put_q8_0(struct w *w, const float *row, uint64_t n)
+{
+	for (uint64_t b = 0; b < n; b += 32) {
+		uint8_t blk[34];
+		float amax = 0;
+		for (int i = 0; i < 32; i++)
+			amax = fabsf(row[b + i]) > amax ? fabsf(row[b + i]) : amax;
+		float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+		uint16_t h = rl_f32_to_f16(d);
+		memcpy(blk, &h, 2);
+		for (int i = 0; i < 32; i++)
+			blk[2 + i] = (uint8_t)(int8_t)roundf(row[b + i] * id);
+		put(w, blk, sizeof blk);
+	}
+}
+
 static void put_tensor(struct w *w, const struct wt *t, uint64_t hd, uint16_t *tmp, size_t tmpn)
 {
 	for (uint64_t r = 0; r < t->ne1 && !w->bad; r++) {
 		const float *row = t->src + src_row(r, hd, t->permute) * t->ne0;
 		if (t->type == 0) {
 			put(w, row, t->ne0 * 4);
+			continue;
+		}
+		if (t->type == 8) {
+			put_q8_0(w, row, t->ne0);
 			continue;
 		}
 		for (uint64_t i = 0; i < t->ne0; i += tmpn) {
@@ -108,11 +138,11 @@ int rl_gguf_write(const struct rl_model *m, const char *path, int dtype, char *e
 {
 	const char *name = rl_model_basename(path);
 	const struct rl_model_config *c = &m->cfg;
-	if (dtype < 0 || dtype > 2) {
-		rl_model_err(err, errlen, name, "dtype %d not writable (0 f32, 1 f16, 2 bf16)", dtype);
+	if (dtype < 0 || dtype > 3) {
+		rl_model_err(err, errlen, name, "dtype %d not writable (0 f32, 1 f16, 2 bf16, 3 q8_0)", dtype);
 		return -EINVAL;
 	}
-	int gt = dtype == 0 ? 0 : dtype == 1 ? 1 : 30;
+	int gt = dtype == 0 ? 0 : dtype == 1 ? 1 : dtype == 2 ? 30 : 8;
 	uint32_t nv = 0;
 	struct piece *pc = NULL;
 	if (m->vocab_blob) {
@@ -173,11 +203,14 @@ int rl_gguf_write(const struct rl_model *m, const char *path, int dtype, char *e
 	}
 #undef TL
 #undef T
+	for (size_t i = 0; i < k; i++)       /* q8_0 only where rows are whole blocks */
+		if (t[i].type == 8 && t[i].ne0 % 32)
+			t[i].type = 1;
 	/* biases are written as [1, n] for the row permutation; GGUF wants them 1-D */
 	uint64_t data = 0;
 	for (size_t i = 0; i < k; i++) {
 		t[i].off = data;
-		data += (t[i].ne0 * t[i].ne1 * (t[i].type ? 2 : 4) + ALIGN - 1) / ALIGN * ALIGN;
+		data += (tensor_bytes(&t[i]) + ALIGN - 1) / ALIGN * ALIGN;
 	}
 	/* metadata is far below 64 bytes per token plus 64 KiB */
 	uint64_t need = data + 65536 + (uint64_t)nv * 64;
@@ -209,7 +242,7 @@ int rl_gguf_write(const struct rl_model *m, const char *path, int dtype, char *e
 	kv_str(&w, "general.architecture", "llama");
 	kv_str(&w, "general.name", m->name[0] ? m->name : "ringlm");
 	kv_u32(&w, "general.alignment", ALIGN);
-	kv_u32(&w, "general.file_type", dtype == 0 ? 0 : dtype == 1 ? 1 : 32);
+	kv_u32(&w, "general.file_type", dtype == 0 ? 0 : dtype == 1 ? 1 : dtype == 2 ? 32 : 7);
 	kv_u32(&w, "llama.context_length", c->max_ctx);
 	kv_u32(&w, "llama.embedding_length", c->dim);
 	kv_u32(&w, "llama.feed_forward_length", c->hidden_dim);
@@ -264,7 +297,7 @@ int rl_gguf_write(const struct rl_model *m, const char *path, int dtype, char *e
 	for (size_t i = 0; i < k && !w.bad; i++) {
 		put(&w, zero, t[i].off - at);
 		put_tensor(&w, &t[i], hd, tmp, 4096);
-		at = t[i].off + t[i].ne0 * t[i].ne1 * (t[i].type ? 2 : 4);
+		at = t[i].off + tensor_bytes(&t[i]);
 	}
 	int e = w.bad ? errno : 0;
 	if (fclose(w.f) && !e)

@@ -1,7 +1,7 @@
 /* model_internal.h — plumbing shared by the model loaders and the GGUF writer (not a public
- * header): an opened model file, batched io_uring reads of tensors into fp32 destinations
- * with dtype conversion, half-precision conversions, one-line error formatting, and the
- * check of a llama2.c-layout vocabulary blob. */
+ * header): an opened model file, building a plan (rl_model_plan.h), batched io_uring reads of
+ * tensors into fp32 destinations with dtype conversion, half-precision conversions, one-line
+ * error formatting, and the check of a llama2.c-layout vocabulary blob. */
 #ifndef RL_MODEL_INTERNAL_H
 #define RL_MODEL_INTERNAL_H
 #include <stdarg.h>
@@ -9,23 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "rl_model.h"
-
-/* On-disk element types a loader can hand to rl_model_read_tensors. */
-enum rl_dt { RL_DT_F32, RL_DT_F16, RL_DT_BF16, RL_DT_Q8_0 };
-
-struct rl_mfile {
-	int         fd;
-	uint64_t    size;
-	const char *name;              /* basename of the path, for error messages */
-};
-
-/* One tensor to read: nbytes at file offset off, stored as dtype, converted into nelem
- * floats at dst. */
-struct rl_tread {
-	uint64_t off, nbytes, nelem;
-	int      dtype;
-	float   *dst;
-};
+#include "rl_model_plan.h"
 
 __attribute__((format(printf, 4, 5)))
 void rl_model_err(char *err, size_t errlen, const char *name, const char *fmt, ...);
@@ -39,10 +23,13 @@ int  rl_mfile_pread(const struct rl_mfile *f, void *buf, size_t len, uint64_t of
 /* Bytes that nelem elements of dtype occupy on disk; -EINVAL when nelem does not fit the
  * dtype's block size or the product overflows. */
 int  rl_dt_size(int dtype, uint64_t nelem, uint64_t *nbytes);
-/* Reads every tensor (bounds already checked by the caller) with several large reads in
- * flight on an io_uring, converting non-f32 data through a bounded staging buffer. */
+/* Reads every tensor (bounds already checked by the caller) into base + t[i].elem (fp32,
+ * canonical layout) with several large reads in flight on an io_uring, converting non-f32
+ * data through a bounded staging buffer. */
 int  rl_model_read_tensors(const struct rl_mfile *f, const struct rl_tread *t, size_t n,
-			   char *err, size_t errlen);
+			   float *base, char *err, size_t errlen);
+/* Bytes and weights of one Q8_0/f16/bf16/f32 block (the unit a read may be split at). */
+void rl_dt_block(int dtype, uint32_t *bytes, uint32_t *elems);
 
 float    rl_f16_to_f32(uint16_t h);
 float    rl_bf16_to_f32(uint16_t h);
@@ -54,6 +41,43 @@ uint16_t rl_f32_to_bf16(float f);
 int  rl_model_vocab_check(const void *blob, size_t size, uint32_t n_vocab, const char *name,
 			  char *err, size_t errlen);
 
+/* rl_model_alloc's shape check without allocating: 0, or -EINVAL and why (no file name). */
+int  rl_model_check_shape(const struct rl_model_config *c, char *err, size_t errlen);
+/* Canonical element offset of field (enum rl_wfield) of layer; UINT64_MAX for a field the
+ * shape does not have (biases without has_qkv_bias, wcls when tied). */
+uint64_t rl_model_field_off(const struct rl_model_config *c, int field, uint32_t layer);
+/* Elements of one field. */
+uint64_t rl_model_field_elems(const struct rl_model_config *c, int field);
+/* The rl_model pointer that holds (field, layer). */
+float  **rl_model_field_slot(struct rl_model *m, int field, uint32_t layer);
+
+/* Plan building, for the loaders. init: zeroes p, checks c's shape (-EINVAL, the reason
+ * prefixed with name), and sizes the read list and file table. own_file moves an open file
+ * into slot i (f is left closed). add appends the read of (field, layer), checking nelem is
+ * that field's size and the bytes lie inside the file. */
+int  rl_model_plan_init(struct rl_model_plan *p, const struct rl_model_config *c, size_t max_reads,
+			int n_files, const char *name, char *err, size_t errlen);
+void rl_model_plan_own_file(struct rl_model_plan *p, int i, struct rl_mfile *f);
+int  rl_model_plan_add(struct rl_model_plan *p, int file, uint64_t off, uint64_t nbytes,
+		       uint64_t nelem, int dtype, int field, uint32_t layer, char *err, size_t errlen);
+/* Checks a finished plan reads every segment of the layout exactly once (a loader bug
+ * otherwise: -EINVAL). */
+int  rl_model_plan_check(const struct rl_model_plan *p, char *err, size_t errlen);
+/* rl_model_load_X: planner, then rl_model_plan_load. */
+int  rl_model_load_planned(int (*planner)(const char *, const char *, struct rl_model_plan *, char *, size_t),
+			   const char *path, const char *tokenizer_path, struct rl_model **out,
+			   char *err, size_t errlen);
+/* Reads a llama2.c tokenizer.bin and checks it has exactly n_vocab tokens. */
+int  rl_model_read_tokenizer(const char *path, uint32_t n_vocab, void **blob, uint32_t *size,
+			     char *err, size_t errlen);
+
+/* Per-format planners (rl_model_plan_open dispatches by magic) and their fp32 loads. */
+int rl_model_plan_llama2c(const char *path, const char *tokenizer_path, struct rl_model_plan *p,
+			  char *err, size_t errlen);
+int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_model_plan *p,
+		       char *err, size_t errlen);
+int rl_model_plan_safetensors(const char *path, const char *tokenizer_path, struct rl_model_plan *p,
+			      char *err, size_t errlen);
 int rl_model_load_llama2c(const char *path, const char *tokenizer_path, struct rl_model **out,
 			  char *err, size_t errlen);
 int rl_model_load_gguf(const char *path, const char *tokenizer_path, struct rl_model **out,

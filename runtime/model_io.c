@@ -43,20 +43,28 @@ const char *rl_model_basename(const char *path)
 
 int rl_mfile_open(struct rl_mfile *f, const char *path, char *err, size_t errlen)
 {
-	f->name = rl_model_basename(path);
+	const char *base = rl_model_basename(path);
+	f->name = NULL;
 	f->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (f->fd < 0) {
 		int e = errno;
-		rl_model_err(err, errlen, f->name, "cannot open: %s", strerror(e));
+		rl_model_err(err, errlen, base, "cannot open: %s", strerror(e));
 		return -e;
 	}
 	struct stat st;
 	if (fstat(f->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		int e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-		rl_model_err(err, errlen, f->name, "not a regular file");
+		rl_model_err(err, errlen, base, "not a regular file");
 		close(f->fd);
 		f->fd = -1;
 		return -e;
+	}
+	/* a copy: a plan keeps the file open after the caller's path buffer is gone */
+	if (!(f->name = strdup(base))) {
+		rl_model_err(err, errlen, base, "out of memory");
+		close(f->fd);
+		f->fd = -1;
+		return -ENOMEM;
 	}
 	f->size = (uint64_t)st.st_size;
 	return 0;
@@ -67,6 +75,8 @@ void rl_mfile_close(struct rl_mfile *f)
 	if (f->fd >= 0)
 		close(f->fd);
 	f->fd = -1;
+	free(f->name);
+	f->name = NULL;
 }
 
 int rl_mfile_pread(const struct rl_mfile *f, void *buf, size_t len, uint64_t off,
@@ -106,6 +116,12 @@ int rl_dt_size(int dtype, uint64_t nelem, uint64_t *nbytes)
 		return 0;
 	}
 	return -EINVAL;
+}
+
+void rl_dt_block(int dtype, uint32_t *bytes, uint32_t *elems)
+{
+	*elems = dtype == RL_DT_Q8_0 ? 32 : 1;
+	*bytes = dtype == RL_DT_Q8_0 ? 34 : dtype == RL_DT_F32 ? 4 : 2;
 }
 
 float rl_f16_to_f32(uint16_t h)
@@ -169,19 +185,19 @@ uint16_t rl_f32_to_f16(float f)
 	return sign | (uint16_t)r;
 }
 
-static void convert(const struct rl_tread *t, const uint8_t *src)
+static void convert(const struct rl_tread *t, float *dst, const uint8_t *src)
 {
 	switch (t->dtype) {
 	case RL_DT_F16:
 		for (uint64_t i = 0; i < t->nelem; i++) {
 			uint16_t h; memcpy(&h, src + 2 * i, 2);
-			t->dst[i] = rl_f16_to_f32(h);
+			dst[i] = rl_f16_to_f32(h);
 		}
 		break;
 	case RL_DT_BF16:
 		for (uint64_t i = 0; i < t->nelem; i++) {
 			uint16_t h; memcpy(&h, src + 2 * i, 2);
-			t->dst[i] = rl_bf16_to_f32(h);
+			dst[i] = rl_bf16_to_f32(h);
 		}
 		break;
 	case RL_DT_Q8_0:
@@ -190,7 +206,7 @@ static void convert(const struct rl_tread *t, const uint8_t *src)
 			uint16_t h; memcpy(&h, blk, 2);
 			float d = rl_f16_to_f32(h);
 			for (int i = 0; i < 32; i++)
-				t->dst[b * 32 + i] = d * (float)(int8_t)blk[2 + i];
+				dst[b * 32 + i] = d * (float)(int8_t)blk[2 + i];
 		}
 		break;
 	}
@@ -298,7 +314,7 @@ static int read_group_uring(struct io_uring *ring, const struct rl_mfile *f, str
 }
 
 int rl_model_read_tensors(const struct rl_mfile *f, const struct rl_tread *t, size_t n,
-			  char *err, size_t errlen)
+			  float *base, char *err, size_t errlen)
 {
 	struct io_uring ring;
 	/* io_uring may be unavailable (old kernel, seccomp): the same chunks then go via pread */
@@ -331,7 +347,7 @@ int rl_model_read_tensors(const struct rl_mfile *f, const struct rl_tread *t, si
 		uint64_t so = 0;
 		for (size_t k = i; k < j; k++) {
 			if (t[k].dtype == RL_DT_F32) {
-				bufs[k] = (uint8_t *)t[k].dst;
+				bufs[k] = (uint8_t *)(base + t[k].elem);
 			} else {
 				bufs[k] = stage + so;
 				so += t[k].nbytes;
@@ -342,7 +358,7 @@ int rl_model_read_tensors(const struct rl_mfile *f, const struct rl_tread *t, si
 			       : read_group_pread(f, &g, err, errlen);
 		for (size_t k = i; k < j && !rc; k++)
 			if (t[k].dtype != RL_DT_F32)
-				convert(&t[k], bufs[k]);
+				convert(&t[k], base + t[k].elem, bufs[k]);
 		i = j;
 	}
 	free(stage);
@@ -390,7 +406,8 @@ int rl_model_vocab_check(const void *blob, size_t size, uint32_t n_vocab, const 
 	return 0;
 }
 
-int rl_model_load_tokenizer(struct rl_model *m, const char *path, char *err, size_t errlen)
+int rl_model_read_tokenizer(const char *path, uint32_t n_vocab, void **out, uint32_t *out_size,
+			    char *err, size_t errlen)
 {
 	struct rl_mfile f;
 	int rc = rl_mfile_open(&f, path, err, errlen);
@@ -407,15 +424,28 @@ int rl_model_load_tokenizer(struct rl_model *m, const char *path, char *err, siz
 	} else {
 		rc = rl_mfile_pread(&f, blob, f.size, 0, err, errlen);
 		if (!rc)
-			rc = rl_model_vocab_check(blob, f.size, m->cfg.vocab_size, f.name, err, errlen);
+			rc = rl_model_vocab_check(blob, f.size, n_vocab, f.name, err, errlen);
 	}
+	uint64_t size = f.size;
 	rl_mfile_close(&f);
 	if (rc) {
 		free(blob);
 		return rc;
 	}
+	*out = blob;
+	*out_size = (uint32_t)size;
+	return 0;
+}
+
+int rl_model_load_tokenizer(struct rl_model *m, const char *path, char *err, size_t errlen)
+{
+	void *blob;
+	uint32_t size;
+	int rc = rl_model_read_tokenizer(path, m->cfg.vocab_size, &blob, &size, err, errlen);
+	if (rc)
+		return rc;
 	free(m->vocab_blob);
 	m->vocab_blob = blob;
-	m->vocab_blob_size = (uint32_t)f.size;
+	m->vocab_blob_size = size;
 	return 0;
 }

@@ -1,21 +1,21 @@
 /* model_llama2c.c — loader for Karpathy's llama2.c legacy checkpoint (.bin, version 0):
  * a Config of 7 int32 (dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len;
  * a negative vocab_size means a separate classifier follows), then fp32 tensors grouped by
- * kind across layers. The file carries no vocabulary: it comes from a tokenizer.bin. */
+ * kind across layers. The file carries no vocabulary: it comes from a tokenizer.bin.
+ * Planning (rl_model_plan.h) does every check; loading reads the plan into fp32. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include "model_internal.h"
 
-int rl_model_load_llama2c(const char *path, const char *tokenizer_path, struct rl_model **out,
+int rl_model_plan_llama2c(const char *path, const char *tokenizer_path, struct rl_model_plan *p,
 			  char *err, size_t errlen)
 {
+	memset(p, 0, sizeof *p);
 	struct rl_mfile f;
 	int rc = rl_mfile_open(&f, path, err, errlen);
 	if (rc)
 		return rc;
-	struct rl_model *m = NULL;
-	struct rl_tread *t = NULL;
 	int32_t h[7];
 	if ((rc = rl_mfile_pread(&f, h, sizeof h, 0, err, errlen)))
 		goto out;
@@ -55,48 +55,46 @@ int rl_model_load_llama2c(const char *path, const char *tokenizer_path, struct r
 		rc = -EINVAL;
 		goto out;
 	}
-	if ((rc = rl_model_alloc(&c, &m, err, errlen))) {
-		char why[256];
-		snprintf(why, sizeof why, "%s", err);
-		rl_model_err(err, errlen, f.name, "%s", why);
+	if ((rc = rl_model_plan_init(p, &c, 3 + 9 * L + (shared ? 0 : 1), 1, f.name, err, errlen)))
 		goto out;
-	}
-	snprintf(m->name, sizeof m->name, "%s", f.name);
-	size_t nt = 3 + 9 * L + (shared ? 0 : 1), k = 0;
-	if (!(t = calloc(nt, sizeof *t))) {
-		rl_model_err(err, errlen, f.name, "out of memory");
-		rc = -ENOMEM;
-		goto out;
-	}
+	snprintf(p->name, sizeof p->name, "%s", f.name);
+	rl_model_plan_own_file(p, 0, &f);
+	/* the file groups tensors by kind across layers: one read per layer keeps each read one
+	 * contiguous run of the canonical layout */
 	uint64_t off = 28;
-#define ADD(ptr, n) do { t[k].off = off; t[k].nelem = (n); t[k].nbytes = (n) * 4; \
-	t[k].dtype = RL_DT_F32; t[k].dst = (ptr); off += (n) * 4; k++; } while (0)
-	ADD(m->tok_emb, v * d);
-	for (uint32_t l = 0; l < L; l++) ADD(m->layers[l].attn_norm, d);
-	for (uint32_t l = 0; l < L; l++) ADD(m->layers[l].wq, qd * d);
-	for (uint32_t l = 0; l < L; l++) ADD(m->layers[l].wk, kvd * d);
-	for (uint32_t l = 0; l < L; l++) ADD(m->layers[l].wv, kvd * d);
-	for (uint32_t l = 0; l < L; l++) ADD(m->layers[l].wo, d * qd);
-	for (uint32_t l = 0; l < L; l++) ADD(m->layers[l].ffn_norm, d);
-	for (uint32_t l = 0; l < L; l++) ADD(m->layers[l].w_gate, hd * d);
-	for (uint32_t l = 0; l < L; l++) ADD(m->layers[l].w_down, d * hd);
-	for (uint32_t l = 0; l < L; l++) ADD(m->layers[l].w_up, hd * d);
-	ADD(m->out_norm, d);
+#define ADD(field, layer, n) do { if ((rc = rl_model_plan_add(p, 0, off, (n) * 4, (n), RL_DT_F32, \
+	(field), (layer), err, errlen))) { goto out; } off += (n) * 4; } while (0)
+#define EACH(field, n) for (uint32_t l = 0; l < L; l++) ADD(field, l, n)
+	ADD(RL_W_TOK_EMB, 0, v * d);
+	EACH(RL_W_ATTN_NORM, d);
+	EACH(RL_W_WQ, qd * d);
+	EACH(RL_W_WK, kvd * d);
+	EACH(RL_W_WV, kvd * d);
+	EACH(RL_W_WO, d * qd);
+	EACH(RL_W_FFN_NORM, d);
+	EACH(RL_W_GATE, hd * d);
+	EACH(RL_W_DOWN, d * hd);
+	EACH(RL_W_UP, hd * d);
+	ADD(RL_W_OUT_NORM, 0, d);
 	off += sizes[11];              /* freq_cis_real/imag: RoPE tables we recompute */
 	if (!shared)
-		ADD(m->wcls, v * d);
+		ADD(RL_W_WCLS, 0, v * d);
+#undef EACH
 #undef ADD
-	if ((rc = rl_model_read_tensors(&f, t, k, err, errlen)))
+	if ((rc = rl_model_plan_check(p, err, errlen)))
 		goto out;
 	if (tokenizer_path)
-		rc = rl_model_load_tokenizer(m, tokenizer_path, err, errlen);
+		rc = rl_model_read_tokenizer(tokenizer_path, c.vocab_size, &p->vocab_blob,
+					     &p->vocab_blob_size, err, errlen);
 out:
-	free(t);
 	rl_mfile_close(&f);
-	if (rc) {
-		rl_model_destroy(m);
-		return rc;
-	}
-	*out = m;
-	return 0;
+	if (rc)
+		rl_model_plan_close(p);
+	return rc;
+}
+
+int rl_model_load_llama2c(const char *path, const char *tokenizer_path, struct rl_model **out,
+			  char *err, size_t errlen)
+{
+	return rl_model_load_planned(rl_model_plan_llama2c, path, tokenizer_path, out, err, errlen);
 }

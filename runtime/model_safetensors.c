@@ -2,7 +2,8 @@
  * listed by model.safetensors.index.json, with config.json beside them. Each safetensors file
  * is an 8-byte little-endian header length, a JSON header {name: {dtype, shape,
  * data_offsets}}, then the data. HF rotates RoPE halves, so rope_halves = 1. The file has no
- * SentencePiece vocabulary: a tokenizer.bin can be given. */
+ * SentencePiece vocabulary: a tokenizer.bin can be given. Loading is planning (every check)
+ * then reading the plan into fp32. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -179,9 +180,10 @@ static const struct st_tensor *find(const struct st *s, const char *name)
 	return NULL;
 }
 
-/* Appends the read of tensor `name`, shaped [rows, cols] (cols 0: a vector of rows). */
-static int plan(struct st *s, const char *name, uint64_t rows, uint64_t cols, float *dst,
-		struct rl_tread *t, size_t *k, int *shard_of)
+/* Appends the read of tensor `name`, shaped [rows, cols] (cols 0: a vector of rows), as
+ * weight (field, layer). The plan's files are the shards, in the same order. */
+static int plan(struct st *s, const char *name, uint64_t rows, uint64_t cols, int field,
+		uint32_t layer, struct rl_model_plan *p)
 {
 	const struct st_tensor *x = find(s, name);
 	const char *fn = s->f[0].name;
@@ -200,10 +202,8 @@ static int plan(struct st *s, const char *name, uint64_t rows, uint64_t cols, fl
 		rl_model_err(s->err, s->errlen, fn, "tensor %s has an unsupported dtype (F32, F16, BF16 are)", name);
 		return -ENOTSUP;
 	}
-	t[*k] = (struct rl_tread){ .off = x->off, .nbytes = x->nbytes, .nelem = rows * (cols ? cols : 1),
-				   .dtype = x->dtype, .dst = dst };
-	shard_of[(*k)++] = x->shard;
-	return 0;
+	return rl_model_plan_add(p, x->shard, x->off, x->nbytes, rows * (cols ? cols : 1), x->dtype,
+				 field, layer, s->err, s->errlen);
 }
 
 /* An integer config field in [lo, hi] (absent: dflt; required: error). Llama 3 lists several
@@ -290,24 +290,23 @@ static int parse_config(const struct rl_json *j, struct rl_model_config *c, char
 	return 0;
 }
 
-int rl_model_load_safetensors(const char *path, const char *tokenizer_path, struct rl_model **out,
+int rl_model_plan_safetensors(const char *path, const char *tokenizer_path, struct rl_model_plan *p,
 			      char *err, size_t errlen)
 {
 	struct st s = { .err = err, .errlen = errlen };
 	struct rl_json *cfg = NULL, *index = NULL;
-	struct rl_model *m = NULL;
-	struct rl_tread *t = NULL;
-	int *shard_of = NULL, rc;
-	char dir[4096], p[4200];
+	int rc;
+	memset(p, 0, sizeof *p);
+	char dir[4096], fp[4200];
 	struct stat sb;
 	if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
 		snprintf(dir, sizeof dir, "%s", path);
-		snprintf(p, sizeof p, "%s/model.safetensors", dir);
-		if (access(p, F_OK) == 0) {
-			rc = add_shard(&s, p);
+		snprintf(fp, sizeof fp, "%s/model.safetensors", dir);
+		if (access(fp, F_OK) == 0) {
+			rc = add_shard(&s, fp);
 		} else {
-			snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
-			if (!(index = parse_json_file(p, err, errlen, &rc)))
+			snprintf(fp, sizeof fp, "%s/model.safetensors.index.json", dir);
+			if (!(index = parse_json_file(fp, err, errlen, &rc)))
 				goto out;
 			const struct rl_json *wm = rl_json_get(index, "weight_map");
 			if (!wm || wm->type != RL_JSON_OBJ || !wm->n) {
@@ -327,8 +326,8 @@ int rl_model_load_safetensors(const char *path, const char *tokenizer_path, stru
 				for (size_t k = 0; k < i && !seen; k++)
 					seen = !strcmp(wm->v[k].str, fn->str);
 				if (!seen) {
-					snprintf(p, sizeof p, "%s/%s", dir, fn->str);
-					rc = add_shard(&s, p);
+					snprintf(fp, sizeof fp, "%s/%s", dir, fn->str);
+					rc = add_shard(&s, fp);
 				}
 			}
 		}
@@ -343,8 +342,8 @@ int rl_model_load_safetensors(const char *path, const char *tokenizer_path, stru
 	}
 	if (rc)
 		goto out;
-	snprintf(p, sizeof p, "%s/config.json", dir);
-	if (!(cfg = parse_json_file(p, err, errlen, &rc)))
+	snprintf(fp, sizeof fp, "%s/config.json", dir);
+	if (!(cfg = parse_json_file(fp, err, errlen, &rc)))
 		goto out;
 	struct rl_model_config c;
 	if ((rc = parse_config(cfg, &c, err, errlen)))
@@ -363,83 +362,67 @@ int rl_model_load_safetensors(const char *path, const char *tokenizer_path, stru
 		shard_bytes += s.f[f].size;
 	if ((rc = rl_model_weights_fit(&c, shard_bytes, s.f[0].name, err, errlen)))
 		goto out;
-	if ((rc = rl_model_alloc(&c, &m, err, errlen))) {
-		char why[256];
-		snprintf(why, sizeof why, "%s", err);
-		rl_model_err(err, errlen, "config.json", "%s", why);
+	if ((rc = rl_model_plan_init(p, &c, 3 + 12 * (size_t)c.n_layers, s.nf, "config.json", err, errlen)))
 		goto out;
-	}
-	snprintf(m->name, sizeof m->name, "%s", rl_model_basename(dir));
-	size_t nmax = 3 + 12 * (size_t)c.n_layers, k = 0;
-	t = calloc(nmax, sizeof *t);
-	shard_of = calloc(nmax, sizeof *shard_of);
-	if (!t || !shard_of) {
-		rl_model_err(err, errlen, s.f[0].name, "out of memory");
-		rc = -ENOMEM;
-		goto out;
-	}
+	for (int f = 0; f < s.nf; f++)
+		rl_model_plan_own_file(p, f, &s.f[f]);
+	/* s.f[] are the plan's now; error messages name the shards through the plan */
+	for (int f = 0; f < s.nf; f++)
+		s.f[f] = p->files[f];
+	snprintf(p->name, sizeof p->name, "%s", rl_model_basename(dir));
 	uint64_t d = c.dim, h = c.hidden_dim, qd = (uint64_t)c.n_heads * c.head_dim,
 		 kvd = (uint64_t)c.n_kv_heads * c.head_dim;
-	if ((rc = plan(&s, "model.embed_tokens.weight", c.vocab_size, d, m->tok_emb, t, &k, shard_of)) ||
-	    (rc = plan(&s, "model.norm.weight", d, 0, m->out_norm, t, &k, shard_of)) ||
-	    (!c.tied_embeddings && (rc = plan(&s, "lm_head.weight", c.vocab_size, d, m->wcls, t, &k, shard_of))))
+	if ((rc = plan(&s, "model.embed_tokens.weight", c.vocab_size, d, RL_W_TOK_EMB, 0, p)) ||
+	    (rc = plan(&s, "model.norm.weight", d, 0, RL_W_OUT_NORM, 0, p)) ||
+	    (!c.tied_embeddings && (rc = plan(&s, "lm_head.weight", c.vocab_size, d, RL_W_WCLS, 0, p))))
 		goto out;
 	for (uint32_t l = 0; l < c.n_layers; l++) {
-		struct rl_layer *L = &m->layers[l];
-		struct { const char *n; uint64_t r, cl; float *dst; } w[] = {
-			{ "input_layernorm.weight", d, 0, L->attn_norm },
-			{ "self_attn.q_proj.weight", qd, d, L->wq },
-			{ "self_attn.k_proj.weight", kvd, d, L->wk },
-			{ "self_attn.v_proj.weight", kvd, d, L->wv },
-			{ "self_attn.o_proj.weight", d, qd, L->wo },
-			{ "post_attention_layernorm.weight", d, 0, L->ffn_norm },
-			{ "mlp.gate_proj.weight", h, d, L->w_gate },
-			{ "mlp.down_proj.weight", d, h, L->w_down },
-			{ "mlp.up_proj.weight", h, d, L->w_up },
-			{ "self_attn.q_proj.bias", qd, 0, L->bq },
-			{ "self_attn.k_proj.bias", kvd, 0, L->bk },
-			{ "self_attn.v_proj.bias", kvd, 0, L->bv },
+		struct { const char *n; uint64_t r, cl; int field; } w[] = {
+			{ "input_layernorm.weight", d, 0, RL_W_ATTN_NORM },
+			{ "self_attn.q_proj.weight", qd, d, RL_W_WQ },
+			{ "self_attn.k_proj.weight", kvd, d, RL_W_WK },
+			{ "self_attn.v_proj.weight", kvd, d, RL_W_WV },
+			{ "self_attn.o_proj.weight", d, qd, RL_W_WO },
+			{ "post_attention_layernorm.weight", d, 0, RL_W_FFN_NORM },
+			{ "mlp.gate_proj.weight", h, d, RL_W_GATE },
+			{ "mlp.down_proj.weight", d, h, RL_W_DOWN },
+			{ "mlp.up_proj.weight", h, d, RL_W_UP },
+			{ "self_attn.q_proj.bias", qd, 0, RL_W_BQ },
+			{ "self_attn.k_proj.bias", kvd, 0, RL_W_BK },
+			{ "self_attn.v_proj.bias", kvd, 0, RL_W_BV },
 		};
 		for (size_t i = 0; i < sizeof w / sizeof *w; i++) {
 			char name[96];
-			if (!w[i].dst)            /* biases only when the config has them */
+			/* biases only when the config has them */
+			if (rl_model_field_off(&c, w[i].field, l) == UINT64_MAX)
 				continue;
 			snprintf(name, sizeof name, "model.layers.%u.%s", l, w[i].n);
-			if ((rc = plan(&s, name, w[i].r, w[i].cl, w[i].dst, t, &k, shard_of)))
+			if ((rc = plan(&s, name, w[i].r, w[i].cl, w[i].field, l, p)))
 				goto out;
 		}
 	}
-	/* one batched read per shard */
-	struct rl_tread *sel = calloc(k ? k : 1, sizeof *sel);
-	if (!sel) {
-		rc = -ENOMEM;
-		rl_model_err(err, errlen, s.f[0].name, "out of memory");
+	if ((rc = rl_model_plan_check(p, err, errlen)))
 		goto out;
-	}
-	for (int f = 0; f < s.nf && !rc; f++) {
-		size_t n = 0;
-		for (size_t i = 0; i < k; i++)
-			if (shard_of[i] == f)
-				sel[n++] = t[i];
-		rc = rl_model_read_tensors(&s.f[f], sel, n, err, errlen);
-	}
-	free(sel);
-	if (!rc && tokenizer_path)
-		rc = rl_model_load_tokenizer(m, tokenizer_path, err, errlen);
+	if (tokenizer_path)
+		rc = rl_model_read_tokenizer(tokenizer_path, c.vocab_size, &p->vocab_blob,
+					     &p->vocab_blob_size, err, errlen);
 out:
-	free(t);
-	free(shard_of);
 	for (int f = 0; f < s.nf; f++) {
+		if (p->n_files)        /* moved into the plan: closed with it */
+			s.f[f] = (struct rl_mfile){ .fd = -1 };
 		rl_mfile_close(&s.f[f]);
 		rl_json_free(s.hdr[f]);
 	}
 	free(s.t);
 	rl_json_free(cfg);
 	rl_json_free(index);
-	if (rc) {
-		rl_model_destroy(m);
-		return rc;
-	}
-	*out = m;
-	return 0;
+	if (rc)
+		rl_model_plan_close(p);
+	return rc;
+}
+
+int rl_model_load_safetensors(const char *path, const char *tokenizer_path, struct rl_model **out,
+			      char *err, size_t errlen)
+{
+	return rl_model_load_planned(rl_model_plan_safetensors, path, tokenizer_path, out, err, errlen);
 }

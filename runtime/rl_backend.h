@@ -46,6 +46,10 @@ struct rl_backend_params {
 	const char *cuda_graph_buckets; /* padded token counts to capture graphs for, "1,2,4,..."
 					 * ascending; NULL = powers of two up to min(512, budget);
 					 * "" or "0" = no graphs (every step eager) */
+	int         cuda_dtype;         /* weight storage: 0 bf16 (default), 1 fp16 (enum rl_cuda_dtype) */
+	const char *model_path;         /* cuda, when given no model and no synthetic shape: stream
+					 * the weights from this file (rl_model_plan.h) */
+	const char *tokenizer_path;     /* its tokenizer.bin, when the file has no vocabulary */
 	/* sim backend */
 	uint32_t sim_vocab;            /* default 32000 */
 	uint32_t sim_max_ctx;          /* default 8192 */

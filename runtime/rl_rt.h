@@ -16,6 +16,7 @@ struct rl_rt_params {
 	const char *tokenizer;
 	const char *backend;           /* "sim", "cpu", "cuda" */
 	const char *cuda_graph_buckets; /* --cuda-graph-buckets "16,32,..." or NULL (default list) */
+	int      cuda_dtype;           /* --cuda-dtype: 0 bf16 (default), 1 fp16 */
 	int      cpu;                  /* pin the runtime thread here; -1 = don't pin */
 	int      threads;              /* backend worker threads; 0 = auto */
 	uint32_t max_batch_tokens;     /* token budget (default 512) */

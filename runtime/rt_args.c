@@ -39,7 +39,7 @@ void rl_rt_usage(FILE *f)
 "               [--prefix-cache on|off] [--max-clients N] [--max-inflight N]\n"
 "               [--max-prompt N] [--max-new N] [--allow-uid UID] [--allow-gid GID]\n"
 "               [--sim-step-us A] [--sim-token-us B] [--sim-vocab V]\n"
-"               [--cuda-graph-buckets N,N,...]\n"
+"               [--cuda-graph-buckets N,N,...] [--cuda-dtype bf16|fp16]\n"
 "               [--wake auto|futex|eventfd] [--idle-spin-us N] [--event-ring N]\n"
 "               [--request-ring N] [--arena-ids N] [--drain-timeout-ms N]\n"
 "               [--verbose|--quiet]\n");
@@ -85,7 +85,13 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 			p->tokenizer = v;
 		else if (!strcmp(a, "--cuda-graph-buckets"))
 			p->cuda_graph_buckets = v;     /* parsed (and rejected) by the cuda backend */
-		else if (!strcmp(a, "--backend")) {
+		else if (!strcmp(a, "--cuda-dtype")) {
+			if (strcmp(v, "bf16") && strcmp(v, "fp16")) {
+				snprintf(err, errlen, "--cuda-dtype must be bf16 or fp16, got '%s'", v);
+				return -EINVAL;
+			}
+			p->cuda_dtype = !strcmp(v, "fp16");
+		} else if (!strcmp(a, "--backend")) {
 			if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "sim")) {
 				snprintf(err, errlen, "--backend must be cpu, cuda or sim, got '%s'", v);
 				return -EINVAL;

@@ -445,7 +445,8 @@ static void test_hostile_safetensors(void)
 		memcpy(c, cfg, cn);
 		c[i] ^= 0x5a;
 		spit(cfgp, c, cn);
-		load_clean(dir, "config.json", "config flipped");
+		/* a flipped digit can change a shape: then the shard's tensor is what mismatches */
+		load_clean(dir, "model.safetensors", "config flipped");
 		free(c);
 	}
 	const char *deep = "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[";

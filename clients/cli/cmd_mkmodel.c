@@ -20,7 +20,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: ringlm mkmodel --shape tiny|110m|1b|llama3-8b|custom [--dim D --hidden H --layers L\n"
-		"         --heads N --kv-heads K --vocab V --ctx C] [--theta T] --dtype f32|f16|bf16\n"
+		"         --heads N --kv-heads K --vocab V --ctx C] [--theta T] --dtype f32|f16|bf16|q8_0\n"
 		"         [--seed S] --out FILE.gguf [--tokenizer tokenizer.bin]\n");
 }
 
@@ -112,9 +112,10 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		usage();
 		return 2;
 	}
-	int dtype = !strcmp(dt, "f32") ? 0 : !strcmp(dt, "f16") ? 1 : !strcmp(dt, "bf16") ? 2 : -1;
+	int dtype = !strcmp(dt, "f32") ? 0 : !strcmp(dt, "f16") ? 1 : !strcmp(dt, "bf16") ? 2 :
+		    !strcmp(dt, "q8_0") ? 3 : -1;
 	if (dtype < 0) {
-		fprintf(stderr, "ringlm mkmodel: --dtype must be f32, f16 or bf16, not '%s'\n", dt);
+		fprintf(stderr, "ringlm mkmodel: --dtype must be f32, f16, bf16 or q8_0, not '%s'\n", dt);
 		return 2;
 	}
 	if (strcmp(shape, "custom")) {
@@ -152,7 +153,7 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		return 2;
 	}
 	/* refuse before spending minutes: the file and the fp32 copy in memory must fit */
-	double bytes = model_bytes(&c), file = bytes / (dtype ? 2 : 1);
+	double bytes = model_bytes(&c), file = bytes / (dtype == 3 ? 3.7 : dtype ? 2 : 1);
 	char dir[4096];
 	snprintf(dir, sizeof dir, "%s", out);
 	char *slash = strrchr(dir, '/');

@@ -2,6 +2,11 @@
  * the LM head, the kernels of kernels/cuda_*.cu for the rest, sampling on the device, and one
  * CUDA graph per padded token-count bucket.
  *
+ * Weights come from a model file streamed straight to the device (io_uring reads into pinned
+ * staging buffers, converted to the storage dtype, copied while the next reads run: see
+ * upload_weights), from an fp32 rl_model through the same path, or are made on the device
+ * (synthetic shapes). No fp32 copy of a file's model is made in host memory.
+ *
  * A step: pack the batch into the pinned metadata image (cuda_host.c), one cudaMemcpyAsync to
  * the fixed device copy, replay the graph of the smallest bucket that holds the step (or run
  * the same launches eagerly when none does), copy the sampled ids back into pinned memory and
@@ -15,7 +20,9 @@
  *   logits, probs [samp, vocab] fp32             ids   [samp] int32
  *   KV: kc, vc [n_layers][n_blocks][nkv][bs][hd] bf16 (the cpu backend's layout)
  * Weights: wqkv [qd + 2 kvd, dim] (q, k, v rows stacked, so one GEMM), wo [dim, qd],
- * wgu [2 hid, dim] (gate, up stacked), wdown [dim, hid], emb/wcls [vocab, dim], all bf16.
+ * wgu [2 hid, dim] (gate, up stacked), wdown [dim, hid], emb/wcls [vocab, dim], all in c->wdt
+ * (bf16; fp16 is converted and uploaded but not yet run by the kernels); norms and biases fp32.
+ * Offsets within the one weight allocation: rl_cuda_stage_layout (runtime/cuda_stage.h).
  */
 #include <errno.h>
 #include <math.h>
@@ -26,12 +33,16 @@
 #include <cublas_v2.h>
 #include "rl_backend.h"
 #include "rl_model.h"
+#include "rl_model_plan.h"
+#include "cuda_stage.h"
 #include "rl_cuda_ops.h"
 #include "rl_cuda_api.h"
 #include "cuda_internal.h"
 
 #define EXPORT __attribute__((visibility("default")))
-#define STAGE_BYTES (32u << 20)        /* per pinned staging buffer (two, double-buffered) */
+#define UP_BUFS 4                      /* pinned staging buffers: reads and copies in flight */
+#define UP_BUF_MAX (8u << 20)          /* bytes each (and twice that of conversion room) */
+#define UP_BUF_MIN (64u << 10)
 #define BLAS_WS_BYTES (32u << 20)      /* cuBLAS workspace, fixed so graph capture allocates nothing */
 
 static int cu_fail(char *err, size_t errlen, const char *what, cudaError_t e)
@@ -173,6 +184,7 @@ static void free_all(struct rl_cuda *c)
 		cudaStreamDestroy(c->st);
 	free(c->L);
 	free(c->samp_seq);
+	free(c->vocab_blob);
 	free(c);
 }
 
@@ -224,77 +236,93 @@ EXPORT int rl_cuda_device_check(char *why, size_t n)
 	return 0;
 }
 
-/* Double-buffered upload: converts the next chunk to bf16 in one pinned buffer while the
- * previous chunk's copy from the other is in flight. */
-struct stager {
-	uint16_t *buf[2];
-	cudaEvent_t ev[2];
-	int k;
+/* The upload's sink. cuda_stage.c maps each streamed chunk to its place in c->weights and
+ * converts it (into conv[buf]) unless its bytes can go as they are (from raw[buf]); the copies
+ * go on c->st, and an event recorded after a buffer's last copy gates its reuse: the reader
+ * refills raw[buf] (and the stager rewrites conv[buf]) only once that event has completed. */
+struct upload {
+	struct rl_cuda *c;
+	struct rl_cuda_stager st;
+	void *raw[UP_BUFS], *conv[UP_BUFS];
+	cudaEvent_t ev[UP_BUFS];
 };
 
-static int upload_bf16(struct rl_cuda *c, struct stager *s, uint16_t *dst, const float *src, size_t n)
+static int up_copy(void *ctx, size_t dst, const void *src, size_t n, char *err, size_t errlen)
 {
-	size_t cap = STAGE_BYTES / sizeof(uint16_t);
-	while (n) {
-		size_t m = n < cap ? n : cap;
-		if (cudaEventSynchronize(s->ev[s->k]) != cudaSuccess)
-			return -EIO;
-		rl_cuda_host_convert(s->buf[s->k], src, m, RL_CUDA_BF16);
-		if (cudaMemcpyAsync(dst, s->buf[s->k], m * sizeof(uint16_t), cudaMemcpyHostToDevice, c->st) != cudaSuccess ||
-		    cudaEventRecord(s->ev[s->k], c->st) != cudaSuccess)
-			return -EIO;
-		s->k ^= 1;
-		dst += m; src += m; n -= m;
-	}
-	return 0;
+	struct upload *u = ctx;
+	cudaError_t e = cudaMemcpyAsync((char *)u->c->weights + dst, src, n, cudaMemcpyHostToDevice, u->c->st);
+	return e == cudaSuccess ? 0 : cu_fail(err, errlen, "weight upload", e);
 }
 
-static int upload_model(struct rl_cuda *c, const struct rl_model *m, char *err, size_t errlen)
+static int up_seal(void *ctx, int buf, char *err, size_t errlen)
 {
-	struct stager s = { { NULL, NULL }, { NULL, NULL }, 0 };
-	int rc = 0;
-	size_t d = c->dim;
-	CU(cudaMallocHost((void **)&s.buf[0], STAGE_BYTES), "pinned staging buffer");
-	CU(cudaMallocHost((void **)&s.buf[1], STAGE_BYTES), "pinned staging buffer");
-	CU(cudaEventCreateWithFlags(&s.ev[0], cudaEventDisableTiming), "event");
-	CU(cudaEventCreateWithFlags(&s.ev[1], cudaEventDisableTiming), "event");
-	CU(cudaEventRecord(s.ev[0], c->st), "event");
-	CU(cudaEventRecord(s.ev[1], c->st), "event");
-#define UP(dst, src, n) do { if ((rc = upload_bf16(c, &s, dst, src, n))) { \
-	snprintf(err, errlen, "cuda backend: weight upload failed"); goto fail; } } while (0)
-#define UPF(dst, src, n) CU(cudaMemcpyAsync(dst, src, (n) * sizeof(float), cudaMemcpyHostToDevice, c->st), "weight upload")
-	UP(c->emb, m->tok_emb, (size_t)c->vocab * d);
-	if (c->wcls != c->emb)
-		UP(c->wcls, m->wcls, (size_t)c->vocab * d);
-	UPF(c->out_norm, m->out_norm, d);
-	for (uint32_t l = 0; l < c->nl; l++) {
-		const struct rl_layer *S = &m->layers[l];
-		struct rl_cuda_layer *L = &c->L[l];
-		UP(L->wqkv, S->wq, (size_t)c->qd * d);
-		UP(L->wqkv + (size_t)c->qd * d, S->wk, (size_t)c->kvd * d);
-		UP(L->wqkv + (size_t)(c->qd + c->kvd) * d, S->wv, (size_t)c->kvd * d);
-		UP(L->wo, S->wo, d * c->qd);
-		UP(L->wgu, S->w_gate, (size_t)c->hid * d);
-		UP(L->wgu + (size_t)c->hid * d, S->w_up, (size_t)c->hid * d);
-		UP(L->wdown, S->w_down, d * c->hid);
-		UPF(L->attn_norm, S->attn_norm, d);
-		UPF(L->ffn_norm, S->ffn_norm, d);
-		if (L->bqkv) {
-			UPF(L->bqkv, S->bq, c->qd);
-			UPF(L->bqkv + c->qd, S->bk, c->kvd);
-			UPF(L->bqkv + c->qd + c->kvd, S->bv, c->kvd);
-		}
+	struct upload *u = ctx;
+	cudaError_t e = cudaEventRecord(u->ev[buf], u->c->st);
+	return e == cudaSuccess ? 0 : cu_fail(err, errlen, "weight upload event", e);
+}
+
+static int up_chunk(void *ctx, const struct rl_model_chunk *ch, char *err, size_t errlen)
+{
+	struct upload *u = ctx;
+	return rl_cuda_stage_chunk(&u->st, ch, err, errlen);
+}
+
+static int up_ready(void *ctx, int buf, int wait, char *err, size_t errlen)
+{
+	struct upload *u = ctx;
+	cudaError_t e = wait ? cudaEventSynchronize(u->ev[buf]) : cudaEventQuery(u->ev[buf]);
+	if (e == cudaErrorNotReady && !wait)
+		return 0;
+	return e == cudaSuccess ? 1 : cu_fail(err, errlen, "weight upload", e);
+}
+
+/* Streams the weights of plan (a model file) or else of m (fp32 in memory) into c->weights. */
+static int upload_weights(struct rl_cuda *c, const struct rl_model_plan *plan, const struct rl_model *m,
+			  char *err, size_t errlen)
+{
+	struct upload u = { .c = c };
+	int rc = rl_cuda_stage_init(&u.st, &c->cfg, (enum rl_cuda_dtype)c->wdt);
+	if (rc) {
+		snprintf(err, errlen, "cuda backend: out of memory");
+		return rc;
 	}
-#undef UP
-#undef UPF
-	CU(cudaStreamSynchronize(c->st), "weight upload");
+	/* a quarter of the model per buffer, so a small model does not pin 100 MiB */
+	uint64_t total = 0;
+	if (plan)
+		for (size_t i = 0; i < plan->n_reads; i++)
+			total += plan->reads[i].nbytes;
+	else
+		total = rl_model_weight_elems(&c->cfg) * sizeof(float);
+	size_t bb = total / UP_BUFS > UP_BUF_MAX ? UP_BUF_MAX : total / UP_BUFS < UP_BUF_MIN ? UP_BUF_MIN : total / UP_BUFS;
+	bb = (bb + 4095) & ~(size_t)4095;
+	for (int b = 0; b < UP_BUFS; b++) {
+		CU(cudaMallocHost(&u.raw[b], bb), "pinned staging buffer");
+		CU(cudaMallocHost(&u.conv[b], 2 * bb), "pinned staging buffer");
+		CU(cudaEventCreateWithFlags(&u.ev[b], cudaEventDisableTiming), "event");
+	}
+	u.st.conv = u.conv;
+	u.st.conv_bytes = 2 * bb;      /* fp32 norms from a 2-byte file double in size */
+	u.st.copy = up_copy;
+	u.st.seal = up_seal;
+	u.st.ctx = &u;
+	struct rl_model_sink sink = { .ctx = &u, .chunk = up_chunk, .buf_ready = up_ready };
+	struct rl_model_stream_opts o = { .bufs = u.raw, .n_bufs = UP_BUFS, .buf_bytes = bb,
+					  .max_elems = rl_cuda_stage_max_elems(2 * bb) };
+	rc = plan ? rl_model_stream(plan, &o, &sink, err, errlen) : rl_model_stream_fp32(m, &o, &sink, err, errlen);
+	if (!rc)
+		CU(cudaStreamSynchronize(c->st), "weight upload");
 fail:
-	for (int i = 0; i < 2; i++) {
-		if (s.ev[i])
-			cudaEventDestroy(s.ev[i]);
-		if (s.buf[i])
-			cudaFreeHost(s.buf[i]);
+	/* after an error copies may still be reading the buffers: let them finish first */
+	cudaStreamSynchronize(c->st);
+	for (int b = 0; b < UP_BUFS; b++) {
+		if (u.ev[b])
+			cudaEventDestroy(u.ev[b]);
+		if (u.raw[b])
+			cudaFreeHost(u.raw[b]);
+		if (u.conv[b])
+			cudaFreeHost(u.conv[b]);
 	}
+	rl_cuda_stage_free(&u.st);
 	return rc;
 }
 
@@ -324,6 +352,32 @@ fail:
 	return rc;
 }
 
+/* Points the weight fields into the one allocation at base (rl_cuda_stage_layout, which the
+ * upload writes by); returns its size. */
+static size_t place_weights(struct rl_cuda *c, char *base)
+{
+	struct rl_cuda_wlayout w;
+	rl_cuda_stage_layout(&c->cfg, &w);
+	if (!base)
+		return w.bytes;
+	c->emb = (uint16_t *)(base + w.emb);
+	c->wcls = (uint16_t *)(base + w.wcls);
+	c->out_norm = (float *)(base + w.out_norm);
+	c->inv_freq = (float *)(base + w.inv_freq);
+	for (uint32_t l = 0; l < c->nl; l++) {
+		struct rl_cuda_layer *L = &c->L[l];
+		char *lb = base + (size_t)l * w.layer_stride;
+		L->wqkv = (uint16_t *)(lb + w.wqkv);
+		L->wo = (uint16_t *)(lb + w.wo);
+		L->wgu = (uint16_t *)(lb + w.wgu);
+		L->wdown = (uint16_t *)(lb + w.wdown);
+		L->attn_norm = (float *)(lb + w.attn_norm);
+		L->ffn_norm = (float *)(lb + w.ffn_norm);
+		L->bqkv = c->cfg.has_qkv_bias ? (float *)(lb + w.bqkv) : NULL;
+	}
+	return w.bytes;
+}
+
 /* Carves [n] elements of `size` bytes out of *p (256-byte aligned). */
 static void *carve(char **p, size_t n, size_t size)
 {
@@ -334,34 +388,6 @@ static void *carve(char **p, size_t n, size_t size)
 
 /* Sizes (carve_into 0, base NULL) or places (carve_into 1) the buffers in one allocation. */
 #define C(field, n, sz) do { void *q_ = carve(&p, n, sz); if (carve_into) field = q_; } while (0)
-static size_t weight_bytes(struct rl_cuda *w, int carve_into, char *base)
-{
-	const struct rl_cuda *c = w;
-	char *p = base;
-	size_t d = c->dim;
-	C(w->emb, (size_t)c->vocab * d, 2);
-	if (c->cfg.tied_embeddings) {
-		if (carve_into)
-			w->wcls = w->emb;
-	} else {
-		C(w->wcls, (size_t)c->vocab * d, 2);
-	}
-	C(w->out_norm, d, 4);
-	C(w->inv_freq, c->hd / 2, 4);
-	for (uint32_t l = 0; l < c->nl; l++) {
-		struct rl_cuda_layer *L = &w->L[l];
-		C(L->wqkv, (size_t)(c->qd + 2 * c->kvd) * d, 2);
-		C(L->wo, d * c->qd, 2);
-		C(L->wgu, 2 * (size_t)c->hid * d, 2);
-		C(L->wdown, d * c->hid, 2);
-		C(L->attn_norm, d, 4);
-		C(L->ffn_norm, d, 4);
-		if (c->cfg.has_qkv_bias)
-			C(L->bqkv, c->qd + 2 * c->kvd, 4);
-	}
-	return (size_t)(p - base);
-}
-
 static size_t act_bytes(struct rl_cuda *c, int carve_into, char *base)
 {
 	char *p = base;
@@ -384,15 +410,10 @@ static size_t act_bytes(struct rl_cuda *c, int carve_into, char *base)
 	return (size_t)(p - base);
 }
 
-EXPORT int rl_backend_cuda_create(const struct rl_model *m, const char *synthetic_shape,
-				  const struct rl_backend_params *p, struct rl_backend **out,
-				  char *err, size_t errlen)
+/* The backend over exactly one of: m (fp32), plan (a model file to stream), a synthetic shape. */
+static int create(const struct rl_model *m, struct rl_model_plan *plan, const char *synthetic_shape,
+		  const struct rl_backend_params *p, struct rl_backend **out, char *err, size_t errlen)
 {
-	char why[256];
-	if (rl_cuda_device_check(why, sizeof why)) {
-		snprintf(err, errlen, "--backend cuda: %s", why);
-		return -ENODEV;
-	}
 	struct rl_model_config cfg;
 	if (synthetic_shape) {
 		if (rl_model_shape(synthetic_shape, &cfg)) {
@@ -401,6 +422,8 @@ EXPORT int rl_backend_cuda_create(const struct rl_model *m, const char *syntheti
 		}
 	} else if (m) {
 		cfg = m->cfg;
+	} else if (plan) {
+		cfg = plan->cfg;
 	} else {
 		snprintf(err, errlen, "cuda backend: no model");
 		return -EINVAL;
@@ -420,6 +443,7 @@ EXPORT int rl_backend_cuda_create(const struct rl_model *m, const char *syntheti
 		return -ENOMEM;
 	int rc = 0;
 	c->cfg = cfg;
+	c->wdt = p->cuda_dtype;
 	c->dim = cfg.dim; c->hd = cfg.head_dim; c->hid = cfg.hidden_dim; c->vocab = cfg.vocab_size;
 	c->nl = cfg.n_layers; c->nh = cfg.n_heads; c->nkv = cfg.n_kv_heads;
 	c->qd = c->nh * c->hd; c->kvd = c->nkv * c->hd;
@@ -453,13 +477,14 @@ EXPORT int rl_backend_cuda_create(const struct rl_model *m, const char *syntheti
 		goto fail;
 	}
 
-	size_t wb = weight_bytes(c, 0, NULL);
+	size_t wb = place_weights(c, NULL);
 	rc = cudaMalloc(&c->weights, wb) == cudaSuccess ? 0 : -ENOMEM;
 	if (rc) {
-		snprintf(err, errlen, "cuda backend: cannot allocate %.1f GiB of bf16 weights", wb / 1073741824.0);
+		snprintf(err, errlen, "cuda backend: cannot allocate %.1f GiB of %s weights", wb / 1073741824.0,
+			 c->wdt == RL_CUDA_FP16 ? "fp16" : "bf16");
 		goto fail;
 	}
-	weight_bytes(c, 1, c->weights);
+	place_weights(c, c->weights);
 	c->layer_kv = (size_t)c->g.n_kv_blocks * c->g.block_size * c->kvd;
 	size_t kvb = c->layer_kv * c->nl * sizeof(uint16_t);
 	if (cudaMalloc((void **)&c->kc, kvb) != cudaSuccess || cudaMalloc((void **)&c->vc, kvb) != cudaSuccess) {
@@ -490,7 +515,7 @@ EXPORT int rl_backend_cuda_create(const struct rl_model *m, const char *syntheti
 	cudaError_t e = cudaMemcpy(c->inv_freq, inv, c->hd / 2 * sizeof(float), cudaMemcpyHostToDevice);
 	free(inv);
 	CU(e, "RoPE table");
-	if ((rc = m ? upload_model(c, m, err, errlen) : fill_synthetic(c, err, errlen)))
+	if ((rc = m || plan ? upload_weights(c, plan, m, err, errlen) : fill_synthetic(c, err, errlen)))
 		goto fail;
 
 	/* one graph per bucket; the metadata is read at replay, so nothing here is step-specific */
@@ -515,16 +540,22 @@ EXPORT int rl_backend_cuda_create(const struct rl_model *m, const char *syntheti
 	c->be.ops = &cuda_ops;
 	c->be.priv = c;
 	snprintf(c->be.info.name, sizeof c->be.info.name, "cuda");
-	if (m)
-		snprintf(c->be.info.model_name, sizeof c->be.info.model_name, "%s", m->name);
+	if (m || plan)
+		snprintf(c->be.info.model_name, sizeof c->be.info.model_name, "%s", m ? m->name : plan->name);
 	else
 		snprintf(c->be.info.model_name, sizeof c->be.info.model_name, "synthetic:%s", synthetic_shape);
+	if (plan) {                    /* the backend keeps the vocabulary its info points to */
+		c->vocab_blob = plan->vocab_blob;
+		c->vocab_blob_size = plan->vocab_blob_size;
+		plan->vocab_blob = NULL;
+		plan->vocab_blob_size = 0;
+	}
 	c->be.info.vocab_size = c->vocab;
 	c->be.info.max_ctx = cfg.max_ctx;
 	c->be.info.bos_id = cfg.bos_id;
 	c->be.info.eos_id = cfg.eos_id;
-	c->be.info.vocab_blob = m ? m->vocab_blob : NULL;
-	c->be.info.vocab_blob_size = m ? m->vocab_blob_size : 0;
+	c->be.info.vocab_blob = m ? m->vocab_blob : c->vocab_blob;
+	c->be.info.vocab_blob_size = m ? m->vocab_blob_size : c->vocab_blob_size;
 	*out = &c->be;
 	return 0;
 fail:
@@ -532,4 +563,33 @@ fail:
 		cudaStreamSynchronize(c->st);
 	free_all(c);
 	return rc ? rc : -EIO;
+}
+
+EXPORT int rl_backend_cuda_create(const struct rl_model *m, const char *synthetic_shape,
+				  const struct rl_backend_params *p, struct rl_backend **out,
+				  char *err, size_t errlen)
+{
+	char why[256];
+	if (p->cuda_dtype != RL_CUDA_BF16 && p->cuda_dtype != RL_CUDA_FP16) {
+		snprintf(err, errlen, "cuda backend: weight dtype %d unknown (0 bf16, 1 fp16)", p->cuda_dtype);
+		return -EINVAL;
+	}
+	/* the upload converts to fp16 already; the kernels and GEMMs are bf16-only for now */
+	if (p->cuda_dtype == RL_CUDA_FP16) {
+		snprintf(err, errlen, "--cuda-dtype fp16: the cuda kernels run bf16 weights only so far; use bf16");
+		return -ENOTSUP;
+	}
+	if (rl_cuda_device_check(why, sizeof why)) {
+		snprintf(err, errlen, "--backend cuda: %s", why);
+		return -ENODEV;
+	}
+	if (m || synthetic_shape || !p->model_path)
+		return create(m, NULL, synthetic_shape, p, out, err, errlen);
+	struct rl_model_plan plan;
+	int rc = rl_model_plan_open(p->model_path, p->tokenizer_path, &plan, err, errlen);
+	if (rc)
+		return rc;
+	rc = create(NULL, &plan, NULL, p, out, err, errlen);
+	rl_model_plan_close(&plan);
+	return rc;
 }

@@ -54,6 +54,10 @@ struct rl_cuda {
 	uint32_t *samp_seq;            /* [max_seqs] batch seq of each sampling row */
 	uint32_t n_samp, n_seqs;
 	int last_valid;                /* logits of the last finished step are readable */
+
+	int wdt;                       /* weight storage: RL_CUDA_BF16 or RL_CUDA_FP16 */
+	void *vocab_blob;              /* owned when the weights were streamed from a file */
+	uint32_t vocab_blob_size;
 };
 
 /* Y[rows, out] (fp32 when y_f32, else bf16) = X[rows, in] W[out, in]^T on c->st. 0 or -EIO. */

@@ -1,9 +1,8 @@
 /* fuzz_safetensors.c — libFuzzer harness for the safetensors loader: the input is
  * model.safetensors; config.json beside it is fixed (a 1-layer dim-8 model, matching the
  * seeds tests/fuzz/make_seeds.py writes), so the fuzzer spends its time on the header JSON
- * and the tensor table. */
-#include "fuzz_common.h"
-#include "model_internal.h"
+ * and the tensor table. One that loads must also stream to the same weights (fuzz_stream.h). */
+#include "fuzz_stream.h"
 
 static const char config[] =
 	"{\"hidden_size\": 8, \"intermediate_size\": 16, \"num_hidden_layers\": 1,"
@@ -20,9 +19,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *path = fuzz_file("model.safetensors", data, size);
 	struct rl_model *m = NULL;
 	char err[512];
-	if (rl_model_load_safetensors(path, NULL, &m, err, sizeof err) == 0)
+	if (rl_model_load_safetensors(path, NULL, &m, err, sizeof err) == 0) {
+		fuzz_stream_matches(rl_model_plan_safetensors, path, m);
 		rl_model_destroy(m);
-	else
+	} else {
 		FUZZ_ASSERT(memchr(err, 0, sizeof err) && err[0]);
+	}
 	return 0;
 }

@@ -14,6 +14,10 @@ for d in f32 f16; do
     --vocab 300 --ctx 16 --dtype $d --seed 1 --out "$gen/gguf/tiny-$d.gguf" >/dev/null ||
     { echo "fuzz: cannot write the GGUF seeds with $ringlm"; exit 1; }
 done
+# rows of 32 weights: the q8_0 seed really holds Q8_0 blocks
+"$ringlm" mkmodel --shape custom --dim 32 --hidden 32 --layers 1 --heads 2 --kv-heads 1 \
+  --vocab 300 --ctx 16 --dtype q8_0 --seed 1 --out "$gen/gguf/tiny-q8_0.gguf" >/dev/null ||
+  { echo "fuzz: cannot write the GGUF seeds with $ringlm"; exit 1; }
 python3 tests/fuzz/make_seeds.py "$gen/safetensors" || { echo "fuzz: cannot write the safetensors seeds"; exit 1; }
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1
 fail=0
