@@ -126,7 +126,7 @@ $(SIM)/obj/host/%.o: %.c $(HDRS) $(wildcard tests/cudasim/include/*.h) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/cudasim/include -Iruntime/cuda -c $< -o $@
 $(SIM)/librlcuda.so: $(CU_SRC:kernels/%.cu=$(SIM)/obj/%.o) $(CUH_SRC:%.c=$(SIM)/obj/host/%.o) $(SIM)/obj/cudasim.o $(CUDA_SHARED_OBJ)
-	$(CXX) -shared -o $@ $^ $(SIM_UBSAN) -lpthread -lm
+	$(CXX) -shared -o $@ $^ $(SIM_UBSAN) -luring -lpthread -lm
 $(SIM)/gen/selftest_kernels.cc: tests/cudasim/selftest_kernels.cu tests/cudasim/cu2cc.sh
 	@mkdir -p $(dir $@)
 	sh tests/cudasim/cu2cc.sh $< $@
