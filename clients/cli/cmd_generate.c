@@ -13,7 +13,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 "usage: ringlm generate [--socket NAME | --model PATH|synthetic:SHAPE [--tokenizer PATH]\n"
-"                        [--backend cpu|sim] [--runtime-args \"...\"]]\n"
+"                        [--backend cpu|cuda|sim] [--runtime-args \"...\"]]\n"
 "                       (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--temp T] [--top-k K]\n"
 "                       [--top-p P] [--seed S] [--stop ID,..] [--ids] [--stats] [--no-bos]\n");
 }
