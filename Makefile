@@ -70,7 +70,7 @@ GPU_TEST_SRC = $(wildcard tests/gpu/test_*.c)
 GPU_TESTS    = $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/%)
 TESTS       += $(GPU_TESTS)
 
-.PHONY: all deps demo test test-gpu test-asan test-tsan install clean fuzz fuzz-bins soak bench
+.PHONY: all deps demo test test-gpu test-cudasim-asan test-asan test-tsan install clean fuzz fuzz-bins soak bench
 all: $(BUILD)/ringlmd $(BUILD)/ringlm $(BUILD)/libringlm.so $(BUILD)/libringlm.a $(CUDA_LIB) $(TESTS) $(CUDASIM_LIB)
 
 $(BUILD)/obj/%.o: %.c $(HDRS) Makefile
@@ -124,7 +124,7 @@ $(SIM)/obj/cudasim.o: tests/cudasim/cudasim.cc $(wildcard tests/cudasim/include/
 	$(CXX) $(SIM_CXXFLAGS) -c $< -o $@
 $(SIM)/obj/host/%.o: %.c $(HDRS) $(wildcard tests/cudasim/include/*.h) Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests/cudasim/include -Iruntime/cuda -c $< -o $@
+	$(CC) $(CFLAGS) $(SIM_UBSAN) -Itests/cudasim/include -Iruntime/cuda -c $< -o $@
 $(SIM)/librlcuda.so: $(CU_SRC:kernels/%.cu=$(SIM)/obj/%.o) $(CUH_SRC:%.c=$(SIM)/obj/host/%.o) $(SIM)/obj/cudasim.o $(CUDA_SHARED_OBJ)
 	$(CXX) -shared -o $@ $^ $(SIM_UBSAN) -luring -lpthread -lm
 $(SIM)/gen/selftest_kernels.cc: tests/cudasim/selftest_kernels.cu tests/cudasim/cu2cc.sh
@@ -181,6 +181,16 @@ $(BUILD)/soak: tests/soak.c $(LIB_OBJ) $(HDRS)
 soak: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/soak
 	@$(BUILD)/soak $(SOAK_SECONDS)
+
+# tests/gpu on the emulator built with ASan too (like compute-sanitizer's memcheck: any kernel or
+# host access outside its allocation); test_gpu itself is plain, so ASan's runtime is preloaded
+# (slow: ~40x; the kernel tests by default, CUDASIM_ASAN_TESTS= for all)
+CUDASIM_ASAN_TESTS ?= embed,rmsnorm,rope,swiglu,attention,sample
+SIM_ASAN = -fsanitize=address,alignment,bounds -fno-sanitize-recover=all -fno-omit-frame-pointer
+test-cudasim-asan: all
+	@$(MAKE) --no-print-directory SIM=$(BUILD)/cudasim-asan SIM_UBSAN="$(SIM_ASAN)" $(BUILD)/cudasim-asan/librlcuda.so
+	@LD_PRELOAD=$$($(CC) -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 RL_TEST_ONLY=$(CUDASIM_ASAN_TESTS) \
+		RINGLM_CUDA_LIB=$(BUILD)/cudasim-asan/librlcuda.so $(BUILD)/tests/test_gpu
 
 test-gpu: all
 	@bash tests/run.sh $(BUILD) gpu

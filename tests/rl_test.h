@@ -21,7 +21,22 @@ static char rl_t_skip_why[256];
 #define SKIP(...) do { rl_t_skipped_now = 1; \
 	snprintf(rl_t_skip_why, sizeof rl_t_skip_why, __VA_ARGS__); return; } while (0)
 
-#define RUN(fn) do { rl_t_failed_now = 0; rl_t_skipped_now = 0; fflush(stdout); fn(); \
+/* RL_TEST_ONLY=a,b runs only the tests whose names contain one of the comma-separated parts. */
+static inline int rl_t_selected(const char *name)
+{
+	const char *only = getenv("RL_TEST_ONLY");
+	if (!only || !*only)
+		return 1;
+	char buf[256];
+	snprintf(buf, sizeof buf, "%s", only);
+	for (char *sv, *p = strtok_r(buf, ",", &sv); p; p = strtok_r(NULL, ",", &sv))
+		if (strstr(name, p))
+			return 1;
+	return 0;
+}
+
+#define RUN(fn) do { if (!rl_t_selected(#fn)) break; \
+	rl_t_failed_now = 0; rl_t_skipped_now = 0; fflush(stdout); fn(); \
 	if (rl_t_failed_now) { rl_t_nfail++; printf("FAIL %s\n", #fn); } \
 	else if (rl_t_skipped_now) { rl_t_nskip++; printf("SKIP %s: %s\n", #fn, rl_t_skip_why); } \
 	else { rl_t_npass++; printf("PASS %s\n", #fn); } fflush(stdout); } while (0)

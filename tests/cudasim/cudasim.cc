@@ -47,6 +47,15 @@
 #if !defined(__x86_64__)
 #include <ucontext.h>
 #endif
+#if defined(__SANITIZE_ADDRESS__)
+// ASan must be told about every stack switch, or it takes fiber stacks for overflows
+#include <sanitizer/common_interface_defs.h>
+#define ASAN_START(save, bottom, size) __sanitizer_start_switch_fiber(save, bottom, size)
+#define ASAN_FINISH(save, bottom, size) __sanitizer_finish_switch_fiber(save, bottom, size)
+#else
+#define ASAN_START(save, bottom, size) ((void)0)
+#define ASAN_FINISH(save, bottom, size) ((void)0)
+#endif
 #include "cuda_runtime_api.h"
 #include "cublas_v2.h"
 #include "cudasim_device.h"
@@ -205,6 +214,7 @@ struct fiber {
 	int state;
 	unsigned tid;
 	unsigned xphase;                               // exchanges done, mod 2
+	void *asan_fake;                               // ASan's fake stack while switched out
 	uint3 idx;
 #if defined(__x86_64__)
 	void *sp;
@@ -243,17 +253,27 @@ dim3 cudasim_blockDim, cudasim_gridDim;
 
 static void fail_block(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-static void yield_to_sched(void)
+static const void *sched_stack_bottom __attribute__((unused));   // the scheduler's stack, for ASan
+static size_t sched_stack_size __attribute__((unused));
+
+// Back to the scheduler; `last`: this fiber never runs again (ASan frees its fake stack).
+static void switch_to_sched(bool last)
 {
+	(void)last;
+	ASAN_START(last ? NULL : &fibers[cur_fib].asan_fake, sched_stack_bottom, sched_stack_size);
 #if defined(__x86_64__)
 	cudasim_switch(&fibers[cur_fib].sp, sched_sp);
 #else
 	swapcontext(&fibers[cur_fib].uc, &sched_uc);
 #endif
+	ASAN_FINISH(fibers[cur_fib].asan_fake, &sched_stack_bottom, &sched_stack_size);
 }
+
+static void yield_to_sched(void) { switch_to_sched(false); }
 
 static void fiber_main(void)
 {
+	ASAN_FINISH(NULL, &sched_stack_bottom, &sched_stack_size);
 	(*cur_body)();
 	fiber *f = &fibers[cur_fib];
 	f->state = F_DONE;
@@ -265,7 +285,7 @@ static void fiber_main(void)
 	if (ws->arrived && (ws->mask >> (f->tid & 31) & 1) && !block_failed)
 		fail_block("lane %u exited while its warp waits at an exchange whose mask %#x names it",
 			   f->tid & 31, ws->mask);
-	yield_to_sched();
+	switch_to_sched(true);
 	abort();                                       // never resumed
 }
 
@@ -441,11 +461,15 @@ static bool run_block(unsigned nthreads, bool reverse)
 			ran = true;
 			cur_fib = i;
 			cudasim_threadIdx = fibers[i].idx;
+			void *fake = NULL;
+			(void)fake;
+			ASAN_START(&fake, fibers[i].stack, STACK_BYTES);
 #if defined(__x86_64__)
 			cudasim_switch(&sched_sp, fibers[i].sp);
 #else
 			swapcontext(&sched_uc, &fibers[i].uc);
 #endif
+			ASAN_FINISH(fake, NULL, NULL);
 		}
 		if (!ran && !block_failed) {
 			int bar = 0, wp = 0;
