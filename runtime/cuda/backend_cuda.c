@@ -21,7 +21,7 @@
  *   KV: kc, vc [n_layers][n_blocks][nkv][bs][hd] bf16 (the cpu backend's layout)
  * Weights: wqkv [qd + 2 kvd, dim] (q, k, v rows stacked, so one GEMM), wo [dim, qd],
  * wgu [2 hid, dim] (gate, up stacked), wdown [dim, hid], emb/wcls [vocab, dim], all in c->wdt
- * (bf16; fp16 is converted and uploaded but not yet run by the kernels); norms and biases fp32.
+ * (bf16; fp16 is converted, uploaded and has kernels but no GEMMs yet); norms and biases fp32.
  * Offsets within the one weight allocation: rl_cuda_stage_layout (runtime/cuda_stage.h).
  */
 #include <errno.h>
@@ -74,27 +74,28 @@ int rl_cuda_forward(struct rl_cuda *c, uint32_t rows)
 	uint32_t items = rl_cuda_host_items_cap(&c->g, rows), samp = rl_cuda_host_samp_cap(&c->g, rows);
 	uint32_t dim = c->dim, qd = c->qd, kvd = c->kvd, hid = c->hid;
 	float eps = c->cfg.norm_eps;
+	enum rl_cuda_dtype dt = c->wdt;
 	int rc = 0;
 
-	rl_cuda_embed(c->x, c->emb, m, rows, dim, c->st);
+	rl_cuda_embed(c->x, c->emb, m, rows, dim, dt, c->st);
 	for (uint32_t l = 0; l < c->nl && !rc; l++) {
 		const struct rl_cuda_layer *L = &c->L[l];
 		uint16_t *kc = c->kc + l * c->layer_kv, *vc = c->vc + l * c->layer_kv;
 		/* layer 0: x is the embedding; later: x += the previous layer's down projection */
-		rl_cuda_add_rmsnorm(c->xb, c->x, l ? c->delta : NULL, L->attn_norm, NULL, rows, dim, eps, l > 0, c->st);
+		rl_cuda_add_rmsnorm(c->xb, c->x, l ? c->delta : NULL, L->attn_norm, NULL, rows, dim, eps, l > 0, dt, c->st);
 		rc |= rl_cuda_gemm(c, c->qkv, 0, c->xb, L->wqkv, rows, dim, qd + 2 * kvd);
 		rl_cuda_rope_kv(c->q, kc, vc, c->qkv, L->bqkv, c->inv_freq, m, rows, c->nh, c->nkv, c->hd,
-				c->g.block_size, c->cfg.rope_scale, c->cfg.rope_halves, c->st);
+				c->g.block_size, c->cfg.rope_scale, c->cfg.rope_halves, dt, c->st);
 		rl_cuda_attention(c->att, c->part_o, c->part_ml, c->q, kc, vc, m, items, rows, c->nh, c->nkv,
-				  c->hd, c->g.block_size, c->st);
+				  c->hd, c->g.block_size, dt, c->st);
 		rc |= rl_cuda_gemm(c, c->delta, 1, c->att, L->wo, rows, qd, dim);
-		rl_cuda_add_rmsnorm(c->xb, c->x, c->delta, L->ffn_norm, NULL, rows, dim, eps, 1, c->st);
+		rl_cuda_add_rmsnorm(c->xb, c->x, c->delta, L->ffn_norm, NULL, rows, dim, eps, 1, dt, c->st);
 		rc |= rl_cuda_gemm(c, c->gu, 0, c->xb, L->wgu, rows, dim, 2 * hid);
-		rl_cuda_swiglu(c->h, c->gu, rows, hid, c->st);
+		rl_cuda_swiglu(c->h, c->gu, rows, hid, dt, c->st);
 		rc |= rl_cuda_gemm(c, c->delta, 1, c->h, L->wdown, rows, hid, dim);
 	}
 	/* last rows of sampling sequences only: x + delta, final norm, LM head, sampling */
-	rl_cuda_add_rmsnorm(c->xs, c->x, c->delta, c->out_norm, m.samp_row, samp, dim, eps, 0, c->st);
+	rl_cuda_add_rmsnorm(c->xs, c->x, c->delta, c->out_norm, m.samp_row, samp, dim, eps, 0, dt, c->st);
 	rc |= rl_cuda_gemm(c, c->logits, 1, c->xs, c->wcls, samp, dim, c->vocab);
 	rl_cuda_sample(c->ids, c->probs, c->logits, m, samp, c->vocab, c->st);
 	if (!rc && cudaPeekAtLastError() != cudaSuccess)
@@ -281,7 +282,7 @@ static int upload_weights(struct rl_cuda *c, const struct rl_model_plan *plan, c
 			  char *err, size_t errlen)
 {
 	struct upload u = { .c = c };
-	int rc = rl_cuda_stage_init(&u.st, &c->cfg, (enum rl_cuda_dtype)c->wdt);
+	int rc = rl_cuda_stage_init(&u.st, &c->cfg, c->wdt);
 	if (rc) {
 		snprintf(err, errlen, "cuda backend: out of memory");
 		return rc;
@@ -326,23 +327,25 @@ fail:
 	return rc;
 }
 
-/* Random weights on the device with rl_model_fill_random's scales (not its values). */
+/* Random weights on the device with rl_model_fill_random's scales (not its values), in c->wdt
+ * (the same draws for either dtype, rounded to it). */
 static int fill_synthetic(struct rl_cuda *c, char *err, size_t errlen)
 {
 	int rc = 0;
 	size_t d = c->dim;
 	float sd = sqrtf(3.0f / d), sq = sqrtf(3.0f / c->qd), sh = sqrtf(3.0f / c->hid);
 	uint64_t seed = 1;
-	rl_cuda_fill_uniform_bf16(c->emb, (size_t)c->vocab * d, 1.0f, 0.0f, seed++, c->st);
+	enum rl_cuda_dtype dt = c->wdt;
+	rl_cuda_fill_uniform(c->emb, (size_t)c->vocab * d, 1.0f, 0.0f, seed++, dt, c->st);
 	if (c->wcls != c->emb)
-		rl_cuda_fill_uniform_bf16(c->wcls, (size_t)c->vocab * d, sd, 0.0f, seed++, c->st);
+		rl_cuda_fill_uniform(c->wcls, (size_t)c->vocab * d, sd, 0.0f, seed++, dt, c->st);
 	rl_cuda_fill_uniform_f32(c->out_norm, d, 0.1f, 1.0f, seed++, c->st);
 	for (uint32_t l = 0; l < c->nl; l++) {
 		struct rl_cuda_layer *L = &c->L[l];
-		rl_cuda_fill_uniform_bf16(L->wqkv, (size_t)(c->qd + 2 * c->kvd) * d, sd, 0.0f, seed++, c->st);
-		rl_cuda_fill_uniform_bf16(L->wo, d * c->qd, sq, 0.0f, seed++, c->st);
-		rl_cuda_fill_uniform_bf16(L->wgu, 2 * (size_t)c->hid * d, sd, 0.0f, seed++, c->st);
-		rl_cuda_fill_uniform_bf16(L->wdown, d * c->hid, sh, 0.0f, seed++, c->st);
+		rl_cuda_fill_uniform(L->wqkv, (size_t)(c->qd + 2 * c->kvd) * d, sd, 0.0f, seed++, dt, c->st);
+		rl_cuda_fill_uniform(L->wo, d * c->qd, sq, 0.0f, seed++, dt, c->st);
+		rl_cuda_fill_uniform(L->wgu, 2 * (size_t)c->hid * d, sd, 0.0f, seed++, dt, c->st);
+		rl_cuda_fill_uniform(L->wdown, d * c->hid, sh, 0.0f, seed++, dt, c->st);
 		rl_cuda_fill_uniform_f32(L->attn_norm, d, 0.1f, 1.0f, seed++, c->st);
 		rl_cuda_fill_uniform_f32(L->ffn_norm, d, 0.1f, 1.0f, seed++, c->st);
 	}
@@ -443,7 +446,7 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 		return -ENOMEM;
 	int rc = 0;
 	c->cfg = cfg;
-	c->wdt = p->cuda_dtype;
+	c->wdt = (enum rl_cuda_dtype)p->cuda_dtype;
 	c->dim = cfg.dim; c->hd = cfg.head_dim; c->hid = cfg.hidden_dim; c->vocab = cfg.vocab_size;
 	c->nl = cfg.n_layers; c->nh = cfg.n_heads; c->nkv = cfg.n_kv_heads;
 	c->qd = c->nh * c->hd; c->kvd = c->nkv * c->hd;
@@ -574,9 +577,9 @@ EXPORT int rl_backend_cuda_create(const struct rl_model *m, const char *syntheti
 		snprintf(err, errlen, "cuda backend: weight dtype %d unknown (0 bf16, 1 fp16)", p->cuda_dtype);
 		return -EINVAL;
 	}
-	/* the upload converts to fp16 already; the kernels and GEMMs are bf16-only for now */
+	/* the upload and the kernels take fp16 already; the GEMMs are bf16-only for now */
 	if (p->cuda_dtype == RL_CUDA_FP16) {
-		snprintf(err, errlen, "--cuda-dtype fp16: the cuda kernels run bf16 weights only so far; use bf16");
+		snprintf(err, errlen, "--cuda-dtype fp16: the cuda backend runs bf16 weights only so far; use bf16");
 		return -ENOTSUP;
 	}
 	if (rl_cuda_device_check(why, sizeof why)) {

@@ -10,7 +10,7 @@
 #include "cuda_host.h"
 
 struct rl_cuda_layer {
-	uint16_t *wqkv;                /* [qd + 2 kvd, dim] bf16 */
+	uint16_t *wqkv;                /* [qd + 2 kvd, dim] in the weight dtype (wdt) */
 	uint16_t *wo;                  /* [dim, qd] */
 	uint16_t *wgu;                 /* [2 hid, dim] */
 	uint16_t *wdown;               /* [dim, hid] */
@@ -55,7 +55,7 @@ struct rl_cuda {
 	uint32_t n_samp, n_seqs;
 	int last_valid;                /* logits of the last finished step are readable */
 
-	int wdt;                       /* weight storage: RL_CUDA_BF16 or RL_CUDA_FP16 */
+	enum rl_cuda_dtype wdt;        /* storage of weights, 2-byte activations and KV */
 	void *vocab_blob;              /* owned when the weights were streamed from a file */
 	uint32_t vocab_blob_size;
 };
