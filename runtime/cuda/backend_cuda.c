@@ -1,6 +1,6 @@
-/* backend_cuda.c — the cuda backend: bf16 weights on one GPU, cuBLAS for the projections and
- * the LM head, the kernels of kernels/cuda_*.cu for the rest, sampling on the device, and one
- * CUDA graph per padded token-count bucket.
+/* backend_cuda.c — the cuda backend: bf16 (or fp16) weights on one GPU, cuBLAS for the
+ * projections and the LM head, the kernels of kernels/cuda_*.cu for the rest, sampling on the
+ * device, and one CUDA graph per padded token-count bucket.
  *
  * Weights come from a model file streamed straight to the device (io_uring reads into pinned
  * staging buffers, converted to the storage dtype, copied while the next reads run: see
@@ -12,16 +12,22 @@
  * the same launches eagerly when none does), copy the sampled ids back into pinned memory and
  * record an event. launch() returns at once; poll() queries the event; finish() waits on it.
  *
- * Device layout (all [rows, ...] buffers sized for max_rows):
+ * One storage dtype, c->wdt (--cuda-dtype: bf16 by default, or fp16), holds the weight
+ * matrices, the 2-byte activations and the KV cache; the kernels are instantiated for it and
+ * the GEMMs read and write it (CUDA_R_16BF / CUDA_R_16F), always computing in fp32. The
+ * residual stream stays fp32 whatever the dtype: it is where real checkpoints' large
+ * activations live, beyond fp16's 65504.
+ *
+ * Device layout (all [rows, ...] buffers sized for max_rows; "wdt" = c->wdt, 2 bytes):
  *   x      [rows, dim] fp32 residual stream     delta [rows, dim] fp32 sublayer output
- *   xb     [rows, dim] bf16 normed input         qkv   [rows, qd + 2 kvd] bf16
- *   q, att [rows, qd] bf16                       gu    [rows, 2 hid] bf16 (gate | up)
- *   h      [rows, hid] bf16                      xs    [samp, dim] bf16 final-normed rows
+ *   xb     [rows, dim] wdt normed input          qkv   [rows, qd + 2 kvd] wdt
+ *   q, att [rows, qd] wdt                        gu    [rows, 2 hid] wdt (gate | up)
+ *   h      [rows, hid] wdt                       xs    [samp, dim] wdt final-normed rows
  *   logits, probs [samp, vocab] fp32             ids   [samp] int32
- *   KV: kc, vc [n_layers][n_blocks][nkv][bs][hd] bf16 (the cpu backend's layout)
+ *   KV: kc, vc [n_layers][n_blocks][nkv][bs][hd] wdt (the cpu backend's layout)
  * Weights: wqkv [qd + 2 kvd, dim] (q, k, v rows stacked, so one GEMM), wo [dim, qd],
- * wgu [2 hid, dim] (gate, up stacked), wdown [dim, hid], emb/wcls [vocab, dim], all in c->wdt
- * (bf16; fp16 is converted, uploaded and has kernels but no GEMMs yet); norms and biases fp32.
+ * wgu [2 hid, dim] (gate, up stacked), wdown [dim, hid], emb/wcls [vocab, dim], all wdt,
+ * converted from whatever the file holds (cuda_stage.c); norms and biases fp32.
  * Offsets within the one weight allocation: rl_cuda_stage_layout (runtime/cuda_stage.h).
  */
 #include <errno.h>
@@ -60,9 +66,10 @@ int rl_cuda_gemm(struct rl_cuda *c, void *Y, int y_f32, const uint16_t *X, const
 	/* Row-major Y[rows, out] = X[rows, in] W[out, in]^T is column-major
 	 * Y^T[out, rows] = W^T (W read as [in, out] col-major, transposed) x X^T. */
 	const float one = 1.0f, zero = 0.0f;
+	cudaDataType_t h = c->wdt == RL_CUDA_FP16 ? CUDA_R_16F : CUDA_R_16BF;
 	cublasStatus_t s = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)rows, (int)in,
-					&one, W, CUDA_R_16BF, (int)in, X, CUDA_R_16BF, (int)in, &zero,
-					Y, y_f32 ? CUDA_R_32F : CUDA_R_16BF, (int)out,
+					&one, W, h, (int)in, X, h, (int)in, &zero,
+					Y, y_f32 ? CUDA_R_32F : h, (int)out,
 					CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 	return s == CUBLAS_STATUS_SUCCESS ? 0 : -EIO;
 }
@@ -397,6 +404,7 @@ static size_t act_bytes(struct rl_cuda *c, int carve_into, char *base)
 	size_t R = c->g.max_rows, S = c->g.max_seqs, P = c->g.max_parts;
 	C(c->x, R * c->dim, 4);
 	C(c->delta, R * c->dim, 4);
+	/* the 2-byte buffers hold c->wdt */
 	C(c->xb, R * c->dim, 2);
 	C(c->qkv, R * (c->qd + 2 * c->kvd), 2);
 	C(c->q, R * c->qd, 2);
@@ -495,7 +503,8 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 		rc = -ENOMEM;
 		goto fail;
 	}
-	/* zeroed so a read of a slot no step wrote (a malformed batch) is finite and repeatable */
+	/* zeroed so a read of a slot no step wrote (a malformed batch) is finite and repeatable:
+	 * all-zero bytes are +0.0 in bf16 and fp16 alike */
 	CU(cudaMemsetAsync(c->kc, 0, kvb, c->st), "KV cache");
 	CU(cudaMemsetAsync(c->vc, 0, kvb, c->st), "KV cache");
 	size_t ab = act_bytes(c, 0, NULL);
@@ -576,11 +585,6 @@ EXPORT int rl_backend_cuda_create(const struct rl_model *m, const char *syntheti
 	if (p->cuda_dtype != RL_CUDA_BF16 && p->cuda_dtype != RL_CUDA_FP16) {
 		snprintf(err, errlen, "cuda backend: weight dtype %d unknown (0 bf16, 1 fp16)", p->cuda_dtype);
 		return -EINVAL;
-	}
-	/* the upload and the kernels take fp16 already; the GEMMs are bf16-only for now */
-	if (p->cuda_dtype == RL_CUDA_FP16) {
-		snprintf(err, errlen, "--cuda-dtype fp16: the cuda backend runs bf16 weights only so far; use bf16");
-		return -ENOTSUP;
 	}
 	if (rl_cuda_device_check(why, sizeof why)) {
 		snprintf(err, errlen, "--backend cuda: %s", why);

@@ -60,7 +60,8 @@ struct rl_cuda {
 	uint32_t vocab_blob_size;
 };
 
-/* Y[rows, out] (fp32 when y_f32, else bf16) = X[rows, in] W[out, in]^T on c->st. 0 or -EIO. */
+/* Y[rows, out] (fp32 when y_f32, else c->wdt) = X[rows, in] W[out, in]^T (both c->wdt) on
+ * c->st, computed in fp32. 0 or -EIO. */
 int rl_cuda_gemm(struct rl_cuda *c, void *Y, int y_f32, const uint16_t *X, const uint16_t *W,
 		 uint32_t rows, uint32_t in, uint32_t out);
 /* Enqueues a whole step for `rows` padded rows on c->st (graph body or eager). */

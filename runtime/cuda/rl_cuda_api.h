@@ -13,9 +13,9 @@ struct rl_model;
 /* The cuda backend over m (fp32, converted to p->cuda_dtype on upload); with m NULL, over
  * random weights of synthetic_shape made on the device, or else over the model file
  * p->model_path (+ p->tokenizer_path), whose weights are streamed to the device through
- * pinned staging buffers without an fp32 copy in host memory. -ENODEV with "no CUDA device
- * found (...)" when there is none; -ENOTSUP for p->cuda_dtype fp16 (not run by the kernels
- * yet). */
+ * pinned staging buffers without an fp32 copy in host memory. p->cuda_dtype (bf16 or fp16)
+ * is the storage of weights, activations and KV cache alike. -ENODEV with "no CUDA device
+ * found (...)" when there is none; -EINVAL for an unknown p->cuda_dtype. */
 int rl_backend_cuda_create(const struct rl_model *m, const char *synthetic_shape,
 			   const struct rl_backend_params *p, struct rl_backend **out,
 			   char *err, size_t errlen);

@@ -90,9 +90,6 @@ static const char *dt_name(void) { return dt == RL_CUDA_FP16 ? "fp16" : "bf16"; 
 #define BOTH_DTYPES(name) \
 	static void name##_bf16(void) { dt = RL_CUDA_BF16; rs = RS_SEED; name(); } \
 	static void name##_fp16(void) { dt = RL_CUDA_FP16; rs = RS_SEED; name(); }
-/* name_bf16 only: the whole-model tests until the backend runs fp16. */
-#define BF16_ONLY(name) \
-	static void name##_bf16(void) { dt = RL_CUDA_BF16; rs = RS_SEED; name(); }
 
 /* ||a - b|| / ||b|| over n values; NaN anywhere fails (returns inf). */
 static double rel_l2(const float *a, const float *b, size_t n)
@@ -455,8 +452,12 @@ static int run(struct rl_backend *be, const struct rl_batch *b, int32_t *out)
 }
 
 /* Prefill a prompt in two chunks, then greedy-decode n steps on both backends; logits of every
- * sampled row compared; returns the number of decode steps whose tokens matched. */
-static uint32_t compare_model(const struct rl_model *m, uint32_t n_decode, double tol, int want_tokens)
+ * sampled row compared; returns the number of sampled steps whose tokens agree: equal, or a
+ * near-tie, where the cpu's own logits of the two tokens differ by less than near_tie (2-byte
+ * weights legitimately flip those: test_e2e_model measures one). The cpu's token is fed to
+ * both, so a flip does not carry on. With want_tokens, a step that does not agree fails. */
+static uint32_t compare_model(const struct rl_model *m, uint32_t n_decode, double tol, int want_tokens,
+			      float near_tie)
 {
 	struct pair pr;
 	if (open_pair(&pr, m, NULL))
@@ -484,9 +485,11 @@ static uint32_t compare_model(const struct rl_model *m, uint32_t n_decode, doubl
 		CHECKF(e < tol, "%s step %u: logits rel err %g", dt_name(), step, e);
 		tok_cpu = (uint32_t)oc[0];
 		tok_gpu = (uint32_t)og[0];
+		int agree = tok_cpu == tok_gpu || (tok_gpu < V && lc[tok_cpu] - lc[tok_gpu] < near_tie);
 		if (want_tokens)
-			CHECKF(tok_cpu == tok_gpu, "%s step %u: greedy token %u, cpu %u", dt_name(), step, tok_gpu, tok_cpu);
-		matched += tok_cpu == tok_gpu;
+			CHECKF(agree, "%s step %u: greedy token %u, cpu %u (cpu logits %g vs %g)", dt_name(), step,
+			       tok_gpu, tok_cpu, lc[tok_cpu], tok_gpu < V ? lc[tok_gpu] : NAN);
+		matched += agree;
 		if (e >= tol)
 			break;
 	}
@@ -505,8 +508,10 @@ static void test_model_stories260k(void)
 	struct rl_model *m;
 	char err[512];
 	REQUIRE(rl_model_load(path, tok, &m, err, sizeof err) == 0);
-	uint32_t matched = compare_model(m, 40, tol(2e-2), 1);
-	CHECKF(matched == 41, "%s greedy tokens: %u of 41 equal the cpu's", dt_name(), matched);
+	/* near-ties: on the emulator, other random prompts flipped cpu margins of 0.003..0.023 under
+	 * bf16 and of 0.002 under fp16 (this one flips none) */
+	uint32_t matched = compare_model(m, 40, tol(2e-2), 1, (float)tol(0.05));
+	CHECKF(matched == 41, "%s greedy tokens: %u of 41 agree with the cpu's", dt_name(), matched);
 	rl_model_destroy(m);
 }
 
@@ -522,7 +527,7 @@ static void test_model_synthetic(void)
 	char err[512];
 	REQUIRE(rl_model_alloc(&c, &m, err, sizeof err) == 0);
 	rl_model_fill_random(m, 7);
-	compare_model(m, 8, tol(3e-2), 0);
+	compare_model(m, 8, tol(3e-2), 0, 0);
 	rl_model_destroy(m);
 }
 
@@ -635,10 +640,10 @@ BOTH_DTYPES(test_rope_kv)
 BOTH_DTYPES(test_swiglu)
 BOTH_DTYPES(test_attention_mixed)
 BOTH_DTYPES(test_attention_long)
-BF16_ONLY(test_model_stories260k)
-BF16_ONLY(test_model_synthetic)
-BF16_ONLY(test_graph_equals_eager)
-BF16_ONLY(test_mixed_equals_alone)
+BOTH_DTYPES(test_model_stories260k)
+BOTH_DTYPES(test_model_synthetic)
+BOTH_DTYPES(test_graph_equals_eager)
+BOTH_DTYPES(test_mixed_equals_alone)
 
 int main(void)
 {
@@ -657,8 +662,12 @@ int main(void)
 	RUN(test_attention_long_fp16);
 	RUN(test_sample);
 	RUN(test_model_stories260k_bf16);
+	RUN(test_model_stories260k_fp16);
 	RUN(test_model_synthetic_bf16);
+	RUN(test_model_synthetic_fp16);
 	RUN(test_graph_equals_eager_bf16);
+	RUN(test_graph_equals_eager_fp16);
 	RUN(test_mixed_equals_alone_bf16);
+	RUN(test_mixed_equals_alone_fp16);
 	TEST_MAIN_END();
 }
