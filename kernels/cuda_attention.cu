@@ -12,25 +12,27 @@
 // p % bs), so any block size works and tiles may straddle blocks.
 // Split items (part >= 0) cover a key range of one decode row and write (o unnormalised, mx,
 // l); reduce_kernel merges them. All counts come from m.hdr, so the launch is graph-safe.
-#include <cuda_bf16.h>
+// Both kernels are templates on the storage type T of q, out and the cache (bf16 or fp16,
+// cuda_storage.h); keys and values move as T pairs, scores and sums are fp32.
 #include <math.h>
 #include "rl_cuda_ops.h"
-
-typedef __nv_bfloat16 bf16;
+#include "cuda_storage.h"
 #define WARPS 8
 #define TILE RL_CUDA_KV_TILE
 #define MAX_HD 256
 
+template <typename T>
 __global__ void __launch_bounds__(WARPS * 32)
-attn_kernel(bf16 *out, float *part_o, float *part_ml, const bf16 *q, const bf16 *kc, const bf16 *vc,
+attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, const T *vc,
 	    rl_cuda_meta m, uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs)
 {
+	typedef typename rl_pair<T>::type T2;
 	if (blockIdx.x >= m.hdr->n_items)
 		return;                                 // uniform across the block: no barrier skipped
 	extern __shared__ __align__(16) unsigned char smem[];
-	const uint32_t kstride = hd + 2;                // bf16; +2 keeps lane j's row on bank j
-	bf16 *Ks = (bf16 *)smem;                        // [TILE, hd + 2]
-	bf16 *Vs = Ks + TILE * kstride;                 // [TILE, hd]
+	const uint32_t kstride = hd + 2;                // elements; +2 keeps lane j's row on bank j
+	T *Ks = (T *)smem;                              // [TILE, hd + 2]
+	T *Vs = Ks + TILE * kstride;                    // [TILE, hd]
 	float *Qs = (float *)(Vs + TILE * hd);          // [WARPS, hd]
 
 	const rl_cuda_item it = m.items[blockIdx.x];
@@ -47,7 +49,7 @@ attn_kernel(bf16 *out, float *part_o, float *part_ml, const bf16 *q, const bf16 
 		int p = m.pos[row];
 		lim = it.kv1 < p + 1 ? it.kv1 : p + 1;
 		for (uint32_t d = lane; d < hd; d += 32)
-			Qs[w * hd + d] = __bfloat162float(q[(size_t)row * qd + h * hd + d]);
+			Qs[w * hd + d] = rl_f32(q[(size_t)row * qd + h * hd + d]);
 	}
 	// the block's key range ends at its last row's limit (rows are in position order)
 	int last_pos = m.pos[it.row0 + it.nrows - 1];
@@ -64,15 +66,15 @@ attn_kernel(bf16 *out, float *part_o, float *part_ml, const bf16 *q, const bf16 
 		for (uint32_t idx = threadIdx.x; idx < TILE * hpairs; idx += blockDim.x) {
 			uint32_t j = idx / hpairs, d = 2 * (idx % hpairs);
 			int p = t0 + (int)j;
-			__nv_bfloat162 kv2 = __floats2bfloat162_rn(0.0f, 0.0f), vv2 = kv2;
+			T2 kv2 = rl_store2<T>(0.0f, 0.0f), vv2 = kv2;
 			if (p < kv_end) {
 				size_t b = (size_t)bt[p / (int)bs];
 				size_t o = ((b * nkv + kh) * bs + (size_t)(p % (int)bs)) * hd + d;
-				kv2 = *(const __nv_bfloat162 *)(kc + o);
-				vv2 = *(const __nv_bfloat162 *)(vc + o);
+				kv2 = *(const T2 *)(kc + o);
+				vv2 = *(const T2 *)(vc + o);
 			}
-			*(__nv_bfloat162 *)(Ks + j * kstride + d) = kv2;
-			*(__nv_bfloat162 *)(Vs + j * hd + d) = vv2;
+			*(T2 *)(Ks + j * kstride + d) = kv2;
+			*(T2 *)(Vs + j * hd + d) = vv2;
 		}
 		__syncthreads();
 		if (!active || t0 >= lim)
@@ -81,10 +83,10 @@ attn_kernel(bf16 *out, float *part_o, float *part_ml, const bf16 *q, const bf16 
 		float s = -INFINITY;
 		if (p < lim) {
 			const float *qw = Qs + w * hd;
-			const bf16 *kr = Ks + lane * kstride;
+			const T *kr = Ks + lane * kstride;
 			float dot = 0.0f;
 			for (uint32_t d = 0; d < hd; d += 2) {
-				float2 kf = __bfloat1622float2(*(const __nv_bfloat162 *)(kr + d));
+				float2 kf = rl_f32(*(const T2 *)(kr + d));
 				dot += qw[d] * kf.x + qw[d + 1] * kf.y;
 			}
 			s = dot * scale;
@@ -110,7 +112,7 @@ attn_kernel(bf16 *out, float *part_o, float *part_ml, const bf16 *q, const bf16 
 			for (int i = 0; i < MAX_HD / 32; i++) {
 				uint32_t d = lane + 32 * i;
 				if (d < hd)
-					acc[i] += pj * __bfloat162float(Vs[j * hd + d]);
+					acc[i] += pj * rl_f32(Vs[j * hd + d]);
 			}
 		}
 	}
@@ -122,7 +124,7 @@ attn_kernel(bf16 *out, float *part_o, float *part_ml, const bf16 *q, const bf16 
 		for (int i = 0; i < MAX_HD / 32; i++) {
 			uint32_t d = lane + 32 * i;
 			if (d < hd)
-				out[(size_t)row * qd + h * hd + d] = __float2bfloat16(acc[i] * inv);
+				out[(size_t)row * qd + h * hd + d] = rl_store<T>(acc[i] * inv);
 		}
 	} else {
 		float *po = part_o + ((size_t)it.part * nh + h) * hd;
@@ -140,7 +142,8 @@ attn_kernel(bf16 *out, float *part_o, float *part_ml, const bf16 *q, const bf16 
 }
 
 // Merges the partials of each split row: o = sum_p e^(mx_p - M) o_p / sum_p e^(mx_p - M) l_p.
-__global__ void reduce_kernel(bf16 *out, const float *part_o, const float *part_ml, rl_cuda_meta m,
+template <typename T>
+__global__ void reduce_kernel(T *out, const float *part_o, const float *part_ml, rl_cuda_meta m,
 			      uint32_t nh, uint32_t hd)
 {
 	uint32_t r = blockIdx.x, h = blockIdx.y;
@@ -161,17 +164,25 @@ __global__ void reduce_kernel(bf16 *out, const float *part_o, const float *part_
 			size_t k = (size_t)(p0 + p) * nh + h;
 			o += expf(part_ml[k * 2] - M) * part_o[k * hd + d];
 		}
-		out[(size_t)r * nh * hd + h * hd + d] = __float2bfloat16(o / L);
+		out[(size_t)r * nh * hd + h * hd + d] = rl_store<T>(o / L);
 	}
+}
+
+template <typename T>
+static void attention(uint16_t *out, float *part_o, float *part_ml, const uint16_t *q, const uint16_t *kc,
+		      const uint16_t *vc, rl_cuda_meta m, uint32_t items_cap, uint32_t rows, uint32_t nh,
+		      uint32_t nkv, uint32_t hd, uint32_t bs, cudaStream_t st)
+{
+	size_t smem = (size_t)TILE * (hd + 2) * sizeof(T) + (size_t)TILE * hd * sizeof(T) + (size_t)WARPS * hd * 4;
+	attn_kernel<T><<<dim3(items_cap, nkv), WARPS * 32, smem, st>>>((T *)out, part_o, part_ml,
+		(const T *)q, (const T *)kc, (const T *)vc, m, nh, nkv, hd, bs);
+	reduce_kernel<T><<<dim3(rows, nh), 128, 0, st>>>((T *)out, part_o, part_ml, m, nh, hd);
 }
 
 extern "C" void rl_cuda_attention(uint16_t *out, float *part_o, float *part_ml, const uint16_t *q,
 				  const uint16_t *kc, const uint16_t *vc, rl_cuda_meta m,
 				  uint32_t items_cap, uint32_t rows, uint32_t nh, uint32_t nkv,
-				  uint32_t hd, uint32_t bs, cudaStream_t st)
+				  uint32_t hd, uint32_t bs, rl_cuda_dtype dt, cudaStream_t st)
 {
-	size_t smem = (size_t)TILE * (hd + 2) * 2 + (size_t)TILE * hd * 2 + (size_t)WARPS * hd * 4;
-	attn_kernel<<<dim3(items_cap, nkv), WARPS * 32, smem, st>>>((bf16 *)out, part_o, part_ml,
-		(const bf16 *)q, (const bf16 *)kc, (const bf16 *)vc, m, nh, nkv, hd, bs);
-	reduce_kernel<<<dim3(rows, nh), 128, 0, st>>>((bf16 *)out, part_o, part_ml, m, nh, hd);
+	rl_by_dtype(dt, attention)(out, part_o, part_ml, q, kc, vc, m, items_cap, rows, nh, nkv, hd, bs, st);
 }

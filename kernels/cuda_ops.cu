@@ -3,13 +3,14 @@
 // and the device-side random fill for synthetic weights. Their CPU counterparts are in
 // cpu_ops.c / backend_cpu.c (named in rl_cuda_ops.h); tests/gpu compares each pair.
 //
+// Every kernel that touches 2-byte storage is a template on its type T (bf16 or fp16,
+// cuda_storage.h); the launchers at the bottom pick the instantiation for their dtype.
+//
 // Thread mappings are deliberately simple (one block per row, threads striding the row): these
 // kernels move a few MB per step, next to the GB of weights the GEMMs stream.
-#include <cuda_bf16.h>
 #include <math.h>
 #include "rl_cuda_ops.h"
-
-typedef __nv_bfloat16 bf16;
+#include "cuda_storage.h"
 
 static __device__ __forceinline__ float warp_sum(float v)
 {
@@ -40,26 +41,28 @@ static __device__ float block_sum(float v)
 	return r;
 }
 
-__global__ void embed_kernel(float *x, const bf16 *emb, rl_cuda_meta m, uint32_t dim)
+template <typename T>
+__global__ void embed_kernel(float *x, const T *emb, rl_cuda_meta m, uint32_t dim)
 {
 	uint32_t r = blockIdx.x;
-	const bf16 *e = emb + (size_t)m.tokens[r] * dim;       // [dim]
+	const T *e = emb + (size_t)m.tokens[r] * dim;          // [dim]
 	float *xr = x + (size_t)r * dim;
 	for (uint32_t d = threadIdx.x; d < dim; d += blockDim.x)
-		xr[d] = __bfloat162float(e[d]);
+		xr[d] = rl_f32(e[d]);
 }
 
 // One block per output row; the row is kept in shared memory between the two passes.
-__global__ void add_rmsnorm_kernel(bf16 *out, float *x, const float *delta, const float *w,
+template <typename T>
+__global__ void add_rmsnorm_kernel(T *out, float *x, const float *delta, const float *w,
 				   const int32_t *row_map, uint32_t dim, float eps, int write_x)
 {
 	extern __shared__ float v[];                            // [dim]
 	uint32_t i = blockIdx.x;
 	int r = row_map ? row_map[i] : (int)i;
-	bf16 *o = out + (size_t)i * dim;
+	T *o = out + (size_t)i * dim;                           // [dim]
 	if (r < 0) {
 		for (uint32_t d = threadIdx.x; d < dim; d += blockDim.x)
-			o[d] = __float2bfloat16(0.0f);
+			o[d] = rl_store<T>(0.0f);
 		return;
 	}
 	float *xr = x + (size_t)r * dim;
@@ -75,12 +78,13 @@ __global__ void add_rmsnorm_kernel(bf16 *out, float *x, const float *delta, cons
 	ss = block_sum(ss);
 	float s = 1.0f / sqrtf(ss / (float)dim + eps);         // as rl_cpu_rmsnorm
 	for (uint32_t d = threadIdx.x; d < dim; d += blockDim.x)
-		o[d] = __float2bfloat16(v[d] * s * w[d]);
+		o[d] = rl_store<T>(v[d] * s * w[d]);
 }
 
 // One block per row. Pairs (i0, i1) of every q and k head are rotated by thread-strided loops;
 // v is copied. Rows past n_tokens are padding: nothing reads their q, and they own no slot.
-__global__ void rope_kv_kernel(bf16 *q_out, bf16 *kc, bf16 *vc, const bf16 *qkv, const float *bias,
+template <typename T>
+__global__ void rope_kv_kernel(T *q_out, T *kc, T *vc, const T *qkv, const float *bias,
 			       const float *inv_freq, rl_cuda_meta m, uint32_t nh, uint32_t nkv,
 			       uint32_t hd, uint32_t bs, float rope_scale, int halves)
 {
@@ -88,7 +92,7 @@ __global__ void rope_kv_kernel(bf16 *q_out, bf16 *kc, bf16 *vc, const bf16 *qkv,
 	if (r >= m.hdr->n_tokens)
 		return;
 	uint32_t qd = nh * hd, kvd = nkv * hd, half = hd / 2;
-	const bf16 *row = qkv + (size_t)r * (qd + 2 * kvd);    // [q | k | v]
+	const T *row = qkv + (size_t)r * (qd + 2 * kvd);       // [q | k | v]
 	int slot = m.slot[r];
 	float ps = (float)m.pos[r] / rope_scale;
 	size_t blk = slot >= 0 ? (size_t)(slot / (int)bs) : 0, off = slot >= 0 ? (size_t)(slot % (int)bs) : 0;
@@ -96,7 +100,7 @@ __global__ void rope_kv_kernel(bf16 *q_out, bf16 *kc, bf16 *vc, const bf16 *qkv,
 		uint32_t h = t / half, i = t % half;
 		uint32_t i0 = halves ? i : 2 * i, i1 = halves ? i + half : 2 * i + 1;
 		uint32_t base = h * hd;                         // q heads, then k heads
-		float v0 = __bfloat162float(row[base + i0]), v1 = __bfloat162float(row[base + i1]);
+		float v0 = rl_f32(row[base + i0]), v1 = rl_f32(row[base + i1]);
 		if (bias) {
 			v0 += bias[base + i0];
 			v1 += bias[base + i1];
@@ -105,31 +109,32 @@ __global__ void rope_kv_kernel(bf16 *q_out, bf16 *kc, bf16 *vc, const bf16 *qkv,
 		sincosf(ps * inv_freq[i], &sn, &cs);
 		float r0 = v0 * cs - v1 * sn, r1 = v0 * sn + v1 * cs;
 		if (h < nh) {
-			q_out[(size_t)r * qd + base + i0] = __float2bfloat16(r0);
-			q_out[(size_t)r * qd + base + i1] = __float2bfloat16(r1);
+			q_out[(size_t)r * qd + base + i0] = rl_store<T>(r0);
+			q_out[(size_t)r * qd + base + i1] = rl_store<T>(r1);
 		} else if (slot >= 0) {
 			uint32_t kh = h - nh;
-			bf16 *dst = kc + ((blk * nkv + kh) * bs + off) * hd;
-			dst[i0] = __float2bfloat16(r0);
-			dst[i1] = __float2bfloat16(r1);
+			T *dst = kc + ((blk * nkv + kh) * bs + off) * hd;   // [hd]
+			dst[i0] = rl_store<T>(r0);
+			dst[i1] = rl_store<T>(r1);
 		}
 	}
 	if (slot < 0)
 		return;
 	for (uint32_t t = threadIdx.x; t < kvd; t += blockDim.x) {
 		uint32_t kh = t / hd, d = t % hd;
-		float a = __bfloat162float(row[qd + kvd + t]) + (bias ? bias[qd + kvd + t] : 0.0f);
-		vc[((blk * nkv + kh) * bs + off) * hd + d] = __float2bfloat16(a);
+		float a = rl_f32(row[qd + kvd + t]) + (bias ? bias[qd + kvd + t] : 0.0f);
+		vc[((blk * nkv + kh) * bs + off) * hd + d] = rl_store<T>(a);
 	}
 }
 
-__global__ void swiglu_kernel(bf16 *h, const bf16 *gu, uint32_t rows, uint32_t hid)
+template <typename T>
+__global__ void swiglu_kernel(T *h, const T *gu, uint32_t rows, uint32_t hid)
 {
 	size_t n = (size_t)rows * hid;
 	for (size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (size_t)gridDim.x * blockDim.x) {
 		size_t r = t / hid, c = t % hid;
-		float g = __bfloat162float(gu[r * 2 * hid + c]), u = __bfloat162float(gu[r * 2 * hid + hid + c]);
-		h[t] = __float2bfloat16(g / (1.0f + expf(-g)) * u);   // as rl_cpu_silu_mul
+		float g = rl_f32(gu[r * 2 * hid + c]), u = rl_f32(gu[r * 2 * hid + hid + c]);
+		h[t] = rl_store<T>(g / (1.0f + expf(-g)) * u);        // as rl_cpu_silu_mul
 	}
 }
 
@@ -142,10 +147,11 @@ static __device__ __forceinline__ float hash_uniform(uint64_t seed, size_t i)
 	return (float)(z >> 40) * (2.0f / 16777216.0f) - 1.0f;   // [-1, 1)
 }
 
-__global__ void fill_bf16_kernel(bf16 *p, size_t n, float a, float center, uint64_t seed)
+template <typename T>
+__global__ void fill_kernel(T *p, size_t n, float a, float center, uint64_t seed)
 {
 	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-		p[i] = __float2bfloat16(center + a * hash_uniform(seed, i));
+		p[i] = rl_store<T>(center + a * hash_uniform(seed, i));
 }
 
 __global__ void fill_f32_kernel(float *p, size_t n, float a, float center, uint64_t seed)
@@ -154,41 +160,79 @@ __global__ void fill_f32_kernel(float *p, size_t n, float a, float center, uint6
 		p[i] = center + a * hash_uniform(seed, i);
 }
 
+// Launch templates, one per kernel, instantiated by the C launchers below (rl_by_dtype).
+template <typename T>
+static void embed(float *x, const uint16_t *emb, rl_cuda_meta m, uint32_t rows, uint32_t dim, cudaStream_t st)
+{
+	embed_kernel<T><<<rows, 256, 0, st>>>(x, (const T *)emb, m, dim);
+}
+
+template <typename T>
+static void add_rmsnorm(uint16_t *out, float *x, const float *delta, const float *w, const int32_t *row_map,
+			uint32_t rows, uint32_t dim, float eps, int write_x, cudaStream_t st)
+{
+	if (rows)
+		add_rmsnorm_kernel<T><<<rows, 256, dim * sizeof(float), st>>>((T *)out, x, delta, w, row_map,
+									     dim, eps, write_x);
+}
+
+template <typename T>
+static void rope_kv(uint16_t *q_out, uint16_t *kc, uint16_t *vc, const uint16_t *qkv, const float *bias,
+		    const float *inv_freq, rl_cuda_meta m, uint32_t rows, uint32_t nh, uint32_t nkv,
+		    uint32_t hd, uint32_t bs, float rope_scale, int halves, cudaStream_t st)
+{
+	rope_kv_kernel<T><<<rows, 128, 0, st>>>((T *)q_out, (T *)kc, (T *)vc, (const T *)qkv, bias,
+						inv_freq, m, nh, nkv, hd, bs, rope_scale, halves);
+}
+
+template <typename T>
+static void swiglu(uint16_t *h, const uint16_t *gu, uint32_t rows, uint32_t hid, cudaStream_t st)
+{
+	size_t n = (size_t)rows * hid;
+	unsigned grid = (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
+	swiglu_kernel<T><<<grid ? grid : 1, 256, 0, st>>>((T *)h, (const T *)gu, rows, hid);
+}
+
+template <typename T>
+static void fill(uint16_t *p, size_t n, float a, float center, uint64_t seed, cudaStream_t st)
+{
+	fill_kernel<T><<<4096, 256, 0, st>>>((T *)p, n, a, center, seed);
+}
+
 extern "C" {
 
-void rl_cuda_embed(float *x, const uint16_t *emb, rl_cuda_meta m, uint32_t rows, uint32_t dim, cudaStream_t st)
+void rl_cuda_embed(float *x, const uint16_t *emb, rl_cuda_meta m, uint32_t rows, uint32_t dim,
+		   rl_cuda_dtype dt, cudaStream_t st)
 {
-	embed_kernel<<<rows, 256, 0, st>>>(x, (const bf16 *)emb, m, dim);
+	rl_by_dtype(dt, embed)(x, emb, m, rows, dim, st);
 }
 
 void rl_cuda_add_rmsnorm(uint16_t *out, float *x, const float *delta, const float *w,
 			 const int32_t *row_map, uint32_t rows, uint32_t dim, float eps,
-			 int write_x, cudaStream_t st)
+			 int write_x, rl_cuda_dtype dt, cudaStream_t st)
 {
-	if (rows)
-		add_rmsnorm_kernel<<<rows, 256, dim * sizeof(float), st>>>((bf16 *)out, x, delta, w, row_map,
-									  dim, eps, write_x);
+	rl_by_dtype(dt, add_rmsnorm)(out, x, delta, w, row_map, rows, dim, eps, write_x, st);
 }
 
 void rl_cuda_rope_kv(uint16_t *q_out, uint16_t *kc, uint16_t *vc, const uint16_t *qkv,
 		     const float *bias, const float *inv_freq, rl_cuda_meta m, uint32_t rows,
 		     uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs, float rope_scale,
-		     int halves, cudaStream_t st)
+		     int halves, rl_cuda_dtype dt, cudaStream_t st)
 {
-	rope_kv_kernel<<<rows, 128, 0, st>>>((bf16 *)q_out, (bf16 *)kc, (bf16 *)vc, (const bf16 *)qkv, bias,
-					     inv_freq, m, nh, nkv, hd, bs, rope_scale, halves);
+	rl_by_dtype(dt, rope_kv)(q_out, kc, vc, qkv, bias, inv_freq, m, rows, nh, nkv, hd, bs, rope_scale,
+				 halves, st);
 }
 
-void rl_cuda_swiglu(uint16_t *h, const uint16_t *gu, uint32_t rows, uint32_t hid, cudaStream_t st)
+void rl_cuda_swiglu(uint16_t *h, const uint16_t *gu, uint32_t rows, uint32_t hid, rl_cuda_dtype dt,
+		    cudaStream_t st)
 {
-	size_t n = (size_t)rows * hid;
-	unsigned grid = (unsigned)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
-	swiglu_kernel<<<grid ? grid : 1, 256, 0, st>>>((bf16 *)h, (const bf16 *)gu, rows, hid);
+	rl_by_dtype(dt, swiglu)(h, gu, rows, hid, st);
 }
 
-void rl_cuda_fill_uniform_bf16(uint16_t *p, size_t n, float a, float center, uint64_t seed, cudaStream_t st)
+void rl_cuda_fill_uniform(uint16_t *p, size_t n, float a, float center, uint64_t seed, rl_cuda_dtype dt,
+			  cudaStream_t st)
 {
-	fill_bf16_kernel<<<4096, 256, 0, st>>>((bf16 *)p, n, a, center, seed);
+	rl_by_dtype(dt, fill)(p, n, a, center, seed, st);
 }
 
 void rl_cuda_fill_uniform_f32(float *p, size_t n, float a, float center, uint64_t seed, cudaStream_t st)

@@ -1,10 +1,12 @@
 /* rl_cuda_ops.h — launchers of the CUDA kernels (kernels/cuda_*.cu), callable from C.
  *
- * Storage is bf16 (passed as uint16_t *), arithmetic fp32. Every launcher enqueues on `st` and
- * returns at once; the caller checks cudaGetLastError(). Row counts are the padded bucket
- * size (a graph's fixed grid); kernels read the live counts from the metadata (m.hdr) and
- * skip padding, so the same launch serves any step of that bucket. Each kernel's CPU
- * counterpart is named beside it; tests/gpu compares the two.
+ * Storage (weights, activations, KV cache) is 2-byte, bf16 or fp16 as `dt` says (passed as
+ * uint16_t *; "st" below), arithmetic fp32. Each launcher runs the kernel's instantiation for
+ * dt. Every launcher enqueues on `st` and returns at once; the caller checks
+ * cudaGetLastError(). Row counts are the padded bucket size (a graph's fixed grid); kernels
+ * read the live counts from the metadata (m.hdr) and skip padding, so the same launch serves
+ * any step of that bucket. Each kernel's CPU counterpart is named beside it; tests/gpu
+ * compares the two.
  */
 #ifndef RL_CUDA_OPS_H
 #define RL_CUDA_OPS_H
@@ -12,54 +14,57 @@
 #include <stdint.h>
 #include <cuda_runtime_api.h>
 #include "rl_cuda_meta.h"
+#include "rl_cuda_dtype.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* x[rows, dim] fp32 = emb[tokens[r]] (bf16 [vocab, dim]); padding rows gather token 0.
+/* x[rows, dim] fp32 = emb[tokens[r]] (st [vocab, dim]); padding rows gather token 0.
  * CPU: the memcpy of tok_emb rows in backend_cpu.c forward(). */
 void rl_cuda_embed(float *x, const uint16_t *emb, struct rl_cuda_meta m, uint32_t rows,
-		   uint32_t dim, cudaStream_t st);
+		   uint32_t dim, enum rl_cuda_dtype dt, cudaStream_t st);
 
 /* For i < rows: r = row_map ? row_map[i] : i; r < 0 writes out[i] = 0. Else
- * v = x[r] + (delta ? delta[r] : 0); x[r] = v when write_x; out[i] = bf16(rmsnorm(v) * w).
- * x, delta: [*, dim] fp32; w: [dim] fp32; out: [rows, dim] bf16. CPU: rl_cpu_rmsnorm after
+ * v = x[r] + (delta ? delta[r] : 0); x[r] = v when write_x; out[i] = st(rmsnorm(v) * w).
+ * x, delta: [*, dim] fp32; w: [dim] fp32; out: [rows, dim] st. CPU: rl_cpu_rmsnorm after
  * the residual accumulate of rl_cpu_matmul. */
 void rl_cuda_add_rmsnorm(uint16_t *out, float *x, const float *delta, const float *w,
 			 const int32_t *row_map, uint32_t rows, uint32_t dim, float eps,
-			 int write_x, cudaStream_t st);
+			 int write_x, enum rl_cuda_dtype dt, cudaStream_t st);
 
-/* Live rows r of qkv [rows, (nh + 2 nkv) hd] (+ bias [(nh + 2 nkv) hd] or NULL): q rotated to
- * q_out [rows, nh hd]; k rotated and v written to slot m.slot[r] (none when -1) of the layer's
- * caches kc, vc [n_blocks, nkv, bs, hd]. inv_freq [hd/2]; angle = (pos / rope_scale) inv_freq.
- * CPU: rl_cpu_rope and the KV memcpy in backend_cpu.c forward(). */
+/* Live rows r of qkv [rows, (nh + 2 nkv) hd] st (+ bias [(nh + 2 nkv) hd] fp32 or NULL): q
+ * rotated to q_out [rows, nh hd] st; k rotated and v written to slot m.slot[r] (none when -1)
+ * of the layer's caches kc, vc [n_blocks, nkv, bs, hd] st. inv_freq [hd/2]; angle =
+ * (pos / rope_scale) inv_freq. CPU: rl_cpu_rope and the KV memcpy in backend_cpu.c forward(). */
 void rl_cuda_rope_kv(uint16_t *q_out, uint16_t *kc, uint16_t *vc, const uint16_t *qkv,
 		     const float *bias, const float *inv_freq, struct rl_cuda_meta m, uint32_t rows,
 		     uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs, float rope_scale,
-		     int halves, cudaStream_t st);
+		     int halves, enum rl_cuda_dtype dt, cudaStream_t st);
 
-/* h[rows, hid] bf16 = silu(gu[r, 0:hid]) * gu[r, hid:2 hid]. CPU: rl_cpu_silu_mul. */
-void rl_cuda_swiglu(uint16_t *h, const uint16_t *gu, uint32_t rows, uint32_t hid, cudaStream_t st);
+/* h[rows, hid] st = silu(gu[r, 0:hid]) * gu[r, hid:2 hid] (gu [rows, 2 hid] st).
+ * CPU: rl_cpu_silu_mul. */
+void rl_cuda_swiglu(uint16_t *h, const uint16_t *gu, uint32_t rows, uint32_t hid,
+		    enum rl_cuda_dtype dt, cudaStream_t st);
 
 /* Paged causal attention over the packed batch: every item of m (grid items_cap x nkv) then
- * the split-KV reduce (grid rows x nh). q, out: [rows, nh hd] bf16; kc, vc: one layer's cache;
- * part_o [parts, nh, hd], part_ml [parts, nh, 2] fp32 scratch. hd even, <= 256; qt x group <= 8.
- * CPU: rl_cpu_attention. */
+ * the split-KV reduce (grid rows x nh). q, out: [rows, nh hd] st; kc, vc: one layer's cache
+ * (st); part_o [parts, nh, hd], part_ml [parts, nh, 2] fp32 scratch. hd even, <= 256;
+ * qt x group <= 8. CPU: rl_cpu_attention. */
 void rl_cuda_attention(uint16_t *out, float *part_o, float *part_ml, const uint16_t *q,
 		       const uint16_t *kc, const uint16_t *vc, struct rl_cuda_meta m,
 		       uint32_t items_cap, uint32_t rows, uint32_t nh, uint32_t nkv, uint32_t hd,
-		       uint32_t bs, cudaStream_t st);
+		       uint32_t bs, enum rl_cuda_dtype dt, cudaStream_t st);
 
 /* Samples each row j < samp_cap of logits [samp_cap, vocab] with m.samp[j] into ids[j]
  * (-1 for rows past m.hdr->n_samp). probs [samp_cap, vocab] fp32 scratch. CPU: rl_sample. */
 void rl_cuda_sample(int32_t *ids, float *probs, const float *logits, struct rl_cuda_meta m,
 		    uint32_t samp_cap, uint32_t vocab, cudaStream_t st);
 
-/* p[n] = bf16(center + a * u), u uniform in [-1, 1) from a hash of (seed, index): synthetic
- * weights made on the device. The f32 variant fills norms. */
-void rl_cuda_fill_uniform_bf16(uint16_t *p, size_t n, float a, float center, uint64_t seed,
-			       cudaStream_t st);
+/* p[n] = st(center + a * u), u uniform in [-1, 1) from a hash of (seed, index): synthetic
+ * weights made on the device (the same u for either dtype). The f32 variant fills norms. */
+void rl_cuda_fill_uniform(uint16_t *p, size_t n, float a, float center, uint64_t seed,
+			  enum rl_cuda_dtype dt, cudaStream_t st);
 void rl_cuda_fill_uniform_f32(float *p, size_t n, float a, float center, uint64_t seed,
 			      cudaStream_t st);
 

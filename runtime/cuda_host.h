@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include "rl_batch.h"
 #include "rl_cuda_meta.h"
+#include "rl_cuda_dtype.h"
 
 #define RL_CUDA_MAX_BUCKETS 32
 #define RL_CUDA_ROW_ALIGN 8       /* eager steps pad rows to this (16-byte GEMM leading dims) */
@@ -71,8 +72,6 @@ int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout 
 		      uint32_t *samp_seq);
 
 /* ---- weight conversion ---- */
-
-enum rl_cuda_dtype { RL_CUDA_BF16 = 0, RL_CUDA_FP16 = 1 };
 
 /* Round to nearest even; NaN stays NaN (quiet, sign kept); fp16 overflows to inf and
  * produces subnormals below 2^-14. */

@@ -4,7 +4,8 @@
  *   - the GGUF conversion of the same model gives the same tokens;
  *   - a daemon with a tiny token budget (chunking while others decode) serving several client
  *     processes at once gives exactly the tokens of one-at-a-time in-process runs;
- *   - the cuda backend on the CPU emulator serves client processes with the cpu's tokens.
+ *   - the cuda backend on the CPU emulator serves client processes with the cpu's tokens, with
+ *     bf16 weights and with --cuda-dtype fp16.
  * Skips cleanly when ../shared/models is absent. */
 #include "rl_test.h"
 #include "rt_harness.h"
@@ -204,14 +205,13 @@ static void daemon_tiny_budget_equals_in_process(void)
 }
 
 /* The cuda backend end to end on the CPU emulator (build/cudasim, tests/cudasim): ringlmd
- * --backend cuda streams the weights from the file through pinned staging (io_uring reads,
- * async copies gated by events, which the emulator runs only when waited for), captures its
- * graphs, and serves two client processes whose chunked prompts share steps with decodes while
- * the runtime polls the step's event. Greedy tokens must equal the cpu's for the first 16 of
- * each request and every request must finish. Why 16: bf16 weights move near-ties, e.g. after
- * "The little bird" the cpu's 18th token wins by 0.036 logits (14.944 vs 14.908) and rounding
- * only the weights to bf16 on the cpu already flips it, as the cuda backend does. */
-static void daemon_cuda_on_emulator(void)
+ * --backend cuda (+ extra args) streams the weights from the file through pinned staging
+ * (io_uring reads, async copies gated by events, which the emulator runs only when waited for),
+ * converting them to the storage dtype, captures its graphs, and serves n_clients client
+ * processes (two prompts each) whose chunked prompts share steps with decodes while the
+ * runtime polls the step's event. Greedy tokens must equal the cpu's for the first n_match of
+ * each request and every request must finish. */
+static void cuda_daemon_on_emulator(const char *extra, int n_clients, int n_match)
 {
 	const char *m = rl_t_model("stories260K.bin"), *t = rl_t_model("tok512.bin");
 	if (!m || !t)
@@ -232,13 +232,13 @@ static void daemon_cuda_on_emulator(void)
 	setenv("RINGLM_CUDA_LIB", lib, 1);
 	char args[1024];
 	snprintf(args, sizeof args, "--model %s --tokenizer %s --backend cuda --max-batch-tokens 8 --block-size 16 "
-		 "--kv-blocks 64 --cuda-graph-buckets 1,2,4,8", m, t);
+		 "--kv-blocks 64 --cuda-graph-buckets 1,2,4,8 %s", m, t, extra);
 	struct rt_child rt;
 	int rc = rt_start(&rt, args);
 	unsetenv("RINGLM_CUDA_LIB");
 	REQUIRE(rc == 0);
 	pid_t pids[2];
-	for (int k = 0; k < 2; k++) {
+	for (int k = 0; k < n_clients; k++) {
 		pids[k] = fork();
 		if (pids[k] == 0) {
 			struct ringlm *cc;
@@ -265,7 +265,7 @@ static void daemon_cuda_on_emulator(void)
 					int j = (int)ev[e].tag;
 					const struct gen *want = &ref[2 * k + j];
 					if (ev[e].type == RINGLM_EV_TOKEN) {
-						if (got[j] < 16 && ev[e].token != want->ids[got[j]]) {
+						if (got[j] < n_match && ev[e].token != want->ids[got[j]]) {
 							fprintf(stderr, "client %d prompt %d: token %d is %u, cpu %u\n", k,
 								2 * k + j, got[j], ev[e].token, want->ids[got[j]]);
 							bad++;
@@ -281,12 +281,28 @@ static void daemon_cuda_on_emulator(void)
 			_exit(bad ? 1 : 0);
 		}
 	}
-	for (int k = 0; k < 2; k++) {
+	for (int k = 0; k < n_clients; k++) {
 		int st;
 		waitpid(pids[k], &st, 0);
 		CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client %d status %d", k, st);
 	}
 	CHECK(rt_stop(&rt) == 0);
+}
+
+/* bf16 weights, two clients. Why only 16 tokens: bf16 weights move near-ties, e.g. after "The
+ * little bird" the cpu's 18th token wins by 0.036 logits (14.944 vs 14.908) and rounding only
+ * the weights to bf16 on the cpu already flips it, as the cuda backend does. */
+static void daemon_cuda_on_emulator(void)
+{
+	cuda_daemon_on_emulator("", 2, 16);
+}
+
+/* --cuda-dtype fp16 (weights, activations and KV in fp16): its 3 more mantissa bits keep all
+ * 40 tokens of the four prompts on the cpu's (bf16 leaves the third prompt's at its 18th),
+ * which also shows the option reached the device. */
+static void daemon_cuda_fp16_on_emulator(void)
+{
+	cuda_daemon_on_emulator("--cuda-dtype fp16", 2, 40);
 }
 
 int main(void)
@@ -296,5 +312,6 @@ int main(void)
 	RUN(stories_gguf_gives_same_tokens);
 	RUN(daemon_tiny_budget_equals_in_process);
 	RUN(daemon_cuda_on_emulator);
+	RUN(daemon_cuda_fp16_on_emulator);
 	TEST_MAIN_END();
 }

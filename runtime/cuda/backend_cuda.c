@@ -1,6 +1,6 @@
-/* backend_cuda.c — the cuda backend: bf16 weights on one GPU, cuBLAS for the projections and
- * the LM head, the kernels of kernels/cuda_*.cu for the rest, sampling on the device, and one
- * CUDA graph per padded token-count bucket.
+/* backend_cuda.c — the cuda backend: bf16 (or fp16) weights on one GPU, cuBLAS for the
+ * projections and the LM head, the kernels of kernels/cuda_*.cu for the rest, sampling on the
+ * device, and one CUDA graph per padded token-count bucket.
  *
  * Weights come from a model file streamed straight to the device (io_uring reads into pinned
  * staging buffers, converted to the storage dtype, copied while the next reads run: see
@@ -12,16 +12,22 @@
  * the same launches eagerly when none does), copy the sampled ids back into pinned memory and
  * record an event. launch() returns at once; poll() queries the event; finish() waits on it.
  *
- * Device layout (all [rows, ...] buffers sized for max_rows):
+ * One storage dtype, c->wdt (--cuda-dtype: bf16 by default, or fp16), holds the weight
+ * matrices, the 2-byte activations and the KV cache; the kernels are instantiated for it and
+ * the GEMMs read and write it (CUDA_R_16BF / CUDA_R_16F), always computing in fp32. The
+ * residual stream stays fp32 whatever the dtype: it is where real checkpoints' large
+ * activations live, beyond fp16's 65504.
+ *
+ * Device layout (all [rows, ...] buffers sized for max_rows; "wdt" = c->wdt, 2 bytes):
  *   x      [rows, dim] fp32 residual stream     delta [rows, dim] fp32 sublayer output
- *   xb     [rows, dim] bf16 normed input         qkv   [rows, qd + 2 kvd] bf16
- *   q, att [rows, qd] bf16                       gu    [rows, 2 hid] bf16 (gate | up)
- *   h      [rows, hid] bf16                      xs    [samp, dim] bf16 final-normed rows
+ *   xb     [rows, dim] wdt normed input          qkv   [rows, qd + 2 kvd] wdt
+ *   q, att [rows, qd] wdt                        gu    [rows, 2 hid] wdt (gate | up)
+ *   h      [rows, hid] wdt                       xs    [samp, dim] wdt final-normed rows
  *   logits, probs [samp, vocab] fp32             ids   [samp] int32
- *   KV: kc, vc [n_layers][n_blocks][nkv][bs][hd] bf16 (the cpu backend's layout)
+ *   KV: kc, vc [n_layers][n_blocks][nkv][bs][hd] wdt (the cpu backend's layout)
  * Weights: wqkv [qd + 2 kvd, dim] (q, k, v rows stacked, so one GEMM), wo [dim, qd],
- * wgu [2 hid, dim] (gate, up stacked), wdown [dim, hid], emb/wcls [vocab, dim], all in c->wdt
- * (bf16; fp16 is converted and uploaded but not yet run by the kernels); norms and biases fp32.
+ * wgu [2 hid, dim] (gate, up stacked), wdown [dim, hid], emb/wcls [vocab, dim], all wdt,
+ * converted from whatever the file holds (cuda_stage.c); norms and biases fp32.
  * Offsets within the one weight allocation: rl_cuda_stage_layout (runtime/cuda_stage.h).
  */
 #include <errno.h>
@@ -60,9 +66,10 @@ int rl_cuda_gemm(struct rl_cuda *c, void *Y, int y_f32, const uint16_t *X, const
 	/* Row-major Y[rows, out] = X[rows, in] W[out, in]^T is column-major
 	 * Y^T[out, rows] = W^T (W read as [in, out] col-major, transposed) x X^T. */
 	const float one = 1.0f, zero = 0.0f;
+	cudaDataType_t h = c->wdt == RL_CUDA_FP16 ? CUDA_R_16F : CUDA_R_16BF;
 	cublasStatus_t s = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)rows, (int)in,
-					&one, W, CUDA_R_16BF, (int)in, X, CUDA_R_16BF, (int)in, &zero,
-					Y, y_f32 ? CUDA_R_32F : CUDA_R_16BF, (int)out,
+					&one, W, h, (int)in, X, h, (int)in, &zero,
+					Y, y_f32 ? CUDA_R_32F : h, (int)out,
 					CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 	return s == CUBLAS_STATUS_SUCCESS ? 0 : -EIO;
 }
@@ -74,27 +81,28 @@ int rl_cuda_forward(struct rl_cuda *c, uint32_t rows)
 	uint32_t items = rl_cuda_host_items_cap(&c->g, rows), samp = rl_cuda_host_samp_cap(&c->g, rows);
 	uint32_t dim = c->dim, qd = c->qd, kvd = c->kvd, hid = c->hid;
 	float eps = c->cfg.norm_eps;
+	enum rl_cuda_dtype dt = c->wdt;
 	int rc = 0;
 
-	rl_cuda_embed(c->x, c->emb, m, rows, dim, c->st);
+	rl_cuda_embed(c->x, c->emb, m, rows, dim, dt, c->st);
 	for (uint32_t l = 0; l < c->nl && !rc; l++) {
 		const struct rl_cuda_layer *L = &c->L[l];
 		uint16_t *kc = c->kc + l * c->layer_kv, *vc = c->vc + l * c->layer_kv;
 		/* layer 0: x is the embedding; later: x += the previous layer's down projection */
-		rl_cuda_add_rmsnorm(c->xb, c->x, l ? c->delta : NULL, L->attn_norm, NULL, rows, dim, eps, l > 0, c->st);
+		rl_cuda_add_rmsnorm(c->xb, c->x, l ? c->delta : NULL, L->attn_norm, NULL, rows, dim, eps, l > 0, dt, c->st);
 		rc |= rl_cuda_gemm(c, c->qkv, 0, c->xb, L->wqkv, rows, dim, qd + 2 * kvd);
 		rl_cuda_rope_kv(c->q, kc, vc, c->qkv, L->bqkv, c->inv_freq, m, rows, c->nh, c->nkv, c->hd,
-				c->g.block_size, c->cfg.rope_scale, c->cfg.rope_halves, c->st);
+				c->g.block_size, c->cfg.rope_scale, c->cfg.rope_halves, dt, c->st);
 		rl_cuda_attention(c->att, c->part_o, c->part_ml, c->q, kc, vc, m, items, rows, c->nh, c->nkv,
-				  c->hd, c->g.block_size, c->st);
+				  c->hd, c->g.block_size, dt, c->st);
 		rc |= rl_cuda_gemm(c, c->delta, 1, c->att, L->wo, rows, qd, dim);
-		rl_cuda_add_rmsnorm(c->xb, c->x, c->delta, L->ffn_norm, NULL, rows, dim, eps, 1, c->st);
+		rl_cuda_add_rmsnorm(c->xb, c->x, c->delta, L->ffn_norm, NULL, rows, dim, eps, 1, dt, c->st);
 		rc |= rl_cuda_gemm(c, c->gu, 0, c->xb, L->wgu, rows, dim, 2 * hid);
-		rl_cuda_swiglu(c->h, c->gu, rows, hid, c->st);
+		rl_cuda_swiglu(c->h, c->gu, rows, hid, dt, c->st);
 		rc |= rl_cuda_gemm(c, c->delta, 1, c->h, L->wdown, rows, hid, dim);
 	}
 	/* last rows of sampling sequences only: x + delta, final norm, LM head, sampling */
-	rl_cuda_add_rmsnorm(c->xs, c->x, c->delta, c->out_norm, m.samp_row, samp, dim, eps, 0, c->st);
+	rl_cuda_add_rmsnorm(c->xs, c->x, c->delta, c->out_norm, m.samp_row, samp, dim, eps, 0, dt, c->st);
 	rc |= rl_cuda_gemm(c, c->logits, 1, c->xs, c->wcls, samp, dim, c->vocab);
 	rl_cuda_sample(c->ids, c->probs, c->logits, m, samp, c->vocab, c->st);
 	if (!rc && cudaPeekAtLastError() != cudaSuccess)
@@ -281,7 +289,7 @@ static int upload_weights(struct rl_cuda *c, const struct rl_model_plan *plan, c
 			  char *err, size_t errlen)
 {
 	struct upload u = { .c = c };
-	int rc = rl_cuda_stage_init(&u.st, &c->cfg, (enum rl_cuda_dtype)c->wdt);
+	int rc = rl_cuda_stage_init(&u.st, &c->cfg, c->wdt);
 	if (rc) {
 		snprintf(err, errlen, "cuda backend: out of memory");
 		return rc;
@@ -326,23 +334,25 @@ fail:
 	return rc;
 }
 
-/* Random weights on the device with rl_model_fill_random's scales (not its values). */
+/* Random weights on the device with rl_model_fill_random's scales (not its values), in c->wdt
+ * (the same draws for either dtype, rounded to it). */
 static int fill_synthetic(struct rl_cuda *c, char *err, size_t errlen)
 {
 	int rc = 0;
 	size_t d = c->dim;
 	float sd = sqrtf(3.0f / d), sq = sqrtf(3.0f / c->qd), sh = sqrtf(3.0f / c->hid);
 	uint64_t seed = 1;
-	rl_cuda_fill_uniform_bf16(c->emb, (size_t)c->vocab * d, 1.0f, 0.0f, seed++, c->st);
+	enum rl_cuda_dtype dt = c->wdt;
+	rl_cuda_fill_uniform(c->emb, (size_t)c->vocab * d, 1.0f, 0.0f, seed++, dt, c->st);
 	if (c->wcls != c->emb)
-		rl_cuda_fill_uniform_bf16(c->wcls, (size_t)c->vocab * d, sd, 0.0f, seed++, c->st);
+		rl_cuda_fill_uniform(c->wcls, (size_t)c->vocab * d, sd, 0.0f, seed++, dt, c->st);
 	rl_cuda_fill_uniform_f32(c->out_norm, d, 0.1f, 1.0f, seed++, c->st);
 	for (uint32_t l = 0; l < c->nl; l++) {
 		struct rl_cuda_layer *L = &c->L[l];
-		rl_cuda_fill_uniform_bf16(L->wqkv, (size_t)(c->qd + 2 * c->kvd) * d, sd, 0.0f, seed++, c->st);
-		rl_cuda_fill_uniform_bf16(L->wo, d * c->qd, sq, 0.0f, seed++, c->st);
-		rl_cuda_fill_uniform_bf16(L->wgu, 2 * (size_t)c->hid * d, sd, 0.0f, seed++, c->st);
-		rl_cuda_fill_uniform_bf16(L->wdown, d * c->hid, sh, 0.0f, seed++, c->st);
+		rl_cuda_fill_uniform(L->wqkv, (size_t)(c->qd + 2 * c->kvd) * d, sd, 0.0f, seed++, dt, c->st);
+		rl_cuda_fill_uniform(L->wo, d * c->qd, sq, 0.0f, seed++, dt, c->st);
+		rl_cuda_fill_uniform(L->wgu, 2 * (size_t)c->hid * d, sd, 0.0f, seed++, dt, c->st);
+		rl_cuda_fill_uniform(L->wdown, d * c->hid, sh, 0.0f, seed++, dt, c->st);
 		rl_cuda_fill_uniform_f32(L->attn_norm, d, 0.1f, 1.0f, seed++, c->st);
 		rl_cuda_fill_uniform_f32(L->ffn_norm, d, 0.1f, 1.0f, seed++, c->st);
 	}
@@ -394,6 +404,7 @@ static size_t act_bytes(struct rl_cuda *c, int carve_into, char *base)
 	size_t R = c->g.max_rows, S = c->g.max_seqs, P = c->g.max_parts;
 	C(c->x, R * c->dim, 4);
 	C(c->delta, R * c->dim, 4);
+	/* the 2-byte buffers hold c->wdt */
 	C(c->xb, R * c->dim, 2);
 	C(c->qkv, R * (c->qd + 2 * c->kvd), 2);
 	C(c->q, R * c->qd, 2);
@@ -443,7 +454,7 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 		return -ENOMEM;
 	int rc = 0;
 	c->cfg = cfg;
-	c->wdt = p->cuda_dtype;
+	c->wdt = (enum rl_cuda_dtype)p->cuda_dtype;
 	c->dim = cfg.dim; c->hd = cfg.head_dim; c->hid = cfg.hidden_dim; c->vocab = cfg.vocab_size;
 	c->nl = cfg.n_layers; c->nh = cfg.n_heads; c->nkv = cfg.n_kv_heads;
 	c->qd = c->nh * c->hd; c->kvd = c->nkv * c->hd;
@@ -492,7 +503,8 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 		rc = -ENOMEM;
 		goto fail;
 	}
-	/* zeroed so a read of a slot no step wrote (a malformed batch) is finite and repeatable */
+	/* zeroed so a read of a slot no step wrote (a malformed batch) is finite and repeatable:
+	 * all-zero bytes are +0.0 in bf16 and fp16 alike */
 	CU(cudaMemsetAsync(c->kc, 0, kvb, c->st), "KV cache");
 	CU(cudaMemsetAsync(c->vc, 0, kvb, c->st), "KV cache");
 	size_t ab = act_bytes(c, 0, NULL);
@@ -573,11 +585,6 @@ EXPORT int rl_backend_cuda_create(const struct rl_model *m, const char *syntheti
 	if (p->cuda_dtype != RL_CUDA_BF16 && p->cuda_dtype != RL_CUDA_FP16) {
 		snprintf(err, errlen, "cuda backend: weight dtype %d unknown (0 bf16, 1 fp16)", p->cuda_dtype);
 		return -EINVAL;
-	}
-	/* the upload converts to fp16 already; the kernels and GEMMs are bf16-only for now */
-	if (p->cuda_dtype == RL_CUDA_FP16) {
-		snprintf(err, errlen, "--cuda-dtype fp16: the cuda kernels run bf16 weights only so far; use bf16");
-		return -ENOTSUP;
 	}
 	if (rl_cuda_device_check(why, sizeof why)) {
 		snprintf(err, errlen, "--backend cuda: %s", why);

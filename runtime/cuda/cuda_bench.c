@@ -205,8 +205,8 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 	}
 	struct rl_cuda *c = be->priv;
 	/* KV contents matter for timing only through their values: random, never zeros */
-	rl_cuda_fill_uniform_bf16(c->kc, c->layer_kv * c->nl, 1.0f, 0.0f, 99, c->st);
-	rl_cuda_fill_uniform_bf16(c->vc, c->layer_kv * c->nl, 1.0f, 0.0f, 98, c->st);
+	rl_cuda_fill_uniform(c->kc, c->layer_kv * c->nl, 1.0f, 0.0f, 99, c->wdt, c->st);
+	rl_cuda_fill_uniform(c->vc, c->layer_kv * c->nl, 1.0f, 0.0f, 98, c->wdt, c->st);
 	cudaStreamSynchronize(c->st);
 
 	struct bstep s = { .max_rows = p.max_batch_tokens, .max_seqs = max_b, .per_seq = per_seq };

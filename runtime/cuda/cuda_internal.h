@@ -10,7 +10,7 @@
 #include "cuda_host.h"
 
 struct rl_cuda_layer {
-	uint16_t *wqkv;                /* [qd + 2 kvd, dim] bf16 */
+	uint16_t *wqkv;                /* [qd + 2 kvd, dim] in the weight dtype (wdt) */
 	uint16_t *wo;                  /* [dim, qd] */
 	uint16_t *wgu;                 /* [2 hid, dim] */
 	uint16_t *wdown;               /* [dim, hid] */
@@ -55,12 +55,13 @@ struct rl_cuda {
 	uint32_t n_samp, n_seqs;
 	int last_valid;                /* logits of the last finished step are readable */
 
-	int wdt;                       /* weight storage: RL_CUDA_BF16 or RL_CUDA_FP16 */
+	enum rl_cuda_dtype wdt;        /* storage of weights, 2-byte activations and KV */
 	void *vocab_blob;              /* owned when the weights were streamed from a file */
 	uint32_t vocab_blob_size;
 };
 
-/* Y[rows, out] (fp32 when y_f32, else bf16) = X[rows, in] W[out, in]^T on c->st. 0 or -EIO. */
+/* Y[rows, out] (fp32 when y_f32, else c->wdt) = X[rows, in] W[out, in]^T (both c->wdt) on
+ * c->st, computed in fp32. 0 or -EIO. */
 int rl_cuda_gemm(struct rl_cuda *c, void *Y, int y_f32, const uint16_t *X, const uint16_t *W,
 		 uint32_t rows, uint32_t in, uint32_t out);
 /* Enqueues a whole step for `rows` padded rows on c->st (graph body or eager). */

@@ -66,7 +66,7 @@ static int meta(struct scope *s, const struct rl_cuda_geom *g, const struct rl_b
 }
 
 static int t_embed(float *x, const uint16_t *emb, uint32_t vocab, const struct rl_cuda_geom *g,
-		   const struct rl_batch *b, uint32_t rows, uint32_t dim)
+		   const struct rl_batch *b, uint32_t rows, uint32_t dim, enum rl_cuda_dtype dt)
 {
 	struct scope s = { .n = 0 };
 	struct rl_cuda_meta m;
@@ -76,14 +76,14 @@ static int t_embed(float *x, const uint16_t *emb, uint32_t vocab, const struct r
 	float *dx = up(&s, x, (size_t)rows * dim * 4);
 	uint16_t *de = up(&s, emb, (size_t)vocab * dim * 2);
 	if (!s.failed)
-		rl_cuda_embed(dx, de, m, rows, dim, 0);
+		rl_cuda_embed(dx, de, m, rows, dim, dt, 0);
 	down(&s, x, dx, (size_t)rows * dim * 4);
 	return end(&s);
 }
 
 static int t_add_rmsnorm(uint16_t *out, float *x, const float *delta, const float *w,
 			 const int32_t *row_map, uint32_t rows, uint32_t x_rows, uint32_t dim,
-			 float eps, int write_x)
+			 float eps, int write_x, enum rl_cuda_dtype dt)
 {
 	struct scope s = { .n = 0 };
 	uint16_t *dout = up(&s, out, (size_t)rows * dim * 2);
@@ -92,7 +92,7 @@ static int t_add_rmsnorm(uint16_t *out, float *x, const float *delta, const floa
 	float *dw = up(&s, w, dim * 4);
 	int32_t *dm = row_map ? up(&s, row_map, rows * 4) : NULL;
 	if (!s.failed)
-		rl_cuda_add_rmsnorm(dout, dx, dd, dw, dm, rows, dim, eps, write_x, 0);
+		rl_cuda_add_rmsnorm(dout, dx, dd, dw, dm, rows, dim, eps, write_x, dt, 0);
 	down(&s, out, dout, (size_t)rows * dim * 2);
 	down(&s, x, dx, (size_t)x_rows * dim * 4);
 	return end(&s);
@@ -101,7 +101,7 @@ static int t_add_rmsnorm(uint16_t *out, float *x, const float *delta, const floa
 static int t_rope_kv(uint16_t *q_out, uint16_t *kc, uint16_t *vc, size_t cache_elems,
 		     const uint16_t *qkv, const float *bias, const float *inv_freq,
 		     const struct rl_cuda_geom *g, const struct rl_batch *b, uint32_t rows,
-		     uint32_t nh, uint32_t hd, float rope_scale, int halves)
+		     uint32_t nh, uint32_t hd, float rope_scale, int halves, enum rl_cuda_dtype dt)
 {
 	struct scope s = { .n = 0 };
 	struct rl_cuda_meta m;
@@ -115,26 +115,27 @@ static int t_rope_kv(uint16_t *q_out, uint16_t *kc, uint16_t *vc, size_t cache_e
 	float *db = bias ? up(&s, bias, width * 4) : NULL;
 	float *df = up(&s, inv_freq, hd / 2 * 4);
 	if (!s.failed)
-		rl_cuda_rope_kv(dq, dk, dv, dqkv, db, df, m, rows, nh, nkv, hd, g->block_size, rope_scale, halves, 0);
+		rl_cuda_rope_kv(dq, dk, dv, dqkv, db, df, m, rows, nh, nkv, hd, g->block_size, rope_scale, halves,
+				dt, 0);
 	down(&s, q_out, dq, (size_t)rows * nh * hd * 2);
 	down(&s, kc, dk, cache_elems * 2);
 	down(&s, vc, dv, cache_elems * 2);
 	return end(&s);
 }
 
-static int t_swiglu(uint16_t *h, const uint16_t *gu, uint32_t rows, uint32_t hid)
+static int t_swiglu(uint16_t *h, const uint16_t *gu, uint32_t rows, uint32_t hid, enum rl_cuda_dtype dt)
 {
 	struct scope s = { .n = 0 };
 	uint16_t *dh = up(&s, h, (size_t)rows * hid * 2), *dgu = up(&s, gu, (size_t)rows * 2 * hid * 2);
 	if (!s.failed)
-		rl_cuda_swiglu(dh, dgu, rows, hid, 0);
+		rl_cuda_swiglu(dh, dgu, rows, hid, dt, 0);
 	down(&s, h, dh, (size_t)rows * hid * 2);
 	return end(&s);
 }
 
 static int t_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
 		       size_t cache_elems, const struct rl_cuda_geom *g, const struct rl_batch *b,
-		       uint32_t rows, uint32_t nh, uint32_t hd, uint32_t *n_parts)
+		       uint32_t rows, uint32_t nh, uint32_t hd, uint32_t *n_parts, enum rl_cuda_dtype dt)
 {
 	struct scope s = { .n = 0 };
 	struct rl_cuda_meta m;
@@ -149,7 +150,7 @@ static int t_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, con
 	float *po = up(&s, NULL, (size_t)(P ? P : 1) * nh * hd * 4), *pml = up(&s, NULL, (size_t)(P ? P : 1) * nh * 8);
 	if (!s.failed)
 		rl_cuda_attention(dout, po, pml, dq, dk, dv, m, rl_cuda_host_items_cap(g, rows), rows, nh,
-				  g->n_kv_heads, hd, g->block_size, 0);
+				  g->n_kv_heads, hd, g->block_size, dt, 0);
 	down(&s, out, dout, (size_t)rows * nh * hd * 2);
 	if (n_parts)
 		*n_parts = hdr.n_parts;

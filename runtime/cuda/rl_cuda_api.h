@@ -13,9 +13,9 @@ struct rl_model;
 /* The cuda backend over m (fp32, converted to p->cuda_dtype on upload); with m NULL, over
  * random weights of synthetic_shape made on the device, or else over the model file
  * p->model_path (+ p->tokenizer_path), whose weights are streamed to the device through
- * pinned staging buffers without an fp32 copy in host memory. -ENODEV with "no CUDA device
- * found (...)" when there is none; -ENOTSUP for p->cuda_dtype fp16 (not run by the kernels
- * yet). */
+ * pinned staging buffers without an fp32 copy in host memory. p->cuda_dtype (bf16 or fp16)
+ * is the storage of weights, activations and KV cache alike. -ENODEV with "no CUDA device
+ * found (...)" when there is none; -EINVAL for an unknown p->cuda_dtype. */
 int rl_backend_cuda_create(const struct rl_model *m, const char *synthetic_shape,
 			   const struct rl_backend_params *p, struct rl_backend **out,
 			   char *err, size_t errlen);
@@ -29,22 +29,24 @@ int rl_backend_cuda_set_graphs(struct rl_backend *be, int on);
 int rl_cuda_device_check(char *why, size_t n);
 
 /* Kernel test entry points: host arrays in and out (outputs are uploaded first, so a test can
- * poison them), the metadata packed from (g, b, rows) with rl_cuda_host_pack. bf16 as uint16_t.
- * Each returns 0 or -errno (-EIO on a CUDA error). Shapes as in kernels/rl_cuda_ops.h. */
+ * poison them), the metadata packed from (g, b, rows) with rl_cuda_host_pack. The 2-byte
+ * arrays (uint16_t) hold dt (bf16 or fp16), the launchers' dtype argument. Each returns 0 or
+ * -errno (-EIO on a CUDA error). Shapes as in kernels/rl_cuda_ops.h. */
 struct rl_cuda_testapi {
 	int (*embed)(float *x, const uint16_t *emb, uint32_t vocab, const struct rl_cuda_geom *g,
-		     const struct rl_batch *b, uint32_t rows, uint32_t dim);
+		     const struct rl_batch *b, uint32_t rows, uint32_t dim, enum rl_cuda_dtype dt);
 	int (*add_rmsnorm)(uint16_t *out, float *x, const float *delta, const float *w,
 			   const int32_t *row_map, uint32_t rows, uint32_t x_rows, uint32_t dim,
-			   float eps, int write_x);
+			   float eps, int write_x, enum rl_cuda_dtype dt);
 	int (*rope_kv)(uint16_t *q_out, uint16_t *kc, uint16_t *vc, size_t cache_elems,
 		       const uint16_t *qkv, const float *bias, const float *inv_freq,
 		       const struct rl_cuda_geom *g, const struct rl_batch *b, uint32_t rows,
-		       uint32_t nh, uint32_t hd, float rope_scale, int halves);
-	int (*swiglu)(uint16_t *h, const uint16_t *gu, uint32_t rows, uint32_t hid);
+		       uint32_t nh, uint32_t hd, float rope_scale, int halves, enum rl_cuda_dtype dt);
+	int (*swiglu)(uint16_t *h, const uint16_t *gu, uint32_t rows, uint32_t hid, enum rl_cuda_dtype dt);
 	int (*attention)(uint16_t *out, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
 			 size_t cache_elems, const struct rl_cuda_geom *g, const struct rl_batch *b,
-			 uint32_t rows, uint32_t nh, uint32_t hd, uint32_t *n_parts);
+			 uint32_t rows, uint32_t nh, uint32_t hd, uint32_t *n_parts,
+			 enum rl_cuda_dtype dt);
 	int (*sample)(int32_t *ids, const float *logits, const struct rl_cuda_geom *g,
 		      const struct rl_batch *b, uint32_t rows, uint32_t vocab);
 };

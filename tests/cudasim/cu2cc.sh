@@ -1,7 +1,8 @@
 #!/bin/sh
 # cu2cc.sh IN.cu OUT.cc — turns a CUDA C++ file into plain C++ for the CPU emulator
 # (tests/cudasim): a launch `k<<<g, b, smem, st>>>(args)` becomes
-# `cudasim::launch(k, "k", cudasim::cfg(g, b, smem, st))(args)` and a dynamic shared array
+# `cudasim::launch(k, "k", cudasim::cfg(g, b, smem, st))(args)` (k may carry template arguments
+# without nested <>, e.g. `attn_kernel<T><<<...>>>(`) and a dynamic shared array
 # `extern __shared__ [__align__(n)] T name[];` becomes a pointer to the launch's buffer.
 # Line numbers are kept (and a #line names the .cu), so diagnostics point at the source.
 set -eu
