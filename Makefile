@@ -62,7 +62,8 @@ SIM_UBSAN = -fsanitize=alignment,bounds,shift,integer-divide-by-zero,vla-bound -
 SIM_CXXFLAGS = -std=c++17 -g -O2 -fPIC -fvisibility=hidden -Wall -Wno-unused-function -Wno-unused-parameter -Wno-unknown-pragmas \
 	-Wno-sign-compare -Itests/cudasim/include -I. -Iipc -Iruntime -Ikernels $(SIM_UBSAN)
 ifeq ($(SAN)$(filter-out 1,$(CUDASIM)),)
-CUDASIM_LIB = $(SIM)/librlcuda.so $(BUILD)/tests/test_gpu_cudasim $(BUILD)/tests/test_cudasim
+CUDASIM_LIB = $(SIM)/librlcuda.so $(BUILD)/tests/test_gpu_cudasim $(BUILD)/tests/test_cudasim \
+	$(BUILD)/tests/test_bench_gpu_cudasim
 endif
 # GPU tests (tests/gpu/test_gpu*.c): plain C, they dlopen librlcuda.so and skip without it or
 # without a device, so they build (and run) everywhere.
@@ -135,6 +136,9 @@ $(BUILD)/tests/test_cudasim: tests/cudasim/test_cudasim.c $(SIM)/obj/selftest_ke
 	$(CC) $(CFLAGS) -Itests -Itests/cudasim/include -c $< -o $@.o
 	$(CXX) -o $@ $@.o $(SIM)/obj/selftest_kernels.o $(SIM)/obj/cudasim.o $(SIM_UBSAN) -lpthread -lm
 	@rm -f $@.o
+$(BUILD)/tests/test_bench_gpu_cudasim: tests/cudasim/test_bench_gpu_cudasim.sh
+	@mkdir -p $(dir $@)
+	install -m 755 $< $@
 $(BUILD)/tests/test_gpu_cudasim: tests/cudasim/test_gpu_cudasim.sh
 	@mkdir -p $(dir $@)
 	install -m 755 $< $@

@@ -47,9 +47,8 @@ static double pct(double *v, int n, double p)
 }
 
 /* Device-to-device copy bandwidth in bytes/s (read + write), median of 10. */
-static double copy_bw(void)
+static double copy_bw(size_t n)
 {
-	size_t n = 1ull << 30;
 	void *a, *b;
 	if (cudaMalloc(&a, n) != cudaSuccess)
 		return 0;
@@ -145,7 +144,7 @@ static double time_step(struct rl_backend *be, const struct rl_batch *b, int rep
 EXPORT int rl_cuda_bench(int argc, char **argv)
 {
 	const char *shape = "llama3-8b";
-	uint32_t ctx = 1024, reps = 20, prompt = 8192, streams = 32, max_b = 256;
+	uint32_t ctx = 1024, reps = 20, prompt = 8192, streams = 32, max_b = 256, chunk = 512, nsteps = 64, copy_mb = 1024;
 	int json = 0;
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -163,16 +162,24 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 			streams = (uint32_t)atoi(argv[++i]);
 		else if (!strcmp(a, "--max-batch") && v)
 			max_b = (uint32_t)atoi(argv[++i]);
+		else if (!strcmp(a, "--chunk") && v)
+			chunk = (uint32_t)atoi(argv[++i]);
+		else if (!strcmp(a, "--itl-steps") && v)
+			nsteps = (uint32_t)atoi(argv[++i]);
+		else if (!strcmp(a, "--copy-mb") && v)
+			copy_mb = (uint32_t)atoi(argv[++i]);
 		else {
 			fprintf(stderr, "usage: ringlm bench gpu [--shape tiny|110m|1b|llama3-8b] [--ctx N] [--reps N] "
-				"[--prompt N] [--streams N] [--max-batch 8|64|256] [--json]\n");
+				"[--prompt N] [--chunk N] [--streams N] [--max-batch 8|64|256] [--itl-steps N] [--copy-mb N] [--json]\n");
 			return 2;
 		}
 	}
-	if (!ctx || ctx > 8192 || !reps || reps > 1000 || prompt < 512 || prompt > 32768 || prompt % 512 ||
-	    !streams || streams > 256 || (max_b != 8 && max_b != 64 && max_b != 256)) {
-		fprintf(stderr, "ringlm bench gpu: --ctx must be 1..8192, --reps 1..1000, --prompt a multiple of 512 "
-			"up to 32768, --streams 1..256, --max-batch 8, 64 or 256\n");
+	if (!ctx || ctx > 8192 || !reps || reps > 1000 || !chunk || chunk % 16 || chunk > 8192 || prompt < chunk ||
+	    prompt > 32768 || prompt % chunk || !streams || streams > 256 || (max_b != 8 && max_b != 64 && max_b != 256) ||
+	    !nsteps || nsteps > 10000 || !copy_mb || copy_mb > 16384) {
+		fprintf(stderr, "ringlm bench gpu: --ctx must be 1..8192, --reps 1..1000, --chunk a multiple of 16 up to 8192, "
+			"--prompt a multiple of --chunk up to 32768, --streams 1..256, --max-batch 8, 64 or 256, "
+			"--itl-steps 1..10000, --copy-mb 1..16384\n");
 		return 2;
 	}
 	char why[256], err[512];
@@ -187,9 +194,9 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 	}
 	struct cudaDeviceProp prop;
 	cudaGetDeviceProperties(&prop, 0);
-	double bw = copy_bw();
+	double bw = copy_bw((size_t)copy_mb << 20);
 
-	const uint32_t bs = 16, chunk = 512;
+	const uint32_t bs = 16;
 	if (streams > max_b)
 		streams = max_b;
 	uint32_t per_seq = (ctx > prompt ? ctx : prompt) / bs + 2;
@@ -241,7 +248,7 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 		}
 	}
 
-	uint32_t pf_len[] = { 512, prompt < 2048 ? prompt : 2048 };
+	uint32_t pf_len[] = { prompt < 512 ? prompt : 512, prompt < 2048 ? prompt : 2048 };
 	double pf_t[2], pf_flops[2], gemm_tflops[2];
 	for (int k = 0; k < 2 && !rc; k++) {
 		uint32_t T = pf_len[k];
@@ -271,7 +278,7 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 
 	/* ITL: decode streams at context ctx, plus a prompt on the blocks after them */
 	double itl[2][2];
-	uint32_t pblk = max_b * ((ctx + bs - 1) / bs + 1), nsteps = 64;
+	uint32_t pblk = max_b * ((ctx + bs - 1) / bs + 1);
 	double *lat = malloc(nsteps * sizeof *lat);
 	int32_t *out = malloc(max_b * sizeof *out);
 	for (int mode = 0; mode < 2 && !rc; mode++) {     /* 0 chunked, 1 unchunked */

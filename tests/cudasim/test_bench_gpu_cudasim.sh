@@ -1,0 +1,19 @@
+#!/bin/sh
+# test_bench_gpu_cudasim — `ringlm bench gpu` run end to end on the CPU emulator at a tiny size,
+# so the benchmark a GPU session depends on is known to run (every phase: copy, decode,
+# prefill, graph vs eager, chunked vs unchunked ITL) and to print well-formed JSON before
+# device time is spent on it. The numbers are meaningless here and are not checked.
+# Installed by the Makefile as build/tests/test_bench_gpu_cudasim.
+here=$(dirname "$0")
+out=$(RINGLM_CUDA_LIB="$here/../cudasim/librlcuda.so" "$here/../ringlm" bench gpu --shape tiny --ctx 40 \
+      --reps 2 --prompt 64 --chunk 32 --streams 3 --max-batch 8 --itl-steps 4 --copy-mb 16 --json 2>&1)
+rc=$?
+ok=1
+[ $rc -eq 0 ] || { echo "  bench gpu exited with $rc: $out" | tail -3; ok=0; }
+for key in '"device":"cudasim' '"decode":[{"batch":1,' '{"batch":8,' '"prefill":[{"tokens":64,' \
+           '"graph_launch_us":' '"chunked_p50_ms":' '"unchunked_p99_ms":'; do
+  case $out in *"$key"*) ;; *) echo "  missing $key in: $out"; ok=0 ;; esac
+done
+case $out in *nan*|*inf*) echo "  non-finite value in: $out"; ok=0 ;; esac
+if [ $ok -eq 1 ]; then echo "PASS bench_gpu_on_emulator"; echo "1 passed, 0 failed, 0 skipped"; exit 0; fi
+echo "FAIL bench_gpu_on_emulator"; echo "0 passed, 1 failed, 0 skipped"; exit 1
