@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/gpu_session.sh — everything a lent GPU machine should run for the CUDA backend, in one
 # call (device time is scarce): build with nvcc, the GPU tests (tests/gpu on the real device),
-# then `ringlm bench gpu` at the default llama3-8b shape, table and JSON. Output goes to $OUT
+# then `ringlm bench gpu` at the default llama3-8b shape, table and JSON, then `ringlm bench serve`
+# through ringlmd --backend cuda (fixed budgets against auto). Output goes to $OUT
 # (the device tool's folder) or bench/out/. Model files for the stories260K tests travel in a
 # folder ignored by git (e.g. .models/, listed in .git/info/exclude), named by RINGLM_MODELS.
 #   RINGLM_MODELS=$PWD/.models bash bench/gpu_session.sh
@@ -20,3 +21,10 @@ if [ -n "${RINGLM_MODELS:-}" ] && [ -f "$RINGLM_MODELS/stories260K.bin" ]; then
 fi
 ./build/ringlm bench gpu 2>&1 | tee "$out/bench_gpu.txt"
 cp bench/out/gpu.json "$out/" 2>/dev/null || true
+# the whole serving path on the device: client processes, rings, scheduler, cuda steps; fixed
+# budgets against the automatic one (SERVE_SECONDS per run; 0 skips)
+if [ "${SERVE_SECONDS:-20}" -gt 0 ]; then
+  ./build/ringlm bench serve --users 32 --duration "${SERVE_SECONDS:-20}" --prompt 500-4000 --output 128 \
+    --itl-target-us 30000 --sweep max-batch-tokens=256,1024,4096,auto --out "$out/serve" \
+    -- --backend cuda --model synthetic:llama3-8b 2>&1 | tail -8 | tee "$out/serve.txt"
+fi
