@@ -4,7 +4,8 @@
 #   build  make with nvcc (build/librlcuda.so)
 #   test   the GPU tests (tests/gpu on the real device)
 #   gen    a stories260K generation through the whole stack (needs RINGLM_MODELS)
-#   gpu    `ringlm bench gpu` at the default llama3-8b shape, table and JSON
+#   gpu    `ringlm bench gpu` at the default llama3-8b shape, table and JSON, with the upload
+#          rate of a generated 1b-shape bf16 file
 #   serve  `ringlm bench serve` through ringlmd --backend cuda, fixed budgets against auto
 #          (SERVE_SECONDS per run, default 20)
 # No stage named: all of them, in this order. Output goes to $OUT (the device tool's folder) or
@@ -27,7 +28,9 @@ for st in $stages; do
            ./build/ringlm generate --model "$RINGLM_MODELS/stories260K.bin" --tokenizer "$RINGLM_MODELS/tok512.bin" \
              --backend cuda --prompt "Once upon a time" -n 200 --stats 2>&1 | tee "$out/generate.txt"
          else echo "skipped: RINGLM_MODELS has no stories260K.bin"; fi ;;
-  gpu)   ./build/ringlm bench gpu 2>&1 | tee "$out/bench_gpu.txt"
+  gpu)   # a 1b-shape bf16 file for the upload figure (file -> pinned staging -> device)
+         [ -f /tmp/m1b.gguf ] || ./build/ringlm mkmodel --shape 1b --dtype bf16 --out /tmp/m1b.gguf > /dev/null
+         ./build/ringlm bench gpu --upload /tmp/m1b.gguf 2>&1 | tee "$out/bench_gpu.txt"
          cp bench/out/gpu.json "$out/" 2>/dev/null || true ;;
   serve) ./build/ringlm bench serve --users 32 --duration "${SERVE_SECONDS:-20}" --prompt 500-4000 --output 128 \
            --itl-target-us 30000 --sweep max-batch-tokens=256,1024,4096,auto --out "$out/serve" \
