@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int rl_t_failed_now, rl_t_skipped_now, rl_t_npass, rl_t_nfail, rl_t_nskip;
 static char rl_t_skip_why[256];
@@ -43,6 +44,32 @@ static inline int rl_t_selected(const char *name)
 
 #define TEST_MAIN_END() do { printf("%d passed, %d failed, %d skipped\n", \
 	rl_t_npass, rl_t_nfail, rl_t_nskip); return rl_t_nfail ? 1 : 0; } while (0)
+
+/* A scratch directory for one test binary's files, in memory (/dev/shm) when it can be:
+ * rl_t_tmpdir_make("name") creates it (0 or -1), rl_t_tmp("file") is a path inside it (four
+ * rotating buffers, so a call can take a few), rl_t_tmpdir_remove() deletes it all. */
+static char rl_t_tmpdir[256];
+static inline int rl_t_tmpdir_make(const char *tag)
+{
+	snprintf(rl_t_tmpdir, sizeof rl_t_tmpdir, "%s/rl_%s_XXXXXX",
+		 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", tag);
+	return mkdtemp(rl_t_tmpdir) ? 0 : -1;
+}
+static inline const char *rl_t_tmp(const char *name)
+{
+	static char b[4][512];
+	static int k;
+	char *p = b[k++ & 3];
+	snprintf(p, 512, "%s/%s", rl_t_tmpdir, name);
+	return p;
+}
+static inline void rl_t_tmpdir_remove(void)
+{
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", rl_t_tmpdir);
+	if (system(cmd))
+		fprintf(stderr, "could not remove %s\n", rl_t_tmpdir);
+}
 
 /* Path of a shared model file ("../shared/models/NAME" relative to the repo root, or
  * $RINGLM_MODELS/NAME); NULL when absent so the test can SKIP. */

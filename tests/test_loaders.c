@@ -82,16 +82,6 @@ static void test_stories_bin_vs_gguf(void)
 	rl_model_destroy(b);
 }
 
-static char tmpdir[256];
-
-static const char *tmp(const char *name)
-{
-	static char b[4][512];
-	static int k;
-	char *p = b[k++ & 3];
-	snprintf(p, 512, "%s/%s", tmpdir, name);
-	return p;
-}
 
 /* A random small model (untied, GQA) with a synthetic vocabulary: stories260K widths, or
  * (mini) a smaller one whose mutated copies are cheap to write thousands of times. */
@@ -219,7 +209,7 @@ static void test_safetensors(void)
 				uint32_t u; memcpy(&u, p, 4); u &= 0xffff0000u; memcpy(p, &u, 4);
 			}
 		}
-		const char *dir = tmp(bf ? "st_bf16" : "st_f32");
+		const char *dir = rl_t_tmp(bf ? "st_bf16" : "st_f32");
 		mkdir(dir, 0755);
 		REQUIRE(write_safetensors(m, dir, bf) > 0);
 		struct rl_model *b;
@@ -243,9 +233,9 @@ static void test_safetensors(void)
 			if (!asfile && !bf) {
 				rl_model_destroy(b);  /* reload: b was unpermuted in place above */
 				REQUIRE(rl_model_load(p, NULL, &b, err, sizeof err) == 0);
-				REQUIRE(rl_gguf_write(b, tmp("from_st.gguf"), 0, err, sizeof err) == 0);
+				REQUIRE(rl_gguf_write(b, rl_t_tmp("from_st.gguf"), 0, err, sizeof err) == 0);
 				rl_model_destroy(b);
-				REQUIRE(rl_model_load(tmp("from_st.gguf"), NULL, &b, err, sizeof err) == 0);
+				REQUIRE(rl_model_load(rl_t_tmp("from_st.gguf"), NULL, &b, err, sizeof err) == 0);
 				CHECK(b->cfg.rope_halves == 0 && same_weights(m, b, 0));
 			}
 			rl_model_destroy(b);
@@ -354,21 +344,21 @@ static void test_hostile_gguf(void)
 	struct rl_model *m = tiny_shape(1, 1);   /* with qkv bias: the optional tensors too */
 	REQUIRE(m);
 	char err[256];
-	const char *good = tmp("good.gguf");
+	const char *good = rl_t_tmp("good.gguf");
 	REQUIRE(rl_gguf_write(m, good, 1, err, sizeof err) == 0);
 	rl_model_destroy(m);
 	size_t n;
 	uint8_t *b = slurp(good, &n);
 	REQUIRE(b);
 	/* the header (metadata, vocabulary, tensor infos) is the first ~8 KiB */
-	hostile(b, n, 8192, tmp("bad.gguf"), "bad.gguf", 1);
+	hostile(b, n, 8192, rl_t_tmp("bad.gguf"), "bad.gguf", 1);
 	free(b);
 	/* not a GGUF at all, and a directory without a checkpoint */
-	spit(tmp("empty.bin"), "", 0);
-	CHECK(load_clean(tmp("empty.bin"), "empty.bin", "empty") == -EINVAL);
-	CHECK(load_clean(tmp("missing.gguf"), "missing.gguf", "missing") == -ENOENT);
-	mkdir(tmp("emptydir"), 0755);
-	CHECK(load_clean(tmp("emptydir"), "model.safetensors", "empty dir") == -ENOENT);
+	spit(rl_t_tmp("empty.bin"), "", 0);
+	CHECK(load_clean(rl_t_tmp("empty.bin"), "empty.bin", "empty") == -EINVAL);
+	CHECK(load_clean(rl_t_tmp("missing.gguf"), "missing.gguf", "missing") == -ENOENT);
+	mkdir(rl_t_tmp("emptydir"), 0755);
+	CHECK(load_clean(rl_t_tmp("emptydir"), "model.safetensors", "empty dir") == -ENOENT);
 }
 
 static void test_hostile_llama2c(void)
@@ -385,14 +375,14 @@ static void test_hostile_llama2c(void)
 		float f = (float)(i % 97) / 97.0f;
 		memcpy(b + 28 + 4 * i, &f, 4);
 	}
-	spit(tmp("good.bin"), b, n);
+	spit(rl_t_tmp("good.bin"), b, n);
 	struct rl_model *m;
 	char err[256];
-	REQUIRE(rl_model_load(tmp("good.bin"), NULL, &m, err, sizeof err) == 0);
+	REQUIRE(rl_model_load(rl_t_tmp("good.bin"), NULL, &m, err, sizeof err) == 0);
 	CHECK(!m->cfg.tied_embeddings && m->cfg.vocab_size == 40 && m->cfg.n_kv_heads == 2 &&
 	      m->wcls[0] == (float)((floats - v * d) % 97) / 97.0f);
 	rl_model_destroy(m);
-	hostile(b, n, 28, tmp("bad.bin"), "bad.bin", 1);
+	hostile(b, n, 28, rl_t_tmp("bad.bin"), "bad.bin", 1);
 	/* every header field at hostile values */
 	static const int32_t vals[] = { 0, -1, 1, 3, 0x7fffffff, -0x7fffffff - 1, 1 << 20 };
 	for (int f = 0; f < 7; f++) {
@@ -400,19 +390,19 @@ static void test_hostile_llama2c(void)
 			uint8_t copy[28];
 			memcpy(copy, b, 28);
 			memcpy(copy + 4 * f, &vals[k], 4);
-			FILE *fp = fopen(tmp("bad.bin"), "wb");
+			FILE *fp = fopen(rl_t_tmp("bad.bin"), "wb");
 			fwrite(copy, 1, 28, fp);
 			fwrite(b + 28, 1, n - 28, fp);
 			fclose(fp);
 			char what[64];
 			snprintf(what, sizeof what, "field %d = %d", f, vals[k]);
-			load_clean(tmp("bad.bin"), "bad.bin", what);
+			load_clean(rl_t_tmp("bad.bin"), "bad.bin", what);
 		}
 	}
 	/* a tokenizer whose size does not match the model */
 	const char *tok = rl_t_model("tok512.bin");
 	if (tok) {
-		CHECK(rl_model_load(tmp("good.bin"), tok, &m, err, sizeof err) == -EINVAL && strstr(err, "tok512.bin"));
+		CHECK(rl_model_load(rl_t_tmp("good.bin"), tok, &m, err, sizeof err) == -EINVAL && strstr(err, "tok512.bin"));
 	}
 	free(b);
 }
@@ -421,7 +411,7 @@ static void test_hostile_safetensors(void)
 {
 	struct rl_model *m = tiny(0);
 	REQUIRE(m);
-	const char *dir = tmp("st_hostile");
+	const char *dir = rl_t_tmp("st_hostile");
 	mkdir(dir, 0755);
 	REQUIRE(write_safetensors(m, dir, 1) > 0);
 	rl_model_destroy(m);
@@ -464,7 +454,7 @@ static void test_gguf_write_roundtrip(void)
 	const char *names[3] = { "rt_f32.gguf", "rt_f16.gguf", "rt_bf16.gguf" };
 	char err[512];
 	for (int dt = 0; dt < 3; dt++) {
-		const char *p = tmp(names[dt]);
+		const char *p = rl_t_tmp(names[dt]);
 		REQUIRE(rl_gguf_write(m, p, dt, err, sizeof err) == 0 || (fprintf(stderr, "%s\n", err), 0));
 		struct rl_model *b;
 		REQUIRE(rl_model_load(p, NULL, &b, err, sizeof err) == 0 || (fprintf(stderr, "%s\n", err), 0));
@@ -514,8 +504,7 @@ static void test_fuzz_regressions(void)
 int main(void)
 {
 	/* thousands of mutated files: keep them in memory (tmpfs) when there is one */
-	snprintf(tmpdir, sizeof tmpdir, "%s/rl_loaders_XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-	if (!mkdtemp(tmpdir))
+	if (rl_t_tmpdir_make("loaders"))
 		return 1;
 	RUN(test_gguf_write_roundtrip);
 	RUN(test_safetensors);
@@ -524,9 +513,6 @@ int main(void)
 	RUN(test_hostile_safetensors);
 	RUN(test_stories_bin_vs_gguf);
 	RUN(test_fuzz_regressions);
-	char cmd[300];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-	if (system(cmd))
-		fprintf(stderr, "could not remove %s\n", tmpdir);
+	rl_t_tmpdir_remove();
 	TEST_MAIN_END();
 }

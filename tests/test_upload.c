@@ -25,16 +25,6 @@
 #include "rl_backend.h"
 #include "rl_rt.h"
 
-static char tmpdir[256];
-
-static const char *tmp(const char *name)
-{
-	static char b[4][512];
-	static int k;
-	char *p = b[k++ & 3];
-	snprintf(p, 512, "%s/%s", tmpdir, name);
-	return p;
-}
 
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 static uint64_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return rs; }
@@ -586,9 +576,9 @@ static void test_gguf_dtypes(void)
 		/* q8_0 quantizes by max |x|: no NaNs for it; one tied model */
 		struct rl_model *m = fixture(0, dt == 2, dt != 3);
 		REQUIRE(m);
-		REQUIRE(rl_gguf_write(m, tmp(names[dt]), dt, err, sizeof err) == 0 || (fprintf(stderr, "%s\n", err), 0));
+		REQUIRE(rl_gguf_write(m, rl_t_tmp(names[dt]), dt, err, sizeof err) == 0 || (fprintf(stderr, "%s\n", err), 0));
 		rl_model_destroy(m);
-		check_file(tmp(names[dt]), NULL, dt == 3);
+		check_file(rl_t_tmp(names[dt]), NULL, dt == 3);
 	}
 }
 
@@ -598,7 +588,7 @@ static void test_safetensors(void)
 	for (int dt = 0; dt < 3; dt++) {
 		struct rl_model *m = fixture(1, dt == 1, 1);     /* biases: the bqkv path */
 		REQUIRE(m);
-		const char *dir = tmp(names[dt]);
+		const char *dir = rl_t_tmp(names[dt]);
 		mkdir(dir, 0755);
 		REQUIRE(write_st(m, dir, dt, dt == 2 ? 2 : 1) == 0);
 		rl_model_destroy(m);
@@ -616,7 +606,7 @@ static void test_truncated(void)
 	struct rl_model *m = fixture(0, 0, 0);
 	REQUIRE(m);
 	char err[512];
-	const char *path = tmp("trunc.gguf");
+	const char *path = rl_t_tmp("trunc.gguf");
 	REQUIRE(rl_gguf_write(m, path, 3, err, sizeof err) == 0);
 	rl_model_destroy(m);
 	struct stat sb;
@@ -650,9 +640,9 @@ static void test_truncated(void)
 	if (bin) {
 		struct rl_model_plan plan;
 		char cmd[1200];
-		snprintf(cmd, sizeof cmd, "head -c 500000 '%s' > '%s'", bin, tmp("cut.bin"));
+		snprintf(cmd, sizeof cmd, "head -c 500000 '%s' > '%s'", bin, rl_t_tmp("cut.bin"));
 		REQUIRE(system(cmd) == 0);
-		CHECK(rl_model_plan_open(tmp("cut.bin"), NULL, &plan, err, sizeof err) == -EINVAL && one_line(err, "cut.bin"));
+		CHECK(rl_model_plan_open(rl_t_tmp("cut.bin"), NULL, &plan, err, sizeof err) == -EINVAL && one_line(err, "cut.bin"));
 	}
 }
 
@@ -661,7 +651,7 @@ static void test_sink_errors(void)
 	struct rl_model *m = fixture(1, 0, 0);
 	REQUIRE(m);
 	char err[512];
-	const char *path = tmp("sink.gguf");
+	const char *path = rl_t_tmp("sink.gguf");
 	REQUIRE(rl_gguf_write(m, path, 1, err, sizeof err) == 0);
 	struct rl_model_plan plan;
 	REQUIRE(rl_model_plan_open(path, NULL, &plan, err, sizeof err) == 0);
@@ -767,8 +757,7 @@ static void test_cuda_dtype_option(void)
 
 int main(void)
 {
-	snprintf(tmpdir, sizeof tmpdir, "%s/rl_upload_XXXXXX", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-	if (!mkdtemp(tmpdir))
+	if (rl_t_tmpdir_make("upload"))
 		return 1;
 	RUN(test_layout);
 	RUN(test_convert);
@@ -778,9 +767,6 @@ int main(void)
 	RUN(test_truncated);
 	RUN(test_sink_errors);
 	RUN(test_cuda_dtype_option);
-	char cmd[300];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-	if (system(cmd))
-		fprintf(stderr, "could not remove %s\n", tmpdir);
+	rl_t_tmpdir_remove();
 	TEST_MAIN_END();
 }
