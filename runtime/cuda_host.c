@@ -13,9 +13,15 @@ int rl_cuda_host_parse_buckets(const char *s, uint32_t max_rows, uint32_t *out, 
 {
 	*n = 0;
 	if (!s) {
+		/* Small steps (decodes) are launch-bound: a graph per power of two. Larger steps are
+		 * GPU-bound, so eager launches hide behind them and padding up to the next power of two
+		 * would cost more GEMM work than the launches; but chunked prefill fills the budget,
+		 * so steps of exactly max_rows are common: they get a graph too, without padding. */
 		uint32_t top = max_rows < 512 ? max_rows : 512;
 		for (uint32_t b = 1; b <= top && *n < RL_CUDA_MAX_BUCKETS; b *= 2)
 			out[(*n)++] = b;
+		if (max_rows > out[*n - 1] && max_rows <= RL_CUDA_MAX_GRAPH_ROWS)
+			out[(*n)++] = max_rows;
 		return 0;
 	}
 	if (!*s || !strcmp(s, "0"))

@@ -44,7 +44,8 @@ struct rl_backend_params {
 					* step uses it (0 = 4M); 1 = every step uses all workers */
 	/* cuda backend */
 	const char *cuda_graph_buckets; /* padded token counts to capture graphs for, "1,2,4,..."
-					 * ascending; NULL = powers of two up to min(512, budget);
+					 * ascending; NULL = powers of two up to min(512,
+					 * budget), then the budget itself (<= 8192);
 					 * "" or "0" = no graphs (every step eager) */
 	int         cuda_dtype;         /* weight storage: 0 bf16 (default), 1 fp16 (enum rl_cuda_dtype) */
 	const char *model_path;         /* cuda, when given no model and no synthetic shape: stream

@@ -20,9 +20,11 @@ static void test_parse_buckets(void)
 	uint32_t b[RL_CUDA_MAX_BUCKETS], n;
 	char err[256];
 	CHECK(rl_cuda_host_parse_buckets(NULL, 2048, b, &n, err, sizeof err) == 0);
-	CHECK(n == 10 && b[0] == 1 && b[9] == 512);
+	CHECK(n == 11 && b[0] == 1 && b[9] == 512 && b[10] == 2048);   /* + the full budget */
 	CHECK(rl_cuda_host_parse_buckets(NULL, 100, b, &n, err, sizeof err) == 0);
-	CHECK(n == 7 && b[6] == 64);
+	CHECK(n == 8 && b[6] == 64 && b[7] == 100);
+	CHECK(rl_cuda_host_parse_buckets(NULL, 512, b, &n, err, sizeof err) == 0 && n == 10 && b[9] == 512);
+	CHECK(rl_cuda_host_parse_buckets(NULL, 8200, b, &n, err, sizeof err) == 0 && n == 10);   /* too big */
 	CHECK(rl_cuda_host_parse_buckets("16,32,64,512", 512, b, &n, err, sizeof err) == 0);
 	CHECK(n == 4 && b[0] == 16 && b[3] == 512);
 	CHECK(rl_cuda_host_parse_buckets("", 512, b, &n, err, sizeof err) == 0 && n == 0);
