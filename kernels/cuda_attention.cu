@@ -2,12 +2,16 @@
 // their cached prefix plus the causal chunk, decode rows over their whole context), with a
 // split-KV variant for long decode contexts. CPU counterpart: rl_cpu_attention (cpu_ops.c).
 //
-// Grid: (work item, KV head). An item is up to qt consecutive query rows of one sequence;
-// the block gives one warp to each (row, query head of this KV head) pair, at most 8 warps, so
-// each KV tile loaded into shared memory serves every query head that shares it (GQA).
-// Per tile of 32 keys: lane j scores key j (a dot product over hd, from shared memory), the warp
-// takes the tile max and updates the online softmax (running max mx, sum l), then each lane
-// accumulates its own output dims d = lane + 32 i over the tile's 32 values.
+// Grid: (work item, KV head). An item is up to qt consecutive query rows of one sequence; its
+// query vectors (row, query head of this KV head), at most QV = 32, are dealt to the 8 warps,
+// vector v to warp v % 8, so each K/V tile loaded into shared memory serves up to 32 query
+// vectors: every head that shares it (GQA) and several rows of a prefill chunk, which cuts the
+// K/V a long prefill re-reads by 4x against one vector per warp. A decode item has `group`
+// vectors: warps 0..group-1 take one each.
+// Per tile of 32 keys: lane k scores key k against each of its warp's vectors (one load of a
+// key pair serves all of them; dot products over hd from shared memory), the warp takes each
+// tile max and updates its online softmax (running max mx, sum l), then each lane accumulates
+// its own output dims d = lane + 32 i over the tile's values (one load per value, all vectors).
 // Keys are fetched through the block table one at a time (key p: block bt[p / bs], slot
 // p % bs), so any block size works and tiles may straddle blocks.
 // Split items (part >= 0) cover a key range of one decode row and write (o unnormalised, mx,
@@ -18,11 +22,15 @@
 #include "rl_cuda_ops.h"
 #include "cuda_storage.h"
 #define WARPS 8
+#define QV RL_CUDA_ATTN_QV             /* query vectors per block */
+#define QPW (QV / WARPS)              /* per warp */
 #define TILE RL_CUDA_KV_TILE
 #define MAX_HD 256
 
+// 3 blocks per SM: 80 registers without spills at sm_90 (114 unbounded, i.e. 2 blocks); 4
+// would spill the 4 x 8 accumulators
 template <typename T>
-__global__ void __launch_bounds__(WARPS * 32)
+__global__ void __launch_bounds__(WARPS * 32, 3)
 attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, const T *vc,
 	    rl_cuda_meta m, uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs)
 {
@@ -33,7 +41,7 @@ attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, cons
 	const uint32_t kstride = hd + 2;                // elements; +2 keeps lane j's row on bank j
 	T *Ks = (T *)smem;                              // [TILE, hd + 2]
 	T *Vs = Ks + TILE * kstride;                    // [TILE, hd]
-	float *Qs = (float *)(Vs + TILE * hd);          // [WARPS, hd]
+	float *Qs = (float *)(Vs + TILE * hd);          // [QV, hd]
 
 	const rl_cuda_item it = m.items[blockIdx.x];
 	const uint32_t kh = blockIdx.y, group = nh / nkv, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -41,31 +49,51 @@ attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, cons
 	const int32_t *bt = m.bt + m.seq_bt[it.seq];
 	const float scale = 1.0f / sqrtf((float)hd);
 
-	// this warp's query vector and its causal key limit
-	const bool active = w < nq;
-	const uint32_t row = it.row0 + (active ? w / group : 0), h = kh * group + (active ? w % group : 0);
-	int lim = 0;
-	if (active) {
-		int p = m.pos[row];
-		lim = it.kv1 < p + 1 ? it.kv1 : p + 1;
-		for (uint32_t d = lane; d < hd; d += 32)
-			Qs[w * hd + d] = rl_f32(q[(size_t)row * qd + h * hd + d]);
+	// this warp's query vectors v = w + WARPS j (row v / group, head v % group of this KV
+	// head) and their causal key limits; a decode item (one row) uses j = 0 of group warps
+	bool act[QPW];
+	uint32_t row[QPW], h[QPW];
+	int lim[QPW];
+#pragma unroll
+	for (int j = 0; j < QPW; j++) {
+		uint32_t v = w + WARPS * j;
+		act[j] = v < nq;
+		row[j] = it.row0 + (act[j] ? v / group : 0);
+		h[j] = kh * group + (act[j] ? v % group : 0);
+		lim[j] = 0;
+		if (act[j]) {
+			int p = m.pos[row[j]];
+			lim[j] = it.kv1 < p + 1 ? it.kv1 : p + 1;
+			for (uint32_t d = lane; d < hd; d += 32)
+				Qs[v * hd + d] = rl_f32(q[(size_t)row[j] * qd + h[j] * hd + d]);
+		}
 	}
-	// the block's key range ends at its last row's limit (rows are in position order)
+	// rows are in position order, so a later query vector never has a smaller limit: the
+	// warp's last live one bounds the keys it needs, the block's last row bounds the block's
+	int wlim = 0;
+#pragma unroll
+	for (int j = 0; j < QPW; j++)
+		if (act[j])
+			wlim = lim[j];
 	int last_pos = m.pos[it.row0 + it.nrows - 1];
 	int kv_end = it.kv1 < last_pos + 1 ? it.kv1 : last_pos + 1;
 
-	float mx = -INFINITY, l = 0.0f, acc[MAX_HD / 32];
+	float mx[QPW], l[QPW], acc[QPW][MAX_HD / 32];
 #pragma unroll
-	for (int i = 0; i < MAX_HD / 32; i++)
-		acc[i] = 0.0f;
+	for (int j = 0; j < QPW; j++) {
+		mx[j] = -INFINITY;
+		l[j] = 0.0f;
+#pragma unroll
+		for (int i = 0; i < MAX_HD / 32; i++)
+			acc[j][i] = 0.0f;
+	}
 
 	const uint32_t hpairs = hd / 2;
 	for (int t0 = it.kv0; t0 < kv_end; t0 += TILE) {
 		__syncthreads();                        // the previous tile is consumed
 		for (uint32_t idx = threadIdx.x; idx < TILE * hpairs; idx += blockDim.x) {
-			uint32_t j = idx / hpairs, d = 2 * (idx % hpairs);
-			int p = t0 + (int)j;
+			uint32_t jk = idx / hpairs, d = 2 * (idx % hpairs);
+			int p = t0 + (int)jk;
 			T2 kv2 = rl_store2<T>(0.0f, 0.0f), vv2 = kv2;
 			if (p < kv_end) {
 				size_t b = (size_t)bt[p / (int)bs];
@@ -73,70 +101,95 @@ attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, cons
 				kv2 = *(const T2 *)(kc + o);
 				vv2 = *(const T2 *)(vc + o);
 			}
-			*(T2 *)(Ks + j * kstride + d) = kv2;
-			*(T2 *)(Vs + j * hd + d) = vv2;
+			*(T2 *)(Ks + jk * kstride + d) = kv2;
+			*(T2 *)(Vs + jk * hd + d) = vv2;
 		}
 		__syncthreads();
-		if (!active || t0 >= lim)
-			continue;
+		if (t0 >= wlim)
+			continue;                       // no live query vector of this warp needs the tile
+		// scores: lane k scores key t0 + k against each live query vector; one load of a key
+		// pair serves all QPW of them
 		int p = t0 + (int)lane;
-		float s = -INFINITY;
-		if (p < lim) {
-			const float *qw = Qs + w * hd;
-			const T *kr = Ks + lane * kstride;
-			float dot = 0.0f;
-			for (uint32_t d = 0; d < hd; d += 2) {
-				float2 kf = rl_f32(*(const T2 *)(kr + d));
-				dot += qw[d] * kf.x + qw[d + 1] * kf.y;
-			}
-			s = dot * scale;
-		}
-		float tm = s;
-		for (int o = 16; o > 0; o >>= 1)
-			tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, o));
-		float nm = fmaxf(mx, tm);               // finite: key t0 < lim is valid
-		float corr = expf(mx - nm);             // 0 on the first tile (mx = -inf)
-		float e = p < lim ? expf(s - nm) : 0.0f;
-		float es = e;
-		for (int o = 16; o > 0; o >>= 1)
-			es += __shfl_xor_sync(0xffffffffu, es, o);
-		l = l * corr + es;
-		mx = nm;
+		float dot[QPW];
 #pragma unroll
-		for (int i = 0; i < MAX_HD / 32; i++)
-			acc[i] *= corr;
-		int nkeys = lim - t0 < TILE ? lim - t0 : TILE;
-		for (int j = 0; j < nkeys; j++) {
-			float pj = __shfl_sync(0xffffffffu, e, j);
+		for (int j = 0; j < QPW; j++)
+			dot[j] = 0.0f;
+		const T *kr = Ks + lane * kstride;
+		for (uint32_t d = 0; d < hd; d += 2) {
+			float2 kf = rl_f32(*(const T2 *)(kr + d));
+#pragma unroll
+			for (int j = 0; j < QPW; j++)
+				if (act[j] && t0 < lim[j]) {
+					const float *qw = Qs + (w + WARPS * j) * hd;
+					dot[j] += qw[d] * kf.x + qw[d + 1] * kf.y;
+				}
+		}
+		// online softmax per query vector (warp-uniform conditions: shuffles are safe)
+		float e[QPW];
+#pragma unroll
+		for (int j = 0; j < QPW; j++) {
+			e[j] = 0.0f;
+			if (!act[j] || t0 >= lim[j])
+				continue;
+			float s = p < lim[j] ? dot[j] * scale : -INFINITY;
+			float tm = s;
+			for (int o = 16; o > 0; o >>= 1)
+				tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, o));
+			float nm = fmaxf(mx[j], tm);    // finite: key t0 < lim is valid
+			float corr = expf(mx[j] - nm);  // 0 on the first tile (mx = -inf)
+			e[j] = p < lim[j] ? expf(s - nm) : 0.0f;
+			float es = e[j];
+			for (int o = 16; o > 0; o >>= 1)
+				es += __shfl_xor_sync(0xffffffffu, es, o);
+			l[j] = l[j] * corr + es;
+			mx[j] = nm;
+#pragma unroll
+			for (int i = 0; i < MAX_HD / 32; i++)
+				acc[j][i] *= corr;
+		}
+		// values: one load of a value serves all QPW query vectors (e is 0 past each limit)
+		int nkeys = wlim - t0 < TILE ? wlim - t0 : TILE;
+		for (int jk = 0; jk < nkeys; jk++) {
+			float pj[QPW];
+#pragma unroll
+			for (int j = 0; j < QPW; j++)
+				pj[j] = __shfl_sync(0xffffffffu, e[j], jk);
+#pragma unroll
+			for (int i = 0; i < MAX_HD / 32; i++) {
+				uint32_t d = lane + 32 * i;
+				if (d < hd) {
+					float vv = rl_f32(Vs[jk * hd + d]);
+#pragma unroll
+					for (int j = 0; j < QPW; j++)
+						acc[j][i] += pj[j] * vv;
+				}
+			}
+		}
+	}
+#pragma unroll
+	for (int j = 0; j < QPW; j++) {
+		if (!act[j])
+			continue;
+		if (it.part < 0) {
+			float inv = 1.0f / l[j];
 #pragma unroll
 			for (int i = 0; i < MAX_HD / 32; i++) {
 				uint32_t d = lane + 32 * i;
 				if (d < hd)
-					acc[i] += pj * rl_f32(Vs[j * hd + d]);
+					out[(size_t)row[j] * qd + h[j] * hd + d] = rl_store<T>(acc[j][i] * inv);
 			}
-		}
-	}
-	if (!active)
-		return;
-	if (it.part < 0) {
-		float inv = 1.0f / l;
+		} else {
+			float *po = part_o + ((size_t)it.part * nh + h[j]) * hd;
 #pragma unroll
-		for (int i = 0; i < MAX_HD / 32; i++) {
-			uint32_t d = lane + 32 * i;
-			if (d < hd)
-				out[(size_t)row * qd + h * hd + d] = rl_store<T>(acc[i] * inv);
-		}
-	} else {
-		float *po = part_o + ((size_t)it.part * nh + h) * hd;
-#pragma unroll
-		for (int i = 0; i < MAX_HD / 32; i++) {
-			uint32_t d = lane + 32 * i;
-			if (d < hd)
-				po[d] = acc[i];
-		}
-		if (lane == 0) {
-			part_ml[((size_t)it.part * nh + h) * 2] = mx;
-			part_ml[((size_t)it.part * nh + h) * 2 + 1] = l;
+			for (int i = 0; i < MAX_HD / 32; i++) {
+				uint32_t d = lane + 32 * i;
+				if (d < hd)
+					po[d] = acc[j][i];
+			}
+			if (lane == 0) {
+				part_ml[((size_t)it.part * nh + h[j]) * 2] = mx[j];
+				part_ml[((size_t)it.part * nh + h[j]) * 2 + 1] = l[j];
+			}
 		}
 	}
 }
@@ -168,12 +221,28 @@ __global__ void reduce_kernel(T *out, const float *part_o, const float *part_ml,
 	}
 }
 
+// Dynamic shared memory of attn_kernel: K and V tiles plus the block's fp32 query vectors.
+static size_t attn_smem(uint32_t hd, size_t elem)
+{
+	return (size_t)TILE * (hd + 2) * elem + (size_t)TILE * hd * elem + (size_t)QV * hd * 4;
+}
+
+template <typename T>
+static cudaError_t attention_prepare(uint32_t hd)
+{
+	size_t smem = attn_smem(hd, sizeof(T));
+	if (smem <= 48 * 1024)
+		return cudaSuccess;
+	return cudaFuncSetAttribute((const void *)attn_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+				    (int)smem);
+}
+
 template <typename T>
 static void attention(uint16_t *out, float *part_o, float *part_ml, const uint16_t *q, const uint16_t *kc,
 		      const uint16_t *vc, rl_cuda_meta m, uint32_t items_cap, uint32_t rows, uint32_t nh,
 		      uint32_t nkv, uint32_t hd, uint32_t bs, cudaStream_t st)
 {
-	size_t smem = (size_t)TILE * (hd + 2) * sizeof(T) + (size_t)TILE * hd * sizeof(T) + (size_t)WARPS * hd * 4;
+	size_t smem = attn_smem(hd, sizeof(T));
 	attn_kernel<T><<<dim3(items_cap, nkv), WARPS * 32, smem, st>>>((T *)out, part_o, part_ml,
 		(const T *)q, (const T *)kc, (const T *)vc, m, nh, nkv, hd, bs);
 	reduce_kernel<T><<<dim3(rows, nh), 128, 0, st>>>((T *)out, part_o, part_ml, m, nh, hd);
@@ -185,4 +254,11 @@ extern "C" void rl_cuda_attention(uint16_t *out, float *part_o, float *part_ml, 
 				  uint32_t hd, uint32_t bs, rl_cuda_dtype dt, cudaStream_t st)
 {
 	rl_by_dtype(dt, attention)(out, part_o, part_ml, q, kc, vc, m, items_cap, rows, nh, nkv, hd, bs, st);
+}
+
+// Above 48 KiB (head_dim > 176) the kernel needs the opt-in; call once per dtype before the
+// first launch (and before graph capture). 0 or the CUDA error as an int.
+extern "C" int rl_cuda_attention_prepare(uint32_t hd, rl_cuda_dtype dt)
+{
+	return (int)(dt == RL_CUDA_FP16 ? attention_prepare<__half>(hd) : attention_prepare<__nv_bfloat16>(hd));
 }

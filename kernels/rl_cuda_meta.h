@@ -14,6 +14,7 @@
 #define RL_CUDA_MAX_SPLITS 16     /* most KV splits of one decode row */
 #define RL_CUDA_SPLIT_CHUNK 256   /* a decode row is split only into chunks of >= this many keys */
 #define RL_CUDA_KV_TILE 32        /* keys per attention tile (one per lane) */
+#define RL_CUDA_ATTN_QV 32        /* query vectors (rows x heads of a KV head) per attention block */
 
 /* Counts of this step. */
 struct rl_cuda_hdr {

@@ -93,7 +93,7 @@ void rl_cuda_host_geom(struct rl_cuda_geom *g, uint32_t max_batch_tokens, uint32
 	g->n_kv_blocks = n_kv_blocks;
 	g->n_kv_heads = n_kv_heads;
 	g->vocab = vocab;
-	g->qt = group >= 8 ? 1 : 8 / group;
+	g->qt = group >= RL_CUDA_ATTN_QV ? 1 : RL_CUDA_ATTN_QV / group;
 	g->target_ctas = target_ctas;
 }
 

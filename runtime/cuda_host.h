@@ -38,7 +38,7 @@ struct rl_cuda_geom {
 	uint32_t block_size, n_kv_blocks;
 	uint32_t n_kv_heads;
 	uint32_t vocab;                /* token ids must be below this */
-	uint32_t qt;                   /* query rows per attention item (rows x group <= 8 warps) */
+	uint32_t qt;                   /* query rows per attention item (rows x group <= RL_CUDA_ATTN_QV) */
 	uint32_t target_ctas;          /* split decode rows while items x kv heads stay below this */
 };
 

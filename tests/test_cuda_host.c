@@ -55,7 +55,7 @@ static void test_caps(void)
 	struct rl_cuda_geom g;
 	rl_cuda_host_geom(&g, 500, 64, 1000, 16, 4096, 32, 8, 1000, 264);
 	CHECK(g.max_rows == 504);                       /* rounded up to ROW_ALIGN */
-	CHECK(g.qt == 2);                               /* group 4: 2 rows x 4 heads = 8 warps */
+	CHECK(g.qt == 8);                               /* group 4: 8 rows x 4 heads = 32 vectors */
 	CHECK(g.max_bt == 64 * 256);
 	CHECK(rl_cuda_host_samp_cap(&g, 1) == 1 && rl_cuda_host_samp_cap(&g, 256) == 64);
 	CHECK(rl_cuda_host_parts_cap(&g, 1) == RL_CUDA_MAX_SPLITS);
@@ -63,9 +63,11 @@ static void test_caps(void)
 	CHECK(rl_cuda_host_items_cap(&g, 1) == 1 + 1 + RL_CUDA_MAX_SPLITS);
 	struct rl_cuda_geom g2;
 	rl_cuda_host_geom(&g2, 64, 8, 100, 16, 512, 8, 8, 100, 264);
-	CHECK(g2.qt == 8);
+	CHECK(g2.qt == RL_CUDA_ATTN_QV);                /* no GQA: 32 rows */
 	rl_cuda_host_geom(&g2, 64, 8, 100, 16, 512, 64, 4, 100, 264);
-	CHECK(g2.qt == 1);
+	CHECK(g2.qt == 2);                              /* group 16 */
+	rl_cuda_host_geom(&g2, 64, 8, 100, 16, 512, 64, 1, 100, 264);
+	CHECK(g2.qt == 1);                              /* group 64 */
 }
 
 /* A random valid batch: n_pf prefill chunks over random cached prefixes, then n_dec decode rows,

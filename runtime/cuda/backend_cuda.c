@@ -474,6 +474,7 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 		return rc;
 	}
 	CU(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking), "stream");
+	CU((cudaError_t)rl_cuda_attention_prepare(c->hd, (enum rl_cuda_dtype)c->wdt), "attention shared memory");
 	CU(cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming), "event");
 	if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS) {
 		snprintf(err, errlen, "cuda backend: cublasCreate failed");

@@ -148,6 +148,8 @@ static int t_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, con
 	uint16_t *dq = up(&s, q, (size_t)rows * nh * hd * 2);
 	uint16_t *dk = up(&s, kc, cache_elems * 2), *dv = up(&s, vc, cache_elems * 2);
 	float *po = up(&s, NULL, (size_t)(P ? P : 1) * nh * hd * 4), *pml = up(&s, NULL, (size_t)(P ? P : 1) * nh * 8);
+	if (!s.failed && rl_cuda_attention_prepare(hd, dt))
+		s.failed = 1;
 	if (!s.failed)
 		rl_cuda_attention(dout, po, pml, dq, dk, dv, m, rl_cuda_host_items_cap(g, rows), rows, nh,
 				  g->n_kv_heads, hd, g->block_size, dt, 0);

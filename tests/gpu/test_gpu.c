@@ -353,6 +353,7 @@ static void test_attention_mixed(void)
 	attention_case(8, 2, 64, 16, 512, ql, ctx, 9, 5, 0);        /* GQA group 4 */
 	attention_case(8, 8, 64, 16, 512, ql, ctx, 9, 5, 0);        /* MHA */
 	attention_case(32, 8, 128, 16, 512, ql, ctx, 9, 5, 0);      /* llama3-8b heads */
+	attention_case(4, 2, 256, 16, 512, ql, ctx, 9, 5, 0);       /* head_dim 256: > 48 KiB of shared memory */
 	uint32_t ql2[] = { 40, 1, 1 }, ctx2[] = { 40, 7, 31 };
 	attention_case(8, 4, 8, 4, 64, ql2, ctx2, 3, 1, 0);         /* stories260K: hd 8, tiny blocks */
 	attention_case(8, 1, 64, 32, 128, ql2, ctx2, 3, 1, 0);      /* group 8, block 32 */
