@@ -21,6 +21,7 @@
 #include <math.h>
 #include "rl_cuda_ops.h"
 #include "cuda_storage.h"
+#include <mma.h>
 #define WARPS 8
 #define QV RL_CUDA_ATTN_QV             /* query vectors per block */
 #define QPW (QV / WARPS)              /* per warp */
@@ -32,10 +33,10 @@
 template <typename T>
 __global__ void __launch_bounds__(WARPS * 32, 3)
 attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, const T *vc,
-	    rl_cuda_meta m, uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs)
+	    rl_cuda_meta m, uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs, int only_single)
 {
 	typedef typename rl_pair<T>::type T2;
-	if (blockIdx.x >= m.hdr->n_items)
+	if (blockIdx.x >= m.hdr->n_items || (only_single && m.items[blockIdx.x].nrows > 1))
 		return;                                 // uniform across the block: no barrier skipped
 	extern __shared__ __align__(16) unsigned char smem[];
 	const uint32_t kstride = hd + 2;                // elements; +2 keeps lane j's row on bank j
@@ -152,8 +153,8 @@ attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, cons
 		for (int jk = 0; jk < nkeys; jk++) {
 			float pj[QPW];
 #pragma unroll
-			for (int j = 0; j < QPW; j++)
-				pj[j] = __shfl_sync(0xffffffffu, e[j], jk);
+			for (int j = 0; j < QPW; j++)     // warp-uniform: a decode warp shuffles once
+				pj[j] = act[j] && t0 < lim[j] ? __shfl_sync(0xffffffffu, e[j], jk) : 0.0f;
 #pragma unroll
 			for (int i = 0; i < MAX_HD / 32; i++) {
 				uint32_t d = lane + 32 * i;
@@ -194,6 +195,166 @@ attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, cons
 	}
 }
 
+// Tensor-core variant for items of several rows (prefill chunks), head_dim a multiple of 16:
+// the same item, tile and online-softmax structure, with S = Q K^T and the tile's P V computed
+// by WMMA 16x16x16 (T in, fp32 out) into shared memory.
+// Per tile: warps 0-3 each compute one 16x16 block of S [32 vectors, 32 keys]; then every warp
+// runs the online softmax of its vectors over their S rows (as attn_kernel), writing P (as T)
+// and rescaling its accumulators; then the warps share the 2 x hd/16 blocks of P V [32, hd];
+// then each warp adds its vectors' rows to its accumulators. P is rounded to T for the MMA
+// (as flash attention does), the sums stay fp32.
+template <typename T>
+__global__ void __launch_bounds__(WARPS * 32, 2)
+attn_tc_kernel(T *out, const T *q, const T *kc, const T *vc, rl_cuda_meta m, uint32_t nh,
+	       uint32_t nkv, uint32_t hd, uint32_t bs)
+{
+	using namespace nvcuda;
+	typedef typename rl_pair<T>::type T2;
+	if (blockIdx.x >= m.hdr->n_items || m.items[blockIdx.x].nrows < 2)
+		return;                                 // uniform across the block: no barrier skipped
+	extern __shared__ __align__(128) unsigned char smem_tc[];   // WMMA wants 256-bit alignment
+	const uint32_t ks = hd + 8, ss = TILE + 4, ps = TILE + 8, os = hd + 4;   // row strides
+	T *Ks = (T *)smem_tc;                           // [TILE, hd + 8]: K^T, column-major
+	T *Vs = Ks + TILE * ks;                         // [TILE, hd + 8]
+	T *Qh = Vs + TILE * ks;                         // [QV, hd + 8]
+	T *Ps = Qh + QV * ks;                           // [QV, TILE + 8]
+	float *Ss = (float *)(Ps + QV * ps);            // [QV, TILE + 4]
+	float *Os = Ss + QV * ss;                       // [QV, hd + 4]
+
+	const rl_cuda_item it = m.items[blockIdx.x];
+	const uint32_t kh = blockIdx.y, group = nh / nkv, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+	const uint32_t nq = (uint32_t)it.nrows * group, qd = nh * hd;
+	const int32_t *bt = m.bt + m.seq_bt[it.seq];
+	const float scale = 1.0f / sqrtf((float)hd);
+
+	// query vectors v = w + WARPS j as in attn_kernel; rows of absent vectors are zeros
+	bool act[QPW];
+	uint32_t row[QPW], h[QPW];
+	int lim[QPW];
+#pragma unroll
+	for (int j = 0; j < QPW; j++) {
+		uint32_t v = w + WARPS * j;
+		act[j] = v < nq;
+		row[j] = it.row0 + (act[j] ? v / group : 0);
+		h[j] = kh * group + (act[j] ? v % group : 0);
+		lim[j] = 0;
+		if (act[j]) {
+			int p = m.pos[row[j]];
+			lim[j] = it.kv1 < p + 1 ? it.kv1 : p + 1;
+		}
+		for (uint32_t d = lane; d < hd; d += 32)
+			Qh[v * ks + d] = act[j] ? q[(size_t)row[j] * qd + h[j] * hd + d] : rl_store<T>(0.0f);
+	}
+	int last_pos = m.pos[it.row0 + it.nrows - 1];
+	int kv_end = it.kv1 < last_pos + 1 ? it.kv1 : last_pos + 1;
+
+	float mx[QPW], l[QPW], acc[QPW][MAX_HD / 32];
+#pragma unroll
+	for (int j = 0; j < QPW; j++) {
+		mx[j] = -INFINITY;
+		l[j] = 0.0f;
+#pragma unroll
+		for (int i = 0; i < MAX_HD / 32; i++)
+			acc[j][i] = 0.0f;
+	}
+
+	const uint32_t hpairs = hd / 2, nblk_o = 2 * (hd / 16);
+	for (int t0 = it.kv0; t0 < kv_end; t0 += TILE) {
+		__syncthreads();                        // the previous tile's K, V, P and O are consumed
+		for (uint32_t idx = threadIdx.x; idx < TILE * hpairs; idx += blockDim.x) {
+			uint32_t jk = idx / hpairs, d = 2 * (idx % hpairs);
+			int p = t0 + (int)jk;
+			T2 kv2 = rl_store2<T>(0.0f, 0.0f), vv2 = kv2;
+			if (p < kv_end) {
+				size_t b = (size_t)bt[p / (int)bs];
+				size_t o = ((b * nkv + kh) * bs + (size_t)(p % (int)bs)) * hd + d;
+				kv2 = *(const T2 *)(kc + o);
+				vv2 = *(const T2 *)(vc + o);
+			}
+			*(T2 *)(Ks + jk * ks + d) = kv2;
+			*(T2 *)(Vs + jk * ks + d) = vv2;
+		}
+		__syncthreads();
+		if (w < 4) {                            // S block (w / 2, w % 2) = Q[16 rows] K^T[16 keys]
+			uint32_t mi = w >> 1, ni = w & 1;
+			wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf;
+			wmma::fill_fragment(sf, 0.0f);
+			for (uint32_t k = 0; k < hd; k += 16) {
+				wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> af;
+				wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> bf;
+				wmma::load_matrix_sync(af, Qh + mi * 16 * ks + k, ks);
+				wmma::load_matrix_sync(bf, Ks + ni * 16 * ks + k, ks);
+				wmma::mma_sync(sf, af, bf, sf);
+			}
+			wmma::store_matrix_sync(Ss + mi * 16 * ss + ni * 16, sf, ss, wmma::mem_row_major);
+		}
+		__syncthreads();
+		int p = t0 + (int)lane;
+#pragma unroll
+		for (int j = 0; j < QPW; j++) {
+			uint32_t v = w + WARPS * j;
+			float e = 0.0f;
+			if (act[j] && t0 < lim[j]) {    // warp-uniform: the shuffles are safe
+				float s = p < lim[j] ? Ss[v * ss + lane] * scale : -INFINITY;
+				float tm = s;
+				for (int o = 16; o > 0; o >>= 1)
+					tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, o));
+				float nm = fmaxf(mx[j], tm);
+				float corr = expf(mx[j] - nm);
+				e = p < lim[j] ? expf(s - nm) : 0.0f;
+				float es = e;
+				for (int o = 16; o > 0; o >>= 1)
+					es += __shfl_xor_sync(0xffffffffu, es, o);
+				l[j] = l[j] * corr + es;
+				mx[j] = nm;
+#pragma unroll
+				for (int i = 0; i < MAX_HD / 32; i++)
+					acc[j][i] *= corr;
+			}
+			Ps[v * ps + lane] = rl_store<T>(e);
+		}
+		__syncthreads();
+		for (uint32_t ob = w; ob < nblk_o; ob += WARPS) {   // O block (ob % 2, ob / 2) = P V
+			uint32_t mi = ob & 1, ni = ob >> 1;
+			wmma::fragment<wmma::accumulator, 16, 16, 16, float> of;
+			wmma::fill_fragment(of, 0.0f);
+			for (uint32_t k = 0; k < TILE; k += 16) {
+				wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> af;
+				wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> bf;
+				wmma::load_matrix_sync(af, Ps + mi * 16 * ps + k, ps);
+				wmma::load_matrix_sync(bf, Vs + k * ks + ni * 16, ks);
+				wmma::mma_sync(of, af, bf, of);
+			}
+			wmma::store_matrix_sync(Os + mi * 16 * os + ni * 16, of, os, wmma::mem_row_major);
+		}
+		__syncthreads();
+#pragma unroll
+		for (int j = 0; j < QPW; j++) {
+			if (!act[j] || t0 >= lim[j])
+				continue;
+			uint32_t v = w + WARPS * j;
+#pragma unroll
+			for (int i = 0; i < MAX_HD / 32; i++) {
+				uint32_t d = lane + 32 * i;
+				if (d < hd)
+					acc[j][i] += Os[v * os + d];
+			}
+		}
+	}
+#pragma unroll
+	for (int j = 0; j < QPW; j++) {
+		if (!act[j])
+			continue;
+		float inv = 1.0f / l[j];
+#pragma unroll
+		for (int i = 0; i < MAX_HD / 32; i++) {
+			uint32_t d = lane + 32 * i;
+			if (d < hd)
+				out[(size_t)row[j] * qd + h[j] * hd + d] = rl_store<T>(acc[j][i] * inv);
+		}
+	}
+}
+
 // Merges the partials of each split row: o = sum_p e^(mx_p - M) o_p / sum_p e^(mx_p - M) l_p.
 template <typename T>
 __global__ void reduce_kernel(T *out, const float *part_o, const float *part_ml, rl_cuda_meta m,
@@ -227,14 +388,28 @@ static size_t attn_smem(uint32_t hd, size_t elem)
 	return (size_t)TILE * (hd + 2) * elem + (size_t)TILE * hd * elem + (size_t)QV * hd * 4;
 }
 
+// ... and of attn_tc_kernel: K, V, Q and P as T, S and O as fp32 (layout in the kernel).
+static size_t attn_tc_smem(uint32_t hd, size_t elem)
+{
+	return ((size_t)2 * TILE * (hd + 8) + (size_t)QV * (hd + 8) + (size_t)QV * (TILE + 8)) * elem +
+	       ((size_t)QV * (TILE + 4) + (size_t)QV * (hd + 4)) * 4;
+}
+
+static bool use_tc(uint32_t hd) { return hd % 16 == 0; }
+
+static cudaError_t allow_smem(const void *fn, size_t smem)
+{
+	return smem <= 48 * 1024 ? cudaSuccess
+		: cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+}
+
 template <typename T>
 static cudaError_t attention_prepare(uint32_t hd)
 {
-	size_t smem = attn_smem(hd, sizeof(T));
-	if (smem <= 48 * 1024)
-		return cudaSuccess;
-	return cudaFuncSetAttribute((const void *)attn_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-				    (int)smem);
+	cudaError_t e = allow_smem((const void *)attn_kernel<T>, attn_smem(hd, sizeof(T)));
+	if (e == cudaSuccess && use_tc(hd))
+		e = allow_smem((const void *)attn_tc_kernel<T>, attn_tc_smem(hd, sizeof(T)));
+	return e;
 }
 
 template <typename T>
@@ -242,9 +417,13 @@ static void attention(uint16_t *out, float *part_o, float *part_ml, const uint16
 		      const uint16_t *vc, rl_cuda_meta m, uint32_t items_cap, uint32_t rows, uint32_t nh,
 		      uint32_t nkv, uint32_t hd, uint32_t bs, cudaStream_t st)
 {
-	size_t smem = attn_smem(hd, sizeof(T));
-	attn_kernel<T><<<dim3(items_cap, nkv), WARPS * 32, smem, st>>>((T *)out, part_o, part_ml,
-		(const T *)q, (const T *)kc, (const T *)vc, m, nh, nkv, hd, bs);
+	// prefill items (several rows) on tensor cores where head_dim allows; the rest here
+	int tc = use_tc(hd);
+	if (tc)
+		attn_tc_kernel<T><<<dim3(items_cap, nkv), WARPS * 32, attn_tc_smem(hd, sizeof(T)), st>>>((T *)out,
+			(const T *)q, (const T *)kc, (const T *)vc, m, nh, nkv, hd, bs);
+	attn_kernel<T><<<dim3(items_cap, nkv), WARPS * 32, attn_smem(hd, sizeof(T)), st>>>((T *)out, part_o, part_ml,
+		(const T *)q, (const T *)kc, (const T *)vc, m, nh, nkv, hd, bs, tc);
 	reduce_kernel<T><<<dim3(rows, nh), 128, 0, st>>>((T *)out, part_o, part_ml, m, nh, hd);
 }
 
@@ -256,7 +435,7 @@ extern "C" void rl_cuda_attention(uint16_t *out, float *part_o, float *part_ml, 
 	rl_by_dtype(dt, attention)(out, part_o, part_ml, q, kc, vc, m, items_cap, rows, nh, nkv, hd, bs, st);
 }
 
-// Above 48 KiB (head_dim > 176) the kernel needs the opt-in; call once per dtype before the
+// Above 48 KiB (head_dim > 176 for attn_kernel, > 80 for attn_tc_kernel) a kernel needs the opt-in; call once per dtype before the
 // first launch (and before graph capture). 0 or the CUDA error as an int.
 extern "C" int rl_cuda_attention_prepare(uint32_t hd, rl_cuda_dtype dt)
 {

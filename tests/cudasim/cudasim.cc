@@ -244,7 +244,23 @@ static int bar_line;
 struct warp_state { unsigned arrived, mask; uint64_t val[2][32]; };
 static warp_state warps[MAX_THREADS / 32];
 
-static std::vector<unsigned char> dyn;             // dynamic shared memory of the launch
+// dynamic shared memory of the launch, 128-byte aligned like the GPU's shared window
+struct dyn_buf {
+	unsigned char *p = NULL;
+	size_t n = 0;
+	bool empty() const { return !n; }
+	size_t size() const { return n; }
+	unsigned char *data() { return p; }
+	void assign(size_t bytes, unsigned char v)
+	{
+		free(p);
+		n = bytes;
+		p = bytes ? (unsigned char *)aligned_alloc(128, (bytes + 127) & ~(size_t)127) : NULL;
+		if (p)
+			memset(p, v, bytes);
+	}
+};
+static dyn_buf dyn;
 
 extern "C" {
 uint3 cudasim_threadIdx, cudasim_blockIdx;
@@ -1143,3 +1159,14 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
 }
 
 }  // extern "C"
+
+extern "C" void cudasim_wmma_fault(const char *what)
+{
+	fail_block("%s: pointer not 256-bit aligned or ldm not a multiple of 16 bytes", what);
+}
+
+extern "C" float *cudasim_warp_scratch(void)
+{
+	static float buf[MAX_THREADS / 32][256];
+	return buf[fibers[cur_fib].tid >> 5];
+}

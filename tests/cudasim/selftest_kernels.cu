@@ -4,6 +4,7 @@
 // misaligned vector load, too much dynamic shared memory), next to a correct twin.
 // Plain CUDA: it compiles with nvcc too, though only the emulator build uses it.
 #include <cuda_bf16.h>
+#include <mma.h>
 #include <stdint.h>
 
 // Thread 0 publishes a value through shared memory; every thread reads it. With barrier 0 a
@@ -64,7 +65,26 @@ __global__ void big_smem_kernel(int *out)
 	out[threadIdx.x] = s[31 - threadIdx.x];
 }
 
+// One 16x16x16 WMMA product: C = A B (A row-major, B column-major, ldm 16), A read from
+// a + first (first = 1: a pointer that is not 256-bit aligned).
+__global__ void wmma_kernel(float *c, const __nv_bfloat16 *a, const __nv_bfloat16 *b, int first)
+{
+	using namespace nvcuda;
+	wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> af;
+	wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> bf;
+	wmma::fragment<wmma::accumulator, 16, 16, 16, float> cf;
+	wmma::fill_fragment(cf, 0.0f);
+	wmma::load_matrix_sync(af, a + first, 16);
+	wmma::load_matrix_sync(bf, b, 16);
+	wmma::mma_sync(cf, af, bf, cf);
+	wmma::store_matrix_sync(c, cf, 16, wmma::mem_row_major);
+}
+
 extern "C" {
+void st_wmma(float *c, const uint16_t *a, const uint16_t *b, int first)
+{
+	wmma_kernel<<<1, 32>>>(c, (const __nv_bfloat16 *)a, (const __nv_bfloat16 *)b, first);
+}
 void st_publish(int *out, int blocks, int barrier)
 {
 	publish_kernel<<<blocks, 64, sizeof(int)>>>(out, barrier);

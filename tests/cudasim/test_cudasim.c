@@ -24,6 +24,7 @@ void st_warp_sum(float *out, int leave);
 void st_pair_load(float *out, const uint16_t *in, int first);
 void st_big_smem(int *out, size_t smem);
 int st_allow_big_smem(int bytes);
+void st_wmma(float *c, const uint16_t *a, const uint16_t *b, int first);
 
 /* Runs the queue and returns the launch's fate, then clears a sticky error for the next test. */
 static cudaError_t settle(void)
@@ -217,6 +218,41 @@ static void test_gemm_semantics(void)
 	settle();
 }
 
+/* WMMA: a 16x16x16 product equals the plain one (A row-major, B column-major), and a pointer
+ * that is not 256-bit aligned fails the launch, as CUDA requires. */
+static void test_wmma(void)
+{
+	uint16_t A[16 * 17], B[16 * 16];
+	float Af[16 * 17], Bf[16 * 16], C[16 * 16];
+	for (int i = 0; i < 16 * 17; i++) {
+		A[i] = to_bf16((float)((i * 7) % 9) - 4.0f);
+		Af[i] = from_bf16(A[i]);
+	}
+	for (int i = 0; i < 16 * 16; i++) {
+		B[i] = to_bf16((float)((i * 5) % 7) - 3.0f);
+		Bf[i] = from_bf16(B[i]);
+	}
+	void *dA, *dB, *dC;
+	REQUIRE(cudaMalloc(&dA, sizeof A) == cudaSuccess && cudaMalloc(&dB, sizeof B) == cudaSuccess &&
+		cudaMalloc(&dC, sizeof C) == cudaSuccess);
+	cudaMemcpy(dA, A, sizeof A, cudaMemcpyHostToDevice);
+	cudaMemcpy(dB, B, sizeof B, cudaMemcpyHostToDevice);
+	st_wmma(dC, dA, dB, 0);
+	REQUIRE(cudaMemcpy(C, dC, sizeof C, cudaMemcpyDeviceToHost) == cudaSuccess);
+	int bad = 0;
+	for (int i = 0; i < 16; i++)
+		for (int j = 0; j < 16; j++) {
+			float s = 0;
+			for (int k = 0; k < 16; k++)
+				s += Af[i * 16 + k] * Bf[j * 16 + k];     /* B column-major: B(k, j) at j*16 + k */
+			bad += C[i * 16 + j] != s;
+		}
+	CHECKF(!bad, "%d of 256 wrong", bad);
+	st_wmma(dC, dA, dB, 1);
+	CHECK(settle() == cudaErrorLaunchFailure);
+	cudaFree(dA); cudaFree(dB); cudaFree(dC);
+}
+
 /* A misaligned 4-byte bf16-pair load: UBSan (built into the emulator's kernels) aborts, as a
  * GPU raises a misaligned-address error. Run in a child. */
 static void test_misaligned_load(void)
@@ -250,6 +286,7 @@ int main(void)
 	RUN(test_dynamic_smem_limit);
 	RUN(test_deferred_work_and_events);
 	RUN(test_gemm_semantics);
+	RUN(test_wmma);
 	RUN(test_misaligned_load);
 	TEST_MAIN_END();
 }
