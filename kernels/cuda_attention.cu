@@ -395,7 +395,11 @@ static size_t attn_tc_smem(uint32_t hd, size_t elem)
 	       ((size_t)QV * (TILE + 4) + (size_t)QV * (hd + 4)) * 4;
 }
 
-static bool use_tc(uint32_t hd) { return hd % 16 == 0; }
+static int tc_enabled = 1;          // rl_cuda_attention_use_tc: A/B against the CUDA-core kernel
+static bool use_tc(uint32_t hd) { return tc_enabled && hd % 16 == 0; }
+
+// Takes effect for launches made after it (graphs keep what they captured).
+extern "C" void rl_cuda_attention_use_tc(int on) { tc_enabled = on != 0; }
 
 static cudaError_t allow_smem(const void *fn, size_t smem)
 {

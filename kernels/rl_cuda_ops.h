@@ -54,6 +54,9 @@ void rl_cuda_swiglu(uint16_t *h, const uint16_t *gu, uint32_t rows, uint32_t hid
 /* Raises attention's dynamic shared memory limit where head_dim needs it (> 48 KiB); once per
  * dtype, before the first launch or capture. 0, or the cudaError_t as an int. */
 int rl_cuda_attention_prepare(uint32_t hd, enum rl_cuda_dtype dt);
+/* 0: prefill items run on the CUDA-core kernel too (a benchmark's A/B); 1 (default): on tensor
+ * cores where head_dim % 16 == 0. Affects launches made afterwards, not captured graphs. */
+void rl_cuda_attention_use_tc(int on);
 void rl_cuda_attention(uint16_t *out, float *part_o, float *part_ml, const uint16_t *q,
 		       const uint16_t *kc, const uint16_t *vc, struct rl_cuda_meta m,
 		       uint32_t items_cap, uint32_t rows, uint32_t nh, uint32_t nkv, uint32_t hd,

@@ -5,7 +5,8 @@
  *   decode   step time at batch 1, 8, 64, 256 (contexts of --ctx tokens) vs the roofline
  *            (bf16 weights + the KV the step reads, over the copy bandwidth)
  *   prefill  TFLOP/s of one prompt of 512 / 2048 tokens vs a plain cuBLAS GEMM of the FFN's
- *            shape ([T, dim] x [dim, 2 hid])
+ *            shape ([T, dim] x [dim, 2 hid]), and the same step (eager) with attention on CUDA
+ *            cores instead of tensor cores
  *   host     host time of launch() per decode step, graph replay vs eager
  *   itl      per-step latency (ITL) of 32 decoding streams while 8k-token prompts keep arriving,
  *            chunked (512-token chunks beside the decodes) vs unchunked (whole prompts)
@@ -279,12 +280,18 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 	}
 
 	uint32_t pf_len[] = { prompt < 512 ? prompt : 512, prompt < 2048 ? prompt : 2048 };
-	double pf_t[2], pf_flops[2], gemm_tflops[2];
+	double pf_t[2], pf_simt[2], pf_flops[2], gemm_tflops[2];
 	for (int k = 0; k < 2 && !rc; k++) {
 		uint32_t T = pf_len[k];
 		bstep_reset(&s, bs);
 		bstep_add(&s, T, T, 0, bs, c->vocab);
 		pf_t[k] = time_step(be, &s.b, (int)(reps < 5 ? reps : 5), NULL, &rc);
+		/* A/B: the same step eagerly with prefill attention on CUDA cores */
+		rl_backend_cuda_set_graphs(be, 0);
+		rl_cuda_attention_use_tc(0);
+		pf_simt[k] = rc ? 0 : time_step(be, &s.b, (int)(reps < 5 ? reps : 5), NULL, &rc);
+		rl_cuda_attention_use_tc(1);
+		rl_backend_cuda_set_graphs(be, 1);
 		double lin = 2.0 * T * ((double)c->dim * (c->qd + 2 * c->kvd) + (double)c->dim * c->qd + 3.0 * c->dim * c->hid);
 		double att = 2.0 * 2.0 * (double)T * T / 2 * c->qd;      /* QK^T and PV, causal half */
 		pf_flops[k] = c->nl * (lin + att) + 2.0 * c->dim * c->vocab;
@@ -354,8 +361,8 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 			      k ? "," : "", batches[k], dec_t[k] * 1e3, dec_roof[k] * 1e3, dec_roof[k] / dec_t[k]);
 	n += snprintf(js + n, sizeof js - n, "],\"prefill\":[");
 	for (int k = 0; k < 2; k++)
-		n += snprintf(js + n, sizeof js - n, "%s{\"tokens\":%u,\"ms\":%.2f,\"tflops\":%.1f,\"gemm_tflops\":%.1f}",
-			      k ? "," : "", pf_len[k], pf_t[k] * 1e3, pf_flops[k] / pf_t[k] / 1e12, gemm_tflops[k]);
+		n += snprintf(js + n, sizeof js - n, "%s{\"tokens\":%u,\"ms\":%.2f,\"tflops\":%.1f,\"gemm_tflops\":%.1f,\"simt_attention_ms\":%.2f}",
+			      k ? "," : "", pf_len[k], pf_t[k] * 1e3, pf_flops[k] / pf_t[k] / 1e12, gemm_tflops[k], pf_simt[k] * 1e3);
 	n += snprintf(js + n, sizeof js - n,
 		"],\"host\":{\"batch\":8,\"graph_launch_us\":%.1f,\"eager_launch_us\":%.1f,\"graph_step_ms\":%.3f,\"eager_step_ms\":%.3f},"
 		"\"itl\":{\"streams\":%u,\"prompt\":%u,\"chunk\":%u,\"chunked_p50_ms\":%.2f,\"chunked_p99_ms\":%.2f,"
@@ -379,10 +386,10 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 	for (int k = 0; k < n_dec; k++)
 		printf("batch %-4u (ctx %-5u) %10.3f %12.3f %9.0f%%\n", batches[k], ctx, dec_t[k] * 1e3,
 		       dec_roof[k] * 1e3, 100 * dec_roof[k] / dec_t[k]);
-	printf("%-22s %10s %12s %10s\n", "prefill", "ms", "TFLOP/s", "GEMM TF/s");
+	printf("%-22s %10s %12s %10s %14s\n", "prefill", "ms", "TFLOP/s", "GEMM TF/s", "CUDA-core attn");
 	for (int k = 0; k < 2; k++)
-		printf("%-5u tokens           %10.2f %12.1f %10.1f\n", pf_len[k], pf_t[k] * 1e3,
-		       pf_flops[k] / pf_t[k] / 1e12, gemm_tflops[k]);
+		printf("%-5u tokens           %10.2f %12.1f %10.1f %11.2f ms\n", pf_len[k], pf_t[k] * 1e3,
+		       pf_flops[k] / pf_t[k] / 1e12, gemm_tflops[k], pf_simt[k] * 1e3);
 	printf("host per step (batch 8): launch %.1f us graph, %.1f us eager; step %.3f / %.3f ms\n",
 	       graph_launch * 1e6, eager_launch * 1e6, graph_step * 1e3, eager_step * 1e3);
 	printf("ITL, %u streams + %u-token prompts: chunked(%u) p50 %.2f p99 %.2f ms; unchunked p50 %.2f p99 %.2f ms\n",
