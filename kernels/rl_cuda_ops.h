@@ -50,17 +50,18 @@ void rl_cuda_swiglu(uint16_t *h, const uint16_t *gu, uint32_t rows, uint32_t hid
 /* Paged causal attention over the packed batch: every item of m (grid items_cap x nkv) then
  * the split-KV reduce (grid rows x nh). q, out: [rows, nh hd] st; kc, vc: one layer's cache
  * (st); part_o [parts, nh, hd], part_ml [parts, nh, 2] fp32 scratch. hd even, <= 256;
- * qt x group <= 8. CPU: rl_cpu_attention. */
+ * qt x group <= RL_CUDA_ATTN_QV. Items of several rows run on tensor cores when hd % 16 == 0
+ * (rl_cuda_attention_use_tc). Call rl_cuda_attention_prepare first. CPU: rl_cpu_attention. */
+void rl_cuda_attention(uint16_t *out, float *part_o, float *part_ml, const uint16_t *q,
+		       const uint16_t *kc, const uint16_t *vc, struct rl_cuda_meta m,
+		       uint32_t items_cap, uint32_t rows, uint32_t nh, uint32_t nkv, uint32_t hd,
+		       uint32_t bs, enum rl_cuda_dtype dt, cudaStream_t st);
 /* Raises attention's dynamic shared memory limit where head_dim needs it (> 48 KiB); once per
  * dtype, before the first launch or capture. 0, or the cudaError_t as an int. */
 int rl_cuda_attention_prepare(uint32_t hd, enum rl_cuda_dtype dt);
 /* 0: prefill items run on the CUDA-core kernel too (a benchmark's A/B); 1 (default): on tensor
  * cores where head_dim % 16 == 0. Affects launches made afterwards, not captured graphs. */
 void rl_cuda_attention_use_tc(int on);
-void rl_cuda_attention(uint16_t *out, float *part_o, float *part_ml, const uint16_t *q,
-		       const uint16_t *kc, const uint16_t *vc, struct rl_cuda_meta m,
-		       uint32_t items_cap, uint32_t rows, uint32_t nh, uint32_t nkv, uint32_t hd,
-		       uint32_t bs, enum rl_cuda_dtype dt, cudaStream_t st);
 
 /* Samples each row j < samp_cap of logits [samp_cap, vocab] with m.samp[j] into ids[j]
  * (-1 for rows past m.hdr->n_samp). probs [samp_cap, vocab] fp32 scratch. CPU: rl_sample. */
