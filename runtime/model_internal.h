@@ -1,7 +1,7 @@
 /* model_internal.h — plumbing shared by the model loaders and the GGUF writer (not a public
- * header): an opened model file, building a plan (rl_model_plan.h), batched io_uring reads of
- * tensors into fp32 destinations with dtype conversion, half-precision conversions, one-line
- * error formatting, and the check of a llama2.c-layout vocabulary blob. */
+ * header): an opened model file, building a plan (rl_model_plan.h; its reads go through
+ * model_stream.c), half-precision conversions, one-line error formatting, and the check of a
+ * llama2.c-layout vocabulary blob. */
 #ifndef RL_MODEL_INTERNAL_H
 #define RL_MODEL_INTERNAL_H
 #include <stdarg.h>
@@ -23,11 +23,6 @@ int  rl_mfile_pread(const struct rl_mfile *f, void *buf, size_t len, uint64_t of
 /* Bytes that nelem elements of dtype occupy on disk; -EINVAL when nelem does not fit the
  * dtype's block size or the product overflows. */
 int  rl_dt_size(int dtype, uint64_t nelem, uint64_t *nbytes);
-/* Reads every tensor (bounds already checked by the caller) into base + t[i].elem (fp32,
- * canonical layout) with several large reads in flight on an io_uring, converting non-f32
- * data through a bounded staging buffer. */
-int  rl_model_read_tensors(const struct rl_mfile *f, const struct rl_tread *t, size_t n,
-			   float *base, char *err, size_t errlen);
 /* Bytes and weights of one Q8_0/f16/bf16/f32 block (the unit a read may be split at). */
 void rl_dt_block(int dtype, uint32_t *bytes, uint32_t *elems);
 

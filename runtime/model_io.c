@@ -1,12 +1,9 @@
-/* model_io.c — file access for the model loaders: opening, exact preads for headers, and the
- * bulk weight reader. Weights go through an io_uring with several multi-MiB reads in flight
- * (straight into the fp32 destination for f32 tensors, into a bounded staging buffer for
- * f16/bf16/q8_0 that is then converted), because one synchronous read() at a time leaves
- * NVMe queues idle while loading multi-GiB models. */
-#include <assert.h>
+/* model_io.c — file access for the model loaders: opening, exact preads for headers, the
+ * half-precision conversions, one-line errors and the tokenizer checks. The bulk weight reads
+ * (io_uring, several multi-MiB reads in flight) are model_stream.c's, for the fp32 load
+ * (rl_model_plan_load) and the cuda upload alike. */
 #include <errno.h>
 #include <fcntl.h>
-#include <liburing.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,9 +11,6 @@
 #include <unistd.h>
 #include "model_internal.h"
 
-#define CHUNK      (2u << 20)          /* bytes per read request */
-#define QDEPTH     8                   /* reads in flight */
-#define STAGE_MAX  (64ull << 20)       /* staging bytes per conversion group */
 
 void rl_model_err(char *err, size_t errlen, const char *name, const char *fmt, ...)
 {
@@ -183,189 +177,6 @@ uint16_t rl_f32_to_f16(float f)
 	uint32_t r = a - 0x38000000u;               /* rebias exponent 127 -> 15 */
 	r = (r + 0xfffu + ((r >> 13) & 1)) >> 13;   /* round to nearest even */
 	return sign | (uint16_t)r;
-}
-
-static void convert(const struct rl_tread *t, float *dst, const uint8_t *src)
-{
-	switch (t->dtype) {
-	case RL_DT_F16:
-		for (uint64_t i = 0; i < t->nelem; i++) {
-			uint16_t h; memcpy(&h, src + 2 * i, 2);
-			dst[i] = rl_f16_to_f32(h);
-		}
-		break;
-	case RL_DT_BF16:
-		for (uint64_t i = 0; i < t->nelem; i++) {
-			uint16_t h; memcpy(&h, src + 2 * i, 2);
-			dst[i] = rl_bf16_to_f32(h);
-		}
-		break;
-	case RL_DT_Q8_0:
-		for (uint64_t b = 0; b < t->nelem / 32; b++) {
-			const uint8_t *blk = src + b * 34;
-			uint16_t h; memcpy(&h, blk, 2);
-			float d = rl_f16_to_f32(h);
-			for (int i = 0; i < 32; i++)
-				dst[b * 32 + i] = d * (float)(int8_t)blk[2 + i];
-		}
-		break;
-	}
-}
-
-/* A group of tensors read together: each tensor's bytes land at dst (f32) or in stage. */
-struct group {
-	const struct rl_tread *t;
-	size_t n;
-	uint8_t **buf;                 /* per tensor: where its raw bytes go */
-	size_t ti;                     /* chunk generator: current tensor ... */
-	uint64_t pos;                  /* ... and byte position in it */
-};
-
-struct chunk { uint64_t off; uint8_t *buf; uint32_t len; };
-
-static int next_chunk(struct group *g, struct chunk *c)
-{
-	while (g->ti < g->n && g->pos >= g->t[g->ti].nbytes) {
-		g->ti++;
-		g->pos = 0;
-	}
-	if (g->ti >= g->n)
-		return 0;
-	const struct rl_tread *t = &g->t[g->ti];
-	uint64_t left = t->nbytes - g->pos;
-	c->off = t->off + g->pos;
-	c->buf = g->buf[g->ti] + g->pos;
-	c->len = left < CHUNK ? (uint32_t)left : CHUNK;
-	g->pos += c->len;
-	return 1;
-}
-
-static int read_group_pread(const struct rl_mfile *f, struct group *g, char *err, size_t errlen)
-{
-	struct chunk c;
-	while (next_chunk(g, &c)) {
-		int rc = rl_mfile_pread(f, c.buf, c.len, c.off, err, errlen);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-static int read_group_uring(struct io_uring *ring, const struct rl_mfile *f, struct group *g,
-			    char *err, size_t errlen)
-{
-	struct chunk slot[QDEPTH];
-	int busy[QDEPTH] = {0}, inflight = 0, rc = 0, more = 1;
-	for (;;) {
-		/* fill free slots while there is work and no error */
-		for (int s = 0; s < QDEPTH && more && !rc; s++) {
-			if (busy[s])
-				continue;
-			if (!(more = next_chunk(g, &slot[s])))
-				break;
-			/* never NULL: at most QDEPTH requests exist and the ring has 2*QDEPTH */
-			struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-			assert(sqe);
-			io_uring_prep_read(sqe, f->fd, slot[s].buf, slot[s].len, slot[s].off);
-			io_uring_sqe_set_data64(sqe, (uint64_t)s);
-			busy[s] = 1;
-			inflight++;
-		}
-		if (!inflight)
-			return rc;
-		int r = io_uring_submit(ring);
-		if (r < 0 && !rc) {
-			rl_model_err(err, errlen, f->name, "io_uring submit failed: %s", strerror(-r));
-			rc = r;
-		}
-		struct io_uring_cqe *cqe;
-		r = io_uring_wait_cqe(ring, &cqe);
-		if (r == -EINTR)
-			continue;
-		if (r < 0) {
-			/* cannot reap: the in-flight buffers may still be written; only safe to give up
-			 * by tearing the ring down, which the caller does */
-			rl_model_err(err, errlen, f->name, "io_uring wait failed: %s", strerror(-r));
-			return r;
-		}
-		int s = (int)io_uring_cqe_get_data64(cqe), res = cqe->res;
-		io_uring_cqe_seen(ring, cqe);
-		busy[s] = 0;
-		inflight--;
-		if (rc)
-			continue;                  /* draining after an error */
-		if (res <= 0) {
-			rl_model_err(err, errlen, f->name, "read of %u bytes at offset %llu failed: %s",
-				     slot[s].len, (unsigned long long)slot[s].off,
-				     res < 0 ? strerror(-res) : "file shrank");
-			rc = res < 0 ? res : -EINVAL;
-			continue;
-		}
-		if ((uint32_t)res < slot[s].len) {  /* short read: resubmit the rest */
-			slot[s].off += res; slot[s].buf += res; slot[s].len -= res;
-			struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-			assert(sqe);
-			io_uring_prep_read(sqe, f->fd, slot[s].buf, slot[s].len, slot[s].off);
-			io_uring_sqe_set_data64(sqe, (uint64_t)s);
-			busy[s] = 1;
-			inflight++;
-		}
-	}
-}
-
-int rl_model_read_tensors(const struct rl_mfile *f, const struct rl_tread *t, size_t n,
-			  float *base, char *err, size_t errlen)
-{
-	struct io_uring ring;
-	/* io_uring may be unavailable (old kernel, seccomp): the same chunks then go via pread */
-	int have_ring = io_uring_queue_init(QDEPTH * 2, &ring, 0) == 0;
-	uint8_t **bufs = calloc(n ? n : 1, sizeof *bufs);
-	uint8_t *stage = NULL;
-	int rc = bufs ? 0 : -ENOMEM;
-	if (rc)
-		rl_model_err(err, errlen, f->name, "out of memory");
-	for (size_t i = 0; i < n && !rc;) {
-		/* a group: f32 tensors plus converted ones up to STAGE_MAX bytes of staging (at
-		 * least one tensor, however large) */
-		size_t j = i;
-		uint64_t st = 0;
-		while (j < n) {
-			uint64_t need = t[j].dtype == RL_DT_F32 ? 0 : t[j].nbytes;
-			if (j > i && st + need > STAGE_MAX)
-				break;
-			st += need;
-			j++;
-		}
-		free(stage);
-		stage = st ? malloc(st) : NULL;
-		if (st && !stage) {
-			rl_model_err(err, errlen, f->name, "cannot allocate %llu bytes of staging",
-				     (unsigned long long)st);
-			rc = -ENOMEM;
-			break;
-		}
-		uint64_t so = 0;
-		for (size_t k = i; k < j; k++) {
-			if (t[k].dtype == RL_DT_F32) {
-				bufs[k] = (uint8_t *)(base + t[k].elem);
-			} else {
-				bufs[k] = stage + so;
-				so += t[k].nbytes;
-			}
-		}
-		struct group g = { t + i, j - i, bufs + i, 0, 0 };
-		rc = have_ring ? read_group_uring(&ring, f, &g, err, errlen)
-			       : read_group_pread(f, &g, err, errlen);
-		for (size_t k = i; k < j && !rc; k++)
-			if (t[k].dtype != RL_DT_F32)
-				convert(&t[k], base + t[k].elem, bufs[k]);
-		i = j;
-	}
-	free(stage);
-	free(bufs);
-	if (have_ring)
-		io_uring_queue_exit(&ring);
-	return rc;
 }
 
 int rl_model_vocab_check(const void *blob, size_t size, uint32_t n_vocab, const char *name,

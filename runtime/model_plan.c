@@ -104,6 +104,25 @@ void rl_model_plan_close(struct rl_model_plan *p)
 	memset(p, 0, sizeof *p);
 }
 
+/* The fp32 load's sink: each chunk is decoded straight into the model's memory, so a staging
+ * buffer is free again as soon as chunk() returns. */
+static int fp32_chunk(void *ctx, const struct rl_model_chunk *c, char *err, size_t errlen)
+{
+	float *base = ctx;
+	int rc = rl_model_convert(base + c->elem, RL_DT_F32, c->data, c->dtype, c->nelem);
+	if (rc)
+		snprintf(err, errlen, "cannot decode a chunk of dtype %d", c->dtype);
+	return rc;
+}
+
+static int fp32_ready(void *ctx, int buf, int wait, char *err, size_t errlen)
+{
+	return 1;
+}
+
+#define LOAD_BUFS 4
+#define LOAD_BUF_BYTES (4u << 20)
+
 int rl_model_plan_load(struct rl_model_plan *p, struct rl_model **out, char *err, size_t errlen)
 {
 	*out = NULL;
@@ -115,21 +134,20 @@ int rl_model_plan_load(struct rl_model_plan *p, struct rl_model **out, char *err
 		rl_model_err(err, errlen, name, "%s", why);
 		return rc;
 	}
-	struct rl_tread *sel = calloc(p->n_reads ? p->n_reads : 1, sizeof *sel);
-	if (!sel) {
+	/* the same io_uring reader the cuda backend streams with, into plain staging buffers */
+	void *bufs[LOAD_BUFS] = { NULL };
+	for (int i = 0; i < LOAD_BUFS && !rc; i++)
+		if (!(bufs[i] = malloc(LOAD_BUF_BYTES)))
+			rc = -ENOMEM;
+	if (rc) {
 		rl_model_err(err, errlen, name, "out of memory");
-		rl_model_destroy(m);
-		return -ENOMEM;
+	} else {
+		struct rl_model_stream_opts o = { .bufs = bufs, .n_bufs = LOAD_BUFS, .buf_bytes = LOAD_BUF_BYTES };
+		struct rl_model_sink sink = { .ctx = m->mem, .chunk = fp32_chunk, .buf_ready = fp32_ready };
+		rc = rl_model_stream(p, &o, &sink, err, errlen);
 	}
-	/* one batched read per file (safetensors shards) */
-	for (int f = 0; f < p->n_files && !rc; f++) {
-		size_t n = 0;
-		for (size_t i = 0; i < p->n_reads; i++)
-			if (p->reads[i].file == f)
-				sel[n++] = p->reads[i];
-		rc = rl_model_read_tensors(&p->files[f], sel, n, m->mem, err, errlen);
-	}
-	free(sel);
+	for (int i = 0; i < LOAD_BUFS; i++)
+		free(bufs[i]);
 	if (rc) {
 		rl_model_destroy(m);
 		return rc;
