@@ -28,7 +28,110 @@
 #define TILE RL_CUDA_KV_TILE
 #define MAX_HD 256
 
-// 3 blocks per SM: 80 registers without spills at sm_90 (114 unbounded, i.e. 2 blocks); 4
+// The query vectors v = w + WARPS j of warp w in an item (row v / group, head v % group of
+// KV head kh) and their causal key limits; a decode item (one row) uses j = 0 of group warps.
+struct qvecs {
+	bool act[QPW];
+	int lim[QPW];
+	int wlim;                  // the warp's largest limit: rows are in position order, so its
+				   // last live vector's (0 when it has none)
+};
+
+static __device__ __forceinline__ qvecs item_qvecs(const rl_cuda_item &it, const rl_cuda_meta &m,
+						   uint32_t w, uint32_t group, uint32_t kh)
+{
+	qvecs qv;
+	qv.wlim = 0;
+#pragma unroll
+	for (int j = 0; j < QPW; j++) {
+		uint32_t v = w + WARPS * j;
+		qv.act[j] = v < (uint32_t)it.nrows * group;
+		qv.lim[j] = 0;
+		if (qv.act[j]) {
+			int p = m.pos[it.row0 + v / group];
+			qv.lim[j] = it.kv1 < p + 1 ? it.kv1 : p + 1;
+			qv.wlim = qv.lim[j];
+		}
+	}
+	return qv;
+}
+
+// Live vector v's packed row and query head (recomputed where needed: keeping them for the
+// whole loop costs registers the accumulators need).
+#define QV_ROW(v) (it.row0 + (v) / group)
+#define QV_HEAD(v) (kh * group + (v) % group)
+
+// The block's key range ends at its last row's limit.
+static __device__ __forceinline__ int item_kv_end(const rl_cuda_item &it, const rl_cuda_meta &m)
+{
+	int last_pos = m.pos[it.row0 + it.nrows - 1];
+	return it.kv1 < last_pos + 1 ? it.kv1 : last_pos + 1;
+}
+
+// Keys and values [t0, t0 + TILE) of KV head kh, through the block table, into rows of Ks and
+// Vs (strides ks, vs elements; zeros past kv_end), by the whole block.
+template <typename T>
+static __device__ __forceinline__ void load_kv_tile(T *Ks, uint32_t ks, T *Vs, uint32_t vs, const T *kc,
+						    const T *vc, const int32_t *bt, int t0, int kv_end,
+						    uint32_t nkv, uint32_t kh, uint32_t bs, uint32_t hd)
+{
+	typedef typename rl_pair<T>::type T2;
+	const uint32_t hpairs = hd / 2;
+	for (uint32_t idx = threadIdx.x; idx < TILE * hpairs; idx += blockDim.x) {
+		uint32_t jk = idx / hpairs, d = 2 * (idx % hpairs);
+		int p = t0 + (int)jk;
+		T2 kv2 = rl_store2<T>(0.0f, 0.0f), vv2 = kv2;
+		if (p < kv_end) {
+			size_t b = (size_t)bt[p / (int)bs];
+			size_t o = ((b * nkv + kh) * bs + (size_t)(p % (int)bs)) * hd + d;
+			kv2 = *(const T2 *)(kc + o);
+			vv2 = *(const T2 *)(vc + o);
+		}
+		*(T2 *)(Ks + jk * ks + d) = kv2;
+		*(T2 *)(Vs + jk * vs + d) = vv2;
+	}
+}
+
+// One tile of one query vector's online softmax, by its warp (call it warp-uniformly): s is
+// lane k's score for key t0 + k, valid whether that key is within the limit (at least key t0
+// is). Updates the running max mx and sum l, rescales the accumulators, returns lane k's
+// unnormalised probability (0 for invalid keys).
+static __device__ __forceinline__ float softmax_tile(float s, bool valid, float &mx, float &l,
+						     float (&acc)[MAX_HD / 32])
+{
+	s = valid ? s : -INFINITY;
+	float tm = s;
+	for (int o = 16; o > 0; o >>= 1)
+		tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, o));
+	float nm = fmaxf(mx, tm);                       // finite: key t0 < lim is valid
+	float corr = expf(mx - nm);                     // 0 on the first tile (mx = -inf)
+	float e = valid ? expf(s - nm) : 0.0f;
+	float es = e;
+	for (int o = 16; o > 0; o >>= 1)
+		es += __shfl_xor_sync(0xffffffffu, es, o);
+	l = l * corr + es;
+	mx = nm;
+#pragma unroll
+	for (int i = 0; i < MAX_HD / 32; i++)
+		acc[i] *= corr;
+	return e;
+}
+
+// A finished vector's output row: acc / l, lane k writing dims k + 32 i.
+template <typename T>
+static __device__ __forceinline__ void store_out(T *out, uint32_t row, uint32_t h, uint32_t qd,
+						 uint32_t hd, float l, const float (&acc)[MAX_HD / 32])
+{
+	float inv = 1.0f / l;
+#pragma unroll
+	for (int i = 0; i < MAX_HD / 32; i++) {
+		uint32_t d = (threadIdx.x & 31) + 32 * i;
+		if (d < hd)
+			out[(size_t)row * qd + h * hd + d] = rl_store<T>(acc[i] * inv);
+	}
+}
+
+// 3 blocks per SM: 79 registers without spills at sm_90 (more unbounded, i.e. 2 blocks); 4
 // would spill the 4 x 8 accumulators
 template <typename T>
 __global__ void __launch_bounds__(WARPS * 32, 3)
@@ -46,38 +149,19 @@ attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, cons
 
 	const rl_cuda_item it = m.items[blockIdx.x];
 	const uint32_t kh = blockIdx.y, group = nh / nkv, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-	const uint32_t nq = (uint32_t)it.nrows * group, qd = nh * hd;
+	const uint32_t qd = nh * hd;
 	const int32_t *bt = m.bt + m.seq_bt[it.seq];
 	const float scale = 1.0f / sqrtf((float)hd);
 
-	// this warp's query vectors v = w + WARPS j (row v / group, head v % group of this KV
-	// head) and their causal key limits; a decode item (one row) uses j = 0 of group warps
-	bool act[QPW];
-	uint32_t row[QPW], h[QPW];
-	int lim[QPW];
-#pragma unroll
-	for (int j = 0; j < QPW; j++) {
-		uint32_t v = w + WARPS * j;
-		act[j] = v < nq;
-		row[j] = it.row0 + (act[j] ? v / group : 0);
-		h[j] = kh * group + (act[j] ? v % group : 0);
-		lim[j] = 0;
-		if (act[j]) {
-			int p = m.pos[row[j]];
-			lim[j] = it.kv1 < p + 1 ? it.kv1 : p + 1;
-			for (uint32_t d = lane; d < hd; d += 32)
-				Qs[v * hd + d] = rl_f32(q[(size_t)row[j] * qd + h[j] * hd + d]);
-		}
-	}
-	// rows are in position order, so a later query vector never has a smaller limit: the
-	// warp's last live one bounds the keys it needs, the block's last row bounds the block's
-	int wlim = 0;
+	const qvecs qv = item_qvecs(it, m, w, group, kh);
+	const bool (&act)[QPW] = qv.act;
+	const int (&lim)[QPW] = qv.lim;
+	const int wlim = qv.wlim, kv_end = item_kv_end(it, m);
 #pragma unroll
 	for (int j = 0; j < QPW; j++)
 		if (act[j])
-			wlim = lim[j];
-	int last_pos = m.pos[it.row0 + it.nrows - 1];
-	int kv_end = it.kv1 < last_pos + 1 ? it.kv1 : last_pos + 1;
+			for (uint32_t d = lane; d < hd; d += 32)
+				Qs[(w + WARPS * j) * hd + d] = rl_f32(q[(size_t)QV_ROW(w + WARPS * j) * qd + QV_HEAD(w + WARPS * j) * hd + d]);
 
 	float mx[QPW], l[QPW], acc[QPW][MAX_HD / 32];
 #pragma unroll
@@ -89,22 +173,9 @@ attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, cons
 			acc[j][i] = 0.0f;
 	}
 
-	const uint32_t hpairs = hd / 2;
 	for (int t0 = it.kv0; t0 < kv_end; t0 += TILE) {
 		__syncthreads();                        // the previous tile is consumed
-		for (uint32_t idx = threadIdx.x; idx < TILE * hpairs; idx += blockDim.x) {
-			uint32_t jk = idx / hpairs, d = 2 * (idx % hpairs);
-			int p = t0 + (int)jk;
-			T2 kv2 = rl_store2<T>(0.0f, 0.0f), vv2 = kv2;
-			if (p < kv_end) {
-				size_t b = (size_t)bt[p / (int)bs];
-				size_t o = ((b * nkv + kh) * bs + (size_t)(p % (int)bs)) * hd + d;
-				kv2 = *(const T2 *)(kc + o);
-				vv2 = *(const T2 *)(vc + o);
-			}
-			*(T2 *)(Ks + jk * kstride + d) = kv2;
-			*(T2 *)(Vs + jk * hd + d) = vv2;
-		}
+		load_kv_tile(Ks, kstride, Vs, hd, kc, vc, bt, t0, kv_end, nkv, kh, bs, hd);
 		__syncthreads();
 		if (t0 >= wlim)
 			continue;                       // no live query vector of this warp needs the tile
@@ -128,26 +199,8 @@ attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, cons
 		// online softmax per query vector (warp-uniform conditions: shuffles are safe)
 		float e[QPW];
 #pragma unroll
-		for (int j = 0; j < QPW; j++) {
-			e[j] = 0.0f;
-			if (!act[j] || t0 >= lim[j])
-				continue;
-			float s = p < lim[j] ? dot[j] * scale : -INFINITY;
-			float tm = s;
-			for (int o = 16; o > 0; o >>= 1)
-				tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, o));
-			float nm = fmaxf(mx[j], tm);    // finite: key t0 < lim is valid
-			float corr = expf(mx[j] - nm);  // 0 on the first tile (mx = -inf)
-			e[j] = p < lim[j] ? expf(s - nm) : 0.0f;
-			float es = e[j];
-			for (int o = 16; o > 0; o >>= 1)
-				es += __shfl_xor_sync(0xffffffffu, es, o);
-			l[j] = l[j] * corr + es;
-			mx[j] = nm;
-#pragma unroll
-			for (int i = 0; i < MAX_HD / 32; i++)
-				acc[j][i] *= corr;
-		}
+		for (int j = 0; j < QPW; j++)
+			e[j] = act[j] && t0 < lim[j] ? softmax_tile(dot[j] * scale, p < lim[j], mx[j], l[j], acc[j]) : 0.0f;
 		// values: one load of a value serves all QPW query vectors (e is 0 past each limit)
 		int nkeys = wlim - t0 < TILE ? wlim - t0 : TILE;
 		for (int jk = 0; jk < nkeys; jk++) {
@@ -172,15 +225,9 @@ attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, cons
 		if (!act[j])
 			continue;
 		if (it.part < 0) {
-			float inv = 1.0f / l[j];
-#pragma unroll
-			for (int i = 0; i < MAX_HD / 32; i++) {
-				uint32_t d = lane + 32 * i;
-				if (d < hd)
-					out[(size_t)row[j] * qd + h[j] * hd + d] = rl_store<T>(acc[j][i] * inv);
-			}
+			store_out(out, QV_ROW(w + WARPS * j), QV_HEAD(w + WARPS * j), qd, hd, l[j], acc[j]);
 		} else {
-			float *po = part_o + ((size_t)it.part * nh + h[j]) * hd;
+			float *po = part_o + ((size_t)it.part * nh + QV_HEAD(w + WARPS * j)) * hd;
 #pragma unroll
 			for (int i = 0; i < MAX_HD / 32; i++) {
 				uint32_t d = lane + 32 * i;
@@ -188,8 +235,8 @@ attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, cons
 					po[d] = acc[j][i];
 			}
 			if (lane == 0) {
-				part_ml[((size_t)it.part * nh + h[j]) * 2] = mx[j];
-				part_ml[((size_t)it.part * nh + h[j]) * 2 + 1] = l[j];
+				part_ml[((size_t)it.part * nh + QV_HEAD(w + WARPS * j)) * 2] = mx[j];
+				part_ml[((size_t)it.part * nh + QV_HEAD(w + WARPS * j)) * 2 + 1] = l[j];
 			}
 		}
 	}
@@ -209,7 +256,6 @@ attn_tc_kernel(T *out, const T *q, const T *kc, const T *vc, rl_cuda_meta m, uin
 	       uint32_t nkv, uint32_t hd, uint32_t bs)
 {
 	using namespace nvcuda;
-	typedef typename rl_pair<T>::type T2;
 	if (blockIdx.x >= m.hdr->n_items || m.items[blockIdx.x].nrows < 2)
 		return;                                 // uniform across the block: no barrier skipped
 	extern __shared__ __align__(128) unsigned char smem_tc[];   // WMMA wants 256-bit alignment
@@ -223,30 +269,19 @@ attn_tc_kernel(T *out, const T *q, const T *kc, const T *vc, rl_cuda_meta m, uin
 
 	const rl_cuda_item it = m.items[blockIdx.x];
 	const uint32_t kh = blockIdx.y, group = nh / nkv, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-	const uint32_t nq = (uint32_t)it.nrows * group, qd = nh * hd;
+	const uint32_t qd = nh * hd;
 	const int32_t *bt = m.bt + m.seq_bt[it.seq];
 	const float scale = 1.0f / sqrtf((float)hd);
 
-	// query vectors v = w + WARPS j as in attn_kernel; rows of absent vectors are zeros
-	bool act[QPW];
-	uint32_t row[QPW], h[QPW];
-	int lim[QPW];
+	// query vectors as in attn_kernel; rows of absent vectors are zeros
+	const qvecs qv = item_qvecs(it, m, w, group, kh);
+	const bool (&act)[QPW] = qv.act;
+	const int (&lim)[QPW] = qv.lim;
+	const int kv_end = item_kv_end(it, m);
 #pragma unroll
-	for (int j = 0; j < QPW; j++) {
-		uint32_t v = w + WARPS * j;
-		act[j] = v < nq;
-		row[j] = it.row0 + (act[j] ? v / group : 0);
-		h[j] = kh * group + (act[j] ? v % group : 0);
-		lim[j] = 0;
-		if (act[j]) {
-			int p = m.pos[row[j]];
-			lim[j] = it.kv1 < p + 1 ? it.kv1 : p + 1;
-		}
+	for (int j = 0; j < QPW; j++)
 		for (uint32_t d = lane; d < hd; d += 32)
-			Qh[v * ks + d] = act[j] ? q[(size_t)row[j] * qd + h[j] * hd + d] : rl_store<T>(0.0f);
-	}
-	int last_pos = m.pos[it.row0 + it.nrows - 1];
-	int kv_end = it.kv1 < last_pos + 1 ? it.kv1 : last_pos + 1;
+			Qh[(w + WARPS * j) * ks + d] = act[j] ? q[(size_t)QV_ROW(w + WARPS * j) * qd + QV_HEAD(w + WARPS * j) * hd + d] : rl_store<T>(0.0f);
 
 	float mx[QPW], l[QPW], acc[QPW][MAX_HD / 32];
 #pragma unroll
@@ -258,22 +293,10 @@ attn_tc_kernel(T *out, const T *q, const T *kc, const T *vc, rl_cuda_meta m, uin
 			acc[j][i] = 0.0f;
 	}
 
-	const uint32_t hpairs = hd / 2, nblk_o = 2 * (hd / 16);
+	const uint32_t nblk_o = 2 * (hd / 16);
 	for (int t0 = it.kv0; t0 < kv_end; t0 += TILE) {
 		__syncthreads();                        // the previous tile's K, V, P and O are consumed
-		for (uint32_t idx = threadIdx.x; idx < TILE * hpairs; idx += blockDim.x) {
-			uint32_t jk = idx / hpairs, d = 2 * (idx % hpairs);
-			int p = t0 + (int)jk;
-			T2 kv2 = rl_store2<T>(0.0f, 0.0f), vv2 = kv2;
-			if (p < kv_end) {
-				size_t b = (size_t)bt[p / (int)bs];
-				size_t o = ((b * nkv + kh) * bs + (size_t)(p % (int)bs)) * hd + d;
-				kv2 = *(const T2 *)(kc + o);
-				vv2 = *(const T2 *)(vc + o);
-			}
-			*(T2 *)(Ks + jk * ks + d) = kv2;
-			*(T2 *)(Vs + jk * ks + d) = vv2;
-		}
+		load_kv_tile(Ks, ks, Vs, ks, kc, vc, bt, t0, kv_end, nkv, kh, bs, hd);
 		__syncthreads();
 		if (w < 4) {                            // S block (w / 2, w % 2) = Q[16 rows] K^T[16 keys]
 			uint32_t mi = w >> 1, ni = w & 1;
@@ -293,24 +316,8 @@ attn_tc_kernel(T *out, const T *q, const T *kc, const T *vc, rl_cuda_meta m, uin
 #pragma unroll
 		for (int j = 0; j < QPW; j++) {
 			uint32_t v = w + WARPS * j;
-			float e = 0.0f;
-			if (act[j] && t0 < lim[j]) {    // warp-uniform: the shuffles are safe
-				float s = p < lim[j] ? Ss[v * ss + lane] * scale : -INFINITY;
-				float tm = s;
-				for (int o = 16; o > 0; o >>= 1)
-					tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, o));
-				float nm = fmaxf(mx[j], tm);
-				float corr = expf(mx[j] - nm);
-				e = p < lim[j] ? expf(s - nm) : 0.0f;
-				float es = e;
-				for (int o = 16; o > 0; o >>= 1)
-					es += __shfl_xor_sync(0xffffffffu, es, o);
-				l[j] = l[j] * corr + es;
-				mx[j] = nm;
-#pragma unroll
-				for (int i = 0; i < MAX_HD / 32; i++)
-					acc[j][i] *= corr;
-			}
+			float e = act[j] && t0 < lim[j]    // warp-uniform: the shuffles are safe
+				? softmax_tile(Ss[v * ss + lane] * scale, p < lim[j], mx[j], l[j], acc[j]) : 0.0f;
 			Ps[v * ps + lane] = rl_store<T>(e);
 		}
 		__syncthreads();
@@ -342,17 +349,9 @@ attn_tc_kernel(T *out, const T *q, const T *kc, const T *vc, rl_cuda_meta m, uin
 		}
 	}
 #pragma unroll
-	for (int j = 0; j < QPW; j++) {
-		if (!act[j])
-			continue;
-		float inv = 1.0f / l[j];
-#pragma unroll
-		for (int i = 0; i < MAX_HD / 32; i++) {
-			uint32_t d = lane + 32 * i;
-			if (d < hd)
-				out[(size_t)row[j] * qd + h[j] * hd + d] = rl_store<T>(acc[j][i] * inv);
-		}
-	}
+	for (int j = 0; j < QPW; j++)
+		if (act[j])
+			store_out(out, QV_ROW(w + WARPS * j), QV_HEAD(w + WARPS * j), qd, hd, l[j], acc[j]);
 }
 
 // Merges the partials of each split row: o = sum_p e^(mx_p - M) o_p / sum_p e^(mx_p - M) l_p.
@@ -439,8 +438,8 @@ extern "C" void rl_cuda_attention(uint16_t *out, float *part_o, float *part_ml, 
 	rl_by_dtype(dt, attention)(out, part_o, part_ml, q, kc, vc, m, items_cap, rows, nh, nkv, hd, bs, st);
 }
 
-// Above 48 KiB (head_dim > 176 for attn_kernel, > 80 for attn_tc_kernel) a kernel needs the opt-in; call once per dtype before the
-// first launch (and before graph capture). 0 or the CUDA error as an int.
+// Above 48 KiB (head_dim > 176 for attn_kernel, > 80 for attn_tc_kernel) a kernel needs the
+// opt-in; call once per dtype before the first launch (and before graph capture). 0 or the CUDA error as an int.
 extern "C" int rl_cuda_attention_prepare(uint32_t hd, rl_cuda_dtype dt)
 {
 	return (int)(dt == RL_CUDA_FP16 ? attention_prepare<__half>(hd) : attention_prepare<__nv_bfloat16>(hd));
