@@ -887,12 +887,11 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st)
 		return ret(err);
 	if (!e)
 		return ret(cudaErrorInvalidResourceHandle);
-	if (st && st->capture) {
-		st->capture->ops.push_back([e]() { e->t_ms = now_ms(); });
-		return cudaSuccess;
+	uint64_t seq = enqueue(st, [e]() { e->t_ms = now_ms(); });
+	if (seq) {                                     // 0: captured, the event is a graph node
+		e->polled = false;
+		e->pending = seq;
 	}
-	e->polled = false;
-	e->pending = enqueue(st, [e]() { e->t_ms = now_ms(); });
 	return cudaSuccess;
 }
 
