@@ -1,10 +1,14 @@
 # ringlm — build, test, demo. `make` builds build/ringlmd, build/ringlm, build/libringlm.{so,a}
 # (and build/librlcuda.so when nvcc is found and CUDA!=0). See README.md.
 #
-# Layout of objects: everything in ipc/ runtime/ kernels/ clients/*.c goes into the internal
-# object set; libringlm.{so,a} carry it all (embedded mode runs the runtime in-process) but
-# export only ringlm_* (clients/libringlm.map). ringlmd = runtime/ringlmd.c + objects +
-# jemalloc; ringlm = clients/cli/*.c + bench/*.c + objects. Tests: tests/test_*.c, one binary each.
+# Layout of objects: everything in ipc/ runtime/*/ kernels/ clients/*.c goes into the internal
+# object set, except the code that calls CUDA (runtime/cuda/*.c, only in librlcuda.so);
+# libringlm.{so,a} carry it all (embedded mode runs the runtime in-process) but export only
+# ringlm_* (clients/libringlm.map). ringlmd = runtime/loop/ringlmd.c + objects + jemalloc;
+# ringlm = clients/cli/*.c + bench/*.c + objects. Tests: tests/test_*.c, one binary each.
+# Includes are repo-relative ("runtime/model/rl_model_plan.h"), so -I. is the only include
+# root and each #include line shows which layer it reaches into; -MMD -MP writes each object's
+# header dependencies beside it, so touching a header rebuilds only what includes it.
 
 BUILD   ?= build
 CC      ?= gcc
@@ -14,7 +18,7 @@ PREFIX  ?= /usr/local
 CUDA    ?= auto
 
 CFLAGS_BASE = -std=gnu11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare \
-	-fPIC -pthread -fvisibility=hidden -I. -Iipc -Iruntime -Ikernels -Iclients -Iclients/cli -Ibench
+	-fPIC -pthread -fvisibility=hidden -I. -MMD -MP
 ifneq ($(SAN),)
 CFLAGS_BASE += -fsanitize=$(SAN) -fno-omit-frame-pointer
 LDSAN = -fsanitize=$(SAN)
@@ -22,25 +26,24 @@ endif
 CFLAGS  += $(CFLAGS_BASE)
 LDLIBS   = -luring -lnuma -lm -ldl -pthread
 
-LIB_SRC  = $(filter-out runtime/ringlmd.c, $(wildcard ipc/*.c runtime/*.c kernels/*.c clients/*.c))
+CUH_SRC  = $(wildcard runtime/cuda/*.c)
+LIB_SRC  = $(filter-out runtime/loop/ringlmd.c $(CUH_SRC), \
+	$(wildcard ipc/*.c runtime/*/*.c runtime/cuda/host/*.c kernels/*.c clients/*.c))
 CLI_SRC  = $(wildcard clients/cli/*.c bench/*.c)
 TEST_SRC = $(wildcard tests/test_*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS    = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-HDRS     = $(wildcard ipc/*.h runtime/*.h kernels/*.h clients/*.h tests/*.h bench/*.h clients/cli/*.h)
 
 # CUDA backend: its own shared object, loaded only for --backend cuda. Kernels (kernels/*.cu,
 # nvcc) + the CUDA-calling host code (runtime/cuda/*.c, gcc with the CUDA headers) + the pure-C
-# host logic it shares with the tests (cuda_host.c, cuda_stage.c, model_shapes.c) + the model
-# planner and streaming reader (model*.c, json.c: it streams a model file itself). sm_90 only
-# by default: CUDA_ARCHS="90 80" adds Ampere at about twice the compile time.
+# host logic it shares with the tests (runtime/cuda/host/) + the model module (runtime/model/:
+# it plans and streams a model file itself). sm_90 only by default: CUDA_ARCHS="90 80" adds
+# Ampere at about twice the compile time.
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCHS ?= 90
 CU_SRC  = $(wildcard kernels/*.cu)
-CUH_SRC = $(wildcard runtime/cuda/*.c)
-HDRS   += $(wildcard runtime/cuda/*.h)
 ifeq ($(CUDA),0)
 CUDA_LIB =
 else ifneq ($(NVCC),)
@@ -48,11 +51,9 @@ ifneq ($(CU_SRC),)
 CUDA_LIB = $(BUILD)/librlcuda.so
 endif
 endif
-NVCCFLAGS ?= -O2 -g -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I. -Iipc -Iruntime -Ikernels \
+NVCCFLAGS ?= -O2 -g -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I. -MMD -MP \
 	$(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
-CUDA_SHARED_OBJ = $(addprefix $(BUILD)/obj/runtime/,cuda_host.o cuda_stage.o model_shapes.o model.o \
-	model_io.o model_plan.o model_load.o model_llama2c.o model_gguf.o model_safetensors.o \
-	model_stream.o json.o)
+CUDA_SHARED_OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard runtime/model/*.c runtime/cuda/host/*.c))
 
 # cudasim (rules below, with the emulator's notes)
 CUDASIM ?= 1
@@ -60,7 +61,7 @@ CXX ?= g++
 SIM = $(BUILD)/cudasim
 SIM_UBSAN = -fsanitize=alignment,bounds,shift,integer-divide-by-zero,vla-bound -fno-sanitize-recover=all
 SIM_CXXFLAGS = -std=c++17 -g -O2 -fPIC -fvisibility=hidden -Wall -Wno-unused-function -Wno-unused-parameter -Wno-unknown-pragmas \
-	-Wno-sign-compare -Itests/cudasim/include -I. -Iipc -Iruntime -Ikernels $(SIM_UBSAN)
+	-Wno-sign-compare -Itests/cudasim/include -I. -MMD -MP $(SIM_UBSAN)
 ifeq ($(SAN)$(filter-out 1,$(CUDASIM)),)
 CUDASIM_LIB = $(SIM)/librlcuda.so $(BUILD)/tests/test_gpu_cudasim $(BUILD)/tests/test_cudasim \
 	$(BUILD)/tests/test_bench_gpu_cudasim
@@ -71,10 +72,12 @@ GPU_TEST_SRC = $(wildcard tests/gpu/test_*.c)
 GPU_TESTS    = $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/%)
 TESTS       += $(GPU_TESTS)
 
-.PHONY: all deps demo test test-gpu test-cudasim-asan test-asan test-tsan install clean fuzz fuzz-bins soak bench
-all: $(BUILD)/ringlmd $(BUILD)/ringlm $(BUILD)/libringlm.so $(BUILD)/libringlm.a $(CUDA_LIB) $(TESTS) $(CUDASIM_LIB)
+.PHONY: all build-all check-deps deps demo test test-gpu test-cudasim-asan test-asan test-tsan install clean fuzz fuzz-bins soak bench
+all: check-deps
+	@$(MAKE) --no-print-directory build-all
+build-all: $(BUILD)/ringlmd $(BUILD)/ringlm $(BUILD)/libringlm.so $(BUILD)/libringlm.a $(CUDA_LIB) $(TESTS) $(CUDASIM_LIB)
 
-$(BUILD)/obj/%.o: %.c $(HDRS) Makefile
+$(BUILD)/obj/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -84,26 +87,26 @@ $(BUILD)/libringlm.a: $(LIB_OBJ)
 $(BUILD)/libringlm.so: $(LIB_OBJ) clients/libringlm.map
 	$(CC) -shared -o $@ $(LIB_OBJ) -Wl,--version-script=clients/libringlm.map -Wl,-soname,libringlm.so.0 $(LDSAN) $(LDLIBS)
 
-$(BUILD)/ringlmd: $(BUILD)/obj/runtime/ringlmd.o $(LIB_OBJ)
+$(BUILD)/ringlmd: $(BUILD)/obj/runtime/loop/ringlmd.o $(LIB_OBJ)
 	$(CC) -o $@ $^ $(LDSAN) $(LDLIBS) $(if $(SAN),,-ljemalloc)
 
 $(BUILD)/ringlm: $(CLI_OBJ) $(LIB_OBJ)
 	$(CC) -o $@ $^ $(LDSAN) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(LIB_OBJ) $(HDRS)
+$(BUILD)/tests/%: tests/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB_OBJ) $(LDSAN) $(LDLIBS)
 
 # --- CUDA -------------------------------------------------------------------------------
-$(BUILD)/tests/%: tests/gpu/%.c $(LIB_OBJ) $(HDRS)
+$(BUILD)/tests/%: tests/gpu/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -Iruntime/cuda -o $@ $< $(LIB_OBJ) $(LDSAN) $(LDLIBS)
-$(BUILD)/obj/%.cu.o: %.cu $(HDRS) Makefile
+	$(CC) $(CFLAGS) -o $@ $< $(LIB_OBJ) $(LDSAN) $(LDLIBS)
+$(BUILD)/obj/%.cu.o: %.cu Makefile
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
-$(BUILD)/obj/cuda/%.o: %.c $(HDRS) Makefile
+$(BUILD)/obj/cuda/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -Iruntime/cuda -c $< -o $@
+	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
 $(BUILD)/librlcuda.so: $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(CUH_SRC:%.c=$(BUILD)/obj/cuda/%.o) $(CUDA_SHARED_OBJ)
 	$(NVCC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 \
 		-lcublasLt -lcublas -lcudart -luring -lpthread -lm
@@ -117,15 +120,15 @@ $(BUILD)/librlcuda.so: $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(CUH_SRC:%.c=$(BUILD)
 $(SIM)/gen/%.cc: kernels/%.cu tests/cudasim/cu2cc.sh
 	@mkdir -p $(dir $@)
 	sh tests/cudasim/cu2cc.sh $< $@
-$(SIM)/obj/%.o: $(SIM)/gen/%.cc $(HDRS) tests/cudasim/include/cudasim_device.h
+$(SIM)/obj/%.o: $(SIM)/gen/%.cc
 	@mkdir -p $(dir $@)
 	$(CXX) $(SIM_CXXFLAGS) -include cudasim_device.h -c $< -o $@
 $(SIM)/obj/cudasim.o: tests/cudasim/cudasim.cc $(wildcard tests/cudasim/include/*.h)
 	@mkdir -p $(dir $@)
 	$(CXX) $(SIM_CXXFLAGS) -c $< -o $@
-$(SIM)/obj/host/%.o: %.c $(HDRS) $(wildcard tests/cudasim/include/*.h) Makefile
+$(SIM)/obj/host/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SIM_UBSAN) -Itests/cudasim/include -Iruntime/cuda -c $< -o $@
+	$(CC) $(CFLAGS) $(SIM_UBSAN) -Itests/cudasim/include -c $< -o $@
 $(SIM)/librlcuda.so: $(CU_SRC:kernels/%.cu=$(SIM)/obj/%.o) $(CUH_SRC:%.c=$(SIM)/obj/host/%.o) $(SIM)/obj/cudasim.o $(CUDA_SHARED_OBJ)
 	$(CXX) -shared -o $@ $^ $(SIM_UBSAN) -luring -lpthread -lm
 $(SIM)/gen/selftest_kernels.cc: tests/cudasim/selftest_kernels.cu tests/cudasim/cu2cc.sh
@@ -133,7 +136,7 @@ $(SIM)/gen/selftest_kernels.cc: tests/cudasim/selftest_kernels.cu tests/cudasim/
 	sh tests/cudasim/cu2cc.sh $< $@
 $(BUILD)/tests/test_cudasim: tests/cudasim/test_cudasim.c $(SIM)/obj/selftest_kernels.o $(SIM)/obj/cudasim.o tests/rl_test.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -Itests/cudasim/include -c $< -o $@.o
+	$(CC) $(CFLAGS) -MF /dev/null -Itests/cudasim/include -c $< -o $@.o
 	$(CXX) -o $@ $@.o $(SIM)/obj/selftest_kernels.o $(SIM)/obj/cudasim.o $(SIM_UBSAN) -lpthread -lm
 	@rm -f $@.o
 $(BUILD)/tests/test_bench_gpu_cudasim: tests/cudasim/test_bench_gpu_cudasim.sh
@@ -151,12 +154,15 @@ FUZZ_SECONDS ?= 10
 FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN = $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/%)
 fuzz-bins: $(FUZZ_BIN)
-$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h) $(BUILD)/libringlm.a $(HDRS)
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/libringlm.a
 	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libringlm.a $(LDSAN) -fsanitize=fuzzer $(LDLIBS)
 
 # --- set-up, tests, demo ----------------------------------------------------------------
 deps:
 	@bash .ci/deps
+# plain `make` installs nothing: it names the Debian packages that are missing and stops
+check-deps:
+	@bash .ci/deps --check-build
 
 test: deps
 	@$(MAKE) --no-print-directory all
@@ -180,7 +186,7 @@ fuzz:
 
 # mixed load with faults for SOAK_SECONDS, then the leak/loss audit (tests/soak.c)
 SOAK_SECONDS ?= 30
-$(BUILD)/soak: tests/soak.c $(LIB_OBJ) $(HDRS)
+$(BUILD)/soak: tests/soak.c $(LIB_OBJ)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB_OBJ) $(LDSAN) $(LDLIBS)
 soak: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/soak
@@ -217,3 +223,6 @@ install: all
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
+
+# header dependencies written by -MMD -MP beside each object
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

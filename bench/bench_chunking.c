@@ -12,11 +12,11 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "bench_chunking.h"
-#include "bench_util.h"
-#include "ringlm.h"
-#include "rl_clock.h"
-#include "rl_rt.h"
+#include "bench/bench_chunking.h"
+#include "bench/bench_util.h"
+#include "clients/ringlm.h"
+#include "ipc/rl_clock.h"
+#include "runtime/loop/rl_rt.h"
 
 static pid_t start_runtime(const char *sock, uint32_t budget)
 {

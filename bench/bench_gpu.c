@@ -1,12 +1,12 @@
 /* bench_gpu.c — `ringlm bench gpu`: loads librlcuda.so (beside the ringlm binary, like
- * runtime/backends.c does for ringlmd) and runs its rl_cuda_bench (runtime/cuda/cuda_bench.c).
+ * runtime/backend/rl_backend.c does for ringlmd) and runs its rl_cuda_bench (runtime/cuda/cuda_bench.c).
  * Without the library: one line and exit 1; without a device: "skipped: no CUDA device", 0. */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include "cli.h"
-#include "rl_rt.h"
+#include "clients/cli/cli.h"
+#include "runtime/loop/rl_rt.h"
 
 int rl_cmd_bench_gpu(int argc, char **argv)
 {

@@ -14,12 +14,12 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "bench_util.h"
-#include "cli.h"
-#include "ringlm.h"
-#include "rl_clock.h"
-#include "rl_rt.h"
-#include "rl_wire.h"
+#include "bench/bench_util.h"
+#include "clients/cli/cli.h"
+#include "clients/ringlm.h"
+#include "ipc/rl_clock.h"
+#include "runtime/loop/rl_rt.h"
+#include "ipc/rl_wire.h"
 
 struct pct { uint64_t p50, p99, p999; };
 

@@ -14,11 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "cli/cli.h"
-#include "cpu_ops.h"
-#include "rl_backend.h"
-#include "rl_clock.h"
-#include "rl_model.h"
+#include "clients/cli/cli.h"
+#include "kernels/cpu_ops.h"
+#include "runtime/backend/rl_backend.h"
+#include "ipc/rl_clock.h"
+#include "kernels/rl_model.h"
 
 #pragma weak rl_model_load
 

@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "rl_sched.h"
-#include "rl_clock.h"
-#include "cli/cli.h"
-#include "bench_chunking.h"
+#include "runtime/sched/rl_sched.h"
+#include "ipc/rl_clock.h"
+#include "clients/cli/cli.h"
+#include "bench/bench_chunking.h"
 
 struct ev {
 	uint64_t tag;

@@ -22,11 +22,11 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include "cli.h"
-#include "ringlm.h"
-#include "rl_clock.h"
-#include "rl_rt.h"
-#include "bench_util.h"
+#include "clients/cli/cli.h"
+#include "clients/ringlm.h"
+#include "ipc/rl_clock.h"
+#include "runtime/loop/rl_rt.h"
+#include "bench/bench_util.h"
 
 #define MAX_REC   (1u << 18)       /* requests per run */
 #define MAX_GAPS  (1u << 23)       /* inter-token gaps per run (64 MiB, touched on use) */

@@ -22,10 +22,10 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include "ringlm.h"
-#include "rl_clock.h"
-#include "rl_ipc.h"
-#include "rl_rt.h"
+#include "clients/ringlm.h"
+#include "ipc/rl_clock.h"
+#include "ipc/rl_ipc.h"
+#include "runtime/loop/rl_rt.h"
 
 struct ringlm {
 	int      sock, seg_fd, info_fd, rt_efd, cl_efd;

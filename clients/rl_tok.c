@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "rl_tok.h"
+#include "clients/rl_tok.h"
 
 struct rl_tok {
 	uint32_t  n;

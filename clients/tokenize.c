@@ -3,9 +3,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "ringlm.h"
-#include "rl_tok.h"
-#include "rl_wire.h"
+#include "clients/ringlm.h"
+#include "clients/rl_tok.h"
+#include "ipc/rl_wire.h"
 
 const struct rl_info *rl_client_info(struct ringlm *c);
 void **rl_client_tok_slot(struct ringlm *c);

@@ -10,7 +10,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#include "rl_ipc.h"
+#include "ipc/rl_ipc.h"
 
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010

@@ -6,7 +6,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "rl_wire.h"
+#include "ipc/rl_wire.h"
 
 /* Creates a sealed (no grow, no shrink) memfd of size bytes and maps it read-write.
  * read_only_for_others: also seal F_SEAL_FUTURE_WRITE after mapping, so anyone we hand the

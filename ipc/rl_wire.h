@@ -28,7 +28,7 @@
 #define RL_WIRE_H
 #include <stdatomic.h>
 #include <stdint.h>
-#include "rl_ring.h"
+#include "ipc/rl_ring.h"
 
 #define RL_WIRE_MAGIC   0x4d4c4752u  /* "RGLM" */
 #define RL_WIRE_VERSION 1u

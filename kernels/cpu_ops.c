@@ -16,7 +16,7 @@
 #include <math.h>
 #include <string.h>
 #include <immintrin.h>
-#include "cpu_ops.h"
+#include "kernels/cpu_ops.h"
 
 #define MM_ROW_BLOCK 64
 #define AI static inline __attribute__((always_inline))

@@ -19,8 +19,8 @@
 // Both kernels are templates on the storage type T of q, out and the cache (bf16 or fp16,
 // cuda_storage.h); keys and values move as T pairs, scores and sums are fp32.
 #include <math.h>
-#include "rl_cuda_ops.h"
-#include "cuda_storage.h"
+#include "kernels/rl_cuda_ops.h"
+#include "kernels/cuda_storage.h"
 #include <mma.h>
 #define WARPS 8
 #define QV RL_CUDA_ATTN_QV             /* query vectors per block */

@@ -1,7 +1,7 @@
 // cuda_ops.cu — the element-wise and row-wise CUDA kernels of the forward pass: embedding
 // gather, residual add fused with RMSNorm, RoPE fused with the paged KV-cache write, SwiGLU,
 // and the device-side random fill for synthetic weights. Their CPU counterparts are in
-// cpu_ops.c / backend_cpu.c (named in rl_cuda_ops.h); tests/gpu compares each pair.
+// cpu_ops.c / rl_backend_cpu.c (named in rl_cuda_ops.h); tests/gpu compares each pair.
 //
 // Every kernel that touches 2-byte storage is a template on its type T (bf16 or fp16,
 // cuda_storage.h); the launchers at the bottom pick the instantiation for their dtype.
@@ -9,8 +9,8 @@
 // Thread mappings are deliberately simple (one block per row, threads striding the row): these
 // kernels move a few MB per step, next to the GB of weights the GEMMs stream.
 #include <math.h>
-#include "rl_cuda_ops.h"
-#include "cuda_storage.h"
+#include "kernels/rl_cuda_ops.h"
+#include "kernels/cuda_storage.h"
 
 static __device__ __forceinline__ float warp_sum(float v)
 {

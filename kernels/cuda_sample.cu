@@ -13,8 +13,8 @@
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
-#include "rl_cuda_ops.h"
-#include "rl_sample.h"
+#include "kernels/rl_cuda_ops.h"
+#include "kernels/rl_sample.h"
 
 #define ST 1024
 #define PMAX_BITS 0x3f800000u          // bits of 1.0f, the largest probability (exp(0))

@@ -12,7 +12,7 @@
 #endif
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include "rl_cuda_dtype.h"
+#include "kernels/rl_cuda_dtype.h"
 
 typedef __nv_bfloat16 bf16;
 

@@ -1,5 +1,5 @@
 /* rl_cuda_meta.h — the step metadata the CUDA kernels read from fixed device buffers, shared by
- * the host packer (runtime/cuda_host.c, plain C) and the kernels (the .cu files in kernels/).
+ * the host packer (runtime/cuda/host/cuda_host.c, plain C) and the kernels (the .cu files in kernels/).
  *
  * Every step writes one packed host image (header, then fixed-offset arrays sized for the
  * largest step, the flat block table last) and copies it with one cudaMemcpyAsync to the same

@@ -13,15 +13,15 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cuda_runtime_api.h>
-#include "rl_cuda_meta.h"
-#include "rl_cuda_dtype.h"
+#include "kernels/rl_cuda_meta.h"
+#include "kernels/rl_cuda_dtype.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* x[rows, dim] fp32 = emb[tokens[r]] (st [vocab, dim]); padding rows gather token 0.
- * CPU: the memcpy of tok_emb rows in backend_cpu.c forward(). */
+ * CPU: the memcpy of tok_emb rows in rl_backend_cpu.c forward(). */
 void rl_cuda_embed(float *x, const uint16_t *emb, struct rl_cuda_meta m, uint32_t rows,
 		   uint32_t dim, enum rl_cuda_dtype dt, cudaStream_t st);
 
@@ -36,7 +36,7 @@ void rl_cuda_add_rmsnorm(uint16_t *out, float *x, const float *delta, const floa
 /* Live rows r of qkv [rows, (nh + 2 nkv) hd] st (+ bias [(nh + 2 nkv) hd] fp32 or NULL): q
  * rotated to q_out [rows, nh hd] st; k rotated and v written to slot m.slot[r] (none when -1)
  * of the layer's caches kc, vc [n_blocks, nkv, bs, hd] st. inv_freq [hd/2]; angle =
- * (pos / rope_scale) inv_freq. CPU: rl_cpu_rope and the KV memcpy in backend_cpu.c forward(). */
+ * (pos / rope_scale) inv_freq. CPU: rl_cpu_rope and the KV memcpy in rl_backend_cpu.c forward(). */
 void rl_cuda_rope_kv(uint16_t *q_out, uint16_t *kc, uint16_t *vc, const uint16_t *qkv,
 		     const float *bias, const float *inv_freq, struct rl_cuda_meta m, uint32_t rows,
 		     uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs, float rope_scale,

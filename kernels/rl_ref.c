@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "rl_ref.h"
+#include "kernels/rl_ref.h"
 
 int rl_ref_state_init(struct rl_ref_state *st, const struct rl_model *m, uint32_t max_ctx)
 {

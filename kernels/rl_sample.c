@@ -6,7 +6,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
-#include "rl_sample.h"
+#include "kernels/rl_sample.h"
 
 uint32_t rl_sample_argmax(const float *logits, uint32_t n)
 {

@@ -8,7 +8,7 @@
 #define RL_SAMPLE_H
 #include <stddef.h>
 #include <stdint.h>
-#include "rl_batch.h"
+#include "kernels/rl_batch.h"
 
 #ifdef __CUDACC__
 #define RL_HD __host__ __device__

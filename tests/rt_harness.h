@@ -15,11 +15,11 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "ringlm.h"
-#include "rl_clock.h"
-#include "rl_rt.h"
-#include "rl_sim.h"
-#include "rl_ipc.h"
+#include "clients/ringlm.h"
+#include "ipc/rl_clock.h"
+#include "runtime/loop/rl_rt.h"
+#include "runtime/backend/rl_backend_sim.h"
+#include "ipc/rl_ipc.h"
 
 struct rt_child { pid_t pid; char sock[108]; };
 
@@ -86,7 +86,7 @@ static inline long long rt_stat(struct ringlm *c, const char *key)
 	return p ? atoll(p + strlen(pat)) : -1;
 }
 
-/* Expected sim output for a prompt: n tokens by the rl_sim.h chain. */
+/* Expected sim output for a prompt: n tokens by the rl_backend_sim.h chain. */
 static inline void sim_expect(const uint32_t *prompt, uint32_t np, uint32_t n, uint32_t vocab, uint32_t *out)
 {
 	uint64_t s = RL_SIM_STATE0;

@@ -13,7 +13,7 @@
  *   soak: requests=N faults=F lost=L leaked_blocks=B leaked_fds=D
  * and exits non-zero if any of L, B, D is not 0 (or a token was wrong, or memory grew). */
 #include <pthread.h>
-#include "rt_harness.h"
+#include "tests/rt_harness.h"
 
 #define VOCAB     1000
 #define WORKERS   6

@@ -1,4 +1,4 @@
-/* test_budget.c — the automatic budget controller (runtime/budget.c) on synthetic step times.
+/* test_budget.c — the automatic budget controller (runtime/sched/rl_budget.c) on synthetic step times.
  *
  * Deterministic: step times come from a known cost model plus noise from a fixed-seed
  * generator, never from the clock. Checks that the RLS fit converges, that it follows a change
@@ -7,8 +7,8 @@
  */
 #include <math.h>
 #include <stdint.h>
-#include "rl_test.h"
-#include "rl_budget.h"
+#include "tests/rl_test.h"
+#include "runtime/sched/rl_budget.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static double urand(void)                 /* [0, 1) */

@@ -5,8 +5,8 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
-#include "cuda_host.h"
-#include "rl_test.h"
+#include "runtime/cuda/host/cuda_host.h"
+#include "tests/rl_test.h"
 
 static uint64_t rng_state = 0x1234567;
 static uint64_t rnd(void)

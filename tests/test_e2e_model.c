@@ -7,8 +7,8 @@
  *   - the cuda backend on the CPU emulator serves client processes with the cpu's tokens, with
  *     bf16 weights and with --cuda-dtype fp16.
  * Skips cleanly when ../shared/models is absent. */
-#include "rl_test.h"
-#include "rt_harness.h"
+#include "tests/rl_test.h"
+#include "tests/rt_harness.h"
 
 
 /* What `./run stories260K.bin -z tok512.bin -t 0.0` prints (llama2.c's README for this model). */

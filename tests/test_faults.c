@@ -8,8 +8,8 @@
 #include <math.h>
 #include <pthread.h>
 #include <sys/stat.h>
-#include "rl_test.h"
-#include "rt_harness.h"
+#include "tests/rl_test.h"
+#include "tests/rt_harness.h"
 
 #define VOCAB 1000
 

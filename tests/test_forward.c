@@ -8,12 +8,12 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
-#include "rl_test.h"
-#include "rl_backend.h"
-#include "rl_model.h"
-#include "rl_ref.h"
-#include "rl_sample.h"
-#include "cpu_ops.h"
+#include "tests/rl_test.h"
+#include "runtime/backend/rl_backend.h"
+#include "kernels/rl_model.h"
+#include "kernels/rl_ref.h"
+#include "kernels/rl_sample.h"
+#include "kernels/cpu_ops.h"
 
 #define TOL 1e-4f
 

@@ -1,8 +1,8 @@
 /* test_kv.c — the KV block manager: allocation, refcounts, prefix-cache chain hits, LRU
  * eviction order, exactness of hits, and that nothing leaks. */
 #include <errno.h>
-#include "rl_test.h"
-#include "rl_kv.h"
+#include "tests/rl_test.h"
+#include "runtime/sched/rl_kv.h"
 
 static void alloc_free_refcount(void)
 {

@@ -6,9 +6,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <sys/stat.h>
-#include "rl_test.h"
-#include "rl_model.h"
-#include "rl_tok.h"
+#include "tests/rl_test.h"
+#include "kernels/rl_model.h"
+#include "clients/rl_tok.h"
 
 static int same_floats(const float *a, const float *b, size_t n, float tol)
 {

@@ -2,9 +2,9 @@
  * peer indices, and a two-thread stress that TSan checks for the memory-ordering protocol. */
 #include <pthread.h>
 #include <stdint.h>
-#include "rl_test.h"
-#include "rl_ring.h"
-#include "rl_wire.h"
+#include "tests/rl_test.h"
+#include "ipc/rl_ring.h"
+#include "ipc/rl_wire.h"
 
 enum { CAP = 8 };
 static struct { struct rl_ring_hdr h; uint64_t slots[CAP]; } R;

@@ -1,14 +1,14 @@
 /* test_rt.c — the whole data path between real processes: a runtime child (sim backend) and
  * client children attached through the socket, talking through shared-memory rings.
- * Every token is checked against the sim oracle (rl_sim.h). */
+ * Every token is checked against the sim oracle (rl_backend_sim.h). */
 #include <fcntl.h>
 #include <grp.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include "rl_test.h"
-#include "rt_harness.h"
-#include "rl_ipc.h"
+#include "tests/rl_test.h"
+#include "tests/rt_harness.h"
+#include "ipc/rl_ipc.h"
 
 #define VOCAB 1000
 

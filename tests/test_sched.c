@@ -1,7 +1,7 @@
 /* test_sched.c — the step scheduler driven against the real sim backend.
  *
  * The sim backend's tokens are a chained function of everything before them, read through the
- * block table (rl_sim.h), so every TOKEN event is checked against that oracle as it is emitted:
+ * block table (rl_backend_sim.h), so every TOKEN event is checked against that oracle as it is emitted:
  * wrong block tables, bad prefix-cache hits, lost KV or a preempted sequence that resumes
  * wrongly all show up as a wrong token. On top of that each step is audited: budget, batch
  * layout, decode progress, block refcounts against the block tables that hold them.
@@ -10,11 +10,11 @@
  */
 #include <errno.h>
 #include <stdint.h>
-#include "rl_test.h"
-#include "rl_sched.h"
-#include "rl_kv.h"
-#include "rl_backend.h"
-#include "rl_sim.h"
+#include "tests/rl_test.h"
+#include "runtime/sched/rl_sched.h"
+#include "runtime/sched/rl_kv.h"
+#include "runtime/backend/rl_backend.h"
+#include "runtime/backend/rl_backend_sim.h"
 
 #define MAX_CLIENTS 4
 #define MAX_REQ 64

@@ -1,7 +1,7 @@
-/* test_sim.c — the sim backend computes rl_sim.h's token function through the block table. */
-#include "rl_test.h"
-#include "rl_backend.h"
-#include "rl_sim.h"
+/* test_sim.c — the sim backend computes rl_backend_sim.h's token function through the block table. */
+#include "tests/rl_test.h"
+#include "runtime/backend/rl_backend.h"
+#include "runtime/backend/rl_backend_sim.h"
 
 static void sim_matches_formula_across_chunks(void)
 {

@@ -4,8 +4,8 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
-#include "rl_test.h"
-#include "rl_tok.h"
+#include "tests/rl_test.h"
+#include "clients/rl_tok.h"
 
 static int unhex(const char *h, char *out)
 {

@@ -16,14 +16,14 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "rl_test.h"
-#include "rl_model.h"
-#include "rl_model_plan.h"
-#include "model_internal.h"
-#include "cuda_host.h"
-#include "cuda_stage.h"
-#include "rl_backend.h"
-#include "rl_rt.h"
+#include "tests/rl_test.h"
+#include "kernels/rl_model.h"
+#include "runtime/model/rl_model_plan.h"
+#include "runtime/model/model_internal.h"
+#include "runtime/cuda/host/cuda_host.h"
+#include "runtime/cuda/host/cuda_stage.h"
+#include "runtime/backend/rl_backend.h"
+#include "runtime/loop/rl_rt.h"
 
 
 static uint64_t rs = 0x9E3779B97F4A7C15ull;

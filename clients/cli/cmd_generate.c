@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cli.h"
-#include "ringlm.h"
-#include "rl_clock.h"
+#include "clients/cli/cli.h"
+#include "clients/ringlm.h"
+#include "ipc/rl_clock.h"
 
 static void usage(void)
 {

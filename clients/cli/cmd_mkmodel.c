@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
-#include "cli.h"
-#include "rl_model.h"
+#include "clients/cli/cli.h"
+#include "kernels/rl_model.h"
 
 struct shape {
 	const char *name;

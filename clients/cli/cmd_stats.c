@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "cli.h"
-#include "ringlm.h"
+#include "clients/cli/cli.h"
+#include "clients/ringlm.h"
 
 static int connect_to(int argc, char **argv, struct ringlm **c, int *json, int *interval_ms)
 {

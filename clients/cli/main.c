@@ -1,7 +1,7 @@
 /* main.c — `ringlm` subcommand dispatch. */
 #include <stdio.h>
 #include <string.h>
-#include "cli.h"
+#include "clients/cli/cli.h"
 
 struct cmd { const char *name; int (*fn)(int, char **); const char *help; };
 

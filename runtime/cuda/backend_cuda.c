@@ -28,7 +28,7 @@
  * Weights: wqkv [qd + 2 kvd, dim] (q, k, v rows stacked, so one GEMM), wo [dim, qd],
  * wgu [2 hid, dim] (gate, up stacked), wdown [dim, hid], emb/wcls [vocab, dim], all wdt,
  * converted from whatever the file holds (cuda_stage.c); norms and biases fp32.
- * Offsets within the one weight allocation: rl_cuda_stage_layout (runtime/cuda_stage.h).
+ * Offsets within the one weight allocation: rl_cuda_stage_layout (runtime/cuda/host/cuda_stage.h).
  */
 #include <errno.h>
 #include <math.h>
@@ -37,13 +37,13 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include <cublas_v2.h>
-#include "rl_backend.h"
-#include "rl_model.h"
-#include "rl_model_plan.h"
-#include "cuda_stage.h"
-#include "rl_cuda_ops.h"
-#include "rl_cuda_api.h"
-#include "cuda_internal.h"
+#include "runtime/backend/rl_backend.h"
+#include "kernels/rl_model.h"
+#include "runtime/model/rl_model_plan.h"
+#include "runtime/cuda/host/cuda_stage.h"
+#include "kernels/rl_cuda_ops.h"
+#include "runtime/cuda/rl_cuda_api.h"
+#include "runtime/cuda/cuda_internal.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define UP_BUFS 4                      /* pinned staging buffers: reads and copies in flight */

@@ -20,11 +20,11 @@
 #include <string.h>
 #include <time.h>
 #include <cuda_runtime_api.h>
-#include "rl_backend.h"
-#include "rl_cuda_api.h"
-#include "rl_cuda_ops.h"
-#include "cuda_internal.h"
-#include "rl_model_plan.h"
+#include "runtime/backend/rl_backend.h"
+#include "runtime/cuda/rl_cuda_api.h"
+#include "kernels/rl_cuda_ops.h"
+#include "runtime/cuda/cuda_internal.h"
+#include "runtime/model/rl_model_plan.h"
 
 #define EXPORT __attribute__((visibility("default")))
 

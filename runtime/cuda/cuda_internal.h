@@ -5,9 +5,9 @@
 #include <stdint.h>
 #include <cuda_runtime_api.h>
 #include <cublas_v2.h>
-#include "rl_backend.h"
-#include "rl_model.h"
-#include "cuda_host.h"
+#include "runtime/backend/rl_backend.h"
+#include "kernels/rl_model.h"
+#include "runtime/cuda/host/cuda_host.h"
 
 struct rl_cuda_layer {
 	uint16_t *wqkv;                /* [qd + 2 kvd, dim] in the weight dtype (wdt) */

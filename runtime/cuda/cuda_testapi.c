@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
-#include "rl_cuda_api.h"
-#include "rl_cuda_ops.h"
+#include "runtime/cuda/rl_cuda_api.h"
+#include "kernels/rl_cuda_ops.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAXBUF 16

@@ -1,12 +1,12 @@
 /* rl_cuda_api.h — what librlcuda.so exports (found with dlsym, so plain C types only): the
- * backend constructor that runtime/backends.c loads, test hooks, kernel test entry points for
+ * backend constructor that runtime/backend/rl_backend.c loads, test hooks, kernel test entry points for
  * tests/gpu, and the `ringlm bench gpu` entry point. */
 #ifndef RL_CUDA_API_H
 #define RL_CUDA_API_H
 #include <stddef.h>
 #include <stdint.h>
-#include "rl_backend.h"
-#include "cuda_host.h"
+#include "runtime/backend/rl_backend.h"
+#include "runtime/cuda/host/cuda_host.h"
 
 struct rl_model;
 

@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include <cuda_runtime_api.h>
 #include <cublas_v2.h>
-#include "rl_test.h"
+#include "tests/rl_test.h"
 
 void cudasim_reset(void);
 void st_publish(int *out, int blocks, int barrier);

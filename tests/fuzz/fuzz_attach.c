@@ -4,9 +4,9 @@
  * Properties: decisions are one of the documented errors with a one-line message; a header
  * the client accepts keeps every region it will touch inside the mapping. */
 #include <errno.h>
-#include "fuzz_common.h"
-#include "rl_ipc.h"
-#include "rl_validate.h"
+#include "tests/fuzz/fuzz_common.h"
+#include "ipc/rl_ipc.h"
+#include "runtime/loop/rl_validate.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,6 +1,6 @@
 /* fuzz_gguf.c — libFuzzer harness for the GGUF loader: the input is the whole file; one that
  * loads must also stream to the same weights (fuzz_stream.h). */
-#include "fuzz_stream.h"
+#include "tests/fuzz/fuzz_stream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -5,8 +5,8 @@
  * copy-out reads only inside the arena (ASan) and writes only n_prompt ids. */
 #include <errno.h>
 #include <math.h>
-#include "fuzz_common.h"
-#include "rl_validate.h"
+#include "tests/fuzz/fuzz_common.h"
+#include "runtime/loop/rl_validate.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

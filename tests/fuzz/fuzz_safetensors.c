@@ -2,7 +2,7 @@
  * model.safetensors; config.json beside it is fixed (a 1-layer dim-8 model, matching the
  * seeds tests/fuzz/make_seeds.py writes), so the fuzzer spends its time on the header JSON
  * and the tensor table. One that loads must also stream to the same weights (fuzz_stream.h). */
-#include "fuzz_stream.h"
+#include "tests/fuzz/fuzz_stream.h"
 
 static const char config[] =
 	"{\"hidden_size\": 8, \"intermediate_size\": 16, \"num_hidden_layers\": 1,"

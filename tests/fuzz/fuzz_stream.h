@@ -5,8 +5,8 @@
  * elements, and unless every weight came exactly once. */
 #ifndef RL_FUZZ_STREAM_H
 #define RL_FUZZ_STREAM_H
-#include "fuzz_common.h"
-#include "model_internal.h"
+#include "tests/fuzz/fuzz_common.h"
+#include "runtime/model/model_internal.h"
 
 struct fuzz_sink { const struct rl_model *m; uint64_t weights; };
 

@@ -16,12 +16,12 @@
 #include <math.h>
 #include <stdint.h>
 #include <unistd.h>
-#include "cpu_ops.h"
-#include "rl_backend.h"
-#include "rl_cuda_api.h"
-#include "rl_model.h"
-#include "rl_sample.h"
-#include "rl_test.h"
+#include "kernels/cpu_ops.h"
+#include "runtime/backend/rl_backend.h"
+#include "runtime/cuda/rl_cuda_api.h"
+#include "kernels/rl_model.h"
+#include "kernels/rl_sample.h"
+#include "tests/rl_test.h"
 
 static void *lib;
 static const struct rl_cuda_testapi *api;

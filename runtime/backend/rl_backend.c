@@ -1,0 +1,164 @@
+/* rl_backend.c — picks and builds the backend for a runtime: sim, cpu (over a model file or a
+ * synthetic shape), or cuda (its own shared object, loaded only when asked for, so ringlmd and
+ * libringlm run where the CUDA libraries are absent; it streams a model file's weights to the
+ * GPU itself, so no fp32 copy of the model is made here). */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "runtime/backend/rl_backend.h"
+#include "kernels/rl_model.h"
+#include "runtime/model/rl_model_plan.h"
+#include "runtime/loop/rl_rt.h"
+
+/* Provided by the cpu backend and the model code; weak so each part links alone. */
+int rl_backend_cpu_create(const struct rl_model *m, const struct rl_backend_params *p,
+			  struct rl_backend **out, char *err, size_t errlen) __attribute__((weak));
+int rl_model_shape(const char *name, struct rl_model_config *cfg) __attribute__((weak));
+int rl_model_load(const char *path, const char *tokenizer_path, struct rl_model **out,
+		  char *err, size_t errlen) __attribute__((weak));
+int rl_model_plan_open(const char *path, const char *tokenizer_path, struct rl_model_plan *p,
+		       char *err, size_t errlen) __attribute__((weak));
+void rl_model_plan_close(struct rl_model_plan *p) __attribute__((weak));
+
+typedef int (*cuda_create_fn)(const struct rl_model *m, const char *synthetic_shape,
+			      const struct rl_backend_params *p, struct rl_backend **out,
+			      char *err, size_t errlen);
+
+/* KV blocks for a model when --kv-blocks is not given: room for max_seqs sequences of
+ * 1024 tokens, capped at 1/4 of physical memory. */
+static uint32_t kv_blocks_for(const struct rl_model_config *c, uint32_t block_size, uint32_t max_seqs)
+{
+	uint64_t per_block = (uint64_t)block_size * c->n_layers * c->n_kv_heads * c->head_dim * 2 * sizeof(float);
+	uint64_t want = (uint64_t)max_seqs * ((1024 + block_size - 1) / block_size);
+	uint64_t mem = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 4;
+	if (want * per_block > mem)
+		want = mem / per_block;
+	return want < 64 ? 64 : (uint32_t)want;
+}
+
+void *rl_cuda_lib_open(char *err, size_t errlen)
+{
+	char path[4096];
+	void *h = NULL;
+	/* RINGLM_CUDA_LIB names another build of the backend (tests: build/cudasim's, the CPU
+	 * emulator); it is used alone, so a typo is an error, not a silent fall-back */
+	const char *env = getenv("RINGLM_CUDA_LIB");
+	if (env && *env) {
+		if (!(h = dlopen(env, RTLD_NOW | RTLD_LOCAL)))
+			snprintf(err, errlen, "RINGLM_CUDA_LIB=%s cannot be loaded (%s)", env, dlerror());
+		return h;
+	}
+	ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
+	if (n > 0) {                   /* beside the binary first (build/ or PREFIX/bin's lib) */
+		path[n] = 0;
+		char *slash = strrchr(path, '/');
+		strcpy(slash ? slash + 1 : path, "librlcuda.so");
+		h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	}
+	if (!h)
+		h = dlopen("librlcuda.so", RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		snprintf(err, errlen, "cannot load librlcuda.so (%s); build with nvcc on PATH and CUDA!=0", dlerror());
+	return h;
+}
+
+static int open_cuda(const struct rl_rt_params *p, const struct rl_model *m,
+		     struct rl_backend_params *bp, struct rl_backend **be, char *err, size_t errlen)
+{
+	char why[512];
+	void *h = rl_cuda_lib_open(why, sizeof why);
+	if (!h) {
+		snprintf(err, errlen, "--backend cuda: %s", why);
+		return -ENOENT;
+	}
+	cuda_create_fn fn = (cuda_create_fn)(uintptr_t)dlsym(h, "rl_backend_cuda_create");
+	if (!fn) {
+		snprintf(err, errlen, "--backend cuda: librlcuda.so has no rl_backend_cuda_create");
+		dlclose(h);
+		return -ENOENT;
+	}
+	const char *syn = p->model && !strncmp(p->model, "synthetic:", 10) ? p->model + 10 : NULL;
+	return fn(syn ? NULL : m, syn, bp, be, err, errlen);
+}
+
+int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct rl_model **model,
+		    uint32_t *n_blocks, char *err, size_t errlen)
+{
+	const char *name = p->backend ? p->backend : (p->model ? "cpu" : "sim");
+	struct rl_backend_params bp = {
+		.n_kv_blocks = p->kv_blocks ? p->kv_blocks : 16384,
+		.block_size = p->block_size,
+		.max_batch_tokens = rl_rt_max_budget(p),
+		.max_seqs = p->max_seqs,
+		.threads = p->threads,
+		.runtime_cpu = p->cpu,
+		.cuda_graph_buckets = p->cuda_graph_buckets,
+		.cuda_dtype = p->cuda_dtype,
+		.sim_vocab = p->sim_vocab,
+		.sim_max_ctx = 8192,
+		.sim_step_ns = p->sim_step_ns,
+		.sim_token_ns = p->sim_token_ns,
+	};
+	*model = NULL;
+	int rc;
+	if (!strcmp(name, "sim")) {
+		rc = rl_backend_sim_create(&bp, be, err, errlen);
+		*n_blocks = bp.n_kv_blocks;
+		return rc;
+	}
+	if (!p->model) {
+		snprintf(err, errlen, "--backend %s needs --model PATH or --model synthetic:SHAPE", name);
+		return -EINVAL;
+	}
+	int synthetic = !strncmp(p->model, "synthetic:", 10);
+	if (!strcmp(name, "cuda") && synthetic) {
+		rc = open_cuda(p, NULL, &bp, be, err, errlen);
+		*n_blocks = bp.n_kv_blocks;
+		return rc;
+	}
+	if (!strcmp(name, "cuda")) {
+		/* the backend streams the file itself; the plan here only checks it (same message as
+		 * a load) and gives the shape the default KV pool is sized by */
+		struct rl_model_plan plan;
+		if (!rl_model_plan_open) {
+			snprintf(err, errlen, "model loading is not built into this binary");
+			return -ENOSYS;
+		}
+		if ((rc = rl_model_plan_open(p->model, p->tokenizer, &plan, err, errlen)))
+			return rc;
+		if (!p->kv_blocks)
+			bp.n_kv_blocks = kv_blocks_for(&plan.cfg, p->block_size, p->max_seqs);
+		rl_model_plan_close(&plan);
+		*n_blocks = bp.n_kv_blocks;
+		bp.model_path = p->model;
+		bp.tokenizer_path = p->tokenizer;
+		return open_cuda(p, NULL, &bp, be, err, errlen);
+	}
+	if (synthetic) {
+		struct rl_model_config cfg;
+		if (!rl_model_shape || rl_model_shape(p->model + 10, &cfg)) {
+			snprintf(err, errlen, "unknown synthetic shape '%s' (try tiny, 110m, 1b, llama3-8b)", p->model + 10);
+			return -EINVAL;
+		}
+		if ((rc = rl_model_alloc(&cfg, model, err, errlen)))
+			return rc;
+		rl_model_fill_random(*model, 1);
+		snprintf((*model)->name, sizeof (*model)->name, "synthetic:%s", p->model + 10);
+	} else if (!rl_model_load) {
+		snprintf(err, errlen, "model loading is not built into this binary");
+		return -ENOSYS;
+	} else if ((rc = rl_model_load(p->model, p->tokenizer, model, err, errlen))) {
+		return rc;
+	}
+	if (!p->kv_blocks)
+		bp.n_kv_blocks = kv_blocks_for(&(*model)->cfg, p->block_size, p->max_seqs);
+	*n_blocks = bp.n_kv_blocks;
+	if (!rl_backend_cpu_create) {
+		snprintf(err, errlen, "the cpu backend is not built into this binary");
+		return -ENOSYS;
+	}
+	return rl_backend_cpu_create(*model, &bp, be, err, errlen);
+}

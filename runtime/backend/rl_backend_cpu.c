@@ -1,0 +1,489 @@
+/* rl_backend_cpu.c — the cpu backend: the fp32 Llama forward over a mixed batch (prefill chunks
+ * and decode rows) with a paged KV cache, on a persistent pool of worker threads.
+ *
+ * launch() validates the batch and wakes the pool; every participant runs forward() below,
+ * splitting each phase and meeting at barriers. Participant 0 is the thread that calls
+ * finish() (the runtime thread): on a machine with few cores a thread that only waited would
+ * take a core from the workers, so it computes its share instead (info.finish_works tells the
+ * runtime to call finish() right after launch). `threads` counts every participant, the
+ * caller included; the pool holds threads - 1 background workers.
+ * Idle workers and barrier waiters spin briefly, then sleep on a futex, so a step costs no
+ * syscall when work is flowing and no CPU when it is not.
+ *
+ * KV pool layout: [n_layers][n_kv_blocks][n_kv_heads][block_size][head_dim] for K and for V,
+ * so one (layer, block, kv head) is a contiguous [block_size, head_dim] tile for attention.
+ * Activations are sized by max_batch_tokens; the final norm and LM head run only on the last
+ * row of each sampling sequence (at most max_seqs rows).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "kernels/cpu_ops.h"
+#include "runtime/backend/rl_backend.h"
+#include "ipc/rl_clock.h"
+#include "kernels/rl_model.h"
+#include "kernels/rl_sample.h"
+
+#define MIN_FLOPS_PER_WORKER 4000000u  /* default min_work: ~40 µs of matmul, >> a barrier */
+#define SPIN_PAUSES 1000               /* pure spinning first: a barrier usually opens within µs */
+#define SPIN_YIELD_NS 200000           /* then yield (lets an oversubscribed peer run) up to this */
+
+struct cpu {
+	struct rl_backend be;
+	const struct rl_model *m;
+	uint32_t dim, hd, qd, kvd, hid, vocab, nl, nh, nkv;
+	uint32_t n_blocks, bs, max_tokens, max_seqs;
+	size_t layer_stride;           /* floats per layer of the KV pool */
+	float *kpool, *vpool;          /* [nl, n_blocks, nkv, bs, hd] */
+	float *x;                      /* [max_tokens, dim] residual stream */
+	float *xb;                     /* [max_tokens, dim] normed input of a sublayer */
+	float *q;                      /* [max_tokens, qd] */
+	float *k, *v;                  /* [max_tokens, kvd] this step's keys/values before paging */
+	float *att;                    /* [max_tokens, qd] attention output */
+	float *hb, *hb2;               /* [max_tokens, hid] gate / up */
+	float *xs;                     /* [max_seqs, dim] final-normed last rows of sampling seqs */
+	float *logits;                 /* [max_seqs, vocab] LM head output of those rows */
+	float *inv_freq;               /* [hd/2] RoPE frequencies */
+	float *attn_scratch;           /* [n_threads, attn_scratch_size] */
+	size_t attn_scratch_size;      /* floats: rl_cpu_attention_scratch of a full-budget chunk */
+	void  *samp_scratch;           /* [n_threads] x rl_sample_scratch_size(vocab) */
+	size_t samp_scratch_size;
+	uint32_t *samp_seq;            /* [max_seqs] batch seq of each logits row */
+	int32_t  *logit_row;           /* [max_seqs] logits row of each batch seq, -1 if none */
+	int32_t  *tok_out;             /* [max_seqs] sampled token per batch seq, -1 if none */
+	uint32_t n_samp;
+	uint32_t n_seqs_last;          /* seqs of the last launched batch (for the logits hook) */
+
+	/* thread pool */
+	int n_threads;
+	int n_active;                  /* workers that take part in this step (see launch) */
+	uint64_t layer_flops;          /* 2 * weights of one layer: matmul FLOPs per row */
+	uint32_t min_work;             /* matmul FLOPs per layer that justify one more worker */
+	pthread_t *th;
+	const struct rl_batch *cur;
+	_Atomic uint32_t gen;          /* futex word: step counter << 8 | n_active of that step */
+	_Atomic uint32_t done;         /* futex word: 1 when the step is finished */
+	_Atomic uint32_t bar_count, bar_gen, sleepers;
+	_Atomic uint32_t next_item;    /* attention work counter */
+	_Atomic int stop;
+};
+
+static long futex(_Atomic uint32_t *w, int op, uint32_t val)
+{
+	return syscall(SYS_futex, (uint32_t *)w, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
+}
+
+/* Waits until *w != old: spin, then yield, then sleep. Sleeping is the last resort because
+ * waking a sleeping thread costs tens of µs (far more on a VM, where the vCPU halts), which
+ * would dominate a decode step with its hundred barriers. Wakers check `sleepers` after their store
+ * (both seq_cst), so a waiter counted before the store is woken, one counted after sees it. */
+static void wait_change(struct cpu *c, _Atomic uint32_t *w, uint32_t old)
+{
+	for (int i = 0; i < SPIN_PAUSES; i++) {
+		if (atomic_load_explicit(w, memory_order_acquire) != old)
+			return;
+		rl_cpu_relax();
+	}
+	for (uint64_t t0 = rl_now_ns(); rl_now_ns() - t0 < SPIN_YIELD_NS;) {
+		if (atomic_load_explicit(w, memory_order_acquire) != old)
+			return;
+		sched_yield();
+	}
+	atomic_fetch_add(&c->sleepers, 1);
+	while (atomic_load(w) == old)
+		futex(w, FUTEX_WAIT, old);
+	atomic_fetch_sub(&c->sleepers, 1);
+}
+
+static void wake_all(struct cpu *c, _Atomic uint32_t *w)
+{
+	if (atomic_load(&c->sleepers))
+		futex(w, FUTEX_WAKE, INT_MAX);
+}
+
+static void barrier(struct cpu *c)
+{
+	/* read before arriving: once the last worker arrives the step may end and launch may
+	 * rewrite n_active */
+	uint32_t n = (uint32_t)c->n_active;
+	if (n == 1)
+		return;
+	uint32_t g = atomic_load(&c->bar_gen);
+	if (atomic_fetch_add(&c->bar_count, 1) == n - 1) {
+		atomic_store(&c->bar_count, 0);
+		atomic_store(&c->bar_gen, g + 1);
+		wake_all(c, &c->bar_gen);
+	} else {
+		wait_change(c, &c->bar_gen, g);
+	}
+}
+
+/* [lo, hi) of n items for thread t, in multiples of `align` so matmul tiles stay whole. */
+static void split(uint32_t n, uint32_t align, int t, int nt, uint32_t *lo, uint32_t *hi)
+{
+	uint32_t units = (n + align - 1) / align;
+	uint32_t a = (uint32_t)((uint64_t)units * t / nt) * align;
+	uint32_t b = (uint32_t)((uint64_t)units * (t + 1) / nt) * align;
+	*lo = a < n ? a : n;
+	*hi = b < n ? b : n;
+}
+
+static void matmul_part(struct cpu *c, int t, float *Y, size_t ldy, const float *X, size_t ldx,
+			const float *W, const float *bias, uint32_t rows, uint32_t in, uint32_t out,
+			int acc)
+{
+	uint32_t lo, hi;
+	split(out, 4, t, c->n_active, &lo, &hi);
+	if (lo < hi)
+		rl_cpu_matmul(Y, ldy, X, ldx, W, bias, rows, in, lo, hi, acc);
+}
+
+/* One step, run by every worker t. */
+static void forward(struct cpu *c, int t)
+{
+	const struct rl_batch *b = c->cur;
+	const struct rl_model *m = c->m;
+	const struct rl_model_config *cfg = &m->cfg;
+	uint32_t T = b->n_tokens, dim = c->dim, hd = c->hd, qd = c->qd, kvd = c->kvd, hid = c->hid;
+	uint32_t group = c->nh / c->nkv, r0, r1;
+	int nt = c->n_active;
+
+	split(T, 1, t, nt, &r0, &r1);
+	for (uint32_t r = r0; r < r1; r++)
+		memcpy(c->x + (size_t)r * dim, m->tok_emb + (size_t)b->tokens[r] * dim, dim * sizeof(float));
+	barrier(c);
+
+	for (uint32_t l = 0; l < c->nl; l++) {
+		const struct rl_layer *L = &m->layers[l];
+		float *kl = c->kpool + l * c->layer_stride;          /* [n_blocks, nkv, bs, hd] */
+		float *vl = c->vpool + l * c->layer_stride;
+
+		for (uint32_t r = r0; r < r1; r++)
+			rl_cpu_rmsnorm(c->xb + (size_t)r * dim, c->x + (size_t)r * dim, L->attn_norm, dim, cfg->norm_eps);
+		barrier(c);
+		matmul_part(c, t, c->q, qd, c->xb, dim, L->wq, L->bq, T, dim, qd, 0);
+		matmul_part(c, t, c->k, kvd, c->xb, dim, L->wk, L->bk, T, dim, kvd, 0);
+		matmul_part(c, t, c->v, kvd, c->xb, dim, L->wv, L->bv, T, dim, kvd, 0);
+		if (t == 0)
+			atomic_store_explicit(&c->next_item, 0, memory_order_relaxed);
+		barrier(c);
+
+		/* RoPE at each row's position, then k, v into the row's slot of its block */
+		for (uint32_t r = r0; r < r1; r++) {
+			float ps = (float)b->pos[r] / cfg->rope_scale;
+			float *qr = c->q + (size_t)r * qd, *kr = c->k + (size_t)r * kvd, *vr = c->v + (size_t)r * kvd;
+			rl_cpu_rope(qr, c->nh, hd, ps, c->inv_freq, cfg->rope_halves);
+			rl_cpu_rope(kr, c->nkv, hd, ps, c->inv_freq, cfg->rope_halves);
+			const struct rl_batch_seq *s = &b->seqs[b->row_seq[r]];
+			uint32_t p = b->pos[r];
+			size_t slot = ((size_t)s->block_table[p / c->bs] * c->nkv * c->bs + p % c->bs) * hd;
+			for (uint32_t h = 0; h < c->nkv; h++) {
+				memcpy(kl + slot + (size_t)h * c->bs * hd, kr + h * hd, hd * sizeof(float));
+				memcpy(vl + slot + (size_t)h * c->bs * hd, vr + h * hd, hd * sizeof(float));
+			}
+		}
+		barrier(c);
+
+		/* attention: (sequence, KV head) items, each for the query heads sharing that KV head
+		 * (they read the same keys), handed out dynamically since a prefill chunk's item
+		 * costs far more than a decode row's */
+		uint32_t n_items = b->n_seqs * c->nkv;
+		for (;;) {
+			uint32_t it = atomic_fetch_add_explicit(&c->next_item, 1, memory_order_relaxed);
+			if (it >= n_items)
+				break;
+			const struct rl_batch_seq *s = &b->seqs[it / c->nkv];
+			uint32_t kh = it % c->nkv, h = kh * group;
+			struct rl_cpu_kv_view kv = {
+				.k = kl + (size_t)kh * c->bs * hd, .v = vl + (size_t)kh * c->bs * hd,
+				.block_table = s->block_table, .block_size = c->bs,
+				.block_stride = (size_t)c->nkv * c->bs * hd,
+			};
+			rl_cpu_attention(c->att + (size_t)s->q_start * qd + h * hd, qd,
+					 c->q + (size_t)s->q_start * qd + h * hd, qd, s->q_len, group,
+					 s->ctx_len - s->q_len, hd, &kv,
+					 c->attn_scratch + (size_t)t * c->attn_scratch_size);
+		}
+		barrier(c);
+		matmul_part(c, t, c->x, dim, c->att, qd, L->wo, NULL, T, qd, dim, 1); /* x += wo att */
+		barrier(c);
+
+		for (uint32_t r = r0; r < r1; r++)
+			rl_cpu_rmsnorm(c->xb + (size_t)r * dim, c->x + (size_t)r * dim, L->ffn_norm, dim, cfg->norm_eps);
+		barrier(c);
+		/* gate and up over the same column range, so silu-mul needs no barrier */
+		uint32_t h0, h1;
+		split(hid, 4, t, nt, &h0, &h1);
+		if (h0 < h1) {
+			rl_cpu_matmul(c->hb, hid, c->xb, dim, L->w_gate, NULL, T, dim, h0, h1, 0);
+			rl_cpu_matmul(c->hb2, hid, c->xb, dim, L->w_up, NULL, T, dim, h0, h1, 0);
+			for (uint32_t r = 0; r < T; r++)
+				rl_cpu_silu_mul(c->hb + (size_t)r * hid + h0, c->hb2 + (size_t)r * hid + h0, h1 - h0);
+		}
+		barrier(c);
+		matmul_part(c, t, c->x, dim, c->hb, hid, L->w_down, NULL, T, hid, dim, 1); /* x += down */
+		barrier(c);
+	}
+
+	/* final norm and LM head only for the last row of each sampling sequence */
+	uint32_t s0, s1;
+	split(c->n_samp, 1, t, nt, &s0, &s1);
+	for (uint32_t j = s0; j < s1; j++) {
+		const struct rl_batch_seq *s = &b->seqs[c->samp_seq[j]];
+		rl_cpu_rmsnorm(c->xs + (size_t)j * dim, c->x + (size_t)(s->q_start + s->q_len - 1) * dim,
+			       m->out_norm, dim, cfg->norm_eps);
+	}
+	barrier(c);
+	matmul_part(c, t, c->logits, c->vocab, c->xs, dim, m->wcls, NULL, c->n_samp, dim, c->vocab, 0);
+	barrier(c);
+	for (uint32_t j = s0; j < s1; j++) {
+		const struct rl_batch_seq *s = &b->seqs[c->samp_seq[j]];
+		c->tok_out[c->samp_seq[j]] = (int32_t)rl_sample(c->logits + (size_t)j * c->vocab, c->vocab,
+			&s->sp, s->ctx_len, (char *)c->samp_scratch + (size_t)t * c->samp_scratch_size);
+	}
+	barrier(c);
+}
+
+static void *worker(void *arg)
+{
+	struct cpu *c = ((void **)arg)[0];
+	int t = (int)(intptr_t)((void **)arg)[1];
+	free(arg);
+	uint32_t seen = 0;
+	for (;;) {
+		wait_change(c, &c->gen, seen);
+		/* n_active comes from the same word as the step, so a worker that idled through
+		 * a step never mistakes the next step's worker count for it (and a step it is
+		 * part of cannot finish without it, so it never misses one) */
+		seen = atomic_load(&c->gen);
+		if (atomic_load(&c->stop))
+			return NULL;
+		if (t >= (int)(seen & 0xff))
+			continue;
+		forward(c, t);
+	}
+}
+
+/* Every index the step will follow is checked here, before any worker touches memory. */
+static int validate(struct cpu *c, const struct rl_batch *b)
+{
+	if (b->block_size != c->bs || b->n_tokens > c->max_tokens || b->n_seqs > c->max_seqs ||
+	    b->n_prefill > b->n_seqs)
+		return -EINVAL;
+	c->n_samp = 0;
+	c->n_seqs_last = 0;
+	for (uint32_t i = 0; i < b->n_seqs; i++) {
+		const struct rl_batch_seq *s = &b->seqs[i];
+		if (!s->q_len || s->q_start > b->n_tokens || s->q_len > b->n_tokens - s->q_start ||
+		    s->ctx_len < s->q_len || s->n_blocks < (s->ctx_len + c->bs - 1) / c->bs)
+			return -EINVAL;
+		if (i >= b->n_prefill && s->q_len != 1)
+			return -EINVAL;
+		for (uint32_t k = 0; k < (s->ctx_len + c->bs - 1) / c->bs; k++)
+			if (s->block_table[k] >= c->n_blocks)
+				return -EINVAL;
+		c->logit_row[i] = -1;
+		c->tok_out[i] = -1;
+		if (s->sample) {
+			c->logit_row[i] = (int32_t)c->n_samp;
+			c->samp_seq[c->n_samp++] = i;
+		}
+	}
+	for (uint32_t r = 0; r < b->n_tokens; r++) {
+		if (b->tokens[r] >= c->vocab || b->row_seq[r] >= b->n_seqs)
+			return -EINVAL;
+		const struct rl_batch_seq *s = &b->seqs[b->row_seq[r]];
+		if (r < s->q_start || r - s->q_start >= s->q_len ||
+		    b->pos[r] != s->ctx_len - s->q_len + (r - s->q_start))
+			return -EINVAL;
+	}
+	c->n_seqs_last = b->n_seqs;
+	return 0;
+}
+
+static int cpu_launch(struct rl_backend *be, const struct rl_batch *b)
+{
+	struct cpu *c = be->priv;
+	int rc = validate(c, b);
+	if (rc)
+		return rc;
+	/* A worker is worth its ~16 barriers per layer only with enough work per phase: about
+	 * min_work FLOPs of matmul per layer each (small models and small steps run on fewer
+	 * workers, where they are faster). */
+	uint64_t w = c->layer_flops * (b->n_tokens ? b->n_tokens : 1) / c->min_work;
+	c->n_active = w < 1 ? 1 : w < (uint64_t)c->n_threads ? (int)w : c->n_threads;
+	c->cur = b;
+	atomic_store(&c->done, 0);
+	atomic_store(&c->gen, (((atomic_load(&c->gen) >> 8) + 1) << 8) | (uint32_t)c->n_active);
+	wake_all(c, &c->gen);
+	return 0;
+}
+
+/* 0 until finish() has run participant 0's share: the step cannot end without it. */
+static int cpu_poll(struct rl_backend *be)
+{
+	struct cpu *c = be->priv;
+	return atomic_load_explicit(&c->done, memory_order_acquire) != 0;
+}
+
+/* Participant 0: the caller computes its share of the step; forward()'s last barrier means
+ * every other participant is done when it returns. */
+static void run_share(struct cpu *c)
+{
+	forward(c, 0);
+	atomic_store_explicit(&c->done, 1, memory_order_release);
+}
+
+static int cpu_finish(struct rl_backend *be, int32_t *out)
+{
+	struct cpu *c = be->priv;
+	if (!c->cur)
+		return -EINVAL;
+	run_share(c);
+	for (uint32_t i = 0; i < c->cur->n_seqs; i++)
+		out[i] = c->tok_out[i];
+	c->cur = NULL;
+	return 0;
+}
+
+static void free_all(struct cpu *c)
+{
+	free(c->kpool); free(c->vpool); free(c->x); free(c->xb); free(c->q); free(c->k); free(c->v);
+	free(c->att); free(c->hb); free(c->hb2); free(c->xs); free(c->logits); free(c->inv_freq);
+	free(c->attn_scratch); free(c->samp_scratch); free(c->samp_seq); free(c->logit_row);
+	free(c->tok_out); free(c->th); free(c);
+}
+
+static void cpu_destroy(struct rl_backend *be)
+{
+	struct cpu *c = be->priv;
+	if (c->cur)                    /* a launched step is finished before the pool stops */
+		run_share(c);
+	atomic_store(&c->stop, 1);
+	atomic_fetch_add(&c->gen, 1 << 8);
+	futex(&c->gen, FUTEX_WAKE, INT_MAX);
+	for (int t = 1; t < c->n_threads; t++)
+		pthread_join(c->th[t], NULL);
+	free_all(c);
+}
+
+static const struct rl_backend_ops cpu_ops = {
+	.launch = cpu_launch, .poll = cpu_poll, .finish = cpu_finish, .destroy = cpu_destroy,
+};
+
+int rl_backend_cpu_logits(struct rl_backend *be, uint32_t seq_index, float *out)
+{
+	struct cpu *c = be->priv;
+	if (be->ops != &cpu_ops || seq_index >= c->n_seqs_last || c->logit_row[seq_index] < 0)
+		return -ENOENT;
+	memcpy(out, c->logits + (size_t)c->logit_row[seq_index] * c->vocab, c->vocab * sizeof(float));
+	return 0;
+}
+
+/* Every CPU we may run on: background workers on all but one, and the runtime thread (which
+ * runs participant 0 in finish()) on its own. */
+static int default_threads(void)
+{
+	cpu_set_t set;
+	int n = 0;
+	if (sched_getaffinity(0, sizeof set, &set) == 0)
+		n = CPU_COUNT(&set);
+	return n > 0 ? n : 1;
+}
+
+int rl_backend_cpu_create(const struct rl_model *m, const struct rl_backend_params *p,
+			  struct rl_backend **out, char *err, size_t errlen)
+{
+	const struct rl_model_config *cfg = &m->cfg;
+	if (!p->n_kv_blocks || !p->block_size || !p->max_batch_tokens || !p->max_seqs) {
+		snprintf(err, errlen, "cpu backend: --kv-blocks, --block-size, --max-batch-tokens and max seqs must be positive");
+		return -EINVAL;
+	}
+	struct cpu *c = calloc(1, sizeof *c);
+	if (!c)
+		return -ENOMEM;
+	c->m = m;
+	c->dim = cfg->dim; c->hd = cfg->head_dim; c->hid = cfg->hidden_dim; c->vocab = cfg->vocab_size;
+	c->nl = cfg->n_layers; c->nh = cfg->n_heads; c->nkv = cfg->n_kv_heads;
+	c->qd = c->nh * c->hd; c->kvd = c->nkv * c->hd;
+	c->n_blocks = p->n_kv_blocks; c->bs = p->block_size;
+	c->max_tokens = p->max_batch_tokens; c->max_seqs = p->max_seqs;
+	c->n_threads = p->threads > 0 ? p->threads : default_threads();
+	if (c->n_threads > 255)        /* the step word carries the worker count in 8 bits */
+		c->n_threads = 255;
+	c->layer_stride = (size_t)c->n_blocks * c->bs * c->kvd;
+	c->min_work = p->cpu_min_work ? p->cpu_min_work : MIN_FLOPS_PER_WORKER;
+	c->layer_flops = 2ull * ((uint64_t)c->dim * (2 * c->qd + 2 * c->kvd) + 3ull * c->dim * c->hid);
+	size_t T = c->max_tokens, S = c->max_seqs, kv = c->layer_stride * c->nl;
+	c->samp_scratch_size = (rl_sample_scratch_size(c->vocab) + 63) & ~(size_t)63;
+	c->kpool = malloc(kv * sizeof(float));
+	c->vpool = malloc(kv * sizeof(float));
+	c->x = malloc(T * c->dim * sizeof(float));
+	c->xb = malloc(T * c->dim * sizeof(float));
+	c->q = malloc(T * c->qd * sizeof(float));
+	c->k = malloc(T * c->kvd * sizeof(float));
+	c->v = malloc(T * c->kvd * sizeof(float));
+	c->att = malloc(T * c->qd * sizeof(float));
+	c->hb = malloc(T * c->hid * sizeof(float));
+	c->hb2 = malloc(T * c->hid * sizeof(float));
+	c->xs = malloc(S * c->dim * sizeof(float));
+	c->logits = malloc(S * c->vocab * sizeof(float));
+	c->inv_freq = malloc(c->hd / 2 * sizeof(float));
+	/* rounded to 64 bytes so threads never share a cache line */
+	c->attn_scratch_size = (rl_cpu_attention_scratch(c->max_tokens * (c->nh / c->nkv), c->hd, c->bs) + 15) & ~(size_t)15;
+	c->attn_scratch = malloc((size_t)c->n_threads * c->attn_scratch_size * sizeof(float));
+	c->samp_scratch = malloc((size_t)c->n_threads * c->samp_scratch_size);
+	c->samp_seq = malloc(S * sizeof(uint32_t));
+	c->logit_row = malloc(S * sizeof(int32_t));
+	c->tok_out = malloc(S * sizeof(int32_t));
+	c->th = calloc(c->n_threads, sizeof(pthread_t));
+	if (!c->kpool || !c->vpool || !c->x || !c->xb || !c->q || !c->k || !c->v || !c->att ||
+	    !c->hb || !c->hb2 || !c->xs || !c->logits || !c->inv_freq || !c->attn_scratch ||
+	    !c->samp_scratch || !c->samp_seq || !c->logit_row || !c->tok_out || !c->th) {
+		snprintf(err, errlen, "cpu backend: cannot allocate %.1f GiB of KV cache and buffers; lower --kv-blocks or --max-batch-tokens",
+			 2.0 * kv * sizeof(float) / (1 << 30));
+		free_all(c);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < c->hd / 2; i++)   /* the same expression as rl_ref.c */
+		c->inv_freq[i] = 1.0f / powf(cfg->rope_theta, (float)(2 * i) / (float)c->hd);
+	c->be.ops = &cpu_ops;
+	c->be.priv = c;
+	for (int t = 1; t < c->n_threads; t++) {   /* participant 0 is finish()'s caller */
+		void **arg = malloc(2 * sizeof(void *));
+		int rc = arg ? 0 : ENOMEM;
+		if (arg) {
+			arg[0] = c;
+			arg[1] = (void *)(intptr_t)t;
+			rc = pthread_create(&c->th[t], NULL, worker, arg);
+			if (rc)
+				free(arg);
+		}
+		if (rc) {
+			snprintf(err, errlen, "cpu backend: cannot start worker thread %d: %s", t, strerror(rc));
+			c->n_threads = t;
+			cpu_destroy(&c->be);
+			return -rc;
+		}
+	}
+	snprintf(c->be.info.name, sizeof c->be.info.name, "cpu");
+	c->be.info.finish_works = 1;
+	snprintf(c->be.info.model_name, sizeof c->be.info.model_name, "%s", m->name);
+	c->be.info.vocab_size = c->vocab;
+	c->be.info.max_ctx = cfg->max_ctx;
+	c->be.info.bos_id = cfg->bos_id;
+	c->be.info.eos_id = cfg->eos_id;
+	c->be.info.vocab_blob = m->vocab_blob;
+	c->be.info.vocab_blob_size = m->vocab_blob_size;
+	*out = &c->be;
+	return 0;
+}

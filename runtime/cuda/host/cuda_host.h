@@ -1,0 +1,86 @@
+/* cuda_host.h — the host-side logic of the CUDA backend that needs no GPU, in plain C so it is
+ * unit-tested everywhere (tests/test_cuda_host.c): graph bucket lists and the bucket choice,
+ * the per-bucket row padding and capacity rules, packing an rl_batch into the fixed-layout
+ * device metadata (kernels/rl_cuda_meta.h), and fp32 -> bf16/fp16 weight conversion. */
+#ifndef RL_CUDA_HOST_H
+#define RL_CUDA_HOST_H
+#include <stddef.h>
+#include <stdint.h>
+#include "kernels/rl_batch.h"
+#include "kernels/rl_cuda_meta.h"
+#include "kernels/rl_cuda_dtype.h"
+
+#define RL_CUDA_MAX_BUCKETS 32
+#define RL_CUDA_MAX_GRAPH_ROWS 8192 /* the default list's largest graph */
+#define RL_CUDA_ROW_ALIGN 8       /* eager steps pad rows to this (16-byte GEMM leading dims) */
+
+/* ---- buckets ---- */
+
+/* Parses "16,32,64" into out[] (ascending, distinct, each 1..max_rows). NULL: the default list,
+ * powers of two up to min(512, max_rows), then max_rows itself when larger and at most
+ * RL_CUDA_MAX_GRAPH_ROWS (full-budget steps). "" or "0": no buckets (every step eager).
+ * 0, or -EINVAL with a one-line reason in err. */
+int rl_cuda_host_parse_buckets(const char *s, uint32_t max_rows, uint32_t *out, uint32_t *n,
+			       char *err, size_t errlen);
+/* Index of the smallest bucket >= n_tokens, or -1 when the step is larger than every bucket
+ * (it then runs eagerly on rl_cuda_host_eager_rows(n_tokens) rows). */
+int rl_cuda_host_pick_bucket(const uint32_t *buckets, uint32_t n, uint32_t n_tokens);
+/* Rows an eager step of n_tokens runs on: rounded up to RL_CUDA_ROW_ALIGN. */
+uint32_t rl_cuda_host_eager_rows(uint32_t n_tokens);
+
+/* ---- geometry and per-bucket capacities ---- */
+
+struct rl_cuda_geom {
+	uint32_t max_rows;             /* row capacity: max_batch_tokens rounded up to ROW_ALIGN */
+	uint32_t max_seqs;
+	uint32_t max_parts;            /* split-KV partial results the scratch holds */
+	uint32_t max_bt;               /* flat block-table entries */
+	uint32_t block_size, n_kv_blocks;
+	uint32_t n_kv_heads;
+	uint32_t vocab;                /* token ids must be below this */
+	uint32_t qt;                   /* query rows per attention item (rows x group <= RL_CUDA_ATTN_QV) */
+	uint32_t target_ctas;          /* split decode rows while items x kv heads stay below this */
+};
+
+/* Fills g for a model (heads, vocab) and backend limits; target_ctas: about 2 x SMs. */
+void rl_cuda_host_geom(struct rl_cuda_geom *g, uint32_t max_batch_tokens, uint32_t max_seqs,
+		       uint32_t n_kv_blocks, uint32_t block_size, uint32_t max_ctx,
+		       uint32_t n_heads, uint32_t n_kv_heads, uint32_t vocab, uint32_t target_ctas);
+/* Capacities of a step padded to `rows` rows: grid sizes of the kernels a graph for that
+ * bucket launches. Sampling rows: min(rows, max_seqs). Partials: min(max_parts,
+ * min(rows, max_seqs) x MAX_SPLITS). Items: ceil(rows / qt) + max_seqs + partials. */
+uint32_t rl_cuda_host_samp_cap(const struct rl_cuda_geom *g, uint32_t rows);
+uint32_t rl_cuda_host_parts_cap(const struct rl_cuda_geom *g, uint32_t rows);
+uint32_t rl_cuda_host_items_cap(const struct rl_cuda_geom *g, uint32_t rows);
+
+/* ---- metadata packing ---- */
+
+/* Byte offsets of each array in the packed image (the same on host and device). */
+struct rl_cuda_layout {
+	size_t tokens, pos, slot, row_part, row_nparts, seq_bt, items, samp, samp_row, bt;
+	size_t max_bytes;              /* image size with a full block table */
+};
+void rl_cuda_host_layout(const struct rl_cuda_geom *g, struct rl_cuda_layout *l);
+/* Pointers into an image at base (host or device). */
+struct rl_cuda_meta rl_cuda_host_meta_at(const struct rl_cuda_layout *l, const void *base);
+
+/* Validates b (every index it carries) and packs it for a step padded to `rows` rows
+ * (n_tokens <= rows <= max_rows) into buf (layout l, max_bytes). Padding rows get token 0,
+ * position 0, slot -1, no items and no partials; sampling rows past n_samp get row -1.
+ * samp_seq[j] = batch seq of sampling row j. *bytes = the prefix of buf to copy (up to the
+ * used block table). 0; -EINVAL for a malformed batch; -E2BIG when it exceeds the geometry. */
+int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout *l,
+		      const struct rl_batch *b, uint32_t rows, void *buf, size_t *bytes,
+		      uint32_t *samp_seq);
+
+/* ---- weight conversion ---- */
+
+/* Round to nearest even; NaN stays NaN (quiet, sign kept); fp16 overflows to inf and
+ * produces subnormals below 2^-14. */
+uint16_t rl_cuda_host_f32_to_bf16(float f);
+uint16_t rl_cuda_host_f32_to_f16(float f);
+float    rl_cuda_host_bf16_to_f32(uint16_t h);
+float    rl_cuda_host_f16_to_f32(uint16_t h);
+void     rl_cuda_host_convert(uint16_t *dst, const float *src, size_t n, enum rl_cuda_dtype dt);
+
+#endif

@@ -1,0 +1,208 @@
+/* rl_rt_args.c — ringlmd's command line (DESIGN.md "Commands"), shared with the embedded mode. */
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "runtime/loop/rl_rt.h"
+
+void rl_rt_default_params(struct rl_rt_params *p)
+{
+	memset(p, 0, sizeof *p);
+	p->socket = "default";
+	p->backend = NULL;              /* sim without a model, cpu with one */
+	p->cpu = -1;
+	p->max_batch_tokens = 512;
+	p->max_seqs = 256;
+	p->kv_blocks = 0;               /* 0: sized by the backend (sim: 16384) */
+	p->block_size = 16;
+	p->prefix_cache = 1;
+	p->max_clients = 64;
+	p->max_inflight = 256;
+	p->max_prompt = 0;              /* 0: the model's context */
+	p->max_new = 0;
+	p->req_cap = 256;
+	p->evt_cap = 4096;
+	p->arena_ids = 1u << 18;
+	p->sim_vocab = 32000;
+	p->idle_spin_ns = 2000000;      /* 2 ms */
+	p->drain_timeout_ns = 10000000000ull;   /* 10 s */
+}
+
+void rl_rt_usage(FILE *f)
+{
+	fprintf(f,
+"usage: ringlmd [--model PATH|synthetic:SHAPE] [--tokenizer PATH] [--backend cpu|cuda|sim]\n"
+"               [--socket NAME] [--cpu N] [--threads N] [--max-batch-tokens N|auto]\n"
+"               [--itl-target-us N] [--max-seqs N] [--kv-blocks N] [--block-size N]\n"
+"               [--prefix-cache on|off] [--max-clients N] [--max-inflight N]\n"
+"               [--max-prompt N] [--max-new N] [--allow-uid UID] [--allow-gid GID]\n"
+"               [--sim-step-us A] [--sim-token-us B] [--sim-vocab V]\n"
+"               [--cuda-graph-buckets N,N,...] [--cuda-dtype bf16|fp16]\n"
+"               [--wake auto|futex|eventfd] [--idle-spin-us N] [--event-ring N]\n"
+"               [--request-ring N] [--arena-ids N] [--drain-timeout-ms N]\n"
+"               [--verbose|--quiet]\n");
+}
+
+static int num(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, size_t errlen)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		uint64_t n;
+		if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+			return 1;
+		if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+			p->verbose = 0;
+			continue;
+		}
+		if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
+			p->verbose = 1;
+			continue;
+		}
+		if (!v) {
+			snprintf(err, errlen, "option %s needs a value (see ringlmd --help)", a);
+			return -EINVAL;
+		}
+		i++;
+#define NUM(lo, hi) do { if (num(v, lo, hi, &n)) { \
+	snprintf(err, errlen, "%s wants a number in [%llu, %llu], got '%s'", a, \
+		 (unsigned long long)(lo), (unsigned long long)(hi), v); return -EINVAL; } } while (0)
+		if (!strcmp(a, "--model"))
+			p->model = v;
+		else if (!strcmp(a, "--tokenizer"))
+			p->tokenizer = v;
+		else if (!strcmp(a, "--cuda-graph-buckets"))
+			p->cuda_graph_buckets = v;     /* parsed (and rejected) by the cuda backend */
+		else if (!strcmp(a, "--cuda-dtype")) {
+			if (strcmp(v, "bf16") && strcmp(v, "fp16")) {
+				snprintf(err, errlen, "--cuda-dtype must be bf16 or fp16, got '%s'", v);
+				return -EINVAL;
+			}
+			p->cuda_dtype = !strcmp(v, "fp16");
+		} else if (!strcmp(a, "--backend")) {
+			if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "sim")) {
+				snprintf(err, errlen, "--backend must be cpu, cuda or sim, got '%s'", v);
+				return -EINVAL;
+			}
+			p->backend = v;
+		} else if (!strcmp(a, "--socket"))
+			p->socket = v;
+		else if (!strcmp(a, "--cpu")) {
+			NUM(0, 4095);
+			p->cpu = (int)n;
+		} else if (!strcmp(a, "--threads")) {
+			NUM(0, 1024);
+			p->threads = (int)n;
+		} else if (!strcmp(a, "--max-batch-tokens")) {
+			if (!strcmp(v, "auto"))
+				p->budget_auto = 1;
+			else {
+				NUM(1, 1u << 20);
+				p->max_batch_tokens = (uint32_t)n;
+			}
+		} else if (!strcmp(a, "--itl-target-us")) {
+			NUM(1, 100000000);
+			p->itl_target_ns = n * 1000;
+		} else if (!strcmp(a, "--max-seqs")) {
+			NUM(1, 65536);
+			p->max_seqs = (uint32_t)n;
+		} else if (!strcmp(a, "--kv-blocks")) {
+			NUM(1, 1u << 26);
+			p->kv_blocks = (uint32_t)n;
+		} else if (!strcmp(a, "--block-size")) {
+			NUM(1, 1024);
+			p->block_size = (uint32_t)n;
+		} else if (!strcmp(a, "--prefix-cache")) {
+			if (strcmp(v, "on") && strcmp(v, "off")) {
+				snprintf(err, errlen, "--prefix-cache must be on or off, got '%s'", v);
+				return -EINVAL;
+			}
+			p->prefix_cache = !strcmp(v, "on");
+		} else if (!strcmp(a, "--max-clients")) {
+			NUM(1, 4096);
+			p->max_clients = (uint32_t)n;
+		} else if (!strcmp(a, "--max-inflight")) {
+			NUM(1, 65536);
+			p->max_inflight = (uint32_t)n;
+		} else if (!strcmp(a, "--max-prompt")) {
+			NUM(1, 1u << 24);
+			p->max_prompt = (uint32_t)n;
+		} else if (!strcmp(a, "--max-new")) {
+			NUM(1, 1u << 24);
+			p->max_new = (uint32_t)n;
+		} else if (!strcmp(a, "--allow-uid") || !strcmp(a, "--allow-gid")) {
+			int is_uid = a[8] == 'u';
+			int *cnt = is_uid ? &p->n_allow_uid : &p->n_allow_gid;
+			if (*cnt >= RL_RT_MAX_ALLOW) {
+				snprintf(err, errlen, "at most %d %s options", RL_RT_MAX_ALLOW, a);
+				return -EINVAL;
+			}
+			if (num(v, 0, UINT32_MAX - 1, &n)) {
+				struct passwd *pw = is_uid ? getpwnam(v) : NULL;
+				struct group *gr = is_uid ? NULL : getgrnam(v);
+				if (!pw && !gr) {
+					snprintf(err, errlen, "%s: no such %s '%s'", a, is_uid ? "user" : "group", v);
+					return -EINVAL;
+				}
+				n = pw ? pw->pw_uid : gr->gr_gid;
+			}
+			if (is_uid)
+				p->allow_uid[(*cnt)++] = (uid_t)n;
+			else
+				p->allow_gid[(*cnt)++] = (gid_t)n;
+		} else if (!strcmp(a, "--sim-step-us")) {
+			NUM(0, 10000000);
+			p->sim_step_ns = n * 1000;
+		} else if (!strcmp(a, "--sim-token-us")) {
+			NUM(0, 10000000);
+			p->sim_token_ns = n * 1000;
+		} else if (!strcmp(a, "--sim-vocab")) {
+			NUM(2, 1u << 22);
+			p->sim_vocab = (uint32_t)n;
+		} else if (!strcmp(a, "--wake")) {
+			if (!strcmp(v, "auto")) p->wake = 0;
+			else if (!strcmp(v, "futex")) p->wake = 1;
+			else if (!strcmp(v, "eventfd")) p->wake = 2;
+			else {
+				snprintf(err, errlen, "--wake must be auto, futex or eventfd, got '%s'", v);
+				return -EINVAL;
+			}
+		} else if (!strcmp(a, "--event-ring") || !strcmp(a, "--request-ring") || !strcmp(a, "--arena-ids")) {
+			NUM(2, 1u << 26);
+			if (n & (n - 1)) {
+				snprintf(err, errlen, "%s must be a power of two, got %s", a, v);
+				return -EINVAL;
+			}
+			if (a[2] == 'e') p->evt_cap = (uint32_t)n;
+			else if (a[2] == 'r') p->req_cap = (uint32_t)n;
+			else p->arena_ids = (uint32_t)n;
+		} else if (!strcmp(a, "--drain-timeout-ms")) {
+			NUM(0, 3600000);
+			p->drain_timeout_ns = n * 1000000;
+		} else if (!strcmp(a, "--idle-spin-us")) {
+			NUM(0, 10000000);
+			p->idle_spin_ns = n * 1000;
+		} else {
+			snprintf(err, errlen, "unknown option '%s' (see ringlmd --help)", a);
+			return -EINVAL;
+		}
+#undef NUM
+	}
+	if (p->budget_auto && !p->itl_target_ns) {
+		snprintf(err, errlen, "--max-batch-tokens auto needs --itl-target-us T");
+		return -EINVAL;
+	}
+	return 0;
+}

@@ -1,0 +1,49 @@
+/* rl_rt_fork.c — a runtime in a child process, for tests and benchmarks that need a real
+ * separate runtime process without exec'ing ringlmd (so sanitizer builds test their own code). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "runtime/loop/rl_rt.h"
+
+pid_t rl_rt_fork(const struct rl_rt_params *params, char *err, size_t errlen)
+{
+	int pfd[2];
+	if (pipe(pfd) < 0)
+		return -errno;
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = -errno;
+		close(pfd[0]);
+		close(pfd[1]);
+		return e;
+	}
+	if (pid == 0) {
+		/* child: "x" on the pipe once listening, else the reason; then serve until SIGTERM */
+		close(pfd[0]);
+		struct rl_rt_params p = *params;
+		char why[512] = "";
+		p.handle_signals = 1;
+		struct rl_rt *rt;
+		if (rl_rt_create(&p, &rt, why, sizeof why)) {
+			(void)!write(pfd[1], why, strlen(why));
+			_exit(1);
+		}
+		(void)!write(pfd[1], "x", 1);
+		close(pfd[1]);
+		rl_rt_run(rt);
+		rl_rt_destroy(rt);
+		_exit(0);
+	}
+	close(pfd[1]);
+	char buf[512];
+	ssize_t n = read(pfd[0], buf, sizeof buf - 1);
+	close(pfd[0]);
+	if (n == 1 && buf[0] == 'x')
+		return pid;
+	buf[n > 0 ? n : 0] = 0;
+	snprintf(err, errlen, "%s", n > 0 ? buf : "the runtime process died while starting");
+	waitpid(pid, NULL, 0);
+	return -ECHILD;
+}

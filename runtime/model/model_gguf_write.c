@@ -1,0 +1,312 @@
+/* model_gguf_write.c — rl_gguf_write: an rl_model as a standard GGUF v3 "llama" file that
+ * llama.cpp and the gguf Python package read (and our loader reads back): all llama.* keys,
+ * the vocabulary as tokenizer.ggml.* SentencePiece arrays, 2-D weights in f32/f16/bf16/q8_0
+ * (q8_0 where a row is whole 32-weight blocks, f16 elsewhere), 1-D tensors in f32 (as
+ * llama.cpp's converters do), tensors aligned to 32. Used by `ringlm mkmodel` to make random
+ * models of real shapes, and by the tests for fixtures in every dtype. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+#include "runtime/model/model_internal.h"
+
+#define ALIGN 32
+enum { GT_U32 = 4, GT_I32 = 5, GT_F32 = 6, GT_STR = 8, GT_ARR = 9 };
+
+struct wt {                       /* one tensor to write */
+	char name[48];
+	uint64_t ne0, ne1;            /* ne0 = in (fastest), ne1 = out rows */
+	const float *src;
+	int type;                     /* ggml: 0 f32, 1 f16, 8 q8_0, 30 bf16 */
+	int permute;                  /* rows HF halves -> adjacent pairs, head size permute */
+	uint64_t off;
+};
+
+struct w {
+	FILE *f;
+	int bad;
+};
+
+static void put(struct w *w, const void *p, size_t n)
+{
+	if (n && fwrite(p, 1, n, w->f) != n)
+		w->bad = 1;
+}
+static void put32(struct w *w, uint32_t v) { put(w, &v, 4); }
+static void put64(struct w *w, uint64_t v) { put(w, &v, 8); }
+static void putstr(struct w *w, const char *s, size_t n) { put64(w, n); put(w, s, n); }
+static void key(struct w *w, const char *k, uint32_t type) { putstr(w, k, strlen(k)); put32(w, type); }
+static void kv_u32(struct w *w, const char *k, uint32_t v) { key(w, k, GT_U32); put32(w, v); }
+static void kv_f32(struct w *w, const char *k, float v) { key(w, k, GT_F32); put(w, &v, 4); }
+static void kv_str(struct w *w, const char *k, const char *v) { key(w, k, GT_STR); putstr(w, v, strlen(v)); }
+
+/* Vocabulary pieces back into SentencePiece form: spaces become ▁ and llama2.c's
+ * "\n<s>\n"-style BOS/EOS lose their newlines. */
+struct piece { const uint8_t *s; uint32_t len; float score; };
+
+static size_t sp_len(const struct piece *p, int special)
+{
+	size_t n = 0, a = 0, b = p->len;
+	if (special && b >= 2 && p->s[0] == '\n' && p->s[b - 1] == '\n') { a = 1; b--; }
+	for (size_t i = a; i < b; i++)
+		n += p->s[i] == ' ' ? 3 : 1;
+	return n;
+}
+
+static void put_sp(struct w *w, const struct piece *p, int special)
+{
+	size_t a = 0, b = p->len;
+	put64(w, sp_len(p, special));
+	if (special && b >= 2 && p->s[0] == '\n' && p->s[b - 1] == '\n') { a = 1; b--; }
+	for (size_t i = a; i < b; i++) {
+		if (p->s[i] == ' ')
+			put(w, "\xe2\x96\x81", 3);
+		else
+			put(w, &p->s[i], 1);
+	}
+}
+
+static int token_type(const struct piece *p, uint32_t id, const struct rl_model_config *c)
+{
+	if (id == c->bos_id || id == c->eos_id)
+		return 3;                                   /* control */
+	if (p->len == 5 && !memcmp(p->s, "<unk>", 5))
+		return 2;                                   /* unknown */
+	if (p->len == 6 && !memcmp(p->s, "<0x", 3) && p->s[5] == '>')
+		return 6;                                   /* byte */
+	return 1;                                       /* normal */
+}
+
+/* Source row for output row r of a Q/K matrix with heads of hd rows: GGUF llama wants
+ * adjacent pairs (2i, 2i+1) where HF has (i, i + hd/2). */
+static uint64_t src_row(uint64_t r, uint64_t hd, int permute)
+{
+	if (!permute)
+		return r;
+	uint64_t h = r / hd, k = r % hd, i = k / 2, j = k % 2;
+	return h * hd + j * (hd / 2) + i;
+}
+
+static uint64_t tensor_bytes(const struct wt *t)
+{
+	uint64_t n = t->ne0 * t->ne1;
+	return t->type == 0 ? 4 * n : t->type == 8 ? n / 32 * 34 : 2 * n;
+}
+
+/* One row as Q8_0 blocks: scale d = max|x| / 127 (stored f16), q = round(x / d), as ggml's
+ * reference quantizer does. */
+static void put_q8_0(struct w *w, const float *row, uint64_t n)
+{
+	for (uint64_t b = 0; b < n; b += 32) {
+		uint8_t blk[34];
+		float amax = 0;
+		for (int i = 0; i < 32; i++)
+			amax = fabsf(row[b + i]) > amax ? fabsf(row[b + i]) : amax;
+		float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+		uint16_t h = rl_f32_to_f16(d);
+		memcpy(blk, &h, 2);
+		for (int i = 0; i < 32; i++)
+			blk[2 + i] = (uint8_t)(int8_t)roundf(row[b + i] * id);
+		put(w, blk, sizeof blk);
+	}
+}
+
+static void put_tensor(struct w *w, const struct wt *t, uint64_t hd, uint16_t *tmp, size_t tmpn)
+{
+	for (uint64_t r = 0; r < t->ne1 && !w->bad; r++) {
+		const float *row = t->src + src_row(r, hd, t->permute) * t->ne0;
+		if (t->type == 0) {
+			put(w, row, t->ne0 * 4);
+			continue;
+		}
+		if (t->type == 8) {
+			put_q8_0(w, row, t->ne0);
+			continue;
+		}
+		for (uint64_t i = 0; i < t->ne0; i += tmpn) {
+			size_t n = t->ne0 - i < tmpn ? t->ne0 - i : tmpn;
+			for (size_t k = 0; k < n; k++)
+				tmp[k] = t->type == 1 ? rl_f32_to_f16(row[i + k]) : rl_f32_to_bf16(row[i + k]);
+			put(w, tmp, n * 2);
+		}
+	}
+}
+
+int rl_gguf_write(const struct rl_model *m, const char *path, int dtype, char *err, size_t errlen)
+{
+	const char *name = rl_model_basename(path);
+	const struct rl_model_config *c = &m->cfg;
+	if (dtype < 0 || dtype > 3) {
+		rl_model_err(err, errlen, name, "dtype %d not writable (0 f32, 1 f16, 2 bf16, 3 q8_0)", dtype);
+		return -EINVAL;
+	}
+	int gt = dtype == 0 ? 0 : dtype == 1 ? 1 : dtype == 2 ? 30 : 8;
+	uint32_t nv = 0;
+	struct piece *pc = NULL;
+	if (m->vocab_blob) {
+		int rc = rl_model_vocab_check(m->vocab_blob, m->vocab_blob_size, c->vocab_size, name, err, errlen);
+		if (rc)
+			return rc;
+		nv = c->vocab_size;
+		if (!(pc = calloc(nv, sizeof *pc))) {
+			rl_model_err(err, errlen, name, "out of memory");
+			return -ENOMEM;
+		}
+		const uint8_t *b = m->vocab_blob;
+		size_t o = 4;
+		for (uint32_t i = 0; i < nv; i++) {
+			memcpy(&pc[i].score, b + o, 4);
+			pc[i].len = rl_rd32(b + o + 4);
+			pc[i].s = b + o + 8;
+			o += 8 + pc[i].len;
+		}
+	}
+	uint64_t d = c->dim, h = c->hidden_dim, hd = c->head_dim, qd = c->n_heads * hd,
+		 kvd = c->n_kv_heads * hd, v = c->vocab_size;
+	size_t nt = 3 + 12 * (size_t)c->n_layers, k = 0;
+	struct wt *t = calloc(nt, sizeof *t);
+	uint16_t *tmp = malloc(4096 * sizeof *tmp);
+	if (!t || !tmp) {
+		free(t); free(tmp); free(pc);
+		rl_model_err(err, errlen, name, "out of memory");
+		return -ENOMEM;
+	}
+#define T(nm, a, b, p, ty, perm) do { snprintf(t[k].name, sizeof t[k].name, "%s", nm); \
+	t[k].ne0 = (a); t[k].ne1 = (b); t[k].src = (p); t[k].type = (ty); t[k].permute = (perm); k++; } while (0)
+	T("token_embd.weight", d, v, m->tok_emb, gt, 0);
+	T("output_norm.weight", d, 1, m->out_norm, 0, 0);
+	if (!c->tied_embeddings)
+		T("output.weight", d, v, m->wcls, gt, 0);
+	int pm = c->rope_halves;
+	for (uint32_t l = 0; l < c->n_layers; l++) {
+		const struct rl_layer *L = &m->layers[l];
+		char nm[48];
+#define TL(suffix, a, b, p, ty, perm) do { snprintf(nm, sizeof nm, "blk.%u.%s", l, suffix); \
+	T(nm, a, b, p, ty, perm); } while (0)
+		TL("attn_norm.weight", d, 1, L->attn_norm, 0, 0);
+		TL("attn_q.weight", d, qd, L->wq, gt, pm);
+		TL("attn_k.weight", d, kvd, L->wk, gt, pm);
+		TL("attn_v.weight", d, kvd, L->wv, gt, 0);
+		TL("attn_output.weight", qd, d, L->wo, gt, 0);
+		TL("ffn_norm.weight", d, 1, L->ffn_norm, 0, 0);
+		TL("ffn_gate.weight", d, h, L->w_gate, gt, 0);
+		TL("ffn_down.weight", h, d, L->w_down, gt, 0);
+		TL("ffn_up.weight", d, h, L->w_up, gt, 0);
+		if (L->bq) {
+			/* a bias is a one-column matrix: permuted like the rows it belongs to */
+			TL("attn_q.bias", 1, qd, L->bq, 0, pm);
+			TL("attn_k.bias", 1, kvd, L->bk, 0, pm);
+			TL("attn_v.bias", 1, kvd, L->bv, 0, 0);
+		}
+	}
+#undef TL
+#undef T
+	for (size_t i = 0; i < k; i++)       /* q8_0 only where rows are whole blocks */
+		if (t[i].type == 8 && t[i].ne0 % 32)
+			t[i].type = 1;
+	/* biases are written as [1, n] for the row permutation; GGUF wants them 1-D */
+	uint64_t data = 0;
+	for (size_t i = 0; i < k; i++) {
+		t[i].off = data;
+		data += (tensor_bytes(&t[i]) + ALIGN - 1) / ALIGN * ALIGN;
+	}
+	/* metadata is far below 64 bytes per token plus 64 KiB */
+	uint64_t need = data + 65536 + (uint64_t)nv * 64;
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = 0;
+	struct statvfs vfs;
+	if (statvfs(slash ? dir : ".", &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < need) {
+		rl_model_err(err, errlen, name, "needs %.2f GiB but only %.2f GiB are free there",
+			     need / 1073741824.0, (double)vfs.f_bavail * vfs.f_frsize / 1073741824.0);
+		free(t); free(tmp); free(pc);
+		return -ENOSPC;
+	}
+	struct w w = { fopen(path, "wb"), 0 };
+	if (!w.f) {
+		int e = errno;
+		rl_model_err(err, errlen, name, "cannot create: %s", strerror(e));
+		free(t); free(tmp); free(pc);
+		return -e;
+	}
+	setvbuf(w.f, NULL, _IOFBF, 4 << 20);
+	uint32_t n_kv = 14 + (c->rope_scale != 1.0f ? 2 : 0) + (nv ? 6 : 0);
+	put(&w, "GGUF", 4);
+	put32(&w, 3);
+	put64(&w, k);
+	put64(&w, n_kv);
+	kv_str(&w, "general.architecture", "llama");
+	kv_str(&w, "general.name", m->name[0] ? m->name : "ringlm");
+	kv_u32(&w, "general.alignment", ALIGN);
+	kv_u32(&w, "general.file_type", dtype == 0 ? 0 : dtype == 1 ? 1 : dtype == 2 ? 32 : 7);
+	kv_u32(&w, "llama.context_length", c->max_ctx);
+	kv_u32(&w, "llama.embedding_length", c->dim);
+	kv_u32(&w, "llama.feed_forward_length", c->hidden_dim);
+	kv_u32(&w, "llama.block_count", c->n_layers);
+	kv_u32(&w, "llama.attention.head_count", c->n_heads);
+	kv_u32(&w, "llama.attention.head_count_kv", c->n_kv_heads);
+	kv_u32(&w, "llama.attention.key_length", c->head_dim);
+	kv_u32(&w, "llama.rope.dimension_count", c->head_dim);
+	kv_f32(&w, "llama.rope.freq_base", c->rope_theta);
+	kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", c->norm_eps);
+	if (c->rope_scale != 1.0f) {
+		kv_str(&w, "llama.rope.scaling.type", "linear");
+		kv_f32(&w, "llama.rope.scaling.factor", c->rope_scale);
+	}
+	if (nv) {
+		kv_str(&w, "tokenizer.ggml.model", "llama");
+		key(&w, "tokenizer.ggml.tokens", GT_ARR); put32(&w, GT_STR); put64(&w, nv);
+		for (uint32_t i = 0; i < nv; i++)
+			put_sp(&w, &pc[i], i == c->bos_id || i == c->eos_id);
+		key(&w, "tokenizer.ggml.scores", GT_ARR); put32(&w, GT_F32); put64(&w, nv);
+		for (uint32_t i = 0; i < nv; i++)
+			put(&w, &pc[i].score, 4);
+		key(&w, "tokenizer.ggml.token_type", GT_ARR); put32(&w, GT_I32); put64(&w, nv);
+		for (uint32_t i = 0; i < nv; i++)
+			put32(&w, (uint32_t)token_type(&pc[i], i, c));
+		kv_u32(&w, "tokenizer.ggml.bos_token_id", c->bos_id < nv ? c->bos_id : 1);
+		kv_u32(&w, "tokenizer.ggml.eos_token_id", c->eos_id < nv ? c->eos_id : 2);
+	}
+	for (size_t i = 0; i < k; i++) {
+		putstr(&w, t[i].name, strlen(t[i].name));
+		if (t[i].ne0 == 1) {          /* bias: 1-D */
+			put32(&w, 1);
+			put64(&w, t[i].ne1);
+		} else if (t[i].ne1 == 1) {   /* norm: 1-D */
+			put32(&w, 1);
+			put64(&w, t[i].ne0);
+		} else {
+			put32(&w, 2);
+			put64(&w, t[i].ne0);
+			put64(&w, t[i].ne1);
+		}
+		put32(&w, (uint32_t)t[i].type);
+		put64(&w, t[i].off);
+	}
+	static const uint8_t zero[ALIGN];
+	long pos = ftell(w.f);
+	if (pos < 0)
+		w.bad = 1;
+	else
+		put(&w, zero, (ALIGN - pos % ALIGN) % ALIGN);
+	uint64_t at = 0;
+	for (size_t i = 0; i < k && !w.bad; i++) {
+		put(&w, zero, t[i].off - at);
+		put_tensor(&w, &t[i], hd, tmp, 4096);
+		at = t[i].off + tensor_bytes(&t[i]);
+	}
+	int e = w.bad ? errno : 0;
+	if (fclose(w.f) && !e)
+		e = errno ? errno : EIO;
+	free(t); free(tmp); free(pc);
+	if (e || w.bad) {
+		rl_model_err(err, errlen, name, "write failed: %s", strerror(e ? e : EIO));
+		unlink(path);
+		return -(e ? e : EIO);
+	}
+	return 0;
+}

@@ -1,0 +1,85 @@
+/* model_internal.h — plumbing shared by the model loaders and the GGUF writer (not a public
+ * header): an opened model file, building a plan (rl_model_plan.h; its reads go through
+ * model_stream.c), half-precision conversions, one-line error formatting, and the check of a
+ * llama2.c-layout vocabulary blob. */
+#ifndef RL_MODEL_INTERNAL_H
+#define RL_MODEL_INTERNAL_H
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include "kernels/rl_model.h"
+#include "runtime/model/rl_model_plan.h"
+
+__attribute__((format(printf, 4, 5)))
+void rl_model_err(char *err, size_t errlen, const char *name, const char *fmt, ...);
+const char *rl_model_basename(const char *path);
+
+int  rl_mfile_open(struct rl_mfile *f, const char *path, char *err, size_t errlen);
+void rl_mfile_close(struct rl_mfile *f);
+/* Reads exactly len bytes at off; a file that ends early is -EINVAL ("truncated"). */
+int  rl_mfile_pread(const struct rl_mfile *f, void *buf, size_t len, uint64_t off,
+		    char *err, size_t errlen);
+/* Bytes that nelem elements of dtype occupy on disk; -EINVAL when nelem does not fit the
+ * dtype's block size or the product overflows. */
+int  rl_dt_size(int dtype, uint64_t nelem, uint64_t *nbytes);
+/* Bytes and weights of one Q8_0/f16/bf16/f32 block (the unit a read may be split at). */
+void rl_dt_block(int dtype, uint32_t *bytes, uint32_t *elems);
+
+float    rl_f16_to_f32(uint16_t h);
+float    rl_bf16_to_f32(uint16_t h);
+uint16_t rl_f32_to_f16(float f);
+uint16_t rl_f32_to_bf16(float f);
+
+/* Checks a llama2.c tokenizer.bin blob: sane max_token_length, exactly n_vocab entries with
+ * lengths within it and non-NaN scores, nothing after. */
+int  rl_model_vocab_check(const void *blob, size_t size, uint32_t n_vocab, const char *name,
+			  char *err, size_t errlen);
+
+/* rl_model_alloc's shape check without allocating: 0, or -EINVAL and why (no file name). */
+int  rl_model_check_shape(const struct rl_model_config *c, char *err, size_t errlen);
+/* Canonical element offset of field (enum rl_wfield) of layer; UINT64_MAX for a field the
+ * shape does not have (biases without has_qkv_bias, wcls when tied). */
+uint64_t rl_model_field_off(const struct rl_model_config *c, int field, uint32_t layer);
+/* Elements of one field. */
+uint64_t rl_model_field_elems(const struct rl_model_config *c, int field);
+/* The rl_model pointer that holds (field, layer). */
+float  **rl_model_field_slot(struct rl_model *m, int field, uint32_t layer);
+
+/* Plan building, for the loaders. init: zeroes p, checks c's shape (-EINVAL, the reason
+ * prefixed with name), and sizes the read list and file table. own_file moves an open file
+ * into slot i (f is left closed). add appends the read of (field, layer), checking nelem is
+ * that field's size and the bytes lie inside the file. */
+int  rl_model_plan_init(struct rl_model_plan *p, const struct rl_model_config *c, size_t max_reads,
+			int n_files, const char *name, char *err, size_t errlen);
+void rl_model_plan_own_file(struct rl_model_plan *p, int i, struct rl_mfile *f);
+int  rl_model_plan_add(struct rl_model_plan *p, int file, uint64_t off, uint64_t nbytes,
+		       uint64_t nelem, int dtype, int field, uint32_t layer, char *err, size_t errlen);
+/* Checks a finished plan reads every segment of the layout exactly once (a loader bug
+ * otherwise: -EINVAL). */
+int  rl_model_plan_check(const struct rl_model_plan *p, char *err, size_t errlen);
+/* rl_model_load_X: planner, then rl_model_plan_load. */
+int  rl_model_load_planned(int (*planner)(const char *, const char *, struct rl_model_plan *, char *, size_t),
+			   const char *path, const char *tokenizer_path, struct rl_model **out,
+			   char *err, size_t errlen);
+/* Reads a llama2.c tokenizer.bin and checks it has exactly n_vocab tokens. */
+int  rl_model_read_tokenizer(const char *path, uint32_t n_vocab, void **blob, uint32_t *size,
+			     char *err, size_t errlen);
+
+/* Per-format planners (rl_model_plan_open dispatches by magic) and their fp32 loads. */
+int rl_model_plan_llama2c(const char *path, const char *tokenizer_path, struct rl_model_plan *p,
+			  char *err, size_t errlen);
+int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_model_plan *p,
+		       char *err, size_t errlen);
+int rl_model_plan_safetensors(const char *path, const char *tokenizer_path, struct rl_model_plan *p,
+			      char *err, size_t errlen);
+int rl_model_load_llama2c(const char *path, const char *tokenizer_path, struct rl_model **out,
+			  char *err, size_t errlen);
+int rl_model_load_gguf(const char *path, const char *tokenizer_path, struct rl_model **out,
+		       char *err, size_t errlen);
+int rl_model_load_safetensors(const char *path, const char *tokenizer_path, struct rl_model **out,
+			      char *err, size_t errlen);
+
+static inline uint32_t rl_rd32(const void *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t rl_rd64(const void *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+#endif

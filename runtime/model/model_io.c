@@ -1,0 +1,262 @@
+/* model_io.c — file access for the model loaders: opening, exact preads for headers, the
+ * half-precision conversions, one-line errors and the tokenizer checks. The bulk weight reads
+ * (io_uring, several multi-MiB reads in flight) are model_stream.c's, for the fp32 load
+ * (rl_model_plan_load) and the cuda upload alike. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "runtime/model/model_internal.h"
+
+
+void rl_model_err(char *err, size_t errlen, const char *name, const char *fmt, ...)
+{
+	if (!err || !errlen)
+		return;
+	int n = snprintf(err, errlen, "%s: ", name ? name : "model");
+	if (n < 0 || (size_t)n >= errlen)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err + n, errlen - n, fmt, ap);
+	va_end(ap);
+	/* one line, whatever a file-supplied string contained */
+	for (char *p = err; *p; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = ' ';
+}
+
+const char *rl_model_basename(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s && s[1] ? s + 1 : path;
+}
+
+int rl_mfile_open(struct rl_mfile *f, const char *path, char *err, size_t errlen)
+{
+	const char *base = rl_model_basename(path);
+	f->name = NULL;
+	f->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (f->fd < 0) {
+		int e = errno;
+		rl_model_err(err, errlen, base, "cannot open: %s", strerror(e));
+		return -e;
+	}
+	struct stat st;
+	if (fstat(f->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		int e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+		rl_model_err(err, errlen, base, "not a regular file");
+		close(f->fd);
+		f->fd = -1;
+		return -e;
+	}
+	/* a copy: a plan keeps the file open after the caller's path buffer is gone */
+	if (!(f->name = strdup(base))) {
+		rl_model_err(err, errlen, base, "out of memory");
+		close(f->fd);
+		f->fd = -1;
+		return -ENOMEM;
+	}
+	f->size = (uint64_t)st.st_size;
+	return 0;
+}
+
+void rl_mfile_close(struct rl_mfile *f)
+{
+	if (f->fd >= 0)
+		close(f->fd);
+	f->fd = -1;
+	free(f->name);
+	f->name = NULL;
+}
+
+int rl_mfile_pread(const struct rl_mfile *f, void *buf, size_t len, uint64_t off,
+		   char *err, size_t errlen)
+{
+	if (off > f->size || len > f->size - off) {
+		rl_model_err(err, errlen, f->name, "truncated: need %zu bytes at offset %llu, file has %llu",
+			     len, (unsigned long long)off, (unsigned long long)f->size);
+		return -EINVAL;
+	}
+	char *p = buf;
+	while (len) {
+		ssize_t r = pread(f->fd, p, len, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			int e = r < 0 ? errno : EINVAL;
+			rl_model_err(err, errlen, f->name, "read at offset %llu failed: %s",
+				     (unsigned long long)off, r < 0 ? strerror(e) : "file shrank");
+			return -e;
+		}
+		p += r; len -= r; off += r;
+	}
+	return 0;
+}
+
+int rl_dt_size(int dtype, uint64_t nelem, uint64_t *nbytes)
+{
+	switch (dtype) {
+	case RL_DT_F32:  return __builtin_mul_overflow(nelem, 4, nbytes) ? -EINVAL : 0;
+	case RL_DT_F16:
+	case RL_DT_BF16: return __builtin_mul_overflow(nelem, 2, nbytes) ? -EINVAL : 0;
+	case RL_DT_Q8_0:
+		if (nelem % 32)
+			return -EINVAL;
+		*nbytes = nelem / 32 * 34;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+void rl_dt_block(int dtype, uint32_t *bytes, uint32_t *elems)
+{
+	*elems = dtype == RL_DT_Q8_0 ? 32 : 1;
+	*bytes = dtype == RL_DT_Q8_0 ? 34 : dtype == RL_DT_F32 ? 4 : 2;
+}
+
+float rl_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
+	if (e == 0x1f)
+		u = sign | 0x7f800000u | (m << 13);
+	else if (e)
+		u = sign | ((e + 112) << 23) | (m << 13);
+	else if (!m)
+		u = sign;
+	else {  /* subnormal: normalise */
+		e = 113;
+		while (!(m & 0x400)) { m <<= 1; e--; }
+		u = sign | (e << 23) | ((m & 0x3ff) << 13);
+	}
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+float rl_bf16_to_f32(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+uint16_t rl_f32_to_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40);     /* keep NaN a (quiet) NaN */
+	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+uint16_t rl_f32_to_f16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	uint16_t sign = (u >> 16) & 0x8000;
+	uint32_t a = u & 0x7fffffffu;
+	if (a > 0x7f800000u)
+		return sign | 0x7e00;
+	if (a >= 0x477ff000u)                       /* rounds to >= 65520: infinity */
+		return sign | 0x7c00;
+	if (a < 0x38800000u) {                      /* below 2^-14: subnormal or zero */
+		if (a < 0x33000000u)                /* below half the smallest subnormal */
+			return sign;
+		uint32_t e = a >> 23, m = (a & 0x7fffff) | 0x800000;
+		uint32_t shift = 126 - e;           /* 14..24 */
+		uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+		if (rem > half || (rem == half && (r & 1)))
+			r++;
+		return sign | (uint16_t)r;
+	}
+	uint32_t r = a - 0x38000000u;               /* rebias exponent 127 -> 15 */
+	r = (r + 0xfffu + ((r >> 13) & 1)) >> 13;   /* round to nearest even */
+	return sign | (uint16_t)r;
+}
+
+int rl_model_vocab_check(const void *blob, size_t size, uint32_t n_vocab, const char *name,
+			 char *err, size_t errlen)
+{
+	const uint8_t *p = blob;
+	if (size < 4) {
+		rl_model_err(err, errlen, name, "tokenizer too short (%zu bytes)", size);
+		return -EINVAL;
+	}
+	int32_t maxlen = (int32_t)rl_rd32(p);
+	if (maxlen <= 0 || maxlen > 65536) {
+		rl_model_err(err, errlen, name, "tokenizer max_token_length %d out of range", maxlen);
+		return -EINVAL;
+	}
+	size_t off = 4;
+	for (uint32_t i = 0; i < n_vocab; i++) {
+		if (size - off < 8) {
+			rl_model_err(err, errlen, name, "tokenizer ends at token %u of %u", i, n_vocab);
+			return -EINVAL;
+		}
+		float score;
+		memcpy(&score, p + off, 4);
+		int32_t len = (int32_t)rl_rd32(p + off + 4);
+		off += 8;
+		if (isnan(score) || len < 0 || len > maxlen || (size_t)len > size - off) {
+			rl_model_err(err, errlen, name, "tokenizer token %u: bad %s (length %d, max %d)",
+				     i, isnan(score) ? "score" : "length", len, maxlen);
+			return -EINVAL;
+		}
+		off += len;
+	}
+	if (off != size) {
+		rl_model_err(err, errlen, name, "tokenizer has %zu bytes after %u tokens (vocabulary size mismatch?)",
+			     size - off, n_vocab);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int rl_model_read_tokenizer(const char *path, uint32_t n_vocab, void **out, uint32_t *out_size,
+			    char *err, size_t errlen)
+{
+	struct rl_mfile f;
+	int rc = rl_mfile_open(&f, path, err, errlen);
+	if (rc)
+		return rc;
+	void *blob = NULL;
+	if (f.size > (256u << 20)) {
+		rl_model_err(err, errlen, f.name, "tokenizer of %llu bytes is implausibly large",
+			     (unsigned long long)f.size);
+		rc = -EFBIG;
+	} else if (!(blob = malloc(f.size ? f.size : 1))) {
+		rl_model_err(err, errlen, f.name, "out of memory");
+		rc = -ENOMEM;
+	} else {
+		rc = rl_mfile_pread(&f, blob, f.size, 0, err, errlen);
+		if (!rc)
+			rc = rl_model_vocab_check(blob, f.size, n_vocab, f.name, err, errlen);
+	}
+	uint64_t size = f.size;
+	rl_mfile_close(&f);
+	if (rc) {
+		free(blob);
+		return rc;
+	}
+	*out = blob;
+	*out_size = (uint32_t)size;
+	return 0;
+}
+
+int rl_model_load_tokenizer(struct rl_model *m, const char *path, char *err, size_t errlen)
+{
+	void *blob;
+	uint32_t size;
+	int rc = rl_model_read_tokenizer(path, m->cfg.vocab_size, &blob, &size, err, errlen);
+	if (rc)
+		return rc;
+	free(m->vocab_blob);
+	m->vocab_blob = blob;
+	m->vocab_blob_size = size;
+	return 0;
+}

@@ -1,0 +1,38 @@
+/* model_shapes.c — the named model shapes (`--model synthetic:SHAPE`, `ringlm mkmodel --shape`):
+ * one table, so the cpu and cuda backends and the generator agree on what "llama3-8b" is. */
+#include <errno.h>
+#include <string.h>
+#include "kernels/rl_model.h"
+
+struct shape {
+	const char *name;
+	uint32_t dim, hidden, layers, heads, kv, vocab, ctx;
+	float theta;
+	int tied;
+};
+
+/* 1b keeps Llama-3.2-1B's real 128256-token vocabulary (and its tied embeddings): the
+ * classifier is a large share of a 1B model's work, so a smaller vocabulary would flatter it. */
+static const struct shape shapes[] = {
+	{ "tiny", 64, 172, 5, 8, 4, 512, 512, 10000.0f, 1 },            /* stories260K */
+	{ "110m", 768, 2048, 12, 12, 12, 32000, 1024, 10000.0f, 1 },    /* stories110M */
+	{ "1b", 2048, 8192, 16, 32, 8, 128256, 8192, 500000.0f, 1 },    /* Llama-3.2-1B */
+	{ "llama3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0f, 0 },
+};
+
+int rl_model_shape(const char *name, struct rl_model_config *cfg)
+{
+	for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+		const struct shape *s = &shapes[i];
+		if (strcmp(name, s->name))
+			continue;
+		*cfg = (struct rl_model_config){
+			.dim = s->dim, .hidden_dim = s->hidden, .n_layers = s->layers, .n_heads = s->heads,
+			.n_kv_heads = s->kv, .head_dim = s->dim / s->heads, .vocab_size = s->vocab,
+			.max_ctx = s->ctx, .rope_theta = s->theta, .rope_scale = 1.0f, .norm_eps = 1e-5f,
+			.tied_embeddings = s->tied, .bos_id = 1, .eos_id = 2,
+		};
+		return 0;
+	}
+	return -ENOENT;
+}

@@ -1,0 +1,137 @@
+/* rl_sched.h — the step scheduler and its request pool.
+ *
+ * Runs inside the runtime thread; costs microseconds per step and allocates nothing after
+ * create (sequences, token storage, block tables, the batch arrays all come from pools).
+ *
+ * Life of a request:
+ *   q = rl_sched_seq_alloc(s)          take a pool entry (NULL: pool exhausted)
+ *   fill q->client, q->rid, q->tag, q->tokens[0..n_prompt), q->n_prompt, q->max_new, q->sp,
+ *        q->stop[], q->n_stop, q->priority, q->deadline_ns
+ *   rl_sched_enqueue(s, q, now)        validates lengths against limits, queues it
+ *   loop: b = rl_sched_next(s, now)    compose a step (NULL: nothing runnable)
+ *         backend launch/finish(b, out)
+ *         rl_sched_complete(s, out, now) appends tokens, emits events through hooks,
+ *                                      retires finished sequences
+ *   rl_sched_cancel(s, q)              takes it out before the next step, frees blocks
+ *
+ * Events leave through hooks->emit; a sequence is only put in a step that will sample for it
+ * when hooks->reserve(client, 2) succeeded for that step (room for a token and a done event),
+ * so a full client event ring pauses that client's sequences and never loses a token.
+ * Reservations add up within one step (several sequences of one client); the runtime starts
+ * each step's count afresh before rl_sched_next. An expired request's ERROR event takes
+ * reserve(client, 1) and is emitted from rl_sched_next.
+ *
+ * Policy (implemented in rl_sched.c): decodes first, one row each in admission order; then
+ * chunks of prompts in progress (ending on block boundaries where the budget allows); then
+ * admission while running < min(max_seqs, budget). When a decode or the oldest prefill cannot
+ * get a KV block, the newest running sequence is preempted and re-queued at the front to be
+ * recomputed. Cancelling between rl_sched_next and rl_sched_complete is allowed: the step's
+ * result for that sequence is dropped, and its blocks are reused only by a later step.
+ */
+#ifndef RL_SCHED_H
+#define RL_SCHED_H
+#include <stdint.h>
+#include <stddef.h>
+#include "kernels/rl_batch.h"
+
+#define RL_MAX_STOP 8
+
+/* Event types and codes (same numbers as the wire events in ipc/rl_wire.h). */
+enum rl_ev_type { RL_EV_TOKEN = 1, RL_EV_DONE = 2, RL_EV_ERROR = 3 };
+enum rl_finish { RL_FIN_LENGTH = 1, RL_FIN_STOP = 2, RL_FIN_EOS = 3, RL_FIN_CTX = 4,
+		 RL_FIN_CANCEL = 5 };
+
+/* RL_SEQ_ALLOC: taken by rl_sched_seq_alloc, being filled, not yet enqueued. */
+enum rl_seq_state { RL_SEQ_FREE = 0, RL_SEQ_QUEUED, RL_SEQ_PREFILL, RL_SEQ_DECODE, RL_SEQ_DONE,
+		    RL_SEQ_ALLOC };
+
+struct rl_seq {
+	/* filled by the caller before enqueue */
+	uint32_t client;               /* runtime's client slot */
+	uint32_t rid;                  /* client's request slot id (echoed in events) */
+	uint64_t tag;                  /* client's opaque tag (echoed in events) */
+	uint32_t *tokens;              /* [cap] prompt then generated ids; owned by the pool */
+	uint32_t cap;                  /* capacity of tokens (= max_ctx) */
+	uint32_t n_prompt;
+	uint32_t max_new;
+	uint32_t stop[RL_MAX_STOP];
+	uint32_t n_stop;
+	int32_t  priority;             /* higher runs first; 0 default */
+	uint64_t deadline_ns;          /* CLOCK_MONOTONIC; 0 = none. Past it before admission: error */
+	uint64_t arrival_ns;
+	struct rl_sampling sp;
+	/* scheduler-owned state (read-only for others) */
+	enum rl_seq_state state;
+	uint32_t id;                   /* pool index */
+	uint32_t n_gen;                /* generated so far */
+	uint32_t n_computed;           /* tokens whose KV is in the cache */
+	void *sched_priv;
+};
+
+struct rl_sched_hooks {
+	void *ctx;
+	/* Reserve n event slots for client this step; 0 on success, -EAGAIN when it has no room. */
+	int  (*reserve)(void *ctx, uint32_t client, uint32_t n);
+	/* Deliver an event (type RL_EV_*, token for TOKEN, code = rl_finish for DONE or -errno
+	 * for ERROR). Never fails for reserved slots. */
+	void (*emit)(void *ctx, const struct rl_seq *q, uint32_t type, uint32_t token, int32_t code);
+};
+
+struct rl_sched_params {
+	uint32_t max_batch_tokens;     /* token budget per step (default 512) */
+	uint32_t max_seqs;             /* most running sequences (default 256) */
+	uint32_t n_kv_blocks;          /* KV pool (default 4096) */
+	uint32_t block_size;           /* default 16 */
+	uint32_t max_ctx;              /* longest sequence, prompt + generated (default 4096) */
+	uint32_t pool_size;            /* most live requests, queued + running (default 1024) */
+	int      prefix_cache;         /* 1 = on (default) */
+	uint32_t eos_id;               /* UINT32_MAX = none */
+};
+
+struct rl_sched_stats {
+	uint64_t steps, tokens_prefill, tokens_decode, preemptions;
+	uint64_t prefix_hit_tokens, prefix_query_tokens;
+	uint32_t queued, running, prefilling, paused;
+	uint32_t kv_blocks_total, kv_blocks_free;
+	uint32_t last_step_tokens, budget;
+	uint64_t finished, cancelled, expired;
+	uint32_t kv_blocks_cached;     /* registered in the prefix cache (held or evictable) */
+	uint32_t _pad;
+	uint64_t kv_evictions;         /* cached blocks reused for new content */
+};
+
+struct rl_sched;
+struct rl_kv;
+
+void rl_sched_default_params(struct rl_sched_params *p);
+int  rl_sched_create(const struct rl_sched_params *p, const struct rl_sched_hooks *h,
+		     struct rl_sched **out);
+void rl_sched_destroy(struct rl_sched *s);
+
+struct rl_seq *rl_sched_seq_alloc(struct rl_sched *s);
+void rl_sched_seq_release(struct rl_sched *s, struct rl_seq *q);   /* never enqueued */
+/* 0, or -EINVAL/-E2BIG/-ETIMEDOUT (deadline passed): then q is released, no event emitted. */
+int  rl_sched_enqueue(struct rl_sched *s, struct rl_seq *q, uint64_t now_ns);
+/* Takes q out of the queue or the running set (also mid-prefill), frees its blocks and
+ * releases it; emits nothing (the caller tells the client). */
+void rl_sched_cancel(struct rl_sched *s, struct rl_seq *q);
+
+const struct rl_batch *rl_sched_next(struct rl_sched *s, uint64_t now_ns);
+void rl_sched_complete(struct rl_sched *s, const int32_t *out, uint64_t now_ns);
+
+void rl_sched_set_budget(struct rl_sched *s, uint32_t max_batch_tokens);
+void rl_sched_get_stats(const struct rl_sched *s, struct rl_sched_stats *st);
+int  rl_sched_idle(const struct rl_sched *s);   /* 1 when nothing is queued or running */
+
+/* Cancels (as rl_sched_cancel) every queued or running request of client, e.g. on hang-up;
+ * entries still being filled (RL_SEQ_ALLOC) stay with the caller. Returns how many. */
+uint32_t rl_sched_cancel_client(struct rl_sched *s, uint32_t client);
+/* The live pool entry with this id (rl_seq.id, rl_batch_seq.seq_id), or NULL when free. */
+struct rl_seq *rl_sched_seq_at(struct rl_sched *s, uint32_t id);
+/* q's block table: sets *table and returns how many blocks it holds (0 while queued). */
+uint32_t rl_sched_seq_blocks(const struct rl_sched *s, const struct rl_seq *q,
+			     const uint32_t **table);
+/* The KV manager (read-only: stats, refcounts for audits). */
+const struct rl_kv *rl_sched_kv(const struct rl_sched *s);
+
+#endif
