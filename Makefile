@@ -17,7 +17,7 @@ OPT     ?= -O2
 PREFIX  ?= /usr/local
 CUDA    ?= auto
 
-CFLAGS_BASE = -std=gnu11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare \
+CFLAGS_BASE = -std=gnu11 -D_GNU_SOURCE -g $(OPT) -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Werror=implicit-function-declaration \
 	-fPIC -pthread -fvisibility=hidden -I. -MMD -MP
 ifneq ($(SAN),)
 CFLAGS_BASE += -fsanitize=$(SAN) -fno-omit-frame-pointer

@@ -17,6 +17,7 @@
 #include "clients/ringlm.h"
 #include "ipc/rl_clock.h"
 #include "runtime/loop/rl_rt.h"
+#include "runtime/loop/rl_rt_fork.h"
 
 static pid_t start_runtime(const char *sock, uint32_t budget)
 {

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "clients/cli/cli.h"
 #include "runtime/loop/rl_rt.h"
+#include "runtime/backend/rl_backend.h"
 
 int rl_cmd_bench_gpu(int argc, char **argv)
 {

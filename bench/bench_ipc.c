@@ -20,6 +20,7 @@
 #include "ipc/rl_clock.h"
 #include "runtime/loop/rl_rt.h"
 #include "ipc/rl_wire.h"
+#include "runtime/loop/rl_rt_fork.h"
 
 struct pct { uint64_t p50, p99, p999; };
 

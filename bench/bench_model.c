@@ -4,7 +4,7 @@
  * token budget, default 128), timed over several fresh sequences. Decode: B sequences
  * (B = 1, 8, 64) each with a 16-token prefilled context, then greedy decode steps of B rows,
  * timed; tokens/s = B * steps / time. Each figure is the median of its repetitions. The
- * model is --model PATH (through rl_model_load, weak so this builds before the loaders) or
+ * model is --model PATH (through rl_model_load) or
  * a random model of --shape tiny (stories260K) or 110m (llama2.c 110M).
  * Prints a table, or with --json one line; the JSON is always written to bench/out/model.json.
  */
@@ -18,24 +18,13 @@
 #include "kernels/cpu_ops.h"
 #include "runtime/backend/rl_backend.h"
 #include "ipc/rl_clock.h"
-#include "kernels/rl_model.h"
+#include "runtime/model/rl_model_io.h"
 
-#pragma weak rl_model_load
 
 #define BS 16
 #define DECODE_CTX 16                  /* context each decode sequence starts with */
 #define MAX_B 64
 
-static const struct rl_model_config shape_tiny = {
-	.dim = 64, .hidden_dim = 172, .n_layers = 5, .n_heads = 8, .n_kv_heads = 4, .head_dim = 8,
-	.vocab_size = 512, .max_ctx = 512, .rope_theta = 10000, .rope_scale = 1, .norm_eps = 1e-5f,
-	.tied_embeddings = 1, .bos_id = 1, .eos_id = 2,
-};
-static const struct rl_model_config shape_110m = {
-	.dim = 768, .hidden_dim = 2048, .n_layers = 12, .n_heads = 12, .n_kv_heads = 12, .head_dim = 64,
-	.vocab_size = 32000, .max_ctx = 1024, .rope_theta = 10000, .rope_scale = 1, .norm_eps = 1e-5f,
-	.tied_embeddings = 1, .bos_id = 1, .eos_id = 2,
-};
 
 struct bseq {
 	uint32_t table[256];
@@ -119,22 +108,17 @@ int rl_cmd_bench_model(int argc, char **argv)
 	struct rl_model *m = NULL;
 	char err[256];
 	if (model_path) {
-		if (!rl_model_load) {
-			fprintf(stderr, "ringlm bench model: model loading is not built into this binary; use --shape\n");
-			return 2;
-		}
 		if (rl_model_load(model_path, tok_path, &m, err, sizeof err)) {
 			fprintf(stderr, "ringlm bench model: %s\n", err);
 			return 1;
 		}
 	} else {
-		const struct rl_model_config *c = !strcmp(shape, "tiny") ? &shape_tiny
-						: !strcmp(shape, "110m") ? &shape_110m : NULL;
-		if (!c) {
-			fprintf(stderr, "ringlm bench model: unknown --shape %s (tiny or 110m)\n", shape);
+		struct rl_model_config c;
+		if (rl_model_shape(shape, &c)) {
+			fprintf(stderr, "ringlm bench model: unknown --shape %s (tiny, 110m, 1b or llama3-8b)\n", shape);
 			return 2;
 		}
-		if (rl_model_alloc(c, &m, err, sizeof err)) {
+		if (rl_model_alloc(&c, &m, err, sizeof err)) {
 			fprintf(stderr, "ringlm bench model: %s\n", err);
 			return 1;
 		}

@@ -27,6 +27,8 @@
 #include "ipc/rl_clock.h"
 #include "runtime/loop/rl_rt.h"
 #include "bench/bench_util.h"
+#include "runtime/loop/rl_rt_args.h"
+#include "runtime/loop/rl_rt_fork.h"
 
 #define MAX_REC   (1u << 18)       /* requests per run */
 #define MAX_GAPS  (1u << 23)       /* inter-token gaps per run (64 MiB, touched on use) */

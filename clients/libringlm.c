@@ -22,33 +22,21 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include "clients/ringlm.h"
+#include "clients/libringlm_internal.h"
+#include "clients/rl_tok.h"
 #include "ipc/rl_clock.h"
-#include "ipc/rl_ipc.h"
 #include "runtime/loop/rl_rt.h"
+#include "runtime/loop/rl_rt_args.h"
 
-struct ringlm {
-	int      sock, seg_fd, info_fd, rt_efd, cl_efd;
-	uint8_t *seg;
-	size_t   seg_size;
-	const struct rl_info *info;
-	size_t   info_size;
-	struct rl_seg_hdr hdr;         /* private copy of the geometry */
-	struct rl_seg_ctl *ctl;
-	struct rl_ring_prod req;
-	struct rl_ring_cons evt;
-	uint32_t *arena, arena_mask;
-	uint32_t arena_head, arena_tail;
-	uint32_t *arena_end;           /* [req_cap] arena_head after request slot i */
-	uint32_t *free_ids, n_free;    /* request id free list */
-	uint64_t *id_tag;              /* [max_inflight] */
-	uint8_t  *id_live;
-	int      spin_us;
-	int      dead;
-	struct rl_rt *embedded;
-	pthread_t thread;
-	void    *tok;                  /* tokenizer, built lazily from the info segment */
-};
+/* The public numbers are the wire's (ipc/rl_wire.h owns them). */
+#define SAME(a, b) ((int)(a) == (int)(b))
+_Static_assert(SAME(RINGLM_EV_TOKEN, RL_EV_TOKEN) && SAME(RINGLM_EV_DONE, RL_EV_DONE) &&
+	       SAME(RINGLM_EV_ERROR, RL_EV_ERROR), "ringlm.h event types differ from the wire");
+_Static_assert(SAME(RINGLM_FIN_LENGTH, RL_FIN_LENGTH) && SAME(RINGLM_FIN_STOP, RL_FIN_STOP) &&
+	       SAME(RINGLM_FIN_EOS, RL_FIN_EOS) && SAME(RINGLM_FIN_CTX, RL_FIN_CTX) &&
+	       SAME(RINGLM_FIN_CANCEL, RL_FIN_CANCEL), "ringlm.h finish codes differ from the wire");
+_Static_assert(RINGLM_MAX_STOP == RL_MAX_STOP_IDS, "ringlm.h stop-id limit differs from the wire");
+
 
 static __thread char last_error[256];
 
@@ -184,7 +172,7 @@ static int start_embedded(struct ringlm *c, const struct ringlm_params *p, char 
 	char sock[96], err[256] = "";
 	snprintf(sock, sizeof sock, "embed-%d-%u", (int)getpid(), atomic_fetch_add(&counter, 1));
 	rp.socket = sock;
-	rp.wake = p->force_fallback ? 2 : 0;
+	rp.wake = p->force_fallback ? RL_RT_WAKE_EVENTFD : RL_RT_WAKE_AUTO;
 	/* extra ringlmd options, split on spaces */
 	char buf[1024], *argv[64] = { "ringlm-embedded" };
 	int argc = 1;
@@ -241,8 +229,6 @@ int ringlm_connect(const struct ringlm_params *p, struct ringlm **out)
 	return 0;
 }
 
-void rl_tok_destroy_opaque(void *tok) __attribute__((weak));
-
 void ringlm_close(struct ringlm *c)
 {
 	if (!c)
@@ -260,8 +246,7 @@ void ringlm_close(struct ringlm *c)
 		pthread_join(c->thread, NULL);
 		rl_rt_destroy(c->embedded);
 	}
-	if (c->tok && rl_tok_destroy_opaque)
-		rl_tok_destroy_opaque(c->tok);
+	rl_tok_destroy(c->tok);
 	free(c->arena_end);
 	free(c->free_ids);
 	free(c->id_tag);
@@ -523,5 +508,3 @@ int ringlm_stats_json(struct ringlm *c, char *buf, size_t len)
 }
 
 /* Internal accessors for the tokenizer glue and tests (not exported). */
-const struct rl_info *rl_client_info(struct ringlm *c) { return c->info; }
-void **rl_client_tok_slot(struct ringlm *c) { return &c->tok; }

@@ -27,6 +27,8 @@ extern "C" {
 
 struct ringlm;
 
+#define RINGLM_MAX_STOP 8        /* stop ids per request */
+
 enum ringlm_ev_type { RINGLM_EV_TOKEN = 1, RINGLM_EV_DONE = 2, RINGLM_EV_ERROR = 3 };
 enum ringlm_finish {
 	RINGLM_FIN_LENGTH = 1,   /* max_new tokens generated */
@@ -53,7 +55,7 @@ struct ringlm_request {
 	uint32_t top_k;          /* 0 = off */
 	float    top_p;          /* 1 = off */
 	uint64_t seed;
-	const uint32_t *stop;    /* up to 8 stop ids */
+	const uint32_t *stop;    /* up to RINGLM_MAX_STOP stop ids */
 	uint32_t n_stop;
 	int32_t  priority;       /* higher is admitted first (default 0) */
 	uint64_t deadline_ns;    /* CLOCK_MONOTONIC; must be admitted before it, 0 = none */

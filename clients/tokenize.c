@@ -3,21 +3,14 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "clients/ringlm.h"
+#include "clients/libringlm_internal.h"
 #include "clients/rl_tok.h"
-#include "ipc/rl_wire.h"
-
-const struct rl_info *rl_client_info(struct ringlm *c);
-void **rl_client_tok_slot(struct ringlm *c);
-
-void rl_tok_destroy_opaque(void *tok) { rl_tok_destroy(tok); }
 
 static struct rl_tok *tok_of(struct ringlm *c)
 {
-	void **slot = rl_client_tok_slot(c);
-	if (*slot)
-		return *slot;
-	const struct rl_info *in = rl_client_info(c);
+	if (c->tok)
+		return c->tok;
+	const struct rl_info *in = c->info;
 	if (!in->vocab_size_bytes || in->vocab_off < sizeof *in || in->vocab_off + (uint64_t)in->vocab_size_bytes > in->size)
 		return NULL;
 	struct rl_tok *t;
@@ -25,7 +18,7 @@ static struct rl_tok *tok_of(struct ringlm *c)
 	if (rl_tok_create((const uint8_t *)in + in->vocab_off, in->vocab_size_bytes, &t, err, sizeof err))
 		return NULL;
 	rl_tok_set_special(t, in->bos_id, in->eos_id);
-	*slot = t;
+	c->tok = t;
 	return t;
 }
 

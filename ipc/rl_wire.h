@@ -32,7 +32,14 @@
 
 #define RL_WIRE_MAGIC   0x4d4c4752u  /* "RGLM" */
 #define RL_WIRE_VERSION 1u
-#define RL_MAX_STOP_IDS 8
+#define RL_MAX_STOP_IDS 8            /* stop ids per request (rl_req.stop, rl_seq.stop) */
+
+/* Event types and finish codes: the numbers on the wire (rl_evt.type, rl_evt.code). The
+ * scheduler emits them; clients/ringlm.h publishes the same values as RINGLM_EV_* and
+ * RINGLM_FIN_*, tied to these by _Static_asserts in clients/libringlm.c. */
+enum rl_ev_type { RL_EV_TOKEN = 1, RL_EV_DONE = 2, RL_EV_ERROR = 3 };
+enum rl_finish { RL_FIN_LENGTH = 1, RL_FIN_STOP = 2, RL_FIN_EOS = 3, RL_FIN_CTX = 4,
+		 RL_FIN_CANCEL = 5 };
 
 /* ---- attach handshake (control socket, SOCK_STREAM) ---------------------------------- */
 struct rl_attach_req {
@@ -101,7 +108,7 @@ _Static_assert(sizeof(struct rl_req) == 128, "rl_req is one 128-byte slot");
 struct rl_evt {
 	uint32_t rid;
 	uint32_t token;
-	uint16_t type;                 /* RL_EV_TOKEN / RL_EV_DONE / RL_EV_ERROR (rl_sched.h) */
+	uint16_t type;                 /* enum rl_ev_type */
 	int16_t  code;                 /* finish reason, or -errno */
 	uint32_t index;                /* token index within the output */
 };

@@ -13,6 +13,10 @@
 #define RL_BATCH_H
 #include <stdint.h>
 
+/* The largest step (tokens in one batch) any part of ringlm plans for: the automatic
+ * budget's ceiling and the CUDA backend's largest default graph. */
+#define RL_BATCH_MAX_TOKENS 8192
+
 /* Sampling parameters of one request. temperature == 0 means greedy (argmax, lowest id wins
  * ties). top_k == 0 means no top-k cut; top_p >= 1 means no nucleus cut. Random draws are keyed
  * by (seed, position of the token being sampled) so output never depends on batch mates. */

@@ -20,6 +20,8 @@
 #include "runtime/loop/rl_rt.h"
 #include "runtime/backend/rl_backend_sim.h"
 #include "ipc/rl_ipc.h"
+#include "runtime/loop/rl_rt_args.h"
+#include "runtime/loop/rl_rt_fork.h"
 
 struct rt_child { pid_t pid; char sock[108]; };
 

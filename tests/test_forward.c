@@ -10,15 +10,13 @@
 #include <stdint.h>
 #include "tests/rl_test.h"
 #include "runtime/backend/rl_backend.h"
-#include "kernels/rl_model.h"
+#include "runtime/model/rl_model_io.h"
 #include "kernels/rl_ref.h"
 #include "kernels/rl_sample.h"
 #include "kernels/cpu_ops.h"
 
 #define TOL 1e-4f
 
-/* Defined by the loaders (runtime/model_*.c); weak so this test builds and skips without them. */
-#pragma weak rl_model_load
 
 static int slow = 1;
 
@@ -596,8 +594,6 @@ static void real_model_greedy_matches_reference(void)
 	const char *path = rl_t_model("stories260K.bin"), *tok = rl_t_model("tok512.bin");
 	if (!path)
 		SKIP("../shared/models/stories260K.bin not found");
-	if (!rl_model_load)
-		SKIP("rl_model_load is not linked into this build (loaders branch)");
 	struct rl_model *m; char err[256];
 	REQUIRE(rl_model_load(path, tok, &m, err, sizeof err) == 0);
 	uint32_t V = m->cfg.vocab_size, N = 60 / (slow > 4 ? 4 : slow);

@@ -24,7 +24,7 @@
 
 struct treq {
 	uint32_t prompt[MAX_CTX], n_prompt, max_new, client;
-	uint32_t stop[RL_MAX_STOP], n_stop;
+	uint32_t stop[RL_MAX_STOP_IDS], n_stop;
 	int32_t priority;
 	uint64_t deadline;
 	uint32_t got[MAX_CTX], n_got;  /* TOKEN events received */
@@ -391,7 +391,7 @@ static void enqueue_validates(void)
 	reqs[3].deadline = w.now - 1;
 	CHECK(submit(&w, 3) == -ETIMEDOUT);
 	fill_req(&reqs[4], 3, 1, 100, 2);
-	reqs[4].n_stop = RL_MAX_STOP + 1;
+	reqs[4].n_stop = RL_MAX_STOP_IDS + 1;
 	CHECK(submit(&w, 4) == -EINVAL);
 	/* rejected entries went back to the pool */
 	struct rl_seq *q[4];

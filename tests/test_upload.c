@@ -17,13 +17,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "tests/rl_test.h"
-#include "kernels/rl_model.h"
+#include "runtime/model/rl_model_io.h"
 #include "runtime/model/rl_model_plan.h"
 #include "runtime/model/model_internal.h"
 #include "runtime/cuda/host/cuda_host.h"
 #include "runtime/cuda/host/cuda_stage.h"
 #include "runtime/backend/rl_backend.h"
 #include "runtime/loop/rl_rt.h"
+#include "runtime/loop/rl_rt_args.h"
 
 
 static uint64_t rs = 0x9E3779B97F4A7C15ull;

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 #include "clients/cli/cli.h"
-#include "kernels/rl_model.h"
+#include "runtime/model/rl_model_io.h"
 
 struct shape {
 	const char *name;
@@ -112,8 +112,8 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		usage();
 		return 2;
 	}
-	int dtype = !strcmp(dt, "f32") ? 0 : !strcmp(dt, "f16") ? 1 : !strcmp(dt, "bf16") ? 2 :
-		    !strcmp(dt, "q8_0") ? 3 : -1;
+	int dtype = !strcmp(dt, "f32") ? RL_DT_F32 : !strcmp(dt, "f16") ? RL_DT_F16 : !strcmp(dt, "bf16") ? RL_DT_BF16 :
+		    !strcmp(dt, "q8_0") ? RL_DT_Q8_0 : -1;
 	if (dtype < 0) {
 		fprintf(stderr, "ringlm mkmodel: --dtype must be f32, f16, bf16 or q8_0, not '%s'\n", dt);
 		return 2;
@@ -153,16 +153,10 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		return 2;
 	}
 	/* refuse before spending minutes: the file and the fp32 copy in memory must fit */
-	double bytes = model_bytes(&c), file = bytes / (dtype == 3 ? 3.7 : dtype ? 2 : 1);
-	char dir[4096];
-	snprintf(dir, sizeof dir, "%s", out);
-	char *slash = strrchr(dir, '/');
-	if (slash)
-		*(slash == dir ? slash + 1 : slash) = 0;
-	struct statvfs vfs;
-	if (statvfs(slash ? dir : ".", &vfs) == 0 && (double)vfs.f_bavail * vfs.f_frsize < file) {
-		fprintf(stderr, "ringlm mkmodel: %s would be %.1f GiB but only %.1f GiB are free there\n",
-			out, file / 1073741824.0, (double)vfs.f_bavail * vfs.f_frsize / 1073741824.0);
+	double bytes = model_bytes(&c), file = bytes / (dtype == RL_DT_Q8_0 ? 3.7 : dtype == RL_DT_F32 ? 1 : 2);
+	char err[512];
+	if (rl_model_check_space(out, (uint64_t)file, err, sizeof err)) {
+		fprintf(stderr, "ringlm mkmodel: %s\n", err);
 		return 1;
 	}
 	double avail = mem_available();
@@ -171,7 +165,6 @@ int rl_cmd_mkmodel(int argc, char **argv)
 			bytes / 1073741824.0, avail / 1073741824.0);
 		return 1;
 	}
-	char err[512];
 	struct rl_model *m;
 	int rc = rl_model_alloc(&c, &m, err, sizeof err);
 	if (rc) {

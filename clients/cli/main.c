@@ -33,10 +33,6 @@ static int dispatch(const struct cmd *t, size_t n, const char *what, int argc, c
 	for (size_t i = 0; i < n; i++) {
 		if (strcmp(argv[0], t[i].name))
 			continue;
-		if (!t[i].fn) {
-			fprintf(stderr, "ringlm: '%s%s' is not built into this binary\n", what, argv[0]);
-			return 2;
-		}
 		return t[i].fn(argc, argv);
 	}
 	fprintf(stderr, "ringlm: unknown command '%s%s'; run 'ringlm --help' for the list\n", what, argv[0]);

@@ -9,19 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 #include "runtime/backend/rl_backend.h"
-#include "kernels/rl_model.h"
+#include "runtime/model/rl_model_io.h"
 #include "runtime/model/rl_model_plan.h"
 #include "runtime/loop/rl_rt.h"
-
-/* Provided by the cpu backend and the model code; weak so each part links alone. */
-int rl_backend_cpu_create(const struct rl_model *m, const struct rl_backend_params *p,
-			  struct rl_backend **out, char *err, size_t errlen) __attribute__((weak));
-int rl_model_shape(const char *name, struct rl_model_config *cfg) __attribute__((weak));
-int rl_model_load(const char *path, const char *tokenizer_path, struct rl_model **out,
-		  char *err, size_t errlen) __attribute__((weak));
-int rl_model_plan_open(const char *path, const char *tokenizer_path, struct rl_model_plan *p,
-		       char *err, size_t errlen) __attribute__((weak));
-void rl_model_plan_close(struct rl_model_plan *p) __attribute__((weak));
 
 typedef int (*cuda_create_fn)(const struct rl_model *m, const char *synthetic_shape,
 			      const struct rl_backend_params *p, struct rl_backend **out,
@@ -123,10 +113,6 @@ int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct
 		/* the backend streams the file itself; the plan here only checks it (same message as
 		 * a load) and gives the shape the default KV pool is sized by */
 		struct rl_model_plan plan;
-		if (!rl_model_plan_open) {
-			snprintf(err, errlen, "model loading is not built into this binary");
-			return -ENOSYS;
-		}
 		if ((rc = rl_model_plan_open(p->model, p->tokenizer, &plan, err, errlen)))
 			return rc;
 		if (!p->kv_blocks)
@@ -139,7 +125,7 @@ int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct
 	}
 	if (synthetic) {
 		struct rl_model_config cfg;
-		if (!rl_model_shape || rl_model_shape(p->model + 10, &cfg)) {
+		if (rl_model_shape(p->model + 10, &cfg)) {
 			snprintf(err, errlen, "unknown synthetic shape '%s' (try tiny, 110m, 1b, llama3-8b)", p->model + 10);
 			return -EINVAL;
 		}
@@ -147,18 +133,11 @@ int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct
 			return rc;
 		rl_model_fill_random(*model, 1);
 		snprintf((*model)->name, sizeof (*model)->name, "synthetic:%s", p->model + 10);
-	} else if (!rl_model_load) {
-		snprintf(err, errlen, "model loading is not built into this binary");
-		return -ENOSYS;
 	} else if ((rc = rl_model_load(p->model, p->tokenizer, model, err, errlen))) {
 		return rc;
 	}
 	if (!p->kv_blocks)
 		bp.n_kv_blocks = kv_blocks_for(&(*model)->cfg, p->block_size, p->max_seqs);
 	*n_blocks = bp.n_kv_blocks;
-	if (!rl_backend_cpu_create) {
-		snprintf(err, errlen, "the cpu backend is not built into this binary");
-		return -ENOSYS;
-	}
 	return rl_backend_cpu_create(*model, &bp, be, err, errlen);
 }

@@ -38,7 +38,7 @@
 #include <cuda_runtime_api.h>
 #include <cublas_v2.h>
 #include "runtime/backend/rl_backend.h"
-#include "kernels/rl_model.h"
+#include "runtime/model/rl_model_io.h"
 #include "runtime/model/rl_model_plan.h"
 #include "runtime/cuda/host/cuda_stage.h"
 #include "kernels/rl_cuda_ops.h"

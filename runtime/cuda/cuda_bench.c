@@ -25,6 +25,7 @@
 #include "kernels/rl_cuda_ops.h"
 #include "runtime/cuda/cuda_internal.h"
 #include "runtime/model/rl_model_plan.h"
+#include "runtime/model/rl_model_io.h"
 
 #define EXPORT __attribute__((visibility("default")))
 

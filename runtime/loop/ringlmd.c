@@ -2,7 +2,7 @@
  * SIGINT/SIGTERM (through signalfd in the io_uring loop) finish in-flight work and exit 0. */
 #include <stdio.h>
 #include <stdlib.h>
-#include "runtime/loop/rl_rt.h"
+#include "runtime/loop/rl_rt_args.h"
 
 int main(int argc, char **argv)
 {

@@ -43,7 +43,7 @@
 #include "ipc/rl_ipc.h"
 #include "runtime/loop/rl_rt.h"
 #include "runtime/sched/rl_sched.h"
-#include "kernels/rl_model.h"
+#include "runtime/model/rl_model_io.h"
 #include "runtime/loop/rl_validate.h"
 
 #ifndef IORING_OP_FUTEX_WAIT_NR
@@ -284,7 +284,7 @@ static void publish_events(struct rl_rt *rt)
 			io_uring_prep_rw(IORING_OP_FUTEX_WAIT_NR + 1, s, RL_FUTEX2_SIZE_U32,
 					 (void *)&c->ctl->cl_bell, 0, 1);
 			s->addr3 = RL_FUTEX_BITSET_ANY;
-		} else if (c->cl_efd >= 0 && rt->p.wake == 2) {
+		} else if (c->cl_efd >= 0 && rt->p.wake == RL_RT_WAKE_EVENTFD) {
 			io_uring_prep_write(s, c->cl_efd, &one_u64, 8, 0);
 		} else {
 			/* kernel without io_uring futexes: the client may still sleep on its futex
@@ -543,6 +543,7 @@ static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, 
 	q->n_prompt = n;
 	q->max_new = r->max_new;
 	q->n_stop = r->n_stop;
+	_Static_assert(sizeof q->stop == sizeof r->stop, "rl_seq.stop and rl_req.stop hold RL_MAX_STOP_IDS each");
 	memcpy(q->stop, r->stop, sizeof q->stop);
 	q->priority = r->priority;
 	q->deadline_ns = r->deadline_ns;
@@ -710,7 +711,7 @@ static void handle_cqe(struct rl_rt *rt, struct io_uring_cqe *cqe)
 		struct client *c = &rt->clients[slot];
 		if (c->used && c->gen == UD_GEN(ud)) {
 			c->bell_armed = 0;
-			if (!rt->futex_ok || rt->p.wake == 2)
+			if (!rt->futex_ok || rt->p.wake == RL_RT_WAKE_EVENTFD)
 				(void)!read(c->rt_efd, &rt->bellbuf, 8);
 		}
 		break;
@@ -778,7 +779,7 @@ static void sleep_until_work(struct rl_rt *rt)
 			if (!c->used || c->bell_armed)
 				continue;
 			struct io_uring_sqe *q = sqe_get(rt);
-			if (rt->futex_ok && rt->p.wake != 2)
+			if (rt->futex_ok && rt->p.wake != RL_RT_WAKE_EVENTFD)
 				prep_futex_wait(q, &c->ctl->rt_bell, bell[s]);
 			else
 				io_uring_prep_poll_add(q, c->rt_efd, POLLIN);
@@ -903,8 +904,8 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 	sigaddset(&ss, SIGTERM);
 	if (p->handle_signals)
 		pthread_sigmask(SIG_BLOCK, &ss, NULL);
-	rt->futex_ok = p->wake != 2 && probe_futex(rt);
-	if (p->wake == 1 && !rt->futex_ok) {
+	rt->futex_ok = p->wake != RL_RT_WAKE_EVENTFD && probe_futex(rt);
+	if (p->wake == RL_RT_WAKE_FUTEX && !rt->futex_ok) {
 		snprintf(err, errlen, "--wake futex: this kernel's io_uring has no IORING_OP_FUTEX_WAIT (needs Linux 6.7); use --wake auto");
 		rc = -ENOSYS;
 		goto fail;

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "runtime/loop/rl_rt.h"
+#include "runtime/loop/rl_rt_args.h"
 
 void rl_rt_default_params(struct rl_rt_params *p)
 {
@@ -13,7 +13,7 @@ void rl_rt_default_params(struct rl_rt_params *p)
 	p->socket = "default";
 	p->backend = NULL;              /* sim without a model, cpu with one */
 	p->cpu = -1;
-	p->max_batch_tokens = 512;
+	p->max_batch_tokens = RL_SCHED_DEFAULT_BUDGET;
 	p->max_seqs = 256;
 	p->kv_blocks = 0;               /* 0: sized by the backend (sim: 16384) */
 	p->block_size = 16;
@@ -172,9 +172,9 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 			NUM(2, 1u << 22);
 			p->sim_vocab = (uint32_t)n;
 		} else if (!strcmp(a, "--wake")) {
-			if (!strcmp(v, "auto")) p->wake = 0;
-			else if (!strcmp(v, "futex")) p->wake = 1;
-			else if (!strcmp(v, "eventfd")) p->wake = 2;
+			if (!strcmp(v, "auto")) p->wake = RL_RT_WAKE_AUTO;
+			else if (!strcmp(v, "futex")) p->wake = RL_RT_WAKE_FUTEX;
+			else if (!strcmp(v, "eventfd")) p->wake = RL_RT_WAKE_EVENTFD;
 			else {
 				snprintf(err, errlen, "--wake must be auto, futex or eventfd, got '%s'", v);
 				return -EINVAL;

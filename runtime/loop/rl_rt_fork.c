@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "runtime/loop/rl_rt.h"
+#include "runtime/loop/rl_rt_fork.h"
 
 pid_t rl_rt_fork(const struct rl_rt_params *params, char *err, size_t errlen)
 {

@@ -65,18 +65,9 @@ static int has_field(const struct rl_model_config *c, int f)
 
 uint64_t rl_model_field_elems(const struct rl_model_config *c, int f)
 {
-	uint64_t d = c->dim, h = c->hidden_dim, qd = (uint64_t)c->n_heads * c->head_dim,
-		 kvd = (uint64_t)c->n_kv_heads * c->head_dim, v = c->vocab_size;
-	switch (f) {
-	case RL_W_TOK_EMB: case RL_W_WCLS:                     return v * d;
-	case RL_W_ATTN_NORM: case RL_W_FFN_NORM: case RL_W_OUT_NORM: return d;
-	case RL_W_WQ: case RL_W_WO:                            return qd * d;
-	case RL_W_WK: case RL_W_WV:                            return kvd * d;
-	case RL_W_BQ:                                          return qd;
-	case RL_W_BK: case RL_W_BV:                            return kvd;
-	case RL_W_GATE: case RL_W_DOWN: case RL_W_UP:          return h * d;
-	}
-	return 0;
+	if (f < 0 || f >= RL_W_NFIELDS)
+		return 0;
+	return rl_wdim(c, rl_wnames[f].rows) * rl_wdim(c, rl_wnames[f].cols);
 }
 
 uint64_t rl_model_field_off(const struct rl_model_config *c, int f, uint32_t layer)

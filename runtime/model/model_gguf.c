@@ -14,7 +14,6 @@ enum { GT_U8, GT_I8, GT_U16, GT_I16, GT_U32, GT_I32, GT_F32, GT_BOOL, GT_STR, GT
        GT_I64, GT_F64, GT_NTYPES };
 static const uint8_t gt_size[GT_NTYPES] = { 1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8 };
 
-enum { GGML_F32 = 0, GGML_F16 = 1, GGML_Q8_0 = 8, GGML_BF16 = 30 };
 
 #define MAX_TENSORS  (1u << 20)
 #define MAX_KV       (1u << 20)
@@ -366,8 +365,7 @@ static int plan_tensor(struct gguf *g, const char *name, uint64_t ne0, uint64_t 
 		     (unsigned long long)ne0, (unsigned long long)ne1);
 		return -EINVAL;
 	}
-	int dt = ti->type == GGML_F32 ? RL_DT_F32 : ti->type == GGML_F16 ? RL_DT_F16 :
-		 ti->type == GGML_BF16 ? RL_DT_BF16 : ti->type == GGML_Q8_0 ? RL_DT_Q8_0 : -1;
+	int dt = rl_dt_of_ggml(ti->type);
 	uint64_t nel = ne0 * ne1, nbytes, off, end;
 	if (dt < 0) {
 		GERR(g, "tensor %s has unsupported ggml type %u (F32, F16, BF16, Q8_0 are)", name, ti->type);
@@ -578,7 +576,7 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 		rc = -EINVAL;
 		goto out;
 	}
-	const struct tinfo *emb = find_tensor(&g, "token_embd.weight");
+	const struct tinfo *emb = find_tensor(&g, rl_wnames[RL_W_TOK_EMB].gguf);
 	if (!emb || emb->ne[1] == 0 || emb->ne[1] > (1u << 22)) {
 		GERR(&g, emb ? "token_embd.weight has %llu rows" : "missing tensor token_embd.weight",
 		     emb ? (unsigned long long)emb->ne[1] : 0ull);
@@ -586,7 +584,7 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 		goto out;
 	}
 	c.vocab_size = (uint32_t)emb->ne[1];
-	c.tied_embeddings = !find_tensor(&g, "output.weight");
+	c.tied_embeddings = !find_tensor(&g, rl_wnames[RL_W_WCLS].gguf);
 	if ((rc = special_id(&g, "tokenizer.ggml.bos_token_id", c.vocab_size, &c.bos_id)) ||
 	    (rc = special_id(&g, "tokenizer.ggml.eos_token_id", c.vocab_size, &c.eos_id)))
 		goto out;
@@ -598,36 +596,22 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 	g.f = p->files[0];             /* still g's to read metadata through; the plan closes it */
 	if (!get_str(&g, "general.name", p->name, sizeof p->name))
 		snprintf(p->name, sizeof p->name, "%s", g.f.name);
-	uint64_t d = c.dim, h = c.hidden_dim, qd = (uint64_t)c.n_heads * c.head_dim,
-		 kvd = (uint64_t)c.n_kv_heads * c.head_dim;
-	if ((rc = plan_tensor(&g, "token_embd.weight", d, c.vocab_size, RL_W_TOK_EMB, 0, p)) ||
-	    (rc = plan_tensor(&g, "output_norm.weight", d, 1, RL_W_OUT_NORM, 0, p)) ||
-	    (!c.tied_embeddings && (rc = plan_tensor(&g, "output.weight", d, c.vocab_size, RL_W_WCLS, 0, p))))
-		goto out;
-	for (uint32_t l = 0; l < c.n_layers; l++) {
-		struct { const char *n; uint64_t a, b; int field; } w[] = {
-			{ "attn_norm.weight", d, 1, RL_W_ATTN_NORM },
-			{ "attn_q.weight", d, qd, RL_W_WQ },
-			{ "attn_k.weight", d, kvd, RL_W_WK },
-			{ "attn_v.weight", d, kvd, RL_W_WV },
-			{ "attn_output.weight", qd, d, RL_W_WO },
-			{ "ffn_norm.weight", d, 1, RL_W_FFN_NORM },
-			{ "ffn_gate.weight", d, h, RL_W_GATE },
-			{ "ffn_down.weight", h, d, RL_W_DOWN },
-			{ "ffn_up.weight", d, h, RL_W_UP },
-			{ "attn_q.bias", qd, 1, RL_W_BQ },
-			{ "attn_k.bias", kvd, 1, RL_W_BK },
-			{ "attn_v.bias", kvd, 1, RL_W_BV },
-		};
-		for (size_t i = 0; i < sizeof w / sizeof *w; i++) {
-			char name[64];
-			snprintf(name, sizeof name, "blk.%u.%s", l, w[i].n);
-			/* biases only exist when the architecture has them */
-			if (rl_model_field_off(&c, w[i].field, l) == UINT64_MAX)
-				continue;
-			if ((rc = plan_tensor(&g, name, w[i].a, w[i].b, w[i].field, l, p)))
-				goto out;
-		}
+	/* every field the shape has (biases only where the architecture has them), named and
+	 * shaped by the one table; GGUF lists dimensions innermost first */
+	for (int64_t pass = -1; pass < (int64_t)c.n_layers; pass++)  /* globals, then layer by layer */
+	for (int f = 0; f < RL_W_NFIELDS; f++) {
+		const struct rl_wname *w = &rl_wnames[f];
+		uint32_t l = pass < 0 ? 0 : (uint32_t)pass;
+		if (w->per_layer != (pass >= 0))
+			continue;
+		uint64_t ne0 = rl_wdim(&c, w->cols == RL_WD_NONE ? w->rows : w->cols),
+			 ne1 = w->cols == RL_WD_NONE ? 1 : rl_wdim(&c, w->rows);
+		char name[64];
+		if (rl_model_field_off(&c, f, l) == UINT64_MAX)
+			continue;
+		rl_wname_format(f, l, 0, name, sizeof name);
+		if ((rc = plan_tensor(&g, name, ne0, ne1, f, l, p)))
+			goto out;
 	}
 	if ((rc = rl_model_plan_check(p, err, errlen)))
 		goto out;

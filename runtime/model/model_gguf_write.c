@@ -8,7 +8,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 #include "runtime/model/model_internal.h"
 
@@ -19,7 +18,7 @@ struct wt {                       /* one tensor to write */
 	char name[48];
 	uint64_t ne0, ne1;            /* ne0 = in (fastest), ne1 = out rows */
 	const float *src;
-	int type;                     /* ggml: 0 f32, 1 f16, 8 q8_0, 30 bf16 */
+	int type;                     /* enum rl_dt */
 	int permute;                  /* rows HF halves -> adjacent pairs, head size permute */
 	uint64_t off;
 };
@@ -91,8 +90,9 @@ static uint64_t src_row(uint64_t r, uint64_t hd, int permute)
 
 static uint64_t tensor_bytes(const struct wt *t)
 {
-	uint64_t n = t->ne0 * t->ne1;
-	return t->type == 0 ? 4 * n : t->type == 8 ? n / 32 * 34 : 2 * n;
+	uint64_t n = t->ne0 * t->ne1, bytes = 0;
+	rl_dt_size(t->type, n, &bytes);       /* sizes were checked when the list was made */
+	return bytes;
 }
 
 /* One row as Q8_0 blocks: scale d = max|x| / 127 (stored f16), q = round(x / d), as ggml's
@@ -117,32 +117,31 @@ static void put_tensor(struct w *w, const struct wt *t, uint64_t hd, uint16_t *t
 {
 	for (uint64_t r = 0; r < t->ne1 && !w->bad; r++) {
 		const float *row = t->src + src_row(r, hd, t->permute) * t->ne0;
-		if (t->type == 0) {
+		if (t->type == RL_DT_F32) {
 			put(w, row, t->ne0 * 4);
 			continue;
 		}
-		if (t->type == 8) {
+		if (t->type == RL_DT_Q8_0) {
 			put_q8_0(w, row, t->ne0);
 			continue;
 		}
 		for (uint64_t i = 0; i < t->ne0; i += tmpn) {
 			size_t n = t->ne0 - i < tmpn ? t->ne0 - i : tmpn;
 			for (size_t k = 0; k < n; k++)
-				tmp[k] = t->type == 1 ? rl_f32_to_f16(row[i + k]) : rl_f32_to_bf16(row[i + k]);
+				tmp[k] = t->type == RL_DT_F16 ? rl_f32_to_f16(row[i + k]) : rl_f32_to_bf16(row[i + k]);
 			put(w, tmp, n * 2);
 		}
 	}
 }
 
-int rl_gguf_write(const struct rl_model *m, const char *path, int dtype, char *err, size_t errlen)
+int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, char *err, size_t errlen)
 {
 	const char *name = rl_model_basename(path);
 	const struct rl_model_config *c = &m->cfg;
-	if (dtype < 0 || dtype > 3) {
-		rl_model_err(err, errlen, name, "dtype %d not writable (0 f32, 1 f16, 2 bf16, 3 q8_0)", dtype);
+	if (rl_ggml_of_dt(dtype) < 0) {
+		rl_model_err(err, errlen, name, "weight type %d not writable (f32, f16, bf16, q8_0 are)", (int)dtype);
 		return -EINVAL;
 	}
-	int gt = dtype == 0 ? 0 : dtype == 1 ? 1 : dtype == 2 ? 30 : 8;
 	uint32_t nv = 0;
 	struct piece *pc = NULL;
 	if (m->vocab_blob) {
@@ -163,9 +162,8 @@ int rl_gguf_write(const struct rl_model *m, const char *path, int dtype, char *e
 			o += 8 + pc[i].len;
 		}
 	}
-	uint64_t d = c->dim, h = c->hidden_dim, hd = c->head_dim, qd = c->n_heads * hd,
-		 kvd = c->n_kv_heads * hd, v = c->vocab_size;
-	size_t nt = 3 + 12 * (size_t)c->n_layers, k = 0;
+	uint64_t hd = c->head_dim;
+	size_t nt = RL_MODEL_MAX_SEGS(c->n_layers), k = 0;
 	struct wt *t = calloc(nt, sizeof *t);
 	uint16_t *tmp = malloc(4096 * sizeof *tmp);
 	if (!t || !tmp) {
@@ -173,39 +171,26 @@ int rl_gguf_write(const struct rl_model *m, const char *path, int dtype, char *e
 		rl_model_err(err, errlen, name, "out of memory");
 		return -ENOMEM;
 	}
-#define T(nm, a, b, p, ty, perm) do { snprintf(t[k].name, sizeof t[k].name, "%s", nm); \
-	t[k].ne0 = (a); t[k].ne1 = (b); t[k].src = (p); t[k].type = (ty); t[k].permute = (perm); k++; } while (0)
-	T("token_embd.weight", d, v, m->tok_emb, gt, 0);
-	T("output_norm.weight", d, 1, m->out_norm, 0, 0);
-	if (!c->tied_embeddings)
-		T("output.weight", d, v, m->wcls, gt, 0);
-	int pm = c->rope_halves;
-	for (uint32_t l = 0; l < c->n_layers; l++) {
-		const struct rl_layer *L = &m->layers[l];
-		char nm[48];
-#define TL(suffix, a, b, p, ty, perm) do { snprintf(nm, sizeof nm, "blk.%u.%s", l, suffix); \
-	T(nm, a, b, p, ty, perm); } while (0)
-		TL("attn_norm.weight", d, 1, L->attn_norm, 0, 0);
-		TL("attn_q.weight", d, qd, L->wq, gt, pm);
-		TL("attn_k.weight", d, kvd, L->wk, gt, pm);
-		TL("attn_v.weight", d, kvd, L->wv, gt, 0);
-		TL("attn_output.weight", qd, d, L->wo, gt, 0);
-		TL("ffn_norm.weight", d, 1, L->ffn_norm, 0, 0);
-		TL("ffn_gate.weight", d, h, L->w_gate, gt, 0);
-		TL("ffn_down.weight", h, d, L->w_down, gt, 0);
-		TL("ffn_up.weight", d, h, L->w_up, gt, 0);
-		if (L->bq) {
-			/* a bias is a one-column matrix: permuted like the rows it belongs to */
-			TL("attn_q.bias", 1, qd, L->bq, 0, pm);
-			TL("attn_k.bias", 1, kvd, L->bk, 0, pm);
-			TL("attn_v.bias", 1, kvd, L->bv, 0, 0);
-		}
+	/* every field the shape has, named and shaped by the one table: globals, then layer by
+	 * layer. Matrices in dtype (Q8_0 only where rows are whole blocks, else F16), vectors
+	 * f32; Q/K rows (and their biases) permuted to adjacent-pair RoPE for rope_halves. */
+	for (int64_t pass = -1; pass < (int64_t)c->n_layers; pass++)
+	for (int f = 0; f < RL_W_NFIELDS; f++) {
+		const struct rl_wname *wn = &rl_wnames[f];
+		uint32_t l = pass < 0 ? 0 : (uint32_t)pass;
+		if (wn->per_layer != (pass >= 0) || rl_model_field_off(c, f, l) == UINT64_MAX)
+			continue;
+		struct wt *x = &t[k++];
+		rl_wname_format(f, l, 0, x->name, sizeof x->name);
+		x->src = *rl_model_field_slot((struct rl_model *)m, f, l);
+		int vec = wn->cols == RL_WD_NONE, bias = f == RL_W_BQ || f == RL_W_BK || f == RL_W_BV;
+		uint64_t rows = rl_wdim(c, wn->rows), cols = rl_wdim(c, wn->cols);
+		/* a bias is a one-column matrix, so it is permuted like the rows it belongs to */
+		x->ne0 = bias ? 1 : vec ? rows : cols;
+		x->ne1 = bias ? rows : vec ? 1 : rows;
+		x->type = vec ? RL_DT_F32 : dtype == RL_DT_Q8_0 && cols % 32 ? RL_DT_F16 : (int)dtype;
+		x->permute = c->rope_halves && (f == RL_W_WQ || f == RL_W_WK || f == RL_W_BQ || f == RL_W_BK);
 	}
-#undef TL
-#undef T
-	for (size_t i = 0; i < k; i++)       /* q8_0 only where rows are whole blocks */
-		if (t[i].type == 8 && t[i].ne0 % 32)
-			t[i].type = 1;
 	/* biases are written as [1, n] for the row permutation; GGUF wants them 1-D */
 	uint64_t data = 0;
 	for (size_t i = 0; i < k; i++) {
@@ -213,18 +198,10 @@ int rl_gguf_write(const struct rl_model *m, const char *path, int dtype, char *e
 		data += (tensor_bytes(&t[i]) + ALIGN - 1) / ALIGN * ALIGN;
 	}
 	/* metadata is far below 64 bytes per token plus 64 KiB */
-	uint64_t need = data + 65536 + (uint64_t)nv * 64;
-	char dir[4096];
-	snprintf(dir, sizeof dir, "%s", path);
-	char *slash = strrchr(dir, '/');
-	if (slash)
-		*(slash == dir ? slash + 1 : slash) = 0;
-	struct statvfs vfs;
-	if (statvfs(slash ? dir : ".", &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < need) {
-		rl_model_err(err, errlen, name, "needs %.2f GiB but only %.2f GiB are free there",
-			     need / 1073741824.0, (double)vfs.f_bavail * vfs.f_frsize / 1073741824.0);
+	int rc = rl_model_check_space(path, data + 65536 + (uint64_t)nv * 64, err, errlen);
+	if (rc) {
 		free(t); free(tmp); free(pc);
-		return -ENOSPC;
+		return rc;
 	}
 	struct w w = { fopen(path, "wb"), 0 };
 	if (!w.f) {
@@ -242,7 +219,9 @@ int rl_gguf_write(const struct rl_model *m, const char *path, int dtype, char *e
 	kv_str(&w, "general.architecture", "llama");
 	kv_str(&w, "general.name", m->name[0] ? m->name : "ringlm");
 	kv_u32(&w, "general.alignment", ALIGN);
-	kv_u32(&w, "general.file_type", dtype == 0 ? 0 : dtype == 1 ? 1 : dtype == 2 ? 32 : 7);
+	/* llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_BF16 32 */
+	kv_u32(&w, "general.file_type", dtype == RL_DT_F32 ? 0 : dtype == RL_DT_F16 ? 1 :
+					dtype == RL_DT_BF16 ? 32 : 7);
 	kv_u32(&w, "llama.context_length", c->max_ctx);
 	kv_u32(&w, "llama.embedding_length", c->dim);
 	kv_u32(&w, "llama.feed_forward_length", c->hidden_dim);
@@ -284,7 +263,7 @@ int rl_gguf_write(const struct rl_model *m, const char *path, int dtype, char *e
 			put64(&w, t[i].ne0);
 			put64(&w, t[i].ne1);
 		}
-		put32(&w, (uint32_t)t[i].type);
+		put32(&w, (uint32_t)rl_ggml_of_dt(t[i].type));
 		put64(&w, t[i].off);
 	}
 	static const uint8_t zero[ALIGN];

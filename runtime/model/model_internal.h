@@ -7,8 +7,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <errno.h>
 #include <string.h>
-#include "kernels/rl_model.h"
+#include "runtime/model/rl_model_io.h"
 #include "runtime/model/rl_model_plan.h"
 
 __attribute__((format(printf, 4, 5)))
@@ -35,6 +36,36 @@ uint16_t rl_f32_to_bf16(float f);
  * lengths within it and non-NaN scores, nothing after. */
 int  rl_model_vocab_check(const void *blob, size_t size, uint32_t n_vocab, const char *name,
 			  char *err, size_t errlen);
+
+/* GGML tensor type ids as GGUF files store them (the ones ringlm reads and writes), and the
+ * matching enum rl_dt: -1 / a negative id for a type it does not handle. */
+enum rl_ggml_type { RL_GGML_F32 = 0, RL_GGML_F16 = 1, RL_GGML_Q8_0 = 8, RL_GGML_BF16 = 30 };
+static inline int rl_dt_of_ggml(uint32_t t)
+{
+	return t == RL_GGML_F32 ? RL_DT_F32 : t == RL_GGML_F16 ? RL_DT_F16 :
+	       t == RL_GGML_BF16 ? RL_DT_BF16 : t == RL_GGML_Q8_0 ? RL_DT_Q8_0 : -1;
+}
+static inline int rl_ggml_of_dt(int dt)
+{
+	return dt == RL_DT_F32 ? RL_GGML_F32 : dt == RL_DT_F16 ? RL_GGML_F16 :
+	       dt == RL_DT_BF16 ? RL_GGML_BF16 : dt == RL_DT_Q8_0 ? RL_GGML_Q8_0 : -1;
+}
+
+/* ---- the weight-name table (model_names.c) ---- */
+/* Shapes in config units. A matrix is [rows = outputs][cols = inputs] (y = W x); a vector
+ * (norm, bias) has cols RL_WD_NONE. GGUF lists dimensions innermost first: [cols, rows],
+ * or [rows] for a vector. */
+enum rl_wdim { RL_WD_NONE, RL_WD_DIM, RL_WD_HIDDEN, RL_WD_QD, RL_WD_KVD, RL_WD_VOCAB };
+struct rl_wname {
+	uint8_t rows, cols;            /* enum rl_wdim */
+	uint8_t per_layer;             /* 1: "blk.L." / "model.layers.L." precedes the name */
+	const char *gguf, *hf;
+};
+extern const struct rl_wname rl_wnames[RL_W_NFIELDS];   /* indexed by enum rl_wfield */
+/* The size of one dimension for c (RL_WD_NONE: 1). */
+uint64_t rl_wdim(const struct rl_model_config *c, int dim);
+/* The tensor name of (field, layer) in GGUF (hf 0) or Hugging Face (hf 1) naming. */
+int rl_wname_format(int field, uint32_t layer, int hf, char *buf, size_t n);
 
 /* rl_model_alloc's shape check without allocating: 0, or -EINVAL and why (no file name). */
 int  rl_model_check_shape(const struct rl_model_config *c, char *err, size_t errlen);

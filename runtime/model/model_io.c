@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include "runtime/model/model_internal.h"
 
@@ -258,5 +259,22 @@ int rl_model_load_tokenizer(struct rl_model *m, const char *path, char *err, siz
 	free(m->vocab_blob);
 	m->vocab_blob = blob;
 	m->vocab_blob_size = size;
+	return 0;
+}
+
+int rl_model_check_space(const char *path, uint64_t bytes, char *err, size_t errlen)
+{
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = 0;
+	struct statvfs vfs;
+	if (statvfs(slash ? dir : ".", &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < bytes) {
+		rl_model_err(err, errlen, rl_model_basename(path),
+			     "would be %.2f GiB but only %.2f GiB are free there", bytes / 1073741824.0,
+			     (double)vfs.f_bavail * vfs.f_frsize / 1073741824.0);
+		return -ENOSPC;
+	}
 	return 0;
 }

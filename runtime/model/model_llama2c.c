@@ -64,22 +64,24 @@ int rl_model_plan_llama2c(const char *path, const char *tokenizer_path, struct r
 	uint64_t off = 28;
 #define ADD(field, layer, n) do { if ((rc = rl_model_plan_add(p, 0, off, (n) * 4, (n), RL_DT_F32, \
 	(field), (layer), err, errlen))) { goto out; } off += (n) * 4; } while (0)
-#define EACH(field, n) for (uint32_t l = 0; l < L; l++) ADD(field, l, n)
-	ADD(RL_W_TOK_EMB, 0, v * d);
-	EACH(RL_W_ATTN_NORM, d);
-	EACH(RL_W_WQ, qd * d);
-	EACH(RL_W_WK, kvd * d);
-	EACH(RL_W_WV, kvd * d);
-	EACH(RL_W_WO, d * qd);
-	EACH(RL_W_FFN_NORM, d);
-	EACH(RL_W_GATE, hd * d);
-	EACH(RL_W_DOWN, d * hd);
-	EACH(RL_W_UP, hd * d);
-	ADD(RL_W_OUT_NORM, 0, d);
+#define FIELD(field, layer) ADD(field, layer, rl_model_field_elems(&c, field))
+#define EACH(field) for (uint32_t l = 0; l < L; l++) FIELD(field, l)
+	FIELD(RL_W_TOK_EMB, 0);
+	EACH(RL_W_ATTN_NORM);
+	EACH(RL_W_WQ);
+	EACH(RL_W_WK);
+	EACH(RL_W_WV);
+	EACH(RL_W_WO);
+	EACH(RL_W_FFN_NORM);
+	EACH(RL_W_GATE);
+	EACH(RL_W_DOWN);
+	EACH(RL_W_UP);
+	FIELD(RL_W_OUT_NORM, 0);
 	off += sizes[11];              /* freq_cis_real/imag: RoPE tables we recompute */
 	if (!shared)
-		ADD(RL_W_WCLS, 0, v * d);
+		FIELD(RL_W_WCLS, 0);
 #undef EACH
+#undef FIELD
 #undef ADD
 	if ((rc = rl_model_plan_check(p, err, errlen)))
 		goto out;

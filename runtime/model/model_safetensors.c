@@ -353,7 +353,7 @@ int rl_model_plan_safetensors(const char *path, const char *tokenizer_path, stru
 		rc = -EINVAL;
 		goto out;
 	}
-	if (!find(&s, "lm_head.weight"))
+	if (!find(&s, rl_wnames[RL_W_WCLS].hf))
 		c.tied_embeddings = 1;   /* no separate classifier stored: it is the embedding */
 	else
 		c.tied_embeddings = 0;
@@ -370,36 +370,21 @@ int rl_model_plan_safetensors(const char *path, const char *tokenizer_path, stru
 	for (int f = 0; f < s.nf; f++)
 		s.f[f] = p->files[f];
 	snprintf(p->name, sizeof p->name, "%s", rl_model_basename(dir));
-	uint64_t d = c.dim, h = c.hidden_dim, qd = (uint64_t)c.n_heads * c.head_dim,
-		 kvd = (uint64_t)c.n_kv_heads * c.head_dim;
-	if ((rc = plan(&s, "model.embed_tokens.weight", c.vocab_size, d, RL_W_TOK_EMB, 0, p)) ||
-	    (rc = plan(&s, "model.norm.weight", d, 0, RL_W_OUT_NORM, 0, p)) ||
-	    (!c.tied_embeddings && (rc = plan(&s, "lm_head.weight", c.vocab_size, d, RL_W_WCLS, 0, p))))
-		goto out;
-	for (uint32_t l = 0; l < c.n_layers; l++) {
-		struct { const char *n; uint64_t r, cl; int field; } w[] = {
-			{ "input_layernorm.weight", d, 0, RL_W_ATTN_NORM },
-			{ "self_attn.q_proj.weight", qd, d, RL_W_WQ },
-			{ "self_attn.k_proj.weight", kvd, d, RL_W_WK },
-			{ "self_attn.v_proj.weight", kvd, d, RL_W_WV },
-			{ "self_attn.o_proj.weight", d, qd, RL_W_WO },
-			{ "post_attention_layernorm.weight", d, 0, RL_W_FFN_NORM },
-			{ "mlp.gate_proj.weight", h, d, RL_W_GATE },
-			{ "mlp.down_proj.weight", d, h, RL_W_DOWN },
-			{ "mlp.up_proj.weight", h, d, RL_W_UP },
-			{ "self_attn.q_proj.bias", qd, 0, RL_W_BQ },
-			{ "self_attn.k_proj.bias", kvd, 0, RL_W_BK },
-			{ "self_attn.v_proj.bias", kvd, 0, RL_W_BV },
-		};
-		for (size_t i = 0; i < sizeof w / sizeof *w; i++) {
-			char name[96];
-			/* biases only when the config has them */
-			if (rl_model_field_off(&c, w[i].field, l) == UINT64_MAX)
-				continue;
-			snprintf(name, sizeof name, "model.layers.%u.%s", l, w[i].n);
-			if ((rc = plan(&s, name, w[i].r, w[i].cl, w[i].field, l, p)))
-				goto out;
-		}
+	/* every field the config has (biases only with them), named and shaped by the one
+	 * table; safetensors shapes are [rows, cols], or [rows] for a vector (cols 0 here) */
+	for (int64_t pass = -1; pass < (int64_t)c.n_layers; pass++)  /* globals, then layer by layer */
+	for (int f = 0; f < RL_W_NFIELDS; f++) {
+		const struct rl_wname *w = &rl_wnames[f];
+		uint32_t l = pass < 0 ? 0 : (uint32_t)pass;
+		if (w->per_layer != (pass >= 0))
+			continue;
+		uint64_t rows = rl_wdim(&c, w->rows), cols = w->cols == RL_WD_NONE ? 0 : rl_wdim(&c, w->cols);
+		char name[96];
+		if (rl_model_field_off(&c, f, l) == UINT64_MAX)
+			continue;
+		rl_wname_format(f, l, 1, name, sizeof name);
+		if ((rc = plan(&s, name, rows, cols, f, l, p)))
+			goto out;
 	}
 	if ((rc = rl_model_plan_check(p, err, errlen)))
 		goto out;

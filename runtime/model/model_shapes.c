@@ -2,7 +2,7 @@
  * one table, so the cpu and cuda backends and the generator agree on what "llama3-8b" is. */
 #include <errno.h>
 #include <string.h>
-#include "kernels/rl_model.h"
+#include "runtime/model/rl_model_io.h"
 
 struct shape {
 	const char *name;

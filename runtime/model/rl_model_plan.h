@@ -20,7 +20,7 @@
 #define RL_MODEL_PLAN_H
 #include <stddef.h>
 #include <stdint.h>
-#include "kernels/rl_model.h"
+#include "runtime/model/rl_model_io.h"
 
 /* ---- canonical layout ---- */
 
@@ -55,8 +55,7 @@ static inline int rl_wfield_is_vector(int f)
 
 /* ---- plans ---- */
 
-/* On-disk element types. */
-enum rl_dt { RL_DT_F32, RL_DT_F16, RL_DT_BF16, RL_DT_Q8_0 };
+/* On-disk element types: enum rl_dt (rl_model_io.h). */
 
 struct rl_mfile {
 	int         fd;

@@ -169,7 +169,7 @@ static void heap_remove(struct rl_sched *s, struct seqx *x)
 void rl_sched_default_params(struct rl_sched_params *p)
 {
 	*p = (struct rl_sched_params){
-		.max_batch_tokens = 512, .max_seqs = 256, .n_kv_blocks = 4096, .block_size = 16,
+		.max_batch_tokens = RL_SCHED_DEFAULT_BUDGET, .max_seqs = 256, .n_kv_blocks = 4096, .block_size = 16,
 		.max_ctx = 4096, .pool_size = 1024, .prefix_cache = 1, .eos_id = UINT32_MAX,
 	};
 }
@@ -355,7 +355,7 @@ int rl_sched_enqueue(struct rl_sched *s, struct rl_seq *q, uint64_t now_ns)
 		return -EINVAL;
 	struct seqx *x = X(q);
 	int r = 0;
-	if (!q->n_prompt || !q->max_new || q->n_stop > RL_MAX_STOP)
+	if (!q->n_prompt || !q->max_new || q->n_stop > RL_MAX_STOP_IDS)
 		r = -EINVAL;
 	else if (q->n_prompt >= s->p.max_ctx)      /* room for at least one generated token */
 		r = -E2BIG;

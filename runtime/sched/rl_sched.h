@@ -32,14 +32,10 @@
 #define RL_SCHED_H
 #include <stdint.h>
 #include <stddef.h>
-#include "kernels/rl_batch.h"
+#include "ipc/rl_wire.h"         /* event types, finish codes, RL_MAX_STOP_IDS */
+#include "kernels/rl_batch.h"   /* RL_BATCH_MAX_TOKENS */
 
-#define RL_MAX_STOP 8
-
-/* Event types and codes (same numbers as the wire events in ipc/rl_wire.h). */
-enum rl_ev_type { RL_EV_TOKEN = 1, RL_EV_DONE = 2, RL_EV_ERROR = 3 };
-enum rl_finish { RL_FIN_LENGTH = 1, RL_FIN_STOP = 2, RL_FIN_EOS = 3, RL_FIN_CTX = 4,
-		 RL_FIN_CANCEL = 5 };
+#define RL_SCHED_DEFAULT_BUDGET 512   /* tokens per step when --max-batch-tokens is not given */
 
 /* RL_SEQ_ALLOC: taken by rl_sched_seq_alloc, being filled, not yet enqueued. */
 enum rl_seq_state { RL_SEQ_FREE = 0, RL_SEQ_QUEUED, RL_SEQ_PREFILL, RL_SEQ_DECODE, RL_SEQ_DONE,
@@ -54,7 +50,7 @@ struct rl_seq {
 	uint32_t cap;                  /* capacity of tokens (= max_ctx) */
 	uint32_t n_prompt;
 	uint32_t max_new;
-	uint32_t stop[RL_MAX_STOP];
+	uint32_t stop[RL_MAX_STOP_IDS];
 	uint32_t n_stop;
 	int32_t  priority;             /* higher runs first; 0 default */
 	uint64_t deadline_ns;          /* CLOCK_MONOTONIC; 0 = none. Past it before admission: error */
@@ -78,7 +74,7 @@ struct rl_sched_hooks {
 };
 
 struct rl_sched_params {
-	uint32_t max_batch_tokens;     /* token budget per step (default 512) */
+	uint32_t max_batch_tokens;     /* token budget per step (default RL_SCHED_DEFAULT_BUDGET) */
 	uint32_t max_seqs;             /* most running sequences (default 256) */
 	uint32_t n_kv_blocks;          /* KV pool (default 4096) */
 	uint32_t block_size;           /* default 16 */

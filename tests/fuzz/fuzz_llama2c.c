@@ -1,6 +1,7 @@
 /* fuzz_llama2c.c — libFuzzer harness for the llama2.c .bin loader: the input is the file. */
 #include "tests/fuzz/fuzz_common.h"
 #include "runtime/model/model_internal.h"
+#include "runtime/model/rl_model_io.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

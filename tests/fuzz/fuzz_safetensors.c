@@ -3,6 +3,7 @@
  * seeds tests/fuzz/make_seeds.py writes), so the fuzzer spends its time on the header JSON
  * and the tensor table. One that loads must also stream to the same weights (fuzz_stream.h). */
 #include "tests/fuzz/fuzz_stream.h"
+#include "runtime/model/rl_model_io.h"
 
 static const char config[] =
 	"{\"hidden_size\": 8, \"intermediate_size\": 16, \"num_hidden_layers\": 1,"

@@ -19,7 +19,7 @@
 #include "kernels/cpu_ops.h"
 #include "runtime/backend/rl_backend.h"
 #include "runtime/cuda/rl_cuda_api.h"
-#include "kernels/rl_model.h"
+#include "runtime/model/rl_model_io.h"
 #include "kernels/rl_sample.h"
 #include "tests/rl_test.h"
 

@@ -20,7 +20,7 @@ int rl_cuda_host_parse_buckets(const char *s, uint32_t max_rows, uint32_t *out, 
 		uint32_t top = max_rows < 512 ? max_rows : 512;
 		for (uint32_t b = 1; b <= top && *n < RL_CUDA_MAX_BUCKETS; b *= 2)
 			out[(*n)++] = b;
-		if (max_rows > out[*n - 1] && max_rows <= RL_CUDA_MAX_GRAPH_ROWS)
+		if (max_rows > out[*n - 1] && max_rows <= RL_BATCH_MAX_TOKENS)
 			out[(*n)++] = max_rows;
 		return 0;
 	}

@@ -11,14 +11,13 @@
 #include "kernels/rl_cuda_dtype.h"
 
 #define RL_CUDA_MAX_BUCKETS 32
-#define RL_CUDA_MAX_GRAPH_ROWS 8192 /* the default list's largest graph */
 #define RL_CUDA_ROW_ALIGN 8       /* eager steps pad rows to this (16-byte GEMM leading dims) */
 
 /* ---- buckets ---- */
 
 /* Parses "16,32,64" into out[] (ascending, distinct, each 1..max_rows). NULL: the default list,
  * powers of two up to min(512, max_rows), then max_rows itself when larger and at most
- * RL_CUDA_MAX_GRAPH_ROWS (full-budget steps). "" or "0": no buckets (every step eager).
+ * RL_BATCH_MAX_TOKENS (full-budget steps). "" or "0": no buckets (every step eager).
  * 0, or -EINVAL with a one-line reason in err. */
 int rl_cuda_host_parse_buckets(const char *s, uint32_t max_rows, uint32_t *out, uint32_t *n,
 			       char *err, size_t errlen);

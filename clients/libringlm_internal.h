@@ -1,0 +1,38 @@
+/* libringlm_internal.h — the client handle behind the opaque `struct ringlm`, shared by the
+ * two halves of libringlm: libringlm.c (attach, submit, poll, wait, cancel) and tokenize.c
+ * (ringlm_tokenize/_detokenize over the vocabulary in the info segment). Not installed. */
+#ifndef RL_LIBRINGLM_INTERNAL_H
+#define RL_LIBRINGLM_INTERNAL_H
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "clients/ringlm.h"
+#include "ipc/rl_ipc.h"
+
+struct rl_rt;
+struct rl_tok;
+
+struct ringlm {
+	int      sock, seg_fd, info_fd, rt_efd, cl_efd;
+	uint8_t *seg;
+	size_t   seg_size;
+	const struct rl_info *info;
+	size_t   info_size;
+	struct rl_seg_hdr hdr;         /* private copy of the geometry */
+	struct rl_seg_ctl *ctl;
+	struct rl_ring_prod req;
+	struct rl_ring_cons evt;
+	uint32_t *arena, arena_mask;
+	uint32_t arena_head, arena_tail;
+	uint32_t *arena_end;           /* [req_cap] arena_head after request slot i */
+	uint32_t *free_ids, n_free;    /* request id free list */
+	uint64_t *id_tag;              /* [max_inflight] */
+	uint8_t  *id_live;
+	int      spin_us;
+	int      dead;
+	struct rl_rt *embedded;
+	pthread_t thread;
+	struct rl_tok *tok;            /* tokenizer, built lazily from the info segment (tokenize.c) */
+};
+
+#endif

@@ -1,0 +1,46 @@
+/* model_names.c — the one table of weight names and shapes: for every field of the canonical
+ * layout (enum rl_wfield), its GGUF name, its Hugging Face safetensors name and its shape in
+ * config units. The GGUF and safetensors loaders, the GGUF writer and the layout
+ * (rl_model_field_elems) all read it, so a name or a shape is written down once. */
+#include <stdio.h>
+#include "runtime/model/model_internal.h"
+
+const struct rl_wname rl_wnames[RL_W_NFIELDS] = {
+	/*                  rows (out)     cols (in)     per layer  GGUF                   Hugging Face */
+	[RL_W_TOK_EMB]   = { RL_WD_VOCAB,  RL_WD_DIM,    0, "token_embd.weight",  "model.embed_tokens.weight" },
+	[RL_W_ATTN_NORM] = { RL_WD_DIM,    RL_WD_NONE,   1, "attn_norm.weight",   "input_layernorm.weight" },
+	[RL_W_WQ]        = { RL_WD_QD,     RL_WD_DIM,    1, "attn_q.weight",      "self_attn.q_proj.weight" },
+	[RL_W_WK]        = { RL_WD_KVD,    RL_WD_DIM,    1, "attn_k.weight",      "self_attn.k_proj.weight" },
+	[RL_W_WV]        = { RL_WD_KVD,    RL_WD_DIM,    1, "attn_v.weight",      "self_attn.v_proj.weight" },
+	[RL_W_BQ]        = { RL_WD_QD,     RL_WD_NONE,   1, "attn_q.bias",        "self_attn.q_proj.bias" },
+	[RL_W_BK]        = { RL_WD_KVD,    RL_WD_NONE,   1, "attn_k.bias",        "self_attn.k_proj.bias" },
+	[RL_W_BV]        = { RL_WD_KVD,    RL_WD_NONE,   1, "attn_v.bias",        "self_attn.v_proj.bias" },
+	[RL_W_WO]        = { RL_WD_DIM,    RL_WD_QD,     1, "attn_output.weight", "self_attn.o_proj.weight" },
+	[RL_W_FFN_NORM]  = { RL_WD_DIM,    RL_WD_NONE,   1, "ffn_norm.weight",    "post_attention_layernorm.weight" },
+	[RL_W_GATE]      = { RL_WD_HIDDEN, RL_WD_DIM,    1, "ffn_gate.weight",    "mlp.gate_proj.weight" },
+	[RL_W_DOWN]      = { RL_WD_DIM,    RL_WD_HIDDEN, 1, "ffn_down.weight",    "mlp.down_proj.weight" },
+	[RL_W_UP]        = { RL_WD_HIDDEN, RL_WD_DIM,    1, "ffn_up.weight",      "mlp.up_proj.weight" },
+	[RL_W_OUT_NORM]  = { RL_WD_DIM,    RL_WD_NONE,   0, "output_norm.weight", "model.norm.weight" },
+	[RL_W_WCLS]      = { RL_WD_VOCAB,  RL_WD_DIM,    0, "output.weight",      "lm_head.weight" },
+};
+
+uint64_t rl_wdim(const struct rl_model_config *c, int dim)
+{
+	switch (dim) {
+	case RL_WD_DIM:    return c->dim;
+	case RL_WD_HIDDEN: return c->hidden_dim;
+	case RL_WD_QD:     return (uint64_t)c->n_heads * c->head_dim;
+	case RL_WD_KVD:    return (uint64_t)c->n_kv_heads * c->head_dim;
+	case RL_WD_VOCAB:  return c->vocab_size;
+	}
+	return 1;                      /* RL_WD_NONE: a vector's missing dimension */
+}
+
+int rl_wname_format(int field, uint32_t layer, int hf, char *buf, size_t n)
+{
+	const struct rl_wname *w = &rl_wnames[field];
+	const char *s = hf ? w->hf : w->gguf;
+	int k = !w->per_layer ? snprintf(buf, n, "%s", s)
+		: snprintf(buf, n, hf ? "model.layers.%u.%s" : "blk.%u.%s", layer, s);
+	return k < 0 || (size_t)k >= n ? -ENAMETOOLONG : 0;
+}
