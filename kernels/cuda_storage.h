@@ -2,7 +2,7 @@
 // kernels/cuda_*.cu): bf16 is __nv_bfloat16, fp16 is __half. A kernel templated on the storage
 // type T loads with rl_f32() (T -> float, or T's pair -> float2) and stores with
 // rl_store<T>(float) / rl_store2<T>(float, float) (round to nearest even, as the host's
-// rl_cuda_host_f32_to_bf16/_f16); arithmetic is fp32 in between. rl_pair<T>::type is the
+// rl_f32_to_bf16/_f16); arithmetic is fp32 in between. rl_pair<T>::type is the
 // 4-byte pair (__nv_bfloat162 / __half2) for paired loads. The launchers dispatch on
 // enum rl_cuda_dtype with rl_by_dtype.
 #ifndef RL_CUDA_STORAGE_H

@@ -275,9 +275,9 @@ static uint16_t bf16_ref(float f)
 {
 	uint32_t u; memcpy(&u, &f, 4);
 	uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
-	double dl = fabs((double)rl_cuda_host_bf16_to_f32(lo) - f);
+	double dl = fabs((double)rl_bf16_to_f32(lo) - f);
 	double vh = (hi & 0x7f80) == 0x7f80 ? copysign(ldexp(1.0, 128), f) /* IEEE: inf sits at 2^128 */
-						 : (double)rl_cuda_host_bf16_to_f32(hi);
+						 : (double)rl_bf16_to_f32(hi);
 	double dh = fabs(vh - f);
 	if ((u & 0xffff) == 0)
 		return lo;
@@ -288,13 +288,13 @@ static void test_bf16(void)
 {
 	const float special[] = { 0.0f, -0.0f, 1.0f, -2.5f, 1e-40f, 3.0e38f, INFINITY, -INFINITY };
 	for (size_t i = 0; i < sizeof special / sizeof *special; i++)
-		CHECK(rl_cuda_host_bf16_to_f32(rl_cuda_host_f32_to_bf16(special[i])) == special[i] ||
+		CHECK(rl_bf16_to_f32(rl_f32_to_bf16(special[i])) == special[i] ||
 		      fabsf(special[i]) == 1e-40f || special[i] == 3.0e38f);
-	CHECK(isnan(rl_cuda_host_bf16_to_f32(rl_cuda_host_f32_to_bf16(NAN))));
-	CHECK(rl_cuda_host_f32_to_bf16(3.4e38f) == 0x7f80);     /* rounds up past the largest bf16 */
+	CHECK(isnan(rl_bf16_to_f32(rl_f32_to_bf16(NAN))));
+	CHECK(rl_f32_to_bf16(3.4e38f) == 0x7f80);     /* rounds up past the largest bf16 */
 	/* ties: 1 + 2^-8 is halfway between 1 and 1 + 2^-7: even (1) wins */
-	CHECK(rl_cuda_host_f32_to_bf16(1.0f + 1.0f / 256) == 0x3f80);
-	CHECK(rl_cuda_host_f32_to_bf16(1.0f + 3.0f / 256) == 0x3f82);
+	CHECK(rl_f32_to_bf16(1.0f + 1.0f / 256) == 0x3f80);
+	CHECK(rl_f32_to_bf16(1.0f + 3.0f / 256) == 0x3f82);
 	for (int i = 0; i < 200000; i++) {
 		uint32_t u = (uint32_t)rnd();
 		if ((u & 0x7f800000u) == 0x7f800000u)
@@ -306,7 +306,7 @@ static void test_bf16(void)
 			if ((u & 0x7f800000u) == 0x7f800000u || (u & 0x7fff0000u) == 0x7f7f0000u)
 				continue;
 		}
-		uint16_t got = rl_cuda_host_f32_to_bf16(f), want = bf16_ref(f);
+		uint16_t got = rl_f32_to_bf16(f), want = bf16_ref(f);
 		CHECKF(got == want, "%a: %04x want %04x", f, got, want);
 		if (got != want)
 			return;
@@ -325,15 +325,15 @@ static void test_f16(void)
 			continue;
 		_Float16 h = (_Float16)f;               /* the compiler's IEEE round-to-nearest-even */
 		uint16_t want; memcpy(&want, &h, 2);
-		uint16_t got = rl_cuda_host_f32_to_f16(f);
+		uint16_t got = rl_f32_to_f16(f);
 		CHECKF(got == want, "%a: %04x want %04x", f, got, want);
 		if (got != want)
 			return;
 		if ((want & 0x7c00) != 0x7c00)
-			CHECK(rl_cuda_host_f16_to_f32(got) == (float)h);
+			CHECK(rl_f16_to_f32(got) == (float)h);
 	}
-	CHECK(isnan(rl_cuda_host_f16_to_f32(rl_cuda_host_f32_to_f16(NAN))));
-	CHECK(rl_cuda_host_f32_to_f16(65520.0f) == 0x7c00 && rl_cuda_host_f32_to_f16(65519.0f) == 0x7bff);
+	CHECK(isnan(rl_f16_to_f32(rl_f32_to_f16(NAN))));
+	CHECK(rl_f32_to_f16(65520.0f) == 0x7c00 && rl_f32_to_f16(65519.0f) == 0x7bff);
 	uint16_t d[3]; float s[3] = { 1.0f, -2.0f, 0.5f };
 	rl_cuda_host_convert(d, s, 3, RL_CUDA_FP16);
 	CHECK(d[0] == 0x3c00 && d[1] == 0xc000 && d[2] == 0x3800);

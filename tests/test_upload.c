@@ -7,7 +7,7 @@
  * a buffer reused too early shows up as wrong bytes. Every model file (stories260K .bin and
  * .gguf, generated GGUF in f32/f16/bf16/q8_0, safetensors f32/f16/bf16 with biases and
  * shards) is streamed with small and odd staging sizes and must give, bit for bit and byte
- * for byte written once, the image that rl_model_load + rl_cuda_host_f32_to_bf16 / _f16 give.
+ * for byte written once, the image that rl_model_load + rl_f32_to_bf16 / _f16 give.
  * Also: truncated files, a failing sink, bad options, --cuda-dtype (fp16 accepted by the cuda
  * backend, an unknown dtype refused). */
 #include <dlfcn.h>
@@ -494,7 +494,7 @@ static void ref_convert(void *dst, int dd, const uint8_t *src, int sd, size_t n)
 		if (dd == RL_DT_F32)
 			memcpy((uint8_t *)dst + 4 * i, &f, 4);
 		else
-			((uint16_t *)dst)[i] = dd == RL_DT_BF16 ? rl_cuda_host_f32_to_bf16(f) : rl_cuda_host_f32_to_f16(f);
+			((uint16_t *)dst)[i] = dd == RL_DT_BF16 ? rl_f32_to_bf16(f) : rl_f32_to_f16(f);
 	}
 }
 

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <errno.h>
 #include <string.h>
+#include "kernels/rl_half.h"
 #include "runtime/model/rl_model_io.h"
 #include "runtime/model/rl_model_plan.h"
 
@@ -27,10 +28,6 @@ int  rl_dt_size(int dtype, uint64_t nelem, uint64_t *nbytes);
 /* Bytes and weights of one Q8_0/f16/bf16/f32 block (the unit a read may be split at). */
 void rl_dt_block(int dtype, uint32_t *bytes, uint32_t *elems);
 
-float    rl_f16_to_f32(uint16_t h);
-float    rl_bf16_to_f32(uint16_t h);
-uint16_t rl_f32_to_f16(float f);
-uint16_t rl_f32_to_bf16(float f);
 
 /* Checks a llama2.c tokenizer.bin blob: sane max_token_length, exactly n_vocab entries with
  * lengths within it and non-NaN scores, nothing after. */

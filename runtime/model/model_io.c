@@ -119,67 +119,6 @@ void rl_dt_block(int dtype, uint32_t *bytes, uint32_t *elems)
 	*bytes = dtype == RL_DT_Q8_0 ? 34 : dtype == RL_DT_F32 ? 4 : 2;
 }
 
-float rl_f16_to_f32(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
-	if (e == 0x1f)
-		u = sign | 0x7f800000u | (m << 13);
-	else if (e)
-		u = sign | ((e + 112) << 23) | (m << 13);
-	else if (!m)
-		u = sign;
-	else {  /* subnormal: normalise */
-		e = 113;
-		while (!(m & 0x400)) { m <<= 1; e--; }
-		u = sign | (e << 23) | ((m & 0x3ff) << 13);
-	}
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-float rl_bf16_to_f32(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-uint16_t rl_f32_to_bf16(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40);     /* keep NaN a (quiet) NaN */
-	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-}
-
-uint16_t rl_f32_to_f16(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	uint16_t sign = (u >> 16) & 0x8000;
-	uint32_t a = u & 0x7fffffffu;
-	if (a > 0x7f800000u)
-		return sign | 0x7e00;
-	if (a >= 0x477ff000u)                       /* rounds to >= 65520: infinity */
-		return sign | 0x7c00;
-	if (a < 0x38800000u) {                      /* below 2^-14: subnormal or zero */
-		if (a < 0x33000000u)                /* below half the smallest subnormal */
-			return sign;
-		uint32_t e = a >> 23, m = (a & 0x7fffff) | 0x800000;
-		uint32_t shift = 126 - e;           /* 14..24 */
-		uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-		if (rem > half || (rem == half && (r & 1)))
-			r++;
-		return sign | (uint16_t)r;
-	}
-	uint32_t r = a - 0x38000000u;               /* rebias exponent 127 -> 15 */
-	r = (r + 0xfffu + ((r >> 13) & 1)) >> 13;   /* round to nearest even */
-	return sign | (uint16_t)r;
-}
-
 int rl_model_vocab_check(const void *blob, size_t size, uint32_t n_vocab, const char *name,
 			 char *err, size_t errlen)
 {

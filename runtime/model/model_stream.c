@@ -12,7 +12,6 @@
 #include <liburing.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "runtime/cuda/host/cuda_host.h"
 #include "runtime/model/model_internal.h"
 
 /* ---------------------------------------------------------------- conversion ------ */
@@ -21,26 +20,6 @@ static inline float ld_f32(const uint8_t *p) { float f; memcpy(&f, p, 4); return
 static inline uint16_t ld_u16(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return h; }
 static inline float as_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static inline uint32_t as_u32(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-
-/* rl_f16_to_f32 without its normalising loop: a subnormal half is m * 2^-24, computed from a
- * small integer, so no denormal float is ever touched (exact whatever the FPU's flush mode). */
-static inline float f16_f32(uint16_t h)
-{
-	uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-	uint32_t u = e == 0x1f ? 0x7f800000u | m << 13 : (e + 112) << 23 | m << 13;
-	if (!e)
-		u = as_u32((float)m * 0x1p-24f);
-	return as_f32(u | (uint32_t)(h & 0x8000u) << 16);
-}
-
-/* rl_cuda_host_f32_to_bf16, inlined (and branch-free, so it vectorizes) because it runs once
- * per weight; test_upload checks the two agree on every class of input */
-static inline uint16_t bf16_rne(float f)
-{
-	uint32_t u = as_u32(f);
-	uint16_t r = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16), q = (uint16_t)((u >> 16) | 0x40);
-	return (u & 0x7fffffffu) > 0x7f800000u ? q : r;
-}
 
 /* Conversion goes through fp32 in blocks of exactly BLK weights (a multiple of Q8_0's 32):
  * one tight loop decodes, one encodes, and with fixed trip counts and no aliasing -O2's
@@ -59,13 +38,13 @@ static void decode(float *restrict f, const uint8_t *restrict s, int sd)
 		break;
 	case RL_DT_F16:
 		for (int i = 0; i < BLK; i++)
-			f[i] = f16_f32(ld_u16(s + 2 * i));
+			f[i] = rl_f16_to_f32(ld_u16(s + 2 * i));
 		break;
 	case RL_DT_Q8_0:
 		/* block: f16 scale d, 32 int8 q; weight = d * q in fp32, as the fp32 load computes */
 		for (int b = 0; b < BLK / 32; b++) {
 			const uint8_t *blk = s + b * 34;
-			float d = f16_f32(ld_u16(blk));
+			float d = rl_f16_to_f32(ld_u16(blk));
 			for (int i = 0; i < 32; i++)
 				f[b * 32 + i] = d * (float)(int8_t)blk[2 + i];
 		}
@@ -77,10 +56,10 @@ static void encode(uint16_t *restrict o, int dd, const float *restrict f)
 {
 	if (dd == RL_DT_BF16)
 		for (int i = 0; i < BLK; i++)
-			o[i] = bf16_rne(f[i]);
+			o[i] = rl_f32_to_bf16(f[i]);
 	else
 		for (int i = 0; i < BLK; i++)
-			o[i] = rl_cuda_host_f32_to_f16(f[i]);
+			o[i] = rl_f32_to_f16(f[i]);
 }
 
 int rl_model_convert(void *dst, int dd, const void *src, int sd, uint64_t n)

@@ -151,7 +151,7 @@ int  rl_model_stream_fp32(const struct rl_model *m, const struct rl_model_stream
 
 /* Converts nelem weights stored as src_dtype (F32, F16, BF16, Q8_0: nelem a multiple of 32)
  * into dst as dst_dtype (F32, F16 or BF16): bit for bit what decoding to fp32 as
- * rl_model_load does and then rounding with rl_cuda_host_f32_to_bf16 / _f16 gives. dst and
+ * rl_model_load does and then rounding with rl_f32_to_bf16 / _f16 gives. dst and
  * src must not overlap. 0, or -EINVAL for an unsupported pair or a partial Q8_0 block. */
 int  rl_model_convert(void *dst, int dst_dtype, const void *src, int src_dtype, uint64_t nelem);
 /* 1 when rl_model_convert would reproduce src's bytes (same dtype and, for f16/bf16, no

@@ -78,8 +78,8 @@ static float frand(void) { return (float)(rnd() >> 40) / 16777216.0f * 2.0f - 1.
 /* The storage dtype under test, and conversions to and from it (round to nearest even, as the
  * kernels' stores). */
 static enum rl_cuda_dtype dt;
-static uint16_t enc(float f) { return dt == RL_CUDA_FP16 ? rl_cuda_host_f32_to_f16(f) : rl_cuda_host_f32_to_bf16(f); }
-static float dec(uint16_t h) { return dt == RL_CUDA_FP16 ? rl_cuda_host_f16_to_f32(h) : rl_cuda_host_bf16_to_f32(h); }
+static uint16_t enc(float f) { return dt == RL_CUDA_FP16 ? rl_f32_to_f16(f) : rl_f32_to_bf16(f); }
+static float dec(uint16_t h) { return dt == RL_CUDA_FP16 ? rl_f16_to_f32(h) : rl_bf16_to_f32(h); }
 /* A tolerance for bf16 storage, tightened for fp16 (3 more mantissa bits: 8x finer rounding;
  * 4x keeps a margin for the fp32 arithmetic both share). */
 static double tol(double bf16_tol) { return dt == RL_CUDA_FP16 ? bf16_tol / 4 : bf16_tol; }

@@ -275,61 +275,12 @@ int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout 
 
 /* ---------------------------------------------------------------- conversion ------ */
 
-static uint32_t bits_of(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static float float_of(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-
-uint16_t rl_cuda_host_f32_to_bf16(float f)
-{
-	uint32_t u = bits_of(f);
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40);           /* quiet NaN, sign kept */
-	u += 0x7fffu + ((u >> 16) & 1);                     /* ties to even */
-	return (uint16_t)(u >> 16);
-}
-
-float rl_cuda_host_bf16_to_f32(uint16_t h)
-{
-	return float_of((uint32_t)h << 16);
-}
-
-uint16_t rl_cuda_host_f32_to_f16(float f)
-{
-	uint32_t u = bits_of(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-	if (a > 0x7f800000u)
-		return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
-	if (a >= 0x477ff000u)                               /* >= 65520 rounds to inf */
-		return (uint16_t)(sign | 0x7c00u);
-	if (a < 0x38800000u) {                              /* below 2^-14: subnormal or zero */
-		if (a < 0x33000000u)                        /* < 2^-25: rounds to zero */
-			return (uint16_t)sign;
-		uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
-		uint32_t shift = 126 - e;                   /* 14..24: to units of 2^-24 */
-		uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-		if (rem > half || (rem == half && (q & 1)))
-			q++;
-		return (uint16_t)(sign | q);
-	}
-	uint32_t r = a - 0x38000000u;                       /* rebias 127 -> 15, in place */
-	r += 0xfffu + ((r >> 13) & 1);
-	return (uint16_t)(sign | (r >> 13));
-}
-
-float rl_cuda_host_f16_to_f32(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ffu;
-	if (e == 0)
-		return float_of(sign | bits_of((float)m * (1.0f / 16777216.0f)));
-	if (e == 31)
-		return float_of(sign | 0x7f800000u | (m << 13));
-	return float_of(sign | ((e + 112) << 23) | (m << 13));
-}
-
 void rl_cuda_host_convert(uint16_t *dst, const float *src, size_t n, enum rl_cuda_dtype dt)
 {
 	if (dt == RL_CUDA_FP16)
 		for (size_t i = 0; i < n; i++)
-			dst[i] = rl_cuda_host_f32_to_f16(src[i]);
+			dst[i] = rl_f32_to_f16(src[i]);
 	else
 		for (size_t i = 0; i < n; i++)
-			dst[i] = rl_cuda_host_f32_to_bf16(src[i]);
+			dst[i] = rl_f32_to_bf16(src[i]);
 }

@@ -9,6 +9,7 @@
 #include "kernels/rl_batch.h"
 #include "kernels/rl_cuda_meta.h"
 #include "kernels/rl_cuda_dtype.h"
+#include "kernels/rl_half.h"
 
 #define RL_CUDA_MAX_BUCKETS 32
 #define RL_CUDA_ROW_ALIGN 8       /* eager steps pad rows to this (16-byte GEMM leading dims) */
@@ -74,12 +75,7 @@ int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout 
 
 /* ---- weight conversion ---- */
 
-/* Round to nearest even; NaN stays NaN (quiet, sign kept); fp16 overflows to inf and
- * produces subnormals below 2^-14. */
-uint16_t rl_cuda_host_f32_to_bf16(float f);
-uint16_t rl_cuda_host_f32_to_f16(float f);
-float    rl_cuda_host_bf16_to_f32(uint16_t h);
-float    rl_cuda_host_f16_to_f32(uint16_t h);
+/* src[n] fp32 -> dst[n] in the device dtype, by kernels/rl_half.h's rounding. */
 void     rl_cuda_host_convert(uint16_t *dst, const float *src, size_t n, enum rl_cuda_dtype dt);
 
 #endif
