@@ -6,7 +6,7 @@
 #ifndef RL_REF_H
 #define RL_REF_H
 #include <stdint.h>
-#include "kernels/rl_model.h"              /* the one model struct (runtime/); the oracle reads it as is */
+#include "kernels/rl_model.h"              /* the one model struct (the data contract runtime/model/ fills); the oracle reads it as is */
 
 struct rl_ref_state {
 	uint32_t max_ctx;              /* positions the caches hold */

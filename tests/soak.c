@@ -11,7 +11,9 @@
  * block is free, the runtime's fds are back at the baseline, and its RSS grew by less than
  * 16 MiB since warm-up. Prints
  *   soak: requests=N faults=F lost=L leaked_blocks=B leaked_fds=D
- * and exits non-zero if any of L, B, D is not 0 (or a token was wrong, or memory grew). */
+ * and exits non-zero if any of L, B, D is not 0 (or a token was wrong, or memory grew).
+ * Tests: runtime/loop, runtime/sched, ipc, clients/libringlm (leaks and losses under faults).
+ */
 #include <pthread.h>
 #include "tests/rt_harness.h"
 

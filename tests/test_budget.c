@@ -4,6 +4,7 @@
  * generator, never from the clock. Checks that the RLS fit converges, that it follows a change
  * of cost model (forgetting), that the picked budget stays in its bounds and is predicted to
  * meet the target, and that prefill always gets at least one minimum chunk.
+ * Tests: runtime/sched (rl_budget).
  */
 #include <math.h>
 #include <stdint.h>

@@ -1,7 +1,9 @@
 /* test_cuda_host.c — the CUDA backend's host-side logic, on the CPU: graph bucket parsing and
  * choice, per-bucket capacities and row padding, metadata packing (every row, item, partial
  * and sampling row checked against the batch it came from) and fp32 -> bf16/fp16 rounding
- * against independent references (exact nearest-even search; the compiler's _Float16). */
+ * against independent references (exact nearest-even search; the compiler's _Float16).
+ * Tests: runtime/cuda/host (cuda_host), kernels/rl_half.h.
+ */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>

@@ -2,7 +2,9 @@
  * killed with -9 at random points, a client stopped with SIGSTOP, the runtime killed with -9
  * or stopped with SIGTERM, a hostile client with a racing writer thread, every limit, and the
  * isolation between clients. Pass/fail never depends on wall-clock time: latencies are
- * printed, and waits have generous hang guards. RL_SLOW divides the iteration counts. */
+ * printed, and waits have generous hang guards. RL_SLOW divides the iteration counts.
+ * Tests: runtime/loop, ipc, clients/libringlm.
+ */
 #include <fcntl.h>
 #include <grp.h>
 #include <math.h>

@@ -4,6 +4,7 @@
  * Tolerance: the backend sums in a different order (SIMD tiles, online softmax), so logits
  * differ from the reference by rounding only: max |diff| <= TOL * max(1, max |logit|), TOL 1e-4.
  * Set RL_SLOW=k to divide the amount of work by k (sanitizer builds).
+ * Tests: kernels (cpu_ops, rl_ref, rl_sample), runtime/backend (cpu).
  */
 #include <errno.h>
 #include <math.h>

@@ -1,5 +1,7 @@
 /* test_kv.c — the KV block manager: allocation, refcounts, prefix-cache chain hits, LRU
- * eviction order, exactness of hits, and that nothing leaks. */
+ * eviction order, exactness of hits, and that nothing leaks.
+ * Tests: runtime/sched (rl_kv).
+ */
 #include <errno.h>
 #include "tests/rl_test.h"
 #include "runtime/sched/rl_kv.h"

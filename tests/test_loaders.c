@@ -1,7 +1,9 @@
 /* test_loaders.c — the model loaders: stories260K in llama2.c and GGUF form load to the same
  * model; GGUF written by rl_gguf_write (f32/f16/bf16) reads back; a safetensors checkpoint
  * written here loads with HF RoPE pairing; truncated, corrupted and oversized headers in every
- * format fail cleanly with -errno and one line naming the file. */
+ * format fail cleanly with -errno and one line naming the file.
+ * Tests: runtime/model.
+ */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>

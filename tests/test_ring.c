@@ -1,5 +1,7 @@
 /* test_ring.c — the SPSC ring: geometry, wrap-around, batch publish, rejection of impossible
- * peer indices, and a two-thread stress that TSan checks for the memory-ordering protocol. */
+ * peer indices, and a two-thread stress that TSan checks for the memory-ordering protocol.
+ * Tests: ipc (rl_ring.h).
+ */
 #include <pthread.h>
 #include <stdint.h>
 #include "tests/rl_test.h"

@@ -1,6 +1,8 @@
 /* test_rt.c — the whole data path between real processes: a runtime child (sim backend) and
  * client children attached through the socket, talking through shared-memory rings.
- * Every token is checked against the sim oracle (rl_backend_sim.h). */
+ * Every token is checked against the sim oracle (rl_backend_sim.h).
+ * Tests: runtime/loop, ipc, clients/libringlm.
+ */
 #include <fcntl.h>
 #include <grp.h>
 #include <sys/mman.h>

@@ -7,6 +7,7 @@
  * layout, decode progress, block refcounts against the block tables that hold them.
  * Thousands of random workloads (arrivals, priorities, deadlines, cancels, client hang-ups,
  * tight KV pools, refused event-ring reservations) run on a simulated clock.
+ * Tests: runtime/sched (rl_sched, rl_kv), runtime/backend (sim).
  */
 #include <errno.h>
 #include <stdint.h>

@@ -1,4 +1,6 @@
-/* test_sim.c — the sim backend computes rl_backend_sim.h's token function through the block table. */
+/* test_sim.c — the sim backend computes rl_backend_sim.h's token function through the block table.
+ * Tests: runtime/backend (sim).
+ */
 #include "tests/rl_test.h"
 #include "runtime/backend/rl_backend.h"
 #include "runtime/backend/rl_backend_sim.h"

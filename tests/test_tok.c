@@ -1,6 +1,8 @@
 /* test_tok.c — rl_tok against llama2.c's encode(): ids from the fixture that our independent
  * Python port (tests/ref/llama2c_encode.py) produced for tokenizer.bin and tok512.bin, decode
- * round trips, a synthetic vocabulary (always runs), and malformed blobs. */
+ * round trips, a synthetic vocabulary (always runs), and malformed blobs.
+ * Tests: clients (rl_tok).
+ */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>

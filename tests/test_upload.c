@@ -9,7 +9,9 @@
  * shards) is streamed with small and odd staging sizes and must give, bit for bit and byte
  * for byte written once, the image that rl_model_load + rl_f32_to_bf16 / _f16 give.
  * Also: truncated files, a failing sink, bad options, --cuda-dtype (fp16 accepted by the cuda
- * backend, an unknown dtype refused). */
+ * backend, an unknown dtype refused).
+ * Tests: runtime/model (plans, model_stream), runtime/cuda/host (cuda_stage), runtime/loop (--cuda-dtype).
+ */
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>

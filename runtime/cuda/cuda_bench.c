@@ -1,6 +1,6 @@
 /* cuda_bench.c — `ringlm bench gpu`: the cuda backend at a real shape (synthetic weights made on
  * the device, default llama3-8b), measured against the ceilings of the same device in the same
- * run (METHOD.md "two numbers first"):
+ * run, so every figure reads as a fraction of what this device can do:
  *   copy     device-to-device copy bandwidth (bytes read + written), the HBM ceiling
  *   decode   step time at batch 1, 8, 64, 256 (contexts of --ctx tokens) vs the roofline
  *            (bf16 weights + the KV the step reads, over the copy bandwidth)

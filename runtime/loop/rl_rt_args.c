@@ -1,4 +1,4 @@
-/* rl_rt_args.c — ringlmd's command line (DESIGN.md "Commands"), shared with the embedded mode. */
+/* rl_rt_args.c — ringlmd's command line (README.md "Command line"), shared with the embedded mode. */
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
@@ -6,29 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/loop/rl_rt_args.h"
-
-void rl_rt_default_params(struct rl_rt_params *p)
-{
-	memset(p, 0, sizeof *p);
-	p->socket = "default";
-	p->backend = NULL;              /* sim without a model, cpu with one */
-	p->cpu = -1;
-	p->max_batch_tokens = RL_SCHED_DEFAULT_BUDGET;
-	p->max_seqs = 256;
-	p->kv_blocks = 0;               /* 0: sized by the backend (sim: 16384) */
-	p->block_size = 16;
-	p->prefix_cache = 1;
-	p->max_clients = 64;
-	p->max_inflight = 256;
-	p->max_prompt = 0;              /* 0: the model's context */
-	p->max_new = 0;
-	p->req_cap = 256;
-	p->evt_cap = 4096;
-	p->arena_ids = 1u << 18;
-	p->sim_vocab = 32000;
-	p->idle_spin_ns = 2000000;      /* 2 ms */
-	p->drain_timeout_ns = 10000000000ull;   /* 10 s */
-}
 
 void rl_rt_usage(FILE *f)
 {

@@ -3,7 +3,8 @@
  * is an 8-byte little-endian header length, a JSON header {name: {dtype, shape,
  * data_offsets}}, then the data. HF rotates RoPE halves, so rope_halves = 1. The file has no
  * SentencePiece vocabulary: a tokenizer.bin can be given. Loading is planning (every check)
- * then reading the plan into fp32. */
+ * then reading the plan into fp32. The JSON (untrusted) is parsed by jansson, strictly:
+ * duplicate keys and NUL characters in strings are refused. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "runtime/model/model_internal.h"
-#include "runtime/model/rl_json.h"
+#include <jansson.h>
 
 #define MAX_HEADER (100u << 20)
 #define MAX_SHARDS 256
@@ -20,7 +21,7 @@ struct st_tensor { const char *name; int shard, dtype; uint64_t shape[4], ndim, 
 
 struct st {
 	struct rl_mfile f[MAX_SHARDS];
-	struct rl_json *hdr[MAX_SHARDS];
+	json_t *hdr[MAX_SHARDS];       /* parsed headers: tensor names point into them */
 	int nf;
 	struct st_tensor *t;
 	size_t nt;
@@ -51,25 +52,43 @@ static int read_file(const char *path, char **out, size_t *len, char *err, size_
 	return rc;
 }
 
-static struct rl_json *parse_json_file(const char *path, char *err, size_t errlen, int *rc)
+/* Parses len bytes of untrusted JSON that must be an object: NULL with "what: why at byte N"
+ * in err otherwise. */
+static json_t *parse_object(const char *buf, size_t len, const char *name, const char *what,
+			    char *err, size_t errlen)
+{
+	json_error_t je;
+	json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+	if (!j)
+		rl_model_err(err, errlen, name, "%s%s at byte %d", what, je.text, je.position);
+	else if (!json_is_object(j)) {
+		rl_model_err(err, errlen, name, "%snot a JSON object", what);
+		json_decref(j);
+		j = NULL;
+	}
+	return j;
+}
+
+static json_t *parse_json_file(const char *path, char *err, size_t errlen, int *rc)
 {
 	char *s;
 	size_t n;
 	if ((*rc = read_file(path, &s, &n, err, errlen)))
 		return NULL;
-	char why[256];
-	struct rl_json *j = rl_json_parse(s, n, why, sizeof why);
+	json_t *j = parse_object(s, n, rl_model_basename(path), "", err, errlen);
 	free(s);
-	if (!j) {
-		rl_model_err(err, errlen, rl_model_basename(path), "%s", why);
+	if (!j)
 		*rc = -EINVAL;
-	} else if (j->type != RL_JSON_OBJ) {
-		rl_model_err(err, errlen, rl_model_basename(path), "not a JSON object");
-		rl_json_free(j);
-		*rc = -EINVAL;
-		j = NULL;
-	}
 	return j;
+}
+
+/* A JSON integer in [0, 2^53] (shapes and offsets): 0, or -1. */
+static int get_u64(const json_t *v, uint64_t *out)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > (1ll << 53))
+		return -1;
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
 }
 
 /* Opens one safetensors file and appends its tensors. */
@@ -101,56 +120,51 @@ static int add_shard(struct st *s, const char *path)
 		free(h);
 		return rc;
 	}
-	char why[256];
-	struct rl_json *j = rl_json_parse(h, hl, why, sizeof why);
+	json_t *j = parse_object(h, hl, f->name, "header: ", s->err, s->errlen);
 	free(h);
-	if (!j || j->type != RL_JSON_OBJ) {
-		rl_model_err(s->err, s->errlen, f->name, "header: %s", j ? "not a JSON object" : why);
-		rl_json_free(j);
+	if (!j)
 		return -EINVAL;
-	}
 	s->hdr[s->nf - 1] = j;
-	struct st_tensor *nt = realloc(s->t, (s->nt + j->n) * sizeof *nt);
+	struct st_tensor *nt = realloc(s->t, (s->nt + json_object_size(j)) * sizeof *nt);
 	if (!nt) {
 		rl_model_err(s->err, s->errlen, f->name, "out of memory");
 		return -ENOMEM;
 	}
 	s->t = nt;
 	uint64_t data = 8 + hl, room = f->size - data;
-	for (size_t i = 0; i < j->n; i++) {
-		if (!strcmp(j->k[i], "__metadata__"))
+	const char *key;
+	json_t *e;
+	json_object_foreach(j, key, e) {
+		if (!strcmp(key, "__metadata__"))
 			continue;
-		const struct rl_json *e = &j->v[i], *dt = rl_json_get(e, "dtype"),
-				     *sh = rl_json_get(e, "shape"), *of = rl_json_get(e, "data_offsets");
+		json_t *dt = json_object_get(e, "dtype"), *sh = json_object_get(e, "shape"),
+		       *of = json_object_get(e, "data_offsets");
 		struct st_tensor *t = &s->t[s->nt];
 		memset(t, 0, sizeof *t);
-		t->name = j->k[i];
+		t->name = key;
 		t->shard = s->nf - 1;
-		if (!dt || dt->type != RL_JSON_STR || !sh || sh->type != RL_JSON_ARR || sh->n > 4 ||
-		    !of || of->type != RL_JSON_ARR || of->n != 2) {
+		if (!json_is_string(dt) || !json_is_array(sh) || json_array_size(sh) > 4 ||
+		    !json_is_array(of) || json_array_size(of) != 2) {
 			rl_model_err(s->err, s->errlen, f->name, "tensor %.64s: bad header entry", t->name);
 			return -EINVAL;
 		}
-		t->dtype = !strcmp(dt->str, "F32") ? RL_DT_F32 : !strcmp(dt->str, "F16") ? RL_DT_F16 :
-			   !strcmp(dt->str, "BF16") ? RL_DT_BF16 : -1;
+		const char *dts = json_string_value(dt);
+		t->dtype = !strcmp(dts, "F32") ? RL_DT_F32 : !strcmp(dts, "F16") ? RL_DT_F16 :
+			   !strcmp(dts, "BF16") ? RL_DT_BF16 : -1;
 		uint64_t nel = 1, o[2];
-		for (size_t d = 0; d < sh->n; d++) {
-			double v = sh->v[d].num;
-			if (sh->v[d].type != RL_JSON_NUM || v < 0 || v > 9e15 || v != floor(v) ||
-			    __builtin_mul_overflow(nel, (uint64_t)v, &nel)) {
+		for (size_t d = 0; d < json_array_size(sh); d++) {
+			if (get_u64(json_array_get(sh, d), &t->shape[d]) ||
+			    __builtin_mul_overflow(nel, t->shape[d], &nel)) {
 				rl_model_err(s->err, s->errlen, f->name, "tensor %.64s: bad shape", t->name);
 				return -EINVAL;
 			}
-			t->shape[d] = (uint64_t)v;
 		}
-		t->ndim = sh->n;
+		t->ndim = json_array_size(sh);
 		for (int k = 0; k < 2; k++) {
-			double v = of->v[k].num;
-			if (of->v[k].type != RL_JSON_NUM || v < 0 || v > 9e15 || v != floor(v)) {
+			if (get_u64(json_array_get(of, k), &o[k])) {
 				rl_model_err(s->err, s->errlen, f->name, "tensor %.64s: bad data_offsets", t->name);
 				return -EINVAL;
 			}
-			o[k] = (uint64_t)v;
 		}
 		if (o[0] > o[1] || o[1] > room) {
 			rl_model_err(s->err, s->errlen, f->name, "tensor %.64s extends past end of file (offset %llu, size %llu, file %llu)",
@@ -164,7 +178,7 @@ static int add_shard(struct st *s, const char *path)
 		/* dtypes we cannot convert only matter if the tensor is used: checked there */
 		if (t->dtype >= 0 && (rl_dt_size(t->dtype, nel, &want) || want != t->nbytes)) {
 			rl_model_err(s->err, s->errlen, f->name, "tensor %.64s: %llu bytes for %llu %s elements",
-				     t->name, (unsigned long long)t->nbytes, (unsigned long long)nel, dt->str);
+				     t->name, (unsigned long long)t->nbytes, (unsigned long long)nel, dts);
 			return -EINVAL;
 		}
 		s->nt++;
@@ -208,13 +222,13 @@ static int plan(struct st *s, const char *name, uint64_t rows, uint64_t cols, in
 
 /* An integer config field in [lo, hi] (absent: dflt; required: error). Llama 3 lists several
  * eos_token_id values: the first one is used. */
-static int cfg_u32(const struct rl_json *c, const char *key, int required, double lo, double hi,
+static int cfg_u32(const json_t *c, const char *key, int required, double lo, double hi,
 		   uint32_t dflt, uint32_t *out, char *err, size_t errlen)
 {
-	const struct rl_json *v = rl_json_get(c, key);
-	if (v && v->type == RL_JSON_ARR && v->n)
-		v = &v->v[0];
-	if (!v || v->type == RL_JSON_NULL) {
+	const json_t *v = json_object_get(c, key);
+	if (json_is_array(v) && json_array_size(v))
+		v = json_array_get(v, 0);
+	if (!v || json_is_null(v)) {
 		if (required) {
 			rl_model_err(err, errlen, "config.json", "missing %s", key);
 			return -EINVAL;
@@ -222,30 +236,32 @@ static int cfg_u32(const struct rl_json *c, const char *key, int required, doubl
 		*out = dflt;
 		return 0;
 	}
-	if (v->type != RL_JSON_NUM || v->num != floor(v->num) || v->num < lo || v->num > hi) {
+	double x = json_number_value(v);
+	if (!json_is_number(v) || x != floor(x) || x < lo || x > hi) {
 		rl_model_err(err, errlen, "config.json", "%s is not an integer in [%g, %g]", key, lo, hi);
 		return -EINVAL;
 	}
-	*out = (uint32_t)v->num;
+	*out = (uint32_t)x;
 	return 0;
 }
 
-static int cfg_f32(const struct rl_json *c, const char *key, float dflt, float *out, char *err, size_t errlen)
+static int cfg_f32(const json_t *c, const char *key, float dflt, float *out, char *err, size_t errlen)
 {
-	const struct rl_json *v = rl_json_get(c, key);
-	if (!v || v->type == RL_JSON_NULL) {
+	const json_t *v = json_object_get(c, key);
+	if (!v || json_is_null(v)) {
 		*out = dflt;
 		return 0;
 	}
-	if (v->type != RL_JSON_NUM || !(v->num > 0) || v->num > 1e12) {
+	double x = json_number_value(v);
+	if (!json_is_number(v) || !(x > 0) || x > 1e12) {
 		rl_model_err(err, errlen, "config.json", "%s is not a positive number", key);
 		return -EINVAL;
 	}
-	*out = (float)v->num;
+	*out = (float)x;
 	return 0;
 }
 
-static int parse_config(const struct rl_json *j, struct rl_model_config *c, char *err, size_t errlen)
+static int parse_config(const json_t *j, struct rl_model_config *c, char *err, size_t errlen)
 {
 	int rc;
 	memset(c, 0, sizeof *c);
@@ -266,22 +282,20 @@ static int parse_config(const struct rl_json *j, struct rl_model_config *c, char
 		c->bos_id = UINT32_MAX;
 	if (c->eos_id >= c->vocab_size)
 		c->eos_id = UINT32_MAX;
-	const struct rl_json *v = rl_json_get(j, "tie_word_embeddings");
-	c->tied_embeddings = v && v->type == RL_JSON_BOOL && v->num;
-	v = rl_json_get(j, "model_type");
-	const struct rl_json *ab = rl_json_get(j, "attention_bias");
-	c->has_qkv_bias = (v && v->type == RL_JSON_STR && !strcmp(v->str, "qwen2")) ||
-			  (ab && ab->type == RL_JSON_BOOL && ab->num);
+	c->tied_embeddings = json_is_true(json_object_get(j, "tie_word_embeddings"));
+	const char *mt = json_string_value(json_object_get(j, "model_type"));
+	c->has_qkv_bias = (mt && !strcmp(mt, "qwen2")) || json_is_true(json_object_get(j, "attention_bias"));
 	c->rope_halves = 1;
 	c->rope_scale = 1.0f;
-	const struct rl_json *rs = rl_json_get(j, "rope_scaling");
-	if (rs && rs->type != RL_JSON_NULL) {
-		const struct rl_json *ty = rl_json_get(rs, "rope_type");
+	const json_t *rs = json_object_get(j, "rope_scaling");
+	if (rs && !json_is_null(rs)) {
+		const json_t *ty = json_object_get(rs, "rope_type");
 		if (!ty)
-			ty = rl_json_get(rs, "type");
-		if (!ty || ty->type != RL_JSON_STR || strcmp(ty->str, "linear")) {
+			ty = json_object_get(rs, "type");
+		const char *tys = json_string_value(ty);
+		if (!tys || strcmp(tys, "linear")) {
 			rl_model_err(err, errlen, "config.json", "rope_scaling type \"%.32s\" not supported (linear is)",
-				     ty && ty->type == RL_JSON_STR ? ty->str : "?");
+				     tys ? tys : "?");
 			return -ENOTSUP;
 		}
 		if ((rc = cfg_f32(rs, "factor", 1.0f, &c->rope_scale, err, errlen)))
@@ -294,7 +308,7 @@ int rl_model_plan_safetensors(const char *path, const char *tokenizer_path, stru
 			      char *err, size_t errlen)
 {
 	struct st s = { .err = err, .errlen = errlen };
-	struct rl_json *cfg = NULL, *index = NULL;
+	json_t *cfg = NULL, *index = NULL;
 	int rc;
 	memset(p, 0, sizeof *p);
 	char dir[4096], fp[4200];
@@ -308,26 +322,29 @@ int rl_model_plan_safetensors(const char *path, const char *tokenizer_path, stru
 			snprintf(fp, sizeof fp, "%s/model.safetensors.index.json", dir);
 			if (!(index = parse_json_file(fp, err, errlen, &rc)))
 				goto out;
-			const struct rl_json *wm = rl_json_get(index, "weight_map");
-			if (!wm || wm->type != RL_JSON_OBJ || !wm->n) {
+			json_t *wm = json_object_get(index, "weight_map");
+			if (!json_is_object(wm) || !json_object_size(wm)) {
 				rl_model_err(err, errlen, "model.safetensors.index.json", "no weight_map");
 				rc = -EINVAL;
 				goto out;
 			}
 			rc = 0;
-			for (size_t i = 0; i < wm->n && !rc; i++) {
-				const struct rl_json *fn = &wm->v[i];
-				if (fn->type != RL_JSON_STR || strchr(fn->str, '/') || strlen(fn->str) != fn->slen) {
-					rl_model_err(err, errlen, "model.safetensors.index.json", "bad shard name for %.64s", wm->k[i]);
+			const char *tname;
+			json_t *fn;
+			json_object_foreach(wm, tname, fn) {
+				const char *shard = json_string_value(fn);
+				if (!shard || strchr(shard, '/')) {
+					rl_model_err(err, errlen, "model.safetensors.index.json", "bad shard name for %.64s", tname);
 					rc = -EINVAL;
 					break;
 				}
 				int seen = 0;   /* each shard once, however many tensors it holds */
-				for (size_t k = 0; k < i && !seen; k++)
-					seen = !strcmp(wm->v[k].str, fn->str);
+				for (int k = 0; k < s.nf && !seen; k++)
+					seen = !strcmp(s.f[k].name, shard);
 				if (!seen) {
-					snprintf(fp, sizeof fp, "%s/%s", dir, fn->str);
-					rc = add_shard(&s, fp);
+					snprintf(fp, sizeof fp, "%s/%s", dir, shard);
+					if ((rc = add_shard(&s, fp)))
+						break;
 				}
 			}
 		}
@@ -396,11 +413,11 @@ out:
 		if (p->n_files)        /* moved into the plan: closed with it */
 			s.f[f] = (struct rl_mfile){ .fd = -1 };
 		rl_mfile_close(&s.f[f]);
-		rl_json_free(s.hdr[f]);
+		json_decref(s.hdr[f]);
 	}
 	free(s.t);
-	rl_json_free(cfg);
-	rl_json_free(index);
+	json_decref(cfg);
+	json_decref(index);
 	if (rc)
 		rl_model_plan_close(p);
 	return rc;

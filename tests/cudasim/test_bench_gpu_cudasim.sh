@@ -4,6 +4,7 @@
 # prefill, graph vs eager, chunked vs unchunked ITL) and to print well-formed JSON before
 # device time is spent on it. The numbers are meaningless here and are not checked.
 # Installed by the Makefile as build/tests/test_bench_gpu_cudasim.
+# Tests: bench/bench_gpu.c, runtime/cuda/cuda_bench.c (on cudasim).
 here=$(dirname "$0")
 out=$(RINGLM_CUDA_LIB="$here/../cudasim/librlcuda.so" "$here/../ringlm" bench gpu --shape tiny --ctx 40 \
       --reps 2 --prompt 64 --chunk 32 --streams 3 --max-batch 8 --itl-steps 4 --copy-mb 16 --json 2>&1)

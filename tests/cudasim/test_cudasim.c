@@ -4,7 +4,9 @@
  * their allocation, too much dynamic shared memory, synchronising during capture, misaligned
  * vector loads), that async work is deferred until the host waits, and that cublasGemmEx
  * follows cuBLAS's column-major semantics for every transpose and type pair. Without this,
- * a pass of tests/gpu on the emulator would mean little. */
+ * a pass of tests/gpu on the emulator would mean little.
+ * Tests: tests/cudasim (the emulator itself).
+ */
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>

@@ -2,7 +2,9 @@
  * decision on an attach request from a peer (rl_rt_attach_decide), and the client's checks
  * of the reply (rl_attach_rep_check) and of the segment header it then maps (rl_seg_check).
  * Properties: decisions are one of the documented errors with a one-line message; a header
- * the client accepts keeps every region it will touch inside the mapping. */
+ * the client accepts keeps every region it will touch inside the mapping.
+ * Tests: runtime/loop (rl_validate), ipc.
+ */
 #include <errno.h>
 #include "tests/fuzz/fuzz_common.h"
 #include "ipc/rl_ipc.h"

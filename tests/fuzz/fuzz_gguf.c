@@ -1,5 +1,7 @@
 /* fuzz_gguf.c — libFuzzer harness for the GGUF loader: the input is the whole file; one that
- * loads must also stream to the same weights (fuzz_stream.h). */
+ * loads must also stream to the same weights (fuzz_stream.h).
+ * Tests: runtime/model (GGUF).
+ */
 #include "tests/fuzz/fuzz_stream.h"
 #include "runtime/model/rl_model_io.h"
 

@@ -1,4 +1,6 @@
-/* fuzz_llama2c.c — libFuzzer harness for the llama2.c .bin loader: the input is the file. */
+/* fuzz_llama2c.c — libFuzzer harness for the llama2.c .bin loader: the input is the file.
+ * Tests: runtime/model (llama2.c).
+ */
 #include "tests/fuzz/fuzz_common.h"
 #include "runtime/model/model_internal.h"
 #include "runtime/model/rl_model_io.h"

@@ -2,7 +2,9 @@
  * (rl_rt_validate_req) and the prompt copy-out from a client's arena (rl_rt_copy_prompt).
  * Input: a 128-byte rl_req, 20 bytes of limits and the clock, then the arena (any length;
  * its power-of-two prefix is used). Properties: an accepted request fits every limit, and the
- * copy-out reads only inside the arena (ASan) and writes only n_prompt ids. */
+ * copy-out reads only inside the arena (ASan) and writes only n_prompt ids.
+ * Tests: runtime/loop (rl_validate).
+ */
 #include <errno.h>
 #include <math.h>
 #include "tests/fuzz/fuzz_common.h"

@@ -1,7 +1,9 @@
 /* fuzz_safetensors.c — libFuzzer harness for the safetensors loader: the input is
  * model.safetensors; config.json beside it is fixed (a 1-layer dim-8 model, matching the
  * seeds tests/fuzz/make_seeds.py writes), so the fuzzer spends its time on the header JSON
- * and the tensor table. One that loads must also stream to the same weights (fuzz_stream.h). */
+ * and the tensor table. One that loads must also stream to the same weights (fuzz_stream.h).
+ * Tests: runtime/model (safetensors, jansson).
+ */
 #include "tests/fuzz/fuzz_stream.h"
 #include "runtime/model/rl_model_io.h"
 

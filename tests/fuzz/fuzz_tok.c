@@ -1,7 +1,9 @@
 /* fuzz_tok.c — libFuzzer harness for the tokenizer: a vocabulary blob (llama2.c
  * tokenizer.bin layout) and text to encode. Input: u16 little-endian blob length, the blob,
  * then the text. Properties: encode returns the documented count (<= len + 3) and every id
- * it writes is in the vocabulary and decodes. */
+ * it writes is in the vocabulary and decodes.
+ * Tests: clients (rl_tok).
+ */
 #include "tests/fuzz/fuzz_common.h"
 #include "clients/rl_tok.h"
 

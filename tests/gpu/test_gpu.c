@@ -10,6 +10,7 @@
  * against the cpu backend for stories260K and a mid-size synthetic GQA model; greedy tokens
  * of stories260K equal the cpu's; graph replay equals eager execution bit for bit; a mixed
  * batch equals its sequences run alone.
+ * Tests: the CUDA kernels (kernels/cuda_*.cu), runtime/cuda (on a GPU, or on cudasim via test_gpu_cudasim).
  */
 #include <dlfcn.h>
 #include <errno.h>
