@@ -95,7 +95,11 @@ static int attach(struct ringlm *c, const char *path, int fallback)
 	snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
 	if (connect(c->sock, (struct sockaddr *)&a, sizeof a) < 0) {
 		int e = -errno;
-		return fail(e, "cannot connect to %s: %s (is ringlmd running with that --socket?)", path, strerror(errno));
+		if (e == -EACCES || e == -EPERM)
+			return fail(e, "cannot connect to %s: permission denied for uid %u; the runtime's owner "
+				    "can admit it with ringlmd --allow-uid %u (or --allow-gid)", path,
+				    (unsigned)getuid(), (unsigned)getuid());
+		return fail(e, "cannot connect to %s: %s (is ringlmd running with that --socket?)", path, strerror(-e));
 	}
 	struct rl_attach_req rq = { .magic = RL_WIRE_MAGIC, .version = RL_WIRE_VERSION,
 				    .flags = fallback ? RL_ATTACH_FALLBACK : 0 };

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,15 +26,34 @@
 
 struct rt_child { pid_t pid; char sock[108]; };
 
+/* The folder the harness's runtimes listen in: made once per test process, 0711 like the
+ * runtime's own per-user folder, so a test does not depend on what an earlier run (or an
+ * older ringlmd) left in /tmp/ringlm-UID; removed at exit when empty. */
+static char rt_dir_path[64];
+static void rt_dir_rm(void) { rmdir(rt_dir_path); }
+static inline const char *rt_dir(void)
+{
+	if (!rt_dir_path[0]) {
+		snprintf(rt_dir_path, sizeof rt_dir_path, "/tmp/ringlm-t%u-%d", (unsigned)getuid(), (int)getpid());
+		if (mkdir(rt_dir_path, 0711) == 0 || errno == EEXIST)
+			chmod(rt_dir_path, 0711);      /* whatever the umask */
+		atexit(rt_dir_rm);
+	}
+	return rt_dir_path;
+}
+
 /* Starts a runtime with ringlmd-style args (a space-separated string). Returns 0 when it
  * listens. */
 static inline int rt_start(struct rt_child *rc, const char *args)
 {
 	static int counter;
-	/* a full path, so clients of other uids resolve the same socket */
+	/* a full path, so clients of other uids resolve the same socket; with RINGLM_SOCKET_DIR
+	 * set (tests of the runtime's own folder handling) the runtime gets the bare name */
 	char name[64];
 	snprintf(name, sizeof name, "t%d-%d", (int)getpid(), counter++);
-	if (rl_sock_path(name, rc->sock, sizeof rc->sock))
+	const char *env_dir = getenv("RINGLM_SOCKET_DIR");
+	if (env_dir ? rl_sock_path(name, rc->sock, sizeof rc->sock) < 0
+		    : snprintf(rc->sock, sizeof rc->sock, "%s/%s", rt_dir(), name) >= (int)sizeof rc->sock)
 		return -ENAMETOOLONG;
 	struct rl_rt_params p;
 	char err[512] = "", buf[1024], *argv[64] = { "ringlmd" };
@@ -46,7 +66,7 @@ static inline int rt_start(struct rt_child *rc, const char *args)
 		fprintf(stderr, "rt_start: %s\n", err);
 		return -EINVAL;
 	}
-	p.socket = rc->sock;
+	p.socket = env_dir ? strdup(name) : rc->sock;   /* the child keeps its copy */
 	p.verbose = getenv("RL_TEST_VERBOSE") != NULL;
 	rc->pid = rl_rt_fork(&p, err, sizeof err);
 	if (rc->pid < 0) {

@@ -552,32 +552,125 @@ static void faults_limits_rejected_and_counted(void)
 
 /* ---- isolation ------------------------------------------------------------------------------ */
 
-/* The socket directory's mode: 0700, or 0750 (group = the allowed gid) with --allow-gid. */
+/* The runtime's own socket folder is created 0711 and never changed afterwards; access is on
+ * each daemon's socket file: 0600, 0660 with the allowed gid as its group (--allow-gid), 0666
+ * with --allow-uid (SO_PEERCRED decides). */
 static void faults_socket_dir_mode(void)
 {
 	char tmpl[] = "/tmp/rlfz-XXXXXX";
 	REQUIRE(mkdtemp(tmpl));
-	for (int gid_mode = 0; gid_mode < 2; gid_mode++) {
+	for (int mode = 0; mode < 3; mode++) {
 		char dir[128];
-		snprintf(dir, sizeof dir, "%s/d%d", tmpl, gid_mode);
+		snprintf(dir, sizeof dir, "%s/d%d", tmpl, mode);
 		setenv("RINGLM_SOCKET_DIR", dir, 1);
 		struct rt_child rt;
 		gid_t g = getegid() + 1;
 		char args[128];
-		if (gid_mode)
+		if (mode == 1)
 			snprintf(args, sizeof args, "--sim-vocab 1000 --allow-gid %u", (unsigned)g);
 		else
-			snprintf(args, sizeof args, "--sim-vocab 1000");
+			snprintf(args, sizeof args, "--sim-vocab 1000%s", mode == 2 ? " --allow-uid 65534" : "");
 		int rc = rt_start(&rt, args);
 		unsetenv("RINGLM_SOCKET_DIR");
 		REQUIRE(rc == 0);
-		struct stat st;
-		REQUIRE(stat(dir, &st) == 0);
-		CHECKF((st.st_mode & 0777) == (gid_mode ? 0750u : 0700u), "mode %o", st.st_mode & 0777);
-		if (gid_mode && geteuid() == 0)
-			CHECK(st.st_gid == g);
+		struct stat st, ss;
+		REQUIRE(stat(dir, &st) == 0 && stat(rt.sock, &ss) == 0);
+		CHECKF((st.st_mode & 07777) == 0711u, "folder mode %o", st.st_mode & 07777);
+		unsigned want = mode == 0 ? 0600 : mode == 1 ? 0660 : 0666;
+		CHECKF((ss.st_mode & 0777) == want, "socket mode %o, want %o", ss.st_mode & 0777, want);
+		if (mode == 1 && geteuid() == 0)
+			CHECK(ss.st_gid == g);
 		CHECK(rt_stop(&rt) == 0);
 		rmdir(dir);
+	}
+	rmdir(tmpl);
+}
+
+/* A folder that exists keeps its mode: a shared 1777 folder, one of ours at 0755 (as the
+ * working folder would be), and the runtime's own folder after a second daemon starts
+ * beside one with --allow-uid (which must stay reachable by the allowed uid). A folder any
+ * user can write without the sticky bit is refused with a reason. */
+static void faults_socket_dir_untouched(void)
+{
+	char tmpl[] = "/tmp/rlfz-XXXXXX";
+	REQUIRE(mkdtemp(tmpl) && chmod(tmpl, 0711) == 0);   /* other uids pass through */
+	unsigned modes[] = { 01777, 0755 };
+	for (int i = 0; i < 2; i++) {
+		char dir[128];
+		snprintf(dir, sizeof dir, "%s/m%d", tmpl, i);
+		REQUIRE(mkdir(dir, 0700) == 0 && chmod(dir, modes[i]) == 0);
+		struct rl_rt_params p;
+		rl_rt_default_params(&p);
+		char sock[160], err[512] = "";
+		snprintf(sock, sizeof sock, "%s/s", dir);
+		p.socket = sock;
+		p.backend = "sim";
+		pid_t pid = rl_rt_fork(&p, err, sizeof err);
+		CHECKF(pid > 0, "start in a %o folder: %s", modes[i], err);
+		struct stat st;
+		REQUIRE(stat(dir, &st) == 0);
+		CHECKF((st.st_mode & 07777) == modes[i], "folder was %o, now %o", modes[i], st.st_mode & 07777);
+		if (pid > 0) {
+			kill(pid, SIGTERM);
+			waitpid(pid, NULL, 0);
+		}
+		REQUIRE(stat(dir, &st) == 0);
+		CHECKF((st.st_mode & 07777) == modes[i], "after stop: folder was %o, now %o", modes[i], st.st_mode & 07777);
+		unlink(sock);
+		rmdir(dir);
+	}
+	/* 0777 without the sticky bit: refused, one line naming the folder and the fix */
+	char dir[128], sock[160], err[512] = "";
+	snprintf(dir, sizeof dir, "%s/open", tmpl);
+	REQUIRE(mkdir(dir, 0700) == 0 && chmod(dir, 0777) == 0);
+	snprintf(sock, sizeof sock, "%s/s", dir);
+	struct rl_rt_params p;
+	rl_rt_default_params(&p);
+	p.socket = sock;
+	p.backend = "sim";
+	pid_t pid = rl_rt_fork(&p, err, sizeof err);
+	CHECKF(pid < 0 && strstr(err, dir) && strstr(err, "sticky") && !strchr(err, '\n'), "got %d '%s'", (int)pid, err);
+	if (pid > 0) {
+		kill(pid, SIGTERM);
+		waitpid(pid, NULL, 0);
+	}
+	rmdir(dir);
+	/* two daemons in the runtime's own folder: the second must not revoke the first's
+	 * --allow-uid (it used to chmod the shared folder back to 0700) */
+	if (geteuid() == 0) {
+		char own[128];
+		snprintf(own, sizeof own, "%s/own", tmpl);
+		setenv("RINGLM_SOCKET_DIR", own, 1);
+		struct rt_child pa, pb;
+		REQUIRE(rt_start(&pa, "--sim-vocab 1000 --allow-uid 65534") == 0);
+		REQUIRE(rt_start(&pb, "--sim-vocab 1000") == 0);
+		unsetenv("RINGLM_SOCKET_DIR");
+		int pfd[2];
+		REQUIRE(pipe(pfd) == 0);
+		pid_t c = fork();
+		if (c == 0) {
+			if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+				_exit(9);
+			struct ringlm_params cp = ringlm_default_params();
+			cp.socket = pa.sock;
+			struct ringlm *cl;
+			int e = ringlm_connect(&cp, &cl);
+			char msg[300];
+			snprintf(msg, sizeof msg, "%d %s", e, e ? ringlm_last_error() : "");
+			(void)!write(pfd[1], msg, strlen(msg) + 1);
+			if (!e)
+				ringlm_close(cl);
+			_exit(0);
+		}
+		close(pfd[1]);
+		char msg[300] = "";
+		(void)!read(pfd[0], msg, sizeof msg - 1);
+		close(pfd[0]);
+		waitpid(c, NULL, 0);
+		CHECKF(atoi(msg) == 0, "uid 65534 refused by the first daemon after a second started: %s", msg);
+		CHECK(rt_stop(&pb) == 0);
+		CHECK(rt_stop(&pa) == 0);
+		rmdir(own);
 	}
 	rmdir(tmpl);
 }
@@ -675,6 +768,7 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	RUN(faults_limits_rejected_and_counted);
 	RUN(faults_socket_dir_mode);
+	RUN(faults_socket_dir_untouched);
 	RUN(faults_isolation);
 	RUN(faults_sigterm_drains);
 	RUN(faults_runtime_kill9_unblocks_everyone);

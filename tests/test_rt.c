@@ -406,6 +406,32 @@ static void rt_refuses_disallowed_uid(void)
 		}
 	}
 	CHECK(rt_stop(&rt) == 0);
+	/* without --allow-uid the socket file itself (0600) refuses other uids: the message says
+	 * how the runtime's owner admits them, not "is ringlmd running" */
+	REQUIRE(rt_start(&rt, "--sim-vocab 1000") == 0);
+	int pfd[2];
+	REQUIRE(pipe(pfd) == 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (setgroups(0, NULL) || setgid(65533) || setuid(65533))
+			_exit(9);
+		struct ringlm *c;
+		struct ringlm_params p = ringlm_default_params();
+		p.socket = rt.sock;
+		int e = ringlm_connect(&p, &c);
+		char msg[300];
+		snprintf(msg, sizeof msg, "%d %s", e, ringlm_last_error());
+		(void)!write(pfd[1], msg, strlen(msg) + 1);
+		_exit(0);
+	}
+	close(pfd[1]);
+	char msg[300] = "";
+	(void)!read(pfd[0], msg, sizeof msg - 1);
+	close(pfd[0]);
+	waitpid(pid, NULL, 0);
+	CHECKF(atoi(msg) == -EACCES && strstr(msg, "--allow-uid 65533") && !strstr(msg, "is ringlmd running"),
+	       "got: %s", msg);
+	CHECK(rt_stop(&rt) == 0);
 }
 
 /* Embedded mode: the runtime thread inside this process, same API. */

@@ -793,6 +793,54 @@ static void sleep_until_work(struct rl_rt *rt)
 
 /* ---- create / run / destroy ----------------------------------------------------------- */
 
+/* The socket's folder. The runtime never changes the mode of a folder that exists: several
+ * daemons (and other programs) may share it. It creates only a missing folder, 0711 (others
+ * may pass through to a socket whose own mode and SO_PEERCRED admit them, but not list it).
+ * It refuses a folder where another user could replace the socket: writable by others
+ * without the sticky bit, or (our own per-user folder) owned by someone else. */
+static int check_sock_dir(struct rl_rt *rt, char *err, size_t errlen)
+{
+	const char *d = rt->sock_dir;
+	int own_default = !strchr(rt->p.socket ? rt->p.socket : "", '/');   /* /tmp/ringlm-UID or $RINGLM_SOCKET_DIR */
+	struct stat st;
+	if (stat(d, &st) < 0) {
+		if (errno != ENOENT || !own_default) {
+			int e = errno;
+			snprintf(err, errlen, "socket folder %s: %s; create it or choose another --socket", d, strerror(e));
+			return -e;
+		}
+		mode_t um = umask(0);  /* the mode exactly (umask is restored at once) */
+		int r = mkdir(d, 0711);
+		umask(um);
+		if ((r < 0 && errno != EEXIST) || stat(d, &st) < 0) {
+			int e = errno;
+			snprintf(err, errlen, "cannot create socket folder %s: %s; choose another --socket", d, strerror(e));
+			return -e;
+		}
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "socket folder %s is not a folder; choose another --socket", d);
+		return -ENOTDIR;
+	}
+	if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
+		snprintf(err, errlen, "socket folder %s is writable by every user without the sticky bit, so anyone "
+			 "could replace the socket; use a folder only you can write (or chmod +t it)", d);
+		return -EPERM;
+	}
+	if (own_default && st.st_uid != geteuid()) {
+		snprintf(err, errlen, "socket folder %s belongs to uid %u, not to us (uid %u); remove it or set "
+			 "RINGLM_SOCKET_DIR", d, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -EACCES;
+	}
+	if (rt->p.n_allow_uid && !(st.st_mode & S_IXOTH))
+		LOG(rt, "warning: socket folder %s is mode %03o, so --allow-uid users cannot reach the socket; "
+		    "chmod o+x it or choose another --socket", d, (unsigned)(st.st_mode & 0777));
+	else if (rt->p.n_allow_gid && !(st.st_mode & (S_IXOTH | S_IXGRP)))
+		LOG(rt, "warning: socket folder %s is mode %03o, so --allow-gid users cannot reach the socket; "
+		    "chmod g+x it or choose another --socket", d, (unsigned)(st.st_mode & 0777));
+	return 0;
+}
+
 static int make_listener(struct rl_rt *rt, char *err, size_t errlen)
 {
 	int rc = rl_sock_path(rt->p.socket, rt->sock_path, sizeof rt->sock_path);
@@ -801,24 +849,8 @@ static int make_listener(struct rl_rt *rt, char *err, size_t errlen)
 		return rc;
 	}
 	rl_sock_dir(rt->sock_path, rt->sock_dir, sizeof rt->sock_dir);
-	/* the directory is the access boundary: 0700, or 0750 when a group may attach */
-	mode_t mode = rt->p.n_allow_gid ? 0750 : 0700;
-	if (rt->p.n_allow_uid)
-		mode = 0711;   /* other uids need to traverse; the socket itself is then 0666 and
-				* SO_PEERCRED decides */
-	if (mkdir(rt->sock_dir, mode) < 0 && errno != EEXIST) {
-		snprintf(err, errlen, "cannot create socket directory %s: %s", rt->sock_dir, strerror(errno));
-		return -errno;
-	}
-	struct stat st;
-	if (stat(rt->sock_dir, &st) < 0 || st.st_uid != geteuid()) {
-		snprintf(err, errlen, "socket directory %s is not owned by us (uid %u); choose another --socket",
-			 rt->sock_dir, (unsigned)geteuid());
-		return -EACCES;
-	}
-	chmod(rt->sock_dir, mode);
-	if (rt->p.n_allow_gid && chown(rt->sock_dir, (uid_t)-1, rt->p.allow_gid[0]) < 0)
-		LOG(rt, "cannot give %s to gid %u: %s", rt->sock_dir, (unsigned)rt->p.allow_gid[0], strerror(errno));
+	if ((rc = check_sock_dir(rt, err, errlen)))
+		return rc;
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
@@ -836,8 +868,16 @@ static int make_listener(struct rl_rt *rt, char *err, size_t errlen)
 		close(fd);
 		return -errno;
 	}
-	if (rt->p.n_allow_uid || rt->p.n_allow_gid)
-		chmod(rt->sock_path, rt->p.n_allow_uid ? 0666 : 0660);
+	/* access is per daemon, on its own socket file (connect needs write permission on it);
+	 * SO_PEERCRED at accept is the check that counts, the mode keeps strangers out early */
+	mode_t mode = rt->p.n_allow_uid ? 0666 : rt->p.n_allow_gid ? 0660 : 0600;
+	if (chmod(rt->sock_path, mode) < 0 ||
+	    (rt->p.n_allow_gid && !rt->p.n_allow_uid && chown(rt->sock_path, (uid_t)-1, rt->p.allow_gid[0]) < 0)) {
+		snprintf(err, errlen, "cannot set the mode or group of %s: %s", rt->sock_path, strerror(errno));
+		close(fd);
+		unlink(rt->sock_path);
+		return -errno;
+	}
 	rt->listen_fd = fd;
 	return 0;
 }
