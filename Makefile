@@ -70,7 +70,7 @@ endif
 # without a device, so they build (and run) everywhere.
 GPU_TEST_SRC = $(wildcard tests/gpu/test_*.c)
 GPU_TESTS    = $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/%)
-TESTS       += $(GPU_TESTS)
+TESTS       += $(GPU_TESTS) $(BUILD)/tests/test_cli
 
 .PHONY: all build-all check-deps deps demo test test-gpu test-cudasim-asan test-asan test-tsan install clean fuzz fuzz-bins soak bench
 all: check-deps
@@ -140,6 +140,9 @@ $(BUILD)/tests/test_cudasim: tests/cudasim/test_cudasim.c $(SIM)/obj/selftest_ke
 	$(CXX) -o $@ $@.o $(SIM)/obj/selftest_kernels.o $(SIM)/obj/cudasim.o $(SIM_UBSAN) -lpthread -lm
 	@rm -f $@.o
 $(BUILD)/tests/test_bench_gpu_cudasim: tests/cudasim/test_bench_gpu_cudasim.sh
+	@mkdir -p $(dir $@)
+	install -m 755 $< $@
+$(BUILD)/tests/test_cli: tests/cli/test_cli.sh
 	@mkdir -p $(dir $@)
 	install -m 755 $< $@
 $(BUILD)/tests/test_gpu_cudasim: tests/cudasim/test_gpu_cudasim.sh

@@ -186,7 +186,9 @@ int rl_cmd_bench_ipc(int argc, char **argv)
 		else if (!strcmp(argv[i], "--iters") && i + 1 < argc)
 			iters = atoi(argv[++i]);
 		else {
-			fprintf(stderr, "ringlm bench ipc: unknown option '%s' (options: --json --iters N)\n", argv[i]);
+			if (strcmp(argv[i], "--help"))
+				fprintf(stderr, "ringlm bench ipc: unknown option '%s'\n", argv[i]);
+			fprintf(stderr, "usage: ringlm bench ipc [--json] [--iters N]\n");
 			return 2;
 		}
 	}

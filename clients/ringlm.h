@@ -17,6 +17,7 @@
  */
 #ifndef RINGLM_H
 #define RINGLM_H
+#include <errno.h>               /* the -errno codes the API returns (-EAGAIN, ...) */
 #include <stdint.h>
 #include <stddef.h>
 #ifdef __cplusplus

@@ -9,13 +9,33 @@
 #include "clients/ringlm.h"
 #include "ipc/rl_clock.h"
 
-static void usage(void)
+static void usage(FILE *f)
 {
-	fprintf(stderr,
+	fprintf(f,
 "usage: ringlm generate [--socket NAME | --model PATH|synthetic:SHAPE [--tokenizer PATH]\n"
 "                        [--backend cpu|cuda|sim] [--runtime-args \"...\"]]\n"
 "                       (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--temp T] [--top-k K]\n"
-"                       [--top-p P] [--seed S] [--stop ID,..] [--ids] [--stats] [--no-bos]\n");
+"                       [--top-p P] [--seed S] [--stop ID,..] [--ids] [--stats] [--no-bos]\n"
+"  -n N        tokens to generate at most (>= 1, default 64)\n"
+"  --temp T    0 = greedy (default), else a finite temperature > 0\n"
+"  --top-k K   0 = off, else 1..vocabulary size\n"
+"  --top-p P   1 = off, else in (0, 1]\n"
+"exit status: 0 done, 1 error, 2 bad usage, 3 stopped early because the context window was full\n");
+}
+
+/* -n and --top-k: a whole number in [lo, hi]; 0 or -1 with the message printed. */
+static int whole(const char *opt, const char *v, unsigned long long lo, unsigned long long hi,
+		 unsigned long long *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(v, &end, 10);
+	if (errno || end == v || *end || *v == '-' || x < lo || x > hi) {
+		fprintf(stderr, "ringlm generate: %s must be a whole number from %llu to %llu, got '%s'\n", opt, lo, hi, v);
+		return -1;
+	}
+	*out = x;
+	return 0;
 }
 
 static int parse_ids(const char *s, uint32_t *ids, int max)
@@ -48,20 +68,21 @@ int rl_cmd_generate(int argc, char **argv)
 	struct ringlm_request r = ringlm_default_request();
 	p.spin_us = 2000;    /* spin through a short step; longer ones sleep, leaving the cores to the backend */
 	const char *prompt = NULL, *prompt_ids = NULL, *stop = NULL;
-	int ids_out = 0, stats = 0, bos = 1;
+	int ids_out = 0, stats = 0, bos = 1, n_given = 0;
 	r.max_new = 64;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--ids")) { ids_out = 1; continue; }
 		if (!strcmp(a, "--stats")) { stats = 1; continue; }
 		if (!strcmp(a, "--no-bos")) { bos = 0; continue; }
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
 		if (!v) {
 			fprintf(stderr, "ringlm generate: %s needs a value (ringlm generate --help)\n", a);
 			return 2;
 		}
 		i++;
 		char *end = NULL;
+		unsigned long long x;
 		if (!strcmp(a, "--socket")) p.socket = v;
 		else if (!strcmp(a, "--model")) p.model = v;
 		else if (!strcmp(a, "--tokenizer")) p.tokenizer = v;
@@ -70,10 +91,28 @@ int rl_cmd_generate(int argc, char **argv)
 		else if (!strcmp(a, "--prompt")) prompt = v;
 		else if (!strcmp(a, "--prompt-ids")) prompt_ids = v;
 		else if (!strcmp(a, "--stop")) stop = v;
-		else if (!strcmp(a, "-n")) r.max_new = (uint32_t)strtoul(v, &end, 10);
-		else if (!strcmp(a, "--temp")) r.temperature = strtof(v, &end);
-		else if (!strcmp(a, "--top-k")) r.top_k = (uint32_t)strtoul(v, &end, 10);
-		else if (!strcmp(a, "--top-p")) r.top_p = strtof(v, &end);
+		else if (!strcmp(a, "-n")) {
+			if (whole("-n", v, 1, UINT32_MAX, &x))
+				return 2;
+			r.max_new = (uint32_t)x;
+			n_given = 1;
+		} else if (!strcmp(a, "--temp")) {
+			r.temperature = strtof(v, &end);
+			if (end != v && !*end && !(r.temperature >= 0 && r.temperature <= 1e6f)) {
+				fprintf(stderr, "ringlm generate: --temp must be 0 (greedy) or a finite number > 0, got '%s'\n", v);
+				return 2;
+			}
+		} else if (!strcmp(a, "--top-k")) {
+			if (whole("--top-k", v, 0, UINT32_MAX, &x))
+				return 2;
+			r.top_k = (uint32_t)x;
+		} else if (!strcmp(a, "--top-p")) {
+			r.top_p = strtof(v, &end);
+			if (end != v && !*end && !(r.top_p > 0 && r.top_p <= 1)) {
+				fprintf(stderr, "ringlm generate: --top-p must be in (0, 1] (1 = off), got '%s'\n", v);
+				return 2;
+			}
+		}
 		else if (!strcmp(a, "--seed")) r.seed = strtoull(v, &end, 10);
 		else {
 			fprintf(stderr, "ringlm generate: unknown option '%s' (ringlm generate --help)\n", a);
@@ -88,10 +127,6 @@ int rl_cmd_generate(int argc, char **argv)
 		fprintf(stderr, "ringlm generate: give exactly one of --prompt TEXT or --prompt-ids LIST\n");
 		return 2;
 	}
-	if (r.max_new == 0) {
-		fprintf(stderr, "ringlm generate: -n must be at least 1\n");
-		return 2;
-	}
 	static uint32_t ids[1 << 16], stops[8];
 	int n_stop = 0;
 	if (stop && (n_stop = parse_ids(stop, stops, 8)) < 0) {
@@ -104,6 +139,27 @@ int rl_cmd_generate(int argc, char **argv)
 		fprintf(stderr, "ringlm generate: %s\n", ringlm_last_error()[0] ? ringlm_last_error() : ringlm_strerror(rc));
 		return 1;
 	}
+	struct ringlm_info info;
+	if ((rc = ringlm_get_info(c, &info))) {
+		fprintf(stderr, "ringlm generate: %s\n", ringlm_strerror(rc));
+		ringlm_close(c);
+		return 1;
+	}
+	/* the runtime's limits, checked here so the message can name the option */
+	if (r.top_k > info.vocab_size) {
+		fprintf(stderr, "ringlm generate: --top-k must be 0 (off) or 1..%u (the vocabulary), got %u\n",
+			info.vocab_size, r.top_k);
+		ringlm_close(c);
+		return 2;
+	}
+	if (!n_given && r.max_new > info.max_new)
+		r.max_new = info.max_new;      /* the default 64 on a smaller context */
+	if (r.max_new > info.max_new) {
+		fprintf(stderr, "ringlm generate: -n %u is over the runtime's limit of %u (ringlmd --max-new, "
+			"at most its context of %u)\n", r.max_new, info.max_new, info.max_ctx);
+		ringlm_close(c);
+		return 2;
+	}
 	int n;
 	if (prompt_ids) {
 		n = parse_ids(prompt_ids, ids, 1 << 16);
@@ -115,11 +171,19 @@ int rl_cmd_generate(int argc, char **argv)
 	} else {
 		n = ringlm_tokenize(c, prompt, bos, ids, 1 << 16);
 		if (n <= 0) {
-			fprintf(stderr, "ringlm generate: cannot tokenize the prompt: %s\n",
-				n == -ENOENT ? "the runtime's model has no vocabulary (use --prompt-ids)" : ringlm_strerror(n));
+			fprintf(stderr, "ringlm generate: %s\n",
+				n == 0 ? "the prompt is empty: give --prompt some text, or drop --no-bos" :
+				n == -ENOENT ? "the runtime's model has no vocabulary: use --prompt-ids" :
+				n == -ENOSPC ? "the prompt is over 65536 tokens: shorten it" : ringlm_strerror(n));
 			ringlm_close(c);
-			return 1;
+			return n == 0 ? 2 : 1;
 		}
+	}
+	if ((uint32_t)n > info.max_prompt) {
+		fprintf(stderr, "ringlm generate: the prompt is %d tokens, over the runtime's limit of %u "
+			"(ringlmd --max-prompt, below its context of %u); shorten it\n", n, info.max_prompt, info.max_ctx);
+		ringlm_close(c);
+		return 2;
 	}
 	r.prompt = ids;
 	r.n_prompt = (uint32_t)n;
@@ -177,6 +241,12 @@ int rl_cmd_generate(int argc, char **argv)
 				status = 1;
 			} else {
 				done = 1;
+				if (ev[i].code == RINGLM_FIN_CTX) {
+					fprintf(stderr, "\nringlm generate: stopped after %u of %u tokens: the context window "
+						"(%u tokens) is full; shorten the prompt or start ringlmd with a larger --ctx\n",
+						ntok, r.max_new, info.max_ctx);
+					status = 3;
+				}
 			}
 		}
 	}

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <jansson.h>
 #include "clients/cli/cli.h"
 #include "clients/ringlm.h"
 
@@ -12,6 +13,15 @@ static int connect_to(int argc, char **argv, struct ringlm **c, int *json, int *
 {
 	struct ringlm_params p = ringlm_default_params();
 	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			if (!strcmp(argv[0], "stats"))
+				printf("usage: ringlm stats [--socket NAME] [--json]\n"
+				       "  the runtime's live stats as a table (--json: one JSON object)\n");
+			else
+				printf("usage: ringlm top [--socket NAME] [--interval-ms N]\n"
+				       "  the runtime's live stats, refreshed every N ms (default 1000)\n");
+			return 3;              /* help printed: the caller returns 0 */
+		}
 		if (!strcmp(argv[i], "--json"))
 			*json = 1;
 		else if (!strcmp(argv[i], "--socket") && i + 1 < argc)
@@ -41,12 +51,39 @@ static double jnum(const char *js, const char *key)
 	return p ? atof(p + strlen(pat)) : 0;
 }
 
+static void print_rows(json_t *o, const char *prefix)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(o, k, v) {
+		char name[96];
+		snprintf(name, sizeof name, "%s%s", prefix, k);
+		if (json_is_object(v)) {
+			char pre[100];
+			snprintf(pre, sizeof pre, "%s.", name);
+			print_rows(v, pre);
+		} else if (json_is_integer(v)) {
+			printf("%-32s %lld\n", name, (long long)json_integer_value(v));
+		} else if (json_is_real(v)) {
+			printf("%-32s %.6g\n", name, json_real_value(v));
+		} else if (json_is_string(v)) {
+			printf("%-32s %s\n", name, json_string_value(v));
+		} else if (json_is_boolean(v)) {
+			printf("%-32s %s\n", name, json_is_true(v) ? "yes" : "no");
+		} else {
+			char *t = json_dumps(v, JSON_COMPACT);
+			printf("%-32s %s\n", name, t ? t : "?");
+			free(t);
+		}
+	}
+}
+
 int rl_cmd_stats(int argc, char **argv)
 {
 	struct ringlm *c;
 	int json = 0, iv = 0, rc = connect_to(argc, argv, &c, &json, &iv);
 	if (rc)
-		return rc;
+		return rc == 3 ? 0 : rc;
 	char buf[4096];
 	rc = ringlm_stats_json(c, buf, sizeof buf);
 	ringlm_close(c);
@@ -58,18 +95,15 @@ int rl_cmd_stats(int argc, char **argv)
 		puts(buf);
 		return 0;
 	}
-	/* one "key: value" per line */
-	for (char *p = buf + 1; *p && *p != '}'; ) {
-		char *q = p;
-		int depth = 0;
-		while (*q && (depth || (*q != ',' && *q != '}'))) {
-			depth += *q == '{';
-			depth -= *q == '}';
-			q++;
-		}
-		printf("%.*s\n", (int)(q - p), p);
-		p = *q == ',' ? q + 1 : q;
+	/* a readable table: one "key  value" row per number, nested objects as parent.key */
+	json_error_t je;
+	json_t *j = json_loads(buf, 0, &je);
+	if (!j) {
+		fprintf(stderr, "ringlm stats: the runtime's stats are not JSON (%s); try --json\n", je.text);
+		return 1;
 	}
+	print_rows(j, "");
+	json_decref(j);
 	return 0;
 }
 
@@ -81,7 +115,7 @@ int rl_cmd_top(int argc, char **argv)
 	struct ringlm *c;
 	int json = 0, iv = 1000, rc = connect_to(argc, argv, &c, &json, &iv);
 	if (rc)
-		return rc;
+		return rc == 3 ? 0 : rc;
 	signal(SIGINT, on_int);
 	char buf[4096];
 	double last_tok = -1, last_steps = 0;

@@ -1,6 +1,7 @@
 /* main.c — `ringlm` subcommand dispatch. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include "clients/cli/cli.h"
 
 struct cmd { const char *name; int (*fn)(int, char **); const char *help; };
@@ -33,6 +34,15 @@ static int dispatch(const struct cmd *t, size_t n, const char *what, int argc, c
 	for (size_t i = 0; i < n; i++) {
 		if (strcmp(argv[0], t[i].name))
 			continue;
+		/* `ringlm CMD --help`: whatever the command prints as its usage goes to stdout and
+		 * asking for it is not an error */
+		for (int k = 1; k < argc; k++)
+			if (!strcmp(argv[k], "--help") || !strcmp(argv[k], "-h")) {
+				fflush(stderr);
+				dup2(STDOUT_FILENO, STDERR_FILENO);
+				int rc = t[i].fn(2, (char *[]){ argv[0], "--help", NULL });
+				return rc == 2 ? 0 : rc;
+			}
 		return t[i].fn(argc, argv);
 	}
 	fprintf(stderr, "ringlm: unknown command '%s%s'; run 'ringlm --help' for the list\n", what, argv[0]);

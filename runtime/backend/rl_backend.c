@@ -17,16 +17,30 @@ typedef int (*cuda_create_fn)(const struct rl_model *m, const char *synthetic_sh
 			      const struct rl_backend_params *p, struct rl_backend **out,
 			      char *err, size_t errlen);
 
-/* KV blocks for a model when --kv-blocks is not given: room for max_seqs sequences of
- * 1024 tokens, capped at 1/4 of physical memory. */
-static uint32_t kv_blocks_for(const struct rl_model_config *c, uint32_t block_size, uint32_t max_seqs)
+/* KV blocks for a model when --kv-blocks is not given: room for max_seqs sequences of the
+ * full context served (ctx), capped at 1/4 of physical memory but never below one sequence
+ * of ctx (the scheduler needs that much to always finish its oldest sequence). */
+static uint32_t kv_blocks_for(const struct rl_model_config *c, uint32_t ctx, uint32_t block_size,
+			      uint32_t max_seqs)
 {
 	uint64_t per_block = (uint64_t)block_size * c->n_layers * c->n_kv_heads * c->head_dim * 2 * sizeof(float);
-	uint64_t want = (uint64_t)max_seqs * ((1024 + block_size - 1) / block_size);
+	uint64_t one = (ctx + block_size - 1) / block_size, want = (uint64_t)max_seqs * one;
 	uint64_t mem = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 4;
 	if (want * per_block > mem)
 		want = mem / per_block;
-	return want < 64 ? 64 : (uint32_t)want;
+	if (want < one)
+		want = one;
+	return want > UINT32_MAX ? UINT32_MAX : (uint32_t)want;
+}
+
+/* The context served: --ctx, else the model's; a --ctx beyond what the model was trained on
+ * is allowed (as llama.cpp's -c is) with a warning. */
+static uint32_t ctx_for(const struct rl_rt_params *p, const struct rl_model_config *c)
+{
+	if (p->ctx && p->ctx > c->max_ctx && p->verbose)
+		fprintf(stderr, "ringlmd: warning: --ctx %u is larger than the %u tokens the model was trained "
+			"on; quality may drop past %u\n", p->ctx, c->max_ctx, c->max_ctx);
+	return p->ctx ? p->ctx : c->max_ctx;
 }
 
 void *rl_cuda_lib_open(char *err, size_t errlen)
@@ -83,12 +97,13 @@ int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct
 		.block_size = p->block_size,
 		.max_batch_tokens = rl_rt_max_budget(p),
 		.max_seqs = p->max_seqs,
+		.max_ctx = p->ctx,
 		.threads = p->threads,
 		.runtime_cpu = p->cpu,
 		.cuda_graph_buckets = p->cuda_graph_buckets,
 		.cuda_dtype = p->cuda_dtype,
 		.sim_vocab = p->sim_vocab,
-		.sim_max_ctx = 8192,
+		.sim_max_ctx = p->ctx ? p->ctx : 8192,
 		.sim_step_ns = p->sim_step_ns,
 		.sim_token_ns = p->sim_token_ns,
 	};
@@ -115,8 +130,9 @@ int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct
 		struct rl_model_plan plan;
 		if ((rc = rl_model_plan_open(p->model, p->tokenizer, &plan, err, errlen)))
 			return rc;
+		bp.max_ctx = ctx_for(p, &plan.cfg);
 		if (!p->kv_blocks)
-			bp.n_kv_blocks = kv_blocks_for(&plan.cfg, p->block_size, p->max_seqs);
+			bp.n_kv_blocks = kv_blocks_for(&plan.cfg, bp.max_ctx, p->block_size, p->max_seqs);
 		rl_model_plan_close(&plan);
 		*n_blocks = bp.n_kv_blocks;
 		bp.model_path = p->model;
@@ -136,8 +152,9 @@ int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct
 	} else if ((rc = rl_model_load(p->model, p->tokenizer, model, err, errlen))) {
 		return rc;
 	}
+	(*model)->cfg.max_ctx = bp.max_ctx = ctx_for(p, &(*model)->cfg);
 	if (!p->kv_blocks)
-		bp.n_kv_blocks = kv_blocks_for(&(*model)->cfg, p->block_size, p->max_seqs);
+		bp.n_kv_blocks = kv_blocks_for(&(*model)->cfg, bp.max_ctx, p->block_size, p->max_seqs);
 	*n_blocks = bp.n_kv_blocks;
 	return rl_backend_cpu_create(*model, &bp, be, err, errlen);
 }

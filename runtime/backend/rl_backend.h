@@ -38,6 +38,7 @@ struct rl_backend_params {
 	uint32_t block_size;           /* tokens per block */
 	uint32_t max_batch_tokens;     /* most rows in one step (activation buffers sized by this) */
 	uint32_t max_seqs;             /* most sequences in one step */
+	uint32_t max_ctx;              /* cpu, cuda: context length served (--ctx); 0 = the model's */
 	int      threads;              /* cpu: worker threads; 0 = all CPUs but the runtime's */
 	int      runtime_cpu;          /* cpu the runtime thread is pinned to, -1 if none */
 	uint32_t cpu_min_work;         /* cpu: matmul FLOPs per layer a worker must get before a
@@ -47,7 +48,7 @@ struct rl_backend_params {
 					 * ascending; NULL = powers of two up to min(512,
 					 * budget), then the budget itself (<= 8192);
 					 * "" or "0" = no graphs (every step eager) */
-	int         cuda_dtype;         /* weight storage: 0 bf16 (default), 1 fp16 (enum rl_cuda_dtype) */
+	int         cuda_dtype;         /* weight storage: enum rl_cuda_dtype (bf16 default) */
 	const char *model_path;         /* cuda, when given no model and no synthetic shape: stream
 					 * the weights from this file (rl_model_plan.h) */
 	const char *tokenizer_path;     /* its tokenizer.bin, when the file has no vocabulary */

@@ -453,6 +453,8 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 	if (!c)
 		return -ENOMEM;
 	int rc = 0;
+	if (p->max_ctx)                /* --ctx: the context served, not the one trained */
+		cfg.max_ctx = p->max_ctx;
 	c->cfg = cfg;
 	c->wdt = (enum rl_cuda_dtype)p->cuda_dtype;
 	c->dim = cfg.dim; c->hd = cfg.head_dim; c->hid = cfg.hidden_dim; c->vocab = cfg.vocab_size;

@@ -982,6 +982,10 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 	rt->max_prompt = p->max_prompt && p->max_prompt < bi->max_ctx ? p->max_prompt : bi->max_ctx - 1;
 	rt->max_new = p->max_new && p->max_new < bi->max_ctx ? p->max_new : bi->max_ctx;
 
+	LOG(rt, "context %u tokens; KV pool %u blocks of %u tokens (%llu tokens, %.1f contexts)%s",
+	    bi->max_ctx, n_blocks, p->block_size, (unsigned long long)n_blocks * p->block_size,
+	    (double)n_blocks * p->block_size / bi->max_ctx,
+	    p->kv_blocks ? " from --kv-blocks" : ", sized for --max-seqs full contexts (capped at 1/4 of memory; --kv-blocks to choose)");
 	struct rl_sched_params sp;
 	rl_sched_default_params(&sp);
 	sp.max_batch_tokens = rl_rt_max_budget(p);

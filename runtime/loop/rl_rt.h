@@ -29,6 +29,7 @@ struct rl_rt_params {
 	int      budget_auto;          /* --max-batch-tokens auto */
 	uint64_t itl_target_ns;        /* --itl-target-us */
 	uint32_t max_seqs, kv_blocks, block_size;
+	uint32_t ctx;                  /* --ctx: context length served; 0 = the model's */
 	int      prefix_cache;
 	uint32_t max_clients, max_inflight, max_prompt, max_new;
 	uint32_t req_cap, evt_cap, arena_ids;

@@ -1,5 +1,6 @@
 /* rl_rt_args.c — ringlmd's command line (README.md "Command line"), shared with the embedded mode. */
 #include <errno.h>
+#include <getopt.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -12,7 +13,7 @@ void rl_rt_usage(FILE *f)
 	fprintf(f,
 "usage: ringlmd [--model PATH|synthetic:SHAPE] [--tokenizer PATH] [--backend cpu|cuda|sim]\n"
 "               [--socket NAME] [--cpu N] [--threads N] [--max-batch-tokens N|auto]\n"
-"               [--itl-target-us N] [--max-seqs N] [--kv-blocks N] [--block-size N]\n"
+"               [--itl-target-us N] [--max-seqs N] [--ctx N] [--kv-blocks N] [--block-size N]\n"
 "               [--prefix-cache on|off] [--max-clients N] [--max-inflight N]\n"
 "               [--max-prompt N] [--max-new N] [--allow-uid UID] [--allow-gid GID]\n"
 "               [--sim-step-us A] [--sim-token-us B] [--sim-vocab V]\n"
@@ -33,26 +34,72 @@ static int num(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 	return 0;
 }
 
+/* Every option that takes a value; parsed by getopt_long (so "--opt=value" works and an
+ * unknown option is named as one), then handled by name below. */
+static const struct option value_opts[] = {
+	{ "model", required_argument, NULL, 0 },
+	{ "tokenizer", required_argument, NULL, 0 },
+	{ "cuda-graph-buckets", required_argument, NULL, 0 },
+	{ "cuda-dtype", required_argument, NULL, 0 },
+	{ "backend", required_argument, NULL, 0 },
+	{ "socket", required_argument, NULL, 0 },
+	{ "cpu", required_argument, NULL, 0 },
+	{ "threads", required_argument, NULL, 0 },
+	{ "max-batch-tokens", required_argument, NULL, 0 },
+	{ "itl-target-us", required_argument, NULL, 0 },
+	{ "max-seqs", required_argument, NULL, 0 },
+	{ "ctx", required_argument, NULL, 0 },
+	{ "kv-blocks", required_argument, NULL, 0 },
+	{ "block-size", required_argument, NULL, 0 },
+	{ "prefix-cache", required_argument, NULL, 0 },
+	{ "max-clients", required_argument, NULL, 0 },
+	{ "max-inflight", required_argument, NULL, 0 },
+	{ "max-prompt", required_argument, NULL, 0 },
+	{ "max-new", required_argument, NULL, 0 },
+	{ "allow-uid", required_argument, NULL, 0 },
+	{ "allow-gid", required_argument, NULL, 0 },
+	{ "sim-step-us", required_argument, NULL, 0 },
+	{ "sim-token-us", required_argument, NULL, 0 },
+	{ "sim-vocab", required_argument, NULL, 0 },
+	{ "wake", required_argument, NULL, 0 },
+	{ "event-ring", required_argument, NULL, 0 },
+	{ "request-ring", required_argument, NULL, 0 },
+	{ "arena-ids", required_argument, NULL, 0 },
+	{ "drain-timeout-ms", required_argument, NULL, 0 },
+	{ "idle-spin-us", required_argument, NULL, 0 },
+	{ "help", no_argument, NULL, 'h' },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ NULL, 0, NULL, 0 },
+};
+
 int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, size_t errlen)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		uint64_t n;
-		if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+	optind = 0;                    /* full re-initialisation: callers parse more than once */
+	opterr = 0;                    /* our own one-line messages, not getopt's */
+	for (;;) {
+		int idx = -1, o = getopt_long(argc, argv, ":hqv", value_opts, &idx);
+		if (o == -1)
+			break;
+		if (o == 'h')
 			return 1;
-		if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-			p->verbose = 0;
+		if (o == 'q' || o == 'v') {
+			p->verbose = o == 'v';
 			continue;
 		}
-		if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
-			p->verbose = 1;
-			continue;
-		}
-		if (!v) {
-			snprintf(err, errlen, "option %s needs a value (see ringlmd --help)", a);
+		const char *bad = argv[optind - 1 < argc ? optind - 1 : argc - 1];
+		if (o == '?') {
+			snprintf(err, errlen, "unknown option '%s' (see ringlmd --help)", optopt ? (char[]){ '-', (char)optopt, 0 } : bad);
 			return -EINVAL;
 		}
-		i++;
+		if (o == ':') {
+			snprintf(err, errlen, "option %s needs a value (see ringlmd --help)", bad);
+			return -EINVAL;
+		}
+		char name[40];
+		snprintf(name, sizeof name, "--%s", value_opts[idx].name);
+		const char *a = name, *v = optarg;
+		uint64_t n;
 #define NUM(lo, hi) do { if (num(v, lo, hi, &n)) { \
 	snprintf(err, errlen, "%s wants a number in [%llu, %llu], got '%s'", a, \
 		 (unsigned long long)(lo), (unsigned long long)(hi), v); return -EINVAL; } } while (0)
@@ -95,6 +142,9 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 		} else if (!strcmp(a, "--max-seqs")) {
 			NUM(1, 65536);
 			p->max_seqs = (uint32_t)n;
+		} else if (!strcmp(a, "--ctx")) {
+			NUM(2, 1u << 24);
+			p->ctx = (uint32_t)n;
 		} else if (!strcmp(a, "--kv-blocks")) {
 			NUM(1, 1u << 26);
 			p->kv_blocks = (uint32_t)n;
@@ -176,6 +226,10 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 			return -EINVAL;
 		}
 #undef NUM
+	}
+	if (optind < argc) {
+		snprintf(err, errlen, "unexpected argument '%s' (options start with --; see ringlmd --help)", argv[optind]);
+		return -EINVAL;
 	}
 	if (p->budget_auto && !p->itl_target_ns) {
 		snprintf(err, errlen, "--max-batch-tokens auto needs --itl-target-us T");

@@ -1,0 +1,69 @@
+#!/bin/bash
+# test_cli — the command-line contract of ringlmd and ringlm, as a user meets it: every error is
+# one line that names what was wrong (and the option to change), help goes to stdout with exit
+# 0, a generation stopped by a full context says so (exit 3), and ringlmd prints the context
+# and KV pool it chose. Installed by the Makefile as build/tests/test_cli.
+# Tests: runtime/loop (rl_rt_args, KV/context report), runtime/backend (--ctx, KV sizing),
+# clients/cli (generate, stats, top, mkmodel, bench).
+here=$(cd "$(dirname "$0")" && pwd); b="$here/.."
+pass=0; fail=0; skip=0
+ok()   { echo "PASS $1"; pass=$((pass+1)); }
+bad()  { echo "FAIL $1: $2"; fail=$((fail+1)); }
+has()  { case $1 in *"$2"*) return 0 ;; esac; return 1; }
+lines() { printf '%s\n' "$1" | grep -c .; }
+dir=$(mktemp -d /tmp/rlcli-XXXXXX); trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
+export RINGLM_SOCKET_DIR=$dir/s
+
+# -- ringlmd's options (getopt_long): unknown options are named as such
+out=$("$b/ringlmd" --bogus 2>&1); rc=$?
+if [ $rc -eq 2 ] && has "$out" "unknown option '--bogus'" && [ "$(lines "$out")" -eq 1 ]; then ok ringlmd_unknown_option; else bad ringlmd_unknown_option "rc $rc: $out"; fi
+out=$("$b/ringlmd" --model 2>&1); rc=$?
+if [ $rc -eq 2 ] && has "$out" "--model needs a value"; then ok ringlmd_missing_value; else bad ringlmd_missing_value "rc $rc: $out"; fi
+out=$("$b/ringlmd" --help 2>/dev/null); rc=$?
+if [ $rc -eq 0 ] && has "$out" "usage: ringlmd" && has "$out" "--ctx N"; then ok ringlmd_help_stdout; else bad ringlmd_help_stdout "rc $rc: $out"; fi
+
+# -- every subcommand answers --help on stdout with exit 0
+for c in generate stats top mkmodel "bench ipc" "bench sched" "bench model" "bench serve" "bench gpu"; do
+  out=$("$b/ringlm" $c --help 2>/dev/null); rc=$?
+  if [ $rc -eq 0 ] && has "$out" "usage: ringlm $c"; then ok "help_${c// /_}"; else bad "help_${c// /_}" "rc $rc: $out"; fi
+done
+
+# -- a runtime on a synthetic model with a 32-token context; its report of what it chose
+"$b/ringlmd" --model synthetic:tiny --ctx 32 --max-seqs 4 --socket c32 2>"$dir/d.err" & dpid=$!
+for i in $(seq 100); do [ -S "$dir/s/c32" ] && break; sleep 0.05; done
+if grep -q "context 32 tokens; KV pool 8 blocks of 16 tokens" "$dir/d.err"; then ok kv_pool_sized_and_printed
+else bad kv_pool_sized_and_printed "$(cat "$dir/d.err")"; fi
+ids=$(seq -s, 1 30)
+out=$("$b/ringlm" generate --socket c32 --prompt-ids "$ids" -n 8 --ids 2>&1); rc=$?
+if [ $rc -eq 3 ] && has "$out" "context window (32 tokens) is full" && has "$out" "--ctx"; then ok context_full_reported
+else bad context_full_reported "rc $rc: $out"; fi
+out=$("$b/ringlm" generate --socket c32 --prompt-ids 1,2,3 -n 4 --ids 2>&1); rc=$?
+if [ $rc -eq 0 ] && [ "$(printf '%s' "$out" | wc -w)" -eq 4 ]; then ok short_generation_exit_0; else bad short_generation_exit_0 "rc $rc: $out"; fi
+# sampling values are named with their range before anything is submitted
+for t in "--temp nan|--temp" "--temp -1|--temp" "--top-p 2|--top-p must be in (0, 1]" "--top-k 100000|1..512" \
+         "-n -1|-n must be a whole number" "-n 0|-n must be a whole number" "-n 100|ringlmd --max-new"; do
+  arg=${t%%|*}; want=${t#*|}
+  out=$("$b/ringlm" generate --socket c32 --prompt-ids 1,2 $arg 2>&1); rc=$?
+  if [ $rc -eq 2 ] && has "$out" "$want" && [ "$(lines "$out")" -eq 1 ]; then ok "generate_rejects_${arg// /_}"
+  else bad "generate_rejects_${arg// /_}" "rc $rc: $out"; fi
+done
+out=$("$b/ringlm" generate --socket c32 --prompt-ids "$(seq -s, 1 40)" 2>&1); rc=$?
+if [ $rc -eq 2 ] && has "$out" "40 tokens" && has "$out" "--max-prompt"; then ok prompt_over_limit_named; else bad prompt_over_limit_named "rc $rc: $out"; fi
+# stats: a table of "name value" rows, JSON behind --json
+out=$("$b/ringlm" stats --socket c32 2>&1); rc=$?
+if [ $rc -eq 0 ] && printf '%s\n' "$out" | grep -qE '^backend +cpu$' && ! has "$out" '"'; then ok stats_table; else bad stats_table "rc $rc: $out"; fi
+out=$("$b/ringlm" stats --socket c32 --json 2>&1); rc=$?
+if [ $rc -eq 0 ] && has "$out" '{"backend":"cpu"'; then ok stats_json; else bad stats_json "rc $rc: $out"; fi
+kill $dpid; wait $dpid 2>/dev/null
+
+# -- an empty prompt without BOS (needs a vocabulary: stories260K)
+m=$here/../../../shared/models/stories260K.gguf
+[ -f "$m" ] || m=$here/../../../../shared/models/stories260K.gguf
+if [ -f "$m" ]; then
+  out=$("$b/ringlm" generate --model "$m" --prompt "" --no-bos 2>&1); rc=$?
+  if [ $rc -eq 2 ] && has "$out" "the prompt is empty"; then ok empty_prompt_named; else bad empty_prompt_named "rc $rc: $out"; fi
+else
+  echo "SKIP empty_prompt_named: stories260K.gguf not found beside the repository"; skip=$((skip+1))
+fi
+echo "$pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]
