@@ -24,7 +24,7 @@ int rl_cmd_bench_gpu(int argc, char **argv)
 		return 1;
 	}
 	/* argv[0] is "gpu" when dispatched from `ringlm bench` */
-	int rc = argc > 0 && !strcmp(argv[0], "gpu") ? fn(argc - 1, argv + 1) : fn(argc, argv);
-	dlclose(h);
-	return rc;
+	/* the library stays loaded until exit: unloading it would orphan the C++ runtime's
+	 * allocations it made (LeakSanitizer reports them), and the process ends next anyway */
+	return argc > 0 && !strcmp(argv[0], "gpu") ? fn(argc - 1, argv + 1) : fn(argc, argv);
 }

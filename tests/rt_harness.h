@@ -24,7 +24,7 @@
 #include "runtime/loop/rl_rt_args.h"
 #include "runtime/loop/rl_rt_fork.h"
 
-struct rt_child { pid_t pid; char sock[108]; };
+struct rt_child { pid_t pid; char sock[108]; char name[64]; };
 
 /* The folder the harness's runtimes listen in: made once per test process, 0711 like the
  * runtime's own per-user folder, so a test does not depend on what an earlier run (or an
@@ -49,8 +49,8 @@ static inline int rt_start(struct rt_child *rc, const char *args)
 	static int counter;
 	/* a full path, so clients of other uids resolve the same socket; with RINGLM_SOCKET_DIR
 	 * set (tests of the runtime's own folder handling) the runtime gets the bare name */
-	char name[64];
-	snprintf(name, sizeof name, "t%d-%d", (int)getpid(), counter++);
+	char *name = rc->name;         /* lives in rc, which the forked child has a copy of */
+	snprintf(name, sizeof rc->name, "t%d-%d", (int)getpid(), counter++);
 	const char *env_dir = getenv("RINGLM_SOCKET_DIR");
 	if (env_dir ? rl_sock_path(name, rc->sock, sizeof rc->sock) < 0
 		    : snprintf(rc->sock, sizeof rc->sock, "%s/%s", rt_dir(), name) >= (int)sizeof rc->sock)
@@ -66,7 +66,7 @@ static inline int rt_start(struct rt_child *rc, const char *args)
 		fprintf(stderr, "rt_start: %s\n", err);
 		return -EINVAL;
 	}
-	p.socket = env_dir ? strdup(name) : rc->sock;   /* the child keeps its copy */
+	p.socket = env_dir ? rc->name : rc->sock;
 	p.verbose = getenv("RL_TEST_VERBOSE") != NULL;
 	rc->pid = rl_rt_fork(&p, err, sizeof err);
 	if (rc->pid < 0) {
