@@ -42,8 +42,7 @@ static __thread char last_error[256];
 
 const char *ringlm_last_error(void) { return last_error; }
 
-static int fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(int err, const char *fmt, ...)
+int rl_client_fail(int err, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -51,6 +50,7 @@ static int fail(int err, const char *fmt, ...)
 	va_end(ap);
 	return err;
 }
+#define fail rl_client_fail
 
 struct ringlm_params ringlm_default_params(void)
 {
@@ -67,26 +67,27 @@ const char *ringlm_strerror(int err)
 	switch (err) {
 	case 0: return "success";
 	case -EAGAIN: return "rings or arena full: poll events, then retry";
-	case -EINVAL: return "invalid request (empty prompt, zero max_new, bad sampling parameters or stop ids)";
-	case -E2BIG: return "prompt or max_new over the runtime's limits";
+	case -EINVAL: return "invalid argument or request (ringlm_last_error() names it)";
+	case -E2BIG: return "prompt or max_new over the runtime's limits (--max-prompt, --max-new)";
 	case -ERANGE: return "a token id is outside the vocabulary";
 	case -EBUSY: return "request id already in use";
-	case -ENOSPC: return "the runtime's request pool is full: retry later";
+	case -ENOSPC: return "no room: the runtime's request pool is full (retry later), or the buffer given is too small (ringlm_last_error() says which)";
 	case -ETIMEDOUT: return "the request's deadline passed before it was admitted";
 	case -ESHUTDOWN: return "the runtime is shutting down";
 	case -ECONNRESET: return "the runtime is gone (it exited or was killed): reconnect";
 	case -ECONNREFUSED: return "no runtime is listening on that socket: start ringlmd";
-	case -ENOENT: return "no runtime socket at that path: start ringlmd or check --socket";
+	case -ENOENT: return "not found: no runtime socket at that path, or no vocabulary in the runtime's model (ringlm_last_error() says which)";
 	case -EACCES: return "the runtime refused this user (see ringlmd --allow-uid/--allow-gid)";
 	case -EPROTO: return "protocol error: client and runtime disagree (rebuild against this libringlm)";
 	case -EUSERS: return "the runtime has no free client slot (--max-clients)";
+	case -EPERM: return "not allowed on an observer connection (connect without observe to submit)";
 	default: return strerror(-err);
 	}
 }
 
 /* ---- connect / close ----------------------------------------------------------------- */
 
-static int attach(struct ringlm *c, const char *path, int fallback)
+static int attach(struct ringlm *c, const char *path, int fallback, int observe)
 {
 	c->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->sock < 0)
@@ -102,18 +103,30 @@ static int attach(struct ringlm *c, const char *path, int fallback)
 		return fail(e, "cannot connect to %s: %s (is ringlmd running with that --socket?)", path, strerror(-e));
 	}
 	struct rl_attach_req rq = { .magic = RL_WIRE_MAGIC, .version = RL_WIRE_VERSION,
-				    .flags = fallback ? RL_ATTACH_FALLBACK : 0 };
+				    .flags = (fallback ? RL_ATTACH_FALLBACK : 0) | (observe ? RL_ATTACH_OBSERVE : 0) };
 	if (send(c->sock, &rq, sizeof rq, MSG_NOSIGNAL) != sizeof rq)
 		return fail(-ECONNRESET, "the runtime at %s closed the connection", path);
 	struct rl_attach_rep rep = { 0 };
 	int fds[4], nfds, rc = rl_recv_fds(c->sock, &rep, sizeof rep, fds, 4, &nfds);
-	rc = rl_attach_rep_check(&rep, rc, nfds);
+	rc = rl_attach_rep_check(&rep, rc, nfds, observe);
 	if (rc) {
 		for (int i = 0; i < nfds; i++)
 			close(fds[i]);
 		if (rep.status && rc == rep.status)
 			return fail(rc, "ringlmd refused: %s", rep.msg);
 		return fail(rc, "attach to %s failed: %s", path, strerror(-rc));
+	}
+	if (observe) {
+		c->observer = 1;
+		c->info_fd = fds[0];
+		c->info_size = rep.info_size;
+		void *info = mmap(NULL, c->info_size, PROT_READ, MAP_SHARED, c->info_fd, 0);
+		if (info == MAP_FAILED)
+			return fail(-errno, "cannot map the info segment: %s", strerror(errno));
+		c->info = info;
+		if (c->info->magic != RL_WIRE_MAGIC || c->info->size > c->info_size)
+			return fail(-EPROTO, "the runtime sent a malformed info segment");
+		return 0;
 	}
 	c->seg_fd = fds[0];
 	c->info_fd = fds[1];
@@ -216,14 +229,16 @@ int ringlm_connect(const struct ringlm_params *p, struct ringlm **out)
 	char path[108];
 	int rc;
 	last_error[0] = 0;
-	if (p->model || (p->backend && !p->socket)) {
+	if (p->observe && (p->model || (p->backend && !p->socket))) {
+		rc = fail(-EINVAL, "ringlm_connect: observe needs a runtime's socket, not an embedded model");
+	} else if (p->model || (p->backend && !p->socket)) {
 		rc = start_embedded(c, p, path, sizeof path);
 	} else if ((rc = rl_sock_path(p->socket, path, sizeof path))) {
 		fail(rc, "socket name '%s' is too long", p->socket);
 	}
 	if (!rc)
-		rc = attach(c, path, p->force_fallback);
-	if (!rc)
+		rc = attach(c, path, p->force_fallback, p->observe);
+	if (!rc && !p->observe)
 		rc = setup(c);
 	if (rc) {
 		ringlm_close(c);
@@ -270,7 +285,7 @@ static int check_alive(struct ringlm *c)
 		return -ECONNRESET;
 	}
 	struct pollfd pf = { .fd = c->sock, .events = POLLRDHUP };
-	if (poll(&pf, 1, 0) > 0 && (pf.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLIN))) {
+	if (!c->observer && poll(&pf, 1, 0) > 0 && (pf.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLIN))) {
 		c->dead = 1;
 		return -ECONNRESET;
 	}
@@ -312,11 +327,23 @@ int ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id
 {
 	if (c->dead)
 		return -ECONNRESET;
+	if (c->observer)
+		return fail(-EPERM, "ringlm_submit: this connection only observes (params.observe); connect without it to submit");
+	/* a draining runtime refuses new work: say so here rather than after a round trip */
+	if (atomic_load_explicit(&((struct rl_info *)c->info)->state, memory_order_relaxed) != RL_STATE_RUNNING) {
+		int e = check_alive(c);
+		return e ? e : fail(-ESHUTDOWN, "ringlm_submit: the runtime is shutting down; requests already accepted still finish");
+	}
 	if (!r || !r->prompt || !r->n_prompt || !r->max_new || r->n_stop > RL_MAX_STOP_IDS ||
 	    (r->n_stop && !r->stop))
-		return -EINVAL;
-	if (r->n_prompt > c->hdr.max_prompt || r->n_prompt > c->arena_mask + 1 || r->max_new > c->hdr.max_new)
-		return -E2BIG;
+		return fail(-EINVAL, "ringlm_submit: %s", !r ? "no request" : !r->prompt || !r->n_prompt ? "empty prompt" :
+			    !r->max_new ? "max_new is 0" : "n_stop over RINGLM_MAX_STOP or stop is NULL");
+	if (r->n_prompt > c->hdr.max_prompt || r->n_prompt > c->arena_mask + 1)
+		return fail(-E2BIG, "ringlm_submit: prompt of %u tokens over the runtime's limit of %u (ringlmd --max-prompt)",
+			    r->n_prompt, c->hdr.max_prompt < c->arena_mask + 1 ? c->hdr.max_prompt : c->arena_mask + 1);
+	if (r->max_new > c->hdr.max_new)
+		return fail(-E2BIG, "ringlm_submit: max_new %u over the runtime's limit of %u (ringlmd --max-new)",
+			    r->max_new, c->hdr.max_new);
 	int64_t sp = req_space(c);
 	if (sp < 0)
 		return -EPROTO;
@@ -363,8 +390,10 @@ int ringlm_cancel(struct ringlm *c, uint32_t id)
 {
 	if (c->dead)
 		return -ECONNRESET;
+	if (c->observer)
+		return fail(-EPERM, "ringlm_cancel: this connection only observes");
 	if (id >= c->hdr.max_inflight || !c->id_live[id])
-		return -EINVAL;
+		return fail(-EINVAL, "ringlm_cancel: request %u is not live (finished, or never submitted here)", id);
 	int64_t sp = req_space(c);
 	if (sp < 0)
 		return -EPROTO;
@@ -386,6 +415,8 @@ int ringlm_cancel(struct ringlm *c, uint32_t id)
 
 int ringlm_poll(struct ringlm *c, struct ringlm_event *ev, int max)
 {
+	if (c->observer)
+		return fail(-EPERM, "ringlm_poll: this connection only observes");
 	int64_t avail = rl_ring_cons_avail(&c->evt);
 	if (avail < 0)
 		return -EPROTO;
@@ -437,6 +468,8 @@ static void sleep_once(struct ringlm *c, uint64_t slice_ns)
 
 int ringlm_wait(struct ringlm *c, struct ringlm_event *ev, int max, int timeout_ms)
 {
+	if (c->observer)
+		return fail(-EPERM, "ringlm_wait: this connection only observes");
 	uint64_t t0 = rl_now_ns(), spin_end = t0 + (uint64_t)c->spin_us * 1000;
 	uint64_t end = timeout_ms < 0 ? UINT64_MAX : t0 + (uint64_t)timeout_ms * 1000000;
 	for (;;) {
@@ -473,10 +506,10 @@ int ringlm_get_info(struct ringlm *c, struct ringlm_info *out)
 	out->max_ctx = in->max_ctx;
 	out->bos_id = in->bos_id;
 	out->eos_id = in->eos_id;
-	out->max_prompt = c->hdr.max_prompt;
-	out->max_new = c->hdr.max_new;
-	out->max_inflight = c->hdr.max_inflight;
-	out->futex_wake = c->hdr.wake_mode == RL_WAKE_FUTEX;
+	out->max_prompt = in->max_prompt;
+	out->max_new = in->max_new;
+	out->max_inflight = in->max_inflight;
+	out->futex_wake = c->observer ? in->wake_mode == RL_WAKE_FUTEX : c->hdr.wake_mode == RL_WAKE_FUTEX;
 	return 0;
 }
 
@@ -493,7 +526,8 @@ int ringlm_stats_json(struct ringlm *c, char *buf, size_t len)
 		"\"preemptions\":%llu,\"prefix_hit_tokens\":%llu,\"prefix_query_tokens\":%llu,"
 		"\"budget\":%llu,\"last_step_tokens\":%llu,\"last_step_us\":%.1f,"
 		"\"rejected_invalid\":%llu,\"rejected_limit\":%llu,\"rejected_busy\":%llu,\"hostile_clients\":%llu,"
-		"\"attaches\":%llu,\"detaches\":%llu,\"refused\":%llu,\"sleeps\":%llu,"
+		"\"attaches\":%llu,\"detaches\":%llu,\"refused\":%llu,\"refused_uid\":%llu,\"refused_full\":%llu,"
+		"\"dropped_preattach\":%llu,\"observers\":%llu,\"sleeps\":%llu,"
 		"\"itl_target_us\":%.1f,\"step_model\":{\"c0_ns\":%.1f,\"per_token_ns\":%.3f,\"per_seq_ns\":%.3f,\"per_kctx_ns\":%.3f},"
 		"\"wake\":\"%s\"}",
 		c->info->backend, c->info->model, c->info->pid,
@@ -503,7 +537,8 @@ int ringlm_stats_json(struct ringlm *c, char *buf, size_t len)
 		G(kv_blocks_total), G(kv_blocks_free), G(preemptions), G(prefix_hit_tokens),
 		G(prefix_query_tokens), G(budget), G(last_step_tokens), G(last_step_ns) / 1000.0,
 		G(rejected_invalid), G(rejected_limit), G(rejected_busy), G(hostile_clients),
-		G(attaches), G(detaches), G(refused), G(sleeps),
+		G(attaches), G(detaches), G(refused), G(refused_uid), G(refused_full),
+		G(dropped_preattach), G(observers), G(sleeps),
 		G(itl_target_ns) / 1000.0, G(coef_c0_ps) / 1000.0, G(coef_tok_ps) / 1000.0,
 		G(coef_seq_ps) / 1000.0, G(coef_ctx_ps) / 1000.0,
 		c->info->wake_mode == RL_WAKE_FUTEX ? "futex" : "eventfd");

@@ -30,9 +30,13 @@ struct ringlm {
 	uint8_t  *id_live;
 	int      spin_us;
 	int      dead;
+	int      observer;             /* RL_ATTACH_OBSERVE: info segment only, no rings */
 	struct rl_rt *embedded;
 	pthread_t thread;
 	struct rl_tok *tok;            /* tokenizer, built lazily from the info segment (tokenize.c) */
 };
+
+/* Records a one-line, function-specific message for ringlm_last_error() and returns err. */
+int rl_client_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

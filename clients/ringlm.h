@@ -3,7 +3,10 @@
  *
  * Threading: one struct ringlm is used by one thread at a time (the rings are SPSC).
  * Allocation: connect allocates; submit/poll/wait/cancel allocate nothing.
- * Errors: every call returns >= 0 on success or -errno; ringlm_strerror() names it.
+ * Errors: every call returns >= 0 on success or -errno. ringlm_last_error() then holds one line
+ * naming the function, what was wrong and what to do (not for -EAGAIN, which is routine
+ * back-pressure and stays allocation- and formatting-free); ringlm_strerror() names the code
+ * alone, and some codes mean different things per function: each function lists its own.
  *
  *   struct ringlm_params p = ringlm_default_params();
  *   p.socket = "default";
@@ -72,6 +75,9 @@ struct ringlm_params {
 	const char *runtime_args;/* more ringlmd options for the embedded runtime, e.g. "--kv-blocks 512" */
 	int      spin_us;        /* ringlm_wait spins this long before sleeping (default 50) */
 	int      force_fallback; /* 1: wake through eventfds even where futex waits work */
+	int      observe;        /* 1: info and stats only (ringlm_get_info, ringlm_stats_json):
+				  * takes no client slot, so it works when --max-clients are all
+				  * taken; submit/cancel/poll/wait return -EPERM */
 };
 
 struct ringlm_info {
@@ -85,31 +91,62 @@ struct ringlm_info {
 RINGLM_API struct ringlm_params  ringlm_default_params(void);
 RINGLM_API struct ringlm_request ringlm_default_request(void);
 
+/* Attaches to a ringlmd (p->socket) or starts an embedded runtime (p->model). 0 and *out,
+ * or: -ENOENT no socket at that path (start ringlmd, or check the name); -ECONNREFUSED a
+ * stale socket with nobody listening; -EACCES this uid is not admitted (ringlmd --allow-uid);
+ * -EUSERS every client slot is taken (ringlmd --max-clients); -ESHUTDOWN the runtime is
+ * stopping; -EPROTO client and runtime were built from different versions; -EINVAL a bad
+ * embedded model or option (ringlm_last_error() has the loader's message). */
 RINGLM_API int  ringlm_connect(const struct ringlm_params *p, struct ringlm **out);
+/* Detaches (the runtime cancels whatever this client still had running) and frees c. For
+ * an embedded runtime, also stops it and joins its thread. */
 RINGLM_API void ringlm_close(struct ringlm *c);
-/* Last connect error in this thread, a full sentence (e.g. why the runtime refused us). */
+/* The last error of this thread: one line naming the failing function, what was wrong and
+ * what to do. Set by every call that returns an error other than -EAGAIN. */
 RINGLM_API const char *ringlm_last_error(void);
 
-/* Non-blocking. 0 and *id on success; -EAGAIN when the request ring, the prompt arena or the
- * in-flight table is full (poll events, then retry); -EINVAL/-E2BIG for bad requests;
- * -ECONNRESET when the runtime is gone. */
+/* Non-blocking. 0 and *id on success. The prompt (and stop) arrays are copied into shared
+ * memory before this returns: the caller may free or reuse them at once.
+ * -EAGAIN the request ring, the prompt arena or the in-flight table is full (poll events,
+ * then retry); -EINVAL empty prompt, max_new 0 or too many stop ids; -E2BIG prompt or
+ * max_new over the runtime's --max-prompt/--max-new (ringlm_get_info has both);
+ * -ESHUTDOWN the runtime is draining (requests already accepted still finish);
+ * -ECONNRESET the runtime is gone. The runtime checks the sampling parameters and token ids
+ * and answers a bad request with an ERROR event (-EINVAL, -ERANGE) for that id. */
 RINGLM_API int  ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id);
+/* Asks the runtime to stop request id. 0 when the cancel is sent, -EINVAL when id is not
+ * live (it already ended: its DONE or ERROR event was polled, or it was never submitted),
+ * -EAGAIN when the request ring is full (poll, then retry), -ECONNRESET when the runtime is
+ * gone. Cancel is asynchronous: TOKEN events produced before the runtime sees it still
+ * arrive, then exactly one DONE with RINGLM_FIN_CANCEL (or the request's own DONE, if it
+ * finished first). The id is reusable only after that final event is polled. */
 RINGLM_API int  ringlm_cancel(struct ringlm *c, uint32_t id);
-/* Never blocks: copies up to max events, returns the count (0 if none) or -errno. */
+/* Never blocks: copies up to max events, returns the count (0 if none) or -errno
+ * (-ECONNRESET once the runtime is gone and every event it sent has been read). */
 RINGLM_API int  ringlm_poll(struct ringlm *c, struct ringlm_event *ev, int max);
 /* Spins spin_us, then sleeps until an event arrives or timeout_ms passes (-1 = forever).
  * Returns the count, 0 on timeout, -ECONNRESET if the runtime died. */
 RINGLM_API int  ringlm_wait(struct ringlm *c, struct ringlm_event *ev, int max, int timeout_ms);
 RINGLM_API int  ringlm_get_info(struct ringlm *c, struct ringlm_info *info);
-/* The runtime's live stats as one JSON object into buf; returns its length or -errno. */
+/* The runtime's live stats as one JSON object into buf; returns its length, or -ENOSPC
+ * when buf is too small (4096 bytes always suffice). */
 RINGLM_API int  ringlm_stats_json(struct ringlm *c, char *buf, size_t len);
+/* A short text for an -errno code; see each function for what the code means there. */
 RINGLM_API const char *ringlm_strerror(int err);
 
-/* Tokenizer from the runtime's vocabulary (in the info segment): no extra file needed. */
+/* Tokenizer from the runtime's vocabulary (in the info segment): no extra file needed.
+ * Writes the ids of text (with the model's BOS first when add_bos) to ids and returns how
+ * many. -ENOSPC when more than max_ids are needed (nothing useful is in ids then; the
+ * count needed is in ringlm_last_error(); strlen(text) + 3 always suffices); -ENOENT when
+ * the runtime's model has no vocabulary (the sim backend, or a .bin model started without
+ * --tokenizer): send ids with ringlm_submit directly. */
 RINGLM_API int  ringlm_tokenize(struct ringlm *c, const char *text, int add_bos,
 				uint32_t *ids, int max_ids);
-/* The text of one token given the previous id (handles the leading space after BOS and
- * <0xNN> byte tokens). Returns a pointer valid until the next call, or NULL. */
+/* The text of token id, given the id before it: pass prev = UINT32_MAX for the first
+ * generated token when the prompt is not known here, or the prompt's last id (the BOS id
+ * for an empty prompt) to drop the leading space SentencePiece puts after BOS. Byte tokens
+ * (<0xNN>) come out as the raw byte. Copies at most len-1 bytes and a NUL into buf and
+ * returns buf, or NULL when there is no vocabulary or len is 0. */
 RINGLM_API const char *ringlm_detokenize(struct ringlm *c, uint32_t prev, uint32_t id,
 					 char *buf, size_t len);
 

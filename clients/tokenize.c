@@ -1,6 +1,7 @@
 /* tokenize.c — ringlm_tokenize / ringlm_detokenize over the vocabulary the runtime publishes
  * in its info segment (llama2.c tokenizer.bin layout), so clients need no model file. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "clients/libringlm_internal.h"
@@ -26,11 +27,17 @@ int ringlm_tokenize(struct ringlm *c, const char *text, int add_bos, uint32_t *i
 {
 	struct rl_tok *t = tok_of(c);
 	if (!t)
-		return -ENOENT;    /* the runtime's model has no vocabulary (sim backend) */
+		return rl_client_fail(-ENOENT, "ringlm_tokenize: the runtime's model has no vocabulary (a sim backend, or a .bin model "
+				      "started without --tokenizer): submit token ids directly");
+	if (!text)
+		return rl_client_fail(-EINVAL, "ringlm_tokenize: text is NULL");
 	long n = rl_tok_encode(t, text, strlen(text), add_bos, 0, (int32_t *)ids, max_ids > 0 ? max_ids : 0);
 	if (n < 0)
-		return (int)n;
-	return n > max_ids ? -ENOSPC : (int)n;
+		return rl_client_fail((int)n, "ringlm_tokenize: %s", strerror((int)-n));
+	if (n > max_ids)
+		return rl_client_fail(-ENOSPC, "ringlm_tokenize: the text needs %ld ids and max_ids is %d: give a larger buffer",
+				      n, max_ids);
+	return (int)n;
 }
 
 const char *ringlm_detokenize(struct ringlm *c, uint32_t prev, uint32_t id, char *buf, size_t len)

@@ -87,7 +87,7 @@ int rl_seg_check(const struct rl_seg_hdr *h, size_t mapped)
 	return 0;
 }
 
-int rl_attach_rep_check(struct rl_attach_rep *rep, int rc, int nfds)
+int rl_attach_rep_check(struct rl_attach_rep *rep, int rc, int nfds, int observe)
 {
 	rep->msg[sizeof rep->msg - 1] = 0;
 	if (rc)
@@ -98,8 +98,11 @@ int rl_attach_rep_check(struct rl_attach_rep *rep, int rc, int nfds)
 		return -EPROTO;          /* not a -errno */
 	if (rep->status)
 		return rep->status;
-	if (nfds != 4 || rep->seg_size < sizeof(struct rl_seg_hdr) || rep->seg_size > (1ull << 40) ||
-	    rep->info_size < sizeof(struct rl_info) || rep->info_size > (1ull << 32))
+	if (rep->info_size < sizeof(struct rl_info) || rep->info_size > (1ull << 32))
+		return -EPROTO;
+	if (observe)
+		return nfds == 1 && rep->seg_size == 0 ? 0 : -EPROTO;
+	if (nfds != 4 || rep->seg_size < sizeof(struct rl_seg_hdr) || rep->seg_size > (1ull << 40))
 		return -EPROTO;
 	return 0;
 }

@@ -20,9 +20,10 @@ int64_t rl_seg_layout(struct rl_seg_hdr *h, uint32_t req_cap, uint32_t evt_cap, 
 int  rl_seg_check(const struct rl_seg_hdr *h, size_t mapped);
 
 /* Client side: checks the runtime's attach reply (rc from rl_recv_fds, nfds fds received).
- * 0 when it is an acceptance carrying the 4 fds; otherwise the -errno to report (the runtime's
- * status, or -EPROTO for a malformed reply). Always NUL-terminates rep->msg. */
-int  rl_attach_rep_check(struct rl_attach_rep *rep, int rc, int nfds);
+ * 0 when it is an acceptance carrying the 4 fds (observe = 0) or the info fd alone (observe =
+ * 1, an RL_ATTACH_OBSERVE request); otherwise the -errno to report (the runtime's status, or
+ * -EPROTO for a malformed reply). Always NUL-terminates rep->msg. */
+int  rl_attach_rep_check(struct rl_attach_rep *rep, int rc, int nfds, int observe);
 
 /* Socket path for a name: a name with '/' is a path; otherwise
  * $RINGLM_SOCKET_DIR/NAME or /tmp/ringlm-UID/NAME. */

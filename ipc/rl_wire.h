@@ -31,7 +31,7 @@
 #include "ipc/rl_ring.h"
 
 #define RL_WIRE_MAGIC   0x4d4c4752u  /* "RGLM" */
-#define RL_WIRE_VERSION 1u
+#define RL_WIRE_VERSION 2u          /* 2: observer attach, refusal counters */
 #define RL_MAX_STOP_IDS 8            /* stop ids per request (rl_req.stop, rl_seq.stop) */
 
 /* Event types and finish codes: the numbers on the wire (rl_evt.type, rl_evt.code). The
@@ -48,6 +48,7 @@ struct rl_attach_req {
 	uint32_t _pad;
 };
 #define RL_ATTACH_FALLBACK 1u          /* ask for eventfd wake-ups even if futex waits work */
+#define RL_ATTACH_OBSERVE  2u          /* info and stats only: no rings, takes no client slot */
 
 struct rl_attach_rep {
 	uint32_t magic, version;
@@ -57,7 +58,9 @@ struct rl_attach_rep {
 	char     msg[176];             /* NUL-terminated, one line */
 };
 /* With status 0 the reply carries 4 fds (SCM_RIGHTS): segment memfd, info memfd (read-only),
- * the runtime's eventfd (client writes to wake it), the client's eventfd (runtime writes). */
+ * the runtime's eventfd (client writes to wake it), the client's eventfd (runtime writes).
+ * An observer (RL_ATTACH_OBSERVE) gets status 0, seg_size 0 and the info memfd alone; the
+ * runtime then closes the connection, so observers never hold a client slot. */
 
 /* ---- per-client segment -------------------------------------------------------------- */
 struct rl_seg_hdr {
@@ -126,6 +129,11 @@ struct rl_info_stats {                 /* written by the runtime (relaxed), read
 	/* automatic budget controller: step_ns ≈ c0 + c_tok·tokens + c_seq·seqs + c_ctx·ctx */
 	_Atomic uint64_t itl_target_ns;
 	_Atomic uint64_t coef_c0_ps, coef_tok_ps, coef_seq_ps, coef_ctx_ps;  /* picoseconds */
+	/* refusals before a slot is taken (all are also counted in refused) */
+	_Atomic uint64_t refused_uid;        /* peer uid/gid not allowed, refused at accept */
+	_Atomic uint64_t refused_full;       /* no free client slot (or the owner's reserved one) */
+	_Atomic uint64_t dropped_preattach;  /* silent connections: timed out or evicted by a newer one */
+	_Atomic uint64_t observers;          /* observer attaches served (ringlm stats, top) */
 };
 
 struct rl_info {

@@ -67,6 +67,8 @@ static inline int rt_start(struct rt_child *rc, const char *args)
 		return -EINVAL;
 	}
 	p.socket = env_dir ? rc->name : rc->sock;
+	if (!p.model && !p.backend)
+		p.backend = "sim";     /* meant: no "no --model given" warning in every test */
 	p.verbose = getenv("RL_TEST_VERBOSE") != NULL;
 	rc->pid = rl_rt_fork(&p, err, sizeof err);
 	if (rc->pid < 0) {
@@ -179,7 +181,7 @@ static inline int raw_client_attach(const char *sock, struct raw_client *r)
 	(void)!send(r->sock, &rq, sizeof rq, MSG_NOSIGNAL);
 	struct rl_attach_rep rep = { 0 };
 	int n = 0, rc = rl_recv_fds(r->sock, &rep, sizeof rep, r->fds, 4, &n);
-	rc = rl_attach_rep_check(&rep, rc, n);
+	rc = rl_attach_rep_check(&rep, rc, n, 0);
 	if (rc) {
 		for (int i = 0; i < n; i++)
 			close(r->fds[i]);

@@ -8,7 +8,10 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include "tests/rl_test.h"
 #include "tests/rt_harness.h"
@@ -329,7 +332,8 @@ static void faults_runtime_kill9_unblocks_everyone(void)
 /* ---- SIGTERM ----------------------------------------------------------------------------- */
 
 /* SIGTERM: a short request finishes, a long one gets ERROR(-ESHUTDOWN) at the drain
- * deadline, a submit during the drain gets -ESHUTDOWN, a new client is refused with
+ * deadline, a submit during the drain gets -ESHUTDOWN (from the library, which reads the
+ * runtime's state, and from the runtime for a raw record), a new client is refused with
  * -ESHUTDOWN, and the runtime exits 0. */
 static void faults_sigterm_drains(void)
 {
@@ -337,6 +341,8 @@ static void faults_sigterm_drains(void)
 	REQUIRE(rt_start(&rt, "--sim-vocab 1000 --sim-step-us 2000 --drain-timeout-ms 400") == 0);
 	struct ringlm *c;
 	REQUIRE(rt_connect(&rt, &c, 0) == 0);
+	struct raw_client lw;
+	REQUIRE(raw_client_attach(rt.sock, &lw) == 0);
 	uint32_t p[2] = { 4, 2 }, want[20];
 	sim_expect(p, 2, 20, VOCAB, want);
 	struct ringlm_request r = ringlm_default_request();
@@ -376,9 +382,18 @@ static void faults_sigterm_drains(void)
 		}
 	}
 	CHECKF(e == -ESHUTDOWN, "attach during the drain returned %d (%s)", e, ringlm_last_error());
+	/* the library sees the draining state and refuses at once, with a reason */
 	r.max_new = 5;
-	REQUIRE(ringlm_submit(c, &r, &id_late) == 0);
-	while (ends < 3) {
+	CHECK(ringlm_submit(c, &r, &id_late) == -ESHUTDOWN);
+	CHECKF(strstr(ringlm_last_error(), "shutting down"), "message: %s", ringlm_last_error());
+	/* and the runtime refuses a record that reaches its ring anyway (a raw client's) */
+	struct rl_req late = raw_req(0, 2, 5);
+	raw_client_submit(&lw, &late, NULL);
+	uint16_t late_type = 0;
+	late_code = raw_client_result(&lw, 0, &late_type);
+	CHECK(late_type == RL_EV_ERROR);
+	raw_client_close(&lw);
+	while (ends < 2) {
 		int k = ringlm_wait(c, ev, 64, 10000);
 		if (k <= 0)
 			break;
@@ -393,11 +408,9 @@ static void faults_sigterm_drains(void)
 				short_code = ev[i].code, short_type = ev[i].type;
 			else if (ev[i].id == id_long)
 				long_code = ev[i].code;
-			else if (ev[i].id == id_late)
-				late_code = ev[i].code;
 		}
 	}
-	CHECK(ends == 3);
+	CHECK(ends == 2);
 	CHECK(!bad);
 	CHECK(short_type == RINGLM_EV_DONE && short_code == RINGLM_FIN_LENGTH && got_short == 20);
 	CHECK(long_code == -ESHUTDOWN);
@@ -675,6 +688,223 @@ static void faults_socket_dir_untouched(void)
 	rmdir(tmpl);
 }
 
+/* Stats are published before the events they explain: a client that has read its request's
+ * DONE (or a cancel's) never then reads stats that count the request as active. */
+static void faults_stats_before_events(void)
+{
+	struct rt_child rt;
+	REQUIRE(rt_start(&rt, "--sim-vocab 1000") == 0);
+	struct ringlm *c;
+	REQUIRE(rt_connect(&rt, &c, 0) == 0);
+	uint32_t p[2] = { 5, 6 };
+	struct ringlm_request r = ringlm_default_request();
+	r.prompt = p;
+	r.n_prompt = 2;
+	int stale = 0, rounds = 200;
+	for (int i = 0; i < rounds; i++) {
+		uint32_t id;
+		r.max_new = i % 2 ? 3 : 500;
+		REQUIRE(ringlm_submit(c, &r, &id) == 0);
+		if (!(i % 2))
+			REQUIRE(ringlm_cancel(c, id) == 0);
+		struct ringlm_event ev[64];
+		int done = 0;
+		while (!done) {
+			int k = ringlm_wait(c, ev, 64, 10000);
+			REQUIRE(k > 0);
+			for (int j = 0; j < k; j++)
+				done |= ev[j].type != RINGLM_EV_TOKEN;
+		}
+		long long a = rt_stat(c, "active_requests"), d = rt_stat(c, "requests_done");
+		stale += a != 0 || d != i + 1;
+	}
+	CHECKF(!stale, "%d of %d rounds read stale stats after the final event", stale, rounds);
+	ringlm_close(c);
+	CHECK(rt_stop(&rt) == 0);
+}
+
+/* ---- the pre-attach window --------------------------------------------------------------- */
+
+/* A child that keeps n silent connections to sock open for ms milliseconds, re-opening each
+ * as soon as the runtime drops it; as uid when uid >= 0 (needs root). Exits 0. */
+static pid_t flooder(const char *sock, int n, int ms, int uid)
+{
+	pid_t pid = fork();
+	if (pid)
+		return pid;
+	if (uid >= 0 && (setgroups(0, NULL) || setgid(uid) || setuid(uid)))
+		_exit(9);
+	int fd[256];
+	for (int i = 0; i < n; i++)
+		fd[i] = -1;
+	uint64_t end = rl_now_ns() + (uint64_t)ms * 1000000;
+	while (rl_now_ns() < end) {
+		for (int i = 0; i < n; i++) {
+			if (fd[i] >= 0) {
+				struct pollfd pf = { .fd = fd[i], .events = POLLIN | POLLRDHUP };
+				if (poll(&pf, 1, 0) == 0)
+					continue;      /* still held open by the runtime */
+				close(fd[i]);
+			}
+			fd[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+			struct sockaddr_un a = { .sun_family = AF_UNIX };
+			snprintf(a.sun_path, sizeof a.sun_path, "%s", sock);
+			(void)!connect(fd[i], (struct sockaddr *)&a, sizeof a);
+		}
+		usleep(2000);
+	}
+	_exit(0);
+}
+
+/* Silent connections cannot lock clients out: more than the runtime's pre-attach entries,
+ * from the client's own uid (and, as root, from an allowed and a disallowed uid), held open
+ * and re-opened as fast as they are dropped, while a client attaches again and again. Every
+ * attach succeeds and the drops are counted; the disallowed uid never takes an entry. */
+static void faults_preattach_flood(void)
+{
+	struct rt_child rt;
+	int root = geteuid() == 0;
+	REQUIRE(rt_start(&rt, root ? "--sim-vocab 1000 --max-clients 4 --allow-uid 65534"
+				   : "--sim-vocab 1000 --max-clients 4") == 0);
+	struct ringlm_params p = ringlm_default_params();
+	p.socket = rt.sock;
+	p.observe = 1;
+	struct ringlm *obs;
+	REQUIRE(ringlm_connect(&p, &obs) == 0);
+	p.observe = 0;
+	pid_t fl[3];
+	int nfl = 0;
+	fl[nfl++] = flooder(rt.sock, 150, 3000, -1);
+	if (root) {
+		fl[nfl++] = flooder(rt.sock, 150, 3000, 65534);   /* allowed in */
+		fl[nfl++] = flooder(rt.sock, 150, 3000, 65533);   /* not allowed */
+	}
+	/* wait until the flood has filled the pre-attach entries and drops are happening */
+	for (int i = 0; i < 2000 && rt_stat(obs, "dropped_preattach") < 50; i++)
+		usleep(1000);
+	int ok = 0, tries = 20;
+	uint64_t worst = 0;
+	for (int i = 0; i < tries; i++) {
+		struct ringlm *c;
+		uint64_t t0 = rl_now_ns();
+		int rc = ringlm_connect(&p, &c);
+		uint64_t dt = rl_now_ns() - t0;
+		worst = dt > worst ? dt : worst;
+		if (rc == 0) {
+			ok += serves(c);
+			ringlm_close(c);
+		} else {
+			fprintf(stderr, "  attach %d under flood: %s\n", i, ringlm_last_error());
+		}
+	}
+	for (int i = 0; i < nfl; i++)
+		CHECK(wait_ok(fl[i]));
+	long long dropped = rt_stat(obs, "dropped_preattach"), ruid = rt_stat(obs, "refused_uid");
+	printf("  %d/%d attaches served under a flood of %d x 150 silent connections (slowest attach %.1f ms); "
+	       "dropped %lld silent connections, refused %lld at accept\n",
+	       ok, tries, nfl, worst / 1e6, dropped, ruid);
+	CHECKF(ok == tries, "%d of %d attaches failed under the flood", tries - ok, tries);
+	CHECK(dropped > 0);
+	if (root)
+		CHECKF(ruid > 0, "the disallowed uid was never refused at accept");
+	/* a connection that says nothing is dropped within the pre-attach timeout */
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	snprintf(a.sun_path, sizeof a.sun_path, "%s", rt.sock);
+	REQUIRE(connect(s, (struct sockaddr *)&a, sizeof a) == 0);
+	struct pollfd pf = { .fd = s, .events = POLLIN | POLLRDHUP };
+	uint64_t t0 = rl_now_ns();
+	CHECKF(poll(&pf, 1, 30000) == 1, "a silent connection was kept 30 s");
+	printf("  a silent connection was closed after %.0f ms\n", (rl_now_ns() - t0) / 1e6);
+	close(s);
+	ringlm_close(obs);
+	CHECK(rt_stop(&rt) == 0);
+}
+
+/* Attached clients that never submit hold every --max-clients slot: ringlm stats still
+ * works (observers take no slot) and the refusal is counted. As root with --allow-uid, a
+ * foreign uid cannot take the last slot, which stays the owner's. */
+static void faults_idle_clients_and_observers(void)
+{
+	struct rt_child rt;
+	int root = geteuid() == 0;
+	REQUIRE(rt_start(&rt, root ? "--sim-vocab 1000 --max-clients 2 --allow-uid 65534"
+				   : "--sim-vocab 1000 --max-clients 2") == 0);
+	struct raw_client a, b;
+	struct ringlm_params p = ringlm_default_params();
+	p.socket = rt.sock;
+	if (root) {
+		/* nobody attaches once (1 of 2), then is refused the owner's last slot */
+		int up[2], down[2];
+		REQUIRE(pipe(up) == 0 && pipe(down) == 0);
+		pid_t pid = fork();
+		if (pid == 0) {
+			close(up[0]);
+			close(down[1]);
+			if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+				_exit(9);
+			struct raw_client x, y;
+			int e1 = raw_client_attach(rt.sock, &x), e2 = raw_client_attach(rt.sock, &y);
+			char out[64];
+			snprintf(out, sizeof out, "%d %d", e1, e2);
+			(void)!write(up[1], out, strlen(out) + 1);
+			char done;
+			(void)!read(down[0], &done, 1);   /* hold x until the parent is done */
+			_exit(0);
+		}
+		close(up[1]);
+		close(down[0]);
+		char msg[64] = "";
+		int e1 = 1, e2 = 1;
+		(void)!read(up[0], msg, sizeof msg - 1);
+		sscanf(msg, "%d %d", &e1, &e2);
+		CHECKF(e1 == 0 && e2 == -EUSERS, "nobody: first attach %d, second %d (want 0, -EUSERS)", e1, e2);
+		struct ringlm *own = NULL;
+		CHECKF(ringlm_connect(&p, &own) == 0, "the owner was locked out: %s", ringlm_last_error());
+		p.observe = 1;
+		struct ringlm *obs;
+		REQUIRE(ringlm_connect(&p, &obs) == 0);
+		CHECK(rt_stat(obs, "refused_full") >= 1);
+		ringlm_close(obs);
+		p.observe = 0;
+		ringlm_close(own);
+		close(down[1]);
+		close(up[0]);
+		CHECK(wait_ok(pid));
+	}
+	/* two idle clients take both slots */
+	for (int i = 0; i < 1000; i++) {
+		if (raw_client_attach(rt.sock, &a) == 0)
+			break;
+		usleep(2000);     /* the slots of the root part are freed as the runtime sees them go */
+	}
+	REQUIRE(raw_client_attach(rt.sock, &b) == 0);
+	struct ringlm *c;
+	CHECK(ringlm_connect(&p, &c) == -EUSERS);
+	p.observe = 1;
+	REQUIRE(ringlm_connect(&p, &c) == 0);
+	char js[4096];
+	CHECK(ringlm_stats_json(c, js, sizeof js) > 0);
+	CHECK(rt_stat(c, "clients") == 2);
+	CHECK(rt_stat(c, "refused_full") >= 1);
+	CHECK(rt_stat(c, "observers") >= 1);
+	struct ringlm_info info;
+	CHECK(ringlm_get_info(c, &info) == 0 && info.vocab_size == VOCAB && info.max_new > 0);
+	/* an observer cannot submit or poll, and says so */
+	uint32_t ids[2] = { 5, 6 };
+	struct ringlm_request r = ringlm_default_request();
+	r.prompt = ids;
+	r.n_prompt = 2;
+	struct ringlm_event ev[4];
+	CHECK(ringlm_submit(c, &r, NULL) == -EPERM && strstr(ringlm_last_error(), "observes"));
+	CHECK(ringlm_poll(c, ev, 4) == -EPERM);
+	CHECK(ringlm_wait(c, ev, 4, 0) == -EPERM);
+	ringlm_close(c);
+	raw_client_close(&a);
+	raw_client_close(&b);
+	CHECK(rt_stop(&rt) == 0);
+}
+
 /* Segments are memfds: in no filesystem, handed only to their client. The info segment
  * cannot be mapped writable, and no segment can be resized. As root, a client running as
  * nobody (allowed with --allow-uid) can open none of the runtime's fds through /proc, so it
@@ -770,6 +1000,9 @@ int main(void)
 	RUN(faults_socket_dir_mode);
 	RUN(faults_socket_dir_untouched);
 	RUN(faults_isolation);
+	RUN(faults_stats_before_events);
+	RUN(faults_preattach_flood);
+	RUN(faults_idle_clients_and_observers);
 	RUN(faults_sigterm_drains);
 	RUN(faults_runtime_kill9_unblocks_everyone);
 	RUN(faults_sigstop_client_pauses_only_itself);

@@ -34,6 +34,7 @@ static int connect_to(int argc, char **argv, struct ringlm **c, int *json, int *
 			return 2;
 		}
 	}
+	p.observe = 1;         /* takes no client slot: works when --max-clients are all taken */
 	int rc = ringlm_connect(&p, c);
 	if (rc) {
 		fprintf(stderr, "ringlm %s: %s\n", argv[0], ringlm_last_error()[0] ? ringlm_last_error() : ringlm_strerror(rc));
@@ -145,9 +146,12 @@ int rl_cmd_top(int argc, char **argv)
 		if (last_tok >= 0)
 			printf("rate: %.0f tokens/s, %.0f steps/s\n", (tok - last_tok) * 1000.0 / iv,
 			       (steps - last_steps) * 1000.0 / iv);
-		printf("rejected: invalid %.0f  limit %.0f  busy %.0f   hostile clients %.0f   refused %.0f\n",
+		printf("rejected: invalid %.0f  limit %.0f  busy %.0f   hostile clients %.0f\n",
 		       jnum(buf, "rejected_invalid"), jnum(buf, "rejected_limit"), jnum(buf, "rejected_busy"),
-		       jnum(buf, "hostile_clients"), jnum(buf, "refused"));
+		       jnum(buf, "hostile_clients"));
+		printf("attach refused %.0f (uid %.0f, full %.0f)   silent connections dropped %.0f\n",
+		       jnum(buf, "refused"), jnum(buf, "refused_uid"), jnum(buf, "refused_full"),
+		       jnum(buf, "dropped_preattach"));
 		fflush(stdout);
 		last_tok = tok;
 		last_steps = steps;

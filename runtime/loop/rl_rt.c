@@ -59,7 +59,14 @@ enum { UD_ACCEPT = 1, UD_HS, UD_HUP, UD_BELL, UD_SIGNAL, UD_TIMER, UD_STOP, UD_W
 #define UD_SLOT(u) ((uint32_t)(((u) >> 32) & 0xffffff))
 #define UD_GEN(u)  ((uint32_t)(u))
 
-#define HS_MAX 16
+/* Connections that have not sent their attach request yet. HS_MAX may wait at once; when a
+ * new one arrives with all taken, the oldest connection of the uid holding the most (or of
+ * the newcomer's own uid, on a tie) is cancelled, so a flood from one uid cannot starve
+ * another, and a real client, which sends its request at once, is never the oldest for long.
+ * Cancelled ones keep their entry until io_uring reports the cancel, hence 2x entries. */
+#define HS_MAX   64
+#define HS_SLOTS (2 * HS_MAX)
+#define HS_TIMEOUT_NS (500 * 1000000ll)   /* an attach request must come within 0.5 s */
 
 struct client {
 	int      used;
@@ -84,7 +91,10 @@ struct client {
 };
 
 struct handshake {
-	int used, fd;
+	int used;                      /* 0 free, 1 waiting for the request, 2 cancelled */
+	int fd;
+	uid_t uid;
+	uint64_t t_ns;                 /* accepted at (CLOCK_MONOTONIC) */
 	struct rl_attach_req req;
 };
 
@@ -104,7 +114,7 @@ struct rl_rt {
 	struct client *clients;        /* [max_clients] */
 	uint32_t *touched;             /* clients with unpublished events */
 	uint32_t n_touched;
-	struct handshake hs[HS_MAX];
+	struct handshake hs[HS_SLOTS];
 	int      accept_armed, timer_armed;
 	int      stepping;
 	const struct rl_batch *batch;
@@ -351,6 +361,18 @@ static void detach(struct rl_rt *rt, uint32_t slot, const char *why)
 
 static void refuse(struct rl_rt *rt, int fd, int err, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+static struct rl_attach_policy attach_policy(const struct rl_rt *rt)
+{
+	uint32_t n_used = 0;
+	for (uint32_t i = 0; i < rt->p.max_clients; i++)
+		n_used += rt->clients[i].used != 0;
+	return (struct rl_attach_policy){
+		.self_uid = geteuid(), .allow_uid = rt->p.allow_uid, .n_allow_uid = rt->p.n_allow_uid,
+		.allow_gid = rt->p.allow_gid, .n_allow_gid = rt->p.n_allow_gid,
+		.draining = rt->draining, .n_clients = n_used, .max_clients = rt->p.max_clients,
+	};
+}
+
 static void refuse(struct rl_rt *rt, int fd, int err, const char *fmt, ...)
 {
 	struct rl_attach_rep rep = { .magic = RL_WIRE_MAGIC, .version = RL_WIRE_VERSION, .status = err };
@@ -361,6 +383,8 @@ static void refuse(struct rl_rt *rt, int fd, int err, const char *fmt, ...)
 	rl_send_fds(fd, &rep, sizeof rep, NULL, 0);
 	LOG(rt, "refused attach: %s", rep.msg);
 	ST_ADD(refused, 1);
+	if (err == -EUSERS)
+		ST_ADD(refused_full, 1);
 	close(fd);
 }
 
@@ -371,22 +395,25 @@ static void attach(struct rl_rt *rt, int fd, const struct rl_attach_req *rq)
 	socklen_t cl = sizeof cr;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0)
 		return refuse(rt, fd, -EACCES, "cannot read the peer's credentials");
-	uint32_t slot = rt->p.max_clients, n_used = 0;
-	for (uint32_t i = rt->p.max_clients; i-- > 0;) {
-		if (rt->clients[i].used)
-			n_used++;
-		else
+	uint32_t slot = rt->p.max_clients;
+	for (uint32_t i = rt->p.max_clients; i-- > 0;)
+		if (!rt->clients[i].used)
 			slot = i;      /* the lowest free slot */
-	}
-	struct rl_attach_policy pol = {
-		.self_uid = geteuid(), .allow_uid = rt->p.allow_uid, .n_allow_uid = rt->p.n_allow_uid,
-		.allow_gid = rt->p.allow_gid, .n_allow_gid = rt->p.n_allow_gid,
-		.draining = rt->draining, .n_clients = n_used, .max_clients = rt->p.max_clients,
-	};
+	struct rl_attach_policy pol = attach_policy(rt);
 	char why[sizeof ((struct rl_attach_rep *)0)->msg];
 	int err = rl_rt_attach_decide(rq, cr.uid, cr.gid, &pol, why, sizeof why);
 	if (err)
 		return refuse(rt, fd, err, "%s", why);
+	if (rq->flags & RL_ATTACH_OBSERVE) {
+		/* the read-only info segment and nothing else; the connection ends here */
+		struct rl_attach_rep rep = { .magic = RL_WIRE_MAGIC, .version = RL_WIRE_VERSION, .status = 0,
+					     .client_id = UINT32_MAX, .seg_size = 0, .info_size = rt->info_size };
+		snprintf(rep.msg, sizeof rep.msg, "observer");
+		if (rl_send_fds(fd, &rep, sizeof rep, &rt->info_fd, 1) == 0)
+			ST_ADD(observers, 1);
+		close(fd);
+		return;
+	}
 
 	struct client *c = &rt->clients[slot];
 	struct rl_seg_hdr h = { .magic = RL_WIRE_MAGIC, .version = RL_WIRE_VERSION, .client_id = slot };
@@ -465,19 +492,74 @@ static void arm_accept(struct rl_rt *rt)
 	rt->accept_armed = 1;
 }
 
-/* A new connection: read its attach request through io_uring, bounded by a linked timeout so
- * a peer that connects and says nothing cannot hold a handshake slot. */
+/* All HS_MAX pre-attach entries wait: cancel the oldest connection of the uid holding the
+ * most of them, or of uid's own when it holds as many (see HS_MAX). */
+static void hs_evict_one(struct rl_rt *rt, uid_t uid)
+{
+	int n_new = 0, n_max = 0;
+	uid_t victim = uid;
+	for (int i = 0; i < HS_SLOTS; i++) {
+		if (rt->hs[i].used != 1)
+			continue;
+		int n = 0;
+		for (int j = 0; j < HS_SLOTS; j++)
+			n += rt->hs[j].used == 1 && rt->hs[j].uid == rt->hs[i].uid;
+		if (rt->hs[i].uid == uid)
+			n_new = n;
+		if (n > n_max) {
+			n_max = n;
+			victim = rt->hs[i].uid;
+		}
+	}
+	if (n_new >= n_max)
+		victim = uid;
+	int old = -1;
+	for (int i = 0; i < HS_SLOTS; i++)
+		if (rt->hs[i].used == 1 && rt->hs[i].uid == victim &&
+		    (old < 0 || rt->hs[i].t_ns < rt->hs[old].t_ns))
+			old = i;
+	if (old < 0)
+		return;        /* uid holds none and no other uid holds more: nothing to take */
+	rt->hs[old].used = 2;  /* the recv completes with -ECANCELED and closes it */
+	cancel_ud(rt, UD(UD_HS, old, 0));
+	ST_ADD(dropped_preattach, 1);
+	LOG(rt, "pre-attach slots full: dropped a silent connection of uid %u", (unsigned)victim);
+}
+
+/* A new connection. Its peer's credentials are checked first, so a uid that may not attach
+ * never takes a pre-attach slot; then its attach request is read through io_uring, bounded
+ * by a linked timeout so a peer that connects and says nothing soon loses its slot. */
 static void on_accept(struct rl_rt *rt, int fd)
 {
-	int i = 0;
-	while (i < HS_MAX && rt->hs[i].used)
-		i++;
-	if (i == HS_MAX) {
+	struct ucred cr;
+	socklen_t cl = sizeof cr;
+	char why[sizeof ((struct rl_attach_rep *)0)->msg];
+	struct rl_attach_policy pol = attach_policy(rt);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0) {
+		ST_ADD(refused_uid, 1);
+		return refuse(rt, fd, -EACCES, "cannot read the peer's credentials");
+	}
+	if (!rl_rt_peer_allowed(&pol, cr.uid, cr.gid, why, sizeof why)) {
+		ST_ADD(refused_uid, 1);
+		return refuse(rt, fd, -EACCES, "%s", why);
+	}
+	int waiting = 0, i = -1;
+	for (int j = 0; j < HS_SLOTS; j++) {
+		waiting += rt->hs[j].used == 1;
+		if (!rt->hs[j].used && i < 0)
+			i = j;
+	}
+	if (waiting >= HS_MAX)
+		hs_evict_one(rt, cr.uid);
+	if (i < 0) {       /* every entry waits for a cancel to complete: drop the newcomer */
+		ST_ADD(dropped_preattach, 1);
 		close(fd);
 		return;
 	}
 	rt->hs[i].used = 1;
 	rt->hs[i].fd = fd;
+	rt->hs[i].uid = cr.uid;
+	rt->hs[i].t_ns = rl_now_ns();
 	struct io_uring_sqe *s = sqe_get(rt);
 	io_uring_prep_recv(s, fd, &rt->hs[i].req, sizeof rt->hs[i].req, MSG_WAITALL);
 	io_uring_sqe_set_data64(s, UD(UD_HS, i, 0));
@@ -513,8 +595,9 @@ static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, 
 			rl_sched_cancel(rt->sched, q);
 			c->by_rid[rid] = NULL;
 			c->active--;
-			put_evt(rt, slot, rid, RL_EV_DONE, 0, RL_FIN_CANCEL, n_gen);
 			ST_ADD(requests_done, 1);
+			publish_sched_stats(rt);     /* before the DONE is published, as in step_done */
+			put_evt(rt, slot, rid, RL_EV_DONE, 0, RL_FIN_CANCEL, n_gen);
 		}
 		return;        /* cancelling a finished request is not an error */
 	}
@@ -622,9 +705,11 @@ static void step_done(struct rl_rt *rt, uint64_t now)
 	rl_budget_observe(&rt->budget, rt->batch, dt);
 	complete_step(rt, now);
 	rt->stepping = 0;
-	publish_events(rt);
+	/* stats before events: a client that has read its DONE must not then read stats that
+	 * still count its request as active */
 	ST_SET(last_step_ns, dt);
 	publish_sched_stats(rt);
+	publish_events(rt);
 	if (rt->p.budget_auto)
 		rl_budget_publish(&rt->budget, &rt->info->st);
 }
@@ -692,10 +777,13 @@ static void handle_cqe(struct rl_rt *rt, struct io_uring_cqe *cqe)
 		break;
 	case UD_HS: {
 		struct handshake *h = &rt->hs[slot];
-		if (res == (int)sizeof h->req)
+		if (res == (int)sizeof h->req && h->used == 1) {
 			attach(rt, h->fd, &h->req);
-		else
-			close(h->fd);  /* short read, error or timed out (-ECANCELED) */
+		} else {           /* short read, error, timed out or evicted (-ECANCELED) */
+			if (res == -ECANCELED && h->used == 1)
+				ST_ADD(dropped_preattach, 1);    /* the linked timeout fired */
+			close(h->fd);
+		}
 		h->used = 0;
 		break;
 	}
@@ -863,7 +951,7 @@ static int make_listener(struct rl_rt *rt, char *err, size_t errlen)
 		return -EADDRINUSE;
 	}
 	unlink(rt->sock_path);
-	if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 64) < 0) {
+	if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 512) < 0) {
 		snprintf(err, errlen, "cannot listen on %s: %s", rt->sock_path, strerror(errno));
 		close(fd);
 		return -errno;
@@ -953,6 +1041,22 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 	err[0] = 0;
 	rt->p = *p;
 	rt->listen_fd = rt->sig_fd = rt->stop_fd = rt->info_fd = -1;
+	if (p->cpu >= 0) {
+		/* refuse a cpu we cannot run on now, rather than start unpinned */
+		cpu_set_t allowed;
+		if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 &&
+		    (p->cpu >= CPU_SETSIZE || !CPU_ISSET(p->cpu, &allowed))) {
+			char list[256] = "";
+			size_t n = 0;
+			for (int c = 0; c < CPU_SETSIZE && n < sizeof list - 8; c++)
+				if (CPU_ISSET(c, &allowed))
+					n += snprintf(list + n, sizeof list - n, "%s%d", n ? "," : "", c);
+			snprintf(err, errlen, "--cpu %d: this process may run on cpus %s only; choose one of them, or omit --cpu",
+				 p->cpu, list);
+			free(rt);
+			return -EINVAL;
+		}
+	}
 	int rc = io_uring_queue_init(256, &rt->ring, 0);
 	if (rc < 0) {
 		snprintf(err, errlen, "io_uring_queue_init failed: %s (kernel too old, or io_uring disabled by sysctl kernel.io_uring_disabled)", strerror(-rc));
@@ -979,6 +1083,13 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 		goto fail;
 	const struct rl_backend_info *bi = &rt->be->info;
 	rt->vocab = bi->vocab_size;
+	/* say what a user may not have meant (these start anyway: tests and benchmarks want both) */
+	if (!p->model && !p->backend)
+		SAY("warning: no --model given: serving the sim backend (deterministic test tokens, not a language "
+		    "model); give --model FILE to serve a model, or --backend sim to silence this");
+	else if (p->model && !bi->vocab_blob)
+		SAY("warning: %s has no vocabulary: clients can only send token ids (ringlm generate --prompt-ids); "
+		    "give --tokenizer FILE (llama2.c tokenizer.bin) for text prompts", p->model);
 	rt->max_prompt = p->max_prompt && p->max_prompt < bi->max_ctx ? p->max_prompt : bi->max_ctx - 1;
 	rt->max_new = p->max_new && p->max_new < bi->max_ctx ? p->max_new : bi->max_ctx;
 
@@ -1023,7 +1134,8 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 	if (p->handle_signals)
 		rt->sig_fd = signalfd(-1, &ss, SFD_CLOEXEC);
 	rt->timer_ts.tv_nsec = 100 * 1000000;    /* heartbeat and stats: 10 Hz */
-	rt->hs_ts.tv_sec = 2;                    /* an attach request must come within 2 s */
+	rt->hs_ts.tv_sec = HS_TIMEOUT_NS / 1000000000;
+	rt->hs_ts.tv_nsec = HS_TIMEOUT_NS % 1000000000;
 	publish_sched_stats(rt);
 	*out = rt;
 	return 0;
@@ -1051,8 +1163,10 @@ static void pin(struct rl_rt *rt)
 	CPU_ZERO(&set);
 	CPU_SET(rt->p.cpu, &set);
 	int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-	if (rc)
-		SAY("cannot pin to cpu %d: %s (continuing unpinned)", rt->p.cpu, strerror(rc));
+	if (rc) {
+		SAY("warning: cannot pin to cpu %d: %s (continuing unpinned)", rt->p.cpu, strerror(rc));
+		return;
+	}
 	if (numa_available() >= 0) {
 		int node = numa_node_of_cpu(rt->p.cpu);
 		if (node >= 0)
@@ -1159,7 +1273,7 @@ void rl_rt_destroy(struct rl_rt *rt)
 			free(c->by_rid);
 		}
 	}
-	for (int i = 0; i < HS_MAX; i++)
+	for (int i = 0; i < HS_SLOTS; i++)
 		if (rt->hs[i].used)
 			close(rt->hs[i].fd);
 	if (rt->listen_fd >= 0) {

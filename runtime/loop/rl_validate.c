@@ -56,19 +56,29 @@ static int uid_allowed(const struct rl_attach_policy *p, uid_t uid, gid_t gid)
 	return 0;
 }
 
+int rl_rt_peer_allowed(const struct rl_attach_policy *pol, uid_t uid, gid_t gid, char *msg, size_t len)
+{
+	if (uid_allowed(pol, uid, gid))
+		return 1;
+	snprintf(msg, len, "uid %u is not allowed to attach to this runtime (start ringlmd with --allow-uid %u or --allow-gid %u)",
+		 (unsigned)uid, (unsigned)uid, (unsigned)gid);
+	return 0;
+}
+
 int rl_rt_attach_decide(const struct rl_attach_req *rq, uid_t uid, gid_t gid,
 			const struct rl_attach_policy *pol, char *msg, size_t len)
 {
 	/* credentials first: a stranger learns nothing about the protocol or the load */
-	if (!uid_allowed(pol, uid, gid)) {
-		snprintf(msg, len, "uid %u is not allowed to attach to this runtime (start ringlmd with --allow-uid %u or --allow-gid %u)",
-			 (unsigned)uid, (unsigned)uid, (unsigned)gid);
+	if (!rl_rt_peer_allowed(pol, uid, gid, msg, len))
 		return -EACCES;
-	}
 	if (rq->magic != RL_WIRE_MAGIC || rq->version != RL_WIRE_VERSION) {
 		snprintf(msg, len, "protocol mismatch (client version %u, runtime %u): rebuild the client against this libringlm",
 			 rq->version, RL_WIRE_VERSION);
 		return -EPROTO;
+	}
+	if (rq->flags & RL_ATTACH_OBSERVE) {
+		snprintf(msg, len, "observer");
+		return 0;
 	}
 	if (pol->draining) {
 		snprintf(msg, len, "the runtime is shutting down");
@@ -76,6 +86,13 @@ int rl_rt_attach_decide(const struct rl_attach_req *rq, uid_t uid, gid_t gid,
 	}
 	if (pol->n_clients >= pol->max_clients) {
 		snprintf(msg, len, "too many clients (%u attached; raise --max-clients)", pol->max_clients);
+		return -EUSERS;
+	}
+	int others_allowed = pol->n_allow_uid > 0 || pol->n_allow_gid > 0;
+	if (others_allowed && uid != pol->self_uid && pol->max_clients > 1 &&
+	    pol->n_clients + 1 >= pol->max_clients) {
+		snprintf(msg, len, "too many clients (%u of %u attached; the last slot is kept for uid %u, the runtime's owner; raise --max-clients)",
+			 pol->n_clients, pol->max_clients, (unsigned)pol->self_uid);
 		return -EUSERS;
 	}
 	snprintf(msg, len, "ok");

@@ -37,8 +37,16 @@ struct rl_attach_policy {
 	uint32_t n_clients, max_clients;
 };
 
+/* Whether a peer with credentials uid/gid may attach at all: checked at accept, from
+ * SO_PEERCRED, before the connection takes a pre-attach slot. 1 or 0; with 0, msg says how
+ * the runtime's owner can admit it. */
+int rl_rt_peer_allowed(const struct rl_attach_policy *pol, uid_t uid, gid_t gid, char *msg, size_t len);
+
 /* The runtime's decision on an attach request from a peer with credentials uid/gid:
- * 0 (accept), or -EACCES / -EPROTO / -ESHUTDOWN / -EUSERS with a one-line reason in msg. */
+ * 0 (accept), or -EACCES / -EPROTO / -ESHUTDOWN / -EUSERS with a one-line reason in msg.
+ * An observer (RL_ATTACH_OBSERVE) needs no client slot and is served while draining. When
+ * other users may attach, the last client slot is kept for the runtime's own user, so a
+ * foreign uid cannot lock the owner out of its own runtime. */
 int rl_rt_attach_decide(const struct rl_attach_req *rq, uid_t uid, gid_t gid,
 			const struct rl_attach_policy *pol, char *msg, size_t len);
 #endif

@@ -95,6 +95,8 @@ int  rl_model_read_tokenizer(const char *path, uint32_t n_vocab, void **blob, ui
 			     char *err, size_t errlen);
 
 /* Per-format planners (rl_model_plan_open dispatches by magic) and their fp32 loads. */
+/* llama2.c checkpoint header: 7 int32 (dim, hidden, layers, heads, kv_heads, vocab, seq_len) */
+#define RL_LLAMA2C_HDR_BYTES 28
 int rl_model_plan_llama2c(const char *path, const char *tokenizer_path, struct rl_model_plan *p,
 			  char *err, size_t errlen);
 int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_model_plan *p,

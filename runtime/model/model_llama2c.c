@@ -16,7 +16,7 @@ int rl_model_plan_llama2c(const char *path, const char *tokenizer_path, struct r
 	int rc = rl_mfile_open(&f, path, err, errlen);
 	if (rc)
 		return rc;
-	int32_t h[7];
+	int32_t h[RL_LLAMA2C_HDR_BYTES / 4];
 	if ((rc = rl_mfile_pread(&f, h, sizeof h, 0, err, errlen)))
 		goto out;
 	int shared = h[5] > 0;
@@ -41,7 +41,7 @@ int rl_model_plan_llama2c(const char *path, const char *tokenizer_path, struct r
 		v * d, L * d, L * d * qd, L * d * kvd, L * d * kvd, L * qd * d, L * d,
 		L * d * hd, L * hd * d, L * d * hd, d, (uint64_t)c.max_ctx * hs / 2 * 2,
 		shared ? 0 : v * d };
-	uint64_t need = 28;
+	uint64_t need = RL_LLAMA2C_HDR_BYTES;
 	for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
 		if (__builtin_mul_overflow(sizes[i], 4, &sizes[i]) ||
 		    __builtin_add_overflow(need, sizes[i], &need)) {
@@ -61,7 +61,7 @@ int rl_model_plan_llama2c(const char *path, const char *tokenizer_path, struct r
 	rl_model_plan_own_file(p, 0, &f);
 	/* the file groups tensors by kind across layers: one read per layer keeps each read one
 	 * contiguous run of the canonical layout */
-	uint64_t off = 28;
+	uint64_t off = RL_LLAMA2C_HDR_BYTES;
 #define ADD(field, layer, n) do { if ((rc = rl_model_plan_add(p, 0, off, (n) * 4, (n), RL_DT_F32, \
 	(field), (layer), err, errlen))) { goto out; } off += (n) * 4; } while (0)
 #define FIELD(field, layer) ADD(field, layer, rl_model_field_elems(&c, field))

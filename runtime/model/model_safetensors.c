@@ -320,6 +320,13 @@ int rl_model_plan_safetensors(const char *path, const char *tokenizer_path, stru
 			rc = add_shard(&s, fp);
 		} else {
 			snprintf(fp, sizeof fp, "%s/model.safetensors.index.json", dir);
+			if (access(fp, F_OK) != 0) {
+				rl_model_err(err, errlen, path, "not a model folder: it holds neither model.safetensors nor "
+					     "model.safetensors.index.json (a Hugging Face checkpoint folder has one of them; "
+					     "for another format give the file itself)");
+				rc = -ENOENT;
+				goto out;
+			}
 			if (!(index = parse_json_file(fp, err, errlen, &rc)))
 				goto out;
 			json_t *wm = json_object_get(index, "weight_map");

@@ -56,14 +56,60 @@ out=$("$b/ringlm" stats --socket c32 --json 2>&1); rc=$?
 if [ $rc -eq 0 ] && has "$out" '{"backend":"cpu"'; then ok stats_json; else bad stats_json "rc $rc: $out"; fi
 kill $dpid; wait $dpid 2>/dev/null
 
+# -- model paths: each message names the path given and what is wrong with it
+mkdir -p "$dir/emptyfolder"; head -c 65536 /dev/urandom > "$dir/rand.gguf"; echo hi > "$dir/tiny.bin"
+seq 1000 > "$dir/text.bin"
+for t in "$dir/emptyfolder|neither model.safetensors nor model.safetensors.index.json" \
+         "$dir/rand.gguf|not a GGUF file" "$dir/no/such/dir/x.gguf|$dir/no/such/dir/x.gguf: No such file" \
+         "$dir/text.bin|not a model file ringlm reads" "$dir/tiny.bin|not a model file ringlm reads"; do
+  arg=${t%%|*}; want=${t#*|}
+  out=$("$b/ringlmd" --model "$arg" --socket mp 2>&1); rc=$?
+  if [ $rc -eq 1 ] && has "$out" "$want" && [ "$(lines "$out")" -eq 1 ]; then ok "model_path_${arg##*/}"
+  else bad "model_path_${arg##*/}" "rc $rc: $out"; fi
+done
+# -- --cpu outside the allowed set is refused, once, naming the cpus there are
+out=$("$b/ringlmd" --cpu 4000 --backend sim --socket cpu 2>&1); rc=$?
+if [ $rc -eq 1 ] && has "$out" "--cpu 4000: this process may run on cpus" && ! has "$out" "unpinned"; then ok cpu_out_of_range
+else bad cpu_out_of_range "rc $rc: $out"; fi
+# -- no --model: a warning that this is the sim backend; an explicit --backend sim is quiet
+"$b/ringlmd" --socket w1 2>"$dir/w1.err" & wpid=$!
+for i in $(seq 100); do [ -S "$dir/s/w1" ] && break; sleep 0.05; done
+kill $wpid; wait $wpid 2>/dev/null
+"$b/ringlmd" --backend sim --socket w2 2>"$dir/w2.err" & wpid=$!
+for i in $(seq 100); do [ -S "$dir/s/w2" ] && break; sleep 0.05; done
+kill $wpid; wait $wpid 2>/dev/null
+if grep -q "warning: no --model given" "$dir/w1.err" && ! grep -q "warning" "$dir/w2.err"; then ok sim_without_model_warns
+else bad sim_without_model_warns "$(cat "$dir/w1.err" "$dir/w2.err")"; fi
+
+# -- ringlm stats works while a slow client holds the only --max-clients slot (observers take none)
+"$b/ringlmd" --backend sim --sim-step-us 100000 --max-clients 1 --socket full 2>/dev/null & fpid=$!
+for i in $(seq 100); do [ -S "$dir/s/full" ] && break; sleep 0.05; done
+"$b/ringlm" generate --socket full --prompt-ids 1,2 -n 100 --ids >/dev/null 2>&1 & gpid=$!
+for i in $(seq 100); do "$b/ringlm" stats --socket full 2>/dev/null | grep -qE '^clients +1$' && break; sleep 0.05; done
+out=$("$b/ringlm" stats --socket full 2>&1); rc=$?
+out2=$("$b/ringlm" generate --socket full --prompt-ids 1,2 -n 1 --ids 2>&1); rc2=$?
+if [ $rc -eq 0 ] && printf '%s\\n' "$out" | grep -qE '^clients +1$' && [ $rc2 -ne 0 ] && has "$out2" "--max-clients"; then
+  ok stats_with_all_slots_taken; else bad stats_with_all_slots_taken "rc $rc: $out / rc2 $rc2: $out2"; fi
+kill $gpid $fpid 2>/dev/null; wait $gpid $fpid 2>/dev/null
+
 # -- an empty prompt without BOS (needs a vocabulary: stories260K)
 m=$here/../../../shared/models/stories260K.gguf
 [ -f "$m" ] || m=$here/../../../../shared/models/stories260K.gguf
 if [ -f "$m" ]; then
   out=$("$b/ringlm" generate --model "$m" --prompt "" --no-bos 2>&1); rc=$?
   if [ $rc -eq 2 ] && has "$out" "the prompt is empty"; then ok empty_prompt_named; else bad empty_prompt_named "rc $rc: $out"; fi
+
+  # a llama2.c .bin has no vocabulary of its own: starting it without --tokenizer warns
+  mb=${m%.gguf}.bin
+  "$b/ringlmd" --model "$mb" --socket w3 2>"$dir/w3.err" & wpid=$!
+  for i in $(seq 100); do [ -S "$dir/s/w3" ] && break; sleep 0.05; done
+  kill $wpid; wait $wpid 2>/dev/null
+  if grep -q "has no vocabulary.*--tokenizer" "$dir/w3.err"; then ok bin_without_tokenizer_warns
+  else bad bin_without_tokenizer_warns "$(cat "$dir/w3.err")"; fi
 else
-  echo "SKIP empty_prompt_named: stories260K.gguf not found beside the repository"; skip=$((skip+1))
+  for t in empty_prompt_named bin_without_tokenizer_warns; do
+    echo "SKIP $t: stories260K.gguf not found beside the repository"; skip=$((skip+1))
+  done
 fi
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]

@@ -36,12 +36,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(d == 0 || d == -EACCES || d == -EPROTO || d == -ESHUTDOWN || d == -EUSERS);
 	FUZZ_ASSERT(memchr(msg, 0, sizeof msg) && msg[0] && !strchr(msg, '\n'));
 	if (d == 0)
-		FUZZ_ASSERT(in.rq.magic == RL_WIRE_MAGIC && in.rq.version == RL_WIRE_VERSION &&
-			    !pol.draining && pol.n_clients < pol.max_clients);
+		FUZZ_ASSERT(in.rq.magic == RL_WIRE_MAGIC && in.rq.version == RL_WIRE_VERSION);
+	if (d == 0 && !(in.rq.flags & RL_ATTACH_OBSERVE))   /* a client takes a slot; the owner keeps the last */
+		FUZZ_ASSERT(!pol.draining && pol.n_clients < pol.max_clients &&
+			    (in.uid == in.self_uid || pol.max_clients == 1 ||
+			     (!pol.n_allow_uid && !pol.n_allow_gid) || pol.n_clients + 1 < pol.max_clients));
 
-	int c = rl_attach_rep_check(&in.rep, in.rc > 0 ? -in.rc : in.rc, in.nfds);
+	int observe = (in.flags >> 5) & 1;
+	int c = rl_attach_rep_check(&in.rep, in.rc > 0 ? -in.rc : in.rc, in.nfds, observe);
 	FUZZ_ASSERT(c <= 0 && memchr(in.rep.msg, 0, sizeof in.rep.msg));
-	if (c == 0)
+	if (c == 0 && observe)
+		FUZZ_ASSERT(in.nfds == 1 && in.rep.seg_size == 0 && in.rep.info_size >= sizeof(struct rl_info));
+	if (c == 0 && !observe)
 		FUZZ_ASSERT(in.nfds == 4 && in.rep.seg_size >= sizeof(struct rl_seg_hdr));
 
 	size_t mapped = (size_t)(in.mapped % (1ull << 32));
