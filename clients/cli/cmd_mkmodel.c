@@ -20,8 +20,10 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: ringlm mkmodel --shape tiny|110m|1b|llama3-8b|custom [--dim D --hidden H --layers L\n"
-		"         --heads N --kv-heads K --vocab V --ctx C] [--theta T] --dtype f32|f16|bf16|q8_0\n"
-		"         [--seed S] --out FILE.gguf [--tokenizer tokenizer.bin]\n");
+		"         --heads N --kv-heads K --vocab V --ctx C] [--theta T] --dtype TYPE\n"
+		"         [--seed S] --out FILE.gguf [--tokenizer tokenizer.bin]\n"
+		"TYPE: f32, f16, bf16, q8_0 (the random weights, rounded), or q4_0, q4_1, q5_0, q5_1,\n"
+		"q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs (seeded random blocks of that format)\n");
 }
 
 static int parse_u32(const char *opt, const char *s, uint32_t *out)
@@ -112,10 +114,11 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		usage();
 		return 2;
 	}
-	int dtype = !strcmp(dt, "f32") ? RL_DT_F32 : !strcmp(dt, "f16") ? RL_DT_F16 : !strcmp(dt, "bf16") ? RL_DT_BF16 :
-		    !strcmp(dt, "q8_0") ? RL_DT_Q8_0 : -1;
+	int dtype = rl_dt_from_name(dt);
 	if (dtype < 0) {
-		fprintf(stderr, "ringlm mkmodel: --dtype must be f32, f16, bf16 or q8_0, not '%s'\n", dt);
+		char names[256];
+		rl_dt_names(names, sizeof names);
+		fprintf(stderr, "ringlm mkmodel: --dtype must be one of %s, not '%s'\n", names, dt);
 		return 2;
 	}
 	if (strcmp(shape, "custom")) {
@@ -153,7 +156,8 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		return 2;
 	}
 	/* refuse before spending minutes: the file and the fp32 copy in memory must fit */
-	double bytes = model_bytes(&c), file = bytes / (dtype == RL_DT_Q8_0 ? 3.7 : dtype == RL_DT_F32 ? 1 : 2);
+	const struct rl_dt_info *di = rl_dt_info(dtype);
+	double bytes = model_bytes(&c), file = bytes / 4 * di->blk_bytes / di->blk_elems;
 	char err[512];
 	if (rl_model_check_space(out, (uint64_t)file, err, sizeof err)) {
 		fprintf(stderr, "ringlm mkmodel: %s\n", err);

@@ -1083,11 +1083,12 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 		goto fail;
 	const struct rl_backend_info *bi = &rt->be->info;
 	rt->vocab = bi->vocab_size;
-	/* say what a user may not have meant (these start anyway: tests and benchmarks want both) */
-	if (!p->model && !p->backend)
+	/* say what a user may not have meant (these start anyway: tests and benchmarks want
+	 * both); ringlmd is verbose unless RINGLM_QUIET, an embedded runtime is not */
+	if (!p->model && !p->backend && p->verbose)
 		SAY("warning: no --model given: serving the sim backend (deterministic test tokens, not a language "
 		    "model); give --model FILE to serve a model, or --backend sim to silence this");
-	else if (p->model && !bi->vocab_blob)
+	else if (p->model && !bi->vocab_blob && p->verbose)
 		SAY("warning: %s has no vocabulary: clients can only send token ids (ringlm generate --prompt-ids); "
 		    "give --tokenizer FILE (llama2.c tokenizer.bin) for text prompts", p->model);
 	rt->max_prompt = p->max_prompt && p->max_prompt < bi->max_ctx ? p->max_prompt : bi->max_ctx - 1;

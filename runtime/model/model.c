@@ -23,12 +23,13 @@ int rl_model_weights_fit(const struct rl_model_config *c, uint64_t file_bytes, c
 			 char *err, size_t errlen)
 {
 	/* in double: an absurd header must not wrap around to a small count. The densest stored
-	 * form is Q8_0, 34 bytes per 32 weights; 1% slack keeps rounding from rejecting a good file */
+	 * form (Q2_K, 84 bytes per 256 weights) bounds the bytes from below; 1% slack keeps
+	 * rounding from rejecting a good file */
 	double d = c->dim, h = c->hidden_dim, qd = (double)c->n_heads * c->head_dim,
 	       kvd = (double)c->n_kv_heads * c->head_dim, v = c->vocab_size;
 	double per_layer = d + qd * d + 2 * kvd * d + d * qd + d + 3 * h * d;
 	double n = v * d + per_layer * c->n_layers + d + (c->tied_embeddings ? 0 : v * d);
-	double need = n * 34 / 32 * 0.99;
+	double need = n * rl_dt_min_bytes_per_weight() * 0.99;
 	if (need <= (double)file_bytes)
 		return 0;
 	rl_model_err(err, errlen, name, "the shape in its header needs %.0f weights (at least %.0f bytes) but the file holds %llu bytes: truncated or corrupt",

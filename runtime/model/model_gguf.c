@@ -329,6 +329,15 @@ static int gguf_parse(struct gguf *g, const char *path, char *err, size_t errlen
 			     g->buf + t->name, (unsigned long long)t->off, (unsigned long long)al);
 			return -EINVAL;
 		}
+		/* the type first, before any size check: an unsupported type is not corruption */
+		if (rl_dt_of_ggml(t->type) < 0) {
+			char names[256];
+			rl_dt_names(names, sizeof names);
+			GERR(g, "tensor %.*s has GGML type %s (%u), which ringlm does not read (it reads %s); "
+			     "requantize with llama.cpp's llama-quantize to one of those", (int)t->nlen,
+			     g->buf + t->name, rl_ggml_type_name(t->type), t->type, names);
+			return -ENOTSUP;
+		}
 	}
 	g->data_start = (g->pos + al - 1) / al * al;
 	if (g->data_start > g->f.size && g->n_tensors) {
@@ -365,14 +374,11 @@ static int plan_tensor(struct gguf *g, const char *name, uint64_t ne0, uint64_t 
 		     (unsigned long long)ne0, (unsigned long long)ne1);
 		return -EINVAL;
 	}
-	int dt = rl_dt_of_ggml(ti->type);
+	int dt = rl_dt_of_ggml(ti->type);      /* known: checked when the infos were read */
 	uint64_t nel = ne0 * ne1, nbytes, off, end;
-	if (dt < 0) {
-		GERR(g, "tensor %s has unsupported ggml type %u (F32, F16, BF16, Q8_0 are)", name, ti->type);
-		return -ENOTSUP;
-	}
-	if (rl_dt_size(dt, nel, &nbytes)) {
-		GERR(g, "tensor %s: %llu elements do not fit its type's blocks", name, (unsigned long long)nel);
+	if (ne0 % rl_dt_info(dt)->blk_elems || rl_dt_size(dt, nel, &nbytes)) {
+		GERR(g, "tensor %s: rows of %llu weights are not whole %s blocks of %u", name,
+		     (unsigned long long)ne0, rl_dt_info(dt)->name, rl_dt_info(dt)->blk_elems);
 		return -EINVAL;
 	}
 	if (__builtin_add_overflow(g->data_start, ti->off, &off) ||

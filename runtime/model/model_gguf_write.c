@@ -113,8 +113,24 @@ static void put_q8_0(struct w *w, const float *row, uint64_t n)
 	}
 }
 
+/* One row of seeded random blocks whose largest |weight| is near the row's own (see
+ * rl_gguf_write: no quantizer for these types). */
+static void put_random_blocks(struct w *w, int type, const float *row, uint64_t n, uint64_t *rng)
+{
+	const struct rl_dt_info *d = rl_dt_info(type);
+	float amax = 0;
+	for (uint64_t i = 0; i < n; i++)
+		amax = fabsf(row[i]) > amax ? fabsf(row[i]) : amax;
+	uint8_t blk[256];
+	for (uint64_t b = 0; b < n; b += d->blk_elems) {
+		rl_dt_random_block(type, blk, rng, amax > 0 ? amax : 1e-3f);
+		put(w, blk, d->blk_bytes);
+	}
+}
+
 static void put_tensor(struct w *w, const struct wt *t, uint64_t hd, uint16_t *tmp, size_t tmpn)
 {
+	uint64_t rng = 0x9e3779b97f4a7c15ull ^ t->off;   /* reproducible per tensor */
 	for (uint64_t r = 0; r < t->ne1 && !w->bad; r++) {
 		const float *row = t->src + src_row(r, hd, t->permute) * t->ne0;
 		if (t->type == RL_DT_F32) {
@@ -123,6 +139,10 @@ static void put_tensor(struct w *w, const struct wt *t, uint64_t hd, uint16_t *t
 		}
 		if (t->type == RL_DT_Q8_0) {
 			put_q8_0(w, row, t->ne0);
+			continue;
+		}
+		if (t->type != RL_DT_F16 && t->type != RL_DT_BF16) {
+			put_random_blocks(w, t->type, row, t->ne0, &rng);
 			continue;
 		}
 		for (uint64_t i = 0; i < t->ne0; i += tmpn) {
@@ -138,8 +158,10 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 {
 	const char *name = rl_model_basename(path);
 	const struct rl_model_config *c = &m->cfg;
-	if (rl_ggml_of_dt(dtype) < 0) {
-		rl_model_err(err, errlen, name, "weight type %d not writable (f32, f16, bf16, q8_0 are)", (int)dtype);
+	if (!rl_dt_info(dtype)) {
+		char names[256];
+		rl_dt_names(names, sizeof names);
+		rl_model_err(err, errlen, name, "weight type %d not writable (%s are)", (int)dtype, names);
 		return -EINVAL;
 	}
 	uint32_t nv = 0;
@@ -188,7 +210,7 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 		/* a bias is a one-column matrix, so it is permuted like the rows it belongs to */
 		x->ne0 = bias ? 1 : vec ? rows : cols;
 		x->ne1 = bias ? rows : vec ? 1 : rows;
-		x->type = vec ? RL_DT_F32 : dtype == RL_DT_Q8_0 && cols % 32 ? RL_DT_F16 : (int)dtype;
+		x->type = vec ? RL_DT_F32 : cols % rl_dt_info(dtype)->blk_elems ? RL_DT_F16 : (int)dtype;
 		x->permute = c->rope_halves && (f == RL_W_WQ || f == RL_W_WK || f == RL_W_BQ || f == RL_W_BK);
 	}
 	/* biases are written as [1, n] for the row permutation; GGUF wants them 1-D */
@@ -219,9 +241,14 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 	kv_str(&w, "general.architecture", "llama");
 	kv_str(&w, "general.name", m->name[0] ? m->name : "ringlm");
 	kv_u32(&w, "general.alignment", ALIGN);
-	/* llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_BF16 32 */
-	kv_u32(&w, "general.file_type", dtype == RL_DT_F32 ? 0 : dtype == RL_DT_F16 ? 1 :
-					dtype == RL_DT_BF16 ? 32 : 7);
+	/* llama_ftype (llama.h), the "mostly" type llama.cpp reports */
+	static const uint8_t ftype[RL_DT_COUNT] = {
+		[RL_DT_F32] = 0, [RL_DT_F16] = 1, [RL_DT_BF16] = 32, [RL_DT_Q8_0] = 7, [RL_DT_Q4_0] = 2,
+		[RL_DT_Q4_1] = 3, [RL_DT_Q5_0] = 8, [RL_DT_Q5_1] = 9, [RL_DT_Q2_K] = 10,
+		[RL_DT_Q3_K] = 12, [RL_DT_Q4_K] = 15, [RL_DT_Q5_K] = 17, [RL_DT_Q6_K] = 18,
+		[RL_DT_IQ4_NL] = 25, [RL_DT_IQ4_XS] = 30,
+	};
+	kv_u32(&w, "general.file_type", ftype[dtype]);
 	kv_u32(&w, "llama.context_length", c->max_ctx);
 	kv_u32(&w, "llama.embedding_length", c->dim);
 	kv_u32(&w, "llama.feed_forward_length", c->hidden_dim);

@@ -25,7 +25,8 @@ int  rl_mfile_pread(const struct rl_mfile *f, void *buf, size_t len, uint64_t of
 /* Bytes that nelem elements of dtype occupy on disk; -EINVAL when nelem does not fit the
  * dtype's block size or the product overflows. */
 int  rl_dt_size(int dtype, uint64_t nelem, uint64_t *nbytes);
-/* Bytes and weights of one Q8_0/f16/bf16/f32 block (the unit a read may be split at). */
+/* Bytes and weights of one block of dtype (1 weight for floats): the unit a read may be
+ * split at. Both from the table in model_dtype.c. */
 void rl_dt_block(int dtype, uint32_t *bytes, uint32_t *elems);
 
 
@@ -33,20 +34,6 @@ void rl_dt_block(int dtype, uint32_t *bytes, uint32_t *elems);
  * lengths within it and non-NaN scores, nothing after. */
 int  rl_model_vocab_check(const void *blob, size_t size, uint32_t n_vocab, const char *name,
 			  char *err, size_t errlen);
-
-/* GGML tensor type ids as GGUF files store them (the ones ringlm reads and writes), and the
- * matching enum rl_dt: -1 / a negative id for a type it does not handle. */
-enum rl_ggml_type { RL_GGML_F32 = 0, RL_GGML_F16 = 1, RL_GGML_Q8_0 = 8, RL_GGML_BF16 = 30 };
-static inline int rl_dt_of_ggml(uint32_t t)
-{
-	return t == RL_GGML_F32 ? RL_DT_F32 : t == RL_GGML_F16 ? RL_DT_F16 :
-	       t == RL_GGML_BF16 ? RL_DT_BF16 : t == RL_GGML_Q8_0 ? RL_DT_Q8_0 : -1;
-}
-static inline int rl_ggml_of_dt(int dt)
-{
-	return dt == RL_DT_F32 ? RL_GGML_F32 : dt == RL_DT_F16 ? RL_GGML_F16 :
-	       dt == RL_DT_BF16 ? RL_GGML_BF16 : dt == RL_DT_Q8_0 ? RL_GGML_Q8_0 : -1;
-}
 
 /* ---- the weight-name table (model_names.c) ---- */
 /* Shapes in config units. A matrix is [rows = outputs][cols = inputs] (y = W x); a vector

@@ -98,27 +98,6 @@ int rl_mfile_pread(const struct rl_mfile *f, void *buf, size_t len, uint64_t off
 	return 0;
 }
 
-int rl_dt_size(int dtype, uint64_t nelem, uint64_t *nbytes)
-{
-	switch (dtype) {
-	case RL_DT_F32:  return __builtin_mul_overflow(nelem, 4, nbytes) ? -EINVAL : 0;
-	case RL_DT_F16:
-	case RL_DT_BF16: return __builtin_mul_overflow(nelem, 2, nbytes) ? -EINVAL : 0;
-	case RL_DT_Q8_0:
-		if (nelem % 32)
-			return -EINVAL;
-		*nbytes = nelem / 32 * 34;
-		return 0;
-	}
-	return -EINVAL;
-}
-
-void rl_dt_block(int dtype, uint32_t *bytes, uint32_t *elems)
-{
-	*elems = dtype == RL_DT_Q8_0 ? 32 : 1;
-	*bytes = dtype == RL_DT_Q8_0 ? 34 : dtype == RL_DT_F32 ? 4 : 2;
-}
-
 int rl_model_vocab_check(const void *blob, size_t size, uint32_t n_vocab, const char *name,
 			 char *err, size_t errlen)
 {

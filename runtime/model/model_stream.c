@@ -21,7 +21,8 @@ static inline uint16_t ld_u16(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); 
 static inline float as_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static inline uint32_t as_u32(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 
-/* Conversion goes through fp32 in blocks of exactly BLK weights (a multiple of Q8_0's 32):
+/* Conversion goes through fp32 in blocks of exactly BLK weights (a multiple of every block
+ * format's 32 or 256 weights):
  * one tight loop decodes, one encodes, and with fixed trip counts and no aliasing -O2's
  * vectorizer takes them. A last partial block is staged through zeroed local buffers. */
 #define BLK 512
@@ -40,14 +41,8 @@ static void decode(float *restrict f, const uint8_t *restrict s, int sd)
 		for (int i = 0; i < BLK; i++)
 			f[i] = rl_f16_to_f32(ld_u16(s + 2 * i));
 		break;
-	case RL_DT_Q8_0:
-		/* block: f16 scale d, 32 int8 q; weight = d * q in fp32, as the fp32 load computes */
-		for (int b = 0; b < BLK / 32; b++) {
-			const uint8_t *blk = s + b * 34;
-			float d = rl_f16_to_f32(ld_u16(blk));
-			for (int i = 0; i < 32; i++)
-				f[b * 32 + i] = d * (float)(int8_t)blk[2 + i];
-		}
+	default:           /* a block format: BLK is a whole number of its blocks */
+		rl_dt_decode(sd, f, s, BLK / rl_dt_info(sd)->blk_elems);
 		break;
 	}
 }
@@ -66,8 +61,9 @@ int rl_model_convert(void *dst, int dd, const void *src, int sd, uint64_t n)
 {
 	const uint8_t *s = src;
 	uint16_t *d16 = dst;
-	if ((dd != RL_DT_F32 && dd != RL_DT_F16 && dd != RL_DT_BF16) ||
-	    sd < RL_DT_F32 || sd > RL_DT_Q8_0 || (sd == RL_DT_Q8_0 && n % 32))
+	_Static_assert(BLK % 256 == 0, "BLK holds whole blocks of every format");
+	if ((dd != RL_DT_F32 && dd != RL_DT_F16 && dd != RL_DT_BF16) || !rl_dt_info(sd) ||
+	    n % rl_dt_info(sd)->blk_elems)
 		return -EINVAL;
 	if (sd == dd) {
 		/* through fp32 a value comes back unchanged, except that NaNs are quieted */
@@ -91,7 +87,7 @@ int rl_model_convert(void *dst, int dd, const void *src, int sd, uint64_t n)
 		uint64_t k = n - i < BLK ? n - i : BLK;
 		const uint8_t *in = s + i / be * bb;
 		if (k < BLK) {
-			uint8_t raw[BLK * 4];  /* a block's bytes in any dtype (q8_0: BLK / 32 * 34) */
+			uint8_t raw[BLK * 4];  /* BLK weights' bytes in any dtype (at most f32's) */
 			memset(raw, 0, sizeof raw);
 			memcpy(raw, in, k / be * bb);
 			decode(f, raw, sd);
@@ -132,7 +128,7 @@ int rl_model_convert_is_copy(const void *src, int sd, int dd, uint64_t n)
 
 static const char *dt_name(int dt)
 {
-	return dt == RL_DT_F32 ? "F32" : dt == RL_DT_F16 ? "F16" : dt == RL_DT_BF16 ? "BF16" : "Q8_0";
+	return rl_dt_info(dt) ? rl_dt_info(dt)->name : "?";
 }
 
 /* Walks the plan's reads in order, cutting each into chunks of whole blocks. */
@@ -193,7 +189,7 @@ static int check_args(const struct rl_model_plan *p, const struct rl_model_strea
 		const struct rl_tread *t = &p->reads[i];
 		uint32_t bb, be;
 		uint64_t nb;
-		if (t->file < 0 || t->file >= p->n_files || t->dtype < RL_DT_F32 || t->dtype > RL_DT_Q8_0 ||
+		if (t->file < 0 || t->file >= p->n_files || !rl_dt_info(t->dtype) ||
 		    rl_dt_size(t->dtype, t->nelem, &nb) || nb != t->nbytes) {
 			rl_model_err(err, errlen, name, "plan read %zu is inconsistent", i);
 			return -EINVAL;

@@ -9,8 +9,40 @@
 #include <stdint.h>
 #include "kernels/rl_model.h"
 
-/* On-disk element types of weights (what a plan reads, what the writer writes). */
-enum rl_dt { RL_DT_F32, RL_DT_F16, RL_DT_BF16, RL_DT_Q8_0 };
+/* On-disk element types of weights (what a plan reads, what the writer writes): floats and
+ * the GGML block formats llama.cpp's quantized files hold. runtime/model/model_dtype.c owns
+ * the table (names, GGML ids, block geometry, decoders). */
+enum rl_dt { RL_DT_F32, RL_DT_F16, RL_DT_BF16, RL_DT_Q8_0, RL_DT_Q4_0, RL_DT_Q4_1, RL_DT_Q5_0,
+	     RL_DT_Q5_1, RL_DT_Q2_K, RL_DT_Q3_K, RL_DT_Q4_K, RL_DT_Q5_K, RL_DT_Q6_K, RL_DT_IQ4_NL,
+	     RL_DT_IQ4_XS, RL_DT_COUNT };
+
+struct rl_dt_info {
+	const char *name;              /* as llama.cpp prints it: "Q4_K" */
+	uint32_t ggml;                 /* GGML type id in GGUF tensor infos */
+	uint16_t blk_elems, blk_bytes; /* a block: weights, bytes (1 and 4/2 for floats) */
+	uint8_t  n_f16, f16_off[2];    /* the block's f16 scale fields (byte offsets) */
+	void   (*decode)(float *y, const uint8_t *blk);   /* one block to fp32; NULL for floats */
+};
+/* NULL for a value outside enum rl_dt. */
+const struct rl_dt_info *rl_dt_info(int dt);
+/* enum rl_dt of a GGML type id, or -1 when ringlm does not read that type. */
+int  rl_dt_of_ggml(uint32_t ggml_type);
+int  rl_ggml_of_dt(int dt);
+/* Case-insensitive name ("q4_k") to enum rl_dt, or -1. */
+int  rl_dt_from_name(const char *name);
+/* "F32, F16, ..., IQ4_XS": the supported names, for messages. */
+void rl_dt_names(char *out, size_t len);
+/* The name of any GGML type id, including ones ringlm does not read ("IQ2_XXS"). */
+const char *rl_ggml_type_name(uint32_t ggml_type);
+/* Decodes nblocks whole blocks of a block type into y (nblocks * blk_elems floats),
+ * exactly as ggml's dequantize_row_*. -EINVAL for a float type. */
+int  rl_dt_decode(int dt, float *y, const void *src, uint64_t nblocks);
+/* Fills one block of a block type with seeded random bits whose f16 scales make the largest
+ * |weight| between amax/2 and amax: random weights at real shapes for the writer (types it
+ * has no quantizer for) and the tests. *state is the generator's state (nonzero). */
+int  rl_dt_random_block(int dt, uint8_t *blk, uint64_t *state, float amax);
+/* The fewest bytes any supported type spends per weight (Q2_K's 84/256). */
+double rl_dt_min_bytes_per_weight(void);
 
 /* Weights (floats) a model of this shape holds. */
 uint64_t rl_model_weight_elems(const struct rl_model_config *cfg);
@@ -48,9 +80,12 @@ int  rl_model_synth_vocab(uint32_t n, void **blob, uint32_t *size);
 /* 0 when the file system holding path has bytes free (or cannot say); -ENOSPC and a line
  * naming path, the size and the free space otherwise. */
 int  rl_model_check_space(const char *path, uint64_t bytes, char *err, size_t errlen);
-/* Writes m as a standard GGUF v3 "llama" file: 2-D weights as wtype (Q8_0 where rows are
- * whole 32-weight blocks, else F16), norms and biases f32, tensors aligned to 32, the
- * vocabulary (if any) as tokenizer.ggml.*. Q/K rows are permuted to adjacent-pair RoPE when
+/* Writes m as a standard GGUF v3 "llama" file: 2-D weights as wtype (a block type only where
+ * rows are whole blocks, else F16), norms and biases f32, tensors aligned to 32, the
+ * vocabulary (if any) as tokenizer.ggml.*. F32/F16/BF16/Q8_0 hold m's weights (Q8_0 rounded
+ * as ggml's reference quantizer does); the other block types hold seeded random blocks with
+ * about m's weight magnitudes, not m's weights (ringlm has no quantizer for them: real
+ * checkpoints come from llama.cpp's llama-quantize). Q/K rows are permuted to adjacent-pair RoPE when
  * m uses rope_halves. Checks the file system has room first (rl_model_check_space). */
 int  rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt wtype,
 		   char *err, size_t errlen);

@@ -83,8 +83,8 @@ int rl_cuda_stage_chunk(struct rl_cuda_stager *s, const struct rl_model_chunk *c
 {
 	const struct rl_wseg *last = &s->segs[s->n_segs - 1];
 	uint64_t e = c->elem, end = c->elem + c->nelem;
-	uint32_t bb = c->dtype == RL_DT_Q8_0 ? 34 : c->dtype == RL_DT_F32 ? 4 : 2,
-		 be = c->dtype == RL_DT_Q8_0 ? 32 : 1;
+	const struct rl_dt_info *di = rl_dt_info(c->dtype);
+	uint32_t bb = di ? di->blk_bytes : 4, be = di ? di->blk_elems : 1;
 	size_t co = 0;
 	int rc;
 	if (end < e || end > last->off + last->n || c->nelem % be || c->buf < 0 ||
@@ -99,7 +99,7 @@ int rl_cuda_stage_chunk(struct rl_cuda_stager *s, const struct rl_model_chunk *c
 		const struct rl_wseg *g = &s->segs[rl_model_layout_find(s->segs, s->n_segs, e)];
 		uint64_t n = (end < g->off + g->n ? end : g->off + g->n) - e;
 		if ((e - c->elem) % be) {
-			snprintf(err, errlen, "cuda backend: a Q8_0 block spans two weights at element %llu",
+			snprintf(err, errlen, "cuda backend: a weight block spans two weights at element %llu",
 				 (unsigned long long)e);
 			return -EINVAL;
 		}

@@ -1,0 +1,271 @@
+/* test_quant.c — the GGML block formats llama.cpp's quantized files hold (Q4_0 ... Q6_K,
+ * IQ4_NL, IQ4_XS, Q8_0): each decoder against gguf-py's numpy dequantizers, block by block
+ * and bit for bit (tests/fixtures/quant/oracle.bin, made by gen_quant_oracle.py there); the
+ * conversion to bf16/f16 for the GPU upload; a file holding a type ringlm does not read,
+ * refused by the type's name before any size check; and, per type, a small model written in
+ * that format, loaded and served by the CPU backend, whose greedy tokens equal the plain
+ * reference forward (kernels/rl_ref.c) over the decoded weights.
+ * Tests: runtime/model (model_dtype, GGUF loader and writer, streaming conversion),
+ * runtime/backend (cpu), kernels (rl_ref).
+ */
+#include <math.h>
+#include "tests/rl_test.h"
+#include "clients/ringlm.h"
+#include "kernels/rl_half.h"
+#include "kernels/rl_ref.h"
+#include "runtime/model/rl_model_io.h"
+#include "runtime/model/rl_model_plan.h"
+
+#ifndef FIXTURES
+#define FIXTURES "tests/fixtures"
+#endif
+
+static uint8_t *slurp(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long len = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	uint8_t *b = malloc(len > 0 ? (size_t)len : 1);
+	if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
+		free(b);
+		b = NULL;
+	}
+	fclose(f);
+	*n = (size_t)len;
+	return b;
+}
+
+static const char *oracle_path(void)
+{
+	static char p[512];
+	const char *here = getenv("RL_TEST_SRCDIR");
+	snprintf(p, sizeof p, "%s/" FIXTURES "/quant/oracle.bin", here ? here : ".");
+	return p;
+}
+
+/* Every block decodes to numpy's floats, bit for bit. */
+static void quant_decoders_match_numpy(void)
+{
+	size_t n;
+	uint8_t *b = slurp(oracle_path(), &n);
+	if (!b)
+		SKIP("tests/fixtures/quant/oracle.bin not found (run from the repository root)");
+	REQUIRE(n >= 12 && !memcmp(b, "RLQO", 4));
+	uint32_t ver, nt;
+	memcpy(&ver, b + 4, 4);
+	memcpy(&nt, b + 8, 4);
+	REQUIRE(ver == 1);
+	size_t o = 12;
+	int seen[RL_DT_COUNT] = { 0 };
+	for (uint32_t t = 0; t < nt; t++) {
+		REQUIRE(o + 24 <= n);
+		char name[9] = "";
+		memcpy(name, b + o, 8);
+		uint32_t ggml, nb, be, bb;
+		memcpy(&ggml, b + o + 8, 4);
+		memcpy(&nb, b + o + 12, 4);
+		memcpy(&be, b + o + 16, 4);
+		memcpy(&bb, b + o + 20, 4);
+		o += 24;
+		REQUIRE(o + (size_t)nb * bb + (size_t)nb * be * 4 <= n);
+		int dt = rl_dt_from_name(name);
+		const struct rl_dt_info *di = rl_dt_info(dt);
+		CHECKF(di && di->ggml == ggml && di->blk_elems == be && di->blk_bytes == bb,
+		       "%s: table says ggml %u, %u weights in %u bytes; gguf-py says ggml %u, %u in %u", name,
+		       di ? di->ggml : 0, di ? di->blk_elems : 0, di ? di->blk_bytes : 0, ggml, be, bb);
+		if (!di) {
+			o += (size_t)nb * bb + (size_t)nb * be * 4;
+			continue;
+		}
+		seen[dt] = 1;
+		CHECK(rl_dt_of_ggml(ggml) == dt);
+		float *y = malloc((size_t)nb * be * 4), *want = malloc((size_t)nb * be * 4);
+		REQUIRE(y && want);
+		CHECK(rl_dt_decode(dt, y, b + o, nb) == 0);
+		memcpy(want, b + o + (size_t)nb * bb, (size_t)nb * be * 4);
+		uint32_t bad = 0, first = 0;
+		for (uint32_t i = 0; i < nb * be; i++) {
+			uint32_t u, v;
+			memcpy(&u, &y[i], 4);
+			memcpy(&v, &want[i], 4);
+			if (u != v && !bad++)
+				first = i;
+		}
+		CHECKF(!bad, "%s: %u of %u weights differ from numpy (first: weight %u of block %u: %.9g, numpy %.9g)",
+		       name, bad, nb * be, first % be, first / be, y[first], want[first]);
+		printf("  %-6s %2u blocks of %3u weights: %s\n", name, nb, be, bad ? "DIFFER" : "bit-exact with gguf-py");
+		/* the streaming conversion (GPU upload: bf16/f16) is that decode, rounded */
+		for (int dd = RL_DT_F16; dd <= RL_DT_BF16; dd++) {
+			uint16_t *c = malloc((size_t)nb * be * 2);
+			REQUIRE(c);
+			CHECK(rl_model_convert(c, dd, b + o, dt, (uint64_t)nb * be) == 0);
+			uint32_t cbad = 0;
+			for (uint32_t i = 0; i < nb * be; i++)
+				cbad += c[i] != (dd == RL_DT_BF16 ? rl_f32_to_bf16(want[i]) : rl_f32_to_f16(want[i]));
+			CHECKF(!cbad, "%s -> %s: %u weights differ", name, dd == RL_DT_BF16 ? "bf16" : "f16", cbad);
+			free(c);
+		}
+		/* a length that is not whole blocks is refused */
+		float tmp[4];
+		CHECK(rl_model_convert(tmp, RL_DT_F32, b + o, dt, 3) == -EINVAL);
+		free(y);
+		free(want);
+		o += (size_t)nb * bb + (size_t)nb * be * 4;
+	}
+	for (int dt = RL_DT_Q8_0; dt < RL_DT_COUNT; dt++)
+		CHECKF(seen[dt], "%s has no oracle blocks: rerun gen_quant_oracle.py", rl_dt_info(dt)->name);
+	free(b);
+}
+
+static void tiny_cfg(struct rl_model_config *c)
+{
+	memset(c, 0, sizeof *c);
+	c->dim = 256;                  /* K-quant rows are 256-weight blocks */
+	c->hidden_dim = 512;
+	c->n_layers = 2;
+	c->n_heads = 4;
+	c->n_kv_heads = 2;
+	c->head_dim = 64;
+	c->vocab_size = 384;
+	c->max_ctx = 64;
+	c->rope_theta = 10000;
+	c->rope_scale = 1;
+	c->norm_eps = 1e-5f;
+	c->bos_id = 1;
+	c->eos_id = UINT32_MAX;        /* greedy never stops early */
+}
+
+/* A type ringlm does not read is named, with the list it does read, before any size check
+ * (the file is also far too small for its shape, which would otherwise be the message). */
+static void quant_unknown_type_named(void)
+{
+	struct rl_model_config c;
+	tiny_cfg(&c);
+	struct rl_model *m;
+	char err[512];
+	REQUIRE(rl_model_alloc(&c, &m, err, sizeof err) == 0);
+	rl_model_fill_random(m, 7);
+	char path[] = "/tmp/rl-quant-XXXXXX";
+	int fd = mkstemp(path);
+	REQUIRE(fd >= 0);
+	close(fd);
+	REQUIRE(rl_gguf_write(m, path, RL_DT_Q4_K, err, sizeof err) == 0);
+	rl_model_destroy(m);
+	/* retype the first 2-D tensor as IQ2_XXS (16) and cut the file to its header */
+	size_t n;
+	uint8_t *b = slurp(path, &n);
+	REQUIRE(b);
+	const char *name = "token_embd.weight";
+	uint8_t *at = memmem(b, n, name, strlen(name));
+	REQUIRE(at);
+	uint32_t nd, ty = 16;
+	memcpy(&nd, at + strlen(name), 4);
+	memcpy(at + strlen(name) + 4 + 8 * nd, &ty, 4);
+	FILE *f = fopen(path, "wb");
+	REQUIRE(f && fwrite(b, 1, 4096, f) == 4096);
+	fclose(f);
+	free(b);
+	int rc = rl_model_load(path, NULL, &m, err, sizeof err);
+	CHECKF(rc == -ENOTSUP && strstr(err, "IQ2_XXS") && strstr(err, "Q4_K") && strstr(err, "llama-quantize") &&
+	       !strstr(err, "truncated"), "rc %d: %s", rc, err);
+	printf("  %s\n", err);
+	unlink(path);
+}
+
+/* Greedy tokens of a model through ringlm's CPU backend and through the reference. */
+static void quant_models_serve_like_the_reference(void)
+{
+	struct rl_model_config c;
+	tiny_cfg(&c);
+	for (int dt = RL_DT_Q8_0; dt < RL_DT_COUNT; dt++) {
+		const char *tn = rl_dt_info(dt)->name;
+		struct rl_model *m;
+		char err[512], path[64];
+		REQUIRE(rl_model_alloc(&c, &m, err, sizeof err) == 0);
+		rl_model_fill_random(m, 100 + dt);
+		snprintf(path, sizeof path, "/tmp/rl-quant-%d-%s.gguf", (int)getpid(), tn);
+		REQUIRE(rl_gguf_write(m, path, dt, err, sizeof err) == 0);
+		rl_model_destroy(m);
+		struct rl_model *lm;
+		int rc = rl_model_load(path, NULL, &lm, err, sizeof err);
+		CHECKF(rc == 0, "%s: %s", tn, err);
+		if (rc) {
+			unlink(path);
+			continue;
+		}
+		/* the reference, one token at a time */
+		enum { NP = 5, NG = 24 };
+		uint32_t prompt[NP] = { 1, 17, 200, 31, 5 }, want[NG];
+		struct rl_ref_state st;
+		REQUIRE(rl_ref_state_init(&st, lm, NP + NG) == 0);
+		float *logits = malloc(c.vocab_size * sizeof *logits);
+		REQUIRE(logits);
+		uint32_t tok = prompt[0];
+		float margin = INFINITY;
+		for (uint32_t pos = 0; pos < NP + NG - 1; pos++) {
+			rl_ref_forward(lm, &st, tok, pos, logits);
+			if (pos + 1 < NP) {
+				tok = prompt[pos + 1];
+				continue;
+			}
+			uint32_t best = 0, second = 1;
+			for (uint32_t v = 0; v < c.vocab_size; v++) {
+				if (logits[v] > logits[best]) {
+					second = best;
+					best = v;
+				} else if (v != best && logits[v] > logits[second]) {
+					second = v;
+				}
+			}
+			margin = fminf(margin, logits[best] - logits[second]);
+			want[pos + 1 - NP] = tok = best;
+		}
+		want[NG - 1] = 0;
+		rl_ref_state_free(&st);
+		free(logits);
+		rl_model_destroy(lm);
+		/* ringlm, as a user runs it */
+		struct ringlm_params p = ringlm_default_params();
+		p.model = path;
+		p.backend = "cpu";
+		struct ringlm *cl;
+		rc = ringlm_connect(&p, &cl);
+		CHECKF(rc == 0, "%s: %s", tn, ringlm_last_error());
+		if (!rc) {
+			struct ringlm_request r = ringlm_default_request();
+			r.prompt = prompt;
+			r.n_prompt = NP;
+			r.max_new = NG - 1;
+			REQUIRE(ringlm_submit(cl, &r, NULL) == 0);
+			uint32_t got[NG] = { 0 }, ng = 0;
+			int done = 0;
+			struct ringlm_event ev[64];
+			while (!done) {
+				int k = ringlm_wait(cl, ev, 64, 30000);
+				REQUIRE(k > 0);
+				for (int i = 0; i < k; i++) {
+					if (ev[i].type == RINGLM_EV_TOKEN && ng < NG)
+						got[ng++] = ev[i].token;
+					else if (ev[i].type != RINGLM_EV_TOKEN)
+						done = 1;
+				}
+			}
+			int same = ng == NG - 1 && !memcmp(got, want, (NG - 1) * sizeof *got);
+			CHECKF(same, "%s: ringlm's greedy tokens differ from the reference", tn);
+			printf("  %-6s %u greedy tokens equal the reference (smallest top-2 logit gap %.3g)\n", tn, ng, margin);
+			ringlm_close(cl);
+		}
+		unlink(path);
+	}
+}
+
+int main(void)
+{
+	RUN(quant_decoders_match_numpy);
+	RUN(quant_unknown_type_named);
+	RUN(quant_models_serve_like_the_reference);
+	TEST_MAIN_END();
+}
