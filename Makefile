@@ -24,7 +24,7 @@ CFLAGS_BASE += -fsanitize=$(SAN) -fno-omit-frame-pointer
 LDSAN = -fsanitize=$(SAN)
 endif
 CFLAGS  += $(CFLAGS_BASE)
-LDLIBS   = -luring -lnuma -ljansson -lm -ldl -pthread
+LDLIBS   = -luring -lnuma -ljansson -lpcre2-8 -lm -ldl -pthread
 
 CUH_SRC  = $(wildcard runtime/cuda/*.c)
 LIB_SRC  = $(filter-out runtime/loop/ringlmd.c $(CUH_SRC), \
@@ -53,7 +53,8 @@ endif
 endif
 NVCCFLAGS ?= -O2 -g -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I. -MMD -MP \
 	$(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
-CUDA_SHARED_OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard runtime/model/*.c runtime/cuda/host/*.c))
+# the model loaders build the byte-level BPE vocabulary blob, whose owner is clients/rl_bpe.c
+CUDA_SHARED_OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard runtime/model/*.c runtime/cuda/host/*.c) clients/rl_bpe.c)
 
 # cudasim (rules below, with the emulator's notes)
 CUDASIM ?= 1
@@ -109,7 +110,7 @@ $(BUILD)/obj/cuda/%.o: %.c Makefile
 	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
 $(BUILD)/librlcuda.so: $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(CUH_SRC:%.c=$(BUILD)/obj/cuda/%.o) $(CUDA_SHARED_OBJ)
 	$(NVCC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 \
-		-lcublasLt -lcublas -lcudart -luring -ljansson -lpthread -lm
+		-lcublasLt -lcublas -lcudart -luring -ljansson -lpcre2-8 -lpthread -lm
 
 # --- cudasim: the CUDA backend built for the CPU emulator (tests/cudasim) -----------------
 # The same kernels (rewritten by cu2cc.sh: launches and dynamic shared arrays), host code and
@@ -130,7 +131,7 @@ $(SIM)/obj/host/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SIM_UBSAN) -Itests/cudasim/include -c $< -o $@
 $(SIM)/librlcuda.so: $(CU_SRC:kernels/%.cu=$(SIM)/obj/%.o) $(CUH_SRC:%.c=$(SIM)/obj/host/%.o) $(SIM)/obj/cudasim.o $(CUDA_SHARED_OBJ)
-	$(CXX) -shared -o $@ $^ $(SIM_UBSAN) -luring -ljansson -lpthread -lm
+	$(CXX) -shared -o $@ $^ $(SIM_UBSAN) -luring -ljansson -lpcre2-8 -lpthread -lm
 $(SIM)/gen/selftest_kernels.cc: tests/cudasim/selftest_kernels.cu tests/cudasim/cu2cc.sh
 	@mkdir -p $(dir $@)
 	sh tests/cudasim/cu2cc.sh $< $@

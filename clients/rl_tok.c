@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "clients/rl_bpe.h"
 #include "clients/rl_tok.h"
 
 struct rl_tok {
@@ -25,6 +26,7 @@ struct rl_tok {
 	int32_t   byte_id[256];        /* fallback token of each byte */
 	int32_t   space_id;            /* " " (the dummy prefix), -1 if absent */
 	unsigned char bytes[256];      /* one-byte pieces for decode */
+	struct rl_bpe *bpe;            /* a byte-level BPE vocabulary: everything goes there */
 };
 
 static const struct rl_tok *sort_ctx;
@@ -69,6 +71,21 @@ int rl_tok_create(const void *blob, size_t size, struct rl_tok **out, char *err,
 	if (size < 4 || size > (1u << 30)) {
 		snprintf(err, errlen, "tokenizer: blob of %zu bytes", size);
 		return -EINVAL;
+	}
+	if (!memcmp(p, RL_BPE_MAGIC, 4)) {
+		struct rl_tok *t = calloc(1, sizeof *t);
+		if (!t)
+			return -ENOMEM;
+		int rc = rl_bpe_create(blob, size, &t->bpe, err, errlen);
+		if (rc) {
+			free(t);
+			return rc;
+		}
+		t->n = rl_bpe_vocab_size(t->bpe);
+		t->bos = rl_bpe_bos(t->bpe);
+		t->eos = rl_bpe_eos(t->bpe);
+		*out = t;
+		return 0;
 	}
 	int32_t maxlen;
 	memcpy(&maxlen, p, 4);
@@ -197,6 +214,7 @@ void rl_tok_destroy(struct rl_tok *t)
 {
 	if (!t)
 		return;
+	rl_bpe_destroy(t->bpe);
 	free(t->text);
 	free(t->off);
 	free(t->klen);
@@ -229,6 +247,23 @@ static int32_t pair_merge(const struct rl_tok *t, int32_t a, int32_t b, char *bu
 long rl_tok_encode(const struct rl_tok *t, const char *text, size_t len, int bos, int eos,
 		   int32_t *ids, size_t cap)
 {
+	return rl_tok_encode_ex(t, text, len, (bos ? RL_TOK_BOS : 0) | (eos ? RL_TOK_EOS : 0), ids, cap);
+}
+
+long rl_tok_encode_ex(const struct rl_tok *t, const char *text, size_t len, unsigned flags,
+		      int32_t *ids, size_t cap)
+{
+	int bos = !!(flags & RL_TOK_BOS), eos = !!(flags & RL_TOK_EOS);
+	if (t->bpe) {
+		long n = rl_bpe_encode(t->bpe, text, len, bos && t->bos < t->n ? (int32_t)t->bos : -1,
+				       !!(flags & RL_TOK_SPECIAL), ids, cap);
+		if (n >= 0 && eos && t->eos < t->n) {
+			if ((size_t)n < cap)
+				ids[n] = (int32_t)t->eos;
+			n++;
+		}
+		return n;
+	}
 	size_t room = len + 3;
 	int32_t *tk = malloc(room * sizeof *tk), *pm = malloc(room * sizeof *pm);
 	char *buf = malloc(2 * (size_t)t->max_len + 8);
@@ -293,6 +328,11 @@ const char *rl_tok_piece(const struct rl_tok *t, int32_t tok, size_t *len, float
 {
 	if (tok < 0 || (uint32_t)tok >= t->n)
 		return NULL;
+	if (t->bpe) {
+		if (score)
+			*score = 0;
+		return rl_bpe_decode(t->bpe, tok, len);
+	}
 	if (len)
 		*len = t->klen[tok];
 	if (score)
@@ -308,6 +348,8 @@ static int hexval(char c)
 
 const char *rl_tok_decode(const struct rl_tok *t, int32_t prev, int32_t tok, size_t *len)
 {
+	if (t->bpe)
+		return rl_bpe_decode(t->bpe, tok, len);   /* byte-level: no dummy prefix to drop */
 	size_t n;
 	const char *p = rl_tok_piece(t, tok, &n, NULL);
 	if (!p)

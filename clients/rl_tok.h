@@ -1,7 +1,9 @@
-/* rl_tok.h — SentencePiece-style BPE tokenizer over a llama2.c tokenizer.bin vocabulary
- * (int32 max_token_length, then per token: float score, int32 len, len bytes). The runtime
- * publishes the same blob in its info segment, so clients tokenize without the model file.
- * Encoding reproduces llama2.c's encode() token for token; decoding its decode(). */
+/* rl_tok.h — the clients' tokenizer. Two kinds of vocabulary blob: a llama2.c tokenizer.bin
+ * (int32 max_token_length, then per token: float score, int32 len, len bytes) for
+ * SentencePiece-style vocabularies, whose encoding reproduces llama2.c's encode() token for
+ * token; and a byte-level BPE blob (rl_bpe.h: Llama 3, Qwen2, GPT-2), encoded as Hugging
+ * Face tokenizers does. The runtime publishes the blob in its info segment, so clients
+ * tokenize without the model file. */
 #ifndef RL_TOK_H
 #define RL_TOK_H
 #include <stddef.h>
@@ -23,6 +25,9 @@ void rl_tok_set_special(struct rl_tok *t, uint32_t bos, uint32_t eos);
  * -ENOMEM. */
 long rl_tok_encode(const struct rl_tok *t, const char *text, size_t len, int bos, int eos,
 		   int32_t *ids, size_t cap);
+enum { RL_TOK_BOS = 1, RL_TOK_EOS = 2, RL_TOK_SPECIAL = 4 /* cut control tokens written in the text */ };
+long rl_tok_encode_ex(const struct rl_tok *t, const char *text, size_t len, unsigned flags,
+		      int32_t *ids, size_t cap);
 /* Text of token `tok` following `prev` (-1 for none): the leading space is dropped after BOS
  * and "<0xNN>" byte pieces become that raw byte. Not NUL-terminated; *len is set. NULL for
  * an id out of range. */

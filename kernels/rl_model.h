@@ -50,8 +50,9 @@ struct rl_model {
 	struct rl_layer *layers;       /* [n_layers] */
 	float *out_norm;               /* [dim] */
 	float *wcls;                   /* [vocab_size, dim]; == tok_emb when tied */
-	/* Tokenizer vocabulary in llama2.c tokenizer.bin layout (int32 max_token_length, then per
-	 * token: float score, int32 len, len bytes), or NULL when the model file has none. */
+	/* Tokenizer vocabulary: llama2.c tokenizer.bin layout (int32 max_token_length, then per
+	 * token: float score, int32 len, len bytes) for SentencePiece vocabularies, or the
+	 * byte-level BPE blob of clients/rl_bpe.h ("RLB1"); NULL when the model file has none. */
 	void    *vocab_blob;
 	uint32_t vocab_blob_size;
 	void    *mem;                  /* owned storage for all of the above */

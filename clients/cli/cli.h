@@ -6,6 +6,7 @@ int rl_cmd_generate(int argc, char **argv);
 int rl_cmd_stats(int argc, char **argv);
 int rl_cmd_top(int argc, char **argv);
 int rl_cmd_mkmodel(int argc, char **argv);
+int rl_cmd_tokenize(int argc, char **argv);
 int rl_cmd_bench_ipc(int argc, char **argv);
 int rl_cmd_bench_sched(int argc, char **argv);
 int rl_cmd_bench_model(int argc, char **argv);

@@ -11,6 +11,7 @@ static const struct cmd cmds[] = {
 	{ "stats", rl_cmd_stats, "print the runtime's stats (--json)" },
 	{ "top", rl_cmd_top, "show the runtime's stats live" },
 	{ "mkmodel", rl_cmd_mkmodel, "write a random-weight Llama GGUF" },
+	{ "tokenize", rl_cmd_tokenize, "token ids of a text, or the text of ids (--model PATH)" },
 };
 static const struct cmd benches[] = {
 	{ "ipc", rl_cmd_bench_ipc, "ring vs runtime vs Unix socket round trips" },

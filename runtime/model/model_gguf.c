@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "clients/rl_bpe.h"
 #include "runtime/model/model_internal.h"
 
 enum { GT_U8, GT_I8, GT_U16, GT_I16, GT_U32, GT_I32, GT_F32, GT_BOOL, GT_STR, GT_ARR, GT_U64,
@@ -390,6 +391,80 @@ static int plan_tensor(struct gguf *g, const char *name, uint64_t ne0, uint64_t 
 	return rl_model_plan_add(p, 0, off, nbytes, nel, dt, field, layer, g->err, g->errlen);
 }
 
+/* String array key as pointers into g->buf (which must not grow meanwhile): NULL arrays and
+ * -EINVAL when it is not an array of n strings (n = 0: any count, set in *n). */
+static int str_array(struct gguf *g, const char *key, uint64_t *n, const char ***s, uint32_t **len)
+{
+	const struct kv *k = find_kv(g, key);
+	*s = NULL;
+	*len = NULL;
+	if (!k || k->type != GT_ARR || k->atype != GT_STR || (*n && k->n != *n) || k->n > (1u << 24)) {
+		GERR(g, "%s is not an array of %s strings", key, *n ? "one-per-token" : "merge");
+		return -EINVAL;
+	}
+	*n = k->n;
+	*s = malloc((*n + 1) * sizeof **s);
+	*len = malloc((*n + 1) * sizeof **len);
+	if (!*s || !*len) {
+		GERR(g, "out of memory");
+		return -ENOMEM;
+	}
+	uint64_t p = k->val;
+	for (uint64_t i = 0; i < *n; i++) {
+		uint64_t l = rl_rd64(g->buf + p);
+		if (l > 65536) {
+			GERR(g, "%s[%llu] is %llu bytes long", key, (unsigned long long)i, (unsigned long long)l);
+			return -EINVAL;
+		}
+		(*s)[i] = (const char *)g->buf + p + 8;
+		(*len)[i] = (uint32_t)l;
+		p += 8 + l;
+	}
+	return 0;
+}
+
+/* A byte-level BPE vocabulary ("gpt2": Llama 3, Qwen2, GPT-2) as an rl_bpe.h blob: tokens,
+ * token types, merges and the pre-tokenizer that tokenizer.ggml.pre names. */
+static int build_bpe_vocab(struct gguf *g, uint32_t n_vocab, uint32_t bos, uint32_t eos,
+			   void **blob, uint32_t *size)
+{
+	char pre[64] = "default";
+	int rc = get_str(g, "tokenizer.ggml.pre", pre, sizeof pre);
+	if (rc < 0)
+		return rc;
+	const char *pat = rl_bpe_pattern(pre);
+	if (!pat) {
+		GERR(g, "tokenizer.ggml.pre \"%s\" is not a pre-tokenizer ringlm knows (llama-bpe, qwen2, gpt2 are)", pre);
+		return -ENOTSUP;
+	}
+	const char **tok = NULL, **mer = NULL;
+	uint32_t *tl = NULL, *ml = NULL;
+	uint8_t *ty = NULL;
+	uint64_t nt = n_vocab, nm = 0;
+	if (!(rc = str_array(g, "tokenizer.ggml.tokens", &nt, &tok, &tl)) &&
+	    !(rc = str_array(g, "tokenizer.ggml.merges", &nm, &mer, &ml))) {
+		const struct kv *tt = find_kv(g, "tokenizer.ggml.token_type");
+		if (tt && (tt->type != GT_ARR || tt->atype != GT_I32 || tt->n != n_vocab)) {
+			GERR(g, "tokenizer.ggml.token_type is not an array of %u int32", n_vocab);
+			rc = -EINVAL;
+		} else if (!(ty = malloc(n_vocab))) {
+			rc = -ENOMEM;
+		} else {
+			for (uint32_t i = 0; i < n_vocab; i++) {
+				int32_t v = tt ? (int32_t)rl_rd32(g->buf + tt->val + 4ull * i) : RL_TT_NORMAL;
+				ty[i] = v >= RL_TT_NORMAL && v <= RL_TT_BYTE ? (uint8_t)v : RL_TT_NORMAL;
+			}
+			/* Llama 3's tokenizer keeps a piece that is a whole token whole (ignore_merges) */
+			uint32_t flags = !strcmp(pat, rl_bpe_pattern("llama-bpe")) ? RL_BPE_IGNORE_MERGES : 0;
+			rc = rl_bpe_blob(n_vocab, tok, tl, ty, (uint32_t)nm, mer, ml, pat, bos, eos, flags, blob, size);
+			if (rc)
+				GERR(g, "vocabulary too large");
+		}
+	}
+	free(tok); free(tl); free(mer); free(ml); free(ty);
+	return rc;
+}
+
 /* Builds the llama2.c-layout blob from tokenizer.ggml.{tokens,scores} (SentencePiece "llama"
  * vocabularies only: their ▁ becomes a space, and BOS/EOS read "\n<s>\n" / "\n</s>\n" as in
  * llama2.c's tokenizer.bin). *blob = NULL when the file has no usable vocabulary. */
@@ -403,6 +478,8 @@ static int build_vocab(struct gguf *g, uint32_t n_vocab, uint32_t bos, uint32_t 
 	const struct kv *tk = find_kv(g, "tokenizer.ggml.tokens");
 	if (rc < 0)
 		return rc;
+	if (tk && !strcmp(model, "gpt2"))
+		return build_bpe_vocab(g, n_vocab, bos, eos, blob, size);
 	if (!tk || strcmp(model, "llama"))
 		return 0;
 	const struct kv *sc = find_kv(g, "tokenizer.ggml.scores");
@@ -503,7 +580,7 @@ int rl_gguf_read_vocab(const char *path, void **blob, uint32_t *size, char *err,
 		} else if (!(rc = special_id(&g, "tokenizer.ggml.bos_token_id", n, &bos)) &&
 			   !(rc = special_id(&g, "tokenizer.ggml.eos_token_id", n, &eos)) &&
 			   !(rc = build_vocab(&g, n, bos, eos, blob, size)) && !*blob) {
-			GERR(&g, "tokenizer model is not SentencePiece \"llama\"");
+			GERR(&g, "tokenizer model is neither SentencePiece \"llama\" nor byte-level BPE \"gpt2\"");
 			rc = -ENOTSUP;
 		}
 	}

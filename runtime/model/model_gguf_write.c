@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include "clients/rl_bpe.h"
 #include "runtime/model/model_internal.h"
 
 #define ALIGN 32
@@ -166,6 +167,10 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 	}
 	uint32_t nv = 0;
 	struct piece *pc = NULL;
+	if (m->vocab_blob && m->vocab_blob_size >= 4 && !memcmp(m->vocab_blob, RL_BPE_MAGIC, 4)) {
+		rl_model_err(err, errlen, name, "writing a byte-level BPE vocabulary is not supported; write without it");
+		return -ENOTSUP;
+	}
 	if (m->vocab_blob) {
 		int rc = rl_model_vocab_check(m->vocab_blob, m->vocab_blob_size, c->vocab_size, name, err, errlen);
 		if (rc)

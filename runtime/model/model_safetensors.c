@@ -412,9 +412,23 @@ int rl_model_plan_safetensors(const char *path, const char *tokenizer_path, stru
 	}
 	if ((rc = rl_model_plan_check(p, err, errlen)))
 		goto out;
-	if (tokenizer_path)
+	if (tokenizer_path) {
 		rc = rl_model_read_tokenizer(tokenizer_path, c.vocab_size, &p->vocab_blob,
 					     &p->vocab_blob_size, err, errlen);
+	} else {
+		/* the folder's own tokenizer.json, when it is byte-level BPE; anything else
+		 * (SentencePiece's tokenizer.model) leaves the model without a vocabulary */
+		snprintf(fp, sizeof fp, "%s/tokenizer.json", dir);
+		if (access(fp, R_OK) == 0) {
+			char terr[256];
+			int trc = rl_hf_tokenizer_blob(fp, c.vocab_size, c.bos_id, c.eos_id, &p->vocab_blob,
+						       &p->vocab_blob_size, terr, sizeof terr);
+			if (trc && trc != -ENOTSUP) {
+				snprintf(err, errlen, "%s", terr);
+				rc = trc;
+			}
+		}
+	}
 out:
 	for (int f = 0; f < s.nf; f++) {
 		if (p->n_files)        /* moved into the plan: closed with it */

@@ -23,7 +23,7 @@ out=$("$b/ringlmd" --help 2>/dev/null); rc=$?
 if [ $rc -eq 0 ] && has "$out" "usage: ringlmd" && has "$out" "--ctx N"; then ok ringlmd_help_stdout; else bad ringlmd_help_stdout "rc $rc: $out"; fi
 
 # -- every subcommand answers --help on stdout with exit 0
-for c in generate stats top mkmodel "bench ipc" "bench sched" "bench model" "bench serve" "bench gpu"; do
+for c in generate stats top mkmodel tokenize "bench ipc" "bench sched" "bench model" "bench serve" "bench gpu"; do
   out=$("$b/ringlm" $c --help 2>/dev/null); rc=$?
   if [ $rc -eq 0 ] && has "$out" "usage: ringlm $c"; then ok "help_${c// /_}"; else bad "help_${c// /_}" "rc $rc: $out"; fi
 done
@@ -91,6 +91,22 @@ out2=$("$b/ringlm" generate --socket full --prompt-ids 1,2 -n 1 --ids 2>&1); rc2
 if [ $rc -eq 0 ] && printf '%s\\n' "$out" | grep -qE '^clients +1$' && [ $rc2 -ne 0 ] && has "$out2" "--max-clients"; then
   ok stats_with_all_slots_taken; else bad stats_with_all_slots_taken "rc $rc: $out / rc2 $rc2: $out2"; fi
 kill $gpid $fpid 2>/dev/null; wait $gpid $fpid 2>/dev/null
+
+# -- ringlm tokenize: ids on one line (vocab-only GGUF, byte-level BPE), --special, --decode
+v=$here/../../tests/fixtures/bpe/vocab.gguf
+[ -f "$v" ] || v=$(pwd)/tests/fixtures/bpe/vocab.gguf
+if [ -f "$v" ]; then
+  a=$("$b/ringlm" tokenize --model "$v" --no-bos --text "hi<|eot_id|>" 2>&1)
+  s=$("$b/ringlm" tokenize --model "$v" --no-bos --special --text "hi<|eot_id|>" 2>&1)
+  d=$("$b/ringlm" tokenize --model "$v" --decode "$(printf '%s' "$s" | tr ' ' ',')" 2>&1)
+  if [ "$(printf '%s' "$s" | wc -w)" -lt "$(printf '%s' "$a" | wc -w)" ] && [ "$d" = "hi<|eot_id|>" ]; then ok tokenize_special_and_decode
+  else bad tokenize_special_and_decode "plain '$a' special '$s' decode '$d'"; fi
+  out=$("$b/ringlm" tokenize --model "$v" 2>&1); rc=$?
+  if [ $rc -eq 2 ] && has "$out" "exactly one of --text, --file, --decode"; then ok tokenize_needs_input; else bad tokenize_needs_input "rc $rc: $out"; fi
+else
+  echo "SKIP tokenize_special_and_decode: tests/fixtures/bpe not found"; skip=$((skip+1))
+  echo "SKIP tokenize_needs_input: tests/fixtures/bpe not found"; skip=$((skip+1))
+fi
 
 # -- an empty prompt without BOS (needs a vocabulary: stories260K)
 m=$here/../../../shared/models/stories260K.gguf

@@ -1,0 +1,486 @@
+/* rl_bpe.c — byte-level BPE (see rl_bpe.h): the GPT-2 byte-to-code-point map, a vocabulary
+ * hash, merge ranks keyed by (left id, right id), added-token cutting, and the PCRE2
+ * pre-tokenizer. Reference behaviour: Hugging Face tokenizers (the oracle of test_bpe) and
+ * llama.cpp's llm_tokenizer_bpe. */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <errno.h>
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "clients/rl_bpe.h"
+
+/* The pre-tokenizer patterns, as llama.cpp's llama-vocab.cpp and the models' tokenizer.json
+ * spell them. */
+static const char PAT_GPT2[] =
+	"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+static const char PAT_LLAMA3[] =
+	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char PAT_QWEN2[] =
+	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+const char *rl_bpe_pattern(const char *pre)
+{
+	static const struct { const char *name, *pat; } t[] = {
+		{ "llama-bpe", PAT_LLAMA3 }, { "llama3", PAT_LLAMA3 }, { "smaug-bpe", PAT_LLAMA3 },
+		{ "qwen2", PAT_QWEN2 }, { "gpt2", PAT_GPT2 }, { "default", PAT_GPT2 },
+	};
+	for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+		if (!strcmp(pre, t[i].name))
+			return t[i].pat;
+	return NULL;
+}
+
+/* ---- blob ---------------------------------------------------------------------------- */
+
+int rl_bpe_blob(uint32_t n, const char *const *tok, const uint32_t *tl, const uint8_t *type,
+		uint32_t nm, const char *const *merge, const uint32_t *ml, const char *pattern,
+		uint32_t bos, uint32_t eos, uint32_t flags, void **blob, uint32_t *size)
+{
+	uint64_t pl = strlen(pattern), total = 28 + pl;
+	for (uint32_t i = 0; i < n; i++)
+		total += 5 + (uint64_t)tl[i];
+	for (uint32_t i = 0; i < nm; i++)
+		total += 4 + (uint64_t)ml[i];
+	if (total > (1u << 30))
+		return -EINVAL;
+	uint8_t *b = malloc(total), *p = b;
+	if (!b)
+		return -ENOMEM;
+#define PUT32(v) do { uint32_t x_ = (v); memcpy(p, &x_, 4); p += 4; } while (0)
+	memcpy(p, RL_BPE_MAGIC, 4);
+	p += 4;
+	PUT32(n); PUT32(nm); PUT32(bos); PUT32(eos); PUT32(flags); PUT32((uint32_t)pl);
+	memcpy(p, pattern, pl);
+	p += pl;
+	for (uint32_t i = 0; i < n; i++) {
+		*p++ = type ? type[i] : RL_TT_NORMAL;
+		PUT32(tl[i]);
+		memcpy(p, tok[i], tl[i]);
+		p += tl[i];
+	}
+	for (uint32_t i = 0; i < nm; i++) {
+		PUT32(ml[i]);
+		memcpy(p, merge[i], ml[i]);
+		p += ml[i];
+	}
+#undef PUT32
+	*blob = b;
+	*size = (uint32_t)total;
+	return 0;
+}
+
+/* ---- the tokenizer ------------------------------------------------------------------- */
+
+struct rl_bpe {
+	uint32_t n, bos, eos, flags;
+	const uint8_t *blob;           /* our copy; tokens point into it */
+	uint32_t *off, *len;           /* [n] token text in blob */
+	uint8_t  *type;                /* [n] */
+	uint8_t  *dec;                 /* decoded bytes of every token */
+	uint32_t *doff, *dlen;         /* [n] */
+	uint32_t *vhash, vmask;        /* open addressing: id + 1, 0 = empty */
+	uint64_t *mkey;                /* merge table: key (left << 32 | right) */
+	uint32_t *mrank, *mres, mmask; /* rank + 1 (0 = empty), merged id */
+	int32_t   byte_sym[256];       /* token of each byte's code point */
+	uint32_t *added, n_added;      /* control and user-defined tokens, longest first */
+	pcre2_code *re;
+};
+
+static uint32_t fnv(const void *s, size_t n)
+{
+	const uint8_t *p = s;
+	uint32_t h = 2166136261u;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 16777619u;
+	return h;
+}
+
+static int32_t vfind(const struct rl_bpe *b, const char *s, size_t n)
+{
+	for (uint32_t h = fnv(s, n) & b->vmask;; h = (h + 1) & b->vmask) {
+		uint32_t id = b->vhash[h];
+		if (!id)
+			return -1;
+		id--;
+		if (b->len[id] == n && !memcmp(b->blob + b->off[id], s, n))
+			return (int32_t)id;
+	}
+}
+
+static uint64_t mix(uint64_t k) { k ^= k >> 33; k *= 0xff51afd7ed558ccdull; k ^= k >> 33; return k; }
+
+static int merge_find(const struct rl_bpe *b, int32_t l, int32_t r, uint32_t *rank, int32_t *res)
+{
+	uint64_t key = (uint64_t)(uint32_t)l << 32 | (uint32_t)r;
+	for (uint32_t h = (uint32_t)mix(key) & b->mmask;; h = (h + 1) & b->mmask) {
+		if (!b->mrank[h])
+			return 0;
+		if (b->mkey[h] == key) {
+			*rank = b->mrank[h] - 1;
+			*res = (int32_t)b->mres[h];
+			return 1;
+		}
+	}
+}
+
+/* GPT-2's map: printable Latin-1 bytes stand for themselves, the others for 256 + k */
+static uint32_t byte_cp(uint8_t c)
+{
+	if ((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174)
+		return c;
+	uint32_t k = 0;
+	for (uint32_t x = 0; x < c; x++)
+		k += !((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174);
+	return 256 + k;
+}
+
+static int utf8_put(uint32_t cp, char *o)
+{
+	if (cp < 0x80) { o[0] = (char)cp; return 1; }
+	if (cp < 0x800) { o[0] = (char)(0xc0 | cp >> 6); o[1] = (char)(0x80 | (cp & 0x3f)); return 2; }
+	o[0] = (char)(0xe0 | cp >> 12);
+	o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+	o[2] = (char)(0x80 | (cp & 0x3f));
+	return 3;
+}
+
+/* next code point of s[0..n) (malformed: one byte as U+FFFD); its length in *k */
+static uint32_t utf8_get(const uint8_t *s, size_t n, size_t *k)
+{
+	uint32_t c = s[0];
+	size_t need = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : 9;
+	if (need == 0 || need == 9 || need >= n) {
+		*k = 1;
+		return need ? 0xfffd : c;
+	}
+	c &= 0x3f >> need;
+	for (size_t i = 1; i <= need; i++) {
+		if ((s[i] & 0xc0) != 0x80) {
+			*k = 1;
+			return 0xfffd;
+		}
+		c = c << 6 | (s[i] & 0x3f);
+	}
+	*k = need + 1;
+	return c;
+}
+
+#define BAD(...) do { snprintf(err, errlen, "tokenizer: " __VA_ARGS__); goto fail; } while (0)
+
+int rl_bpe_create(const void *blob, size_t size, struct rl_bpe **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	if (size < 28 || memcmp(blob, RL_BPE_MAGIC, 4) || size > (1u << 30)) {
+		snprintf(err, errlen, "tokenizer: not a byte-level BPE blob");
+		return -EINVAL;
+	}
+	struct rl_bpe *b = calloc(1, sizeof *b);
+	uint8_t *cp = malloc(size);
+	if (!b || !cp) {
+		free(b);
+		free(cp);
+		snprintf(err, errlen, "tokenizer: out of memory");
+		return -ENOMEM;
+	}
+	memcpy(cp, blob, size);
+	b->blob = cp;
+	uint32_t h[6];
+	memcpy(h, cp + 4, 24);
+	b->n = h[0];
+	uint32_t nm = h[1], pl = h[5];
+	b->bos = h[2];
+	b->eos = h[3];
+	b->flags = h[4];
+	size_t o = 28;
+	if (!b->n || b->n > (1u << 22) || nm > (1u << 24) || pl > size - o)
+		BAD("bad header (%u tokens, %u merges)", b->n, nm);
+	char *pat = strndup((const char *)cp + o, pl);
+	if (!pat)
+		BAD("out of memory");
+	int ec;
+	PCRE2_SIZE eo;
+	b->re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF,
+			      &ec, &eo, NULL);
+	free(pat);
+	if (!b->re) {
+		PCRE2_UCHAR m[128];
+		pcre2_get_error_message(ec, m, sizeof m);
+		BAD("pre-tokenizer pattern does not compile at %zu: %s", (size_t)eo, (const char *)m);
+	}
+	pcre2_jit_compile(b->re, PCRE2_JIT_COMPLETE);    /* falls back to the interpreter */
+	o += pl;
+	b->off = malloc(b->n * 4ull);
+	b->len = malloc(b->n * 4ull);
+	b->type = malloc(b->n);
+	for (b->vmask = 1; b->vmask < 2 * b->n; b->vmask <<= 1)
+		;
+	b->vhash = calloc(b->vmask, 4);
+	b->vmask--;
+	if (!b->off || !b->len || !b->type || !b->vhash)
+		BAD("out of memory");
+	uint64_t dec_total = 0;
+	for (uint32_t i = 0; i < b->n; i++) {
+		uint32_t l;
+		if (o + 5 > size)
+			BAD("truncated at token %u", i);
+		b->type[i] = cp[o];
+		memcpy(&l, cp + o + 1, 4);
+		o += 5;
+		if (l > 65536 || l > size - o)
+			BAD("token %u is %u bytes long", i, l);
+		b->off[i] = (uint32_t)o;
+		b->len[i] = l;
+		dec_total += l;
+		o += l;
+		/* first id wins, as in a vocabulary map */
+		if (vfind(b, (const char *)cp + b->off[i], l) < 0) {
+			uint32_t s = fnv(cp + b->off[i], l) & b->vmask;
+			while (b->vhash[s])
+				s = (s + 1) & b->vmask;
+			b->vhash[s] = i + 1;
+		}
+	}
+	/* merges: "left right" -> (rank, id of left+right); unusable ones are skipped */
+	for (b->mmask = 1; b->mmask < 2 * (nm + 1); b->mmask <<= 1)
+		;
+	b->mkey = malloc(b->mmask * 8ull);
+	b->mrank = calloc(b->mmask, 4);
+	b->mres = malloc(b->mmask * 4ull);
+	b->mmask--;
+	char *cat = malloc(2 * 65536 + 2);
+	if (!b->mkey || !b->mrank || !b->mres || !cat) {
+		free(cat);
+		BAD("out of memory");
+	}
+	for (uint32_t i = 0; i < nm; i++) {
+		uint32_t l;
+		if (o + 4 > size || (memcpy(&l, cp + o, 4), l > size - o - 4) || l > 2 * 65536) {
+			free(cat);
+			BAD("truncated at merge %u", i);
+		}
+		const char *m = (const char *)cp + o + 4, *sp = memchr(m, ' ', l);
+		o += 4 + l;
+		if (!sp)
+			continue;
+		int32_t a = vfind(b, m, (size_t)(sp - m)), c = vfind(b, sp + 1, l - (size_t)(sp - m) - 1);
+		memcpy(cat, m, (size_t)(sp - m));
+		memcpy(cat + (sp - m), sp + 1, l - (size_t)(sp - m) - 1);
+		int32_t r = vfind(b, cat, l - 1);
+		uint32_t rk;
+		int32_t rs;
+		if (a < 0 || c < 0 || r < 0 || merge_find(b, a, c, &rk, &rs))
+			continue;
+		uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)c;
+		uint32_t s = (uint32_t)mix(key) & b->mmask;
+		while (b->mrank[s])
+			s = (s + 1) & b->mmask;
+		b->mkey[s] = key;
+		b->mrank[s] = i + 1;
+		b->mres[s] = (uint32_t)r;
+	}
+	free(cat);
+	if (o != size)
+		BAD("%zu stray bytes after the merges", size - o);
+	/* byte symbols and every token's decoded bytes (code points back to bytes) */
+	uint32_t cp_byte[512];
+	memset(cp_byte, 0xff, sizeof cp_byte);
+	for (int c = 0; c < 256; c++) {
+		char u[4];
+		uint32_t p = byte_cp((uint8_t)c);
+		cp_byte[p] = (uint32_t)c;
+		b->byte_sym[c] = vfind(b, u, (size_t)utf8_put(p, u));
+	}
+	b->dec = malloc(dec_total + 1);
+	b->doff = malloc(b->n * 4ull);
+	b->dlen = malloc(b->n * 4ull);
+	if (!b->dec || !b->doff || !b->dlen)
+		BAD("out of memory");
+	uint32_t w = 0, n_added = 0;
+	for (uint32_t i = 0; i < b->n; i++) {
+		const uint8_t *s = cp + b->off[i];
+		b->doff[i] = w;
+		if (b->type[i] == RL_TT_CONTROL || b->type[i] == RL_TT_USER) {
+			memcpy(b->dec + w, s, b->len[i]);   /* added tokens are plain text */
+			w += b->len[i];
+			n_added++;
+		} else {
+			for (size_t k = 0, kl; k < b->len[i]; k += kl) {
+				uint32_t c = utf8_get(s + k, b->len[i] - k, &kl);
+				if (c < 512 && cp_byte[c] != 0xffffffffu) {
+					b->dec[w++] = (uint8_t)cp_byte[c];
+				} else {           /* not a mapped code point: keep its bytes */
+					memcpy(b->dec + w, s + k, kl);
+					w += (uint32_t)kl;
+				}
+			}
+		}
+		b->dlen[i] = w - b->doff[i];
+	}
+	b->added = malloc((n_added + 1) * 4ull);
+	if (!b->added)
+		BAD("out of memory");
+	for (uint32_t i = 0; i < b->n; i++)
+		if ((b->type[i] == RL_TT_CONTROL || b->type[i] == RL_TT_USER) && b->len[i])
+			b->added[b->n_added++] = i;
+	/* longest first: at one position the longest added token wins */
+	for (uint32_t i = 1; i < b->n_added; i++)
+		for (uint32_t j = i; j > 0 && b->len[b->added[j]] > b->len[b->added[j - 1]]; j--) {
+			uint32_t t = b->added[j];
+			b->added[j] = b->added[j - 1];
+			b->added[j - 1] = t;
+		}
+	if (b->bos >= b->n)
+		b->bos = UINT32_MAX;
+	if (b->eos >= b->n)
+		b->eos = UINT32_MAX;
+	*out = b;
+	return 0;
+fail:
+	rl_bpe_destroy(b);
+	return -EINVAL;
+}
+
+void rl_bpe_destroy(struct rl_bpe *b)
+{
+	if (!b)
+		return;
+	if (b->re)
+		pcre2_code_free(b->re);
+	free((void *)b->blob); free(b->off); free(b->len); free(b->type); free(b->dec);
+	free(b->doff); free(b->dlen); free(b->vhash); free(b->mkey); free(b->mrank); free(b->mres);
+	free(b->added); free(b);
+}
+
+uint32_t rl_bpe_vocab_size(const struct rl_bpe *b) { return b->n; }
+uint32_t rl_bpe_bos(const struct rl_bpe *b) { return b->bos; }
+uint32_t rl_bpe_eos(const struct rl_bpe *b) { return b->eos; }
+int rl_bpe_type(const struct rl_bpe *b, int32_t id) { return id >= 0 && (uint32_t)id < b->n ? b->type[id] : -1; }
+
+const char *rl_bpe_decode(const struct rl_bpe *b, int32_t id, size_t *len)
+{
+	if (id < 0 || (uint32_t)id >= b->n)
+		return NULL;
+	*len = b->dlen[id];
+	return (const char *)b->dec + b->doff[id];
+}
+
+struct out { int32_t *ids; size_t cap, n; };
+static void emit(struct out *o, int32_t id)
+{
+	if (o->n < o->cap)
+		o->ids[o->n] = id;
+	o->n++;
+}
+
+/* One pre-token: its bytes as byte symbols, merged lowest rank first (leftmost on ties). */
+static int bpe_word(const struct rl_bpe *b, const uint8_t *s, size_t n, struct out *o, int32_t *sym)
+{
+	if (b->flags & RL_BPE_IGNORE_MERGES) {
+		/* the whole piece as one token, when the vocabulary has it */
+		char buf[1024];
+		size_t k = 0;
+		for (size_t i = 0; i < n && k + 3 <= sizeof buf; i++)
+			k += (size_t)utf8_put(byte_cp(s[i]), buf + k);
+		int32_t id = n * 3 <= sizeof buf ? vfind(b, buf, k) : -1;
+		if (id >= 0) {
+			emit(o, id);
+			return 0;
+		}
+	}
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++)
+		if (b->byte_sym[s[i]] >= 0)
+			sym[m++] = b->byte_sym[s[i]];    /* a byte the vocabulary lacks is dropped */
+	for (;;) {
+		uint32_t best = UINT32_MAX, rk;
+		size_t at = 0;
+		int32_t res = -1, r;
+		for (size_t i = 0; i + 1 < m; i++)
+			if (merge_find(b, sym[i], sym[i + 1], &rk, &r) && rk < best) {
+				best = rk;
+				at = i;
+				res = r;
+			}
+		if (best == UINT32_MAX)
+			break;
+		sym[at] = res;
+		memmove(sym + at + 1, sym + at + 2, (m - at - 2) * sizeof *sym);
+		m--;
+	}
+	for (size_t i = 0; i < m; i++)
+		emit(o, sym[i]);
+	return 0;
+}
+
+/* Text between added tokens: split by the pattern; unmatched stretches are pieces too. */
+static int pretok(const struct rl_bpe *b, const uint8_t *s, size_t n, struct out *o,
+		  pcre2_match_data *md, int32_t *sym)
+{
+	size_t at = 0;
+	while (at < n) {
+		int rc = pcre2_match(b->re, s, n, at, 0, md, NULL);
+		if (rc < 0) {
+			if (rc != PCRE2_ERROR_NOMATCH)
+				return -EINVAL;
+			return bpe_word(b, s + at, n - at, o, sym);
+		}
+		PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+		size_t ms = ov[0], me = ov[1];
+		if (ms > at)
+			bpe_word(b, s + at, ms - at, o, sym);
+		if (me == ms) {            /* an empty match: step one character */
+			size_t k;
+			utf8_get(s + ms, n - ms, &k);
+			if (ms == at)
+				bpe_word(b, s + ms, k, o, sym);
+			at = ms + k;
+			continue;
+		}
+		bpe_word(b, s + ms, me - ms, o, sym);
+		at = me;
+	}
+	return 0;
+}
+
+long rl_bpe_encode(const struct rl_bpe *b, const char *text, size_t len, int32_t bos_id, int special,
+		   int32_t *ids, size_t cap)
+{
+	struct out o = { ids, cap, 0 };
+	pcre2_match_data *md = pcre2_match_data_create_from_pattern(b->re, NULL);
+	int32_t *sym = malloc((len + 1) * sizeof *sym);
+	if (!md || !sym) {
+		pcre2_match_data_free(md);
+		free(sym);
+		return -ENOMEM;
+	}
+	if (bos_id >= 0)
+		emit(&o, bos_id);
+	const uint8_t *s = (const uint8_t *)text;
+	size_t start = 0, i = 0;
+	long rc = 0;
+	while (i < len && !rc) {
+		int32_t hit = -1;
+		for (uint32_t k = 0; k < b->n_added && hit < 0; k++) {
+			uint32_t id = b->added[k], l = b->len[id];
+			if ((b->type[id] == RL_TT_CONTROL && !special) || l > len - i)
+				continue;
+			if (!memcmp(s + i, b->blob + b->off[id], l))
+				hit = (int32_t)id;
+		}
+		if (hit < 0) {
+			i++;
+			continue;
+		}
+		if (i > start)
+			rc = pretok(b, s + start, i - start, &o, md, sym);
+		emit(&o, hit);
+		i += b->len[hit];
+		start = i;
+	}
+	if (!rc && len > start)
+		rc = pretok(b, s + start, len - start, &o, md, sym);
+	pcre2_match_data_free(md);
+	free(sym);
+	return rc ? rc : (long)o.n;
+}

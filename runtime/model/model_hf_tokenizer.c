@@ -1,0 +1,130 @@
+/* model_hf_tokenizer.c — a Hugging Face tokenizer.json (byte-level BPE: Llama 3, Qwen2,
+ * GPT-2) read into the rl_bpe.h vocabulary blob, so a safetensors folder serves text like the
+ * same model's GGUF. Parsed with jansson; the pre-tokenizer regex is taken from the file
+ * itself (a Split pre-tokenizer's pattern), or GPT-2's for a ByteLevel one that splits. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "clients/rl_bpe.h"
+#include "runtime/model/model_internal.h"
+
+/* The regex of the first Split pre-tokenizer, or GPT-2's when a ByteLevel one has use_regex;
+ * *byte_level says whether a ByteLevel step is present at all. */
+static const char *find_pattern(json_t *pt, int *byte_level)
+{
+	const char *type = json_string_value(json_object_get(pt, "type"));
+	if (!type)
+		return NULL;
+	if (!strcmp(type, "Sequence")) {
+		const char *pat = NULL;
+		size_t i;
+		json_t *x;
+		json_array_foreach(json_object_get(pt, "pretokenizers"), i, x) {
+			const char *p = find_pattern(x, byte_level);
+			if (p && !pat)
+				pat = p;
+		}
+		return pat;
+	}
+	if (!strcmp(type, "Split"))
+		return json_string_value(json_object_get(json_object_get(pt, "pattern"), "Regex"));
+	if (!strcmp(type, "ByteLevel")) {
+		*byte_level = 1;
+		json_t *ur = json_object_get(pt, "use_regex");
+		return !ur || json_is_true(ur) ? rl_bpe_pattern("gpt2") : NULL;
+	}
+	return NULL;
+}
+
+int rl_hf_tokenizer_blob(const char *path, uint32_t n_vocab, uint32_t bos, uint32_t eos,
+			 void **blob, uint32_t *size, char *err, size_t errlen)
+{
+	*blob = NULL;
+	*size = 0;
+	json_error_t je;
+	json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+	if (!j) {
+		rl_model_err(err, errlen, "tokenizer.json", "not JSON (line %d: %s)", je.line, je.text);
+		return -EINVAL;
+	}
+	int rc = -ENOTSUP, byte_level = 0;
+	const char **tok = calloc(n_vocab + 1, sizeof *tok), **mer = NULL;
+	uint32_t *tl = calloc(n_vocab + 1, sizeof *tl), *ml = NULL;
+	uint8_t *ty = malloc(n_vocab + 1);
+	char **owned = NULL;   /* "left right" strings built from [left, right] merge pairs */
+	size_t nm = 0;
+	json_t *model = json_object_get(j, "model"), *vocab = json_object_get(model, "vocab");
+	json_t *merges = json_object_get(model, "merges");
+	const char *mtype = json_string_value(json_object_get(model, "type"));
+	const char *pat = find_pattern(json_object_get(j, "pre_tokenizer"), &byte_level);
+	if (!tok || !tl || !ty) {
+		rc = -ENOMEM;
+		rl_model_err(err, errlen, "tokenizer.json", "out of memory");
+		goto out;
+	}
+	if (!mtype || strcmp(mtype, "BPE") || !json_is_object(vocab) || !json_is_array(merges) ||
+	    !byte_level || !pat) {
+		rl_model_err(err, errlen, "tokenizer.json", "not a byte-level BPE tokenizer (model %s%s): give --tokenizer",
+			     mtype ? mtype : "?", byte_level ? "" : ", no ByteLevel pre-tokenizer");
+		goto out;
+	}
+	memset(ty, RL_TT_NORMAL, n_vocab);
+	const char *k;
+	json_t *v;
+	json_object_foreach(vocab, k, v) {
+		json_int_t id = json_integer_value(v);
+		if (!json_is_integer(v) || id < 0 || id >= n_vocab)
+			continue;      /* padded vocabularies: ids past the model's are unused */
+		tok[id] = k;
+		tl[id] = (uint32_t)strlen(k);
+	}
+	size_t i;
+	json_array_foreach(json_object_get(j, "added_tokens"), i, v) {
+		json_int_t id = json_integer_value(json_object_get(v, "id"));
+		const char *c = json_string_value(json_object_get(v, "content"));
+		if (!c || id < 0 || id >= n_vocab)
+			continue;
+		tok[id] = c;
+		tl[id] = (uint32_t)strlen(c);
+		ty[id] = json_is_true(json_object_get(v, "special")) ? RL_TT_CONTROL : RL_TT_USER;
+	}
+	for (uint32_t t = 0; t < n_vocab; t++)
+		if (!tok[t]) {         /* a hole: an unused id that never matches */
+			tok[t] = "";
+			ty[t] = RL_TT_UNUSED;
+		}
+	nm = json_array_size(merges);
+	mer = calloc(nm + 1, sizeof *mer);
+	ml = calloc(nm + 1, sizeof *ml);
+	owned = calloc(nm + 1, sizeof *owned);
+	if (!mer || !ml || !owned) {
+		rc = -ENOMEM;
+		rl_model_err(err, errlen, "tokenizer.json", "out of memory");
+		goto out;
+	}
+	json_array_foreach(merges, i, v) {
+		if (json_is_string(v)) {           /* "left right" */
+			mer[i] = json_string_value(v);
+		} else if (json_is_array(v) && json_array_size(v) == 2) {   /* ["left", "right"] */
+			const char *a = json_string_value(json_array_get(v, 0)), *b = json_string_value(json_array_get(v, 1));
+			if (a && b && asprintf(&owned[i], "%s %s", a, b) > 0)
+				mer[i] = owned[i];
+		}
+		if (!mer[i])
+			mer[i] = "";
+		ml[i] = (uint32_t)strlen(mer[i]);
+	}
+	uint32_t flags = json_is_true(json_object_get(model, "ignore_merges")) ? RL_BPE_IGNORE_MERGES : 0;
+	rc = rl_bpe_blob(n_vocab, tok, tl, ty, (uint32_t)nm, mer, ml, pat, bos, eos, flags, blob, size);
+	if (rc)
+		rl_model_err(err, errlen, "tokenizer.json", "vocabulary too large");
+out:
+	if (owned)
+		for (size_t m = 0; m < nm; m++)
+			free(owned[m]);
+	free(owned); free(tok); free(tl); free(ty); free(mer); free(ml);
+	json_decref(j);
+	return rc;
+}
