@@ -1,16 +1,17 @@
 /* test_bpe.c — byte-level BPE (clients/rl_bpe.c) against Hugging Face `tokenizers`, an
  * independent implementation: a vocabulary trained with Llama 3's pre-tokenizer, read both
- * from a vocab-only GGUF (as llama.cpp's converter writes it) and from its tokenizer.json,
+ * from its tokenizer.json and from a vocab-only GGUF carrying the same vocabulary with the
+ * keys llama.cpp's converter writes (made here from the JSON: no model file in git),
  * must give tokenizers' ids on 2000 strings (many scripts, emoji with modifiers, digit runs,
  * whitespace and newline runs, contractions in both cases, control tokens parsed and as
  * text), and decode back to the same bytes. Fixtures: tests/fixtures/bpe (gen_bpe_fixture.py).
  * Tests: clients (rl_bpe, rl_tok), runtime/model (GGUF vocabulary, tokenizer.json).
  */
+#include <errno.h>
 #include <jansson.h>
 #include "tests/rl_test.h"
 #include "clients/rl_bpe.h"
 #include "clients/rl_tok.h"
-#include "runtime/model/model_internal.h"
 #include "runtime/model/rl_model_io.h"
 
 #define DIR "tests/fixtures/bpe/"
@@ -64,19 +65,94 @@ static int run_cases(struct rl_tok *t, const char *what)
 	return (int)(bad + bad_plain + bad_dec);
 }
 
+/* ---- a vocab-only GGUF v3, written by the GGUF spec from the tokenizer.json ---- */
+static void w32(FILE *f, uint32_t v) { fwrite(&v, 4, 1, f); }
+static void w64(FILE *f, uint64_t v) { fwrite(&v, 8, 1, f); }
+static void wstr(FILE *f, const char *s) { w64(f, strlen(s)); fwrite(s, 1, strlen(s), f); }
+static void wkey(FILE *f, const char *k, uint32_t type) { wstr(f, k); w32(f, type); }
+enum { G_U32 = 4, G_I32 = 5, G_STR = 8, G_ARR = 9 };
+
+static int write_vocab_gguf(const char *json, const char *path)
+{
+	json_error_t je;
+	json_t *j = json_load_file(json, 0, &je);
+	if (!j)
+		return -1;
+	json_t *model = json_object_get(j, "model"), *vocab = json_object_get(model, "vocab");
+	json_t *merges = json_object_get(model, "merges"), *added = json_object_get(j, "added_tokens");
+	size_t n = json_object_size(vocab) + json_array_size(added), i;
+	const char **tok = calloc(n, sizeof *tok);
+	int32_t *type = calloc(n, sizeof *type);
+	const char *k;
+	json_t *v;
+	json_object_foreach(vocab, k, v) {
+		tok[json_integer_value(v)] = k;
+		type[json_integer_value(v)] = 1;                               /* normal */
+	}
+	uint32_t bos = 0, eos = 0;
+	json_array_foreach(added, i, v) {
+		json_int_t id = json_integer_value(json_object_get(v, "id"));
+		tok[id] = json_string_value(json_object_get(v, "content"));
+		type[id] = json_is_true(json_object_get(v, "special")) ? 3 : 4; /* control, user-defined */
+		bos = !strcmp(tok[id], "<|begin_of_text|>") ? (uint32_t)id : bos;
+		eos = !strcmp(tok[id], "<|eot_id|>") ? (uint32_t)id : eos;
+	}
+	FILE *f = fopen(path, "wb");
+	if (!f)
+		return -1;
+	fwrite("GGUF", 1, 4, f);
+	w32(f, 3);
+	w64(f, 0);             /* tensors */
+	w64(f, 8);             /* key-value pairs */
+	wkey(f, "general.architecture", G_STR); wstr(f, "llama");
+	wkey(f, "tokenizer.ggml.model", G_STR); wstr(f, "gpt2");
+	wkey(f, "tokenizer.ggml.pre", G_STR); wstr(f, "llama-bpe");
+	wkey(f, "tokenizer.ggml.tokens", G_ARR); w32(f, G_STR); w64(f, n);
+	for (i = 0; i < n; i++)
+		wstr(f, tok[i] ? tok[i] : "");
+	wkey(f, "tokenizer.ggml.token_type", G_ARR); w32(f, G_I32); w64(f, n);
+	for (i = 0; i < n; i++)
+		w32(f, (uint32_t)type[i]);
+	wkey(f, "tokenizer.ggml.merges", G_ARR); w32(f, G_STR); w64(f, json_array_size(merges));
+	json_array_foreach(merges, i, v) {
+		if (json_is_string(v)) {
+			wstr(f, json_string_value(v));
+		} else {       /* ["left", "right"] */
+			char m[1024];
+			snprintf(m, sizeof m, "%s %s", json_string_value(json_array_get(v, 0)),
+				 json_string_value(json_array_get(v, 1)));
+			wstr(f, m);
+		}
+	}
+	wkey(f, "tokenizer.ggml.bos_token_id", G_U32); w32(f, bos);
+	wkey(f, "tokenizer.ggml.eos_token_id", G_U32); w32(f, eos);
+	int bad = ferror(f);
+	fclose(f);
+	free(tok);
+	free(type);
+	json_decref(j);
+	return bad ? -1 : 0;
+}
+
 static void bpe_gguf_matches_tokenizers(void)
 {
 	void *blob;
 	uint32_t size;
-	char err[512];
-	int rc = rl_gguf_read_vocab(DIR "vocab.gguf", &blob, &size, err, sizeof err);
-	if (rc == -ENOENT && access(DIR "vocab.gguf", R_OK))
+	char err[512], path[64];
+	if (access(DIR "tokenizer.json", R_OK))
 		SKIP("tests/fixtures/bpe not found (run from the repository root)");
-	REQUIRE(rc == 0);
+	snprintf(path, sizeof path, "/tmp/rl-bpe-%d.gguf", (int)getpid());
+	REQUIRE(write_vocab_gguf(DIR "tokenizer.json", path) == 0);
+	int rc = rl_gguf_read_vocab(path, &blob, &size, err, sizeof err);
+	unlink(path);
+	CHECKF(rc == 0, "%s", err);
+	if (rc)
+		return;
+
 	struct rl_tok *t;
 	REQUIRE(rl_tok_create(blob, size, &t, err, sizeof err) == 0);
 	free(blob);
-	CHECK(run_cases(t, "vocab.gguf") == 0);
+	CHECK(run_cases(t, "GGUF") == 0);
 	rl_tok_destroy(t);
 }
 
@@ -87,7 +163,7 @@ static void bpe_tokenizer_json_matches_tokenizers(void)
 	char err[512];
 	if (access(DIR "tokenizer.json", R_OK))
 		SKIP("tests/fixtures/bpe not found (run from the repository root)");
-	int rc = rl_hf_tokenizer_blob(DIR "tokenizer.json", 1201, UINT32_MAX, UINT32_MAX, &blob, &size, err, sizeof err);
+	int rc = rl_hf_tokenizer_blob(DIR "tokenizer.json", 0, UINT32_MAX, UINT32_MAX, &blob, &size, err, sizeof err);
 	CHECKF(rc == 0, "%s", err);
 	if (rc)
 		return;

@@ -13,7 +13,7 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: ringlm tokenize --model PATH [--tokenizer FILE] [--no-bos] [--special]\n"
+	fprintf(f, "usage: ringlm tokenize --model PATH|tokenizer.json [--tokenizer FILE] [--no-bos] [--special]\n"
 		   "                       (--text TEXT | --file FILE | --decode ID,ID,...)\n"
 		   "  prints the token ids of TEXT (or of the whole FILE as one text) on one line, separated\n"
 		   "  by spaces; --special parses control tokens written in the text (<|eot_id|>), as Hugging\n"
@@ -23,25 +23,23 @@ static void usage(FILE *f)
 static char *read_file(const char *path, size_t *n)
 {
 	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	size_t cap = 1 << 16, len = 0;
-	char *b = malloc(cap);
-	size_t k;
-	while (b && (k = fread(b + len, 1, cap - len, f)) > 0) {
-		len += k;
+	char *b = NULL;
+	size_t cap = 0, len = 0, k;
+	do {
 		if (len == cap) {
-			char *nb = realloc(b, cap *= 2);
+			char *nb = realloc(b, cap = cap ? 2 * cap : 1 << 16);
 			if (!nb) {
 				free(b);
 				b = NULL;
+				break;
 			}
 			b = nb;
 		}
-	}
-	fclose(f);
+	} while (f && (k = fread(b + len, 1, cap - len, f)) > 0 && (len += k));
+	if (f)
+		fclose(f);
 	*n = len;
-	return b;
+	return f ? b : (free(b), NULL);
 }
 
 int rl_cmd_tokenize(int argc, char **argv)
@@ -79,7 +77,13 @@ int rl_cmd_tokenize(int argc, char **argv)
 	char err[512];
 	size_t ml = strlen(model);
 	int rc;
-	if (!tokf && ml > 5 && !strcmp(model + ml - 5, ".gguf")) {
+	if (!tokf && ml > 5 && !strcmp(model + ml - 5, ".json")) {
+		/* a Hugging Face tokenizer.json on its own */
+		memset(&p, 0, sizeof p);
+		p.cfg.bos_id = p.cfg.eos_id = UINT32_MAX;
+		rc = rl_hf_tokenizer_blob(model, 0, UINT32_MAX, UINT32_MAX, &p.vocab_blob, &p.vocab_blob_size,
+					  err, sizeof err);
+	} else if (!tokf && ml > 5 && !strcmp(model + ml - 5, ".gguf")) {
 		/* the vocabulary alone: vocab-only GGUFs (llama.cpp's ggml-vocab-*.gguf) work too */
 		memset(&p, 0, sizeof p);
 		p.cfg.bos_id = p.cfg.eos_id = UINT32_MAX;

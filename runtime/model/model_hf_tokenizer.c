@@ -50,12 +50,25 @@ int rl_hf_tokenizer_blob(const char *path, uint32_t n_vocab, uint32_t bos, uint3
 		return -EINVAL;
 	}
 	int rc = -ENOTSUP, byte_level = 0;
+	json_t *model = json_object_get(j, "model"), *vocab = json_object_get(model, "vocab");
+	if (!n_vocab) {        /* a tokenizer.json alone: its highest id + 1 */
+		const char *k;
+		json_t *v;
+		size_t i;
+		json_object_foreach(vocab, k, v)
+			if (json_is_integer(v) && json_integer_value(v) >= n_vocab && json_integer_value(v) < (1 << 22))
+				n_vocab = (uint32_t)json_integer_value(v) + 1;
+		json_array_foreach(json_object_get(j, "added_tokens"), i, v) {
+			json_int_t id = json_integer_value(json_object_get(v, "id"));
+			if (id >= n_vocab && id < (1 << 22))
+				n_vocab = (uint32_t)id + 1;
+		}
+	}
 	const char **tok = calloc(n_vocab + 1, sizeof *tok), **mer = NULL;
 	uint32_t *tl = calloc(n_vocab + 1, sizeof *tl), *ml = NULL;
 	uint8_t *ty = malloc(n_vocab + 1);
 	char **owned = NULL;   /* "left right" strings built from [left, right] merge pairs */
 	size_t nm = 0;
-	json_t *model = json_object_get(j, "model"), *vocab = json_object_get(model, "vocab");
 	json_t *merges = json_object_get(model, "merges");
 	const char *mtype = json_string_value(json_object_get(model, "type"));
 	const char *pat = find_pattern(json_object_get(j, "pre_tokenizer"), &byte_level);

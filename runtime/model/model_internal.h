@@ -35,11 +35,6 @@ void rl_dt_block(int dtype, uint32_t *bytes, uint32_t *elems);
 int  rl_model_vocab_check(const void *blob, size_t size, uint32_t n_vocab, const char *name,
 			  char *err, size_t errlen);
 
-/* A Hugging Face tokenizer.json (byte-level BPE) as an rl_bpe.h blob (model_hf_tokenizer.c):
- * 0; -ENOTSUP when it is another kind of tokenizer; -EINVAL/-ENOMEM with one line in err. */
-int  rl_hf_tokenizer_blob(const char *path, uint32_t n_vocab, uint32_t bos, uint32_t eos,
-			  void **blob, uint32_t *size, char *err, size_t errlen);
-
 /* ---- the weight-name table (model_names.c) ---- */
 /* Shapes in config units. A matrix is [rows = outputs][cols = inputs] (y = W x); a vector
  * (norm, bias) has cols RL_WD_NONE. GGUF lists dimensions innermost first: [cols, rows],

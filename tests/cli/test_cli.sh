@@ -92,9 +92,9 @@ if [ $rc -eq 0 ] && printf '%s\\n' "$out" | grep -qE '^clients +1$' && [ $rc2 -n
   ok stats_with_all_slots_taken; else bad stats_with_all_slots_taken "rc $rc: $out / rc2 $rc2: $out2"; fi
 kill $gpid $fpid 2>/dev/null; wait $gpid $fpid 2>/dev/null
 
-# -- ringlm tokenize: ids on one line (vocab-only GGUF, byte-level BPE), --special, --decode
-v=$here/../../tests/fixtures/bpe/vocab.gguf
-[ -f "$v" ] || v=$(pwd)/tests/fixtures/bpe/vocab.gguf
+# -- ringlm tokenize: ids on one line (a byte-level BPE tokenizer.json), --special, --decode
+v=$here/../../tests/fixtures/bpe/tokenizer.json
+[ -f "$v" ] || v=$(pwd)/tests/fixtures/bpe/tokenizer.json
 if [ -f "$v" ]; then
   a=$("$b/ringlm" tokenize --model "$v" --no-bos --text "hi<|eot_id|>" 2>&1)
   s=$("$b/ringlm" tokenize --model "$v" --no-bos --special --text "hi<|eot_id|>" 2>&1)
