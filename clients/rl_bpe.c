@@ -83,6 +83,8 @@ struct rl_bpe {
 	uint64_t *mkey;                /* merge table: key (left << 32 | right) */
 	uint32_t *mrank, *mres, mmask; /* rank + 1 (0 = empty), merged id */
 	int32_t   byte_sym[256];       /* token of each byte's code point */
+	char      byte_u8[256][2];     /* each byte's code point in UTF-8 (1 or 2 bytes) */
+	uint8_t   byte_u8n[256];
 	uint32_t *added, n_added;      /* control and user-defined tokens, longest first */
 	pcre2_code *re;
 };
@@ -289,7 +291,9 @@ int rl_bpe_create(const void *blob, size_t size, struct rl_bpe **out, char *err,
 		char u[4];
 		uint32_t p = byte_cp((uint8_t)c);
 		cp_byte[p] = (uint32_t)c;
-		b->byte_sym[c] = vfind(b, u, (size_t)utf8_put(p, u));
+		b->byte_u8n[c] = (uint8_t)utf8_put(p, u);
+		memcpy(b->byte_u8[c], u, 2);
+		b->byte_sym[c] = vfind(b, u, b->byte_u8n[c]);
 	}
 	b->dec = malloc(dec_total + 1);
 	b->doff = malloc(b->n * 4ull);
@@ -380,9 +384,11 @@ static int bpe_word(const struct rl_bpe *b, const uint8_t *s, size_t n, struct o
 		/* the whole piece as one token, when the vocabulary has it */
 		char buf[1024];
 		size_t k = 0;
-		for (size_t i = 0; i < n && k + 3 <= sizeof buf; i++)
-			k += (size_t)utf8_put(byte_cp(s[i]), buf + k);
-		int32_t id = n * 3 <= sizeof buf ? vfind(b, buf, k) : -1;
+		for (size_t i = 0; i < n && k + 2 <= sizeof buf; i++) {
+			memcpy(buf + k, b->byte_u8[s[i]], 2);
+			k += b->byte_u8n[s[i]];
+		}
+		int32_t id = n * 2 <= sizeof buf ? vfind(b, buf, k) : -1;
 		if (id >= 0) {
 			emit(o, id);
 			return 0;
