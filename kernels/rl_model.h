@@ -5,12 +5,17 @@
  * other dtypes (cuda: bf16) convert from here. This header is the data contract only: kernels/ and the
  * backends read the struct; runtime/model/ fills it. RoPE pairing is a config field because the
  * formats differ: llama2.c and GGUF "llama" rotate adjacent pairs (2i, 2i+1), Hugging Face
- * safetensors rotate halves (i, i + head_dim/2).
+ * safetensors rotate halves (i, i + head_dim/2). Beside the data, one inline: the RoPE frequency
+ * of a pair, so that every backend rotates by the same numbers.
  */
 #ifndef RL_MODEL_H
 #define RL_MODEL_H
 #include <stdint.h>
 #include <stddef.h>
+#include <math.h>
+
+/* Most RoPE frequency factors a config carries (head_dim up to 512 with factors). */
+#define RL_ROPE_MAX_FREQS 256
 
 struct rl_model_config {
 	uint32_t dim;                  /* model width */
@@ -28,7 +33,20 @@ struct rl_model_config {
 	int      tied_embeddings;      /* classifier shares tok_emb */
 	int      has_qkv_bias;         /* Qwen2-style biases on q/k/v */
 	uint32_t bos_id, eos_id;       /* UINT32_MAX when none */
+	/* Per-pair frequency divisors (Llama 3's rope scaling: GGUF's rope_freqs.weight, or
+	 * computed from config.json's rope_scaling "llama3"); 0 pairs = none. */
+	uint32_t n_rope_freqs;         /* 0 or head_dim / 2 */
+	float    rope_freqs[RL_ROPE_MAX_FREQS];
 };
+
+/* The one definition of RoPE pair i's angular frequency (radians per scaled position) that
+ * the fast backends use: theta^(-2i/hd), divided by the pair's factor when the model has
+ * them. Position p is rotated by p / rope_scale * rl_rope_inv_freq(c, i). */
+static inline float rl_rope_inv_freq(const struct rl_model_config *c, uint32_t i)
+{
+	float f = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
+	return c->n_rope_freqs ? f / c->rope_freqs[i] : f;
+}
 
 struct rl_layer {
 	float *attn_norm;              /* [dim] */

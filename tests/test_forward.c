@@ -259,13 +259,21 @@ static const struct shape shapes[] = {
 	{ "gqa4x2-hd32-untied", { .dim = 128, .hidden_dim = 256, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2,
 	  .head_dim = 32, .vocab_size = 300, .max_ctx = 256, .rope_theta = 10000, .rope_scale = 1,
 	  .norm_eps = 1e-5f, .rope_halves = 0, .tied_embeddings = 0, .bos_id = 1, .eos_id = 2 } },
+	/* factors set in make_model: Llama 3 rope scaling with a 64-token original context, so
+	 * that some pairs keep their frequency, some are divided by 8 and some are blended */
+	{ "gqa-llama3-rope", { .dim = 64, .hidden_dim = 128, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2,
+	  .head_dim = 16, .vocab_size = 150, .max_ctx = 256, .rope_theta = 10000, .rope_scale = 1,
+	  .norm_eps = 1e-5f, .rope_halves = 1, .tied_embeddings = 0, .bos_id = 1, .eos_id = 2 } },
 };
 #define N_SHAPES (sizeof shapes / sizeof *shapes)
 
 static struct rl_model *make_model(const struct shape *sh, uint64_t seed)
 {
 	struct rl_model *m; char err[160];
-	if (rl_model_alloc(&sh->cfg, &m, err, sizeof err))
+	struct rl_model_config c = sh->cfg;
+	if (strstr(sh->name, "llama3") && rl_rope_llama3_freqs(&c, 8, 1, 4, 64))
+		return NULL;
+	if (rl_model_alloc(&c, &m, err, sizeof err))
 		return NULL;
 	rl_model_fill_random(m, seed);
 	snprintf(m->name, sizeof m->name, "%s", sh->name);
@@ -622,6 +630,27 @@ static void real_model_greedy_matches_reference(void)
 	rl_model_destroy(m);
 }
 
+/* The Llama 3 shape's factors reach the reference: without them its logits move. */
+static void rope_factors_change_the_reference(void)
+{
+	const struct shape *sh = &shapes[N_SHAPES - 1];
+	struct rl_model *m = make_model(sh, 77);
+	REQUIRE(m && m->cfg.n_rope_freqs == m->cfg.head_dim / 2);
+	uint32_t toks[24];
+	for (uint32_t i = 0; i < 24; i++)
+		toks[i] = (i * 37 + 5) % m->cfg.vocab_size;
+	float *a = ref_all(m, toks, 24);
+	m->cfg.n_rope_freqs = 0;
+	float *b = ref_all(m, toks, 24);
+	REQUIRE(a && b);
+	size_t V = m->cfg.vocab_size;
+	/* position 0 has no rotation; later ones differ */
+	CHECK(rel_diff(a, b, V) == 0);
+	CHECKF(rel_diff(a + 20 * V, b + 20 * V, V) > 1e-3f, "%g", rel_diff(a + 20 * V, b + 20 * V, V));
+	free(a); free(b);
+	rl_model_destroy(m);
+}
+
 int main(void)
 {
 	const char *s = getenv("RL_SLOW");
@@ -635,6 +664,7 @@ int main(void)
 	RUN(chunked_prefill_equals_unchunked_equals_reference);
 	RUN(batched_paged_equals_alone_contiguous);
 	RUN(generation_matches_reference_and_ignores_batch_mates);
+	RUN(rope_factors_change_the_reference);
 	RUN(bad_batches_are_refused);
 	RUN(real_model_greedy_matches_reference);
 	TEST_MAIN_END();

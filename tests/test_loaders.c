@@ -503,6 +503,74 @@ static void test_fuzz_regressions(void)
 	CHECK(m == NULL);
 }
 
+/* Llama 3 rope scaling: the factors equal llama.cpp's converter's (fixture from
+ * tests/fixtures/rope/gen_llama3_freqs.py); config.json's rope_scaling "llama3" and GGUF's
+ * rope_freqs.weight both carry them, and the writer writes what the reader reads. */
+static void test_llama3_rope_scaling(void)
+{
+	struct rl_model_config c = { .rope_theta = 500000.0f, .head_dim = 128 };
+	REQUIRE(rl_rope_llama3_freqs(&c, 8, 1, 4, 8192) == 0);
+	CHECK(c.n_rope_freqs == 64);
+	FILE *f = fopen("tests/fixtures/rope/llama3_freqs.txt", "r");
+	REQUIRE(f);
+	char line[128];
+	uint32_t n = 0, bad = 0, blended = 0;
+	while (fgets(line, sizeof line, f)) {
+		if (line[0] == '#')
+			continue;
+		float want = strtof(line, NULL);
+		if (n < 64 && fabsf(c.rope_freqs[n] - want) > 1e-6f * want)
+			bad++;
+		blended += want > 1 && want < 8;
+		n++;
+	}
+	fclose(f);
+	CHECKF(n == 64 && bad == 0 && blended >= 4, "%u factors, %u differ, %u blended", n, bad, blended);
+	CHECK(rl_rope_llama3_freqs(&c, 0.5f, 1, 4, 8192) == -EINVAL);
+	CHECK(rl_rope_llama3_freqs(&c, 8, 4, 1, 8192) == -EINVAL);
+
+	/* safetensors config.json with rope_scaling llama3, then GGUF round trip */
+	struct rl_model *m = tiny(0), *b = NULL, *g = NULL;
+	REQUIRE(m);
+	char err[512], path[600];
+	const char *dir = rl_t_tmp("st_llama3");
+	mkdir(dir, 0755);
+	REQUIRE(write_safetensors(m, dir, 0) > 0);
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	size_t len;
+	char *cj = (char *)slurp(path, &len);
+	REQUIRE(cj);
+	char *at = strstr(cj, "\"rope_scaling\"");
+	REQUIRE(at);
+	char *end = strchr(at, '}');
+	REQUIRE(end);
+	char out[4096];
+	snprintf(out, sizeof out, "%.*s\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
+		 "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 64}%s",
+		 (int)(at - cj), cj, end + 1);
+	spit(path, out, strlen(out));
+	free(cj);
+	REQUIRE(rl_model_load(dir, NULL, &b, err, sizeof err) == 0 || (fprintf(stderr, "%s\n", err), 0));
+	struct rl_model_config want = { .rope_theta = 500000.0f, .head_dim = 8 };
+	REQUIRE(rl_rope_llama3_freqs(&want, 8, 1, 4, 64) == 0);
+	CHECK(b->cfg.n_rope_freqs == 4 && b->cfg.rope_scale == 1.0f &&
+	      !memcmp(b->cfg.rope_freqs, want.rope_freqs, 4 * sizeof(float)));
+	CHECK(b->cfg.rope_freqs[0] == 1.0f && b->cfg.rope_freqs[3] == 8.0f);
+	REQUIRE(rl_gguf_write(b, rl_t_tmp("llama3.gguf"), 0, err, sizeof err) == 0);
+	REQUIRE(rl_model_load(rl_t_tmp("llama3.gguf"), NULL, &g, err, sizeof err) == 0 || (fprintf(stderr, "%s\n", err), 0));
+	CHECK(g->cfg.n_rope_freqs == 4 && !memcmp(g->cfg.rope_freqs, b->cfg.rope_freqs, 4 * sizeof(float)));
+	rl_model_destroy(g);
+	/* an unknown scaling type is named */
+	snprintf(out, sizeof out, "{\"hidden_size\": 64, \"intermediate_size\": 172, \"num_hidden_layers\": 2, "
+		 "\"num_attention_heads\": 8, \"num_key_value_heads\": 4, \"vocab_size\": 1024, "
+		 "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}}");
+	spit(path, out, strlen(out));
+	CHECK(rl_model_load(dir, NULL, &g, err, sizeof err) == -ENOTSUP && strstr(err, "yarn") &&
+	      strstr(err, "llama3"));
+	rl_model_destroy(b);
+	rl_model_destroy(m);
+}
+
 int main(void)
 {
 	/* thousands of mutated files: keep them in memory (tmpfs) when there is one */
@@ -510,6 +578,7 @@ int main(void)
 		return 1;
 	RUN(test_gguf_write_roundtrip);
 	RUN(test_safetensors);
+	RUN(test_llama3_rope_scaling);
 	RUN(test_hostile_gguf);
 	RUN(test_hostile_llama2c);
 	RUN(test_hostile_safetensors);

@@ -21,9 +21,11 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: ringlm mkmodel --shape tiny|110m|1b|llama3-8b|custom [--dim D --hidden H --layers L\n"
 		"         --heads N --kv-heads K --vocab V --ctx C] [--theta T] --dtype TYPE\n"
-		"         [--seed S] --out FILE.gguf [--tokenizer tokenizer.bin]\n"
+		"         [--seed S] [--rope-scaling llama3] --out FILE.gguf [--tokenizer tokenizer.bin]\n"
 		"TYPE: f32, f16, bf16, q8_0 (the random weights, rounded), or q4_0, q4_1, q5_0, q5_1,\n"
-		"q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs (seeded random blocks of that format)\n");
+		"q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs (seeded random blocks of that format)\n"
+		"--rope-scaling llama3: Llama 3.1's (factor 8, low 1, high 4, original context 8192),\n"
+		"written as rope_freqs.weight as llama.cpp's converter does\n");
 }
 
 static int parse_u32(const char *opt, const char *s, uint32_t *out)
@@ -64,6 +66,7 @@ static double mem_available(void)
 int rl_cmd_mkmodel(int argc, char **argv)
 {
 	const char *shape = NULL, *out = NULL, *tok = NULL, *dt = "f32";
+	int rope_llama3 = 0;
 	uint64_t seed = 1;
 	struct shape s = { "custom", 0, 0, 0, 0, 0, 0, 2048, 10000.0f, 0 };
 	uint32_t custom[7] = {0};
@@ -102,6 +105,12 @@ int rl_cmd_mkmodel(int argc, char **argv)
 			out = v;
 		} else if (!strcmp(a, "--tokenizer")) {
 			tok = v;
+		} else if (!strcmp(a, "--rope-scaling")) {
+			if (strcmp(v, "llama3")) {
+				fprintf(stderr, "ringlm mkmodel: --rope-scaling takes llama3, not '%s'\n", v);
+				return 2;
+			}
+			rope_llama3 = 1;
 		} else if (!strcmp(a, "--theta")) {
 			s.theta = strtof(v, NULL);
 		} else {
@@ -153,6 +162,11 @@ int rl_cmd_mkmodel(int argc, char **argv)
 	};
 	if (!s.heads || s.dim % s.heads) {
 		fprintf(stderr, "ringlm mkmodel: dim %u is not a multiple of heads %u\n", s.dim, s.heads);
+		return 2;
+	}
+	if (rope_llama3 && rl_rope_llama3_freqs(&c, 8.0f, 1.0f, 4.0f, 8192.0f)) {
+		fprintf(stderr, "ringlm mkmodel: --rope-scaling llama3 needs head_dim <= %u (has %u)\n",
+			2 * RL_ROPE_MAX_FREQS, c.head_dim);
 		return 2;
 	}
 	/* refuse before spending minutes: the file and the fp32 copy in memory must fit */

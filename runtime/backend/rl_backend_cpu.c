@@ -454,8 +454,8 @@ int rl_backend_cpu_create(const struct rl_model *m, const struct rl_backend_para
 		free_all(c);
 		return -ENOMEM;
 	}
-	for (uint32_t i = 0; i < c->hd / 2; i++)   /* the same expression as rl_ref.c */
-		c->inv_freq[i] = 1.0f / powf(cfg->rope_theta, (float)(2 * i) / (float)c->hd);
+	for (uint32_t i = 0; i < c->hd / 2; i++)
+		c->inv_freq[i] = rl_rope_inv_freq(cfg, i);
 	c->be.ops = &cpu_ops;
 	c->be.priv = c;
 	for (int t = 1; t < c->n_threads; t++) {   /* participant 0 is finish()'s caller */

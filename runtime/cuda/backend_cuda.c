@@ -525,8 +525,8 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 		rc = -ENOMEM;
 		goto fail;
 	}
-	for (uint32_t i = 0; i < c->hd / 2; i++)   /* the same expression as rl_ref.c */
-		inv[i] = 1.0f / powf(cfg.rope_theta, (float)(2 * i) / (float)c->hd);
+	for (uint32_t i = 0; i < c->hd / 2; i++)
+		inv[i] = rl_rope_inv_freq(&cfg, i);
 	cudaError_t e = cudaMemcpy(c->inv_freq, inv, c->hd / 2 * sizeof(float), cudaMemcpyHostToDevice);
 	free(inv);
 	CU(e, "RoPE table");

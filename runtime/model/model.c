@@ -51,6 +51,33 @@ int rl_model_check_shape(const struct rl_model_config *c, char *err, size_t errl
 	return 0;
 }
 
+int rl_rope_llama3_freqs(struct rl_model_config *c, float factor, float low, float high, float orig)
+{
+	uint32_t n = c->head_dim / 2;
+	if (!(factor >= 1) || !(low > 0) || !(high > low) || !(orig > 0) || !isfinite(factor) ||
+	    !isfinite(high) || !isfinite(orig) || !(c->rope_theta > 0))
+		return -EINVAL;
+	if (n > RL_ROPE_MAX_FREQS)
+		return -ENOTSUP;
+	double low_wavelen = orig / low, high_wavelen = orig / high;
+	for (uint32_t i = 0; i < n; i++) {
+		/* the converter's float32 frequency, then its float64 arithmetic */
+		float freq = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
+		double wavelen = 2 * M_PI / freq, f;
+		if (wavelen < high_wavelen)
+			f = 1;
+		else if (wavelen > low_wavelen)
+			f = factor;
+		else {
+			double smooth = (orig / wavelen - low) / (high - low);
+			f = 1 / ((1 - smooth) / factor + smooth);
+		}
+		c->rope_freqs[i] = (float)f;
+	}
+	c->n_rope_freqs = n;
+	return 0;
+}
+
 /* The fields of one layer, in canonical order. */
 static const uint8_t layer_fields[] = {
 	RL_W_ATTN_NORM, RL_W_WQ, RL_W_WK, RL_W_WV, RL_W_BQ, RL_W_BK, RL_W_BV, RL_W_WO,

@@ -391,6 +391,39 @@ static int plan_tensor(struct gguf *g, const char *name, uint64_t ne0, uint64_t 
 	return rl_model_plan_add(p, 0, off, nbytes, nel, dt, field, layer, g->err, g->errlen);
 }
 
+/* Llama 3's rope scaling as llama.cpp's converter stores it: rope_freqs.weight, f32
+ * [head_dim / 2], one divisor per RoPE pair's frequency. Into c->rope_freqs. */
+static int read_rope_freqs(struct gguf *g, const struct tinfo *ti, struct rl_model_config *c)
+{
+	uint64_t n = c->head_dim / 2, off;
+	if (ti->type != 0 /* GGML F32 */ || ti->ne[0] != n || ti->ne[1] != 1 || ti->ne[2] != 1 || ti->ne[3] != 1) {
+		GERR(g, "tensor rope_freqs.weight must be F32 [%llu] (one factor per RoPE pair), has type %s and shape [%llu, %llu]",
+		     (unsigned long long)n, rl_ggml_type_name(ti->type), (unsigned long long)ti->ne[0],
+		     (unsigned long long)ti->ne[1]);
+		return -EINVAL;
+	}
+	if (n > RL_ROPE_MAX_FREQS) {
+		GERR(g, "rope_freqs.weight with head_dim %u: at most %u RoPE factors are supported",
+		     c->head_dim, RL_ROPE_MAX_FREQS);
+		return -ENOTSUP;
+	}
+	if (__builtin_add_overflow(g->data_start, ti->off, &off) || off > g->f.size || g->f.size - off < n * 4) {
+		GERR(g, "tensor rope_freqs.weight extends past end of file");
+		return -EINVAL;
+	}
+	int rc = rl_mfile_pread(&g->f, c->rope_freqs, n * 4, off, g->err, g->errlen);
+	if (rc)
+		return rc;
+	for (uint64_t i = 0; i < n; i++)
+		if (!(c->rope_freqs[i] > 0) || !isfinite(c->rope_freqs[i])) {
+			GERR(g, "rope_freqs.weight[%llu] = %g: RoPE factors must be positive and finite",
+			     (unsigned long long)i, c->rope_freqs[i]);
+			return -EINVAL;
+		}
+	c->n_rope_freqs = (uint32_t)n;
+	return 0;
+}
+
 /* String array key as pointers into g->buf (which must not grow meanwhile): NULL arrays and
  * -EINVAL when it is not an array of n strings (n = 0: any count, set in *n). */
 static int str_array(struct gguf *g, const char *key, uint64_t *n, const char ***s, uint32_t **len)
@@ -456,6 +489,12 @@ static int build_bpe_vocab(struct gguf *g, uint32_t n_vocab, uint32_t bos, uint3
 			}
 			/* Llama 3's tokenizer keeps a piece that is a whole token whole (ignore_merges) */
 			uint32_t flags = !strcmp(pat, rl_bpe_pattern("llama-bpe")) ? RL_BPE_IGNORE_MERGES : 0;
+			/* BOS before a text: the file's add_bos_token, else llama.cpp's default (none
+			 * for Qwen2, whose files may not say) */
+			const struct kv *ab = find_kv(g, "tokenizer.ggml.add_bos_token");
+			int add_bos = ab && ab->type == GT_BOOL ? g->buf[ab->val] != 0 : strcmp(pre, "qwen2") != 0;
+			if (!add_bos)
+				flags |= RL_BPE_NO_BOS;
 			rc = rl_bpe_blob(n_vocab, tok, tl, ty, (uint32_t)nm, mer, ml, pat, bos, eos, flags, blob, size);
 			if (rc)
 				GERR(g, "vocabulary too large");
@@ -668,6 +707,9 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 	}
 	c.vocab_size = (uint32_t)emb->ne[1];
 	c.tied_embeddings = !find_tensor(&g, rl_wnames[RL_W_WCLS].gguf);
+	const struct tinfo *rf = find_tensor(&g, "rope_freqs.weight");
+	if (rf && (rc = read_rope_freqs(&g, rf, &c)))
+		goto out;
 	if ((rc = special_id(&g, "tokenizer.ggml.bos_token_id", c.vocab_size, &c.bos_id)) ||
 	    (rc = special_id(&g, "tokenizer.ggml.eos_token_id", c.vocab_size, &c.eos_id)))
 		goto out;

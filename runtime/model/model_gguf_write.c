@@ -190,7 +190,7 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 		}
 	}
 	uint64_t hd = c->head_dim;
-	size_t nt = RL_MODEL_MAX_SEGS(c->n_layers), k = 0;
+	size_t nt = RL_MODEL_MAX_SEGS(c->n_layers) + 1, k = 0;   /* + rope_freqs */
 	struct wt *t = calloc(nt, sizeof *t);
 	uint16_t *tmp = malloc(4096 * sizeof *tmp);
 	if (!t || !tmp) {
@@ -217,6 +217,14 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 		x->ne1 = bias ? rows : vec ? 1 : rows;
 		x->type = vec ? RL_DT_F32 : cols % rl_dt_info(dtype)->blk_elems ? RL_DT_F16 : (int)dtype;
 		x->permute = c->rope_halves && (f == RL_W_WQ || f == RL_W_WK || f == RL_W_BQ || f == RL_W_BK);
+	}
+	if (c->n_rope_freqs) {         /* Llama 3 rope scaling, where llama.cpp's converter puts it */
+		struct wt *x = &t[k++];
+		snprintf(x->name, sizeof x->name, "rope_freqs.weight");
+		x->src = c->rope_freqs;
+		x->ne0 = c->n_rope_freqs;
+		x->ne1 = 1;
+		x->type = RL_DT_F32;
 	}
 	/* biases are written as [1, n] for the row permutation; GGUF wants them 1-D */
 	uint64_t data = 0;

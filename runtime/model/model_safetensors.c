@@ -293,13 +293,25 @@ static int parse_config(const json_t *j, struct rl_model_config *c, char *err, s
 		if (!ty)
 			ty = json_object_get(rs, "type");
 		const char *tys = json_string_value(ty);
-		if (!tys || strcmp(tys, "linear")) {
-			rl_model_err(err, errlen, "config.json", "rope_scaling type \"%.32s\" not supported (linear is)",
+		if (tys && !strcmp(tys, "llama3")) {
+			float f, lo, hi, orig;
+			if ((rc = cfg_f32(rs, "factor", 8.0f, &f, err, errlen)) ||
+			    (rc = cfg_f32(rs, "low_freq_factor", 1.0f, &lo, err, errlen)) ||
+			    (rc = cfg_f32(rs, "high_freq_factor", 4.0f, &hi, err, errlen)) ||
+			    (rc = cfg_f32(rs, "original_max_position_embeddings", 8192.0f, &orig, err, errlen)))
+				return rc;
+			if ((rc = rl_rope_llama3_freqs(c, f, lo, hi, orig))) {
+				rl_model_err(err, errlen, "config.json", "rope_scaling llama3 (factor %g, low_freq_factor %g, high_freq_factor %g, original_max_position_embeddings %g, head_dim %u): %s",
+					     f, lo, hi, orig, c->head_dim, rc == -ENOTSUP ? "head_dim too large" : "needs factor >= 1, 0 < low < high");
+				return rc;
+			}
+		} else if (!tys || strcmp(tys, "linear")) {
+			rl_model_err(err, errlen, "config.json", "rope_scaling type \"%.32s\" not supported (linear and llama3 are)",
 				     tys ? tys : "?");
 			return -ENOTSUP;
-		}
-		if ((rc = cfg_f32(rs, "factor", 1.0f, &c->rope_scale, err, errlen)))
+		} else if ((rc = cfg_f32(rs, "factor", 1.0f, &c->rope_scale, err, errlen))) {
 			return rc;
+		}
 	}
 	return 0;
 }

@@ -62,6 +62,14 @@ int  rl_model_shape(const char *name, struct rl_model_config *cfg);
 /* Fills every weight with deterministic random values (norms near 1, projections scaled by
  * 1/sqrt(fan_in)), for tests and benchmarks at real shapes. */
 void rl_model_fill_random(struct rl_model *m, uint64_t seed);
+/* Sets cfg's RoPE factors to Llama 3's rope scaling (rope_scaling "llama3" in config.json:
+ * factor, low_freq_factor, high_freq_factor, original_max_position_embeddings), computed as
+ * Hugging Face's _compute_llama3_parameters and llama.cpp's converter do: pairs whose
+ * wavelength is below orig/high keep their frequency, those above orig/low are divided by
+ * factor, the ones between are blended. Uses cfg's rope_theta and head_dim. 0, -EINVAL for
+ * factors out of range, -ENOTSUP when head_dim / 2 > RL_ROPE_MAX_FREQS. */
+int  rl_rope_llama3_freqs(struct rl_model_config *cfg, float factor, float low_freq_factor,
+			  float high_freq_factor, float original_max_ctx);
 /* Loads any supported format (by magic: GGUF, safetensors directory/file + config.json,
  * llama2.c .bin). tokenizer_path (llama2.c tokenizer.bin) is optional where the file has a
  * vocabulary. On failure: -errno and one line naming the file and what is wrong in err. */
