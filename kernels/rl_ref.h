@@ -1,7 +1,8 @@
 /* rl_ref.h — the plain CPU reference forward pass (the oracle every fast path is tested against).
  *
  * One sequence, a contiguous KV cache, one token at a time, written like llama2.c and never
- * optimised: if the fast backend and this file disagree, this file is right.
+ * optimised: if the fast backend and this file disagree, this file is right. Weights are the
+ * model's fp32 (dequantized) values; everything computed from them is float64.
  */
 #ifndef RL_REF_H
 #define RL_REF_H
@@ -10,16 +11,17 @@
 
 struct rl_ref_state {
 	uint32_t max_ctx;              /* positions the caches hold */
-	float *x;                      /* [dim] residual stream */
-	float *xb;                     /* [dim] normed input of a sublayer */
-	float *xb2;                    /* [dim] sublayer output before the residual add */
-	float *q;                      /* [n_heads * head_dim] */
-	float *att_out;                /* [n_heads * head_dim] attention output */
-	float *hb;                     /* [hidden_dim] gate, then silu(gate) * up */
-	float *hb2;                    /* [hidden_dim] up */
-	float *att;                    /* [max_ctx] scores of one head */
-	float *k_cache;                /* [n_layers, max_ctx, n_kv_heads * head_dim] */
-	float *v_cache;                /* [n_layers, max_ctx, n_kv_heads * head_dim] */
+	double *x;                     /* [dim] residual stream */
+	double *xb;                    /* [dim] normed input of a sublayer */
+	double *xb2;                   /* [dim] sublayer output before the residual add */
+	double *q;                     /* [n_heads * head_dim] */
+	double *att_out;               /* [n_heads * head_dim] attention output */
+	double *hb;                    /* [hidden_dim] gate, then silu(gate) * up */
+	double *hb2;                   /* [hidden_dim] up */
+	double *att;                   /* [max_ctx] scores of one head */
+	double *logits;                /* [vocab_size] */
+	double *k_cache;               /* [n_layers, max_ctx, n_kv_heads * head_dim] */
+	double *v_cache;               /* [n_layers, max_ctx, n_kv_heads * head_dim] */
 };
 
 /* Allocates the state for positions [0, max_ctx). 0 or -ENOMEM. */
