@@ -359,6 +359,12 @@ void rl_bpe_destroy(struct rl_bpe *b)
 uint32_t rl_bpe_vocab_size(const struct rl_bpe *b) { return b->n; }
 uint32_t rl_bpe_bos(const struct rl_bpe *b) { return b->bos; }
 uint32_t rl_bpe_eos(const struct rl_bpe *b) { return b->eos; }
+
+int rl_bpe_adds_bos(const struct rl_bpe *b)
+{
+	return !(b->flags & RL_BPE_NO_BOS);
+}
+
 int rl_bpe_type(const struct rl_bpe *b, int32_t id) { return id >= 0 && (uint32_t)id < b->n ? b->type[id] : -1; }
 
 const char *rl_bpe_decode(const struct rl_bpe *b, int32_t id, size_t *len)

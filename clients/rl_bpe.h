@@ -17,6 +17,8 @@
 
 #define RL_BPE_MAGIC "RLB1"
 #define RL_BPE_IGNORE_MERGES 1u        /* a piece that is a whole token is not merged (Llama 3) */
+#define RL_BPE_NO_BOS        2u        /* the vocabulary puts no BOS before a text (Qwen2):
+					* rl_tok_encode_ex's RL_TOK_BOS adds none */
 
 /* token types as GGUF's tokenizer.ggml.token_type numbers them */
 enum rl_tok_type { RL_TT_NORMAL = 1, RL_TT_UNKNOWN = 2, RL_TT_CONTROL = 3, RL_TT_USER = 4,
@@ -41,6 +43,8 @@ void rl_bpe_destroy(struct rl_bpe *b);
 uint32_t rl_bpe_vocab_size(const struct rl_bpe *b);
 uint32_t rl_bpe_bos(const struct rl_bpe *b);
 uint32_t rl_bpe_eos(const struct rl_bpe *b);
+/* 1 when the vocabulary puts BOS before a text (no RL_BPE_NO_BOS flag). */
+int rl_bpe_adds_bos(const struct rl_bpe *b);
 /* As rl_tok_encode, with bos_id first when >= 0; special = 1 also cuts control tokens
  * written in the text. */
 long rl_bpe_encode(const struct rl_bpe *b, const char *text, size_t len, int32_t bos_id, int special,

@@ -255,7 +255,10 @@ long rl_tok_encode_ex(const struct rl_tok *t, const char *text, size_t len, unsi
 {
 	int bos = !!(flags & RL_TOK_BOS), eos = !!(flags & RL_TOK_EOS);
 	if (t->bpe) {
-		long n = rl_bpe_encode(t->bpe, text, len, bos && t->bos < t->n ? (int32_t)t->bos : -1,
+		/* RL_TOK_BOS asks for the model's BOS where its vocabulary adds one (as llama.cpp's
+		 * add_special): Qwen2's adds none */
+		bos = bos && t->bos < t->n && rl_bpe_adds_bos(t->bpe);
+		long n = rl_bpe_encode(t->bpe, text, len, bos ? (int32_t)t->bos : -1,
 				       !!(flags & RL_TOK_SPECIAL), ids, cap);
 		if (n >= 0 && eos && t->eos < t->n) {
 			if ((size_t)n < cap)
@@ -364,4 +367,16 @@ const char *rl_tok_decode(const struct rl_tok *t, int32_t prev, int32_t tok, siz
 	}
 	*len = n;
 	return p;
+}
+
+size_t rl_utf8_complete(const char *s, size_t n)
+{
+	for (size_t back = 1; back <= 4 && back <= n; back++) {
+		unsigned char c = (unsigned char)s[n - back];
+		if ((c & 0xc0) == 0x80)
+			continue;              /* a continuation byte: look further back */
+		size_t need = c >= 0xf8 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+		return need > back ? n - back : n;
+	}
+	return n;                          /* no lead byte within reach: nothing to wait for */
 }

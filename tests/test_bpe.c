@@ -70,9 +70,10 @@ static void w32(FILE *f, uint32_t v) { fwrite(&v, 4, 1, f); }
 static void w64(FILE *f, uint64_t v) { fwrite(&v, 8, 1, f); }
 static void wstr(FILE *f, const char *s) { w64(f, strlen(s)); fwrite(s, 1, strlen(s), f); }
 static void wkey(FILE *f, const char *k, uint32_t type) { wstr(f, k); w32(f, type); }
-enum { G_U32 = 4, G_I32 = 5, G_STR = 8, G_ARR = 9 };
+enum { G_U32 = 4, G_I32 = 5, G_BOOL = 7, G_STR = 8, G_ARR = 9 };
 
-static int write_vocab_gguf(const char *json, const char *path)
+/* pre: tokenizer.ggml.pre; add_bos: tokenizer.ggml.add_bos_token, -1 for none */
+static int write_vocab_gguf(const char *json, const char *path, const char *pre, int add_bos)
 {
 	json_error_t je;
 	json_t *j = json_load_file(json, 0, &je);
@@ -103,10 +104,10 @@ static int write_vocab_gguf(const char *json, const char *path)
 	fwrite("GGUF", 1, 4, f);
 	w32(f, 3);
 	w64(f, 0);             /* tensors */
-	w64(f, 8);             /* key-value pairs */
+	w64(f, 8 + (add_bos >= 0));    /* key-value pairs */
 	wkey(f, "general.architecture", G_STR); wstr(f, "llama");
 	wkey(f, "tokenizer.ggml.model", G_STR); wstr(f, "gpt2");
-	wkey(f, "tokenizer.ggml.pre", G_STR); wstr(f, "llama-bpe");
+	wkey(f, "tokenizer.ggml.pre", G_STR); wstr(f, pre);
 	wkey(f, "tokenizer.ggml.tokens", G_ARR); w32(f, G_STR); w64(f, n);
 	for (i = 0; i < n; i++)
 		wstr(f, tok[i] ? tok[i] : "");
@@ -126,6 +127,10 @@ static int write_vocab_gguf(const char *json, const char *path)
 	}
 	wkey(f, "tokenizer.ggml.bos_token_id", G_U32); w32(f, bos);
 	wkey(f, "tokenizer.ggml.eos_token_id", G_U32); w32(f, eos);
+	if (add_bos >= 0) {
+		wkey(f, "tokenizer.ggml.add_bos_token", G_BOOL);
+		fputc(add_bos, f);
+	}
 	int bad = ferror(f);
 	fclose(f);
 	free(tok);
@@ -142,7 +147,7 @@ static void bpe_gguf_matches_tokenizers(void)
 	if (access(DIR "tokenizer.json", R_OK))
 		SKIP("tests/fixtures/bpe not found (run from the repository root)");
 	snprintf(path, sizeof path, "/tmp/rl-bpe-%d.gguf", (int)getpid());
-	REQUIRE(write_vocab_gguf(DIR "tokenizer.json", path) == 0);
+	REQUIRE(write_vocab_gguf(DIR "tokenizer.json", path, "llama-bpe", -1) == 0);
 	int rc = rl_gguf_read_vocab(path, &blob, &size, err, sizeof err);
 	unlink(path);
 	CHECKF(rc == 0, "%s", err);
@@ -174,6 +179,77 @@ static void bpe_tokenizer_json_matches_tokenizers(void)
 	rl_tok_destroy(t);
 }
 
+/* RL_TOK_BOS adds BOS only where the vocabulary says so, as llama.cpp's add_special:
+ * GGUF's tokenizer.ggml.add_bos_token (absent: yes, but no for Qwen2's pre-tokenizer),
+ * tokenizer.json's post-processor (Llama 3's TemplateProcessing: yes; none: no). */
+static int first_id(const void *blob, uint32_t size, int32_t *first, long *n)
+{
+	struct rl_tok *t;
+	char err[256];
+	int32_t ids[64];
+	if (rl_tok_create(blob, size, &t, err, sizeof err))
+		return -1;
+	*n = rl_tok_encode_ex(t, "hello world", 11, RL_TOK_BOS, ids, 64);
+	*first = ids[0];
+	rl_tok_destroy(t);
+	return 0;
+}
+
+static void bpe_bos_follows_the_vocabulary(void)
+{
+	if (access(DIR "tokenizer.json", R_OK))
+		SKIP("tests/fixtures/bpe not found (run from the repository root)");
+	static const struct { const char *pre; int add_bos, want; } g[] = {
+		{ "llama-bpe", -1, 1 }, { "llama-bpe", 1, 1 }, { "llama-bpe", 0, 0 }, { "qwen2", -1, 0 },
+		{ "qwen2", 1, 1 },
+	};
+	char err[512], path[64];
+	void *blob;
+	uint32_t size, bos = UINT32_MAX;
+	long n, n_plain = -1;
+	int32_t first;
+	snprintf(path, sizeof path, "/tmp/rl-bpe-bos-%d.gguf", (int)getpid());
+	for (size_t i = 0; i < sizeof g / sizeof *g; i++) {
+		REQUIRE(write_vocab_gguf(DIR "tokenizer.json", path, g[i].pre, g[i].add_bos) == 0);
+		int rc = rl_gguf_read_vocab(path, &blob, &size, err, sizeof err);
+		REQUIRE(rc == 0 || (fprintf(stderr, "%s\n", err), 0));
+		struct rl_bpe *b;
+		REQUIRE(rl_bpe_create(blob, size, &b, err, sizeof err) == 0);
+		bos = rl_bpe_bos(b);
+		rl_bpe_destroy(b);
+		REQUIRE(first_id(blob, size, &first, &n) == 0);
+		free(blob);
+		if (!g[i].want && n_plain < 0)
+			n_plain = n;
+		CHECKF((first == (int32_t)bos) == g[i].want, "pre %s add_bos_token %d: first id %d, BOS %u",
+		       g[i].pre, g[i].add_bos, first, bos);
+	}
+	unlink(path);
+	CHECK(n_plain > 0);
+	/* tokenizer.json: the fixture has no post-processor, so no BOS; Llama 3's template adds it */
+	REQUIRE(rl_hf_tokenizer_blob(DIR "tokenizer.json", 0, bos, UINT32_MAX, &blob, &size, err, sizeof err) == 0);
+	REQUIRE(first_id(blob, size, &first, &n) == 0);
+	free(blob);
+	CHECK(first != (int32_t)bos && n == n_plain);
+	json_error_t je;
+	json_t *j = json_load_file(DIR "tokenizer.json", 0, &je);
+	REQUIRE(j);
+	json_t *pp = json_pack("{s:s, s:[{s:s}, {s:s, s:[{s:{s:s, s:i}}, {s:{s:s, s:i}}]}]}",
+		"type", "Sequence", "processors", "type", "ByteLevel", "type", "TemplateProcessing", "single",
+		"SpecialToken", "id", "<|begin_of_text|>", "type_id", 0, "Sequence", "id", "A", "type_id", 0);
+	REQUIRE(pp);
+	json_object_set_new(j, "post_processor", pp);
+	snprintf(path, sizeof path, "/tmp/rl-bpe-bos-%d.json", (int)getpid());
+	REQUIRE(json_dump_file(j, path, 0) == 0);
+	json_decref(j);
+	int rc = rl_hf_tokenizer_blob(path, 0, bos, UINT32_MAX, &blob, &size, err, sizeof err);
+	unlink(path);
+	REQUIRE(rc == 0);
+	REQUIRE(first_id(blob, size, &first, &n) == 0);
+	free(blob);
+	CHECK(first == (int32_t)bos && n == n_plain + 1);
+}
+
 /* Malformed blobs are refused with a reason, never crash. */
 static void bpe_bad_blobs_refused(void)
 {
@@ -198,6 +274,7 @@ static void bpe_bad_blobs_refused(void)
 int main(void)
 {
 	RUN(bpe_gguf_matches_tokenizers);
+	RUN(bpe_bos_follows_the_vocabulary);
 	RUN(bpe_tokenizer_json_matches_tokenizers);
 	RUN(bpe_bad_blobs_refused);
 	TEST_MAIN_END();

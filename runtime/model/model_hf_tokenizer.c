@@ -38,6 +38,26 @@ static const char *find_pattern(json_t *pt, int *byte_level)
 	return NULL;
 }
 
+/* 1 when the post-processor puts a special token before the text (Llama 3's
+ * TemplateProcessing "<|begin_of_text|> $A", alone or in a Sequence): the vocabulary adds BOS.
+ * Qwen2's (ByteLevel only) adds none. */
+static int template_adds_bos(const json_t *pp)
+{
+	const char *ty = json_string_value(json_object_get(pp, "type"));
+	if (!ty)
+		return 0;
+	if (!strcmp(ty, "Sequence")) {
+		size_t i;
+		json_t *v;
+		json_array_foreach(json_object_get(pp, "processors"), i, v)
+			if (template_adds_bos(v))
+				return 1;
+		return 0;
+	}
+	return !strcmp(ty, "TemplateProcessing") &&
+	       json_object_get(json_array_get(json_object_get(pp, "single"), 0), "SpecialToken") != NULL;
+}
+
 int rl_hf_tokenizer_blob(const char *path, uint32_t n_vocab, uint32_t bos, uint32_t eos,
 			 void **blob, uint32_t *size, char *err, size_t errlen)
 {
@@ -130,6 +150,8 @@ int rl_hf_tokenizer_blob(const char *path, uint32_t n_vocab, uint32_t bos, uint3
 		ml[i] = (uint32_t)strlen(mer[i]);
 	}
 	uint32_t flags = json_is_true(json_object_get(model, "ignore_merges")) ? RL_BPE_IGNORE_MERGES : 0;
+	if (!template_adds_bos(json_object_get(j, "post_processor")))
+		flags |= RL_BPE_NO_BOS;
 	rc = rl_bpe_blob(n_vocab, tok, tl, ty, (uint32_t)nm, mer, ml, pat, bos, eos, flags, blob, size);
 	if (rc)
 		rl_model_err(err, errlen, "tokenizer.json", "vocabulary too large");
