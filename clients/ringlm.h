@@ -135,7 +135,8 @@ RINGLM_API int  ringlm_stats_json(struct ringlm *c, char *buf, size_t len);
 RINGLM_API const char *ringlm_strerror(int err);
 
 /* Tokenizer from the runtime's vocabulary (in the info segment): no extra file needed.
- * Writes the ids of text (with the model's BOS first when add_bos) to ids and returns how
+ * Writes the ids of text (with the model's BOS first when add_bos and its vocabulary puts one
+ * before a text: Llama 2 and 3 do, Qwen2 does not, as in llama.cpp) to ids and returns how
  * many. -ENOSPC when more than max_ids are needed (nothing useful is in ids then; the
  * count needed is in ringlm_last_error(); strlen(text) + 3 always suffices); -ENOENT when
  * the runtime's model has no vocabulary (the sim backend, or a .bin model started without
@@ -149,6 +150,31 @@ RINGLM_API int  ringlm_tokenize(struct ringlm *c, const char *text, int add_bos,
  * returns buf, or NULL when there is no vocabulary or len is 0. */
 RINGLM_API const char *ringlm_detokenize(struct ringlm *c, uint32_t prev, uint32_t id,
 					 char *buf, size_t len);
+
+/* Streaming text of one sequence, as its TOKEN events arrive: push each token id and get
+ * back only whole UTF-8 characters. A token may end inside a character (byte-level BPE
+ * splits emoji and CJK characters; SentencePiece spells them as <0xNN> byte tokens); its
+ * bytes are held until the rest arrives, so no event's text is invalid UTF-8 that the next
+ * would repair. Bytes that can never complete a character (a stray continuation byte) are
+ * passed on as they are, never held. Caller memory, no allocation:
+ *     struct ringlm_textstream ts;
+ *     ringlm_textstream_init(&ts, last_prompt_id);
+ *     on each TOKEN: n = ringlm_textstream_push(c, &ts, ev.token, buf, sizeof buf);
+ *     on DONE:       n = ringlm_textstream_flush(&ts, buf, sizeof buf);                  */
+struct ringlm_textstream {
+	uint32_t prev;                 /* the last token pushed (the space rule of detokenize) */
+	uint32_t n_held;               /* bytes of an incomplete character, at most 3 */
+	char     held[4];
+};
+/* prev: the prompt's last id (UINT32_MAX for none), as ringlm_detokenize takes it. */
+RINGLM_API void ringlm_textstream_init(struct ringlm_textstream *s, uint32_t prev);
+/* Writes the text that token id completes into buf (NUL-terminated) and returns its length:
+ * 0 when it all waits for the next token. -ENOENT when the runtime's model has no vocabulary;
+ * -ENOSPC when buf cannot hold the piece (len 260 always can; nothing is consumed then). */
+RINGLM_API int  ringlm_textstream_push(struct ringlm *c, struct ringlm_textstream *s, uint32_t id,
+				       char *buf, size_t len);
+/* At the end of the sequence: the held bytes, complete or not (and NUL). Their count. */
+RINGLM_API int  ringlm_textstream_flush(struct ringlm_textstream *s, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

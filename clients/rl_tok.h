@@ -34,4 +34,9 @@ long rl_tok_encode_ex(const struct rl_tok *t, const char *text, size_t len, unsi
 const char *rl_tok_decode(const struct rl_tok *t, int32_t prev, int32_t tok, size_t *len);
 /* Raw vocabulary piece and score of a token (NULL when out of range). */
 const char *rl_tok_piece(const struct rl_tok *t, int32_t tok, size_t *len, float *score);
+/* Length of the longest prefix of s[n] that does not end inside a UTF-8 character: a final
+ * lead byte with fewer continuation bytes than it announces is cut off (at most 3 bytes);
+ * anything that could never become a character is kept. */
+size_t rl_utf8_complete(const char *s, size_t n);
+
 #endif

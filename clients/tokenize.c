@@ -1,4 +1,4 @@
-/* tokenize.c — ringlm_tokenize / ringlm_detokenize over the vocabulary the runtime publishes
+/* tokenize.c — ringlm_tokenize / ringlm_detokenize / the text stream over the vocabulary the runtime publishes
  * in its info segment (llama2.c tokenizer.bin layout), so clients need no model file. */
 #include <errno.h>
 #include <stdio.h>
@@ -52,4 +52,45 @@ const char *ringlm_detokenize(struct ringlm *c, uint32_t prev, uint32_t id, char
 	memcpy(buf, s, n);
 	buf[n] = 0;
 	return buf;
+}
+
+void ringlm_textstream_init(struct ringlm_textstream *s, uint32_t prev)
+{
+	memset(s, 0, sizeof *s);
+	s->prev = prev;
+}
+
+int ringlm_textstream_push(struct ringlm *c, struct ringlm_textstream *s, uint32_t id, char *buf, size_t len)
+{
+	struct rl_tok *t = tok_of(c);
+	if (!t)
+		return rl_client_fail(-ENOENT, "ringlm_textstream_push: the runtime's model has no vocabulary: "
+				      "the token ids are all there is");
+	size_t n;
+	const char *p = rl_tok_decode(t, s->prev == UINT32_MAX ? -1 : (int32_t)s->prev, (int32_t)id, &n);
+	if (!p)
+		n = 0;                 /* an id outside the vocabulary spells nothing */
+	if (!buf || s->n_held + n + 1 > len)
+		return rl_client_fail(-ENOSPC, "ringlm_textstream_push: the piece needs %zu bytes and buf has %zu: "
+				      "give a buffer of 260 bytes", s->n_held + n + 1, buf ? len : 0);
+	memcpy(buf, s->held, s->n_held);
+	memcpy(buf + s->n_held, p, n);
+	n += s->n_held;
+	size_t cut = rl_utf8_complete(buf, n);
+	s->n_held = (uint32_t)(n - cut);   /* at most 3 by rl_utf8_complete */
+	memcpy(s->held, buf + cut, s->n_held);
+	buf[cut] = 0;
+	s->prev = id;
+	return (int)cut;
+}
+
+int ringlm_textstream_flush(struct ringlm_textstream *s, char *buf, size_t len)
+{
+	if (!buf || !len)
+		return 0;
+	size_t n = s->n_held < len - 1 ? s->n_held : len - 1;
+	memcpy(buf, s->held, n);
+	buf[n] = 0;
+	s->n_held = 0;
+	return (int)n;
 }

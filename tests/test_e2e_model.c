@@ -117,6 +117,61 @@ static void stories_gguf_gives_same_tokens(void)
 	ringlm_close(b);
 }
 
+/* 1 when s[n] is whole UTF-8 characters (no character cut at the end or elsewhere) */
+static int whole_utf8(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		unsigned char c = (unsigned char)s[i];
+		size_t k = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 0;
+		if (!k || i + k > n)
+			return 0;
+		for (size_t j = 1; j < k; j++)
+			if (((unsigned char)s[i + j] & 0xc0) != 0x80)
+				return 0;
+		i += k;
+	}
+	return 1;
+}
+
+/* The library's text stream: stories260K's 512-piece vocabulary spells "é" and the emoji as
+ * <0xNN> byte tokens, so characters arrive a byte at a time; every pushed text is whole
+ * characters and the stream spells the text back. */
+static void textstream_holds_partial_characters(void)
+{
+	const char *m = rl_t_model("stories260K.bin"), *t = rl_t_model("tok512.bin");
+	if (!m || !t)
+		SKIP("../shared/models/stories260K.bin or tok512.bin not found");
+	struct ringlm *c;
+	REQUIRE(embedded(&c, m, t, "--threads 1") == 0);
+	const char *text = "Caf\xc3\xa9 \xf0\x9f\xa6\x99 and \xe6\x97\xa5 ok";
+	uint32_t ids[128];
+	int n = ringlm_tokenize(c, text, 1, ids, 128);
+	REQUIRE(n > 10);
+	struct ringlm_textstream ts;
+	ringlm_textstream_init(&ts, ids[0]);           /* after BOS: the leading space goes */
+	char out[512] = "", piece[260];
+	int held = 0, bad = 0;
+	for (int i = 1; i < n; i++) {
+		int k = ringlm_textstream_push(c, &ts, ids[i], piece, sizeof piece);
+		REQUIRE(k >= 0);
+		held += k == 0;
+		bad += !whole_utf8(piece, (size_t)k);
+		strncat(out, piece, sizeof out - strlen(out) - 1);
+	}
+	CHECK(ringlm_textstream_flush(&ts, piece, sizeof piece) == 0);
+	CHECKF(!strcmp(out, text) && held >= 5 && !bad, "out \"%s\", %d pushes held everything, %d not whole", out, held, bad);
+	/* a text cut inside a character: flush gives the held bytes back */
+	ringlm_textstream_init(&ts, ids[0]);
+	for (int i = 1; i < n; i++) {
+		REQUIRE(ringlm_textstream_push(c, &ts, ids[i], piece, sizeof piece) >= 0);
+		if (ts.n_held == 2)            /* inside the 4-byte emoji */
+			break;
+	}
+	CHECK(ringlm_textstream_flush(&ts, piece, sizeof piece) == 2 && (unsigned char)piece[0] == 0xf0);
+	CHECK(ringlm_textstream_push(c, &ts, ids[1], piece, 1) == -ENOSPC && strstr(ringlm_last_error(), "260"));
+	ringlm_close(c);
+}
+
 static const char *PROMPTS[6] = {
 	"Once upon a time", "Once upon a time, there was a big dog", "The little bird",
 	"Lily and Tom went to the park. They saw", "One day", "Once upon a time, there was a little girl",
@@ -312,6 +367,7 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	RUN(stories_greedy_matches_published_text);
 	RUN(stories_gguf_gives_same_tokens);
+	RUN(textstream_holds_partial_characters);
 	RUN(daemon_tiny_budget_equals_in_process);
 	RUN(daemon_cuda_on_emulator);
 	RUN(daemon_cuda_fp16_on_emulator);

@@ -56,34 +56,6 @@ static int parse_ids(const char *s, uint32_t *ids, int max)
 	return n;
 }
 
-/* Streamed text is written only up to the last complete UTF-8 character: a byte-level BPE
- * token may end inside one (an emoji, a CJK character), and its rest comes with the next. */
-struct utf8_hold { char b[512]; size_t n; };
-static void utf8_out(struct utf8_hold *h, const char *s, size_t n)
-{
-	if (n > sizeof h->b - h->n) {      /* cannot happen with pieces < 256 bytes; never lose text */
-		fwrite(h->b, 1, h->n, stdout);
-		h->n = 0;
-		fwrite(s, 1, n, stdout);
-		return;
-	}
-	memcpy(h->b + h->n, s, n);
-	h->n += n;
-	size_t cut = h->n;
-	for (size_t back = 1; back <= 3 && back <= h->n; back++) {
-		unsigned char c = (unsigned char)h->b[h->n - back];
-		if ((c & 0xc0) == 0x80)
-			continue;              /* a continuation byte: look further back */
-		size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
-		if (need > back)
-			cut = h->n - back;     /* this character is not complete yet */
-		break;
-	}
-	fwrite(h->b, 1, cut, stdout);
-	memmove(h->b, h->b + cut, h->n - cut);
-	h->n -= cut;
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -231,8 +203,10 @@ int rl_cmd_generate(int argc, char **argv)
 		fputs(prompt, stdout);
 	int done = 0, status = 0;
 	struct ringlm_event ev[64];
-	char piece[256];
-	struct utf8_hold u8 = { .n = 0 };
+	char piece[512];
+	/* streamed text only up to the last whole UTF-8 character (a token may end inside one) */
+	struct ringlm_textstream ts;
+	ringlm_textstream_init(&ts, prev);
 	while (!done) {
 		int k = ringlm_wait(c, ev, 64, -1);
 		if (k < 0) {
@@ -252,18 +226,17 @@ int rl_cmd_generate(int argc, char **argv)
 				if (ids_out) {
 					printf(ntok > 1 ? " %u" : "%u", ev[i].token);
 				} else {
-					const char *s = ringlm_detokenize(c, prev, ev[i].token, piece, sizeof piece);
+					int n = ringlm_textstream_push(c, &ts, ev[i].token, piece, sizeof piece);
 					/* like llama2.c's safe_printf: a lone control byte is dropped */
-					if (s && s[0] && !s[1] && (unsigned char)s[0] < 0x80 &&
-					    !isprint((unsigned char)s[0]) && !isspace((unsigned char)s[0]))
+					if (n == 1 && (unsigned char)piece[0] < 0x80 &&
+					    !isprint((unsigned char)piece[0]) && !isspace((unsigned char)piece[0]))
 						;
-					else if (s)
-						utf8_out(&u8, s, strlen(s));
+					else if (n >= 0)
+						fwrite(piece, 1, (size_t)n, stdout);
 					else
 						printf("<%u>", ev[i].token);
 					fflush(stdout);
 				}
-				prev = ev[i].token;
 			} else if (ev[i].type == RINGLM_EV_ERROR) {
 				fprintf(stderr, "\nringlm generate: the runtime rejected the request: %s\n", ringlm_strerror(ev[i].code));
 				done = 1;
@@ -279,7 +252,8 @@ int rl_cmd_generate(int argc, char **argv)
 			}
 		}
 	}
-	fwrite(u8.b, 1, u8.n, stdout);     /* whatever is left, complete or not */
+	int left = ringlm_textstream_flush(&ts, piece, sizeof piece);   /* complete or not */
+	fwrite(piece, 1, (size_t)left, stdout);
 	printf("\n");
 	fflush(stdout);
 	if (stats) {
