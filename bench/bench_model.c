@@ -4,8 +4,10 @@
  * token budget, default 128), timed over several fresh sequences. Decode: B sequences
  * (B = 1, 8, 64) each with a 16-token prefilled context, then greedy decode steps of B rows,
  * timed; tokens/s = B * steps / time. Each figure is the median of its repetitions. The
- * model is --model PATH (through rl_model_load) or
- * a random model of --shape tiny (stories260K) or 110m (llama2.c 110M).
+ * model is --model PATH, its matrices kept as the file stores them (rl_model_load_stored, as
+ * ringlmd runs it; --fp32 expands them to fp32 as before, to compare), or a random fp32 model
+ * of --shape tiny (stories260K) or 110m (llama2.c 110M). Memory: the process's peak resident
+ * set beside the file, the weights held and the KV pool (the target: peak <= file + KV + 10%).
  * Prints a table, or with --json one line; the JSON is always written to bench/out/model.json.
  */
 #include <errno.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include "clients/cli/cli.h"
 #include "kernels/cpu_ops.h"
@@ -79,17 +82,18 @@ static double median(double *v, int n)
 static void usage(void)
 {
 	fprintf(stderr, "usage: ringlm bench model [--model PATH [--tokenizer PATH] | --shape tiny|110m] "
-		"[--threads N] [--prompt N] [--budget N] [--json]\n");
+		"[--fp32] [--threads N] [--prompt N] [--budget N] [--json]\n");
 }
 
 int rl_cmd_bench_model(int argc, char **argv)
 {
 	const char *model_path = NULL, *tok_path = NULL, *shape = "tiny";
-	int threads = 0, json = 0;
+	int threads = 0, json = 0, fp32 = 0;
 	uint32_t prompt_len = 128, budget = 128;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--json")) { json = 1; continue; }
+		if (!strcmp(a, "--fp32")) { fp32 = 1; continue; }
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
 		if (!v) { fprintf(stderr, "ringlm bench model: %s needs a value\n", a); return 2; }
 		i++;
@@ -108,7 +112,7 @@ int rl_cmd_bench_model(int argc, char **argv)
 	struct rl_model *m = NULL;
 	char err[256];
 	if (model_path) {
-		if (rl_model_load(model_path, tok_path, &m, err, sizeof err)) {
+		if ((fp32 ? rl_model_load : rl_model_load_stored)(model_path, tok_path, &m, err, sizeof err)) {
 			fprintf(stderr, "ringlm bench model: %s\n", err);
 			return 1;
 		}
@@ -193,6 +197,15 @@ int rl_cmd_bench_model(int argc, char **argv)
 		rl_model_destroy(m);
 		return 1;
 	}
+	/* memory: peak resident set (KiB from getrusage) against file + KV pool */
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	struct stat st;
+	double file_mb = model_path && stat(model_path, &st) == 0 && S_ISREG(st.st_mode) ? st.st_size / 1e6 : 0;
+	double kv_mb = (double)p.n_kv_blocks * BS * m->cfg.n_layers * m->cfg.n_kv_heads * m->cfg.head_dim * 2 * 4 / 1e6;
+	double rss_mb = ru.ru_maxrss * 1024 / 1e6, weights_mb = m->mem_size / 1e6;
+	const char *wtype = m->layers[0].mq.dtype >= 0 && m->layers[0].mq.dtype < RL_DT_COUNT ?
+			    rl_dt_info(m->layers[0].mq.dtype)->name : "?";
 	int nthreads = threads > 0 ? threads : 0;
 	if (threads < 0) {
 		/* the backend picked: every CPU the process may use */
@@ -203,15 +216,18 @@ int rl_cmd_bench_model(int argc, char **argv)
 	snprintf(line, sizeof line,
 		 "{\"bench\":\"model\",\"model\":\"%s\",\"dim\":%u,\"layers\":%u,\"vocab\":%u,\"params_m\":%.1f,"
 		 "\"threads\":%d,\"isa\":\"%s\",\"prompt_tokens\":%u,\"budget\":%u,\"prefill_tok_s\":%.1f,"
-		 "\"decode_steps\":%u,\"decode_tok_s\":{\"1\":%.1f,\"8\":%.1f,\"64\":%.1f}}",
-		 m->name, m->cfg.dim, m->cfg.n_layers, V, m->mem_size / 4e6, nthreads,
+		 "\"decode_steps\":%u,\"decode_tok_s\":{\"1\":%.1f,\"8\":%.1f,\"64\":%.1f},"
+		 "\"weights\":\"%s\",\"weights_mb\":%.1f,\"file_mb\":%.1f,\"kv_mb\":%.1f,\"peak_rss_mb\":%.1f}",
+		 m->name, m->cfg.dim, m->cfg.n_layers, V, rl_model_weight_elems(&m->cfg) / 1e6, nthreads,
 		 rl_cpu_isa_name(rl_cpu_isa()), prompt_len, budget, prefill, decode_steps,
-		 decode[0], decode[1], decode[2]);
+		 decode[0], decode[1], decode[2], wtype, weights_mb, file_mb, kv_mb, rss_mb);
 	if (json) {
 		printf("%s\n", line);
 	} else {
-		printf("model %s (%.1fM params fp32), %d threads, %s\n", m->name, m->mem_size / 4e6,
-		       nthreads, rl_cpu_isa_name(rl_cpu_isa()));
+		printf("model %s (%.1fM params, matrices %s), %d threads, %s\n", m->name,
+		       rl_model_weight_elems(&m->cfg) / 1e6, wtype, nthreads, rl_cpu_isa_name(rl_cpu_isa()));
+		printf("memory: peak RSS %.1f MB; weights held %.1f MB, file %.1f MB, KV pool %.1f MB\n",
+		       rss_mb, weights_mb, file_mb, kv_mb);
 		printf("%-28s %12s\n", "phase", "tokens/s");
 		char what[64];
 		snprintf(what, sizeof what, "prefill %u (chunks of %u)", prompt_len, budget);

@@ -28,6 +28,20 @@ void rl_cpu_matmul(float *Y, size_t ldy, const float *X, size_t ldx, const float
 		   const float *bias, uint32_t n_rows, uint32_t in, uint32_t o_begin,
 		   uint32_t o_end, int accumulate);
 
+/* The same product over a weight matrix kept as the file stores it (kernels/cpu_qmatmul.c):
+ * Y[r, o] (=, or +=) sum_i X[r, i] * W[o, i] (+ bias[o]), r < n_rows, o in [o_begin, o_end),
+ * in = W->cols. F32 is rl_cpu_matmul; up to 8 rows compute on the stored form (16-bit floats
+ * widened in registers; Q8_0, Q4_K, Q6_K as integer dots against activations quantized to
+ * 8 bits; other block types decoded a row at a time); more rows decode tiles of weight rows to
+ * fp32 for rl_cpu_matmul. scratch: rl_cpu_qmatmul_scratch(in) bytes, the caller's thread's own. */
+struct rl_wmat;
+void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
+		    const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end,
+		    int accumulate, void *scratch);
+size_t rl_cpu_qmatmul_scratch(uint32_t in);
+/* Row r of W as fp32: out[W->cols]. */
+void rl_cpu_wmat_row(const struct rl_wmat *W, uint32_t r, float *out);
+
 /* o[n] = x[n] * w[n] / sqrt(mean(x^2) + eps); o may be x. */
 void rl_cpu_rmsnorm(float *o, const float *x, const float *w, uint32_t n, float eps);
 

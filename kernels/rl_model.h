@@ -1,8 +1,9 @@
-/* rl_model.h — a loaded Llama-family decoder: config, fp32 weights, tokenizer vocabulary.
+/* rl_model.h — a loaded Llama-family decoder: config, weights, tokenizer vocabulary.
  *
  * Every loader (GGUF, safetensors + config.json, llama2.c .bin) produces this one struct, with
- * weights converted to fp32 row-major [out][in] (y = W x, as in llama2.c). Backends that want
- * other dtypes (cuda: bf16) convert from here. This header is the data contract only: kernels/ and the
+ * weights converted to fp32 row-major [out][in] (y = W x, as in llama2.c), or (the "stored"
+ * load the cpu backend runs on) matrices kept as the file stores them, as struct rl_wmat.
+ * The cuda backend streams the file itself. This header is the data contract only: kernels/ and the
  * backends read the struct; runtime/model/ fills it. RoPE pairing is a config field because the
  * formats differ: llama2.c and GGUF "llama" rotate adjacent pairs (2i, 2i+1), Hugging Face
  * safetensors rotate halves (i, i + head_dim/2). Beside the data, one inline: the RoPE frequency
@@ -16,6 +17,23 @@
 
 /* Most RoPE frequency factors a config carries (head_dim up to 512 with factors). */
 #define RL_ROPE_MAX_FREQS 256
+
+/* Element types of stored weights: floats and the GGML block formats of llama.cpp's
+ * quantized files (the table of names, ids, geometry and decoders: runtime/model/model_dtype.c). */
+enum rl_dt { RL_DT_F32, RL_DT_F16, RL_DT_BF16, RL_DT_Q8_0, RL_DT_Q4_0, RL_DT_Q4_1, RL_DT_Q5_0,
+	     RL_DT_Q5_1, RL_DT_Q2_K, RL_DT_Q3_K, RL_DT_Q4_K, RL_DT_Q5_K, RL_DT_Q6_K, RL_DT_IQ4_NL,
+	     RL_DT_IQ4_XS, RL_DT_COUNT };
+
+/* A weight matrix [rows, cols] (y = W x) as stored: row r is row_bytes bytes at
+ * data + r * row_bytes, cols weights in whole blocks of blk_elems weights / blk_bytes bytes. */
+struct rl_wmat {
+	const void *data;
+	int32_t  dtype;                /* enum rl_dt */
+	uint32_t rows, cols;
+	uint32_t blk_elems, blk_bytes; /* floats: 1 and 4 or 2 */
+	size_t   row_bytes;
+	void   (*decode)(float *y, const uint8_t *blk);   /* one block to fp32 (as ggml); NULL for floats */
+};
 
 struct rl_model_config {
 	uint32_t dim;                  /* model width */
@@ -59,6 +77,10 @@ struct rl_layer {
 	float *w_gate;                 /* [hidden_dim, dim]  (llama2.c w1) */
 	float *w_down;                 /* [dim, hidden_dim]  (llama2.c w2) */
 	float *w_up;                   /* [hidden_dim, dim]  (llama2.c w3) */
+	/* The same matrices as stored: fp32 views of the arrays above after rl_model_alloc, the
+	 * file's own bytes after rl_model_load_stored (where the float pointers above are NULL
+	 * unless the file's type is F32). */
+	struct rl_wmat mq, mk, mv, mo, mgate, mdown, mup;
 };
 
 struct rl_model {
@@ -68,6 +90,7 @@ struct rl_model {
 	struct rl_layer *layers;       /* [n_layers] */
 	float *out_norm;               /* [dim] */
 	float *wcls;                   /* [vocab_size, dim]; == tok_emb when tied */
+	struct rl_wmat mtok_emb, mwcls;   /* as the layers' mq ...; mwcls == mtok_emb when tied */
 	/* Tokenizer vocabulary: llama2.c tokenizer.bin layout (int32 max_token_length, then per
 	 * token: float score, int32 len, len bytes) for SentencePiece vocabularies, or the
 	 * byte-level BPE blob of clients/rl_bpe.h ("RLB1"); NULL when the model file has none. */

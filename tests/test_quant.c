@@ -15,6 +15,7 @@
 #include "kernels/rl_ref.h"
 #include "runtime/model/rl_model_io.h"
 #include "runtime/model/rl_model_plan.h"
+#include "runtime/backend/rl_backend.h"
 
 #ifndef FIXTURES
 #define FIXTURES "tests/fixtures"
@@ -175,7 +176,8 @@ static void quant_unknown_type_named(void)
 	unlink(path);
 }
 
-/* Greedy tokens of a model through ringlm's CPU backend and through the reference. */
+/* Greedy tokens of a model through ringlm's CPU backend (on the weights as stored) and
+ * through the float64 reference (on the same weights decoded to fp32). */
 static void quant_models_serve_like_the_reference(void)
 {
 	struct rl_model_config c;
@@ -204,7 +206,7 @@ static void quant_models_serve_like_the_reference(void)
 		float *logits = malloc(c.vocab_size * sizeof *logits);
 		REQUIRE(logits);
 		uint32_t tok = prompt[0];
-		float margin = INFINITY;
+		float margin = INFINITY, gap[NG] = { 0 };
 		for (uint32_t pos = 0; pos < NP + NG - 1; pos++) {
 			rl_ref_forward(lm, &st, tok, pos, logits);
 			if (pos + 1 < NP) {
@@ -221,6 +223,7 @@ static void quant_models_serve_like_the_reference(void)
 				}
 			}
 			margin = fminf(margin, logits[best] - logits[second]);
+			gap[pos + 1 - NP] = logits[best] - logits[second];
 			want[pos + 1 - NP] = tok = best;
 		}
 		want[NG - 1] = 0;
@@ -253,12 +256,89 @@ static void quant_models_serve_like_the_reference(void)
 						done = 1;
 				}
 			}
-			int same = ng == NG - 1 && !memcmp(got, want, (NG - 1) * sizeof *got);
+			/* the cpu backend computes Q8_0, Q4_K and Q6_K against 8-bit activations
+			 * (test_qmatmul: within 1e-2 of the terms), so a near-tie of the reference
+			 * may go either way there: tokens are compared up to the first position
+			 * whose top-2 gap is below that path's tolerance; fp32 paths: all of them */
+			float tol = dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K ? 0.05f : 0;
+			uint32_t cmp = 0;
+			while (cmp < NG - 1 && gap[cmp] >= tol)
+				cmp++;
+			int same = ng == NG - 1 && !memcmp(got, want, cmp * sizeof *got);
 			CHECKF(same, "%s: ringlm's greedy tokens differ from the reference", tn);
-			printf("  %-6s %u greedy tokens equal the reference (smallest top-2 logit gap %.3g)\n", tn, ng, margin);
+			printf("  %-6s %u of %u greedy tokens compared, all equal the reference (smallest top-2 logit gap %.3g)\n",
+			       tn, cmp, ng, margin);
 			ringlm_close(cl);
 		}
 		unlink(path);
+	}
+}
+
+/* Teacher-forced logits of the cpu backend on the weights as stored (a 12-row prefill chunk:
+ * the decoded-tile path; then 12 decode steps: the dot paths) against the float64 reference
+ * on the same weights decoded to fp32, for every type: max |difference| / max |logit|, with
+ * the per-path tolerances of test_qmatmul (8-bit activations for Q8_0, Q4_K, Q6_K). */
+static void stored_logits_follow_the_reference(void)
+{
+	struct rl_model_config c;
+	tiny_cfg(&c);
+	enum { N = 24, PRE = 12, BS = 16 };
+	for (int dt = RL_DT_F32; dt < RL_DT_COUNT; dt++) {
+		const char *tn = rl_dt_info(dt)->name;
+		struct rl_model *m, *ref, *st;
+		char err[512], path[64];
+		REQUIRE(rl_model_alloc(&c, &m, err, sizeof err) == 0);
+		rl_model_fill_random(m, 500 + dt);
+		snprintf(path, sizeof path, "/tmp/rl-quantl-%d-%s.gguf", (int)getpid(), tn);
+		REQUIRE(rl_gguf_write(m, path, dt, err, sizeof err) == 0);
+		rl_model_destroy(m);
+		REQUIRE(rl_model_load(path, NULL, &ref, err, sizeof err) == 0);
+		REQUIRE(rl_model_load_stored(path, NULL, &st, err, sizeof err) == 0);
+		unlink(path);
+		CHECKF(st->layers[0].mq.dtype == dt && (dt == RL_DT_F32) == (st->layers[0].wq != NULL),
+		       "%s: stored as %d", tn, st->layers[0].mq.dtype);
+		struct rl_backend_params bp = { .n_kv_blocks = 4, .block_size = BS, .max_batch_tokens = 32,
+						.max_seqs = 1, .threads = 1, .runtime_cpu = -1 };
+		struct rl_backend *be;
+		REQUIRE(rl_backend_cpu_create(st, &bp, &be, err, sizeof err) == 0);
+		struct rl_ref_state rs;
+		REQUIRE(rl_ref_state_init(&rs, ref, N) == 0);
+		uint32_t toks[N], pos[N], row_seq[N] = { 0 }, table[4] = { 2, 0, 3, 1 };
+		float *want = malloc(c.vocab_size * sizeof(float)), *got = malloc(c.vocab_size * sizeof(float));
+		REQUIRE(want && got);
+		for (uint32_t i = 0; i < N; i++)
+			toks[i] = (i * 131 + 7) % c.vocab_size;
+		double worst = 0;
+		for (uint32_t done = 0; done < N;) {
+			uint32_t q = done ? 1 : PRE;
+			for (uint32_t r = 0; r < q; r++)
+				pos[r] = done + r;
+			struct rl_batch_seq s = { .q_start = 0, .q_len = q, .ctx_len = done + q,
+						  .n_blocks = (done + q + BS - 1) / BS, .block_table = table, .sample = 1,
+						  .sp = { .temperature = 0, .top_p = 1 } };
+			struct rl_batch b = { .n_tokens = q, .n_seqs = 1, .n_prefill = done ? 0 : 1, .block_size = BS,
+					      .tokens = toks + done, .pos = pos, .row_seq = row_seq, .seqs = &s };
+			int32_t out;
+			REQUIRE(rl_backend_launch(be, &b) == 0 && rl_backend_finish(be, &out) == 0);
+			REQUIRE(rl_backend_cpu_logits(be, 0, got) == 0);
+			for (uint32_t r = 0; r < q; r++)
+				rl_ref_forward(ref, &rs, toks[done + r], done + r, want);
+			done += q;
+			double dmax = 0, lmax = 0;
+			for (uint32_t v = 0; v < c.vocab_size; v++) {
+				dmax = fmax(dmax, fabs((double)got[v] - want[v]));
+				lmax = fmax(lmax, fabs(want[v]));
+			}
+			worst = fmax(worst, dmax / lmax);
+		}
+		double tol = dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K ? 3e-2 : 1e-4;
+		CHECKF(worst <= tol, "%s: logits off by %.3g of the largest (tolerance %g)", tn, worst, tol);
+		printf("  %-6s stored weights: logits within %.2g of the reference's largest (tolerance %g)\n", tn, worst, tol);
+		free(want); free(got);
+		rl_ref_state_free(&rs);
+		rl_backend_destroy(be);
+		rl_model_destroy(st);
+		rl_model_destroy(ref);
 	}
 }
 
@@ -267,5 +347,6 @@ int main(void)
 	RUN(quant_decoders_match_numpy);
 	RUN(quant_unknown_type_named);
 	RUN(quant_models_serve_like_the_reference);
+	RUN(stored_logits_follow_the_reference);
 	TEST_MAIN_END();
 }

@@ -149,7 +149,8 @@ int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct
 			return rc;
 		rl_model_fill_random(*model, 1);
 		snprintf((*model)->name, sizeof (*model)->name, "synthetic:%s", p->model + 10);
-	} else if ((rc = rl_model_load(p->model, p->tokenizer, model, err, errlen))) {
+	} else if ((rc = rl_model_load_stored(p->model, p->tokenizer, model, err, errlen))) {
+		/* matrices as the file stores them: the cpu backend computes on those */
 		return rc;
 	}
 	(*model)->cfg.max_ctx = bp.max_ctx = ctx_for(p, &(*model)->cfg);

@@ -1,4 +1,4 @@
-/* rl_backend_cpu.c — the cpu backend: the fp32 Llama forward over a mixed batch (prefill chunks
+/* rl_backend_cpu.c — the cpu backend: the Llama forward (fp32 activations) over a mixed batch (prefill chunks
  * and decode rows) with a paged KV cache, on a persistent pool of worker threads.
  *
  * launch() validates the batch and wakes the pool; every participant runs forward() below,
@@ -13,7 +13,9 @@
  * KV pool layout: [n_layers][n_kv_blocks][n_kv_heads][block_size][head_dim] for K and for V,
  * so one (layer, block, kv head) is a contiguous [block_size, head_dim] tile for attention.
  * Activations are sized by max_batch_tokens; the final norm and LM head run only on the last
- * row of each sampling sequence (at most max_seqs rows).
+ * row of each sampling sequence (at most max_seqs rows). Matrices are read as the model
+ * stores them (struct rl_wmat: fp32, or a file's F16/BF16/Q8_0/Q4_K... bytes kept as they
+ * are by rl_model_load_stored), through rl_cpu_qmatmul.
  */
 #include <errno.h>
 #include <limits.h>
@@ -54,6 +56,8 @@ struct cpu {
 	float *logits;                 /* [max_seqs, vocab] LM head output of those rows */
 	float *inv_freq;               /* [hd/2] RoPE frequencies */
 	float *attn_scratch;           /* [n_threads, attn_scratch_size] */
+	void  *qscratch;               /* [n_threads] x qscratch_size bytes: rl_cpu_qmatmul's */
+	size_t qscratch_size;
 	size_t attn_scratch_size;      /* floats: rl_cpu_attention_scratch of a full-budget chunk */
 	void  *samp_scratch;           /* [n_threads] x rl_sample_scratch_size(vocab) */
 	size_t samp_scratch_size;
@@ -137,14 +141,15 @@ static void split(uint32_t n, uint32_t align, int t, int nt, uint32_t *lo, uint3
 	*hi = b < n ? b : n;
 }
 
+/* Thread t's share of the output columns of Y = X W^T, W as the model stores it. */
 static void matmul_part(struct cpu *c, int t, float *Y, size_t ldy, const float *X, size_t ldx,
-			const float *W, const float *bias, uint32_t rows, uint32_t in, uint32_t out,
-			int acc)
+			const struct rl_wmat *W, const float *bias, uint32_t rows, int acc)
 {
 	uint32_t lo, hi;
-	split(out, 4, t, c->n_active, &lo, &hi);
+	split(W->rows, 4, t, c->n_active, &lo, &hi);
 	if (lo < hi)
-		rl_cpu_matmul(Y, ldy, X, ldx, W, bias, rows, in, lo, hi, acc);
+		rl_cpu_qmatmul(Y, ldy, X, ldx, W, bias, rows, lo, hi, acc,
+			       (char *)c->qscratch + (size_t)t * c->qscratch_size);
 }
 
 /* One step, run by every worker t. */
@@ -159,7 +164,7 @@ static void forward(struct cpu *c, int t)
 
 	split(T, 1, t, nt, &r0, &r1);
 	for (uint32_t r = r0; r < r1; r++)
-		memcpy(c->x + (size_t)r * dim, m->tok_emb + (size_t)b->tokens[r] * dim, dim * sizeof(float));
+		rl_cpu_wmat_row(&m->mtok_emb, b->tokens[r], c->x + (size_t)r * dim);
 	barrier(c);
 
 	for (uint32_t l = 0; l < c->nl; l++) {
@@ -170,9 +175,9 @@ static void forward(struct cpu *c, int t)
 		for (uint32_t r = r0; r < r1; r++)
 			rl_cpu_rmsnorm(c->xb + (size_t)r * dim, c->x + (size_t)r * dim, L->attn_norm, dim, cfg->norm_eps);
 		barrier(c);
-		matmul_part(c, t, c->q, qd, c->xb, dim, L->wq, L->bq, T, dim, qd, 0);
-		matmul_part(c, t, c->k, kvd, c->xb, dim, L->wk, L->bk, T, dim, kvd, 0);
-		matmul_part(c, t, c->v, kvd, c->xb, dim, L->wv, L->bv, T, dim, kvd, 0);
+		matmul_part(c, t, c->q, qd, c->xb, dim, &L->mq, L->bq, T, 0);
+		matmul_part(c, t, c->k, kvd, c->xb, dim, &L->mk, L->bk, T, 0);
+		matmul_part(c, t, c->v, kvd, c->xb, dim, &L->mv, L->bv, T, 0);
 		if (t == 0)
 			atomic_store_explicit(&c->next_item, 0, memory_order_relaxed);
 		barrier(c);
@@ -214,7 +219,7 @@ static void forward(struct cpu *c, int t)
 					 c->attn_scratch + (size_t)t * c->attn_scratch_size);
 		}
 		barrier(c);
-		matmul_part(c, t, c->x, dim, c->att, qd, L->wo, NULL, T, qd, dim, 1); /* x += wo att */
+		matmul_part(c, t, c->x, dim, c->att, qd, &L->mo, NULL, T, 1);  /* x += wo att */
 		barrier(c);
 
 		for (uint32_t r = r0; r < r1; r++)
@@ -224,13 +229,14 @@ static void forward(struct cpu *c, int t)
 		uint32_t h0, h1;
 		split(hid, 4, t, nt, &h0, &h1);
 		if (h0 < h1) {
-			rl_cpu_matmul(c->hb, hid, c->xb, dim, L->w_gate, NULL, T, dim, h0, h1, 0);
-			rl_cpu_matmul(c->hb2, hid, c->xb, dim, L->w_up, NULL, T, dim, h0, h1, 0);
+			void *qs = (char *)c->qscratch + (size_t)t * c->qscratch_size;
+			rl_cpu_qmatmul(c->hb, hid, c->xb, dim, &L->mgate, NULL, T, h0, h1, 0, qs);
+			rl_cpu_qmatmul(c->hb2, hid, c->xb, dim, &L->mup, NULL, T, h0, h1, 0, qs);
 			for (uint32_t r = 0; r < T; r++)
 				rl_cpu_silu_mul(c->hb + (size_t)r * hid + h0, c->hb2 + (size_t)r * hid + h0, h1 - h0);
 		}
 		barrier(c);
-		matmul_part(c, t, c->x, dim, c->hb, hid, L->w_down, NULL, T, hid, dim, 1); /* x += down */
+		matmul_part(c, t, c->x, dim, c->hb, hid, &L->mdown, NULL, T, 1); /* x += down */
 		barrier(c);
 	}
 
@@ -243,7 +249,7 @@ static void forward(struct cpu *c, int t)
 			       m->out_norm, dim, cfg->norm_eps);
 	}
 	barrier(c);
-	matmul_part(c, t, c->logits, c->vocab, c->xs, dim, m->wcls, NULL, c->n_samp, dim, c->vocab, 0);
+	matmul_part(c, t, c->logits, c->vocab, c->xs, dim, &m->mwcls, NULL, c->n_samp, 0);
 	barrier(c);
 	for (uint32_t j = s0; j < s1; j++) {
 		const struct rl_batch_seq *s = &b->seqs[c->samp_seq[j]];
@@ -359,7 +365,7 @@ static void free_all(struct cpu *c)
 {
 	free(c->kpool); free(c->vpool); free(c->x); free(c->xb); free(c->q); free(c->k); free(c->v);
 	free(c->att); free(c->hb); free(c->hb2); free(c->xs); free(c->logits); free(c->inv_freq);
-	free(c->attn_scratch); free(c->samp_scratch); free(c->samp_seq); free(c->logit_row);
+	free(c->attn_scratch); free(c->qscratch); free(c->samp_scratch); free(c->samp_seq); free(c->logit_row);
 	free(c->tok_out); free(c->th); free(c);
 }
 
@@ -442,13 +448,17 @@ int rl_backend_cpu_create(const struct rl_model *m, const struct rl_backend_para
 	c->attn_scratch_size = (rl_cpu_attention_scratch(c->max_tokens * (c->nh / c->nkv), c->hd, c->bs) + 15) & ~(size_t)15;
 	c->attn_scratch = malloc((size_t)c->n_threads * c->attn_scratch_size * sizeof(float));
 	c->samp_scratch = malloc((size_t)c->n_threads * c->samp_scratch_size);
+	uint32_t max_in = c->dim > c->hid ? c->dim : c->hid;
+	max_in = max_in > c->qd ? max_in : c->qd;
+	c->qscratch_size = (rl_cpu_qmatmul_scratch(max_in) + 63) & ~(size_t)63;
+	c->qscratch = malloc((size_t)c->n_threads * c->qscratch_size);
 	c->samp_seq = malloc(S * sizeof(uint32_t));
 	c->logit_row = malloc(S * sizeof(int32_t));
 	c->tok_out = malloc(S * sizeof(int32_t));
 	c->th = calloc(c->n_threads, sizeof(pthread_t));
 	if (!c->kpool || !c->vpool || !c->x || !c->xb || !c->q || !c->k || !c->v || !c->att ||
 	    !c->hb || !c->hb2 || !c->xs || !c->logits || !c->inv_freq || !c->attn_scratch ||
-	    !c->samp_scratch || !c->samp_seq || !c->logit_row || !c->tok_out || !c->th) {
+	    !c->samp_scratch || !c->qscratch || !c->samp_seq || !c->logit_row || !c->tok_out || !c->th) {
 		snprintf(err, errlen, "cpu backend: cannot allocate %.1f GiB of KV cache and buffers; lower --kv-blocks or --max-batch-tokens",
 			 2.0 * kv * sizeof(float) / (1 << 30));
 		free_all(c);

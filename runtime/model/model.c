@@ -173,6 +173,23 @@ float **rl_model_field_slot(struct rl_model *m, int f, uint32_t l)
 	return NULL;
 }
 
+struct rl_wmat *rl_model_field_wmat(struct rl_model *m, int f, uint32_t l)
+{
+	struct rl_layer *L = &m->layers[l];
+	switch (f) {
+	case RL_W_TOK_EMB: return &m->mtok_emb;
+	case RL_W_WCLS:    return &m->mwcls;
+	case RL_W_WQ:      return &L->mq;
+	case RL_W_WK:      return &L->mk;
+	case RL_W_WV:      return &L->mv;
+	case RL_W_WO:      return &L->mo;
+	case RL_W_GATE:    return &L->mgate;
+	case RL_W_DOWN:    return &L->mdown;
+	case RL_W_UP:      return &L->mup;
+	}
+	return NULL;
+}
+
 int rl_model_alloc(const struct rl_model_config *c, struct rl_model **out, char *err, size_t errlen)
 {
 	int rc = rl_model_check_shape(c, err, errlen);
@@ -202,10 +219,18 @@ int rl_model_alloc(const struct rl_model_config *c, struct rl_model **out, char 
 	m->mem_size = n * sizeof(float);
 	/* one layout for every consumer: the loaders' plans address weights by these offsets */
 	rl_model_layout(c, segs);
-	for (size_t i = 0; i < nseg; i++)
-		*rl_model_field_slot(m, segs[i].field, segs[i].layer) = w + segs[i].off;
-	if (c->tied_embeddings)
+	for (size_t i = 0; i < nseg; i++) {
+		const struct rl_wseg *g = &segs[i];
+		*rl_model_field_slot(m, g->field, g->layer) = w + g->off;
+		struct rl_wmat *wm = rl_model_field_wmat(m, g->field, g->layer);
+		if (wm)                /* the fp32 array as a stored matrix too */
+			rl_wmat_init(wm, w + g->off, RL_DT_F32, (uint32_t)rl_wdim(c, rl_wnames[g->field].rows),
+				     (uint32_t)rl_wdim(c, rl_wnames[g->field].cols));
+	}
+	if (c->tied_embeddings) {
 		m->wcls = m->tok_emb;
+		m->mwcls = m->mtok_emb;
+	}
 	free(segs);
 	*out = m;
 	return 0;

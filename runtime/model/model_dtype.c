@@ -384,3 +384,12 @@ int rl_dt_random_block(int dt, uint8_t *blk, uint64_t *state, float amax)
 		memcpy(blk + d->f16_off[k], &h, 2);
 	return 0;
 }
+
+void rl_wmat_init(struct rl_wmat *w, const void *data, int dt, uint32_t rows, uint32_t cols)
+{
+	const struct rl_dt_info *di = rl_dt_info(dt);
+	*w = (struct rl_wmat){ .data = data, .dtype = dt, .rows = rows, .cols = cols,
+			       .blk_elems = di->blk_elems, .blk_bytes = di->blk_bytes,
+			       .row_bytes = (size_t)cols / di->blk_elems * di->blk_bytes,
+			       .decode = di->decode };
+}

@@ -60,6 +60,8 @@ uint64_t rl_model_field_off(const struct rl_model_config *c, int field, uint32_t
 uint64_t rl_model_field_elems(const struct rl_model_config *c, int field);
 /* The rl_model pointer that holds (field, layer). */
 float  **rl_model_field_slot(struct rl_model *m, int field, uint32_t layer);
+/* The stored view of a matrix field of layer; NULL for a vector field. */
+struct rl_wmat *rl_model_field_wmat(struct rl_model *m, int field, uint32_t layer);
 
 /* Plan building, for the loaders. init: zeroes p, checks c's shape (-EINVAL, the reason
  * prefixed with name), and sizes the read list and file table. own_file moves an open file

@@ -9,12 +9,9 @@
 #include <stdint.h>
 #include "kernels/rl_model.h"
 
-/* On-disk element types of weights (what a plan reads, what the writer writes): floats and
- * the GGML block formats llama.cpp's quantized files hold. runtime/model/model_dtype.c owns
- * the table (names, GGML ids, block geometry, decoders). */
-enum rl_dt { RL_DT_F32, RL_DT_F16, RL_DT_BF16, RL_DT_Q8_0, RL_DT_Q4_0, RL_DT_Q4_1, RL_DT_Q5_0,
-	     RL_DT_Q5_1, RL_DT_Q2_K, RL_DT_Q3_K, RL_DT_Q4_K, RL_DT_Q5_K, RL_DT_Q6_K, RL_DT_IQ4_NL,
-	     RL_DT_IQ4_XS, RL_DT_COUNT };
+/* On-disk element types of weights: enum rl_dt (kernels/rl_model.h, since the cpu kernels
+ * compute on them); runtime/model/model_dtype.c owns the table (names, GGML ids, block
+ * geometry, decoders). */
 
 struct rl_dt_info {
 	const char *name;              /* as llama.cpp prints it: "Q4_K" */
@@ -41,6 +38,9 @@ int  rl_dt_decode(int dt, float *y, const void *src, uint64_t nblocks);
  * |weight| between amax/2 and amax: random weights at real shapes for the writer (types it
  * has no quantizer for) and the tests. *state is the generator's state (nonzero). */
 int  rl_dt_random_block(int dt, uint8_t *blk, uint64_t *state, float amax);
+/* w = rows x cols weights of type dt at data (cols whole blocks of dt): geometry and decoder
+ * from the table. */
+void rl_wmat_init(struct rl_wmat *w, const void *data, int dt, uint32_t rows, uint32_t cols);
 /* The fewest bytes any supported type spends per weight (Q2_K's 84/256). */
 double rl_dt_min_bytes_per_weight(void);
 
@@ -70,6 +70,12 @@ void rl_model_fill_random(struct rl_model *m, uint64_t seed);
  * factors out of range, -ENOTSUP when head_dim / 2 > RL_ROPE_MAX_FREQS. */
 int  rl_rope_llama3_freqs(struct rl_model_config *cfg, float factor, float low_freq_factor,
 			  float high_freq_factor, float original_max_ctx);
+/* As rl_model_load, but every matrix stays as the file stores it (F16, BF16, Q8_0, Q4_K ...:
+ * the rl_wmat fields of kernels/rl_model.h; the fp32 matrix pointers are NULL except for F32
+ * ones); norms and biases are fp32. One block of memory about the size of the file's weights.
+ * What the cpu backend runs on. */
+int  rl_model_load_stored(const char *path, const char *tokenizer_path, struct rl_model **out,
+			  char *err, size_t errlen);
 /* Loads any supported format (by magic: GGUF, safetensors directory/file + config.json,
  * llama2.c .bin). tokenizer_path (llama2.c tokenizer.bin) is optional where the file has a
  * vocabulary. On failure: -errno and one line naming the file and what is wrong in err. */

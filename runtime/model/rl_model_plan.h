@@ -96,6 +96,9 @@ void rl_model_plan_close(struct rl_model_plan *p);
  * f16/bf16/q8_0); moves p's vocabulary and name into it. 0, or -errno and one line. */
 int  rl_model_plan_load(struct rl_model_plan *p, struct rl_model **out, char *err, size_t errlen);
 
+/* As rl_model_plan_load, with every matrix kept as the file stores it (rl_model_load_stored). */
+int  rl_model_plan_load_stored(struct rl_model_plan *p, struct rl_model **out, char *err, size_t errlen);
+
 /* ---- streaming ---- */
 
 /* A run of one tensor read, handed to a sink: raw on-disk bytes of canonical elements

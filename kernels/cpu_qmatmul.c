@@ -1,0 +1,574 @@
+/* cpu_qmatmul.c — matmul over weights kept as the file stores them (struct rl_wmat; see
+ * rl_cpu_qmatmul in cpu_ops.h).
+ *
+ * Decode steps (a few activation rows) are bounded by the bytes of weights streamed, so they
+ * compute on the stored form directly:
+ *   - F16 / BF16: 8 weights at a time widened to fp32 in registers (F16C, or a 16-bit shift
+ *     for bf16), FMA against the fp32 activations;
+ *   - Q8_0, Q4_K, Q6_K: the activation rows are quantized once per call to q8 blocks of 32
+ *     (one fp32 scale per block and the sums of each 16 quantized values, as ggml's q8
+ *     activations), and each weight block is dotted in integers (AVX2 maddubs/madd), scaled
+ *     to float once per block of 32;
+ *   - every other block type: a weight row is decoded to fp32 (the table's decoder, as ggml)
+ *     and dotted in fp32.
+ * Each weight block is loaded once for all (up to 8) activation rows; with one row, four
+ * weight rows run at once so the accumulation chains overlap.
+ * Steps of more rows (prefill chunks) are bounded by arithmetic instead: a tile of weight rows
+ * is decoded to fp32 in the caller's scratch and multiplied by the fp32 matmul, whose tiling
+ * reads the tile once for all rows; the decoding is then a small part of the work.
+ *
+ * Accuracy (tests/test_qmatmul.c holds the tolerances): the float paths round like fp32
+ * matmul; the q8 activation path adds the activations' 8-bit rounding (relative error of a
+ * row's dot about 0.3% of the row's magnitude), the same trade ggml makes.
+ */
+#include <math.h>
+#include <string.h>
+#include <immintrin.h>
+#include "kernels/cpu_ops.h"
+#include "kernels/rl_half.h"
+#include "kernels/rl_model.h"
+
+#define AI static inline __attribute__((always_inline))
+#define T256 __attribute__((target("avx2,fma,f16c")))
+#define Q8_ROWS 8                      /* rows at most on the integer/float dot paths */
+/* Software prefetch distance in a weight row, bytes. Batch-1 decode streams several weight
+ * rows at once and the hardware prefetcher alone left it at ~70% of llama.cpp's speed on a
+ * Zen 3 VM (Q8_0 110M: 59 tok/s; with 768 bytes ahead 63, 2048: 78, 4096: 84, 8192: 81). */
+#define PF_DIST 4096
+#define TILE 16                        /* weight rows decoded at once on the tile path */
+
+/* One activation block: x[i] ~ d * q[i]; s[h] = sum of q over elements 16h .. 16h+15. */
+struct q8x {
+	float   d;
+	int16_t s[2];
+	int8_t  q[32];
+};
+
+static inline uint16_t ld16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+/* a block's f16 scale, by the F16C instruction on the AVX2 paths */
+#define H2F(p) _cvtsh_ss(ld16(p))
+
+/* ------------------------------------------------------------ activations -------- */
+
+T256 static int32_t hsum_i32(__m256i v)
+{
+	__m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+	return _mm_cvtsi128_si32(s);
+}
+
+T256 static float hsum_ps(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+T256 static void quantize_avx2(const float *x, uint32_t n, struct q8x *o)
+{
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+	for (uint32_t b = 0; b < n / 32; b++, x += 32) {
+		__m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
+		__m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
+		__m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+					 _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+		__m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+		h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+		h = _mm_max_ss(h, _mm_movehdup_ps(h));
+		float amax = _mm_cvtss_f32(h), d = amax / 127, id = d ? 1 / d : 0;
+		o[b].d = d;
+		__m256 s = _mm256_set1_ps(id);
+		/* round to nearest (even), as nearbyintf in the scalar path */
+		__m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, s)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, s));
+		__m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, s)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, s));
+		o[b].s[0] = (int16_t)hsum_i32(_mm256_add_epi32(i0, i1));
+		o[b].s[1] = (int16_t)hsum_i32(_mm256_add_epi32(i2, i3));
+		/* packs interleave the 128-bit lanes; the permute puts the 32 bytes back in order */
+		__m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+		p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+		_mm256_storeu_si256((__m256i *)o[b].q, p);
+	}
+}
+
+/* ------------------------------------------------------------ integer dots ------- */
+
+/* sum over 32 of u[i] * s[i] (u unsigned bytes < 128 or |w|, s signed) as 8 int32 lanes */
+T256 AI __m256i dot_us(__m256i u, __m256i s)
+{
+	return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+/* Q8_0 block: f16 d, int8 q[32] (34 bytes); w = d * q. NW weight rows x NR activation rows. */
+T256 AI void q8_0_tile(const uint8_t *const *w, int nw, const struct q8x *const *x, int nr,
+		       uint32_t nb, float *out /* [nw][nr] */)
+{
+	__m256 acc[8];
+#pragma GCC unroll 8
+	for (int k = 0; k < nw * nr; k++)
+		acc[k] = _mm256_setzero_ps();
+	for (uint32_t b = 0; b < nb; b++) {
+#pragma GCC unroll 4
+		for (int j = 0; j < nw; j++) {
+			const uint8_t *blk = w[j] + (size_t)b * 34;
+			if (!(b & 1))          /* a line ahead of each stream, every other block */
+				_mm_prefetch((const char *)blk + PF_DIST, _MM_HINT_T0);
+			float dw = H2F(blk);
+			__m256i wv = _mm256_loadu_si256((const __m256i *)(blk + 2));
+			__m256i aw = _mm256_sign_epi8(wv, wv);      /* |w|, and x takes w's sign */
+#pragma GCC unroll 8
+			for (int r = 0; r < nr; r++) {
+				const struct q8x *xb = x[r] + b;
+				__m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xb->q), wv);
+				acc[j * nr + r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb->d),
+								  _mm256_cvtepi32_ps(dot_us(aw, sx)), acc[j * nr + r]);
+			}
+		}
+	}
+#pragma GCC unroll 8
+	for (int k = 0; k < nw * nr; k++)
+		out[k] = hsum_ps(acc[k]);
+}
+
+/* K-quant activations: one scale per 256 (the super-block), so that a super-block's
+ * sub-block products add up in integers and meet a float once (ggml's Q8_K). */
+struct q8k {
+	float   d;
+	int16_t bsums[16];             /* sums of q over each 16 */
+	int8_t  q[256];
+};
+
+T256 static void quantize_k_avx2(const float *x, uint32_t n, struct q8k *o)
+{
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+	for (uint32_t b = 0; b < n / 256; b++, x += 256) {
+		__m256 m = _mm256_setzero_ps();
+		for (int i = 0; i < 256; i += 8)
+			m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+		__m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+		h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+		h = _mm_max_ss(h, _mm_movehdup_ps(h));
+		float amax = _mm_cvtss_f32(h), d = amax / 127, id = d ? 1 / d : 0;
+		o[b].d = d;
+		__m256 s = _mm256_set1_ps(id);
+		for (int i = 0; i < 256; i += 32) {
+			__m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i), s));
+			__m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), s));
+			__m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 16), s));
+			__m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 24), s));
+			o[b].bsums[i / 16] = (int16_t)hsum_i32(_mm256_add_epi32(i0, i1));
+			o[b].bsums[i / 16 + 1] = (int16_t)hsum_i32(_mm256_add_epi32(i2, i3));
+			__m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+			p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+			_mm256_storeu_si256((__m256i *)(o[b].q + i), p);
+		}
+	}
+}
+
+/* Q4_K super-block (144 bytes, 256 weights): f16 d, f16 dmin, 12 bytes of 6-bit (scale,
+ * min) pairs for 8 sub-blocks of 32, 128 bytes of 4-bit q; w = d*sc*q - dmin*m. As ggml. */
+static inline void q4_k_scales(const uint8_t *q, uint8_t *sc, uint8_t *mn)
+{
+	/* the 12 bytes as three words, unpacked without branches (as ggml's kmask trick):
+	 * scales 0-3 and mins 0-3 are the low 6 bits of bytes 0-7; scales/mins 4-7 take their
+	 * low 4 bits from bytes 8-11 and their top 2 from the top bits of bytes 0-7 */
+	uint32_t u[4], out[4];
+	memcpy(u, q, 12);
+	const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+	out[0] = u[0] & m6;                                     /* scales 0-3 */
+	out[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);       /* scales 4-7 */
+	out[2] = u[1] & m6;                                     /* mins 0-3 */
+	out[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4); /* mins 4-7 */
+	memcpy(sc, out, 8);
+	memcpy(mn, out + 2, 8);
+}
+
+/* sum_i w_i x_i over a Q4_K super-block against a q8k block:
+ * d*dx * sum_s sc_s (q_s . xq_s) - dmin*dx * sum_s m_s bsum32_s, both sums in integers */
+T256 AI void q4_k_tile(const uint8_t *const *w, int nw, const struct q8k *const *x, int nr,
+		       uint32_t nb, float *out)
+{
+	__m256 acc[8];
+	float mins[8];
+	const __m256i low4 = _mm256_set1_epi8(0x0F);
+#pragma GCC unroll 8
+	for (int k = 0; k < nw * nr; k++) {
+		acc[k] = _mm256_setzero_ps();
+		mins[k] = 0;
+	}
+	for (uint32_t b = 0; b < nb; b++) {
+#pragma GCC unroll 4
+		for (int j = 0; j < nw; j++) {
+			const uint8_t *blk = w[j] + (size_t)b * 144;
+			for (int l = 0; l < 144; l += 64)
+				_mm_prefetch((const char *)blk + PF_DIST + l, _MM_HINT_T0);
+			float d = H2F(blk), dmin = H2F(blk + 2);
+			uint8_t sc[8], mn[8];
+			q4_k_scales(blk + 4, sc, mn);
+			/* the 8 mins as int16 against the 8 sums of 32 activations */
+			__m128i mins16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
+			__m256i sumi[8];
+#pragma GCC unroll 8
+			for (int r = 0; r < nr; r++)
+				sumi[r] = _mm256_setzero_si256();
+			for (int p = 0; p < 4; p++) {                  /* 64 weights: two sub-blocks */
+				__m256i qv = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * p));
+				__m256i lo = _mm256_and_si256(qv, low4);
+				__m256i hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), low4);
+				__m256i s0 = _mm256_set1_epi16(sc[2 * p]), s1 = _mm256_set1_epi16(sc[2 * p + 1]);
+#pragma GCC unroll 8
+				for (int r = 0; r < nr; r++) {
+					const int8_t *xq = x[r][b].q + 64 * p;
+					__m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)xq));
+					__m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xq + 32)));
+					sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(_mm256_madd_epi16(p0, s0),
+											       _mm256_madd_epi16(p1, s1)));
+				}
+			}
+#pragma GCC unroll 8
+			for (int r = 0; r < nr; r++) {
+				const struct q8k *xb = &x[r][b];
+				/* pairwise sums of bsums: the 8 sums of 32 */
+				__m128i b16 = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xb->bsums),
+							     _mm_loadu_si128((const __m128i *)(xb->bsums + 8)));
+				__m128i pm = _mm_madd_epi16(mins16, b16);
+				pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0x4e));
+				pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0xb1));
+				acc[j * nr + r] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(sumi[r]),
+								  acc[j * nr + r]);
+				mins[j * nr + r] += dmin * xb->d * (float)_mm_cvtsi128_si32(pm);
+			}
+		}
+	}
+#pragma GCC unroll 8
+	for (int k = 0; k < nw * nr; k++)
+		out[k] = hsum_ps(acc[k]) - mins[k];
+}
+
+/* Q6_K super-block (210 bytes, 256 weights): 128 bytes low 4 bits, 64 bytes high 2 bits,
+ * 16 int8 scales (one per 16 weights), f16 d; w = d * sc * (q - 32). As ggml:
+ * d*dx * (sum_j sc_j (q_j . xq_j) - 32 sum_j sc_j bsum_j), all in integers. */
+T256 AI void q6_k_tile(const uint8_t *const *w, int nw, const struct q8k *const *x, int nr,
+		       uint32_t nb, float *out)
+{
+	__m256 acc[8];
+	const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(3);
+#pragma GCC unroll 8
+	for (int k = 0; k < nw * nr; k++)
+		acc[k] = _mm256_setzero_ps();
+	for (uint32_t b = 0; b < nb; b++) {
+#pragma GCC unroll 4
+		for (int j = 0; j < nw; j++) {
+			const uint8_t *blk = w[j] + (size_t)b * 210;
+			for (int l = 0; l < 210; l += 64)
+				_mm_prefetch((const char *)blk + PF_DIST + l, _MM_HINT_T0);
+			const int8_t *sc = (const int8_t *)(blk + 192);
+			float d = H2F(blk + 208);
+			__m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+			__m256i sumi[8];
+#pragma GCC unroll 8
+			for (int r = 0; r < nr; r++) {
+				/* the offset: 32 * sum_j sc_j bsum_j, subtracted from the start */
+				__m256i o = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)x[r][b].bsums));
+				sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(o, 5));
+			}
+			for (int h = 0; h < 2; h++) {                  /* 128 weights: four sub-blocks */
+				const uint8_t *ql = blk + 64 * h, *qh = blk + 128 + 32 * h;
+				const int8_t *s = sc + 8 * h;
+				__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+				__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+				__m256i hv = _mm256_loadu_si256((const __m256i *)qh);
+				__m256i q[4];
+				q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4),
+						       _mm256_slli_epi16(_mm256_and_si256(hv, low2), 4));
+				q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4),
+						       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2), low2), 4));
+				q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+						       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 4), low2), 4));
+				q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+						       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 6), low2), 4));
+#pragma GCC unroll 4
+				for (int k = 0; k < 4; k++) {
+					/* sub-block k: weights 32k..32k+31 of this half; scales s[2k], s[2k+1]
+					 * for its two 16s (the 128-bit lanes of the maddubs result) */
+					__m256i scv = _mm256_setr_m128i(_mm_set1_epi16(s[2 * k]), _mm_set1_epi16(s[2 * k + 1]));
+#pragma GCC unroll 8
+					for (int r = 0; r < nr; r++) {
+						const int8_t *xq = x[r][b].q + 128 * h + 32 * k;
+						__m256i p16 = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)xq));
+						sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p16, scv));
+					}
+				}
+			}
+#pragma GCC unroll 8
+			for (int r = 0; r < nr; r++)
+				acc[j * nr + r] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[r][b].d), _mm256_cvtepi32_ps(sumi[r]),
+								  acc[j * nr + r]);
+		}
+	}
+#pragma GCC unroll 8
+	for (int k = 0; k < nw * nr; k++)
+		out[k] = hsum_ps(acc[k]);
+}
+
+/* ------------------------------------------------------------ float dots --------- */
+
+/* 8 weights of a 16-bit row at element i, widened to fp32 */
+T256 AI __m256 ld8_f16(const uint16_t *w) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w)); }
+T256 AI __m256 ld8_bf16(const uint16_t *w)
+{
+	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)w)), 16));
+}
+
+#define DEFINE_H16_TILE(NAME, LD, CVT)                                                           \
+T256 AI void NAME(const uint8_t *const *w, int nw, const float *const *x, int nr, uint32_t n,   \
+		  float *out)                                                                    \
+{                                                                                                \
+	__m256 acc[8];                                                                           \
+	_Pragma("GCC unroll 8")                                                                  \
+	for (int k = 0; k < nw * nr; k++)                                                        \
+		acc[k] = _mm256_setzero_ps();                                                    \
+	uint32_t i = 0;                                                                          \
+	for (; i + 8 <= n; i += 8) {                                                             \
+		_Pragma("GCC unroll 4")                                                          \
+		for (int j = 0; j < nw; j++) {                                                   \
+			if (!(i & 31))                                                           \
+				_mm_prefetch((const char *)w[j] + 2 * i + PF_DIST, _MM_HINT_T0); \
+			__m256 wv = LD((const uint16_t *)w[j] + i);                              \
+			_Pragma("GCC unroll 8")                                                  \
+			for (int r = 0; r < nr; r++)                                             \
+				acc[j * nr + r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[r] + i), acc[j * nr + r]); \
+		}                                                                                \
+	}                                                                                        \
+	for (int k = 0; k < nw * nr; k++) {                                                      \
+		float s = hsum_ps(acc[k]);                                                       \
+		for (uint32_t t = i; t < n; t++)                                                 \
+			s += CVT(ld16(w[k / nr] + 2 * t)) * x[k % nr][t];                        \
+		out[k] = s;                                                                      \
+	}                                                                                        \
+}
+DEFINE_H16_TILE(f16_tile, ld8_f16, rl_f16_to_f32)
+DEFINE_H16_TILE(bf16_tile, ld8_bf16, rl_bf16_to_f32)
+
+T256 static float dot_f32_avx2(const float *a, const float *b, uint32_t n)
+{
+	__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+	uint32_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+	}
+	float s = hsum_ps(_mm256_add_ps(s0, s1));
+	for (; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+static float dot_f32_scalar(const float *a, const float *b, uint32_t n)
+{
+	float s = 0;
+	for (uint32_t i = 0; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+/* ------------------------------------------------------------ rows --------------- */
+
+static int has_f16c(void)
+{
+	static int v = -1;
+	if (v < 0)
+		v = __builtin_cpu_supports("f16c");
+	return v;
+}
+
+/* Row decoders for the tile path, 8 weights per instruction: the same values as the
+ * table's scalar decoders (products of the same two floats, or exact conversions). */
+T256 static int row_avx2(const struct rl_wmat *W, const uint8_t *row, float *out)
+{
+	uint32_t n = W->cols;
+	switch (W->dtype) {
+	case RL_DT_F16:
+		if (n % 8)
+			return 0;
+		for (uint32_t i = 0; i < n; i += 8)
+			_mm256_storeu_ps(out + i, ld8_f16((const uint16_t *)row + i));
+		return 1;
+	case RL_DT_BF16:
+		if (n % 8)
+			return 0;
+		for (uint32_t i = 0; i < n; i += 8)
+			_mm256_storeu_ps(out + i, ld8_bf16((const uint16_t *)row + i));
+		return 1;
+	case RL_DT_Q8_0:
+		for (uint32_t b = 0; b < n / 32; b++, row += 34, out += 32) {
+			__m256 d = _mm256_set1_ps(H2F(row));
+			for (int k = 0; k < 4; k++) {
+				__m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(row + 2 + 8 * k)));
+				_mm256_storeu_ps(out + 8 * k, _mm256_mul_ps(d, _mm256_cvtepi32_ps(q)));
+			}
+		}
+		return 1;
+	case RL_DT_Q4_K:
+		for (uint32_t b = 0; b < n / 256; b++, row += 144, out += 256) {
+			float d = H2F(row), dmin = H2F(row + 2);
+			uint8_t sc[8], mn[8];
+			q4_k_scales(row + 4, sc, mn);
+			for (int p = 0; p < 4; p++) {
+				const uint8_t *q = row + 16 + 32 * p;
+				__m256 d0 = _mm256_set1_ps(d * sc[2 * p]), m0 = _mm256_set1_ps(dmin * mn[2 * p]);
+				__m256 d1 = _mm256_set1_ps(d * sc[2 * p + 1]), m1 = _mm256_set1_ps(dmin * mn[2 * p + 1]);
+				for (int k = 0; k < 4; k++) {
+					__m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + 8 * k)));
+					__m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(15)));
+					__m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4));
+					/* d*sc*q - dmin*m, rounded as the scalar decoder's two products */
+					_mm256_storeu_ps(out + 64 * p + 8 * k, _mm256_sub_ps(_mm256_mul_ps(d0, lo), m0));
+					_mm256_storeu_ps(out + 64 * p + 32 + 8 * k, _mm256_sub_ps(_mm256_mul_ps(d1, hi), m1));
+				}
+			}
+		}
+		return 1;
+	}
+	return 0;
+}
+
+void rl_cpu_wmat_row(const struct rl_wmat *W, uint32_t r, float *out)
+{
+	const uint8_t *row = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+	if (rl_cpu_isa() != RL_CPU_SCALAR && has_f16c() && row_avx2(W, row, out))
+		return;
+	switch (W->dtype) {
+	case RL_DT_F32:
+		memcpy(out, row, (size_t)W->cols * 4);
+		return;
+	case RL_DT_F16:
+		for (uint32_t i = 0; i < W->cols; i++)
+			out[i] = rl_f16_to_f32(ld16(row + 2 * i));
+		return;
+	case RL_DT_BF16:
+		for (uint32_t i = 0; i < W->cols; i++)
+			out[i] = rl_bf16_to_f32(ld16(row + 2 * i));
+		return;
+	}
+	for (uint32_t b = 0; b < W->cols / W->blk_elems; b++)
+		W->decode(out + (size_t)b * W->blk_elems, row + (size_t)b * W->blk_bytes);
+}
+
+size_t rl_cpu_qmatmul_scratch(uint32_t in)
+{
+	size_t q8 = (size_t)Q8_ROWS * (in / 32 + 1) * sizeof(struct q8x);
+	size_t q8k = (size_t)Q8_ROWS * (in / 256 + 1) * sizeof(struct q8k);
+	q8 = q8 > q8k ? q8 : q8k;
+	size_t tile = (size_t)TILE * in * sizeof(float);
+	return (q8 > tile ? q8 : tile) + 64;
+}
+
+
+/* Y[r, o] for o in [o0, o1) by the dot paths (nr <= Q8_ROWS rows) */
+T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
+			   const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate,
+			   void *scratch)
+{
+	const uint8_t *base = W->data;
+	uint32_t in = W->cols, nb = in / W->blk_elems;
+	int dt = W->dtype;
+	const struct q8x *xq[Q8_ROWS];
+	const struct q8k *xk[Q8_ROWS];
+	const float *xf[Q8_ROWS];
+	if (dt == RL_DT_Q8_0) {
+		struct q8x *q = (struct q8x *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+		for (uint32_t r = 0; r < nr; r++) {
+			quantize_avx2(X + (size_t)r * ldx, in, q + (size_t)r * (in / 32));
+			xq[r] = q + (size_t)r * (in / 32);
+		}
+	} else if (dt == RL_DT_Q4_K || dt == RL_DT_Q6_K) {
+		struct q8k *q = (struct q8k *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+		for (uint32_t r = 0; r < nr; r++) {
+			quantize_k_avx2(X + (size_t)r * ldx, in, q + (size_t)r * (in / 256));
+			xk[r] = q + (size_t)r * (in / 256);
+		}
+	}
+	for (uint32_t r = 0; r < nr; r++)
+		xf[r] = X + (size_t)r * ldx;
+	float res[8];
+	uint32_t o = o0;
+	/* one activation row: four weight rows at a time; else one weight row, every activation row */
+	int tiled = dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K || dt == RL_DT_F16 || dt == RL_DT_BF16;
+	int nw = nr == 1 && tiled ? 4 : 1;
+	for (; o < o1; o += (uint32_t)nw) {
+		if (o + (uint32_t)nw > o1)
+			nw = 1;
+		const uint8_t *w[4];
+		for (int j = 0; j < nw; j++)
+			w[j] = base + (size_t)(o + j) * W->row_bytes;
+		int n = (int)nr;
+#define TILE_CALL(fn, xs, len) do { if (nw == 4) fn(w, 4, xs, 1, len, res);                      \
+	else switch (n) { case 1: fn(w, 1, xs, 1, len, res); break; case 2: fn(w, 1, xs, 2, len, res); break; \
+	case 3: fn(w, 1, xs, 3, len, res); break; case 4: fn(w, 1, xs, 4, len, res); break;          \
+	case 5: fn(w, 1, xs, 5, len, res); break; case 6: fn(w, 1, xs, 6, len, res); break;          \
+	case 7: fn(w, 1, xs, 7, len, res); break; default: fn(w, 1, xs, 8, len, res); break; } } while (0)
+		switch (dt) {
+		case RL_DT_Q8_0: TILE_CALL(q8_0_tile, xq, nb); break;
+		case RL_DT_Q4_K: TILE_CALL(q4_k_tile, xk, nb); break;
+		case RL_DT_Q6_K: TILE_CALL(q6_k_tile, xk, nb); break;
+		case RL_DT_F16:  TILE_CALL(f16_tile, xf, in); break;
+		case RL_DT_BF16: TILE_CALL(bf16_tile, xf, in); break;
+		default: {     /* decode the row, then fp32 dots */
+			float *row = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+			rl_cpu_wmat_row(W, o, row);
+			for (uint32_t r = 0; r < nr; r++)
+				res[r] = dot_f32_avx2(row, xf[r], in);
+		}
+		}
+#undef TILE_CALL
+		for (int j = 0; j < nw; j++)
+			for (uint32_t r = 0; r < nr; r++) {
+				float s = res[j * nr + r] + (bias ? bias[o + j] : 0);
+				float *y = Y + (size_t)r * ldy + o + j;
+				*y = accumulate ? *y + s : s;
+			}
+	}
+}
+
+/* the plain path: each weight row decoded to fp32, dotted with each activation row */
+static void dots_scalar(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
+			const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate,
+			void *scratch)
+{
+	float *row = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+	for (uint32_t o = o0; o < o1; o++) {
+		rl_cpu_wmat_row(W, o, row);
+		for (uint32_t r = 0; r < nr; r++) {
+			float s = dot_f32_scalar(row, X + (size_t)r * ldx, W->cols) + (bias ? bias[o] : 0);
+			float *y = Y + (size_t)r * ldy + o;
+			*y = accumulate ? *y + s : s;
+		}
+	}
+}
+
+void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
+		    const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end,
+		    int accumulate, void *scratch)
+{
+	uint32_t in = W->cols;
+	if (W->dtype == RL_DT_F32) {
+		rl_cpu_matmul(Y, ldy, X, ldx, W->data, bias, n_rows, in, o_begin, o_end, accumulate);
+		return;
+	}
+	if (n_rows > Q8_ROWS) {
+		/* many rows: decode TILE weight rows to fp32, then the fp32 matmul over all rows */
+		float *tile = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+		for (uint32_t o = o_begin; o < o_end; o += TILE) {
+			uint32_t n = o_end - o < TILE ? o_end - o : TILE;
+			for (uint32_t j = 0; j < n; j++)
+				rl_cpu_wmat_row(W, o + j, tile + (size_t)j * in);
+			rl_cpu_matmul(Y + o, ldy, X, ldx, tile, bias ? bias + o : NULL, n_rows, in, 0, n, accumulate);
+		}
+		return;
+	}
+	int fast = rl_cpu_isa() != RL_CPU_SCALAR && (W->dtype != RL_DT_F16 || has_f16c()) &&
+		   (W->blk_elems == 1 || in % 32 == 0);
+	(fast ? dots_avx2 : dots_scalar)(Y, ldy, X, ldx, W, bias, n_rows, o_begin, o_end, accumulate, scratch);
+}

@@ -1,0 +1,146 @@
+/* test_qmatmul.c — the cpu matmul over stored weights (kernels/cpu_qmatmul.c) against a
+ * float64 product over the same weights decoded to fp32 (the table's decoders, which
+ * test_quant checks bit for bit against gguf-py), for every weight type, every ISA this CPU
+ * runs, 1..8 activation rows (the dot paths: four weight rows at once for one activation row)
+ * and 9+ rows (the decoded-tile path), odd column ranges, bias and accumulate.
+ *
+ * Error measure: |y - ref| / sum_i |w_i x_i| (the error relative to the size of the terms,
+ * which is what rounding scales with). Tolerances, written down per path:
+ *   fp32 arithmetic on exact or decoded weights (F32, F16, BF16, every type on the scalar
+ *   ISA, the tile path, the other block types' decoded rows): 1e-5;
+ *   8-bit activations (Q8_0, Q4_K, Q6_K dots on AVX2): 1e-2 (the activations' rounding,
+ *   half a step of amax/127 per element; measured ~2e-3).
+ * Tests: kernels (cpu_qmatmul, cpu_ops), runtime/model (model_dtype's table and decoders).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include "tests/rl_test.h"
+#include "kernels/cpu_ops.h"
+#include "kernels/rl_half.h"
+#include "runtime/model/rl_model_io.h"
+
+static uint64_t rng = 0x1234567;
+static float rnd(void)
+{
+	rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+	return (float)((rng >> 11) * 0x1p-53) * 2 - 1;
+}
+
+/* A [rows, cols] matrix of type dt with random contents, and its fp32 decoding. */
+static void *make_w(int dt, uint32_t rows, uint32_t cols, float *dec, struct rl_wmat *W)
+{
+	const struct rl_dt_info *di = rl_dt_info(dt);
+	size_t row_bytes = (size_t)cols / di->blk_elems * di->blk_bytes;
+	uint8_t *w = malloc(rows * row_bytes);
+	uint64_t st = 99 + dt;
+	for (uint32_t r = 0; r < rows; r++) {
+		uint8_t *row = w + r * row_bytes;
+		for (uint32_t i = 0; i < cols; i++) {
+			float v = rnd() * 0.5f;
+			if (dt == RL_DT_F32)
+				memcpy(row + 4 * i, &v, 4);
+			else if (dt == RL_DT_F16 || dt == RL_DT_BF16) {
+				uint16_t h = dt == RL_DT_F16 ? rl_f32_to_f16(v) : rl_f32_to_bf16(v);
+				memcpy(row + 2 * i, &h, 2);
+			}
+		}
+		if (di->blk_elems > 1)
+			for (uint32_t b = 0; b < cols / di->blk_elems; b++)
+				rl_dt_random_block(dt, row + (size_t)b * di->blk_bytes, &st, 0.5f);
+	}
+	rl_wmat_init(W, w, dt, rows, cols);
+	for (uint32_t r = 0; r < rows; r++)
+		rl_cpu_wmat_row(W, r, dec + (size_t)r * cols);
+	return w;
+}
+
+static int int8_path(int dt, enum rl_cpu_isa isa, uint32_t rows)
+{
+	return isa != RL_CPU_SCALAR && rows <= 8 && (dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K);
+}
+
+static void qmatmul_every_type_isa_and_row_count(void)
+{
+	const uint32_t out = 37, in = 512;               /* in: whole 256-weight super-blocks */
+	static const uint32_t row_counts[] = { 1, 2, 3, 5, 8, 9, 20 };
+	float *dec = malloc((size_t)out * in * sizeof(float));
+	float *X = malloc((size_t)20 * in * sizeof(float)), *Y = malloc((size_t)20 * 48 * sizeof(float));
+	float bias[48];
+	void *scratch = malloc(rl_cpu_qmatmul_scratch(in));
+	REQUIRE(dec && X && Y && scratch);
+	for (size_t i = 0; i < (size_t)20 * in; i++)
+		X[i] = rnd() * (i % 7 == 0 ? 3 : 1);     /* some larger values, as real activations */
+	for (int i = 0; i < 48; i++)
+		bias[i] = rnd();
+	enum rl_cpu_isa best = rl_cpu_isa_best();
+	for (int dt = 0; dt < RL_DT_COUNT; dt++) {
+		struct rl_wmat W;
+		void *w = make_w(dt, out, in, dec, &W);
+		double worst[2] = { 0, 0 };                   /* float paths, int8 paths */
+		for (int isa = 0; isa <= (int)best; isa++) {
+			REQUIRE(rl_cpu_set_isa((enum rl_cpu_isa)isa) == 0);
+			for (size_t rc = 0; rc < sizeof row_counts / sizeof *row_counts; rc++) {
+				uint32_t R = row_counts[rc];
+				for (int acc = 0; acc < 2; acc++) {
+					/* columns [3, 35): a range that starts and ends off the 4-row groups */
+					for (size_t i = 0; i < (size_t)R * 48; i++)
+						Y[i] = 0.25f;
+					rl_cpu_qmatmul(Y, 48, X, in, &W, acc ? NULL : bias, R, 3, 35, acc, scratch);
+					for (uint32_t r = 0; r < R; r++)
+						for (uint32_t o = 0; o < 48; o++) {
+							double y = Y[(size_t)r * 48 + o];
+							if (o < 3 || o >= 35) {
+								CHECKF(y == 0.25, "%s wrote outside its columns", rl_dt_info(dt)->name);
+								continue;
+							}
+							double ref = acc ? 0.25 : bias[o], mag = 0;
+							for (uint32_t i = 0; i < in; i++) {
+								double t = (double)dec[(size_t)o * in + i] * X[(size_t)r * in + i];
+								ref += t;
+								mag += fabs(t);
+							}
+							double e = fabs(y - ref) / (mag > 0 ? mag : 1);
+							int k = int8_path(dt, (enum rl_cpu_isa)isa, R);
+							if (e > worst[k])
+								worst[k] = e;
+						}
+				}
+			}
+		}
+		rl_cpu_set_isa(best);
+		CHECKF(worst[0] <= 1e-5, "%s: fp32 paths off by %.3g of the terms", rl_dt_info(dt)->name, worst[0]);
+		CHECKF(worst[1] <= 1e-2, "%s: int8 paths off by %.3g of the terms", rl_dt_info(dt)->name, worst[1]);
+		printf("  %-6s worst error / sum|terms|: fp32 paths %.2g, 8-bit activation paths %.2g\n",
+		       rl_dt_info(dt)->name, worst[0], worst[1]);
+		free(w);
+	}
+	free(dec); free(X); free(Y); free(scratch);
+}
+
+/* Rows of a stored matrix decode as the table's decoder does (the embedding lookup). */
+static void wmat_rows_decode_as_the_table(void)
+{
+	const uint32_t cols = 256;
+	for (int dt = 0; dt < RL_DT_COUNT; dt++) {
+		float dec[3 * 256], row[256];
+		struct rl_wmat W;
+		void *w = make_w(dt, 3, cols, dec, &W);
+		const struct rl_dt_info *di = rl_dt_info(dt);
+		rl_cpu_wmat_row(&W, 2, row);
+		if (di->blk_elems > 1) {
+			float ref[256];
+			REQUIRE(rl_dt_decode(dt, ref, (const uint8_t *)w + 2 * W.row_bytes, cols / di->blk_elems) == 0);
+			CHECKF(!memcmp(row, ref, sizeof ref), "%s", di->name);
+		}
+		CHECK(!memcmp(row, dec + 2 * cols, sizeof row));
+		free(w);
+	}
+}
+
+int main(void)
+{
+	RUN(qmatmul_every_type_isa_and_row_count);
+	RUN(wmat_rows_decode_as_the_table);
+	TEST_MAIN_END();
+}
