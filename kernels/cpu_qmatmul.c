@@ -189,14 +189,15 @@ static inline void q4_k_scales(const uint8_t *q, uint8_t *sc, uint8_t *mn)
 T256 AI void q4_k_tile(const uint8_t *const *w, int nw, const struct q8k *const *x, int nr,
 		       uint32_t nb, float *out)
 {
-	__m256 acc[8];
-	float mins[8];
+	/* A super-block's integer sums meet a float once: in vector accumulators for one or
+	 * two rows (no horizontal sum per super-block), in scalars for more, so the vector
+	 * registers stay free for up to 8 rows' integer sums (no spills). nr is a constant. */
+	float acc[8], mins[8];
 	const __m256i low4 = _mm256_set1_epi8(0x0F);
 #pragma GCC unroll 8
-	for (int k = 0; k < nw * nr; k++) {
-		acc[k] = _mm256_setzero_ps();
-		mins[k] = 0;
-	}
+	for (int k = 0; k < nw * nr; k++)
+		acc[k] = mins[k] = 0;
+	__m256 vacc4[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
 	for (uint32_t b = 0; b < nb; b++) {
 #pragma GCC unroll 4
 		for (int j = 0; j < nw; j++) {
@@ -235,15 +236,19 @@ T256 AI void q4_k_tile(const uint8_t *const *w, int nw, const struct q8k *const 
 				__m128i pm = _mm_madd_epi16(mins16, b16);
 				pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0x4e));
 				pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0xb1));
-				acc[j * nr + r] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(sumi[r]),
-								  acc[j * nr + r]);
-				mins[j * nr + r] += dmin * xb->d * (float)_mm_cvtsi128_si32(pm);
+				if (nw * nr <= 4) {
+					vacc4[j * nr + r] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(sumi[r]),
+									    vacc4[j * nr + r]);
+					mins[j * nr + r] += dmin * xb->d * (float)_mm_cvtsi128_si32(pm);
+				} else {
+					acc[j * nr + r] += xb->d * (d * (float)hsum_i32(sumi[r]) - dmin * (float)_mm_cvtsi128_si32(pm));
+				}
 			}
 		}
 	}
 #pragma GCC unroll 8
 	for (int k = 0; k < nw * nr; k++)
-		out[k] = hsum_ps(acc[k]) - mins[k];
+		out[k] = nw * nr <= 4 ? hsum_ps(vacc4[k]) - mins[k] : acc[k];
 }
 
 /* Q6_K super-block (210 bytes, 256 weights): 128 bytes low 4 bits, 64 bytes high 2 bits,
@@ -252,11 +257,12 @@ T256 AI void q4_k_tile(const uint8_t *const *w, int nw, const struct q8k *const 
 T256 AI void q6_k_tile(const uint8_t *const *w, int nw, const struct q8k *const *x, int nr,
 		       uint32_t nb, float *out)
 {
-	__m256 acc[8];
+	float acc[8];                  /* vector or scalar accumulators, as in q4_k_tile */
+	__m256 vacc4[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
 	const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(3);
 #pragma GCC unroll 8
 	for (int k = 0; k < nw * nr; k++)
-		acc[k] = _mm256_setzero_ps();
+		acc[k] = 0;
 	for (uint32_t b = 0; b < nb; b++) {
 #pragma GCC unroll 4
 		for (int j = 0; j < nw; j++) {
@@ -302,14 +308,18 @@ T256 AI void q6_k_tile(const uint8_t *const *w, int nw, const struct q8k *const 
 				}
 			}
 #pragma GCC unroll 8
-			for (int r = 0; r < nr; r++)
-				acc[j * nr + r] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[r][b].d), _mm256_cvtepi32_ps(sumi[r]),
-								  acc[j * nr + r]);
+			for (int r = 0; r < nr; r++) {
+				if (nw * nr <= 4)
+					vacc4[j * nr + r] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[r][b].d), _mm256_cvtepi32_ps(sumi[r]),
+									    vacc4[j * nr + r]);
+				else
+					acc[j * nr + r] += d * x[r][b].d * (float)hsum_i32(sumi[r]);
+			}
 		}
 	}
 #pragma GCC unroll 8
 	for (int k = 0; k < nw * nr; k++)
-		out[k] = hsum_ps(acc[k]);
+		out[k] = nw * nr <= 4 ? hsum_ps(vacc4[k]) : acc[k];
 }
 
 /* ------------------------------------------------------------ float dots --------- */
@@ -430,6 +440,29 @@ T256 static int row_avx2(const struct rl_wmat *W, const uint8_t *row, float *out
 			}
 		}
 		return 1;
+	case RL_DT_Q6_K:
+		for (uint32_t b = 0; b < n / 256; b++, row += 210, out += 256) {
+			const int8_t *sc = (const int8_t *)(row + 192);
+			float d = H2F(row + 208);
+			for (int h = 0; h < 2; h++) {
+				const uint8_t *ql = row + 64 * h, *qh = row + 128 + 32 * h;
+				for (int k = 0; k < 4; k++) {      /* sub-block k of the half: 32 weights */
+					for (int e = 0; e < 32; e += 8) {
+						const uint8_t *lq = ql + (k & 1) * 32 + e;
+						__m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)lq));
+						__m256i hb = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qh + e)));
+						lo = k < 2 ? _mm256_and_si256(lo, _mm256_set1_epi32(15)) : _mm256_srli_epi32(lo, 4);
+						hb = _mm256_and_si256(_mm256_srli_epi32(hb, 2 * k), _mm256_set1_epi32(3));
+						__m256i q = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hb, 4)),
+									     _mm256_set1_epi32(32));
+						/* d * sc, then times q: the scalar decoder's two products */
+						__m256 ds = _mm256_set1_ps(d * sc[8 * h + 2 * k + e / 16]);
+						_mm256_storeu_ps(out + 128 * h + 32 * k + e, _mm256_mul_ps(ds, _mm256_cvtepi32_ps(q)));
+					}
+				}
+			}
+		}
+		return 1;
 	}
 	return 0;
 }
@@ -504,17 +537,28 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 		for (int j = 0; j < nw; j++)
 			w[j] = base + (size_t)(o + j) * W->row_bytes;
 		int n = (int)nr;
-#define TILE_CALL(fn, xs, len) do { if (nw == 4) fn(w, 4, xs, 1, len, res);                      \
-	else switch (n) { case 1: fn(w, 1, xs, 1, len, res); break; case 2: fn(w, 1, xs, 2, len, res); break; \
+/* K-quants take more than 4 rows as groups of 4 (their integer sums and accumulators for 4
+ * rows fit the 16 vector registers; 8 would spill); the weight block is decoded again per
+ * group, from L1. */
+#define TILE_CALL(fn, xs, len, group4) do { if (nw == 4) { fn(w, 4, xs, 1, len, res); break; }   \
+	if (group4 && n > 4) {                                                                     \
+		fn(w, 1, xs, 4, len, res);                                                         \
+		switch (n - 4) { case 1: fn(w, 1, xs + 4, 1, len, res + 4); break;                 \
+		case 2: fn(w, 1, xs + 4, 2, len, res + 4); break;                                  \
+		case 3: fn(w, 1, xs + 4, 3, len, res + 4); break;                                  \
+		default: fn(w, 1, xs + 4, 4, len, res + 4); break; }                               \
+		break;                                                                             \
+	}                                                                                          \
+	switch (n) { case 1: fn(w, 1, xs, 1, len, res); break; case 2: fn(w, 1, xs, 2, len, res); break; \
 	case 3: fn(w, 1, xs, 3, len, res); break; case 4: fn(w, 1, xs, 4, len, res); break;          \
 	case 5: fn(w, 1, xs, 5, len, res); break; case 6: fn(w, 1, xs, 6, len, res); break;          \
 	case 7: fn(w, 1, xs, 7, len, res); break; default: fn(w, 1, xs, 8, len, res); break; } } while (0)
 		switch (dt) {
-		case RL_DT_Q8_0: TILE_CALL(q8_0_tile, xq, nb); break;
-		case RL_DT_Q4_K: TILE_CALL(q4_k_tile, xk, nb); break;
-		case RL_DT_Q6_K: TILE_CALL(q6_k_tile, xk, nb); break;
-		case RL_DT_F16:  TILE_CALL(f16_tile, xf, in); break;
-		case RL_DT_BF16: TILE_CALL(bf16_tile, xf, in); break;
+		case RL_DT_Q8_0: TILE_CALL(q8_0_tile, xq, nb, 0); break;
+		case RL_DT_Q4_K: TILE_CALL(q4_k_tile, xk, nb, 1); break;
+		case RL_DT_Q6_K: TILE_CALL(q6_k_tile, xk, nb, 1); break;
+		case RL_DT_F16:  TILE_CALL(f16_tile, xf, in, 0); break;
+		case RL_DT_BF16: TILE_CALL(bf16_tile, xf, in, 0); break;
 		default: {     /* decode the row, then fp32 dots */
 			float *row = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
 			rl_cpu_wmat_row(W, o, row);

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# bench/cpu_vs_llamacpp.sh — ringlm's cpu backend beside llama.cpp on the same GGUF files:
+# prefill of a 128-token prompt and batch-1 decode (llama-bench pp128 / tg64 against
+# `ringlm bench model --prompt 128`), plus ringlm's batch-8 decode, at each thread count.
+# Runs are interleaved (ringlm, llama.cpp, ringlm, ...) and each figure is the best of ROUNDS,
+# so that a noisy shared machine shows in both columns alike.
+#
+# llama.cpp is not part of ringlm: build it yourself outside the repository and point
+# LLAMA_BENCH at its llama-bench binary.
+#
+#   LLAMA_BENCH=/path/to/llama-bench bench/cpu_vs_llamacpp.sh model1.gguf [model2.gguf ...]
+#   env: THREADS="1 2" ROUNDS=3
+# Prints a markdown table; writes bench/out/cpu_vs_llamacpp.csv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${LLAMA_BENCH:?set LLAMA_BENCH to a llama-bench binary (llama.cpp, built outside the repository)}"
+THREADS=${THREADS:-"1 2"}
+ROUNDS=${ROUNDS:-3}
+[ $# -ge 1 ] || { echo "usage: LLAMA_BENCH=... $0 model.gguf ..." >&2; exit 2; }
+[ -x build/ringlm ] || { echo "build ringlm first (make)" >&2; exit 1; }
+mkdir -p bench/out
+raw=$(mktemp)
+trap 'rm -f "$raw"' EXIT
+for m in "$@"; do
+	for t in $THREADS; do
+		for r in $(seq "$ROUNDS"); do
+			j=$(build/ringlm bench model --model "$m" --threads "$t" --prompt 128 --json)
+			echo "ringlm	$m	$t	$j" >> "$raw"
+			l=$("$LLAMA_BENCH" -m "$m" -p 128 -n 64 -r 1 -t "$t" -o csv 2>/dev/null)
+			echo "llama	$m	$t	$(echo "$l" | tr '\n' '|')" >> "$raw"
+		done
+	done
+done
+python3 - "$raw" <<'EOF'
+import csv, io, json, os, sys
+best = {}
+def keep(k, v):
+    best[k] = max(best.get(k, 0.0), v)
+for line in open(sys.argv[1]):
+    who, model, t, rest = line.rstrip("\n").split("\t", 3)
+    key = (os.path.basename(model), int(t))
+    if who == "ringlm":
+        j = json.loads(rest)
+        keep(key + ("r_pp",), j["prefill_tok_s"])
+        keep(key + ("r_tg",), j["decode_tok_s"]["1"])
+        keep(key + ("r_tg8",), j["decode_tok_s"]["8"])
+        best[key + ("rss",)] = j["peak_rss_mb"]; best[key + ("file",)] = j["file_mb"]
+        best[key + ("kv",)] = j["kv_mb"]; best[key + ("isa",)] = j["isa"]; best[key + ("w",)] = j["weights"]
+    else:
+        for row in csv.DictReader(io.StringIO(rest.replace("|", "\n"))):
+            if int(row["n_prompt"]) == 128 and int(row["n_gen"]) == 0:
+                keep(key + ("l_pp",), float(row["avg_ts"]))
+            if int(row["n_prompt"]) == 0 and int(row["n_gen"]) == 64:
+                keep(key + ("l_tg",), float(row["avg_ts"]))
+keys = sorted({k[:2] for k in best})
+cols = ["model", "threads", "isa", "pp128 ringlm", "pp128 llama.cpp", "pp ratio", "tg ringlm", "tg llama.cpp",
+        "tg ratio", "decode b8 ringlm", "b8 / b1", "peak RSS MB", "file MB", "KV pool MB"]
+out = open("bench/out/cpu_vs_llamacpp.csv", "w")
+w = csv.writer(out)
+w.writerow(cols)
+print("| " + " | ".join(cols) + " |")
+print("|" + "---|" * len(cols))
+for k in keys:
+    g = lambda f: best.get(k + (f,), 0.0)
+    row = [k[0], k[1], g("isa"), "%.1f" % g("r_pp"), "%.1f" % g("l_pp"),
+           "%.2f" % (g("r_pp") / g("l_pp") if g("l_pp") else 0), "%.1f" % g("r_tg"), "%.1f" % g("l_tg"),
+           "%.2f" % (g("r_tg") / g("l_tg") if g("l_tg") else 0), "%.1f" % g("r_tg8"),
+           "%.2f" % (g("r_tg8") / g("r_tg") if g("r_tg") else 0), "%.0f" % g("rss"), "%.0f" % g("file"), "%.0f" % g("kv")]
+    w.writerow(row)
+    print("| " + " | ".join(str(x) for x in row) + " |")
+EOF
