@@ -323,6 +323,18 @@ static int64_t req_space(struct ringlm *c)
 	return sp;
 }
 
+/* ids_lock: held for a few instructions; the other side never sleeps while holding it */
+static void ids_lock(struct ringlm *c)
+{
+	while (atomic_flag_test_and_set_explicit(&c->ids_lock, memory_order_acquire))
+		rl_cpu_relax();
+}
+
+static void ids_unlock(struct ringlm *c)
+{
+	atomic_flag_clear_explicit(&c->ids_lock, memory_order_release);
+}
+
 int ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id)
 {
 	if (c->dead)
@@ -348,11 +360,15 @@ int ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id
 	if (sp < 0)
 		return -EPROTO;
 	uint32_t arena_free = c->arena_mask + 1 - (c->arena_head - c->arena_tail);
+	ids_lock(c);
 	if (sp == 0 || arena_free < r->n_prompt || !c->n_free) {
+		ids_unlock(c);
 		int e = check_alive(c);
 		return e ? e : -EAGAIN;
 	}
 	uint32_t rid = c->free_ids[--c->n_free];
+	c->id_live[rid] = 1;
+	ids_unlock(c);
 	uint32_t pos = c->arena_head & c->arena_mask, first = c->arena_mask + 1 - pos;
 	if (first > r->n_prompt)
 		first = r->n_prompt;
@@ -378,7 +394,6 @@ int ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id
 	c->arena_head += r->n_prompt;
 	c->arena_end[c->req.head & c->req.mask] = c->arena_head;
 	c->id_tag[rid] = r->tag;
-	c->id_live[rid] = 1;
 	rl_ring_prod_publish(&c->req, 1);
 	ring_runtime_bell(c);
 	if (id)
@@ -392,7 +407,13 @@ int ringlm_cancel(struct ringlm *c, uint32_t id)
 		return -ECONNRESET;
 	if (c->observer)
 		return fail(-EPERM, "ringlm_cancel: this connection only observes");
-	if (id >= c->hdr.max_inflight || !c->id_live[id])
+	int live = 0;
+	if (id < c->hdr.max_inflight) {
+		ids_lock(c);
+		live = c->id_live[id];
+		ids_unlock(c);
+	}
+	if (!live)
 		return fail(-EINVAL, "ringlm_cancel: request %u is not live (finished, or never submitted here)", id);
 	int64_t sp = req_space(c);
 	if (sp < 0)
@@ -434,9 +455,13 @@ int ringlm_poll(struct ringlm *c, struct ringlm_event *ev, int max)
 		ev[i].tag = 0;
 		if (rid < c->hdr.max_inflight) {
 			ev[i].tag = c->id_tag[rid];
-			if (e->type != RINGLM_EV_TOKEN && c->id_live[rid]) {
-				c->id_live[rid] = 0;
-				c->free_ids[c->n_free++] = rid;
+			if (e->type != RINGLM_EV_TOKEN) {
+				ids_lock(c);
+				if (c->id_live[rid]) {
+					c->id_live[rid] = 0;
+					c->free_ids[c->n_free++] = rid;
+				}
+				ids_unlock(c);
 			}
 		}
 	}

@@ -4,6 +4,7 @@
 #ifndef RL_LIBRINGLM_INTERNAL_H
 #define RL_LIBRINGLM_INTERNAL_H
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "clients/ringlm.h"
@@ -25,11 +26,16 @@ struct ringlm {
 	uint32_t *arena, arena_mask;
 	uint32_t arena_head, arena_tail;
 	uint32_t *arena_end;           /* [req_cap] arena_head after request slot i */
+	/* The request ids are the one state that submit/cancel (the submitting thread) and
+	 * poll/wait (the waiting thread) share, so one thread may submit while another waits:
+	 * ids_lock guards the free list and id_live (id_tag is written before the submit is
+	 * published and read after its events arrive, ordered by the rings). */
+	atomic_flag ids_lock;
 	uint32_t *free_ids, n_free;    /* request id free list */
 	uint64_t *id_tag;              /* [max_inflight] */
 	uint8_t  *id_live;
 	int      spin_us;
-	int      dead;
+	_Atomic int dead;              /* set once by whichever side notices the runtime gone */
 	int      observer;             /* RL_ATTACH_OBSERVE: info segment only, no rings */
 	struct rl_rt *embedded;
 	pthread_t thread;

@@ -1,7 +1,10 @@
 /* ringlm.h — the public C API of libringlm: attach to a ringlm runtime (a ringlmd daemon, or
  * one embedded in this process) and stream tokens through shared-memory rings.
  *
- * Threading: one struct ringlm is used by one thread at a time (the rings are SPSC).
+ * Threading: one struct ringlm is used by one thread at a time (the rings are SPSC), with one
+ * exception: one thread may call submit/cancel while one other thread calls poll/wait (the
+ * request ids they share are locked inside; the Python binding reads events on its own
+ * thread this way). Everything else, tokenize included, follows the first rule.
  * Allocation: connect allocates; submit/poll/wait/cancel allocate nothing.
  * Errors: every call returns >= 0 on success or -errno. ringlm_last_error() then holds one line
  * naming the function, what was wrong and what to do (not for -EAGAIN, which is routine

@@ -1,0 +1,58 @@
+"""Fixtures for the Python client's tests: a real ringlmd serving stories260K (skipped when
+../shared/models is absent), and lines in the repository's test format (PASS/FAIL/SKIP name)
+so that tests/run.sh counts these tests with the C ones."""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "clients", "python"))
+os.environ.setdefault("RINGLM_LIB", os.path.join(REPO, "build", "libringlm.so"))
+
+import ringlm  # noqa: E402
+
+
+def model_files():
+    d = os.environ.get("RINGLM_MODELS", os.path.join(REPO, "..", "shared", "models"))
+    m, t = os.path.join(d, "stories260K.bin"), os.path.join(d, "tok512.bin")
+    return (m, t) if os.path.exists(m) and os.path.exists(t) else (None, None)
+
+
+@pytest.fixture(scope="session")
+def daemon():
+    """A ringlmd on a private socket path; yields that path."""
+    m, t = model_files()
+    if not m:
+        pytest.skip("../shared/models/stories260K.bin or tok512.bin not found")
+    d = tempfile.mkdtemp(prefix="rl-py-")
+    sock = os.path.join(d, "sock")
+    p = subprocess.Popen([os.path.join(REPO, "build", "ringlmd"), "--model", m, "--tokenizer", t,
+                          "--socket", sock, "--threads", "1", "--max-clients", "64", "--quiet"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    for _ in range(200):
+        if os.path.exists(sock):
+            try:
+                ringlm.Client(socket=sock).close()
+                break
+            except ringlm.RinglmError:
+                pass
+        if p.poll() is not None:
+            raise RuntimeError("ringlmd exited: " + p.stderr.read().decode())
+        time.sleep(0.05)
+    yield sock
+    p.terminate()
+    p.wait(timeout=20)
+
+
+def pytest_runtest_logreport(report):
+    name = "python:" + report.nodeid.split("::")[-1]
+    if report.when == "call":
+        print("\n%s %s" % ("PASS" if report.passed else "FAIL", name))
+    elif report.skipped:
+        print("\nSKIP %s: %s" % (name, report.longrepr[2] if isinstance(report.longrepr, tuple) else ""))
+    elif report.failed:
+        print("\nFAIL %s (%s)" % (name, report.when))

@@ -1,0 +1,150 @@
+"""The Python client against a real ringlmd serving stories260K: text and ids, the embedded
+runtime, many streams from threads and from asyncio tasks, cancel, errors with the runtime's
+message, stats, and a client process killed in the middle of a stream."""
+import asyncio
+import errno
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import ringlm
+from conftest import REPO, model_files
+
+# llama2.c's published greedy output for this model (tests/test_e2e_model.c holds the rest)
+GOLDEN = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park."
+
+
+def test_generate_text_and_ids(daemon):
+    with ringlm.Client(socket=daemon) as c:
+        text = c.generate("Once upon a time", max_tokens=40)
+        assert ("Once upon a time" + text).startswith(GOLDEN)
+        ids = c.generate("Once upon a time", max_tokens=40, ids=True)
+        assert len(ids) == 40 and all(isinstance(i, int) for i in ids)
+        assert c.detokenize(ids, prev=c.tokenize("Once upon a time")[-1]) == text
+        assert c.info["vocab_size"] == 512 and c.info["backend"] == "cpu"
+
+
+def test_tokenize_roundtrip(daemon):
+    with ringlm.Client(socket=daemon) as c:
+        ids = c.tokenize("The cat sat.")
+        assert ids[0] == c.info["bos_id"]
+        assert c.detokenize(ids[1:], prev=ids[0]) == "The cat sat."
+        assert c.tokenize("The cat sat.", add_bos=False) == ids[1:]
+
+
+def test_embedded_equals_daemon(daemon):
+    m, t = model_files()
+    with ringlm.Client(socket=daemon) as d, ringlm.Client(model=m, tokenizer=t, runtime_args="--threads 1") as e:
+        kw = dict(max_tokens=30, temperature=0.8, top_p=0.9, seed=7)
+        assert d.generate("The dog", **kw) == e.generate("The dog", **kw)
+
+
+def test_streams_from_many_threads(daemon):
+    with ringlm.Client(socket=daemon) as c:
+        solo = {s: c.generate("Lily", max_tokens=24, temperature=1.0, seed=s, ids=True) for s in range(4)}
+        out, errs = {}, []
+
+        def run(i):
+            try:
+                s = c.stream("Lily", max_tokens=24, temperature=1.0, seed=i % 4, text=False)
+                out[i] = list(s)
+                assert s.finish_reason == "length"
+            except Exception as e:      # reported below
+                errs.append(e)
+        th = [threading.Thread(target=run, args=(i,)) for i in range(24)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join()
+        assert not errs
+        assert all(out[i] == solo[i % 4] for i in range(24))
+
+
+def test_asyncio_streams_do_not_block_the_loop(daemon):
+    async def main():
+        with ringlm.Client(socket=daemon) as c:
+            ticks = 0
+            stop = asyncio.Event()
+
+            async def ticker():
+                nonlocal ticks
+                while not stop.is_set():
+                    ticks += 1
+                    await asyncio.sleep(0.001)
+            t = asyncio.create_task(ticker())
+            outs = await asyncio.gather(*[c.agenerate("Once upon a time", max_tokens=40) for _ in range(16)])
+            pieces = []
+            s = await c.astream("Once upon a time", max_tokens=20)
+            async for p in s:
+                pieces.append(p)
+            stop.set()
+            await t
+            return outs, pieces, s.finish_reason, ticks
+    outs, pieces, fin, ticks = asyncio.run(main())
+    assert len(set(outs)) == 1 and ("Once upon a time" + outs[0]).startswith(GOLDEN)
+    assert outs[0].startswith("".join(pieces)) and fin == "length"
+    assert ticks > 5                    # the loop kept running while tasks waited
+
+
+def test_cancel(daemon):
+    with ringlm.Client(socket=daemon) as c:
+        s = c.stream("Once upon a time", max_tokens=500, text=False)
+        got = []
+        for tok in s:
+            got.append(tok)
+            if len(got) == 3:
+                s.cancel()
+        assert s.finish_reason == "cancel" and 3 <= len(got) < 500
+
+
+def test_errors_carry_the_message(daemon):
+    with pytest.raises(ringlm.RinglmError) as e:
+        ringlm.Client(socket="/nonexistent-dir/ringlm.sock")
+    assert e.value.errno == errno.ENOENT and "cannot connect" in str(e.value) and "ringlmd" in str(e.value)
+    with ringlm.Client(socket=daemon) as c:
+        with pytest.raises(ringlm.RinglmError) as e:     # token id outside the vocabulary
+            list(c.stream([1, 99999], max_tokens=4, text=False))
+        assert "rejected" in str(e.value)
+        with pytest.raises(ringlm.RinglmError) as e:
+            c.stream([1, 2], max_tokens=10 ** 9)
+        assert e.value.errno == errno.E2BIG and "max_new" in str(e.value)
+        with pytest.raises(ringlm.RinglmError):
+            c.stream([], max_tokens=4)
+        assert c.generate("Still fine", max_tokens=4)    # the client works after errors
+
+
+def test_stats(daemon):
+    with ringlm.Client(socket=daemon) as c:
+        c.generate("Hello", max_tokens=8)
+        st = c.stats()
+        assert st["model"] and st["requests_done"] >= 1 and st["tokens_out"] >= 8, st
+
+
+def test_client_killed_mid_stream(daemon):
+    code = ("import sys, ringlm\n"
+            "c = ringlm.Client(socket=sys.argv[1])\n"
+            "s = c.stream('Once upon a time', max_tokens=500, text=False)\n"
+            "for i, t in enumerate(s):\n"
+            "    if i == 5:\n"
+            "        print('streaming', flush=True)\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "clients", "python"))
+    p = subprocess.Popen([sys.executable, "-c", code, daemon], stdout=subprocess.PIPE, env=env)
+    assert p.stdout.readline().strip() == b"streaming"
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    # the runtime notices, frees the sequence, and keeps serving others
+    with ringlm.Client(socket=daemon) as c:
+        text = c.generate("Once upon a time", max_tokens=20)
+        assert ("Once upon a time" + text).startswith(GOLDEN[:60])
+        for _ in range(100):
+            st = c.stats()
+            if st["running"] == 0 and st["active_requests"] == 0:
+                break
+            time.sleep(0.05)
+        assert st["running"] == 0 and st["active_requests"] == 0, st
+        assert st["detaches"] >= 1
