@@ -496,6 +496,89 @@ static void rt_kill9_runtime_clients_notice(void)
 	CHECK(rt_stop(&rt) == 0);
 }
 
+/* One thread submits (and cancels every 7th request) while another thread waits: the one
+ * sharing libringlm allows (ringlm.h, Threading). Every request ends exactly once with the
+ * sim's tokens, ids are reused without mix-ups, nothing is lost. Run under TSan too. */
+struct sw_state {
+	struct ringlm *c;
+	_Atomic int submitted, ended, bad;
+	uint32_t ids[2000];
+};
+
+static void *sw_waiter(void *arg)
+{
+	struct sw_state *st = arg;
+	struct ringlm_event ev[64];
+	uint32_t seen[2000] = { 0 };
+	while (atomic_load(&st->ended) < 2000) {
+		int k = ringlm_wait(st->c, ev, 64, 5000);
+		if (k <= 0) {
+			atomic_fetch_add(&st->bad, 1);
+			return NULL;
+		}
+		for (int i = 0; i < k; i++) {
+			uint64_t tag = ev[i].tag;
+			if (tag >= 2000) {
+				atomic_fetch_add(&st->bad, 1);
+				continue;
+			}
+			if (ev[i].type == RINGLM_EV_TOKEN) {
+				uint32_t want[8], prompt[2] = { (uint32_t)tag % 1000, (uint32_t)tag / 1000 + 7 };
+				sim_expect(prompt, 2, 8, 1000, want);
+				if (ev[i].index >= 8 || ev[i].token != want[ev[i].index]) {
+					if (atomic_fetch_add(&st->bad, 1) < 3)
+						fprintf(stderr, "  tag %llu index %u token %u want %u\n", (unsigned long long)tag, ev[i].index, ev[i].token, ev[i].index < 8 ? want[ev[i].index] : 0);
+				}
+				seen[tag]++;
+			} else {
+				if ((ev[i].code != RINGLM_FIN_LENGTH && ev[i].code != RINGLM_FIN_CANCEL) ||
+				    (ev[i].code == RINGLM_FIN_LENGTH && seen[tag] != 8)) {
+					if (atomic_fetch_add(&st->bad, 1) < 3)
+						fprintf(stderr, "  tag %llu ended type %u code %d after %u tokens\n",
+							(unsigned long long)tag, ev[i].type, ev[i].code, seen[tag]);
+				}
+				atomic_fetch_add(&st->ended, 1);
+			}
+		}
+	}
+	return NULL;
+}
+
+static void submit_and_wait_on_two_threads(void)
+{
+	struct ringlm_params p = ringlm_default_params();
+	p.socket = NULL;
+	p.backend = "sim";
+	p.runtime_args = "--sim-vocab 1000";
+	static struct sw_state st;
+	memset(&st, 0, sizeof st);
+	REQUIRE(ringlm_connect(&p, &st.c) == 0);
+	pthread_t w;
+	REQUIRE(pthread_create(&w, NULL, sw_waiter, &st) == 0);
+	for (uint32_t i = 0; i < 2000; i++) {
+		uint32_t prompt[2] = { i % 1000, i / 1000 + 7 }, id;
+		struct ringlm_request r = ringlm_default_request();
+		r.prompt = prompt;
+		r.n_prompt = 2;
+		r.max_new = 8;
+		r.tag = i;
+		int rc;
+		while ((rc = ringlm_submit(st.c, &r, &id)) == -EAGAIN)
+			sched_yield();
+		if (rc) {
+			atomic_fetch_add(&st.bad, 1);
+			break;
+		}
+		if (i % 7 == 3)                /* -EINVAL when it already ended: both are fine */
+			while ((rc = ringlm_cancel(st.c, id)) == -EAGAIN)
+				sched_yield();
+	}
+	pthread_join(w, NULL);
+	CHECKF(atomic_load(&st.bad) == 0 && atomic_load(&st.ended) == 2000, "bad %d ended %d",
+	       atomic_load(&st.bad), atomic_load(&st.ended));
+	ringlm_close(st.c);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -504,6 +587,7 @@ int main(void)
 	RUN(rt_wait_wakes_futex);
 	RUN(rt_wait_wakes_eventfd_fallback);
 	RUN(embedded_sim_generates);
+	RUN(submit_and_wait_on_two_threads);
 	RUN(rt_refuses_disallowed_uid);
 	RUN(rt_slow_client_loses_nothing);
 	RUN(rt_kill9_midstream_recycles);
