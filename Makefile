@@ -54,7 +54,7 @@ endif
 NVCCFLAGS ?= -O2 -g -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I. -MMD -MP \
 	$(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
 # the model loaders build the byte-level BPE vocabulary blob, whose owner is clients/rl_bpe.c
-CUDA_SHARED_OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard runtime/model/*.c runtime/cuda/host/*.c) clients/rl_bpe.c)
+CUDA_SHARED_OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard runtime/model/*.c runtime/cuda/host/*.c) clients/rl_bpe.c clients/rl_chat.c)
 
 # cudasim (rules below, with the emulator's notes)
 CUDASIM ?= 1
@@ -76,7 +76,7 @@ TESTS       += $(GPU_TESTS) $(BUILD)/tests/test_cli
 .PHONY: all build-all check-deps deps demo test test-gpu test-cudasim-asan test-asan test-tsan install clean fuzz fuzz-bins soak bench
 all: check-deps
 	@$(MAKE) --no-print-directory build-all
-build-all: $(BUILD)/ringlmd $(BUILD)/ringlm $(BUILD)/libringlm.so $(BUILD)/libringlm.a $(CUDA_LIB) $(TESTS) $(CUDASIM_LIB)
+build-all: $(BUILD)/ringlmd $(BUILD)/ringlm $(BUILD)/ringlm-http $(BUILD)/libringlm.so $(BUILD)/libringlm.a $(CUDA_LIB) $(TESTS) $(CUDASIM_LIB)
 
 $(BUILD)/obj/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
@@ -93,6 +93,10 @@ $(BUILD)/ringlmd: $(BUILD)/obj/runtime/loop/ringlmd.o $(LIB_OBJ)
 
 $(BUILD)/ringlm: $(CLI_OBJ) $(LIB_OBJ)
 	$(CC) -o $@ $^ $(LDSAN) $(LDLIBS)
+
+# the OpenAI-compatible HTTP front: a client process of its own (libmicrohttpd)
+$(BUILD)/ringlm-http: $(BUILD)/obj/clients/http/ringlm_http.o $(LIB_OBJ)
+	$(CC) -o $@ $^ $(LDSAN) $(LDLIBS) -lmicrohttpd
 
 $(BUILD)/tests/%: tests/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -221,7 +225,7 @@ install: all
 	install -m 755 $(BUILD)/libringlm.so $(DESTDIR)$(PREFIX)/lib/libringlm.so.0
 	ln -sf libringlm.so.0 $(DESTDIR)$(PREFIX)/lib/libringlm.so
 	install -m 644 clients/ringlm.h $(DESTDIR)$(PREFIX)/include/
-	install -m 755 $(BUILD)/ringlmd $(BUILD)/ringlm $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(BUILD)/ringlmd $(BUILD)/ringlm $(BUILD)/ringlm-http $(DESTDIR)$(PREFIX)/bin/
 	$(if $(CUDA_LIB),install -m 755 $(CUDA_LIB) $(DESTDIR)$(PREFIX)/lib/)
 	sed -e 's|@PREFIX@|$(PREFIX)|g' clients/ringlm.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ringlm.pc
 

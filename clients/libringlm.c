@@ -527,6 +527,7 @@ int ringlm_get_info(struct ringlm *c, struct ringlm_info *out)
 	memset(out, 0, sizeof *out);
 	memcpy(out->model, in->model, sizeof out->model - 1);
 	memcpy(out->backend, in->backend, sizeof out->backend - 1);
+	memcpy(out->chat_template, in->chat_template, sizeof out->chat_template - 1);
 	out->vocab_size = in->vocab_size;
 	out->max_ctx = in->max_ctx;
 	out->bos_id = in->bos_id;

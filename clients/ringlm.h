@@ -89,6 +89,8 @@ struct ringlm_info {
 	uint32_t vocab_size, max_ctx, bos_id, eos_id;
 	uint32_t max_prompt, max_new, max_inflight;
 	int      futex_wake;     /* 1: futex doorbells, 0: eventfd fallback */
+	char     chat_template[16]; /* the model's chat template family: "llama3", "chatml",
+				  * "mistral", or "" (none, or one ringlm does not format) */
 };
 
 RINGLM_API struct ringlm_params  ringlm_default_params(void);
@@ -151,6 +153,13 @@ RINGLM_API int  ringlm_tokenize(struct ringlm *c, const char *text, int add_bos,
  * for an empty prompt) to drop the leading space SentencePiece puts after BOS. Byte tokens
  * (<0xNN>) come out as the raw byte. Copies at most len-1 bytes and a NUL into buf and
  * returns buf, or NULL when there is no vocabulary or len is 0. */
+/* As ringlm_tokenize with flags: RINGLM_TOKENIZE_BOS (the model's BOS first, as add_bos) and
+ * RINGLM_TOKENIZE_SPECIAL (control tokens written in the text, such as <|eot_id|>, become
+ * their ids, as Hugging Face does by default; without it they are plain text). */
+#define RINGLM_TOKENIZE_BOS     1u
+#define RINGLM_TOKENIZE_SPECIAL 2u
+RINGLM_API int  ringlm_tokenize_ex(struct ringlm *c, const char *text, unsigned flags,
+				   uint32_t *ids, int max_ids);
 RINGLM_API const char *ringlm_detokenize(struct ringlm *c, uint32_t prev, uint32_t id,
 					 char *buf, size_t len);
 

@@ -23,7 +23,7 @@ static struct rl_tok *tok_of(struct ringlm *c)
 	return t;
 }
 
-int ringlm_tokenize(struct ringlm *c, const char *text, int add_bos, uint32_t *ids, int max_ids)
+int ringlm_tokenize_ex(struct ringlm *c, const char *text, unsigned flags, uint32_t *ids, int max_ids)
 {
 	struct rl_tok *t = tok_of(c);
 	if (!t)
@@ -31,13 +31,19 @@ int ringlm_tokenize(struct ringlm *c, const char *text, int add_bos, uint32_t *i
 				      "started without --tokenizer): submit token ids directly");
 	if (!text)
 		return rl_client_fail(-EINVAL, "ringlm_tokenize: text is NULL");
-	long n = rl_tok_encode(t, text, strlen(text), add_bos, 0, (int32_t *)ids, max_ids > 0 ? max_ids : 0);
+	unsigned f = (flags & RINGLM_TOKENIZE_BOS ? RL_TOK_BOS : 0) | (flags & RINGLM_TOKENIZE_SPECIAL ? RL_TOK_SPECIAL : 0);
+	long n = rl_tok_encode_ex(t, text, strlen(text), f, (int32_t *)ids, max_ids > 0 ? max_ids : 0);
 	if (n < 0)
 		return rl_client_fail((int)n, "ringlm_tokenize: %s", strerror((int)-n));
 	if (n > max_ids)
 		return rl_client_fail(-ENOSPC, "ringlm_tokenize: the text needs %ld ids and max_ids is %d: give a larger buffer",
 				      n, max_ids);
 	return (int)n;
+}
+
+int ringlm_tokenize(struct ringlm *c, const char *text, int add_bos, uint32_t *ids, int max_ids)
+{
+	return ringlm_tokenize_ex(c, text, add_bos ? RINGLM_TOKENIZE_BOS : 0, ids, max_ids);
 }
 
 const char *ringlm_detokenize(struct ringlm *c, uint32_t prev, uint32_t id, char *buf, size_t len)

@@ -31,7 +31,7 @@
 #include "ipc/rl_ring.h"
 
 #define RL_WIRE_MAGIC   0x4d4c4752u  /* "RGLM" */
-#define RL_WIRE_VERSION 2u          /* 2: observer attach, refusal counters */
+#define RL_WIRE_VERSION 3u          /* 2: observer attach, refusal counters; 3: chat template family */
 #define RL_MAX_STOP_IDS 8            /* stop ids per request (rl_req.stop, rl_seq.stop) */
 
 /* Event types and finish codes: the numbers on the wire (rl_evt.type, rl_evt.code). The
@@ -144,6 +144,7 @@ struct rl_info {
 	_Atomic uint64_t heartbeat_ns; /* CLOCK_MONOTONIC, refreshed by a timer */
 	_Alignas(RL_CACHELINE) char backend[16];
 	char     model[64];
+	char     chat_template[16];    /* family name (clients/rl_chat.h), "" when none */
 	uint32_t vocab_size, max_ctx, bos_id, eos_id;
 	uint32_t max_prompt, max_new, max_inflight, max_clients;
 	uint32_t block_size, wake_mode;

@@ -86,6 +86,7 @@ struct rl_layer {
 struct rl_model {
 	struct rl_model_config cfg;
 	char   name[64];
+	char   chat_template[16];      /* chat template family ("llama3", "chatml", "mistral"; clients/rl_chat.h), "" */
 	float *tok_emb;                /* [vocab_size, dim] */
 	struct rl_layer *layers;       /* [n_layers] */
 	float *out_norm;               /* [dim] */

@@ -19,12 +19,13 @@ for t in "$build"/tests/test_*; do
   pass=$((pass+p)); fail=$((fail+f)); skip=$((skip+s))
   rm -f "$out"
 done
-# the Python client's tests (pytest, against a real ringlmd of this build); its conftest prints
+# the Python client's and ringlm-http's tests (pytest, against a real ringlmd of this build);
+# clients/conftest.py prints
 # the same PASS/FAIL/SKIP lines. Only for the plain build: a sanitizer build's library cannot be
 # loaded into an uninstrumented python.
 if [ -d clients/python/tests ] && [ "$build" = build ] && { [ -z "$filter" ] || echo python | grep -qE "$filter"; } &&
    [ -z "${RL_NO_PYTHON:-}" ]; then
-  echo "== python (clients/python/tests)"
+  echo "== python (clients/python/tests, clients/http/tests)"
   py=
   for c in /usr/bin/python3 python3; do
     command -v "$c" >/dev/null && "$c" -c "import pytest" 2>/dev/null && { py=$c; break; }
@@ -35,7 +36,7 @@ if [ -d clients/python/tests ] && [ "$build" = build ] && { [ -z "$filter" ] || 
     rc=0
   else
     RINGLM_LIB="$PWD/$build/libringlm.so" timeout "${RL_TEST_TIMEOUT:-900}" \
-      "$py" -m pytest -q -p no:cacheprovider clients/python/tests >"$out" 2>&1; rc=$?
+      "$py" -m pytest -q -p no:cacheprovider clients/python/tests clients/http/tests >"$out" 2>&1; rc=$?
     grep -E "^(PASS|FAIL|SKIP) |Error|error|assert" "$out" | head -60
   fi
   p=$(grep -c '^PASS ' "$out"); f=$(grep -c '^FAIL ' "$out"); s=$(grep -c '^SKIP ' "$out")

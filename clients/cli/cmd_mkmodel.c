@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 #include "clients/cli/cli.h"
+#include "clients/rl_chat.h"
 #include "runtime/model/rl_model_io.h"
 
 struct shape {
@@ -21,7 +22,8 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: ringlm mkmodel --shape tiny|110m|1b|llama3-8b|custom [--dim D --hidden H --layers L\n"
 		"         --heads N --kv-heads K --vocab V --ctx C] [--theta T] --dtype TYPE\n"
-		"         [--seed S] [--rope-scaling llama3] --out FILE.gguf [--tokenizer tokenizer.bin]\n"
+		"         [--seed S] [--rope-scaling llama3] [--chat-template llama3|chatml|mistral]\n"
+		"         --out FILE.gguf [--tokenizer tokenizer.bin]\n"
 		"TYPE: f32, f16, bf16, q8_0 (the random weights, rounded), or q4_0, q4_1, q5_0, q5_1,\n"
 		"q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs (seeded random blocks of that format)\n"
 		"--rope-scaling llama3: Llama 3.1's (factor 8, low 1, high 4, original context 8192),\n"
@@ -67,6 +69,7 @@ int rl_cmd_mkmodel(int argc, char **argv)
 {
 	const char *shape = NULL, *out = NULL, *tok = NULL, *dt = "f32";
 	int rope_llama3 = 0;
+	const char *chat = NULL;
 	uint64_t seed = 1;
 	struct shape s = { "custom", 0, 0, 0, 0, 0, 0, 2048, 10000.0f, 0 };
 	uint32_t custom[7] = {0};
@@ -105,6 +108,12 @@ int rl_cmd_mkmodel(int argc, char **argv)
 			out = v;
 		} else if (!strcmp(a, "--tokenizer")) {
 			tok = v;
+		} else if (!strcmp(a, "--chat-template")) {
+			if (rl_chat_from_name(v) == RL_CHAT_NONE) {
+				fprintf(stderr, "ringlm mkmodel: --chat-template takes llama3, chatml or mistral, not '%s'\n", v);
+				return 2;
+			}
+			chat = v;
 		} else if (!strcmp(a, "--rope-scaling")) {
 			if (strcmp(v, "llama3")) {
 				fprintf(stderr, "ringlm mkmodel: --rope-scaling takes llama3, not '%s'\n", v);
@@ -190,6 +199,8 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		return 1;
 	}
 	snprintf(m->name, sizeof m->name, "ringlm-random-%s", s.name);
+	if (chat)
+		snprintf(m->chat_template, sizeof m->chat_template, "%s", chat);
 	rl_model_fill_random(m, seed);
 	if (tok) {
 		rc = rl_model_load_tokenizer(m, tok, err, sizeof err);

@@ -488,6 +488,7 @@ int rl_backend_cpu_create(const struct rl_model *m, const struct rl_backend_para
 	snprintf(c->be.info.name, sizeof c->be.info.name, "cpu");
 	c->be.info.finish_works = 1;
 	snprintf(c->be.info.model_name, sizeof c->be.info.model_name, "%s", m->name);
+	snprintf(c->be.info.chat_template, sizeof c->be.info.chat_template, "%s", m->chat_template);
 	c->be.info.vocab_size = c->vocab;
 	c->be.info.max_ctx = cfg->max_ctx;
 	c->be.info.bos_id = cfg->bos_id;

@@ -555,10 +555,14 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 	c->be.ops = &cuda_ops;
 	c->be.priv = c;
 	snprintf(c->be.info.name, sizeof c->be.info.name, "cuda");
-	if (m || plan)
+	if (m || plan) {
 		snprintf(c->be.info.model_name, sizeof c->be.info.model_name, "%s", m ? m->name : plan->name);
-	else
+		snprintf(c->be.info.chat_template, sizeof c->be.info.chat_template, "%s",
+			 m ? m->chat_template : plan->chat_template);
+	}
+	else {
 		snprintf(c->be.info.model_name, sizeof c->be.info.model_name, "synthetic:%s", synthetic_shape);
+	}
 	if (plan) {                    /* the backend keeps the vocabulary its info points to */
 		c->vocab_blob = plan->vocab_blob;
 		c->vocab_blob_size = plan->vocab_blob_size;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "clients/rl_bpe.h"
+#include "clients/rl_chat.h"
 #include "runtime/model/model_internal.h"
 
 enum { GT_U8, GT_I8, GT_U16, GT_I16, GT_U32, GT_I32, GT_F32, GT_BOOL, GT_STR, GT_ARR, GT_U64,
@@ -719,6 +720,17 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 		goto out;
 	rl_model_plan_own_file(p, 0, &g.f);
 	g.f = p->files[0];             /* still g's to read metadata through; the plan closes it */
+	const struct kv *ct = find_kv(&g, "tokenizer.chat_template");
+	if (ct && ct->type == GT_STR) {    /* its family, by its marker tokens */
+		uint64_t len = rl_rd64(g.buf + ct->val);
+		char *t = len < (1u << 24) ? malloc(len + 1) : NULL;
+		if (t) {
+			memcpy(t, g.buf + ct->val + 8, len);
+			t[len] = 0;
+			snprintf(p->chat_template, sizeof p->chat_template, "%s", rl_chat_name(rl_chat_detect(t)));
+			free(t);
+		}
+	}
 	if (!get_str(&g, "general.name", p->name, sizeof p->name))
 		snprintf(p->name, sizeof p->name, "%s", g.f.name);
 	/* every field the shape has (biases only where the architecture has them), named and

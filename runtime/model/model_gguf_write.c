@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include "clients/rl_bpe.h"
+#include "clients/rl_chat.h"
 #include "runtime/model/model_internal.h"
 
 #define ALIGN 32
@@ -246,7 +247,8 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 		return -e;
 	}
 	setvbuf(w.f, NULL, _IOFBF, 4 << 20);
-	uint32_t n_kv = 14 + (c->rope_scale != 1.0f ? 2 : 0) + (nv ? 6 : 0);
+	const char *chat = rl_chat_template_text(rl_chat_from_name(m->chat_template));
+	uint32_t n_kv = 14 + (c->rope_scale != 1.0f ? 2 : 0) + (nv ? 6 : 0) + (nv && chat[0] ? 1 : 0);
 	put(&w, "GGUF", 4);
 	put32(&w, 3);
 	put64(&w, k);
@@ -289,6 +291,8 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 			put32(&w, (uint32_t)token_type(&pc[i], i, c));
 		kv_u32(&w, "tokenizer.ggml.bos_token_id", c->bos_id < nv ? c->bos_id : 1);
 		kv_u32(&w, "tokenizer.ggml.eos_token_id", c->eos_id < nv ? c->eos_id : 2);
+		if (chat[0])
+			kv_str(&w, "tokenizer.chat_template", chat);
 	}
 	for (size_t i = 0; i < k; i++) {
 		putstr(&w, t[i].name, strlen(t[i].name));

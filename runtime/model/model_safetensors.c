@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "clients/rl_chat.h"
 #include "runtime/model/model_internal.h"
 #include <jansson.h>
 
@@ -424,6 +425,21 @@ int rl_model_plan_safetensors(const char *path, const char *tokenizer_path, stru
 	}
 	if ((rc = rl_model_plan_check(p, err, errlen)))
 		goto out;
+	/* the chat template's family, from tokenizer_config.json (a string, or a list of named
+	 * templates of which "default" is the one) */
+	snprintf(fp, sizeof fp, "%s/tokenizer_config.json", dir);
+	json_t *tc = access(fp, R_OK) == 0 ? json_load_file(fp, 0, NULL) : NULL;
+	if (tc) {
+		const json_t *ct = json_object_get(tc, "chat_template");
+		const char *t = json_string_value(ct);
+		size_t i;
+		json_t *v;
+		json_array_foreach(ct, i, v)
+			if (!t || !strcmp(json_string_value(json_object_get(v, "name")) ?: "", "default"))
+				t = json_string_value(json_object_get(v, "template"));
+		snprintf(p->chat_template, sizeof p->chat_template, "%s", rl_chat_name(rl_chat_detect(t)));
+		json_decref(tc);
+	}
 	if (tokenizer_path) {
 		rc = rl_model_read_tokenizer(tokenizer_path, c.vocab_size, &p->vocab_blob,
 					     &p->vocab_blob_size, err, errlen);

@@ -98,6 +98,7 @@ int rl_model_plan_load_stored(struct rl_model_plan *p, struct rl_model **out, ch
 		m->mwcls = m->mtok_emb;
 	}
 	memcpy(m->name, p->name, sizeof m->name);
+	memcpy(m->chat_template, p->chat_template, sizeof m->chat_template);
 	m->vocab_blob = p->vocab_blob;
 	m->vocab_blob_size = p->vocab_blob_size;
 	p->vocab_blob = NULL;

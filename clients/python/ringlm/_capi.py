@@ -35,7 +35,8 @@ class Info(ctypes.Structure):
     _fields_ = [("model", ctypes.c_char * 64), ("backend", ctypes.c_char * 16),
                 ("vocab_size", ctypes.c_uint32), ("max_ctx", ctypes.c_uint32), ("bos_id", ctypes.c_uint32),
                 ("eos_id", ctypes.c_uint32), ("max_prompt", ctypes.c_uint32), ("max_new", ctypes.c_uint32),
-                ("max_inflight", ctypes.c_uint32), ("futex_wake", ctypes.c_int)]
+                ("max_inflight", ctypes.c_uint32), ("futex_wake", ctypes.c_int),
+                ("chat_template", ctypes.c_char * 16)]
 
 
 class TextStream(ctypes.Structure):

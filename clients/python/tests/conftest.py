@@ -1,6 +1,5 @@
 """Fixtures for the Python client's tests: a real ringlmd serving stories260K (skipped when
-../shared/models is absent), and lines in the repository's test format (PASS/FAIL/SKIP name)
-so that tests/run.sh counts these tests with the C ones."""
+../shared/models is absent). clients/conftest.py prints the repository's test lines."""
 import os
 import subprocess
 import sys
@@ -46,13 +45,3 @@ def daemon():
     yield sock
     p.terminate()
     p.wait(timeout=20)
-
-
-def pytest_runtest_logreport(report):
-    name = "python:" + report.nodeid.split("::")[-1]
-    if report.when == "call":
-        print("\n%s %s" % ("PASS" if report.passed else "FAIL", name))
-    elif report.skipped:
-        print("\nSKIP %s: %s" % (name, report.longrepr[2] if isinstance(report.longrepr, tuple) else ""))
-    elif report.failed:
-        print("\nFAIL %s (%s)" % (name, report.when))

@@ -13,7 +13,13 @@ import time
 import pytest
 
 import ringlm
-from conftest import REPO, model_files
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
+
+def model_files():
+    d = os.environ.get("RINGLM_MODELS", os.path.join(REPO, "..", "shared", "models"))
+    return os.path.join(d, "stories260K.bin"), os.path.join(d, "tok512.bin")
 
 # llama2.c's published greedy output for this model (tests/test_e2e_model.c holds the rest)
 GOLDEN = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park."

@@ -1,0 +1,988 @@
+/* ringlm_http.c — ringlm-http: an OpenAI-compatible HTTP front for a ringlmd.
+ *
+ * A separate process and an ordinary ringlm client (libringlm over the shared-memory rings),
+ * so the runtime's hot path never parses HTTP. Endpoints:
+ *   POST /v1/completions, POST /v1/chat/completions  (stream: true gives server-sent events)
+ *   GET  /v1/models, /health, /metrics (Prometheus text)
+ * HTTP is libmicrohttpd (one epoll thread; a waiting response suspends its connection, so
+ * thousands of idle connections cost no threads), JSON is jansson.
+ *
+ * Threads: MHD's thread parses requests, tokenizes and submits; the pump thread waits on the
+ * event ring, turns tokens into text (stop strings held back until they cannot match) and
+ * response bytes, and resumes the connection. g.mu guards the requests, the tokenizer and the
+ * submit side of the client (submit/cancel happen under it, from either thread); only the
+ * pump waits, without it: the sharing libringlm allows (one submitter, one waiter).
+ * A client that disconnects has its request cancelled: at once while streaming (the next
+ * write fails), at completion otherwise (a suspended connection is not watched).
+ */
+#include <errno.h>
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "clients/ringlm.h"
+#include "clients/rl_chat.h"
+
+#define MAX_BODY   (1u << 20)          /* bytes of a request body */
+#define MAX_STOPS  4                   /* stop strings per request (as OpenAI) */
+#define MAX_STOP_LEN 64
+#define TAGS       8192                /* open-addressing table of live requests, by tag */
+
+/* ---------------------------------------------------------------- metrics ---------- */
+
+static const double buckets[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+				  0.5, 1, 2.5, 5, 10 };
+#define NB (sizeof buckets / sizeof *buckets)
+struct hist { uint64_t n[NB + 1]; double sum; uint64_t count; };
+
+static void hist_add(struct hist *h, double v)
+{
+	size_t i = 0;
+	while (i < NB && v > buckets[i])
+		i++;
+	h->n[i]++;
+	h->sum += v;
+	h->count++;
+}
+
+enum { EK_BAD_JSON, EK_BAD_REQUEST, EK_TOO_LARGE, EK_NOT_FOUND, EK_BUSY, EK_RUNTIME, EK_DISCONNECT,
+       EK_NO_TEMPLATE, EK_COUNT };
+static const char *const ek_name[EK_COUNT] = { "bad_json", "bad_request", "too_large", "not_found",
+	"busy", "runtime", "client_disconnect", "no_chat_template" };
+
+/* ---------------------------------------------------------------- requests --------- */
+
+struct req {
+	uint64_t tag;
+	uint32_t rid;
+	int      refs;                 /* the connection's and the runtime's */
+	int      chat, stream;
+	struct MHD_Connection *conn;
+	int      suspended, closed, done, stopped, status, sent_role;
+	const char *finish;
+	struct ringlm_textstream ts;
+	char    *text;                 /* generated text (stop strings cut) */
+	size_t   text_len, text_cap, emitted;
+	char     stops[MAX_STOPS][MAX_STOP_LEN + 1];
+	int      n_stops;
+	size_t   max_stop;
+	char    *out;                  /* response bytes not yet handed to MHD */
+	size_t   out_len, out_cap, out_off;
+	uint32_t n_prompt, n_gen;
+	uint64_t t_start, t_last;      /* ns */
+	char     id[48];
+	long long created;
+};
+
+/* what MHD keeps per connection */
+struct conn_state {
+	char  *body;
+	size_t len;
+	int    too_big;
+	struct req *r;                 /* once submitted */
+	int    waiting;                /* non-streaming: suspended until r->done */
+};
+
+static struct {
+	struct ringlm *c;
+	struct ringlm_info info;
+	enum rl_chat_family chat;
+	pthread_mutex_t mu;
+	struct req *live[TAGS];
+	uint64_t next_tag;
+	_Atomic int stop;
+	struct hist ttft, itl;
+	uint64_t req_count[2][6];      /* [completions/chat][status class 2xx..5xx idx] */
+	uint64_t errors[EK_COUNT];
+	uint64_t tokens_streamed;
+	int verbose;
+} g = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static int grow(char **p, size_t *cap, size_t need)
+{
+	if (need <= *cap)
+		return 0;
+	size_t c = *cap ? *cap : 256;
+	while (c < need)
+		c *= 2;
+	char *n = realloc(*p, c);
+	if (!n)
+		return -ENOMEM;
+	*p = n;
+	*cap = c;
+	return 0;
+}
+
+static void out_put(struct req *r, const char *s, size_t n)
+{
+	if (grow(&r->out, &r->out_cap, r->out_len + n))
+		return;
+	memcpy(r->out + r->out_len, s, n);
+	r->out_len += n;
+}
+
+static void live_add(struct req *r)
+{
+	size_t i = r->tag % TAGS;
+	while (g.live[i])
+		i = (i + 1) % TAGS;
+	g.live[i] = r;
+}
+
+static struct req *live_find(uint64_t tag, size_t *at)
+{
+	for (size_t i = tag % TAGS, k = 0; k < TAGS; i = (i + 1) % TAGS, k++) {
+		if (!g.live[i])
+			return NULL;
+		if (g.live[i]->tag == tag) {
+			*at = i;
+			return g.live[i];
+		}
+	}
+	return NULL;
+}
+
+/* removes slot at, re-placing the run after it (open addressing without tombstones) */
+static void live_del(size_t at)
+{
+	g.live[at] = NULL;
+	for (size_t i = (at + 1) % TAGS; g.live[i]; i = (i + 1) % TAGS) {
+		struct req *r = g.live[i];
+		g.live[i] = NULL;
+		live_add(r);
+	}
+}
+
+static void req_unref(struct req *r)
+{
+	if (--r->refs)
+		return;
+	free(r->text);
+	free(r->out);
+	free(r);
+}
+
+/* ---------------------------------------------------------------- JSON out --------- */
+
+/* JSON strings must be valid UTF-8, and a model may emit bytes that are not (a byte token
+ * alone, a character cut by max_tokens): each invalid byte becomes U+FFFD, as Python's
+ * errors="replace" and the peers do. Returns a malloc'd copy and its length in *out_len. */
+static char *utf8_clean(const char *s, size_t n, size_t *out_len)
+{
+	char *o = malloc(3 * n + 1);
+	size_t k = 0;
+	if (!o)
+		return NULL;
+	for (size_t i = 0; i < n;) {
+		unsigned char c = (unsigned char)s[i];
+		size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+		int ok = len && i + len <= n;
+		for (size_t j = 1; ok && j < len; j++)
+			ok = ((unsigned char)s[i + j] & 0xc0) == 0x80;
+		if (ok && len > 1) {           /* no overlong forms, surrogates or > U+10FFFF */
+			uint32_t cp = len == 2 ? (c & 0x1fu) << 6 | (s[i + 1] & 0x3f) :
+				      len == 3 ? (c & 0x0fu) << 12 | (s[i + 1] & 0x3fu) << 6 | (s[i + 2] & 0x3f) :
+				      (c & 0x07u) << 18 | (s[i + 1] & 0x3fu) << 12 | (s[i + 2] & 0x3fu) << 6 | (s[i + 3] & 0x3f);
+			ok = cp >= (len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u) && cp <= 0x10ffff &&
+			     (cp < 0xd800 || cp > 0xdfff);
+		}
+		if (ok) {
+			memcpy(o + k, s + i, len);
+			k += len;
+			i += len;
+		} else {
+			memcpy(o + k, "\xef\xbf\xbd", 3);
+			k += 3;
+			i++;
+		}
+	}
+	o[k] = 0;
+	*out_len = k;
+	return o;
+}
+
+static json_t *json_text(const char *s, size_t n)
+{
+	size_t l;
+	char *c = utf8_clean(s ? s : "", s ? n : 0, &l);
+	json_t *j = c ? json_stringn(c, l) : NULL;
+	free(c);
+	return j ? j : json_string("");
+}
+
+static void out_json(struct req *r, json_t *j, int sse)
+{
+	char *s = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (!s)
+		return;
+	if (sse)
+		out_put(r, "data: ", 6);
+	out_put(r, s, strlen(s));
+	if (sse)
+		out_put(r, "\n\n", 2);
+	free(s);
+}
+
+static json_t *usage_json(const struct req *r)
+{
+	return json_pack("{s:i, s:i, s:i}", "prompt_tokens", (json_int_t)r->n_prompt, "completion_tokens",
+			 (json_int_t)r->n_gen, "total_tokens", (json_int_t)(r->n_prompt + r->n_gen));
+}
+
+/* one streamed chunk of text (finish NULL while streaming) */
+static void sse_chunk(struct req *r, const char *text, size_t n, const char *finish)
+{
+	json_t *choice;
+	if (r->chat) {
+		json_t *delta = json_object();
+		if (text)
+			json_object_set_new(delta, "content", json_text(text, n));
+		if (!r->sent_role) {    /* the first chunk says whose turn it is */
+			json_object_set_new(delta, "role", json_string("assistant"));
+			r->sent_role = 1;
+		}
+		choice = json_pack("{s:i, s:o, s:o}", "index", 0, "delta", delta,
+				   "finish_reason", finish ? json_string(finish) : json_null());
+	} else {
+		choice = json_pack("{s:o, s:i, s:n, s:o}", "text", json_text(text, n), "index", 0,
+				   "logprobs", "finish_reason", finish ? json_string(finish) : json_null());
+	}
+	json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", r->id, "object",
+			      r->chat ? "chat.completion.chunk" : "text_completion", "created", r->created,
+			      "model", g.info.model, "choices", choice);
+	if (finish)
+		json_object_set_new(j, "usage", usage_json(r));
+	out_json(r, j, 1);
+}
+
+static void final_json(struct req *r)
+{
+	json_t *choice = r->chat ?
+		json_pack("{s:i, s:{s:s, s:o}, s:s}", "index", 0, "message", "role", "assistant", "content",
+			  json_text(r->text, r->text_len), "finish_reason", r->finish) :
+		json_pack("{s:o, s:i, s:n, s:s}", "text", json_text(r->text, r->text_len), "index", 0,
+			  "logprobs", "finish_reason", r->finish);
+	json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o}", "id", r->id, "object",
+			      r->chat ? "chat.completion" : "text_completion", "created", r->created,
+			      "model", g.info.model, "choices", choice, "usage", usage_json(r));
+	out_json(r, j, 0);
+}
+
+static json_t *error_json(const char *type, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static json_t *error_json(const char *type, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	return json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", msg, "type", type, "param", "code");
+}
+
+/* ---------------------------------------------------------------- the pump --------- */
+
+/* Emits generated text up to what can no longer be the start of a stop string. */
+static void emit_text(struct req *r, int final)
+{
+	size_t safe = r->text_len;
+	if (!final && !r->stopped && r->max_stop > 1)
+		safe = r->text_len > r->max_stop - 1 ? r->text_len - (r->max_stop - 1) : 0;
+	while (safe > r->emitted && safe < r->text_len && ((unsigned char)r->text[safe] & 0xc0) == 0x80)
+		safe--;                        /* never inside a UTF-8 character */
+	if (safe <= r->emitted)
+		return;
+	if (r->stream)
+		sse_chunk(r, r->text + r->emitted, safe - r->emitted, NULL);
+	r->emitted = safe;
+}
+
+/* Cuts the text at the first stop string; 1 when one was found. */
+static int check_stops(struct req *r, size_t from)
+{
+	size_t best = SIZE_MAX;
+	for (int i = 0; i < r->n_stops; i++) {
+		size_t sl = strlen(r->stops[i]);
+		for (size_t p = from; p + sl <= r->text_len; p++)
+			if (!memcmp(r->text + p, r->stops[i], sl)) {
+				if (p < best)
+					best = p;
+				break;
+			}
+	}
+	if (best == SIZE_MAX)
+		return 0;
+	r->text_len = best;
+	return 1;
+}
+
+static void wake(struct req *r)
+{
+	if (r->suspended && !r->closed) {
+		r->suspended = 0;
+		MHD_resume_connection(r->conn);
+	}
+}
+
+static void on_token(struct req *r, uint32_t token)
+{
+	uint64_t t = now_ns();
+	if (!r->n_gen)
+		hist_add(&g.ttft, (t - r->t_start) * 1e-9);
+	else
+		hist_add(&g.itl, (t - r->t_last) * 1e-9);
+	r->t_last = t;
+	if (r->stopped)
+		return;                    /* tokens made before the cancel arrived */
+	char piece[520];
+	int n = ringlm_textstream_push(g.c, &r->ts, token, piece, sizeof piece);
+	if (n < 0)
+		n = 0;
+	size_t from = r->text_len > r->max_stop ? r->text_len - r->max_stop : 0;
+	if (grow(&r->text, &r->text_cap, r->text_len + (size_t)n + 1))
+		return;
+	memcpy(r->text + r->text_len, piece, (size_t)n);
+	r->text_len += (size_t)n;
+	r->n_gen++;
+	g.tokens_streamed++;
+	if (r->n_stops && check_stops(r, from)) {
+		r->stopped = 1;
+		r->finish = "stop";
+		ringlm_cancel(g.c, r->rid);    /* under g.mu: the submit side is serialized */
+	}
+	emit_text(r, 0);
+	if (r->stream)
+		wake(r);
+}
+
+static void on_end(struct req *r, const struct ringlm_event *e)
+{
+	r->done = 1;
+	if (e->type == RINGLM_EV_ERROR) {
+		g.errors[EK_RUNTIME]++;
+		r->status = e->code == -EINVAL || e->code == -ERANGE || e->code == -E2BIG ? 400 : 500;
+		json_t *err = error_json(r->status == 400 ? "invalid_request_error" : "server_error",
+					 "the runtime rejected the request: %s", ringlm_strerror(e->code));
+		r->out_len = r->out_off = 0;
+		out_json(r, err, r->stream);
+		if (r->stream)
+			out_put(r, "data: [DONE]\n\n", 14);
+		wake(r);
+		return;
+	}
+	if (!r->stopped) {
+		char rest[8];
+		int n = ringlm_textstream_flush(&r->ts, rest, sizeof rest);
+		if (n > 0 && !grow(&r->text, &r->text_cap, r->text_len + (size_t)n + 1)) {
+			size_t from = r->text_len > r->max_stop ? r->text_len - r->max_stop : 0;
+			memcpy(r->text + r->text_len, rest, (size_t)n);
+			r->text_len += (size_t)n;
+			if (r->n_stops && check_stops(r, from))
+				r->stopped = 1;
+		}
+		r->finish = r->stopped || e->code == RINGLM_FIN_STOP || e->code == RINGLM_FIN_EOS ? "stop" : "length";
+	}
+	if (r->text)
+		r->text[r->text_len] = 0;
+	emit_text(r, 1);
+	if (r->stream) {
+		sse_chunk(r, NULL, 0, r->finish);
+		out_put(r, "data: [DONE]\n\n", 14);
+	} else {
+		final_json(r);
+	}
+	r->status = 200;
+	wake(r);
+}
+
+static void *pump(void *arg)
+{
+	struct ringlm_event ev[64];
+	while (!atomic_load(&g.stop)) {
+		int n = ringlm_wait(g.c, ev, 64, 100);
+		if (n < 0) {
+			fprintf(stderr, "ringlm-http: the runtime is gone (%s); exiting\n", ringlm_strerror(n));
+			exit(1);
+		}
+		pthread_mutex_lock(&g.mu);
+		for (int i = 0; i < n; i++) {
+			size_t at;
+			struct req *r = live_find(ev[i].tag, &at);
+			if (!r)
+				continue;
+			if (ev[i].type == RINGLM_EV_TOKEN) {
+				on_token(r, ev[i].token);
+				continue;
+			}
+			live_del(at);
+			if (!r->closed)
+				on_end(r, &ev[i]);
+			else
+				r->done = 1;
+			req_unref(r);                  /* the runtime's reference */
+		}
+		pthread_mutex_unlock(&g.mu);
+	}
+	return NULL;
+}
+
+/* ---------------------------------------------------------------- requests in ------ */
+
+static enum MHD_Result send_json(struct MHD_Connection *conn, unsigned status, json_t *j)
+{
+	char *s = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(s ? strlen(s) : 0, s ? s : (char *)"",
+								    s ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	enum MHD_Result rc = MHD_queue_response(conn, status, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+static enum MHD_Result fail(struct MHD_Connection *conn, int chat, unsigned status, int kind, const char *type,
+			    const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static enum MHD_Result fail(struct MHD_Connection *conn, int chat, unsigned status, int kind, const char *type,
+			    const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&g.mu);
+	g.errors[kind]++;
+	if (chat >= 0)
+		g.req_count[chat][status / 100]++;
+	pthread_mutex_unlock(&g.mu);
+	return send_json(conn, status, error_json(type, "%s", msg));
+}
+
+static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct req *r = cls;
+	pthread_mutex_lock(&g.mu);
+	ssize_t n;
+	if (r->out_off < r->out_len) {
+		size_t k = r->out_len - r->out_off < max ? r->out_len - r->out_off : max;
+		memcpy(buf, r->out + r->out_off, k);
+		r->out_off += k;
+		if (r->out_off == r->out_len)
+			r->out_off = r->out_len = 0;
+		n = (ssize_t)k;
+	} else if (r->done) {
+		n = MHD_CONTENT_READER_END_OF_STREAM;
+	} else {                           /* nothing yet: sleep until the pump has some */
+		r->suspended = 1;
+		MHD_suspend_connection(r->conn);
+		n = 0;
+	}
+	pthread_mutex_unlock(&g.mu);
+	return n;
+}
+
+static void reader_free(void *cls)
+{
+	(void)cls;                         /* the request is freed by its references */
+}
+
+/* One number field: absent leaves *v; present must be a number within [lo, hi]. */
+static int num_field(json_t *o, const char *k, double lo, double hi, double *v, char *why, size_t wl)
+{
+	json_t *x = json_object_get(o, k);
+	if (!x || json_is_null(x))
+		return 0;
+	if (!json_is_number(x) || json_number_value(x) < lo || json_number_value(x) > hi) {
+		snprintf(why, wl, "'%s' must be a number in [%g, %g]", k, lo, hi);
+		return -1;
+	}
+	*v = json_number_value(x);
+	return 0;
+}
+
+static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_state *cs, int chat)
+{
+	json_error_t je;
+	json_t *j = json_loadb(cs->body ? cs->body : "", cs->len, JSON_REJECT_DUPLICATES, &je);
+	if (!j || !json_is_object(j)) {
+		if (j)
+			json_decref(j);
+		return fail(conn, chat, 400, EK_BAD_JSON, "invalid_request_error",
+			    "the body is not a JSON object (line %d column %d: %s); send Content-Type: application/json",
+			    j ? 1 : je.line, j ? 1 : je.column, j ? "not an object" : je.text);
+	}
+	char why[256] = "", *text = NULL;
+	uint32_t *ids = NULL;
+	int n_ids = 0;
+	double max_tokens = chat ? g.info.max_new : 16, temperature = 1, top_p = 1, top_k = 0, seed = -1, n = 1;
+	json_t *stream = json_object_get(j, "stream");
+	if ((stream && !json_is_boolean(stream) && !json_is_null(stream)) ||
+	    num_field(j, "max_tokens", 1, g.info.max_new, &max_tokens, why, sizeof why) ||
+	    num_field(j, "max_completion_tokens", 1, g.info.max_new, &max_tokens, why, sizeof why) ||
+	    num_field(j, "temperature", 0, 2, &temperature, why, sizeof why) ||
+	    num_field(j, "top_p", 0, 1, &top_p, why, sizeof why) ||
+	    num_field(j, "top_k", 0, g.info.vocab_size, &top_k, why, sizeof why) ||
+	    num_field(j, "seed", -9.2e18, 9.2e18, &seed, why, sizeof why) ||
+	    num_field(j, "n", 1, 1, &n, why, sizeof why)) {
+		json_decref(j);
+		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s",
+			    why[0] ? why : "'stream' must be true or false");
+	}
+	if (top_p <= 0) {
+		json_decref(j);
+		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "'top_p' must be in (0, 1]");
+	}
+	/* stop: a string or up to 4 strings */
+	char stops[MAX_STOPS][MAX_STOP_LEN + 1];
+	int n_stops = 0;
+	json_t *st = json_object_get(j, "stop");
+	if (st && !json_is_null(st)) {
+		json_t *one[1] = { st };
+		size_t cnt = json_is_array(st) ? json_array_size(st) : 1;
+		for (size_t i = 0; i < cnt && !why[0]; i++) {
+			json_t *s = json_is_array(st) ? json_array_get(st, i) : one[0];
+			const char *v = json_string_value(s);
+			if (!v || !*v || strlen(v) > MAX_STOP_LEN || n_stops == MAX_STOPS)
+				snprintf(why, sizeof why, "'stop' must be a string or up to %d non-empty strings of at most %d bytes",
+					 MAX_STOPS, MAX_STOP_LEN);
+			else
+				snprintf(stops[n_stops++], sizeof stops[0], "%s", v);
+		}
+	}
+	/* the prompt: text, token ids, or chat messages through the model's template */
+	if (!why[0] && chat) {
+		json_t *msgs = json_object_get(j, "messages");
+		size_t nm = json_array_size(msgs);
+		if (g.chat == RL_CHAT_NONE) {
+			json_decref(j);
+			return fail(conn, chat, 400, EK_NO_TEMPLATE, "invalid_request_error",
+				    "this model has no chat template ringlm formats (it formats Llama 3, ChatML and Mistral); "
+				    "format the conversation yourself and use /v1/completions");
+		}
+		struct rl_chat_msg *m = nm ? calloc(nm, sizeof *m) : NULL;
+		for (size_t i = 0; i < nm && !why[0]; i++) {
+			json_t *x = json_array_get(msgs, i);
+			m[i].role = json_string_value(json_object_get(x, "role"));
+			m[i].content = json_string_value(json_object_get(x, "content"));
+			if (!m[i].role || !m[i].content)
+				snprintf(why, sizeof why, "messages[%zu] needs a string 'role' and a string 'content'", i);
+		}
+		if (!nm && !why[0])
+			snprintf(why, sizeof why, "'messages' must be a non-empty array");
+		long len = why[0] ? 0 : rl_chat_format(g.chat, m, nm, NULL, 0);
+		if (!why[0] && len < 0)
+			snprintf(why, sizeof why, "the messages do not fit the %s template (roles system, user, assistant; "
+				 "Mistral's must alternate user/assistant and end with user)", rl_chat_name(g.chat));
+		if (!why[0] && (text = malloc((size_t)len + 1)))
+			rl_chat_format(g.chat, m, nm, text, (size_t)len + 1);
+		free(m);
+		if (!why[0] && n_stops < MAX_STOPS)    /* the end of the assistant's turn */
+			snprintf(stops[n_stops++], sizeof stops[0], "%s", rl_chat_end(g.chat));
+	} else if (!why[0]) {
+		json_t *p = json_object_get(j, "prompt");
+		if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0)))
+			p = json_array_get(p, 0);
+		if (json_is_string(p)) {
+			text = strdup(json_string_value(p));
+		} else if (json_is_array(p) && json_array_size(p) && json_array_size(p) <= g.info.max_prompt) {
+			n_ids = (int)json_array_size(p);
+			ids = malloc((size_t)n_ids * sizeof *ids);
+			for (int i = 0; i < n_ids && !why[0]; i++) {
+				json_t *x = json_array_get(p, (size_t)i);
+				if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= g.info.vocab_size)
+					snprintf(why, sizeof why, "prompt[%d] is not a token id below %u", i, g.info.vocab_size);
+				else
+					ids[i] = (uint32_t)json_integer_value(x);
+			}
+		} else {
+			snprintf(why, sizeof why, "'prompt' must be a string or a non-empty array of at most %u token ids",
+				 g.info.max_prompt);
+		}
+	}
+	int is_stream = json_is_true(stream);
+	json_decref(j);
+	if (why[0]) {
+		free(text);
+		free(ids);
+		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s", why);
+	}
+	struct req *r = calloc(1, sizeof *r);
+	pthread_mutex_lock(&g.mu);
+	if (text) {                        /* tokenize under g.mu: the pump detokenizes */
+		int cap = (int)strlen(text) + 8;
+		ids = malloc((size_t)cap * sizeof *ids);
+		unsigned fl = chat ? RINGLM_TOKENIZE_SPECIAL : RINGLM_TOKENIZE_BOS;
+		n_ids = ids ? ringlm_tokenize_ex(g.c, text, fl, ids, cap) : -ENOMEM;
+		if (n_ids < 0)
+			snprintf(why, sizeof why, "%s", ringlm_last_error());
+		else if (!n_ids || (uint32_t)n_ids > g.info.max_prompt)
+			snprintf(why, sizeof why, "the prompt is %d tokens; it must be 1 to %u", n_ids, g.info.max_prompt);
+		free(text);
+	}
+	if (why[0]) {
+		pthread_mutex_unlock(&g.mu);
+		free(ids);
+		free(r);
+		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s", why);
+	}
+	r->tag = ++g.next_tag;
+	r->refs = 2;
+	r->chat = chat;
+	r->stream = is_stream;
+	r->conn = conn;
+	r->n_prompt = (uint32_t)n_ids;
+	r->n_stops = n_stops;
+	for (int i = 0; i < n_stops; i++) {
+		memcpy(r->stops[i], stops[i], sizeof stops[i]);
+		if (strlen(stops[i]) > r->max_stop)
+			r->max_stop = strlen(stops[i]);
+	}
+	r->created = (long long)time(NULL);
+	snprintf(r->id, sizeof r->id, "%s-%llx%06llx", chat ? "chatcmpl" : "cmpl", (unsigned long long)r->created,
+		 (unsigned long long)r->tag);
+	r->t_start = now_ns();
+	ringlm_textstream_init(&r->ts, ids[n_ids - 1]);
+	struct ringlm_request q = ringlm_default_request();
+	q.prompt = ids;
+	q.n_prompt = (uint32_t)n_ids;
+	q.max_new = (uint32_t)max_tokens;
+	q.temperature = (float)temperature;
+	q.top_p = (float)top_p;
+	q.top_k = (uint32_t)top_k;
+	q.seed = seed < 0 ? now_ns() ^ r->tag : (uint64_t)(int64_t)seed;
+	q.tag = r->tag;
+	int rc;
+	for (int tries = 0; (rc = ringlm_submit(g.c, &q, &r->rid)) == -EAGAIN && tries < 200; tries++) {
+		pthread_mutex_unlock(&g.mu);   /* let the pump drain events meanwhile */
+		usleep(500);
+		pthread_mutex_lock(&g.mu);
+	}
+	free(ids);
+	if (rc) {
+		pthread_mutex_unlock(&g.mu);
+		free(r);
+		int busy = rc == -EAGAIN;
+		return fail(conn, chat, busy ? 503 : rc == -E2BIG || rc == -EINVAL ? 400 : 503,
+			    busy ? EK_BUSY : EK_RUNTIME, busy ? "server_error" : "invalid_request_error",
+			    busy ? "the runtime is full (request ring, prompt arena or in-flight table); retry later"
+				 : "%s", ringlm_last_error());
+	}
+	live_add(r);
+	cs->r = r;
+	g.req_count[chat][2]++;
+	if (r->stream) {
+		pthread_mutex_unlock(&g.mu);
+		struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, reader, r, reader_free);
+		MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+		MHD_add_response_header(resp, "Cache-Control", "no-cache");
+		enum MHD_Result res = MHD_queue_response(conn, 200, resp);
+		MHD_destroy_response(resp);
+		return res;
+	}
+	cs->waiting = 1;                   /* answered when the pump resumes us at the end */
+	r->suspended = 1;
+	MHD_suspend_connection(conn);
+	pthread_mutex_unlock(&g.mu);
+	return MHD_YES;
+}
+
+static enum MHD_Result handle_models(struct MHD_Connection *conn)
+{
+	return send_json(conn, 200, json_pack("{s:s, s:[{s:s, s:s, s:I, s:s}]}", "object", "list", "data",
+					      "id", g.info.model, "object", "model", "created", (json_int_t)0,
+					      "owned_by", "ringlm"));
+}
+
+static enum MHD_Result handle_health(struct MHD_Connection *conn)
+{
+	char buf[8192];
+	pthread_mutex_lock(&g.mu);
+	int n = ringlm_stats_json(g.c, buf, sizeof buf);
+	pthread_mutex_unlock(&g.mu);
+	json_t *s = n > 0 ? json_loadb(buf, (size_t)n, 0, NULL) : NULL;
+	long long age = s ? (long long)json_integer_value(json_object_get(s, "heartbeat_age_ms")) : -1;
+	json_decref(s);
+	int ok = age >= 0 && age < 2000;
+	return send_json(conn, ok ? 200 : 503, json_pack("{s:s, s:s, s:I}", "status", ok ? "ok" : "runtime not responding",
+							 "model", g.info.model, "heartbeat_age_ms", (json_int_t)age));
+}
+
+static void prom_hist(FILE *f, const char *name, const char *help, const struct hist *h)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+	uint64_t cum = 0;
+	for (size_t i = 0; i < NB; i++) {
+		cum += h->n[i];
+		fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, buckets[i], (unsigned long long)cum);
+	}
+	fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
+		(unsigned long long)h->count, name, h->sum, name, (unsigned long long)h->count);
+}
+
+static enum MHD_Result handle_metrics(struct MHD_Connection *conn)
+{
+	char buf[8192], *txt = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&txt, &len);
+	pthread_mutex_lock(&g.mu);
+	int n = ringlm_stats_json(g.c, buf, sizeof buf);
+	prom_hist(f, "ringlm_http_ttft_seconds", "Time from request to first token, seen by ringlm-http", &g.ttft);
+	prom_hist(f, "ringlm_http_inter_token_seconds", "Time between consecutive tokens of a request", &g.itl);
+	fprintf(f, "# HELP ringlm_http_requests_total Requests by endpoint and status class\n"
+		   "# TYPE ringlm_http_requests_total counter\n");
+	for (int e = 0; e < 2; e++)
+		for (int c = 2; c <= 5; c++)
+			fprintf(f, "ringlm_http_requests_total{endpoint=\"%s\",status=\"%dxx\"} %llu\n",
+				e ? "chat_completions" : "completions", c, (unsigned long long)g.req_count[e][c]);
+	fprintf(f, "# HELP ringlm_http_errors_total Errors by kind\n# TYPE ringlm_http_errors_total counter\n");
+	for (int k = 0; k < EK_COUNT; k++)
+		fprintf(f, "ringlm_http_errors_total{kind=\"%s\"} %llu\n", ek_name[k], (unsigned long long)g.errors[k]);
+	fprintf(f, "# HELP ringlm_http_tokens_streamed_total Tokens received for HTTP requests\n"
+		   "# TYPE ringlm_http_tokens_streamed_total counter\nringlm_http_tokens_streamed_total %llu\n",
+		(unsigned long long)g.tokens_streamed);
+	pthread_mutex_unlock(&g.mu);
+	json_t *s = n > 0 ? json_loadb(buf, (size_t)n, 0, NULL) : NULL;
+	static const struct { const char *key, *name, *type, *help; } m[] = {
+		{ "queued_requests", "ringlm_queue_depth", "gauge", "Requests waiting for admission" },
+		{ "running", "ringlm_running_sequences", "gauge", "Sequences in the running batch" },
+		{ "active_requests", "ringlm_active_requests", "gauge", "Requests admitted and not finished" },
+		{ "kv_blocks_total", "ringlm_kv_blocks_total", "gauge", "KV cache blocks in the pool" },
+		{ "tokens_prefill", "ringlm_tokens_in_total", "counter", "Prompt tokens prefilled" },
+		{ "tokens_out", "ringlm_tokens_out_total", "counter", "Tokens generated" },
+		{ "requests_done", "ringlm_requests_done_total", "counter", "Requests finished" },
+		{ "requests_error", "ringlm_requests_error_total", "counter", "Requests ended by an error" },
+		{ "rejected_invalid", "ringlm_rejected_invalid_total", "counter", "Requests rejected as invalid" },
+		{ "rejected_busy", "ringlm_rejected_busy_total", "counter", "Requests rejected as busy" },
+		{ "preemptions", "ringlm_preemptions_total", "counter", "Sequences preempted for KV space" },
+		{ "steps", "ringlm_steps_total", "counter", "Model steps run" },
+		{ "clients", "ringlm_clients", "gauge", "Attached clients" },
+	};
+	for (size_t i = 0; s && i < sizeof m / sizeof *m; i++) {
+		json_t *v = json_object_get(s, m[i].key);
+		if (json_is_number(v))
+			fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %.0f\n", m[i].name, m[i].help, m[i].name, m[i].type,
+				m[i].name, json_number_value(v));
+	}
+	if (s) {
+		double tot = json_number_value(json_object_get(s, "kv_blocks_total"));
+		double fr = json_number_value(json_object_get(s, "kv_blocks_free"));
+		double hit = json_number_value(json_object_get(s, "prefix_hit_tokens"));
+		double qry = json_number_value(json_object_get(s, "prefix_query_tokens"));
+		fprintf(f, "# HELP ringlm_kv_blocks_used KV cache blocks in use\n# TYPE ringlm_kv_blocks_used gauge\n"
+			   "ringlm_kv_blocks_used %.0f\n", tot - fr);
+		fprintf(f, "# HELP ringlm_prefix_hit_ratio Prompt tokens served from the prefix cache, of those looked up\n"
+			   "# TYPE ringlm_prefix_hit_ratio gauge\nringlm_prefix_hit_ratio %.6f\n", qry > 0 ? hit / qry : 0.0);
+		json_decref(s);
+	}
+	fclose(f);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(len, txt, MHD_RESPMEM_MUST_FREE);
+	MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4");
+	enum MHD_Result rc = MHD_queue_response(conn, 200, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+			       const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+	struct conn_state *cs = *con_cls;
+	if (!cs) {
+		if (!(cs = calloc(1, sizeof *cs)))
+			return MHD_NO;
+		*con_cls = cs;
+		return MHD_YES;
+	}
+	if (*upload_size) {                /* body bytes: kept up to MAX_BODY, the rest dropped */
+		if (!cs->too_big && cs->len + *upload_size <= MAX_BODY) {
+			char *nb = realloc(cs->body, cs->len + *upload_size + 1);
+			if (nb) {
+				cs->body = nb;
+				memcpy(cs->body + cs->len, upload, *upload_size);
+				cs->len += *upload_size;
+			}
+		} else {
+			cs->too_big = 1;
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (cs->waiting) {                 /* resumed: the non-streaming answer is ready */
+		pthread_mutex_lock(&g.mu);
+		struct req *r = cs->r;
+		if (!r->done) {            /* woken early: wait on */
+			r->suspended = 1;
+			MHD_suspend_connection(conn);
+			pthread_mutex_unlock(&g.mu);
+			return MHD_YES;
+		}
+		cs->waiting = 0;
+		size_t len = r->out_len;
+		char *body = malloc(len ? len : 1);
+		if (body)
+			memcpy(body, r->out, len);
+		int status = r->status ? r->status : 200;
+		if (status != 200)
+			g.req_count[r->chat][status / 100]++;
+		pthread_mutex_unlock(&g.mu);
+		struct MHD_Response *resp = MHD_create_response_from_buffer(body ? len : 0, body ? body : (char *)"",
+									    body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+		MHD_add_response_header(resp, "Content-Type", "application/json");
+		enum MHD_Result rc = MHD_queue_response(conn, (unsigned)status, resp);
+		MHD_destroy_response(resp);
+		return rc;
+	}
+	int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
+	int chat = !strcmp(url, "/v1/chat/completions");
+	if (chat || !strcmp(url, "/v1/completions")) {
+		if (!post)
+			return fail(conn, chat, 405, EK_BAD_REQUEST, "invalid_request_error", "%s takes POST", url);
+		if (cs->too_big)
+			return fail(conn, chat, 413, EK_TOO_LARGE, "invalid_request_error",
+				    "the body is over %u bytes; send a shorter prompt", MAX_BODY);
+		return handle_generate(conn, cs, chat);
+	}
+	if (get && !strcmp(url, "/v1/models"))
+		return handle_models(conn);
+	if (get && !strcmp(url, "/health"))
+		return handle_health(conn);
+	if (get && !strcmp(url, "/metrics"))
+		return handle_metrics(conn);
+	return fail(conn, -1, 404, EK_NOT_FOUND, "invalid_request_error",
+		    "no route %s %s (POST /v1/completions, POST /v1/chat/completions, GET /v1/models, /health, /metrics)",
+		    method, url);
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode why)
+{
+	struct conn_state *cs = *con_cls;
+	if (!cs)
+		return;
+	if (cs->r) {
+		pthread_mutex_lock(&g.mu);
+		struct req *r = cs->r;
+		r->closed = 1;
+		if (!r->done) {            /* the client went away first: stop generating for it */
+			g.errors[EK_DISCONNECT]++;
+			r->stopped = 1;
+			ringlm_cancel(g.c, r->rid);
+		}
+		req_unref(r);              /* the connection's reference */
+		pthread_mutex_unlock(&g.mu);
+	}
+	free(cs->body);
+	free(cs);
+	*con_cls = NULL;
+}
+
+static void on_signal(int s)
+{
+	(void)s;
+	atomic_store(&g.stop, 1);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: ringlm-http [--socket NAME] [--host ADDR] [--port N] [--max-connections N]\n"
+		   "                   [--timeout S] [--verbose]\n"
+		   "An OpenAI-compatible HTTP front for a running ringlmd (a client of it, like any other).\n"
+		   "  --socket NAME      the ringlmd to serve (default \"default\")\n"
+		   "  --host ADDR        address to listen on (default 127.0.0.1: loopback only)\n"
+		   "  --port N           TCP port (default 8080)\n"
+		   "  --max-connections  open connections at most (default 4096)\n"
+		   "  --timeout S        close a connection idle this long (default 15)\n");
+}
+
+int main(int argc, char **argv)
+{
+	const char *sock = "default", *host = "127.0.0.1";
+	int port = 8080, max_conn = 4096, timeout = 15;
+	static const struct option lo[] = {
+		{ "socket", 1, 0, 's' }, { "host", 1, 0, 'H' }, { "port", 1, 0, 'p' },
+		{ "max-connections", 1, 0, 'm' }, { "timeout", 1, 0, 't' }, { "verbose", 0, 0, 'v' },
+		{ "help", 0, 0, 'h' }, { 0 } };
+	for (int o; (o = getopt_long(argc, argv, "", lo, NULL)) != -1;) {
+		char *end = NULL;
+		long v = optarg ? strtol(optarg, &end, 10) : 0;
+		int bad_num = optarg && (!*optarg || *end);
+		switch (o) {
+		case 's': sock = optarg; break;
+		case 'H': host = optarg; break;
+		case 'p': if (bad_num || v < 1 || v > 65535) goto bad; port = (int)v; break;
+		case 'm': if (bad_num || v < 1 || v > 100000) goto bad; max_conn = (int)v; break;
+		case 't': if (bad_num || v < 1 || v > 3600) goto bad; timeout = (int)v; break;
+		case 'v': g.verbose = 1; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+		continue;
+bad:
+		fprintf(stderr, "ringlm-http: --%s wants a number in range (port 1-65535, max-connections 1-100000, "
+			"timeout 1-3600 s), not '%s'\n", o == 'p' ? "port" : o == 'm' ? "max-connections" : "timeout", optarg);
+		return 2;
+	}
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+		fprintf(stderr, "ringlm-http: --host %s is not an IPv4 address (e.g. 127.0.0.1)\n", host);
+		return 2;
+	}
+	struct ringlm_params p = ringlm_default_params();
+	p.socket = sock;
+	int rc = ringlm_connect(&p, &g.c);
+	if (rc) {
+		fprintf(stderr, "ringlm-http: %s\n", ringlm_last_error());
+		return 1;
+	}
+	ringlm_get_info(g.c, &g.info);
+	g.chat = rl_chat_from_name(g.info.chat_template);
+	uint32_t probe[8];                 /* builds the tokenizer once, before two threads use it */
+	ringlm_tokenize(g.c, "a", 1, probe, 8);
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	pthread_t pt;
+	pthread_create(&pt, NULL, pump, NULL);
+	struct MHD_Daemon *d = MHD_start_daemon(
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+		(uint16_t)port, NULL, NULL, handler, NULL,
+		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_conn,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)timeout,
+		MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+		MHD_OPTION_END);
+	if (!d) {
+		fprintf(stderr, "ringlm-http: cannot listen on %s:%d (in use? try --port)\n", host, port);
+		return 1;
+	}
+	fprintf(stderr, "ringlm-http: serving %s (chat template: %s) on http://%s:%d\n", g.info.model,
+		g.chat ? rl_chat_name(g.chat) : "none", host, port);
+	while (!atomic_load(&g.stop))
+		pause();
+	/* resume whatever is suspended (MHD must not stop with suspended connections) */
+	pthread_mutex_lock(&g.mu);
+	for (size_t i = 0; i < TAGS; i++)
+		if (g.live[i]) {
+			g.live[i]->done = 1;
+			wake(g.live[i]);
+		}
+	pthread_mutex_unlock(&g.mu);
+	MHD_stop_daemon(d);
+	pthread_join(pt, NULL);
+	ringlm_close(g.c);
+	return 0;
+}

@@ -1,0 +1,84 @@
+"""Fixtures for ringlm-http's tests: a ringlmd and a ringlm-http in front of it, for
+stories260K (no chat template) and for a random tiny model written with a Mistral-family
+chat template (ringlm mkmodel --chat-template). Skipped when ../shared/models is absent."""
+import os
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+MODELS = os.environ.get("RINGLM_MODELS", os.path.join(REPO, "..", "shared", "models"))
+BUILD = os.path.join(REPO, "build")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class Server:
+    def __init__(self, model, tokenizer=None):
+        self.dir = tempfile.mkdtemp(prefix="rl-http-")
+        self.sock = os.path.join(self.dir, "sock")
+        args = [os.path.join(BUILD, "ringlmd"), "--model", model, "--socket", self.sock, "--threads", "1",
+                "--quiet", "--max-clients", "8"]
+        if tokenizer:
+            args += ["--tokenizer", tokenizer]
+        self.rt = subprocess.Popen(args, stderr=subprocess.PIPE)
+        for _ in range(200):
+            if os.path.exists(self.sock):
+                break
+            time.sleep(0.05)
+        self.port = free_port()
+        self.http = subprocess.Popen([os.path.join(BUILD, "ringlm-http"), "--socket", self.sock, "--port",
+                                      str(self.port), "--timeout", "3"], stderr=subprocess.PIPE)
+        self.url = "http://127.0.0.1:%d" % self.port
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                if self.http.poll() is not None:
+                    raise RuntimeError("ringlm-http exited: " + self.http.stderr.read().decode())
+                time.sleep(0.05)
+        raise RuntimeError("ringlm-http did not start")
+
+    def stop(self):
+        for p in (self.http, self.rt):
+            p.terminate()
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+@pytest.fixture(scope="session")
+def stories():
+    m, t = os.path.join(MODELS, "stories260K.bin"), os.path.join(MODELS, "tok512.bin")
+    if not (os.path.exists(m) and os.path.exists(t)):
+        pytest.skip("../shared/models/stories260K.bin or tok512.bin not found")
+    s = Server(m, t)
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
+def mistral():
+    t = os.path.join(MODELS, "tok512.bin")
+    if not os.path.exists(t):
+        pytest.skip("../shared/models/tok512.bin not found")
+    d = tempfile.mkdtemp(prefix="rl-http-m-")
+    m = os.path.join(d, "tiny-mistral.gguf")
+    subprocess.run([os.path.join(BUILD, "ringlm"), "mkmodel", "--shape", "tiny", "--seed", "3", "--dtype", "f32",
+                    "--tokenizer", t, "--chat-template", "mistral", "--out", m], check=True,
+                   stdout=subprocess.DEVNULL)
+    s = Server(m)
+    s.model_path = m
+    yield s
+    s.stop()

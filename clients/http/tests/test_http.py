@@ -1,0 +1,201 @@
+"""ringlm-http driven by real clients: curl (plain and server-sent events), the `openai`
+Python package when it is installed, and raw sockets for what misbehaving clients do: bad JSON,
+oversized bodies, a client that disconnects mid-stream, slow-loris and hundreds of idle
+connections, none of which may stall another stream."""
+import json
+import os
+import re
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+BUILD = os.path.join(os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")), "build")
+
+GOLDEN = ", there was a little girl named Lily. She loved to play outside in the park."
+
+
+def curl(*args, data=None):
+    cmd = ["curl", "-sS", "-m", "30", "-w", "\n%{http_code}"] + list(args)
+    if data is not None:
+        cmd += ["-H", "Content-Type: application/json", "--data-binary", "@-"]
+    r = subprocess.run(cmd, input=(data if isinstance(data, bytes) else (data or "").encode()),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
+    body, _, code = r.stdout.decode().rpartition("\n")
+    return int(code), body
+
+
+def sse_events(body):
+    out = []
+    for line in body.splitlines():
+        if line.startswith("data: "):
+            d = line[6:]
+            out.append(d if d == "[DONE]" else json.loads(d))
+    return out
+
+
+def metric(url, name, labels=""):
+    _, body = curl(url + "/metrics")
+    m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)), body, re.M)
+    return float(m.group(1)) if m else None
+
+
+def test_completions_and_sse_with_curl(stories):
+    code, body = curl(stories.url + "/v1/completions",
+                      data=json.dumps({"prompt": "Once upon a time", "max_tokens": 20, "temperature": 0}))
+    assert code == 200, body
+    j = json.loads(body)
+    text = j["choices"][0]["text"]
+    assert GOLDEN.startswith(text[:60]) and j["choices"][0]["finish_reason"] == "length"
+    assert j["usage"]["completion_tokens"] == 20 and j["object"] == "text_completion"
+    code, body = curl("-N", stories.url + "/v1/completions",
+                      data=json.dumps({"prompt": "Once upon a time", "max_tokens": 20, "temperature": 0, "stream": True}))
+    ev = sse_events(body)
+    assert code == 200 and ev[-1] == "[DONE]"
+    assert "".join(e["choices"][0]["text"] for e in ev[:-1]) == text
+    assert ev[-2]["choices"][0]["finish_reason"] == "length" and ev[-2]["usage"]["completion_tokens"] == 20
+    # token ids as the prompt, and stop strings (cut before the stop, finish "stop")
+    code, body = curl(stories.url + "/v1/completions", data=json.dumps(
+        {"prompt": "Once upon a time", "max_tokens": 40, "temperature": 0, "stop": ["Lily", "zzz"]}))
+    j = json.loads(body)
+    assert j["choices"][0]["text"] == ", there was a little girl named " and j["choices"][0]["finish_reason"] == "stop"
+    code, body = curl("-N", stories.url + "/v1/completions", data=json.dumps(
+        {"prompt": "Once upon a time", "max_tokens": 40, "temperature": 0, "stop": "Lily", "stream": True}))
+    ev = sse_events(body)
+    assert "".join(e["choices"][0]["text"] for e in ev[:-1]) == ", there was a little girl named "
+
+
+def test_models_health_metrics(stories):
+    code, body = curl(stories.url + "/v1/models")
+    assert code == 200 and json.loads(body)["data"][0]["id"] == "stories260K.bin"
+    code, body = curl(stories.url + "/health")
+    assert code == 200 and json.loads(body)["status"] == "ok"
+    curl(stories.url + "/v1/completions", data=json.dumps({"prompt": "Hi", "max_tokens": 5}))
+    for name in ("ringlm_http_ttft_seconds_count", "ringlm_http_inter_token_seconds_count", "ringlm_queue_depth",
+                 "ringlm_running_sequences", "ringlm_kv_blocks_used", "ringlm_prefix_hit_ratio",
+                 "ringlm_tokens_in_total", "ringlm_tokens_out_total"):
+        assert metric(stories.url, name) is not None, name
+    assert metric(stories.url, "ringlm_http_ttft_seconds_count") >= 1
+    assert metric(stories.url, "ringlm_http_requests_total", '{endpoint="completions",status="2xx"}') >= 1
+
+
+def test_bad_requests_get_clear_errors(stories):
+    cases = [
+        ("/v1/completions", b"{bad", 400, "not a JSON object"),
+        ("/v1/completions", json.dumps({"prompt": "x", "n": 2}).encode(), 400, "'n'"),
+        ("/v1/completions", json.dumps({"prompt": "x", "temperature": 7}).encode(), 400, "temperature"),
+        ("/v1/completions", json.dumps({"prompt": [1, 99999]}).encode(), 400, "token id"),
+        ("/v1/completions", json.dumps({"prompt": "x", "stop": ["a", "b", "c", "d", "e"]}).encode(), 400, "stop"),
+        ("/v1/completions", b"x" * (2 << 20), 413, "over"),
+        ("/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode(), 400,
+         "/v1/completions"),
+        ("/v2/nothing", b"{}", 404, "no route"),
+    ]
+    for path, data, want, words in cases:
+        code, body = curl(stories.url + path, data=data)
+        assert code == want, (path, body)
+        assert words in json.loads(body)["error"]["message"], body
+    code, body = curl(stories.url + "/v1/completions")           # GET
+    assert code == 405
+    assert metric(stories.url, "ringlm_http_errors_total", '{kind="bad_json"}') >= 1
+    assert metric(stories.url, "ringlm_http_errors_total", '{kind="too_large"}') >= 1
+    code, _ = curl(stories.url + "/v1/completions", data=json.dumps({"prompt": "Still", "max_tokens": 3}))
+    assert code == 200                                              # nothing broke
+
+
+def test_chat_with_a_template(mistral):
+    req = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell a story."}],
+           "max_tokens": 12, "temperature": 0}
+    code, body = curl(mistral.url + "/v1/chat/completions", data=json.dumps(req))
+    assert code == 200, body
+    j = json.loads(body)
+    assert j["object"] == "chat.completion" and j["choices"][0]["message"]["role"] == "assistant"
+    # the prompt is Mistral's format, tokenized with control tokens parsed and no extra BOS
+    ids = subprocess.run([os.path.join(BUILD, "ringlm"), "tokenize", "--model", mistral.model_path, "--special",
+                          "--no-bos", "--text", "<s>[INST] Be brief.\n\nTell a story. [/INST]"],
+                         stdout=subprocess.PIPE, check=True).stdout.split()
+    assert j["usage"]["prompt_tokens"] == len(ids)
+    code, body = curl("-N", mistral.url + "/v1/chat/completions", data=json.dumps(dict(req, stream=True)))
+    ev = sse_events(body)
+    assert ev[0]["object"] == "chat.completion.chunk" and ev[0]["choices"][0]["delta"].get("role") == "assistant"
+    assert "".join(e["choices"][0]["delta"].get("content", "") for e in ev[:-1]) == j["choices"][0]["message"]["content"]
+    code, body = curl(mistral.url + "/v1/chat/completions", data=json.dumps(
+        {"messages": [{"role": "assistant", "content": "x"}]}))
+    assert code == 400 and "alternate" in json.loads(body)["error"]["message"]
+
+
+def test_openai_package(stories, mistral):
+    openai = pytest.importorskip("openai")
+    c = openai.OpenAI(base_url=stories.url + "/v1", api_key="unused")
+    r = c.completions.create(model="stories260K.bin", prompt="Once upon a time", max_tokens=20, temperature=0)
+    text = r.choices[0].text
+    assert GOLDEN.startswith(text[:60])
+    parts = [ch.choices[0].text for ch in c.completions.create(model="x", prompt="Once upon a time", max_tokens=20,
+                                                                temperature=0, stream=True)]
+    assert "".join(parts) == text
+    m = openai.OpenAI(base_url=mistral.url + "/v1", api_key="unused")
+    r = m.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hi"}], max_tokens=8)
+    assert r.choices[0].message.role == "assistant"
+    with pytest.raises(openai.BadRequestError):
+        c.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hi"}])
+
+
+def _http_request(port, body):
+    s = socket.create_connection(("127.0.0.1", port))
+    data = json.dumps(body).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(data) + data)
+    return s
+
+
+def test_disconnect_cancels(stories):
+    before = metric(stories.url, "ringlm_http_errors_total", '{kind="client_disconnect"}')
+    s = _http_request(stories.port, {"prompt": "Once upon a time", "max_tokens": 500, "stream": True})
+    got = b""
+    while b"data: " not in got:
+        got += s.recv(4096)
+    s.close()
+    for _ in range(100):
+        if (metric(stories.url, "ringlm_http_errors_total", '{kind="client_disconnect"}') > before and
+                metric(stories.url, "ringlm_active_requests") == 0):
+            break
+        time.sleep(0.05)
+    assert metric(stories.url, "ringlm_http_errors_total", '{kind="client_disconnect"}') > before
+    assert metric(stories.url, "ringlm_active_requests") == 0
+    done = metric(stories.url, "ringlm_tokens_out_total")
+    assert done is not None
+
+
+def test_idle_connections_and_slowloris_do_not_stall_streams(stories):
+    idle = []
+    for _ in range(300):
+        idle.append(socket.create_connection(("127.0.0.1", stories.port)))
+    stop = threading.Event()
+
+    def slowloris():
+        s = socket.create_connection(("127.0.0.1", stories.port))
+        hdr = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"
+        try:
+            for b in hdr:
+                if stop.is_set():
+                    break
+                s.send(bytes([b]))
+                time.sleep(0.02)
+        except OSError:
+            pass                    # closed by the server: what should happen eventually
+        s.close()
+    t = threading.Thread(target=slowloris)
+    t.start()
+    t0 = time.time()
+    for _ in range(5):
+        code, body = curl("-N", stories.url + "/v1/completions", data=json.dumps(
+            {"prompt": "Once upon a time", "max_tokens": 30, "temperature": 0, "stream": True}))
+        assert code == 200 and sse_events(body)[-1] == "[DONE]"
+    elapsed = time.time() - t0
+    stop.set()
+    t.join()
+    for s in idle:
+        s.close()
+    assert elapsed < 20, elapsed    # generous: a stalled server would hang until curl's 30 s limit

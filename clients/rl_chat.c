@@ -1,0 +1,136 @@
+/* rl_chat.c — chat template families (see rl_chat.h). The formats follow the families'
+ * published templates:
+ *   Llama 3:  <|begin_of_text|><|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|>
+ *             ... then <|start_header_id|>assistant<|end_header_id|>\n\n
+ *   ChatML:   <|im_start|>ROLE\nCONTENT<|im_end|>\n ... then <|im_start|>assistant\n
+ *             (Qwen2's template adds a default system message when there is none)
+ *   Mistral:  <s>[INST] USER [/INST] ASSISTANT</s>[INST] USER [/INST]; a system message is
+ *             put before the first user message, as Mistral's v1 template does. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "clients/rl_chat.h"
+
+enum rl_chat_family rl_chat_detect(const char *t)
+{
+	if (!t)
+		return RL_CHAT_NONE;
+	if (strstr(t, "<|start_header_id|>") && strstr(t, "<|eot_id|>"))
+		return RL_CHAT_LLAMA3;
+	if (strstr(t, "<|im_start|>") && strstr(t, "<|im_end|>"))
+		return RL_CHAT_CHATML;
+	if (strstr(t, "[INST]") && strstr(t, "[/INST]"))
+		return RL_CHAT_MISTRAL;
+	return RL_CHAT_NONE;
+}
+
+static const char *const names[] = { "", "llama3", "chatml", "mistral" };
+
+const char *rl_chat_name(enum rl_chat_family f)
+{
+	return f >= RL_CHAT_NONE && f <= RL_CHAT_MISTRAL ? names[f] : "";
+}
+
+enum rl_chat_family rl_chat_from_name(const char *s)
+{
+	for (int f = RL_CHAT_LLAMA3; f <= RL_CHAT_MISTRAL; f++)
+		if (s && !strcmp(s, names[f]))
+			return (enum rl_chat_family)f;
+	return RL_CHAT_NONE;
+}
+
+const char *rl_chat_end(enum rl_chat_family f)
+{
+	return f == RL_CHAT_LLAMA3 ? "<|eot_id|>" : f == RL_CHAT_CHATML ? "<|im_end|>" : f == RL_CHAT_MISTRAL ? "</s>" : "";
+}
+
+const char *rl_chat_template_text(enum rl_chat_family f)
+{
+	switch (f) {
+	case RL_CHAT_LLAMA3:
+		return "{{- bos_token }}{%- for message in messages %}{{- '<|start_header_id|>' + message['role'] + "
+		       "'<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{%- endfor %}"
+		       "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{%- endif %}";
+	case RL_CHAT_CHATML:
+		return "{%- for message in messages %}{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + "
+		       "'<|im_end|>' + '\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}";
+	case RL_CHAT_MISTRAL:
+		return "{{- bos_token }}{%- for message in messages %}{%- if message['role'] == 'user' %}{{- '[INST] ' + "
+		       "message['content'] + ' [/INST]' }}{%- else %}{{- ' ' + message['content'] + eos_token }}{%- endif %}{%- endfor %}";
+	default:
+		return "";
+	}
+}
+
+struct buf { char *p; size_t cap, n; };
+
+__attribute__((format(printf, 2, 3)))
+static void put(struct buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int k = vsnprintf(b->n < b->cap ? b->p + b->n : NULL, b->n < b->cap ? b->cap - b->n : 0, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		b->n += (size_t)k;
+}
+
+static int known_role(const char *r)
+{
+	return r && (!strcmp(r, "system") || !strcmp(r, "user") || !strcmp(r, "assistant"));
+}
+
+long rl_chat_format(enum rl_chat_family f, const struct rl_chat_msg *m, size_t n, char *out, size_t cap)
+{
+	struct buf b = { out, cap, 0 };
+	if (cap)
+		out[0] = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!known_role(m[i].role) || !m[i].content)
+			return -EINVAL;
+	switch (f) {
+	case RL_CHAT_LLAMA3:
+		put(&b, "<|begin_of_text|>");
+		for (size_t i = 0; i < n; i++)
+			put(&b, "<|start_header_id|>%s<|end_header_id|>\n\n%s<|eot_id|>", m[i].role, m[i].content);
+		put(&b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+		break;
+	case RL_CHAT_CHATML:
+		if (!n || strcmp(m[0].role, "system"))
+			put(&b, "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n");
+		for (size_t i = 0; i < n; i++)
+			put(&b, "<|im_start|>%s\n%s<|im_end|>\n", m[i].role, m[i].content);
+		put(&b, "<|im_start|>assistant\n");
+		break;
+	case RL_CHAT_MISTRAL: {
+		size_t i = 0;
+		const char *sys = NULL;
+		if (n && !strcmp(m[0].role, "system"))
+			sys = m[i++].content;
+		put(&b, "<s>");
+		for (int want_user = 1; i < n; i++, want_user = !want_user) {
+			if (strcmp(m[i].role, want_user ? "user" : "assistant"))
+				return -EINVAL;
+			if (want_user) {
+				if (sys) {
+					put(&b, "[INST] %s\n\n%s [/INST]", sys, m[i].content);
+					sys = NULL;
+				} else {
+					put(&b, "[INST] %s [/INST]", m[i].content);
+				}
+			} else {
+				put(&b, " %s</s>", m[i].content);
+			}
+		}
+		if (n && !strcmp(m[n - 1].role, "assistant"))
+			return -EINVAL;    /* the assistant's turn must be the one to generate */
+		break;
+	}
+	default:
+		return -EINVAL;
+	}
+	if (cap && b.n >= cap)
+		out[cap - 1] = 0;
+	return (long)b.n;
+}
