@@ -22,6 +22,11 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <sys/socket.h>
 #include "clients/cli/cli.h"
 #include "clients/ringlm.h"
 #include "ipc/rl_clock.h"
@@ -42,6 +47,8 @@ struct len_spec { uint32_t lo, hi; };      /* uniform in [lo, hi]; lo == hi: fix
 
 struct opts {
 	const char *socket;                /* NULL: start a runtime per run */
+	const char *http;                  /* --http URL: the same load through ringlm-http too */
+	char http_host[64]; int http_port; int use_http;   /* use_http: this run goes over HTTP */
 	char **rt_argv; int rt_argc;       /* runtime options after `--` */
 	double rate;                       /* Poisson req/s; 0: closed loop */
 	uint32_t users, clients, max_requests;
@@ -122,6 +129,166 @@ static double exp_draw(uint64_t *st)
 
 struct slot { uint32_t id, req; uint64_t t_last; int used; };
 
+/* ---- one client process over HTTP (--http): threads, one per user, each a loop of
+ * streaming requests to ringlm-http on a fresh connection (what a simple client does). The
+ * response is chunked (the length is unknown) and carries server-sent events; each event with
+ * text is a token's arrival, timed as the rings' TOKEN events are. */
+
+struct http_user { const struct opts *o; struct shm *sh; uint64_t *gaps; int c; uint32_t vocab, max_prompt, max_new, max_ctx; int rc; };
+
+static int http_connect(const struct opts *o)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)o->http_port) };
+	inet_pton(AF_INET, o->http_host, &sa.sin_addr);
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* One request: returns 0 and fills r (times relative to t0), or -1. */
+static int http_one(struct http_user *u, uint64_t i, uint32_t *prompt, char *body, size_t body_cap)
+{
+	const struct opts *o = u->o;
+	struct shm *sh = u->sh;
+	struct rec *r = &sh->rec[i];
+	uint32_t plen, olen;
+	req_shape(o, i, &plen, &olen);
+	plen = plen < 1 ? 1 : plen > u->max_prompt ? u->max_prompt : plen;
+	olen = olen < 1 ? 1 : olen > u->max_new ? u->max_new : olen;
+	if (plen + olen > u->max_ctx)
+		olen = u->max_ctx > plen ? u->max_ctx - plen : 1;
+	fill_prompt(o, i, prompt, plen, u->vocab);
+	size_t n = (size_t)snprintf(body, body_cap, "{\"prompt\":[");
+	for (uint32_t k = 0; k < plen && n + 16 < body_cap; k++)
+		n += (size_t)snprintf(body + n, body_cap - n, k ? ",%u" : "%u", prompt[k]);
+	n += (size_t)snprintf(body + n, body_cap - n, "],\"max_tokens\":%u,\"temperature\":0,\"stream\":true}", olen);
+	char hdr[256];
+	int hn = snprintf(hdr, sizeof hdr, "POST /v1/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+			  "Content-Length: %zu\r\nConnection: close\r\n\r\n", o->http_host, n);
+	uint64_t t_sub = rl_now_ns();
+	int fd = http_connect(o);
+	if (fd < 0)
+		return -1;
+	if (write(fd, hdr, (size_t)hn) != hn || write(fd, body, n) != (ssize_t)n) {
+		close(fd);
+		return -1;
+	}
+	uint64_t off = atomic_fetch_add(&sh->gap_used, olen);
+	r->client = (uint32_t)u->c;
+	r->prompt_len = plen;
+	r->max_new = olen;
+	r->gap_off = off + olen <= MAX_GAPS ? off : UINT64_MAX;
+	r->t_submit = t_sub - sh->t0;
+	atomic_store(&r->state, 1);
+	/* read: headers, then chunked data holding "data: ...\n\n" events */
+	static __thread char buf[1 << 16];
+	size_t have = 0, pos = 0;
+	int in_body = 0, ok = 0;
+	uint64_t t_last = 0;
+	for (;;) {
+		ssize_t k = read(fd, buf + have, sizeof buf - have - 1);
+		if (k <= 0)
+			break;
+		have += (size_t)k;
+		buf[have] = 0;
+		uint64_t t = rl_now_ns();
+		if (!in_body) {
+			char *e = strstr(buf, "\r\n\r\n");
+			if (!e)
+				continue;
+			if (strncmp(buf, "HTTP/1.1 200", 12))
+				break;
+			pos = (size_t)(e + 4 - buf);
+			in_body = 1;
+		}
+		/* events are found by their "data: " lines; chunk-size lines between them are skipped */
+		char *p;
+		while ((p = strstr(buf + pos, "data: ")) && strstr(p, "\n\n")) {
+			char *end = strstr(p, "\n\n");
+			if (!strncmp(p, "data: [DONE]", 12)) {
+				ok = 1;
+				pos = (size_t)(end + 2 - buf);
+				break;
+			}
+			char *fin = strstr(p, "\"finish_reason\":");
+			int final = fin && fin < end && strncmp(fin + 16, "null", 4);
+			if (!final) {
+				if (!r->n_out)
+					r->ttft = t - sh->t0 - r->t_submit;
+				else if (r->gap_off != UINT64_MAX && r->n_gaps < r->max_new)
+					u->gaps[r->gap_off + r->n_gaps++] = t - t_last;
+				t_last = t;
+				r->n_out++;
+				atomic_fetch_add(&sh->tokens, 1);
+			}
+			pos = (size_t)(end + 2 - buf);
+		}
+		if (ok)
+			break;
+		if (pos > sizeof buf / 2) {          /* keep the unread tail */
+			memmove(buf, buf + pos, have - pos);
+			have -= pos;
+			pos = 0;
+		}
+	}
+	close(fd);
+	r->e2e = rl_now_ns() - sh->t0 - r->t_submit;
+	atomic_store(&r->state, ok ? 2 : 3);
+	atomic_fetch_add(ok ? &sh->n_done : &sh->n_err, 1);
+	return ok ? 0 : -1;
+}
+
+static void *http_user_main(void *arg)
+{
+	struct http_user *u = arg;
+	const struct opts *o = u->o;
+	uint32_t *prompt = malloc(sizeof *prompt * (u->max_prompt + 1));
+	size_t cap = 16 * (size_t)u->max_prompt + 256;
+	char *body = malloc(cap);
+	uint64_t t_end = u->sh->t0 + (uint64_t)(o->duration * 1e9);
+	while (prompt && body && rl_now_ns() < t_end) {
+		uint64_t i = atomic_fetch_add(&u->sh->next_req, 1);
+		if (i >= MAX_REC || (o->max_requests && i >= o->max_requests))
+			break;
+		if (http_one(u, i, prompt, body, cap))
+			u->rc = 1;
+	}
+	free(prompt);
+	free(body);
+	return NULL;
+}
+
+static int http_client_main(const struct opts *o, struct shm *sh, uint64_t *gaps, int c, const struct ringlm_info *info)
+{
+	uint32_t n_users = o->users / o->clients + (c < (int)(o->users % o->clients));
+	struct http_user *u = calloc(n_users ? n_users : 1, sizeof *u);
+	pthread_t *th = calloc(n_users ? n_users : 1, sizeof *th);
+	atomic_fetch_add(&sh->ready, 1);
+	while (!atomic_load(&sh->go))
+		usleep(200);
+	for (uint32_t k = 0; k < n_users; k++) {
+		u[k] = (struct http_user){ o, sh, gaps, c, info->vocab_size, info->max_prompt, info->max_new, info->max_ctx, 0 };
+		pthread_create(&th[k], NULL, http_user_main, &u[k]);
+	}
+	int rc = 0;
+	for (uint32_t k = 0; k < n_users; k++) {
+		pthread_join(th[k], NULL);
+		rc |= u[k].rc;
+	}
+	if (rc)
+		fprintf(stderr, "bench serve: client %d: some HTTP requests failed (is ringlm-http at %s in front of this runtime?)\n",
+			c, o->http);
+	free(u);
+	free(th);
+	return rc;
+}
+
 static int client_main(const struct opts *o, struct shm *sh, uint64_t *gaps, int c)
 {
 	/* keep off the runtime's pinned core: a client preempting it shows up as ITL spikes */
@@ -139,6 +306,10 @@ static int client_main(const struct opts *o, struct shm *sh, uint64_t *gaps, int
 	}
 	struct ringlm_info info;
 	ringlm_get_info(rl, &info);
+	if (o->use_http) {             /* the vocabulary and limits came from the rings */
+		ringlm_close(rl);
+		return http_client_main(o, sh, gaps, c, &info);
+	}
 	uint32_t n_users = o->rate > 0 ? 0 : o->users / o->clients + (c < (int)(o->users % o->clients));
 	uint32_t cap = o->rate > 0 ? info.max_inflight : n_users;
 	if (cap > info.max_inflight)
@@ -411,7 +582,7 @@ static void json_pct(FILE *f, const char *k, const struct pct *p)
 
 static void json_result(FILE *f, const struct opts *o, const struct result *R)
 {
-	int num = strcmp(R->budget, "auto") != 0;
+	int num = R->budget[0] && strspn(R->budget, "0123456789") == strlen(R->budget);
 	fprintf(f, "{\"max_batch_tokens\":%s%s%s,\"itl_target_us\":%llu,\"requests\":%u,\"errors\":%u,"
 		"\"incomplete\":%u,\"output_tokens\":%llu,\"wall_s\":%.3f,",
 		num ? "" : "\"", R->budget, num ? "" : "\"", (unsigned long long)o->itl_target_us,
@@ -658,10 +829,12 @@ static void usage(void)
 "                          [--prompt N|A-B] [--output N|A-B] [--trace FILE.csv] [--system-frac F]\n"
 "                          [--max-batch-tokens N|auto] [--itl-target-us T]\n"
 "                          [--sweep max-batch-tokens=64,128,...,auto] [--out DIR] [--name NAME]\n"
-"                          [--json] [-- RUNTIME OPTIONS...]\n"
+"                          [--http http://127.0.0.1:PORT] [--json] [-- RUNTIME OPTIONS...]\n"
 "  Without --socket it starts a runtime per run with the ringlmd options after `--`\n"
 "  (e.g. -- --backend sim --sim-step-us 5000 --sim-token-us 20).\n"
-"  --trace: CSV lines prompt_len,output_len (a header line is skipped).\n");
+"  --trace: CSV lines prompt_len,output_len (a header line is skipped).\n"
+"  --http URL: run the load twice, over the rings of --socket and over the ringlm-http at URL\n"
+"  that serves the same runtime, and show what HTTP costs per request and per token.\n");
 }
 
 static int parse_len(const char *v, struct len_spec *l)
@@ -736,6 +909,16 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 		int bad = 0;
 		if (!strcmp(a, "--socket"))
 			o->socket = v;
+		else if (!strcmp(a, "--http")) {
+			o->http = v;
+			char host[64] = "";
+			int port = 0;
+			bad = sscanf(v, "http://%63[^:/]:%d", host, &port) != 2 || port < 1 || port > 65535;
+			snprintf(o->http_host, sizeof o->http_host, "%s", !strcmp(host, "localhost") ? "127.0.0.1" : host);
+			o->http_port = port;
+			struct in_addr ia;
+			bad = bad || inet_pton(AF_INET, o->http_host, &ia) != 1;
+		}
 		else if (!strcmp(a, "--rate"))
 			bad = (o->rate = strtod(v, &end)) <= 0 || *end;
 		else if (!strcmp(a, "--users"))
@@ -796,6 +979,11 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 		o->clients = o->rate > 0 ? 4 : (o->users < 8 ? o->users : 8);
 	if (o->rate == 0 && o->clients > o->users)
 		o->clients = o->users;
+	if (o->http && (!o->socket || o->rate > 0 || o->n_sweep)) {
+		fprintf(stderr, "bench serve: --http URL runs the same closed-loop load over the rings and over HTTP: it needs "
+			"--socket NAME (the ringlmd that ringlm-http serves) and --users, without --rate or --sweep\n");
+		return -EINVAL;
+	}
 	if (o->socket && (o->n_sweep || o->rt_argc)) {
 		fprintf(stderr, "bench serve: --sweep and runtime options need a runtime this command starts; drop --socket\n");
 		return -EINVAL;
@@ -823,7 +1011,7 @@ int rl_cmd_bench_serve(int argc, char **argv)
 		rl_bench_outdir();
 	else
 		mkdir(o.out_dir, 0755);
-	int n = o.n_sweep ? o.n_sweep : 1;
+	int n = o.n_sweep ? o.n_sweep : o.http ? 2 : 1;
 	struct result *R = calloc(n, sizeof *R);
 	if (!R)
 		return 1;
@@ -834,11 +1022,16 @@ int rl_cmd_bench_serve(int argc, char **argv)
 		const char *b = o.n_sweep ? o.sweep[i] : o.budget;
 		char tag[256];
 		snprintf(tag, sizeof tag, o.n_sweep ? "%s-%s" : "%s", o.name, b);
+		o.use_http = o.http && i == 1;
+		if (o.http)
+			snprintf(tag, sizeof tag, "%s-%s", o.name, o.use_http ? "http" : "rings");
 		fprintf(stderr, "run %d/%d: max-batch-tokens %s\n", i + 1, n, o.socket ? "(the daemon's)" : b);
 		rc = run_once(&o, o.socket ? NULL : b, tag, &R[i]);
 		if (rc)
 			return 1;
-		if (o.socket) {    /* the daemon's budget, as its stats say */
+		if (o.http) {
+			snprintf(R[i].budget, sizeof R[i].budget, "%s", o.use_http ? "http" : "rings");
+		} else if (o.socket) {    /* the daemon's budget, as its stats say */
 			const char *k = strstr(R[i].stats, "\"budget\":");
 			if (k)
 				snprintf(R[i].budget, sizeof R[i].budget, "%lu", strtoul(k + 9, NULL, 10));
@@ -871,6 +1064,10 @@ int rl_cmd_bench_serve(int argc, char **argv)
 	}
 	if (o.n_sweep)
 		plot_sweep(&o, R, n);
+	if (o.http)             /* what HTTP adds, at the medians (the rows' first column says which) */
+		printf("HTTP over the rings: TTFT p50 %+.3f ms per request, ITL p50 %+.3f ms per token, E2E p50 %+.3f ms\n",
+		       (R[1].ttft.p50 - (double)R[0].ttft.p50) / 1e6, (R[1].itl.p50 - (double)R[0].itl.p50) / 1e6,
+		       (R[1].e2e.p50 - (double)R[0].e2e.p50) / 1e6);
 	for (int i = 0; i < n; i++) {
 		free(R[i].ttft_v);
 		free(R[i].itl_v);
