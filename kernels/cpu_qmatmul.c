@@ -383,6 +383,64 @@ static float dot_f32_scalar(const float *a, const float *b, uint32_t n)
 	return s;
 }
 
+/* ------------------------------------------------------------ 16-bit GEMM -------- */
+
+/* Many rows over F16/BF16 weights: the fp32 matmul's 3x4 register tile (cpu_ops.c), with each
+ * weight vector widened as it is loaded, so no decoded copy is written and read back. */
+#define DEFINE_H16_GEMM(NAME, LD)                                                                \
+T256 AI void NAME##_tile(float *Y, size_t ldy, const float *X, size_t ldx, const uint16_t *W,   \
+			 const float *bias, uint32_t in, const int NR, const int NC, int accumulate)   \
+{                                                                                                \
+	__m256 acc[3][4], x[3];                                                                  \
+	_Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                     \
+		_Pragma("GCC unroll 4") for (int c = 0; c < NC; c++)                             \
+			acc[r][c] = _mm256_setzero_ps();                                         \
+	for (uint32_t i = 0; i < in; i += 8) {                                                   \
+		_Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                             \
+			x[r] = _mm256_loadu_ps(X + r * ldx + i);                                 \
+		_Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                           \
+			__m256 w = LD(W + (size_t)c * in + i);                                   \
+			_Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                     \
+				acc[r][c] = _mm256_fmadd_ps(x[r], w, acc[r][c]);                 \
+		}                                                                                \
+	}                                                                                        \
+	_Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                     \
+		_Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                           \
+			float v = hsum_ps(acc[r][c]) + (bias ? bias[c] : 0);                     \
+			float *y = Y + r * ldy + c;                                              \
+			*y = accumulate ? *y + v : v;                                            \
+		}                                                                                \
+}                                                                                                \
+T256 static void NAME(float *Y, size_t ldy, const float *X, size_t ldx, const uint16_t *W,      \
+		      const float *bias, uint32_t n, uint32_t in, uint32_t o0, uint32_t o1, int acc) \
+{                                                                                                \
+	for (uint32_t rb = 0; rb < n; rb += 64) {                                                \
+		uint32_t re = rb + 64 < n ? rb + 64 : n;                                         \
+		for (uint32_t o = o0; o < o1;) {                                                 \
+			int nc = o + 4 <= o1 ? 4 : 1;                                            \
+			const uint16_t *w = W + (size_t)o * in;                                  \
+			const float *b = bias ? bias + o : NULL;                                 \
+			for (uint32_t r = rb; r < re;) {                                         \
+				uint32_t nr = re - r < 3 ? re - r : 3;                           \
+				float *y = Y + r * ldy + o;                                      \
+				const float *x = X + r * ldx;                                    \
+				if (nc == 4)                                                     \
+					nr == 3 ? NAME##_tile(y, ldy, x, ldx, w, b, in, 3, 4, acc) : \
+					nr == 2 ? NAME##_tile(y, ldy, x, ldx, w, b, in, 2, 4, acc) : \
+						  NAME##_tile(y, ldy, x, ldx, w, b, in, 1, 4, acc);  \
+				else                                                             \
+					nr == 3 ? NAME##_tile(y, ldy, x, ldx, w, b, in, 3, 1, acc) : \
+					nr == 2 ? NAME##_tile(y, ldy, x, ldx, w, b, in, 2, 1, acc) : \
+						  NAME##_tile(y, ldy, x, ldx, w, b, in, 1, 1, acc);  \
+				r += nr;                                                         \
+			}                                                                        \
+			o += nc;                                                                 \
+		}                                                                                \
+	}                                                                                        \
+}
+DEFINE_H16_GEMM(gemm_f16, ld8_f16)
+DEFINE_H16_GEMM(gemm_bf16, ld8_bf16)
+
 /* ------------------------------------------------------------ rows --------------- */
 
 static int has_f16c(void)
@@ -599,6 +657,12 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 	uint32_t in = W->cols;
 	if (W->dtype == RL_DT_F32) {
 		rl_cpu_matmul(Y, ldy, X, ldx, W->data, bias, n_rows, in, o_begin, o_end, accumulate);
+		return;
+	}
+	if (n_rows > Q8_ROWS && (W->dtype == RL_DT_F16 || W->dtype == RL_DT_BF16) && in % 8 == 0 &&
+	    rl_cpu_isa() != RL_CPU_SCALAR && has_f16c()) {
+		(W->dtype == RL_DT_F16 ? gemm_f16 : gemm_bf16)(Y, ldy, X, ldx, W->data, bias, n_rows, in,
+								 o_begin, o_end, accumulate);
 		return;
 	}
 	if (n_rows > Q8_ROWS) {
