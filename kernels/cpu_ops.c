@@ -92,7 +92,7 @@ T256 AI float hsum256(__m256 v)
 }
 
 /* NR activation rows x NC weight rows; NR*NC + NR + 1 <= 16 ymm registers. */
-T256 AI void tile256(float *Y, size_t ldy, const float *X, size_t ldx, const float *W,
+T256 AI void tile256(float *Y, size_t ldy, const float *X, size_t ldx, const float *W, size_t ldw,
 		     const float *bias, uint32_t in, const int NR, const int NC, int accumulate)
 {
 	__m256 acc[3][4], x[3];
@@ -108,7 +108,7 @@ T256 AI void tile256(float *Y, size_t ldy, const float *X, size_t ldx, const flo
 			x[r] = _mm256_loadu_ps(X + r * ldx + i);
 #pragma GCC unroll 4
 		for (int c = 0; c < NC; c++) {
-			__m256 w = _mm256_loadu_ps(W + (size_t)c * in + i);
+			__m256 w = _mm256_loadu_ps(W + (size_t)c * ldw + i);
 #pragma GCC unroll 4
 			for (int r = 0; r < NR; r++)
 				acc[r][c] = _mm256_fmadd_ps(x[r], w, acc[r][c]);
@@ -121,7 +121,7 @@ T256 AI void tile256(float *Y, size_t ldy, const float *X, size_t ldx, const flo
 			x[r] = _mm256_maskload_ps(X + r * ldx + i, m);
 #pragma GCC unroll 4
 		for (int c = 0; c < NC; c++) {
-			__m256 w = _mm256_maskload_ps(W + (size_t)c * in + i, m);
+			__m256 w = _mm256_maskload_ps(W + (size_t)c * ldw + i, m);
 #pragma GCC unroll 4
 			for (int r = 0; r < NR; r++)
 				acc[r][c] = _mm256_fmadd_ps(x[r], w, acc[r][c]);
@@ -134,19 +134,19 @@ T256 AI void tile256(float *Y, size_t ldy, const float *X, size_t ldx, const flo
 			store_out(Y + r * ldy + c, hsum256(acc[r][c]), bias ? bias + c : NULL, accumulate);
 }
 
-T256 static void mm_avx2(float *Y, size_t ldy, const float *X, size_t ldx, const float *W,
-			 const float *bias, uint32_t n, uint32_t in, uint32_t o0, uint32_t o1, int acc)
+T256 static void mm_avx2_k(float *Y, size_t ldy, const float *X, size_t ldx, const float *W, size_t ldw,
+			   const float *bias, uint32_t n, uint32_t in, uint32_t o0, uint32_t o1, int acc)
 {
 	for (uint32_t rb = 0; rb < n; rb += MM_ROW_BLOCK) {
 		uint32_t re = rb + MM_ROW_BLOCK < n ? rb + MM_ROW_BLOCK : n;
 		for (uint32_t o = o0; o < o1;) {
 			int nc = o + 4 <= o1 ? 4 : 1;
-			const float *w = W + (size_t)o * in, *b = bias ? bias + o : NULL;
+			const float *w = W + (size_t)o * ldw, *b = bias ? bias + o : NULL;
 			for (uint32_t r = rb; r < re;) {
 				uint32_t nr = re - r < 3 ? re - r : 3;
 				float *y = Y + r * ldy + o;
 				const float *x = X + r * ldx;
-#define T2(R, C) tile256(y, ldy, x, ldx, w, b, in, R, C, acc)
+#define T2(R, C) tile256(y, ldy, x, ldx, w, ldw, b, in, R, C, acc)
 				if (nc == 4)
 					nr == 3 ? T2(3, 4) : nr == 2 ? T2(2, 4) : T2(1, 4);
 				else
@@ -159,6 +159,25 @@ T256 static void mm_avx2(float *Y, size_t ldy, const float *X, size_t ldx, const
 	}
 }
 
+
+/* Long rows in slices of MM_K_BLOCK inputs (the first slice stores, the rest add): a 4-row
+ * weight tile of 2048 inputs is all of L1 and was evicted by the activation rows streaming past
+ * it, so the tile was read again from L2 for every 3 activation rows. A slice keeps it in L1.
+ * The slicing depends on the model only, never on the batch, so a row's sums are the same in
+ * any batch. */
+#define MM_K_BLOCK 512
+T256 static void mm_avx2(float *Y, size_t ldy, const float *X, size_t ldx, const float *W,
+			 const float *bias, uint32_t n, uint32_t in, uint32_t o0, uint32_t o1, int acc)
+{
+	if (in <= MM_K_BLOCK + MM_K_BLOCK / 2) {
+		mm_avx2_k(Y, ldy, X, ldx, W, in, bias, n, in, o0, o1, acc);
+		return;
+	}
+	for (uint32_t k = 0; k < in; k += MM_K_BLOCK) {
+		uint32_t len = in - k < MM_K_BLOCK ? in - k : MM_K_BLOCK;
+		mm_avx2_k(Y, ldy, X + k, ldx, W + k, in, k ? NULL : bias, n, len, o0, o1, k ? 1 : acc);
+	}
+}
 
 T256 AI float dot_avx2(const float *a, const float *b, uint32_t n)
 {

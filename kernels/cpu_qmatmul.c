@@ -389,7 +389,8 @@ static float dot_f32_scalar(const float *a, const float *b, uint32_t n)
  * weight vector widened as it is loaded, so no decoded copy is written and read back. */
 #define DEFINE_H16_GEMM(NAME, LD)                                                                \
 T256 AI void NAME##_tile(float *Y, size_t ldy, const float *X, size_t ldx, const uint16_t *W,   \
-			 const float *bias, uint32_t in, const int NR, const int NC, int accumulate)   \
+			 size_t ldw, const float *bias, uint32_t in, const int NR, const int NC,       \
+			 int accumulate)                                                               \
 {                                                                                                \
 	__m256 acc[3][4], x[3];                                                                  \
 	_Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                     \
@@ -399,7 +400,7 @@ T256 AI void NAME##_tile(float *Y, size_t ldy, const float *X, size_t ldx, const
 		_Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                             \
 			x[r] = _mm256_loadu_ps(X + r * ldx + i);                                 \
 		_Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                           \
-			__m256 w = LD(W + (size_t)c * in + i);                                   \
+			__m256 w = LD(W + (size_t)c * ldw + i);                                  \
 			_Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                     \
 				acc[r][c] = _mm256_fmadd_ps(x[r], w, acc[r][c]);                 \
 		}                                                                                \
@@ -411,31 +412,45 @@ T256 AI void NAME##_tile(float *Y, size_t ldy, const float *X, size_t ldx, const
 			*y = accumulate ? *y + v : v;                                            \
 		}                                                                                \
 }                                                                                                \
-T256 static void NAME(float *Y, size_t ldy, const float *X, size_t ldx, const uint16_t *W,      \
-		      const float *bias, uint32_t n, uint32_t in, uint32_t o0, uint32_t o1, int acc) \
+T256 static void NAME##_k(float *Y, size_t ldy, const float *X, size_t ldx, const uint16_t *W,   \
+			 size_t ldw, const float *bias, uint32_t n, uint32_t in, uint32_t o0,          \
+			 uint32_t o1, int acc)                                                         \
 {                                                                                                \
 	for (uint32_t rb = 0; rb < n; rb += 64) {                                                \
 		uint32_t re = rb + 64 < n ? rb + 64 : n;                                         \
 		for (uint32_t o = o0; o < o1;) {                                                 \
 			int nc = o + 4 <= o1 ? 4 : 1;                                            \
-			const uint16_t *w = W + (size_t)o * in;                                  \
+			const uint16_t *w = W + (size_t)o * ldw;                                 \
 			const float *b = bias ? bias + o : NULL;                                 \
 			for (uint32_t r = rb; r < re;) {                                         \
 				uint32_t nr = re - r < 3 ? re - r : 3;                           \
 				float *y = Y + r * ldy + o;                                      \
 				const float *x = X + r * ldx;                                    \
 				if (nc == 4)                                                     \
-					nr == 3 ? NAME##_tile(y, ldy, x, ldx, w, b, in, 3, 4, acc) : \
-					nr == 2 ? NAME##_tile(y, ldy, x, ldx, w, b, in, 2, 4, acc) : \
-						  NAME##_tile(y, ldy, x, ldx, w, b, in, 1, 4, acc);  \
+					nr == 3 ? NAME##_tile(y, ldy, x, ldx, w, ldw, b, in, 3, 4, acc) : \
+					nr == 2 ? NAME##_tile(y, ldy, x, ldx, w, ldw, b, in, 2, 4, acc) : \
+						  NAME##_tile(y, ldy, x, ldx, w, ldw, b, in, 1, 4, acc);  \
 				else                                                             \
-					nr == 3 ? NAME##_tile(y, ldy, x, ldx, w, b, in, 3, 1, acc) : \
-					nr == 2 ? NAME##_tile(y, ldy, x, ldx, w, b, in, 2, 1, acc) : \
-						  NAME##_tile(y, ldy, x, ldx, w, b, in, 1, 1, acc);  \
+					nr == 3 ? NAME##_tile(y, ldy, x, ldx, w, ldw, b, in, 3, 1, acc) : \
+					nr == 2 ? NAME##_tile(y, ldy, x, ldx, w, ldw, b, in, 2, 1, acc) : \
+						  NAME##_tile(y, ldy, x, ldx, w, ldw, b, in, 1, 1, acc);  \
 				r += nr;                                                         \
 			}                                                                        \
 			o += nc;                                                                 \
 		}                                                                                \
+	}                                                                                        \
+}                                                                                                \
+/* long rows in slices, as cpu_ops.c's mm_avx2 (MM_K_BLOCK there) */                            \
+T256 static void NAME(float *Y, size_t ldy, const float *X, size_t ldx, const uint16_t *W,      \
+		      const float *bias, uint32_t n, uint32_t in, uint32_t o0, uint32_t o1, int acc) \
+{                                                                                                \
+	if (in <= 768) {                                                                         \
+		NAME##_k(Y, ldy, X, ldx, W, in, bias, n, in, o0, o1, acc);                       \
+		return;                                                                          \
+	}                                                                                        \
+	for (uint32_t k = 0; k < in; k += 512) {                                                 \
+		uint32_t len = in - k < 512 ? in - k : 512;                                      \
+		NAME##_k(Y, ldy, X + k, ldx, W + k, in, k ? NULL : bias, n, len, o0, o1, k ? 1 : acc); \
 	}                                                                                        \
 }
 DEFINE_H16_GEMM(gemm_f16, ld8_f16)

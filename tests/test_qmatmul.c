@@ -60,9 +60,10 @@ static int int8_path(int dt, enum rl_cpu_isa isa, uint32_t rows)
 	return isa != RL_CPU_SCALAR && rows <= 8 && (dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K);
 }
 
-static void qmatmul_every_type_isa_and_row_count(void)
+/* in: whole 256-weight super-blocks; 2048 also takes the matmuls' long-row slicing */
+static void qmatmul_case(uint32_t in)
 {
-	const uint32_t out = 37, in = 512;               /* in: whole 256-weight super-blocks */
+	const uint32_t out = 37;
 	static const uint32_t row_counts[] = { 1, 2, 3, 5, 8, 9, 20 };
 	float *dec = malloc((size_t)out * in * sizeof(float));
 	float *X = malloc((size_t)20 * in * sizeof(float)), *Y = malloc((size_t)20 * 48 * sizeof(float));
@@ -111,11 +112,17 @@ static void qmatmul_every_type_isa_and_row_count(void)
 		rl_cpu_set_isa(best);
 		CHECKF(worst[0] <= 1e-5, "%s: fp32 paths off by %.3g of the terms", rl_dt_info(dt)->name, worst[0]);
 		CHECKF(worst[1] <= 1e-2, "%s: int8 paths off by %.3g of the terms", rl_dt_info(dt)->name, worst[1]);
-		printf("  %-6s worst error / sum|terms|: fp32 paths %.2g, 8-bit activation paths %.2g\n",
-		       rl_dt_info(dt)->name, worst[0], worst[1]);
+		printf("  %-6s in %4u: worst error / sum|terms|: fp32 paths %.2g, 8-bit activation paths %.2g\n",
+		       rl_dt_info(dt)->name, in, worst[0], worst[1]);
 		free(w);
 	}
 	free(dec); free(X); free(Y); free(scratch);
+}
+
+static void qmatmul_every_type_isa_and_row_count(void)
+{
+	qmatmul_case(512);
+	qmatmul_case(2048);
 }
 
 /* Rows of a stored matrix decode as the table's decoder does (the embedding lookup). */
