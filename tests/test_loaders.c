@@ -253,6 +253,7 @@ static int slow(void)
 	return v > 0 ? v : 1;
 }
 
+/* the whole file, with a NUL after its *n bytes so text files can be used as strings */
 static uint8_t *slurp(const char *path, size_t *n)
 {
 	FILE *f = fopen(path, "rb");
@@ -261,11 +262,13 @@ static uint8_t *slurp(const char *path, size_t *n)
 	fseek(f, 0, SEEK_END);
 	*n = ftell(f);
 	rewind(f);
-	uint8_t *b = malloc(*n);
+	uint8_t *b = malloc(*n + 1);
 	if (b && fread(b, 1, *n, f) != *n) {
 		free(b);
 		b = NULL;
 	}
+	if (b)
+		b[*n] = 0;
 	fclose(f);
 	return b;
 }
