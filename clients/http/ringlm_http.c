@@ -22,6 +22,7 @@
 #include <microhttpd.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -935,6 +936,16 @@ bad:
 		fprintf(stderr, "ringlm-http: --%s wants a number in range (port 1-65535, max-connections 1-100000, "
 			"timeout 1-3600 s), not '%s'\n", o == 'p' ? "port" : o == 'm' ? "max-connections" : "timeout", optarg);
 		return 2;
+	}
+	/* thousands of connections need thousands of descriptors: raise the soft limit toward
+	 * the hard one (and say so when that is short of --max-connections) */
+	struct rlimit rl;
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < (rlim_t)max_conn + 64) {
+		rl.rlim_cur = rl.rlim_max < (rlim_t)max_conn + 64 ? rl.rlim_max : (rlim_t)max_conn + 64;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		if (rl.rlim_cur < (rlim_t)max_conn + 64)
+			fprintf(stderr, "ringlm-http: warning: %llu file descriptors allowed, fewer than --max-connections %d "
+				"needs; raise `ulimit -Hn`\n", (unsigned long long)rl.rlim_cur, max_conn);
 	}
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {

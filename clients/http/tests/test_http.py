@@ -169,8 +169,14 @@ def test_disconnect_cancels(stories):
 
 
 def test_idle_connections_and_slowloris_do_not_stall_streams(stories):
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 2000 + 64
+    if soft < want and (hard == resource.RLIM_INFINITY or hard >= want):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    n = 2000 if resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= want else 300
     idle = []
-    for _ in range(300):
+    for _ in range(n):
         idle.append(socket.create_connection(("127.0.0.1", stories.port)))
     stop = threading.Event()
 
