@@ -393,7 +393,7 @@ int ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id
 		memcpy(q->stop, r->stop, r->n_stop * sizeof *r->stop);
 	c->arena_head += r->n_prompt;
 	c->arena_end[c->req.head & c->req.mask] = c->arena_head;
-	c->id_tag[rid] = r->tag;
+	atomic_store_explicit(&c->id_tag[rid], r->tag, memory_order_relaxed);
 	rl_ring_prod_publish(&c->req, 1);
 	ring_runtime_bell(c);
 	if (id)
@@ -454,7 +454,7 @@ int ringlm_poll(struct ringlm *c, struct ringlm_event *ev, int max)
 		ev[i].index = e->index;
 		ev[i].tag = 0;
 		if (rid < c->hdr.max_inflight) {
-			ev[i].tag = c->id_tag[rid];
+			ev[i].tag = atomic_load_explicit(&c->id_tag[rid], memory_order_relaxed);
 			if (e->type != RINGLM_EV_TOKEN) {
 				ids_lock(c);
 				if (c->id_live[rid]) {

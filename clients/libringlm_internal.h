@@ -28,11 +28,14 @@ struct ringlm {
 	uint32_t *arena_end;           /* [req_cap] arena_head after request slot i */
 	/* The request ids are the one state that submit/cancel (the submitting thread) and
 	 * poll/wait (the waiting thread) share, so one thread may submit while another waits:
-	 * ids_lock guards the free list and id_live (id_tag is written before the submit is
-	 * published and read after its events arrive, ordered by the rings). */
+	 * ids_lock guards the free list and id_live. id_tag is written before the submit is
+	 * published and read after its events arrive, so the rings order it (req release ->
+	 * runtime acquire ... runtime event release -> poll acquire); that chain runs through
+	 * the runtime's own mapping of the segment (often another process), which ThreadSanitizer
+	 * cannot follow, so the slots are relaxed atomics: free on x86, and visibly race-free. */
 	atomic_flag ids_lock;
 	uint32_t *free_ids, n_free;    /* request id free list */
-	uint64_t *id_tag;              /* [max_inflight] */
+	_Atomic uint64_t *id_tag;      /* [max_inflight] */
 	uint8_t  *id_live;
 	int      spin_us;
 	_Atomic int dead;              /* set once by whichever side notices the runtime gone */
