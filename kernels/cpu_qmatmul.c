@@ -21,7 +21,9 @@
  * matmul; the q8 activation path adds the activations' 8-bit rounding (relative error of a
  * row's dot about 0.3% of the row's magnitude), the same trade ggml makes.
  */
+#include <cpuid.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <immintrin.h>
 #include "kernels/cpu_ops.h"
@@ -458,12 +460,18 @@ DEFINE_H16_GEMM(gemm_bf16, ld8_bf16)
 
 /* ------------------------------------------------------------ rows --------------- */
 
+/* CPUID.1:ECX bit 29 (clang 14's __builtin_cpu_supports knows no "f16c"); cached, since
+ * CPUID traps to the hypervisor in a VM. Relaxed: every thread computes the same value. */
 static int has_f16c(void)
 {
-	static int v = -1;
-	if (v < 0)
-		v = __builtin_cpu_supports("f16c");
-	return v;
+	static _Atomic int v = -1;
+	int r = atomic_load_explicit(&v, memory_order_relaxed);
+	if (r < 0) {
+		unsigned a, b, c, d;
+		r = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) ? 1 : 0;
+		atomic_store_explicit(&v, r, memory_order_relaxed);
+	}
+	return r;
 }
 
 /* Row decoders for the tile path, 8 weights per instruction: the same values as the
