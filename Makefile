@@ -53,6 +53,22 @@ endif
 endif
 NVCCFLAGS ?= -O2 -g -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I. -MMD -MP \
 	$(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
+# FlashInfer (the field's attention kernels): header-only, from the pinned flashinfer-python wheel
+# that .ci/flashinfer fetches into a cache outside git. When present its batch decode is compiled
+# into librlcuda.so (bf16/fp16 x head dim 64/128, one object each so make -j builds them side by
+# side) and --cuda-attn flashinfer is available; without it the in-house attention only. Its
+# own CCCL goes before the toolkit's (the headers use libcu++ newer than CUDA 13.0's).
+FLASHINFER_DIR ?= $(shell .ci/flashinfer --dir 2>/dev/null)
+ifneq ($(wildcard $(FLASHINFER_DIR)/include/flashinfer/attention/decode.cuh),)
+FI_INC = -I$(FLASHINFER_DIR)/cccl/libcudacxx/include -I$(FLASHINFER_DIR)/cccl/cub \
+	-I$(FLASHINFER_DIR)/cccl/thrust -I$(FLASHINFER_DIR)/include
+# the flags FlashInfer's own JIT compiles these headers with
+FI_FLAGS = --expt-relaxed-constexpr -use_fast_math -static-global-template-stub=false -DNDEBUG \
+	-DFLASHINFER_ENABLE_BF16 -DFLASHINFER_ENABLE_F16
+FI_VARIANTS = bf16_64 bf16_128 fp16_64 fp16_128
+FI_OBJ = $(BUILD)/obj/fi/fi_dispatch.cu.o $(FI_VARIANTS:%=$(BUILD)/obj/fi/fi_decode_%.cu.o)
+FI_DEF = -DRL_HAVE_FLASHINFER=1
+endif
 # the model loaders build the byte-level BPE vocabulary blob, whose owner is clients/rl_bpe.c
 CUDA_SHARED_OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard runtime/model/*.c runtime/cuda/host/*.c) clients/rl_bpe.c clients/rl_chat.c)
 
@@ -111,8 +127,15 @@ $(BUILD)/obj/%.cu.o: %.cu Makefile
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 $(BUILD)/obj/cuda/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
-$(BUILD)/librlcuda.so: $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(CUH_SRC:%.c=$(BUILD)/obj/cuda/%.o) $(CUDA_SHARED_OBJ)
+	$(CC) $(CFLAGS) $(FI_DEF) -I$(CUDA_HOME)/include -c $< -o $@
+$(BUILD)/obj/fi/fi_decode_%.cu.o: kernels/flashinfer/fi_decode.cu Makefile
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(FI_FLAGS) $(FI_INC) -DRL_FI_NAME=$* -DRL_FI_HD=$(lastword $(subst _, ,$*)) \
+		-DRL_FI_T=$(if $(findstring bf16,$*),__nv_bfloat16,__half) -c $< -o $@
+$(BUILD)/obj/fi/fi_dispatch.cu.o: kernels/flashinfer/fi_dispatch.cu Makefile
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+$(BUILD)/librlcuda.so: $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(CUH_SRC:%.c=$(BUILD)/obj/cuda/%.o) $(CUDA_SHARED_OBJ) $(FI_OBJ)
 	$(NVCC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 \
 		-lcublasLt -lcublas -lcudart -luring -ljansson -lpcre2-8 -lpthread -lm
 

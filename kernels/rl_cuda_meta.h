@@ -24,7 +24,8 @@ struct rl_cuda_hdr {
 	uint32_t n_items;              /* attention work items */
 	uint32_t n_samp;               /* sampling rows */
 	uint32_t n_parts;              /* split-KV partial results */
-	uint32_t _pad[2];
+	uint32_t fi_decode;            /* 1: a decode-only step, fi_indptr/fi_last are filled */
+	uint32_t _pad;
 };
 
 /* One attention work item: nrows consecutive query rows of one sequence (all query heads of
@@ -58,6 +59,11 @@ struct rl_cuda_meta {
 	const struct rl_cuda_samp *samp;  /* [max_seqs] */
 	const int32_t *samp_row;       /* [max_seqs] row of each sampling row, -1 in padding */
 	const int32_t *bt;             /* [max_bt] flat block tables */
+	/* FlashInfer's decode CSR (kernels/rl_cuda_fi.h) when hdr->fi_decode: request r is row r,
+	 * its blocks bt[fi_indptr[r] .. fi_indptr[r + 1]), keys in its last block fi_last[r];
+	 * padding rows are empty requests (no blocks, fi_last 0) */
+	const int32_t *fi_indptr;      /* [max_rows + 1] */
+	const int32_t *fi_last;        /* [max_rows] */
 };
 
 #endif

@@ -1,6 +1,6 @@
 /* test_cuda_host.c — the CUDA backend's host-side logic, on the CPU: graph bucket parsing and
  * choice, per-bucket capacities and row padding, metadata packing (every row, item, partial
- * and sampling row checked against the batch it came from) and fp32 -> bf16/fp16 rounding
+ * and sampling row checked against the batch it came from, and FlashInfer's decode CSR) and fp32 -> bf16/fp16 rounding
  * against independent references (exact nearest-even search; the compiler's _Float16).
  * Tests: runtime/cuda/host (cuda_host), kernels/rl_half.h.
  */
@@ -175,6 +175,28 @@ static void check_packed(const struct rl_cuda_geom *g, const struct rl_cuda_layo
 	CHECK(j == m.hdr->n_samp);
 	for (; j < rl_cuda_host_samp_cap(g, rows); j++)
 		CHECK(m.samp_row[j] == -1);
+	/* FlashInfer's decode CSR (kernels/rl_cuda_fi.h): exactly for decode-only steps; request
+	 * r's pages are row r's block table, and the length FlashInfer derives from them
+	 * (paged_kv_t::get_length) is its context; padding rows are empty */
+	CHECK(m.hdr->fi_decode == (b->n_prefill == 0));
+	if (m.hdr->fi_decode) {
+		CHECK(m.fi_indptr[0] == 0);
+		for (uint32_t r = 0; r < rows; r++) {
+			int32_t np = m.fi_indptr[r + 1] - m.fi_indptr[r];
+			REQUIRE(np >= 0);
+			uint32_t len = np ? (uint32_t)(np - 1) * g->block_size + (uint32_t)m.fi_last[r] : 0;
+			if (r >= b->n_seqs) {
+				CHECK(np == 0 && len == 0);
+				continue;
+			}
+			const struct rl_batch_seq *s = &b->seqs[r];
+			CHECKF(len == s->ctx_len, "request %u: FlashInfer length %u, context %u", r, len, s->ctx_len);
+			CHECK(m.fi_last[r] >= 1 && (uint32_t)m.fi_last[r] <= g->block_size);
+			for (int32_t k = 0; k < np; k++)
+				CHECK(m.bt[m.fi_indptr[r] + k] == (int32_t)s->block_table[k]);
+		}
+		CHECK(l->bt + (size_t)m.fi_indptr[rows] * 4 <= bytes);   /* the copy carries every page */
+	}
 }
 
 static void test_pack_random(void)

@@ -102,6 +102,7 @@ int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct
 		.runtime_cpu = p->cpu,
 		.cuda_graph_buckets = p->cuda_graph_buckets,
 		.cuda_dtype = p->cuda_dtype,
+		.cuda_attn = p->cuda_attn,
 		.sim_vocab = p->sim_vocab,
 		.sim_max_ctx = p->ctx ? p->ctx : 8192,
 		.sim_step_ns = p->sim_step_ns,

@@ -50,6 +50,8 @@ struct rl_backend_params {
 					 * budget), then the budget itself (<= 8192);
 					 * "" or "0" = no graphs (every step eager) */
 	int         cuda_dtype;         /* weight storage: enum rl_cuda_dtype (bf16 default) */
+	int         cuda_attn;          /* decode attention: 0 the in-house kernel, 1 FlashInfer's
+					 * (when librlcuda.so was built with it; kernels/rl_cuda_fi.h) */
 	const char *model_path;         /* cuda, when given no model and no synthetic shape: stream
 					 * the weights from this file (rl_model_plan.h) */
 	const char *tokenizer_path;     /* its tokenizer.bin, when the file has no vocabulary */

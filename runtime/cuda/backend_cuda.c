@@ -93,6 +93,13 @@ int rl_cuda_forward(struct rl_cuda *c, uint32_t rows)
 		rc |= rl_cuda_gemm(c, c->qkv, 0, c->xb, L->wqkv, rows, dim, qd + 2 * kvd);
 		rl_cuda_rope_kv(c->q, kc, vc, c->qkv, L->bqkv, c->inv_freq, m, rows, c->nh, c->nkv, c->hd,
 				c->g.block_size, c->cfg.rope_scale, c->cfg.rope_halves, dt, c->st);
+#ifdef RL_HAVE_FLASHINFER
+		if (c->fi_step)        /* decode-only step: FlashInfer over the packed CSR */
+			rc |= rl_cuda_fi_decode_run(dt, c->hd, c->nh, c->nkv, c->g.block_size, &c->fi_ws, &c->fi_plan,
+						    c->att, c->q, c->qd, kc, vc, m.fi_indptr, m.bt, m.fi_last, rows,
+						    1.0f / sqrtf((float)c->hd), c->st) ? -EIO : 0;
+		else
+#endif
 		rl_cuda_attention(c->att, c->part_o, c->part_ml, c->q, kc, vc, m, items, rows, c->nh, c->nkv,
 				  c->hd, c->g.block_size, dt, c->st);
 		rc |= rl_cuda_gemm(c, c->delta, 1, c->att, L->wo, rows, qd, dim);
@@ -112,6 +119,20 @@ int rl_cuda_forward(struct rl_cuda *c, uint32_t rows)
 
 /* ---------------------------------------------------------------- step ------------ */
 
+/* FlashInfer's plan of a decode-only step padded to `rows` (graph mode) into c->fi_plan,
+ * from the CSR the packer wrote into the host image. */
+static int fi_plan(struct rl_cuda *c, uint32_t rows)
+{
+#ifdef RL_HAVE_FLASHINFER
+	const int32_t *indptr = (const int32_t *)((const char *)c->meta_h + c->lay.fi_indptr);
+	return rl_cuda_fi_decode_plan(c->wdt, c->hd, c->nh, c->nkv, c->g.block_size, &c->fi_ws, indptr, rows, 1,
+				      &c->fi_plan, c->st) ? -EIO : 0;
+#else
+	(void)c; (void)rows;
+	return -ENOSYS;
+#endif
+}
+
 static int cuda_launch(struct rl_backend *be, const struct rl_batch *b)
 {
 	struct rl_cuda *c = be->priv;
@@ -125,12 +146,31 @@ static int cuda_launch(struct rl_backend *be, const struct rl_batch *b)
 	int rc = rl_cuda_host_pack(&c->g, &c->lay, b, rows, c->meta_h, &bytes, c->samp_seq);
 	if (rc)
 		return rc;
-	c->n_samp = ((const struct rl_cuda_hdr *)c->meta_h)->n_samp;
+	const struct rl_cuda_hdr *h = c->meta_h;
+	c->n_samp = h->n_samp;
 	c->n_seqs = b->n_seqs;
 	uint32_t samp = rl_cuda_host_samp_cap(&c->g, rows);
+	/* FlashInfer plans on the host from the image's CSR and copies its own int workspace */
+	int fi = c->fi && h->fi_decode && rows <= c->fi_rows;
+	if (fi && (rc = fi_plan(c, rows)))
+		return rc;
 	if (cudaMemcpyAsync(c->meta_d, c->meta_h, bytes, cudaMemcpyHostToDevice, c->st) != cudaSuccess)
 		return -EIO;
-	if (bi >= 0 && c->use_graphs) {
+	if (fi) {
+		c->fi_steps++;
+		if (bi >= 0 && c->use_graphs && c->graph_fi[bi] &&
+		    !memcmp(&c->fi_plan, &c->fi_graph_plan[bi], sizeof c->fi_plan)) {
+			if (cudaGraphLaunch(c->graph_fi[bi], c->st) != cudaSuccess)
+				return -EIO;
+		} else {
+			c->fi_eager++;
+			c->fi_step = 1;
+			rc = rl_cuda_forward(c, rows);
+			c->fi_step = 0;
+			if (rc)
+				return rc;
+		}
+	} else if (bi >= 0 && c->use_graphs) {
 		if (cudaGraphLaunch(c->graph[bi], c->st) != cudaSuccess)
 			return -EIO;
 	} else if ((rc = rl_cuda_forward(c, rows))) {
@@ -173,10 +213,15 @@ static int cuda_finish(struct rl_backend *be, int32_t *out)
 
 static void free_all(struct rl_cuda *c)
 {
-	for (uint32_t i = 0; i < c->n_buckets; i++)
+	for (uint32_t i = 0; i < c->n_buckets; i++) {
 		if (c->graph[i])
 			cudaGraphExecDestroy(c->graph[i]);
-	void *dev[] = { c->weights, c->kc, c->vc, c->act, c->meta_d, c->blas_ws };
+		if (c->graph_fi[i])
+			cudaGraphExecDestroy(c->graph_fi[i]);
+	}
+	if (c->fi_ws.int_host)
+		cudaFreeHost(c->fi_ws.int_host);
+	void *dev[] = { c->weights, c->kc, c->vc, c->act, c->meta_d, c->blas_ws, c->fi_ws.float_ws, c->fi_ws.int_ws };
 	for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
 		if (dev[i])
 			cudaFree(dev[i]);
@@ -421,6 +466,56 @@ static size_t act_bytes(struct rl_cuda *c, int carve_into, char *base)
 	return (size_t)(p - base);
 }
 
+/* --cuda-attn flashinfer: checks the shape, sizes and allocates FlashInfer's workspaces for
+ * every decode step the backend can see (up to max_seqs sequences, padded as launch pads). */
+static int fi_setup(struct rl_cuda *c, const struct rl_backend_params *p, char *err, size_t errlen)
+{
+#ifndef RL_HAVE_FLASHINFER
+	(void)c; (void)p;
+	snprintf(err, errlen, "--cuda-attn flashinfer: this librlcuda.so was built without FlashInfer "
+		 "(run .ci/flashinfer, which fetches its headers, then make); or use --cuda-attn ringlm");
+	return -ENOTSUP;
+#else
+	if (!rl_cuda_fi_supported(c->wdt, c->hd, c->nh, c->nkv)) {
+		rl_cuda_fi_decode_sizes(c->wdt, c->hd, c->nh, c->nkv, c->g.block_size, 1, 1, NULL, NULL);
+		snprintf(err, errlen, "--cuda-attn %s", rl_cuda_fi_last_error());
+		return -EINVAL;
+	}
+	int bi = rl_cuda_host_pick_bucket(c->buckets, c->n_buckets, c->g.max_seqs);
+	c->fi_rows = bi >= 0 ? c->buckets[bi] : rl_cuda_host_eager_rows(c->g.max_seqs);
+	if (c->fi_rows > c->g.max_rows)
+		c->fi_rows = c->g.max_rows;
+	uint32_t max_pages = (c->cfg.max_ctx + c->g.block_size - 1) / c->g.block_size;
+	size_t fb = 0, ib = 0;
+	/* every padded row count a decode step can have: the buckets and the eager multiples */
+	for (uint32_t r = 1; r <= c->fi_rows; r++) {
+		int is_bucket = 0;
+		for (uint32_t i = 0; i < c->n_buckets; i++)
+			is_bucket |= c->buckets[i] == r;
+		if (!is_bucket && r % RL_CUDA_ROW_ALIGN && r != c->fi_rows)
+			continue;
+		size_t f = 0, n = 0;
+		if (rl_cuda_fi_decode_sizes(c->wdt, c->hd, c->nh, c->nkv, c->g.block_size, r, max_pages, &f, &n)) {
+			snprintf(err, errlen, "--cuda-attn flashinfer: %s", rl_cuda_fi_last_error());
+			return -EIO;
+		}
+		fb = f > fb ? f : fb;
+		ib = n > ib ? n : ib;
+	}
+	c->fi_ws.float_bytes = fb ? fb : 16;
+	c->fi_ws.int_bytes = ib ? ib : 16;
+	if (cudaMalloc(&c->fi_ws.float_ws, c->fi_ws.float_bytes) != cudaSuccess ||
+	    cudaMalloc(&c->fi_ws.int_ws, c->fi_ws.int_bytes) != cudaSuccess ||
+	    cudaMallocHost(&c->fi_ws.int_host, c->fi_ws.int_bytes) != cudaSuccess) {
+		snprintf(err, errlen, "cuda backend: cannot allocate FlashInfer's workspaces (%zu + %zu bytes)",
+			 c->fi_ws.float_bytes, c->fi_ws.int_bytes);
+		return -ENOMEM;
+	}
+	c->fi = 1;
+	return 0;
+#endif
+}
+
 /* The backend over exactly one of: m (fp32), plan (a model file to stream), a synthetic shape. */
 static int create(const struct rl_model *m, struct rl_model_plan *plan, const char *synthetic_shape,
 		  const struct rl_backend_params *p, struct rl_backend **out, char *err, size_t errlen)
@@ -549,6 +644,41 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 		cudaGraphDestroy(gr);
 		CU(e, "graph instantiation");
 	}
+	/* FlashInfer: a second graph for each bucket a decode-only step can take, captured under
+	 * a plan for that many rows (a graph-mode plan's launch depends on the row count only) */
+	if (p->cuda_attn && (rc = fi_setup(c, p, err, errlen)))
+		goto fail;
+#ifdef RL_HAVE_FLASHINFER
+	for (uint32_t i = 0; c->fi && i < c->n_buckets && c->buckets[i] <= c->fi_rows; i++) {
+		uint32_t rows = c->buckets[i];
+		int32_t *indptr = (int32_t *)((char *)c->meta_h + c->lay.fi_indptr);
+		for (uint32_t r = 0; r <= rows; r++)
+			indptr[r] = (int32_t)r;   /* one block each: the plan reads only the counts */
+		if (rl_cuda_fi_decode_plan(c->wdt, c->hd, c->nh, c->nkv, c->g.block_size, &c->fi_ws, indptr, rows, 1,
+					   &c->fi_plan, c->st)) {
+			snprintf(err, errlen, "cuda backend: %s", rl_cuda_fi_last_error());
+			rc = -EIO;
+			goto fail;
+		}
+		c->fi_graph_plan[i] = c->fi_plan;
+		cudaGraph_t gr;
+		CU(cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal), "graph capture");
+		c->fi_step = 1;
+		int frc = rl_cuda_forward(c, rows);
+		c->fi_step = 0;
+		cudaError_t ce = cudaStreamEndCapture(c->st, &gr);
+		if (frc || ce != cudaSuccess) {
+			snprintf(err, errlen, "cuda backend: capturing the FlashInfer decode graph for %u rows failed (%s%s)",
+				 rows, cudaGetErrorString(ce != cudaSuccess ? ce : cudaGetLastError()),
+				 frc ? rl_cuda_fi_last_error() : "");
+			rc = -EIO;
+			goto fail;
+		}
+		e = cudaGraphInstantiate(&c->graph_fi[i], gr, 0);
+		cudaGraphDestroy(gr);
+		CU(e, "graph instantiation");
+	}
+#endif
 	c->use_graphs = c->n_buckets > 0;
 	CU(cudaStreamSynchronize(c->st), "set-up");
 

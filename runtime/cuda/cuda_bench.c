@@ -148,7 +148,7 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 {
 	const char *shape = "llama3-8b";
 	uint32_t ctx = 1024, reps = 20, prompt = 8192, streams = 32, max_b = 256, chunk = 512, nsteps = 64, copy_mb = 1024;
-	int json = 0;
+	int json = 0, attn = 0;        /* --cuda-attn: 0 in-house, 1 FlashInfer (decode steps) */
 	const char *upload = NULL;
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -174,9 +174,12 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 			copy_mb = (uint32_t)atoi(argv[++i]);
 		else if (!strcmp(a, "--upload") && v)
 			upload = argv[++i];
+		else if (!strcmp(a, "--cuda-attn") && v && (!strcmp(v, "ringlm") || !strcmp(v, "flashinfer")))
+			attn = !strcmp(argv[++i], "flashinfer");
 		else {
 			fprintf(stderr, "usage: ringlm bench gpu [--shape tiny|110m|1b|llama3-8b] [--ctx N] [--reps N] "
-				"[--prompt N] [--chunk N] [--streams N] [--max-batch 8|64|256] [--itl-steps N] [--copy-mb N] [--upload MODEL] [--json]\n");
+				"[--prompt N] [--chunk N] [--streams N] [--max-batch 8|64|256] [--itl-steps N] [--copy-mb N] [--upload MODEL] "
+				"[--cuda-attn ringlm|flashinfer] [--json]\n");
 			return 2;
 		}
 	}
@@ -234,7 +237,7 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 	uint32_t per_seq = (ctx > prompt ? ctx : prompt) / bs + 2;
 	struct rl_backend_params p = {
 		.n_kv_blocks = max_b * ((ctx + bs - 1) / bs + 1) + prompt / bs + 1, .block_size = bs,
-		.max_batch_tokens = prompt + streams, .max_seqs = max_b, .runtime_cpu = -1,
+		.max_batch_tokens = prompt + streams, .max_seqs = max_b, .runtime_cpu = -1, .cuda_attn = attn,
 	};
 	struct rl_backend *be;
 	int rc = rl_backend_cuda_create(NULL, shape, &p, &be, err, sizeof err);
@@ -355,8 +358,8 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 
 	char js[4096];
 	int n = snprintf(js, sizeof js,
-		"{\"device\":\"%s\",\"shape\":\"%s\",\"ctx\":%u,\"copy_gbps\":%.1f,\"upload_gbps\":%.2f,\"decode\":[",
-		prop.name, shape, ctx, bw / 1e9, up_s > 0 ? up_bytes / 1e9 / up_s : 0.0);
+		"{\"device\":\"%s\",\"shape\":\"%s\",\"attention\":\"%s\",\"ctx\":%u,\"copy_gbps\":%.1f,\"upload_gbps\":%.2f,\"decode\":[",
+		prop.name, shape, attn ? "flashinfer" : "ringlm", ctx, bw / 1e9, up_s > 0 ? up_bytes / 1e9 / up_s : 0.0);
 	for (int k = 0; k < n_dec; k++)
 		n += snprintf(js + n, sizeof js - n, "%s{\"batch\":%u,\"step_ms\":%.3f,\"roofline_ms\":%.3f,\"efficiency\":%.3f}",
 			      k ? "," : "", batches[k], dec_t[k] * 1e3, dec_roof[k] * 1e3, dec_roof[k] / dec_t[k]);

@@ -8,6 +8,7 @@
 #include "runtime/backend/rl_backend.h"
 #include "kernels/rl_model.h"
 #include "runtime/cuda/host/cuda_host.h"
+#include "kernels/rl_cuda_fi.h"
 
 struct rl_cuda_layer {
 	uint16_t *wqkv;                /* [qd + 2 kvd, dim] in the weight dtype (wdt) */
@@ -49,6 +50,19 @@ struct rl_cuda {
 	uint32_t buckets[RL_CUDA_MAX_BUCKETS], n_buckets;
 	cudaGraphExec_t graph[RL_CUDA_MAX_BUCKETS];
 	int use_graphs;
+
+	/* FlashInfer decode attention (--cuda-attn flashinfer; kernels/rl_cuda_fi.h): decode-only
+	 * steps of a bucket replay graph_fi, captured under that bucket's plan; FlashInfer's
+	 * graph-mode plan depends on the batch size only, so each later plan of the bucket must
+	 * equal fi_graph_plan (checked; a step that differs runs eagerly) */
+	int fi;                        /* on */
+	int fi_step;                   /* the forward being enqueued uses it */
+	struct rl_cuda_fi_ws fi_ws;
+	struct rl_cuda_fi_plan fi_plan;                        /* of the step being enqueued */
+	struct rl_cuda_fi_plan fi_graph_plan[RL_CUDA_MAX_BUCKETS];
+	cudaGraphExec_t graph_fi[RL_CUDA_MAX_BUCKETS];
+	uint32_t fi_rows;              /* decode steps of up to this many (padded) rows use it */
+	uint64_t fi_steps, fi_eager;   /* decode steps it ran; of those, eager ones */
 
 	const struct rl_batch *cur;    /* launched, not finished */
 	uint32_t *samp_seq;            /* [max_seqs] batch seq of each sampling row */

@@ -2,11 +2,13 @@
  * host arrays (outputs too, so a test's poison reaches the device), packs the step metadata
  * with the backend's own packer, runs one launcher and copies the outputs back. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "runtime/cuda/rl_cuda_api.h"
 #include "kernels/rl_cuda_ops.h"
+#include "kernels/rl_cuda_fi.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAXBUF 16
@@ -176,9 +178,93 @@ static int t_sample(int32_t *ids, const float *logits, const struct rl_cuda_geom
 	return end(&s);
 }
 
+#ifdef RL_HAVE_FLASHINFER
+static int t_fi_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
+			  size_t cache_elems, const struct rl_cuda_geom *g, const struct rl_batch *b,
+			  uint32_t rows, uint32_t nh, uint32_t hd, int graph, enum rl_cuda_dtype dt)
+{
+	struct scope s = { .n = 0 };
+	struct rl_cuda_layout l;
+	rl_cuda_host_layout(g, &l);
+	void *img = NULL, *ih = NULL;
+	uint32_t *samp_seq = malloc(g->max_seqs * sizeof *samp_seq);
+	size_t bytes = 0;
+	int rc = samp_seq && cudaMallocHost(&img, l.max_bytes) == cudaSuccess ? 0 : -ENOMEM;
+	if (!rc)
+		rc = rl_cuda_host_pack(g, &l, b, rows, img, &bytes, samp_seq);
+	if (!rc && !((const struct rl_cuda_hdr *)img)->fi_decode)
+		rc = -EINVAL;
+	uint32_t max_pages = 1;
+	for (uint32_t i = 0; i < b->n_seqs; i++)
+		if ((b->seqs[i].ctx_len + g->block_size - 1) / g->block_size > max_pages)
+			max_pages = (b->seqs[i].ctx_len + g->block_size - 1) / g->block_size;
+	struct rl_cuda_fi_ws ws = { 0 };
+	if (!rc)
+		rc = rl_cuda_fi_decode_sizes(dt, hd, nh, g->n_kv_heads, g->block_size, rows, max_pages,
+					     &ws.float_bytes, &ws.int_bytes);
+	if (rc) {
+		free(samp_seq);
+		cudaFreeHost(img);
+		return rc;
+	}
+	struct rl_cuda_meta m = rl_cuda_host_meta_at(&l, up(&s, img, l.max_bytes));
+	ws.float_ws = up(&s, NULL, ws.float_bytes);
+	ws.int_ws = up(&s, NULL, ws.int_bytes);
+	if (cudaMallocHost(&ih, ws.int_bytes ? ws.int_bytes : 1) != cudaSuccess)
+		s.failed = 1;
+	ws.int_host = ih;
+	uint16_t *dout = up(&s, out, (size_t)rows * nh * hd * 2);
+	uint16_t *dq = up(&s, q, (size_t)rows * nh * hd * 2);
+	uint16_t *dk = up(&s, kc, cache_elems * 2), *dv = up(&s, vc, cache_elems * 2);
+	struct rl_cuda_fi_plan plan;
+	const int32_t *indptr = (const int32_t *)((const char *)img + l.fi_indptr);
+	cudaStream_t st = NULL;
+	if (!s.failed && cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess)
+		s.failed = 1;
+	if (!s.failed && rl_cuda_fi_decode_plan(dt, hd, nh, g->n_kv_heads, g->block_size, &ws, indptr, rows, 1, &plan, st))
+		s.failed = 1;
+	float scale = 1.0f / sqrtf((float)hd);
+#define RUN_FI() rl_cuda_fi_decode_run(dt, hd, nh, g->n_kv_heads, g->block_size, &ws, &plan, dout, dq, nh * hd, \
+				      dk, dv, m.fi_indptr, m.bt, m.fi_last, rows, scale, st)
+	if (!s.failed && !graph && RUN_FI())
+		s.failed = 1;
+	if (!s.failed && graph) {      /* captured once, replayed: what the backend does */
+		cudaGraph_t gr;
+		cudaGraphExec_t ge;
+		if (cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+			s.failed = 1;
+		int frc = s.failed ? 0 : RUN_FI();
+		if (s.failed || cudaStreamEndCapture(st, &gr) != cudaSuccess || frc)
+			s.failed = 1;
+		else {
+			if (cudaGraphInstantiate(&ge, gr, 0) != cudaSuccess || cudaGraphLaunch(ge, st) != cudaSuccess)
+				s.failed = 1;
+			else
+				cudaGraphExecDestroy(ge);
+			cudaGraphDestroy(gr);
+		}
+	}
+#undef RUN_FI
+	if (st) {
+		if (cudaStreamSynchronize(st) != cudaSuccess)
+			s.failed = 1;
+		cudaStreamDestroy(st);
+	}
+	down(&s, out, dout, (size_t)rows * nh * hd * 2);
+	rc = end(&s);
+	cudaFreeHost(ih);
+	cudaFreeHost(img);
+	free(samp_seq);
+	return rc;
+}
+#endif
+
 static const struct rl_cuda_testapi api = {
 	.embed = t_embed, .add_rmsnorm = t_add_rmsnorm, .rope_kv = t_rope_kv, .swiglu = t_swiglu,
 	.attention = t_attention, .sample = t_sample,
+#ifdef RL_HAVE_FLASHINFER
+	.fi_attention = t_fi_attention,
+#endif
 };
 
 EXPORT const struct rl_cuda_testapi *rl_cuda_testapi(void)

@@ -49,6 +49,12 @@ struct rl_cuda_testapi {
 			 enum rl_cuda_dtype dt);
 	int (*sample)(int32_t *ids, const float *logits, const struct rl_cuda_geom *g,
 		      const struct rl_batch *b, uint32_t rows, uint32_t vocab);
+	/* FlashInfer's decode attention (kernels/rl_cuda_fi.h) on a decode-only b, planned in
+	 * graph mode; graph = 1 also captures the run in a CUDA graph and replays that. NULL when
+	 * librlcuda.so was built without FlashInfer. -EINVAL when b is not decode-only. */
+	int (*fi_attention)(uint16_t *out, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
+			    size_t cache_elems, const struct rl_cuda_geom *g, const struct rl_batch *b,
+			    uint32_t rows, uint32_t nh, uint32_t hd, int graph, enum rl_cuda_dtype dt);
 };
 const struct rl_cuda_testapi *rl_cuda_testapi(void);
 

@@ -23,6 +23,7 @@ struct rl_rt_params {
 	const char *backend;           /* "sim", "cpu", "cuda" */
 	const char *cuda_graph_buckets; /* --cuda-graph-buckets "16,32,..." or NULL (default list) */
 	enum rl_cuda_dtype cuda_dtype; /* --cuda-dtype (default bf16) */
+	int      cuda_attn;            /* --cuda-attn: 0 ringlm (in-house, default), 1 flashinfer */
 	int      cpu;                  /* pin the runtime thread here; -1 = don't pin */
 	int      threads;              /* backend worker threads; 0 = auto */
 	uint32_t max_batch_tokens;     /* token budget (default RL_SCHED_DEFAULT_BUDGET) */

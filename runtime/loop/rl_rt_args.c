@@ -17,7 +17,7 @@ void rl_rt_usage(FILE *f)
 "               [--prefix-cache on|off] [--max-clients N] [--max-inflight N]\n"
 "               [--max-prompt N] [--max-new N] [--allow-uid UID] [--allow-gid GID]\n"
 "               [--sim-step-us A] [--sim-token-us B] [--sim-vocab V]\n"
-"               [--cuda-graph-buckets N,N,...] [--cuda-dtype bf16|fp16]\n"
+"               [--cuda-graph-buckets N,N,...] [--cuda-dtype bf16|fp16] [--cuda-attn ringlm|flashinfer]\n"
 "               [--wake auto|futex|eventfd] [--idle-spin-us N] [--event-ring N]\n"
 "               [--request-ring N] [--arena-ids N] [--drain-timeout-ms N]\n"
 "               [--verbose|--quiet]\n");
@@ -41,6 +41,7 @@ static const struct option value_opts[] = {
 	{ "tokenizer", required_argument, NULL, 0 },
 	{ "cuda-graph-buckets", required_argument, NULL, 0 },
 	{ "cuda-dtype", required_argument, NULL, 0 },
+	{ "cuda-attn", required_argument, NULL, 0 },
 	{ "backend", required_argument, NULL, 0 },
 	{ "socket", required_argument, NULL, 0 },
 	{ "cpu", required_argument, NULL, 0 },
@@ -115,6 +116,12 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 				return -EINVAL;
 			}
 			p->cuda_dtype = !strcmp(v, "fp16");
+		} else if (!strcmp(a, "--cuda-attn")) {
+			if (strcmp(v, "ringlm") && strcmp(v, "flashinfer")) {
+				snprintf(err, errlen, "--cuda-attn must be ringlm or flashinfer, got '%s'", v);
+				return -EINVAL;
+			}
+			p->cuda_attn = !strcmp(v, "flashinfer");
 		} else if (!strcmp(a, "--backend")) {
 			if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "sim")) {
 				snprintf(err, errlen, "--backend must be cpu, cuda or sim, got '%s'", v);

@@ -9,7 +9,8 @@
  * long contexts through the split-KV path); sampling (fp32 logits: once). Whole model: logits
  * against the cpu backend for stories260K and a mid-size synthetic GQA model; greedy tokens
  * of stories260K equal the cpu's; graph replay equals eager execution bit for bit; a mixed
- * batch equals its sequences run alone.
+ * batch equals its sequences run alone. FlashInfer's decode (when built in) against the
+ * reference and the in-house kernel, and a model whose decode steps run through it.
  * Tests: the CUDA kernels (kernels/cuda_*.cu), runtime/cuda (on a GPU, or on cudasim via test_gpu_cudasim).
  */
 #include <dlfcn.h>
@@ -372,6 +373,77 @@ static void test_attention_long(void)
 	attention_case(8, 2, 64, 16, 1024, ql3, ctx3, 2, 1, 0);
 }
 
+/* FlashInfer's decode (--cuda-attn flashinfer) against the CPU reference and the in-house
+ * kernel on the same decode-only step: ragged contexts (one key, block edges, long rows that
+ * FlashInfer splits), padding rows, eager and graph-captured runs. */
+static void fi_case(uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs, uint32_t nblk, const uint32_t *ctxs,
+		    uint32_t n_seqs, uint32_t pad, int graph)
+{
+	static struct tstep t;
+	struct rl_cuda_geom g;
+	rl_cuda_host_geom(&g, 2048, 64, nblk, bs, 8192, nh, nkv, 1000, 264);
+	tstep_init(&t, bs);
+	for (uint32_t i = 0; i < n_seqs; i++)
+		add_seq(&t, 1, ctxs[i], bs, nblk, 1, 1000, 1);
+	uint32_t rows = n_seqs + pad, qd = nh * hd;
+	size_t ce = (size_t)nblk * nkv * bs * hd;
+	uint16_t *kc = malloc(ce * 2), *vc = malloc(ce * 2), *q = malloc((size_t)rows * qd * 2);
+	uint16_t *o_fi = malloc((size_t)rows * qd * 2), *o_rl = malloc((size_t)rows * qd * 2);
+	float *kf = malloc(ce * 4), *vf = malloc(ce * 4), *qf = malloc((size_t)rows * qd * 4);
+	float *ref = malloc((size_t)rows * qd * 4), *a = malloc(qd * 4), *b = malloc(qd * 4);
+	float *scratch = malloc(rl_cpu_attention_scratch(rows, hd, bs) * sizeof(float));
+	for (size_t i = 0; i < ce; i++) {
+		kc[i] = enc(frand()); vc[i] = enc(frand());
+		kf[i] = dec(kc[i]); vf[i] = dec(vc[i]);
+	}
+	for (size_t i = 0; i < (size_t)rows * qd; i++) {
+		q[i] = enc(2 * frand());
+		qf[i] = dec(q[i]);
+		o_fi[i] = o_rl[i] = 0xffff;
+	}
+	REQUIRE(api->attention(o_rl, q, kc, vc, ce, &g, &t.b, rows, nh, hd, NULL, dt) == 0);
+	REQUIRE(api->fi_attention(o_fi, q, kc, vc, ce, &g, &t.b, rows, nh, hd, graph, dt) == 0);
+	for (uint32_t i = 0; i < n_seqs; i++) {
+		const struct rl_batch_seq *s = &t.seqs[i];
+		for (uint32_t h = 0; h < nh; h++) {
+			uint32_t kh = h / (nh / nkv);
+			struct rl_cpu_kv_view kv = { kf + (size_t)kh * bs * hd, vf + (size_t)kh * bs * hd,
+						     s->block_table, bs, (size_t)nkv * bs * hd };
+			rl_cpu_attention(ref + (size_t)s->q_start * qd + h * hd, qd, qf + (size_t)s->q_start * qd + h * hd,
+					 qd, 1, 1, s->ctx_len - 1, hd, &kv, scratch);
+		}
+	}
+	for (uint32_t r = 0; r < n_seqs; r++) {
+		for (uint32_t i = 0; i < qd; i++) {
+			a[i] = dec(o_fi[(size_t)r * qd + i]);
+			b[i] = dec(o_rl[(size_t)r * qd + i]);
+		}
+		double e = rel_l2(a, ref + (size_t)r * qd, qd), x = rel_l2(a, b, qd);
+		CHECKF(e < tol(1e-2) && x < tol(1e-2), "%s nh %u nkv %u hd %u row %u (ctx %u%s): FlashInfer vs "
+		       "reference %g, vs in-house %g", dt_name(), nh, nkv, hd, r, ctxs[r], graph ? ", graph" : "", e, x);
+		if (e >= tol(1e-2) || x >= tol(1e-2))
+			break;
+	}
+	free(kc); free(vc); free(q); free(o_fi); free(o_rl); free(kf); free(vf); free(qf); free(ref);
+	free(a); free(b); free(scratch);
+}
+
+static void test_fi_decode(void)
+{
+	NEED_GPU();
+	if (!api->fi_attention)
+		SKIP("this librlcuda.so has no FlashInfer kernels (cudasim never has; a GPU build gets them via .ci/flashinfer)");
+	uint32_t ctx[] = { 1, 15, 16, 17, 300, 2049, 8192, 33, 1000 };
+	for (int graph = 0; graph < 2; graph++) {
+		fi_case(32, 8, 128, 16, 4096, ctx, 9, 7, graph);   /* llama3-8b heads: group 4 */
+		fi_case(8, 8, 64, 16, 4096, ctx, 9, 0, graph);     /* MHA, head dim 64 */
+		fi_case(32, 4, 128, 16, 4096, ctx, 9, 3, graph);   /* group 8 */
+		fi_case(8, 2, 64, 32, 2048, ctx, 9, 1, graph);     /* block 32 */
+	}
+	uint32_t one[] = { 5000 };
+	fi_case(32, 8, 128, 16, 4096, one, 1, 0, 1);           /* a lone long row: split KV */
+}
+
 static void test_sample(void)
 {
 	NEED_GPU();
@@ -433,11 +505,14 @@ struct pair {
 	struct rl_backend *cpu, *gpu;
 };
 
+static int use_fi;                    /* the gpu side runs with --cuda-attn flashinfer */
+
 static int open_pair(struct pair *pr, const struct rl_model *m, const char *buckets)
 {
 	struct rl_backend_params p = model_params();
 	p.cuda_graph_buckets = buckets;
 	p.cuda_dtype = dt;
+	p.cuda_attn = use_fi;
 	char err[512];
 	int rc = rl_backend_cpu_create(m, &p, &pr->cpu, err, sizeof err);
 	if (!rc && (rc = cuda_create(m, NULL, &p, &pr->gpu, err, sizeof err)))
@@ -530,6 +605,27 @@ static void test_model_synthetic(void)
 	REQUIRE(rl_model_alloc(&c, &m, err, sizeof err) == 0);
 	rl_model_fill_random(m, 7);
 	compare_model(m, 8, tol(3e-2), 0, 0);
+	rl_model_destroy(m);
+}
+
+/* The same model through --cuda-attn flashinfer: its decode steps (graph replays) take
+ * FlashInfer's kernel, its prefill chunks the in-house one; logits against the cpu's. */
+static void test_model_fi(void)
+{
+	NEED_GPU();
+	if (!api->fi_attention)
+		SKIP("this librlcuda.so has no FlashInfer kernels (cudasim never has; a GPU build gets them via .ci/flashinfer)");
+	struct rl_model_config c = { .dim = 512, .hidden_dim = 1376, .n_layers = 4, .n_heads = 8,
+		.n_kv_heads = 2, .head_dim = 64, .vocab_size = 4096, .max_ctx = 2048, .rope_theta = 500000.0f,
+		.rope_scale = 1.0f, .norm_eps = 1e-5f, .rope_halves = 1, .tied_embeddings = 0,
+		.bos_id = 1, .eos_id = 2 };
+	struct rl_model *m;
+	char err[512];
+	REQUIRE(rl_model_alloc(&c, &m, err, sizeof err) == 0);
+	rl_model_fill_random(m, 7);
+	use_fi = 1;
+	compare_model(m, 8, tol(3e-2), 0, 0);
+	use_fi = 0;
 	rl_model_destroy(m);
 }
 
@@ -642,6 +738,8 @@ BOTH_DTYPES(test_rope_kv)
 BOTH_DTYPES(test_swiglu)
 BOTH_DTYPES(test_attention_mixed)
 BOTH_DTYPES(test_attention_long)
+BOTH_DTYPES(test_fi_decode)
+BOTH_DTYPES(test_model_fi)
 BOTH_DTYPES(test_model_stories260k)
 BOTH_DTYPES(test_model_synthetic)
 BOTH_DTYPES(test_graph_equals_eager)
@@ -662,11 +760,15 @@ int main(void)
 	RUN(test_attention_mixed_fp16);
 	RUN(test_attention_long_bf16);
 	RUN(test_attention_long_fp16);
+	RUN(test_fi_decode_bf16);
+	RUN(test_fi_decode_fp16);
 	RUN(test_sample);
 	RUN(test_model_stories260k_bf16);
 	RUN(test_model_stories260k_fp16);
 	RUN(test_model_synthetic_bf16);
 	RUN(test_model_synthetic_fp16);
+	RUN(test_model_fi_bf16);
+	RUN(test_model_fi_fp16);
 	RUN(test_graph_equals_eager_bf16);
 	RUN(test_graph_equals_eager_fp16);
 	RUN(test_mixed_equals_alone_bf16);

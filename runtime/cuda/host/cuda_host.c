@@ -133,6 +133,8 @@ void rl_cuda_host_layout(const struct rl_cuda_geom *g, struct rl_cuda_layout *l)
 	l->items = arr(&off, (size_t)rl_cuda_host_items_cap(g, g->max_rows) * sizeof(struct rl_cuda_item));
 	l->samp = arr(&off, S * sizeof(struct rl_cuda_samp));
 	l->samp_row = arr(&off, S * 4);
+	l->fi_indptr = arr(&off, (R + 1) * 4);
+	l->fi_last = arr(&off, R * 4);
 	l->bt = arr(&off, (size_t)g->max_bt * 4);    /* last: a step copies only what it uses */
 	l->max_bytes = off;
 }
@@ -146,7 +148,8 @@ struct rl_cuda_meta rl_cuda_host_meta_at(const struct rl_cuda_layout *l, const v
 		.row_part = (const void *)(b + l->row_part), .row_nparts = (const void *)(b + l->row_nparts),
 		.seq_bt = (const void *)(b + l->seq_bt), .items = (const void *)(b + l->items),
 		.samp = (const void *)(b + l->samp), .samp_row = (const void *)(b + l->samp_row),
-		.bt = (const void *)(b + l->bt),
+		.bt = (const void *)(b + l->bt), .fi_indptr = (const void *)(b + l->fi_indptr),
+		.fi_last = (const void *)(b + l->fi_last),
 	};
 }
 
@@ -204,6 +207,19 @@ int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout 
 		seq_bt[i] = (int32_t)n_bt;
 		for (uint32_t k = 0; k < need; k++)
 			bt[n_bt++] = (int32_t)s->block_table[k];
+	}
+	/* FlashInfer's decode CSR: only for decode-only steps whose sequence i sits on row i */
+	int fi = b->n_prefill == 0;
+	for (uint32_t i = 0; i < b->n_seqs && fi; i++)
+		fi = b->seqs[i].q_start == i;
+	if (fi) {
+		int32_t *fi_indptr = (int32_t *)(base + l->fi_indptr), *fi_last = (int32_t *)(base + l->fi_last);
+		for (uint32_t r = 0; r < rows; r++) {
+			int live = r < b->n_seqs;
+			fi_indptr[r] = live ? seq_bt[r] : (int32_t)n_bt;
+			fi_last[r] = live ? (int32_t)((b->seqs[r].ctx_len - 1) % bs + 1) : 0;
+		}
+		fi_indptr[rows] = (int32_t)n_bt;
 	}
 	for (uint32_t r = 0; r < rows; r++) {
 		int live = r < b->n_tokens;
@@ -268,7 +284,7 @@ int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout 
 	}
 	for (uint32_t j = n_samp; j < rl_cuda_host_samp_cap(g, rows); j++)
 		samp_row[j] = -1;
-	*h = (struct rl_cuda_hdr){ b->n_tokens, rows, b->n_seqs, n_items, n_samp, n_parts, { 0, 0 } };
+	*h = (struct rl_cuda_hdr){ b->n_tokens, rows, b->n_seqs, n_items, n_samp, n_parts, (uint32_t)fi, 0 };
 	*bytes = l->bt + (size_t)n_bt * 4;
 	return 0;
 }

@@ -57,7 +57,7 @@ uint32_t rl_cuda_host_items_cap(const struct rl_cuda_geom *g, uint32_t rows);
 
 /* Byte offsets of each array in the packed image (the same on host and device). */
 struct rl_cuda_layout {
-	size_t tokens, pos, slot, row_part, row_nparts, seq_bt, items, samp, samp_row, bt;
+	size_t tokens, pos, slot, row_part, row_nparts, seq_bt, items, samp, samp_row, fi_indptr, fi_last, bt;
 	size_t max_bytes;              /* image size with a full block table */
 };
 void rl_cuda_host_layout(const struct rl_cuda_geom *g, struct rl_cuda_layout *l);
@@ -67,6 +67,9 @@ struct rl_cuda_meta rl_cuda_host_meta_at(const struct rl_cuda_layout *l, const v
 /* Validates b (every index it carries) and packs it for a step padded to `rows` rows
  * (n_tokens <= rows <= max_rows) into buf (layout l, max_bytes). Padding rows get token 0,
  * position 0, slot -1, no items and no partials; sampling rows past n_samp get row -1.
+ * A decode-only step (no prefill chunks, sequence i on row i) also gets FlashInfer's CSR
+ * (fi_indptr, fi_last over all `rows`, hdr.fi_decode = 1), so the one copy of the image
+ * carries what either attention needs.
  * samp_seq[j] = batch seq of sampling row j. *bytes = the prefix of buf to copy (up to the
  * used block table). 0; -EINVAL for a malformed batch; -E2BIG when it exceeds the geometry. */
 int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout *l,
