@@ -37,6 +37,9 @@
  * rows at once and the hardware prefetcher alone left it at ~70% of llama.cpp's speed on a
  * Zen 3 VM (Q8_0 110M: 59 tok/s; with 768 bytes ahead 63, 2048: 78, 4096: 84, 8192: 81). */
 #define PF_DIST 4096
+/* The K-quant dots (four interleaved rows of 144/210-byte blocks) want it further: 110M
+ * Q4_K_M batch-1 decode on a Zen 5 VM, 4096: 244 tok/s, 16384: 282, 65536: 283. */
+#define PF_DIST_K 16384
 #define TILE 16                        /* weight rows decoded at once on the tile path */
 
 /* One activation block: x[i] ~ d * q[i]; s[h] = sum of q over elements 16h .. 16h+15. */
@@ -133,6 +136,34 @@ T256 AI void q8_0_tile(const uint8_t *const *w, int nw, const struct q8x *const 
 		out[k] = hsum_ps(acc[k]);
 }
 
+/* One Q8_0 weight row against one activation row: four accumulators over consecutive blocks,
+ * so the FMA latency is hidden inside the row and the row streams alone (see dots_avx2). */
+T256 AI float q8_0_row1(const uint8_t *w, const struct q8x *x, uint32_t nb)
+{
+	__m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+	uint32_t b = 0;
+	for (; b + 4 <= nb; b += 4) {
+		_mm_prefetch((const char *)w + (size_t)b * 34 + PF_DIST, _MM_HINT_T0);
+		_mm_prefetch((const char *)w + (size_t)b * 34 + PF_DIST + 64, _MM_HINT_T0);
+#pragma GCC unroll 4
+		for (int k = 0; k < 4; k++) {
+			const uint8_t *blk = w + (size_t)(b + k) * 34;
+			__m256i wv = _mm256_loadu_si256((const __m256i *)(blk + 2));
+			__m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)x[b + k].q), wv);
+			acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(H2F(blk) * x[b + k].d),
+						 _mm256_cvtepi32_ps(dot_us(_mm256_sign_epi8(wv, wv), sx)), acc[k]);
+		}
+	}
+	for (; b < nb; b++) {
+		const uint8_t *blk = w + (size_t)b * 34;
+		__m256i wv = _mm256_loadu_si256((const __m256i *)(blk + 2));
+		__m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)x[b].q), wv);
+		acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(H2F(blk) * x[b].d),
+					 _mm256_cvtepi32_ps(dot_us(_mm256_sign_epi8(wv, wv), sx)), acc[0]);
+	}
+	return hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+}
+
 /* K-quant activations: one scale per 256 (the super-block), so that a super-block's
  * sub-block products add up in integers and meet a float once (ggml's Q8_K). */
 struct q8k {
@@ -205,7 +236,7 @@ T256 AI void q4_k_tile(const uint8_t *const *w, int nw, const struct q8k *const 
 		for (int j = 0; j < nw; j++) {
 			const uint8_t *blk = w[j] + (size_t)b * 144;
 			for (int l = 0; l < 144; l += 64)
-				_mm_prefetch((const char *)blk + PF_DIST + l, _MM_HINT_T0);
+				_mm_prefetch((const char *)blk + PF_DIST_K + l, _MM_HINT_T0);
 			float d = H2F(blk), dmin = H2F(blk + 2);
 			uint8_t sc[8], mn[8];
 			q4_k_scales(blk + 4, sc, mn);
@@ -270,7 +301,7 @@ T256 AI void q6_k_tile(const uint8_t *const *w, int nw, const struct q8k *const 
 		for (int j = 0; j < nw; j++) {
 			const uint8_t *blk = w[j] + (size_t)b * 210;
 			for (int l = 0; l < 210; l += 64)
-				_mm_prefetch((const char *)blk + PF_DIST + l, _MM_HINT_T0);
+				_mm_prefetch((const char *)blk + PF_DIST_K + l, _MM_HINT_T0);
 			const int8_t *sc = (const int8_t *)(blk + 192);
 			float d = H2F(blk + 208);
 			__m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
@@ -333,35 +364,97 @@ T256 AI __m256 ld8_bf16(const uint16_t *w)
 	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)w)), 16));
 }
 
-#define DEFINE_H16_TILE(NAME, LD, CVT)                                                           \
-T256 AI void NAME(const uint8_t *const *w, int nw, const float *const *x, int nr, uint32_t n,   \
-		  float *out)                                                                    \
+/* NW weight rows x NR activation rows over 16-bit weights; one definition for both vector
+ * widths, as DEFINE_H16_GEMM below (TGT, V, VW lanes, LD widening, LDX/FMA/ZERO/HSUM). */
+#define DEFINE_H16_TILE(NAME, TGT, V, VW, LD, LDX, FMA, ZERO, HSUM, CVT)                         \
+TGT AI void NAME(const uint8_t *const *w, int nw, const float *const *x, int nr, uint32_t n,    \
+		 float *out)                                                                     \
 {                                                                                                \
-	__m256 acc[8];                                                                           \
+	V acc[8];                                                                                \
 	_Pragma("GCC unroll 8")                                                                  \
 	for (int k = 0; k < nw * nr; k++)                                                        \
-		acc[k] = _mm256_setzero_ps();                                                    \
+		acc[k] = ZERO();                                                                 \
 	uint32_t i = 0;                                                                          \
-	for (; i + 8 <= n; i += 8) {                                                             \
+	for (; i + VW <= n; i += VW) {                                                           \
 		_Pragma("GCC unroll 4")                                                          \
 		for (int j = 0; j < nw; j++) {                                                   \
 			if (!(i & 31))                                                           \
 				_mm_prefetch((const char *)w[j] + 2 * i + PF_DIST, _MM_HINT_T0); \
-			__m256 wv = LD((const uint16_t *)w[j] + i);                              \
+			V wv = LD((const uint16_t *)w[j] + i);                                   \
 			_Pragma("GCC unroll 8")                                                  \
 			for (int r = 0; r < nr; r++)                                             \
-				acc[j * nr + r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[r] + i), acc[j * nr + r]); \
+				acc[j * nr + r] = FMA(wv, LDX(x[r] + i), acc[j * nr + r]);       \
 		}                                                                                \
 	}                                                                                        \
 	for (int k = 0; k < nw * nr; k++) {                                                      \
-		float s = hsum_ps(acc[k]);                                                       \
+		float s = HSUM(acc[k]);                                                          \
 		for (uint32_t t = i; t < n; t++)                                                 \
 			s += CVT(ld16(w[k / nr] + 2 * t)) * x[k % nr][t];                        \
 		out[k] = s;                                                                      \
 	}                                                                                        \
 }
-DEFINE_H16_TILE(f16_tile, ld8_f16, rl_f16_to_f32)
-DEFINE_H16_TILE(bf16_tile, ld8_bf16, rl_bf16_to_f32)
+DEFINE_H16_TILE(f16_tile, T256, __m256, 8, ld8_f16, _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_setzero_ps, hsum_ps, rl_f16_to_f32)
+DEFINE_H16_TILE(bf16_tile, T256, __m256, 8, ld8_bf16, _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_setzero_ps, hsum_ps, rl_bf16_to_f32)
+
+/* the AVX-512 widths: 16 weights widened per load (rows of a multiple of 16) */
+#define T512 __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c")))
+T512 AI __m512 ld16_f16(const uint16_t *w) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)w)); }
+T512 AI __m512 ld16_bf16(const uint16_t *w)
+{
+	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)w)), 16));
+}
+T512 AI float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+DEFINE_H16_TILE(f16_tile512, T512, __m512, 16, ld16_f16, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_setzero_ps, hsum512, rl_f16_to_f32)
+DEFINE_H16_TILE(bf16_tile512, T512, __m512, 16, ld16_bf16, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_setzero_ps, hsum512, rl_bf16_to_f32)
+
+/* Decode steps of 2..8 rows over 16-bit weights on AVX-512: one weight row at a time for every
+ * activation row (a function of its own: an AVX-512 body cannot be inlined into dots_avx2). */
+T512 static void h16_dots512(float *Y, size_t ldy, const float *const *xf, const struct rl_wmat *W,
+			     const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate)
+{
+	float res[8];
+	int bf = W->dtype == RL_DT_BF16;
+	for (uint32_t o = o0; o < o1; o++) {
+		const uint8_t *w[1] = { (const uint8_t *)W->data + (size_t)o * W->row_bytes };
+#define H16_512(n) (bf ? bf16_tile512(w, 1, xf, n, W->cols, res) : f16_tile512(w, 1, xf, n, W->cols, res))
+		switch (nr) {
+		case 2: H16_512(2); break; case 3: H16_512(3); break; case 4: H16_512(4); break;
+		case 5: H16_512(5); break; case 6: H16_512(6); break; case 7: H16_512(7); break;
+		default: H16_512(8); break;
+		}
+#undef H16_512
+		for (uint32_t r = 0; r < nr; r++) {
+			float v = res[r] + (bias ? bias[o] : 0);
+			float *y = Y + (size_t)r * ldy + o;
+			*y = accumulate ? *y + v : v;
+		}
+	}
+}
+
+/* One 16-bit weight row against one activation row: four accumulators over 32 consecutive
+ * weights, as q8_0_row1. */
+#define DEFINE_H16_ROW1(NAME, LD, CVT)                                                           \
+T256 AI float NAME(const uint8_t *w8, const float *x, uint32_t n)                              \
+{                                                                                                \
+	const uint16_t *w = (const uint16_t *)w8;                                                \
+	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                              \
+	uint32_t i = 0;                                                                          \
+	for (; i + 32 <= n; i += 32) {                                                           \
+		_mm_prefetch((const char *)(w + i) + PF_DIST, _MM_HINT_T0);                      \
+		a0 = _mm256_fmadd_ps(LD(w + i), _mm256_loadu_ps(x + i), a0);                     \
+		a1 = _mm256_fmadd_ps(LD(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);             \
+		a2 = _mm256_fmadd_ps(LD(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);           \
+		a3 = _mm256_fmadd_ps(LD(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);           \
+	}                                                                                        \
+	for (; i + 8 <= n; i += 8)                                                               \
+		a0 = _mm256_fmadd_ps(LD(w + i), _mm256_loadu_ps(x + i), a0);                     \
+	float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));          \
+	for (; i < n; i++)                                                                       \
+		s += CVT(w[i]) * x[i];                                                           \
+	return s;                                                                                \
+}
+DEFINE_H16_ROW1(f16_row1, ld8_f16, rl_f16_to_f32)
+DEFINE_H16_ROW1(bf16_row1, ld8_bf16, rl_bf16_to_f32)
 
 T256 static float dot_f32_avx2(const float *a, const float *b, uint32_t n)
 {
@@ -388,33 +481,35 @@ static float dot_f32_scalar(const float *a, const float *b, uint32_t n)
 /* ------------------------------------------------------------ 16-bit GEMM -------- */
 
 /* Many rows over F16/BF16 weights: the fp32 matmul's 3x4 register tile (cpu_ops.c), with each
- * weight vector widened as it is loaded, so no decoded copy is written and read back. */
-#define DEFINE_H16_GEMM(NAME, LD)                                                                \
-T256 AI void NAME##_tile(float *Y, size_t ldy, const float *X, size_t ldx, const uint16_t *W,   \
-			 size_t ldw, const float *bias, uint32_t in, const int NR, const int NC,       \
-			 int accumulate)                                                               \
+ * weight vector widened as it is loaded, so no decoded copy is written and read back. One
+ * definition for both vector widths: TGT the target attribute, V the vector type of VW floats,
+ * LD widens VW weights, LDX/FMA/ZERO/HSUM the fp32 operations of that width. */
+#define DEFINE_H16_GEMM(NAME, TGT, V, VW, LD, LDX, FMA, ZERO, HSUM)                              \
+TGT AI void NAME##_tile(float *Y, size_t ldy, const float *X, size_t ldx, const uint16_t *W,    \
+			size_t ldw, const float *bias, uint32_t in, const int NR, const int NC,        \
+			int accumulate)                                                                \
 {                                                                                                \
-	__m256 acc[3][4], x[3];                                                                  \
+	V acc[3][4], x[3];                                                                       \
 	_Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                     \
 		_Pragma("GCC unroll 4") for (int c = 0; c < NC; c++)                             \
-			acc[r][c] = _mm256_setzero_ps();                                         \
-	for (uint32_t i = 0; i < in; i += 8) {                                                   \
+			acc[r][c] = ZERO();                                                      \
+	for (uint32_t i = 0; i < in; i += VW) {                                                  \
 		_Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                             \
-			x[r] = _mm256_loadu_ps(X + r * ldx + i);                                 \
+			x[r] = LDX(X + r * ldx + i);                                             \
 		_Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                           \
-			__m256 w = LD(W + (size_t)c * ldw + i);                                  \
+			V w = LD(W + (size_t)c * ldw + i);                                       \
 			_Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                     \
-				acc[r][c] = _mm256_fmadd_ps(x[r], w, acc[r][c]);                 \
+				acc[r][c] = FMA(x[r], w, acc[r][c]);                             \
 		}                                                                                \
 	}                                                                                        \
 	_Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                     \
 		_Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                           \
-			float v = hsum_ps(acc[r][c]) + (bias ? bias[c] : 0);                     \
+			float v = HSUM(acc[r][c]) + (bias ? bias[c] : 0);                        \
 			float *y = Y + r * ldy + c;                                              \
 			*y = accumulate ? *y + v : v;                                            \
 		}                                                                                \
 }                                                                                                \
-T256 static void NAME##_k(float *Y, size_t ldy, const float *X, size_t ldx, const uint16_t *W,   \
+TGT static void NAME##_k(float *Y, size_t ldy, const float *X, size_t ldx, const uint16_t *W,    \
 			 size_t ldw, const float *bias, uint32_t n, uint32_t in, uint32_t o0,          \
 			 uint32_t o1, int acc)                                                         \
 {                                                                                                \
@@ -443,8 +538,8 @@ T256 static void NAME##_k(float *Y, size_t ldy, const float *X, size_t ldx, cons
 	}                                                                                        \
 }                                                                                                \
 /* long rows in slices, as cpu_ops.c's mm_avx2 (MM_K_BLOCK there) */                            \
-T256 static void NAME(float *Y, size_t ldy, const float *X, size_t ldx, const uint16_t *W,      \
-		      const float *bias, uint32_t n, uint32_t in, uint32_t o0, uint32_t o1, int acc) \
+TGT static void NAME(float *Y, size_t ldy, const float *X, size_t ldx, const uint16_t *W,       \
+		     const float *bias, uint32_t n, uint32_t in, uint32_t o0, uint32_t o1, int acc) \
 {                                                                                                \
 	if (in <= 768) {                                                                         \
 		NAME##_k(Y, ldy, X, ldx, W, in, bias, n, in, o0, o1, acc);                       \
@@ -455,8 +550,11 @@ T256 static void NAME(float *Y, size_t ldy, const float *X, size_t ldx, const ui
 		NAME##_k(Y, ldy, X + k, ldx, W + k, in, k ? NULL : bias, n, len, o0, o1, k ? 1 : acc); \
 	}                                                                                        \
 }
-DEFINE_H16_GEMM(gemm_f16, ld8_f16)
-DEFINE_H16_GEMM(gemm_bf16, ld8_bf16)
+DEFINE_H16_GEMM(gemm_f16, T256, __m256, 8, ld8_f16, _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_setzero_ps, hsum_ps)
+DEFINE_H16_GEMM(gemm_bf16, T256, __m256, 8, ld8_bf16, _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_setzero_ps, hsum_ps)
+
+DEFINE_H16_GEMM(gemm_f16_512, T512, __m512, 16, ld16_f16, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_setzero_ps, hsum512)
+DEFINE_H16_GEMM(gemm_bf16_512, T512, __m512, 16, ld16_bf16, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_setzero_ps, hsum512)
 
 /* ------------------------------------------------------------ rows --------------- */
 
@@ -608,6 +706,24 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 		xf[r] = X + (size_t)r * ldx;
 	float res[8];
 	uint32_t o = o0;
+	/* One activation row over Q8_0 or 16-bit weights: row after row, each with four
+	 * accumulators of its own, so the matrix streams as one sequential run that the hardware
+	 * prefetcher follows. (Four rows interleaved, as below, left short rows as four short
+	 * streams: 110M Q8_0 batch-1 decode on a Zen 5 VM went 92 -> ~260 tok/s this way.) */
+	if (nr == 1 && (dt == RL_DT_Q8_0 || dt == RL_DT_F16 || dt == RL_DT_BF16)) {
+		for (; o < o1; o++) {
+			const uint8_t *w = base + (size_t)o * W->row_bytes;
+			float v = dt == RL_DT_Q8_0 ? q8_0_row1(w, xq[0], nb) :
+				  dt == RL_DT_F16 ? f16_row1(w, xf[0], in) : bf16_row1(w, xf[0], in);
+			v += bias ? bias[o] : 0;
+			Y[o] = accumulate ? Y[o] + v : v;
+		}
+		return;
+	}
+	if (nr > 1 && (dt == RL_DT_F16 || dt == RL_DT_BF16) && rl_cpu_isa() == RL_CPU_AVX512 && in % 16 == 0) {
+		h16_dots512(Y, ldy, xf, W, bias, nr, o0, o1, accumulate);
+		return;
+	}
 	/* one activation row: four weight rows at a time; else one weight row, every activation row */
 	int tiled = dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K || dt == RL_DT_F16 || dt == RL_DT_BF16;
 	int nw = nr == 1 && tiled ? 4 : 1;
@@ -684,8 +800,9 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 	}
 	if (n_rows > Q8_ROWS && (W->dtype == RL_DT_F16 || W->dtype == RL_DT_BF16) && in % 8 == 0 &&
 	    rl_cpu_isa() != RL_CPU_SCALAR && has_f16c()) {
-		(W->dtype == RL_DT_F16 ? gemm_f16 : gemm_bf16)(Y, ldy, X, ldx, W->data, bias, n_rows, in,
-								 o_begin, o_end, accumulate);
+		int z = rl_cpu_isa() == RL_CPU_AVX512 && in % 16 == 0;
+		(W->dtype == RL_DT_F16 ? (z ? gemm_f16_512 : gemm_f16) : (z ? gemm_bf16_512 : gemm_bf16))(
+			Y, ldy, X, ldx, W->data, bias, n_rows, in, o_begin, o_end, accumulate);
 		return;
 	}
 	if (n_rows > Q8_ROWS) {
