@@ -485,6 +485,9 @@ static float dot_f32_scalar(const float *a, const float *b, uint32_t n)
  * definition for both vector widths: TGT the target attribute, V the vector type of VW floats,
  * LD widens VW weights, LDX/FMA/ZERO/HSUM the fp32 operations of that width. */
 #define DEFINE_H16_GEMM(NAME, TGT, V, VW, LD, LDX, FMA, ZERO, HSUM)                              \
+	DEFINE_H16_GEMM_TILE(NAME, TGT, V, VW, LD, LDX, FMA, ZERO, HSUM)                         \
+	DEFINE_GEMM_DRIVER(NAME, TGT)
+#define DEFINE_H16_GEMM_TILE(NAME, TGT, V, VW, LD, LDX, FMA, ZERO, HSUM)                         \
 TGT AI void NAME##_tile(float *Y, size_t ldy, const float *X, size_t ldx, const uint16_t *W,    \
 			size_t ldw, const float *bias, uint32_t in, const int NR, const int NC,        \
 			int accumulate)                                                                \
@@ -508,7 +511,10 @@ TGT AI void NAME##_tile(float *Y, size_t ldy, const float *X, size_t ldx, const 
 			float *y = Y + r * ldy + c;                                              \
 			*y = accumulate ? *y + v : v;                                            \
 		}                                                                                \
-}                                                                                                \
+}
+/* The loops around a 3x4 tile NAME##_tile: 64 activation rows at a time, 4 weight rows (or 1
+ * at the end), and rows longer than 768 inputs in slices of 512 as cpu_ops.c's mm_avx2. */
+#define DEFINE_GEMM_DRIVER(NAME, TGT)                                                            \
 TGT static void NAME##_k(float *Y, size_t ldy, const float *X, size_t ldx, const uint16_t *W,    \
 			 size_t ldw, const float *bias, uint32_t n, uint32_t in, uint32_t o0,          \
 			 uint32_t o1, int acc)                                                         \
@@ -537,7 +543,6 @@ TGT static void NAME##_k(float *Y, size_t ldy, const float *X, size_t ldx, const
 		}                                                                                \
 	}                                                                                        \
 }                                                                                                \
-/* long rows in slices, as cpu_ops.c's mm_avx2 (MM_K_BLOCK there) */                            \
 TGT static void NAME(float *Y, size_t ldy, const float *X, size_t ldx, const uint16_t *W,       \
 		     const float *bias, uint32_t n, uint32_t in, uint32_t o0, uint32_t o1, int acc) \
 {                                                                                                \
@@ -555,6 +560,99 @@ DEFINE_H16_GEMM(gemm_bf16, T256, __m256, 8, ld8_bf16, _mm256_loadu_ps, _mm256_fm
 
 DEFINE_H16_GEMM(gemm_f16_512, T512, __m512, 16, ld16_f16, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_setzero_ps, hsum512)
 DEFINE_H16_GEMM(gemm_bf16_512, T512, __m512, 16, ld16_bf16, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_setzero_ps, hsum512)
+
+/* AVX512-BF16: activations rounded to bf16 once per call (to nearest even), two products per
+ * fp32 lane per instruction (vdpbf16ps) against bf16 weights: twice the multiply-adds of an
+ * fp32 FMA, for 8 significant bits in each activation, the trade ggml makes on such CPUs.
+ * A 4x4 tile (16 accumulators of the 32 registers); rows of a multiple of 32. */
+#define TBF __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
+TBF AI void dpbf_tile(float *Y, size_t ldy, const uint16_t *X, size_t ldx, const uint16_t *W, size_t ldw,
+		      const float *bias, uint32_t in, const int NR, const int NC, int accumulate)
+{
+	__m512 acc[4][4];
+#pragma GCC unroll 4
+	for (int r = 0; r < NR; r++)
+#pragma GCC unroll 4
+		for (int c = 0; c < NC; c++)
+			acc[r][c] = _mm512_setzero_ps();
+	for (uint32_t i = 0; i < in; i += 32) {
+		__m512bh x[4];
+#pragma GCC unroll 4
+		for (int r = 0; r < NR; r++)
+			x[r] = (__m512bh)_mm512_loadu_si512((const void *)(X + r * ldx + i));
+#pragma GCC unroll 4
+		for (int c = 0; c < NC; c++) {
+			__m512bh w = (__m512bh)_mm512_loadu_si512((const void *)(W + (size_t)c * ldw + i));
+#pragma GCC unroll 4
+			for (int r = 0; r < NR; r++)
+				acc[r][c] = _mm512_dpbf16_ps(acc[r][c], x[r], w);
+		}
+	}
+#pragma GCC unroll 4
+	for (int r = 0; r < NR; r++)
+#pragma GCC unroll 4
+		for (int c = 0; c < NC; c++) {
+			float v = _mm512_reduce_add_ps(acc[r][c]) + (bias ? bias[c] : 0);
+			float *y = Y + r * ldy + c;
+			*y = accumulate ? *y + v : v;
+		}
+}
+
+/* Y[r, o] for o in [o0, o1) from bf16 activation rows X [n, ldx] and bf16 weight rows W [*, in]:
+ * 64 activation rows at a time against 4 weight rows (a tile of them stays in L1 while the rows
+ * pass); rows longer than 768 inputs in slices of 512, as the fp32 GEMMs. */
+TBF static void gemm_dpbf(float *Y, size_t ldy, const uint16_t *X, size_t ldx, const uint16_t *W,
+			  const float *bias, uint32_t n, uint32_t in, uint32_t o0, uint32_t o1, int acc)
+{
+	uint32_t ks = in <= 768 ? in : 512;
+	for (uint32_t k = 0; k < in; k += ks) {
+		uint32_t len = in - k < ks ? in - k : ks;
+		const float *bk = k ? NULL : bias;
+		int ak = k ? 1 : acc;
+		for (uint32_t rb = 0; rb < n; rb += 64) {
+			uint32_t re = rb + 64 < n ? rb + 64 : n;
+			for (uint32_t o = o0; o < o1;) {
+				int nc = o + 4 <= o1 ? 4 : 1;
+				const uint16_t *w = W + (size_t)o * in + k;
+				const float *b = bk ? bk + o : NULL;
+				for (uint32_t r = rb; r < re;) {
+					uint32_t nr = re - r < 4 ? re - r : 4;
+					float *y = Y + r * ldy + o;
+					const uint16_t *x = X + r * ldx + k;
+#define DPBF(R, C) dpbf_tile(y, ldy, x, ldx, w, in, b, len, R, C, ak)
+					if (nc == 4)
+						nr == 4 ? DPBF(4, 4) : nr == 3 ? DPBF(3, 4) : nr == 2 ? DPBF(2, 4) : DPBF(1, 4);
+					else
+						nr == 4 ? DPBF(4, 1) : nr == 3 ? DPBF(3, 1) : nr == 2 ? DPBF(2, 1) : DPBF(1, 1);
+#undef DPBF
+					r += nr;
+				}
+				o += nc;
+			}
+		}
+	}
+}
+
+/* fp32 -> bf16, nearest even (n a multiple of 32) */
+TBF static void to_bf16_avx512(uint16_t *o, const float *x, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i += 32)
+		_mm512_storeu_si512((void *)(o + i), (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16),
+										  _mm512_loadu_ps(x + i)));
+}
+
+/* CPUID.(EAX=7,ECX=1):EAX bit 5; cached as has_f16c */
+static int has_avx512bf16(void)
+{
+	static _Atomic int v = -1;
+	int r = atomic_load_explicit(&v, memory_order_relaxed);
+	if (r < 0) {
+		unsigned a = 0, b, c, d;
+		r = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)) ? 1 : 0;
+		atomic_store_explicit(&v, r, memory_order_relaxed);
+	}
+	return r;
+}
 
 /* ------------------------------------------------------------ rows --------------- */
 
@@ -668,8 +766,13 @@ void rl_cpu_wmat_row(const struct rl_wmat *W, uint32_t r, float *out)
 		W->decode(out + (size_t)b * W->blk_elems, row + (size_t)b * W->blk_bytes);
 }
 
-size_t rl_cpu_qmatmul_scratch(uint32_t in)
+size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows)
 {
+	if (rl_cpu_isa_best() == RL_CPU_AVX512 && has_avx512bf16())   /* bf16 rows, fp32 row, bf16 tile */
+		return 64 + (size_t)max_rows * in * 2 + 64 + (size_t)in * 4 + (size_t)TILE * in * 2 + 64 +
+		       (size_t)Q8_ROWS * (in / 32 + 1) * sizeof(struct q8x) + (size_t)Q8_ROWS * (in / 256 + 1) * sizeof(struct q8k) +
+		       (size_t)TILE * in * sizeof(float);
+
 	size_t q8 = (size_t)Q8_ROWS * (in / 32 + 1) * sizeof(struct q8x);
 	size_t q8k = (size_t)Q8_ROWS * (in / 256 + 1) * sizeof(struct q8k);
 	q8 = q8 > q8k ? q8 : q8k;
@@ -789,6 +892,13 @@ static void dots_scalar(float *Y, size_t ldy, const float *X, size_t ldx, const 
 	}
 }
 
+int rl_cpu_qmatmul_bf16_acts(const struct rl_wmat *W, uint32_t n_rows)
+{
+	/* F32 and F16 weights keep fp32 arithmetic (their precision is the point of them) */
+	return n_rows > Q8_ROWS && W->dtype != RL_DT_F32 && W->dtype != RL_DT_F16 && W->cols % 32 == 0 &&
+	       rl_cpu_isa() == RL_CPU_AVX512 && has_avx512bf16();
+}
+
 void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
 		    const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end,
 		    int accumulate, void *scratch)
@@ -796,6 +906,28 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 	uint32_t in = W->cols;
 	if (W->dtype == RL_DT_F32) {
 		rl_cpu_matmul(Y, ldy, X, ldx, W->data, bias, n_rows, in, o_begin, o_end, accumulate);
+		return;
+	}
+	if (rl_cpu_qmatmul_bf16_acts(W, n_rows)) {
+		/* scratch: the activation rows as bf16 [n_rows, in], then for block types an fp32 row
+		 * [in] and a tile of TILE weight rows as bf16 [TILE, in] */
+		uint16_t *xb = (uint16_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+		for (uint32_t r = 0; r < n_rows; r++)
+			to_bf16_avx512(xb + (size_t)r * in, X + (size_t)r * ldx, in);
+		if (W->dtype == RL_DT_BF16) {          /* the file's rows are the operand */
+			gemm_dpbf(Y, ldy, xb, in, W->data, bias, n_rows, in, o_begin, o_end, accumulate);
+			return;
+		}
+		float *row = (float *)(((uintptr_t)(xb + (size_t)n_rows * in) + 63) & ~(uintptr_t)63);
+		uint16_t *tile = (uint16_t *)(row + in);
+		for (uint32_t o = o_begin; o < o_end; o += TILE) {
+			uint32_t n = o_end - o < TILE ? o_end - o : TILE;
+			for (uint32_t j = 0; j < n; j++) {
+				rl_cpu_wmat_row(W, o + j, row);
+				to_bf16_avx512(tile + (size_t)j * in, row, in);
+			}
+			gemm_dpbf(Y + o, ldy, xb, in, tile, bias ? bias + o : NULL, n_rows, in, 0, n, accumulate);
+		}
 		return;
 	}
 	if (n_rows > Q8_ROWS && (W->dtype == RL_DT_F16 || W->dtype == RL_DT_BF16) && in % 8 == 0 &&

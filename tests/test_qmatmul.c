@@ -1,15 +1,17 @@
 /* test_qmatmul.c — the cpu matmul over stored weights (kernels/cpu_qmatmul.c) against a
  * float64 product over the same weights decoded to fp32 (the table's decoders, which
  * test_quant checks bit for bit against gguf-py), for every weight type, every ISA this CPU
- * runs, 1..8 activation rows (the dot paths: four weight rows at once for one activation row)
- * and 9+ rows (the decoded-tile path), odd column ranges, bias and accumulate.
+ * runs, 1..8 activation rows (the dot paths) and 9+ rows (the GEMM and decoded-tile paths),
+ * odd column ranges, bias and accumulate.
  *
  * Error measure: |y - ref| / sum_i |w_i x_i| (the error relative to the size of the terms,
  * which is what rounding scales with). Tolerances, written down per path:
  *   fp32 arithmetic on exact or decoded weights (F32, F16, BF16, every type on the scalar
  *   ISA, the tile path, the other block types' decoded rows): 1e-5;
  *   8-bit activations (Q8_0, Q4_K, Q6_K dots on AVX2): 1e-2 (the activations' rounding,
- *   half a step of amax/127 per element; measured ~2e-3).
+ *   half a step of amax/127 per element; measured ~2e-3);
+ *   bf16 activations and weights (9+ rows over BF16 and block types where the CPU has
+ *   AVX512-BF16): the same 1e-2 (8 significant bits each; measured ~1e-3).
  * Tests: kernels (cpu_qmatmul, cpu_ops), runtime/model (model_dtype's table and decoders).
  */
 #include <errno.h>
@@ -55,9 +57,11 @@ static void *make_w(int dt, uint32_t rows, uint32_t cols, float *dec, struct rl_
 	return w;
 }
 
-static int int8_path(int dt, enum rl_cpu_isa isa, uint32_t rows)
+/* the paths that round the activations (to 8 bits per 32 or 256, or to bf16) */
+static int reduced_path(const struct rl_wmat *W, int dt, enum rl_cpu_isa isa, uint32_t rows)
 {
-	return isa != RL_CPU_SCALAR && rows <= 8 && (dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K);
+	return (isa != RL_CPU_SCALAR && rows <= 8 && (dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K)) ||
+	       rl_cpu_qmatmul_bf16_acts(W, rows);
 }
 
 /* in: whole 256-weight super-blocks; 2048 also takes the matmuls' long-row slicing */
@@ -68,7 +72,7 @@ static void qmatmul_case(uint32_t in)
 	float *dec = malloc((size_t)out * in * sizeof(float));
 	float *X = malloc((size_t)20 * in * sizeof(float)), *Y = malloc((size_t)20 * 48 * sizeof(float));
 	float bias[48];
-	void *scratch = malloc(rl_cpu_qmatmul_scratch(in));
+	void *scratch = malloc(rl_cpu_qmatmul_scratch(in, 20));
 	REQUIRE(dec && X && Y && scratch);
 	for (size_t i = 0; i < (size_t)20 * in; i++)
 		X[i] = rnd() * (i % 7 == 0 ? 3 : 1);     /* some larger values, as real activations */
@@ -78,7 +82,7 @@ static void qmatmul_case(uint32_t in)
 	for (int dt = 0; dt < RL_DT_COUNT; dt++) {
 		struct rl_wmat W;
 		void *w = make_w(dt, out, in, dec, &W);
-		double worst[2] = { 0, 0 };                   /* float paths, int8 paths */
+		double worst[2] = { 0, 0 };                   /* fp32 paths, reduced-activation paths */
 		for (int isa = 0; isa <= (int)best; isa++) {
 			REQUIRE(rl_cpu_set_isa((enum rl_cpu_isa)isa) == 0);
 			for (size_t rc = 0; rc < sizeof row_counts / sizeof *row_counts; rc++) {
@@ -102,7 +106,7 @@ static void qmatmul_case(uint32_t in)
 								mag += fabs(t);
 							}
 							double e = fabs(y - ref) / (mag > 0 ? mag : 1);
-							int k = int8_path(dt, (enum rl_cpu_isa)isa, R);
+							int k = reduced_path(&W, dt, (enum rl_cpu_isa)isa, R);
 							if (e > worst[k])
 								worst[k] = e;
 						}
@@ -111,8 +115,9 @@ static void qmatmul_case(uint32_t in)
 		}
 		rl_cpu_set_isa(best);
 		CHECKF(worst[0] <= 1e-5, "%s: fp32 paths off by %.3g of the terms", rl_dt_info(dt)->name, worst[0]);
-		CHECKF(worst[1] <= 1e-2, "%s: int8 paths off by %.3g of the terms", rl_dt_info(dt)->name, worst[1]);
-		printf("  %-6s in %4u: worst error / sum|terms|: fp32 paths %.2g, 8-bit activation paths %.2g\n",
+		CHECKF(worst[1] <= 1e-2, "%s: 8-bit/bf16 activation paths off by %.3g of the terms", rl_dt_info(dt)->name,
+		       worst[1]);
+		printf("  %-6s in %4u: worst error / sum|terms|: fp32 paths %.2g, 8-bit/bf16 activation paths %.2g\n",
 		       rl_dt_info(dt)->name, in, worst[0], worst[1]);
 		free(w);
 	}

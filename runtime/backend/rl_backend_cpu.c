@@ -458,7 +458,7 @@ int rl_backend_cpu_create(const struct rl_model *m, const struct rl_backend_para
 	c->samp_scratch = malloc((size_t)c->n_threads * c->samp_scratch_size);
 	uint32_t max_in = c->dim > c->hid ? c->dim : c->hid;
 	max_in = max_in > c->qd ? max_in : c->qd;
-	c->qscratch_size = (rl_cpu_qmatmul_scratch(max_in) + 63) & ~(size_t)63;
+	c->qscratch_size = (rl_cpu_qmatmul_scratch(max_in, c->max_tokens) + 63) & ~(size_t)63;
 	c->qscratch = malloc((size_t)c->n_threads * c->qscratch_size);
 	c->samp_seq = malloc(S * sizeof(uint32_t));
 	c->logit_row = malloc(S * sizeof(int32_t));
