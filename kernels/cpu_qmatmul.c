@@ -407,6 +407,63 @@ T512 AI float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
 DEFINE_H16_TILE(f16_tile512, T512, __m512, 16, ld16_f16, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_setzero_ps, hsum512, rl_f16_to_f32)
 DEFINE_H16_TILE(bf16_tile512, T512, __m512, 16, ld16_bf16, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_setzero_ps, hsum512, rl_bf16_to_f32)
 
+/* One activation row over Q4_K weights on AVX-512BW: q4_k_tile's arithmetic 64 weights per
+ * instruction (a super-block's two sub-blocks of one 32-byte load side by side in a zmm, their
+ * two scales as the halves of one word vector), four weight rows at a time. */
+T512 static void q4k_rows512(float *Y, const struct q8k *x, const struct rl_wmat *W, const float *bias,
+			     uint32_t o0, uint32_t o1, int accumulate)
+{
+	const uint8_t *base = W->data;
+	uint32_t nb = W->cols / 256;
+	const __m256i low4 = _mm256_set1_epi8(0x0F);
+	/* word lanes 0-15 take scale 2p, 16-31 scale 2p + 1, from the 8 scales as words */
+	__m512i sidx[4];
+	for (int p = 0; p < 4; p++)
+		sidx[p] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)(2 * p))),
+					     _mm256_set1_epi16((short)(2 * p + 1)), 1);
+	for (uint32_t o = o0; o < o1;) {
+		int nw = o + 4 <= o1 ? 4 : 1;
+		__m512 vacc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
+		float mins[4] = { 0, 0, 0, 0 };
+		for (uint32_t b = 0; b < nb; b++) {
+			const struct q8k *xb = &x[b];
+			/* the 8 sums of 32 activations, for the mins */
+			__m128i b16 = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xb->bsums),
+						     _mm_loadu_si128((const __m128i *)(xb->bsums + 8)));
+			__m512i xv[4];
+			for (int p = 0; p < 4; p++)
+				xv[p] = _mm512_loadu_si512((const void *)(xb->q + 64 * p));
+			for (int j = 0; j < nw; j++) {
+				const uint8_t *blk = base + (size_t)(o + j) * W->row_bytes + (size_t)b * 144;
+				for (int l = 0; l < 144; l += 64)
+					_mm_prefetch((const char *)blk + PF_DIST_K + l, _MM_HINT_T0);
+				uint8_t sc[8], mn[8];
+				q4_k_scales(blk + 4, sc, mn);
+				__m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+				__m512i sum = _mm512_setzero_si512();
+				for (int p = 0; p < 4; p++) {
+					__m256i qv = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * p));
+					__m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(qv, low4)),
+								       _mm256_and_si256(_mm256_srli_epi16(qv, 4), low4), 1);
+					__m512i s16 = _mm512_permutexvar_epi16(sidx[p], sc16);
+					sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(w, xv[p]), s16));
+				}
+				__m128i pm = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn)), b16);
+				pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0x4e));
+				pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0xb1));
+				float d = H2F(blk), dmin = H2F(blk + 2);
+				vacc[j] = _mm512_fmadd_ps(_mm512_set1_ps(d * xb->d), _mm512_cvtepi32_ps(sum), vacc[j]);
+				mins[j] += dmin * xb->d * (float)_mm_cvtsi128_si32(pm);
+			}
+		}
+		for (int j = 0; j < nw; j++) {
+			float v = _mm512_reduce_add_ps(vacc[j]) - mins[j] + (bias ? bias[o + j] : 0);
+			Y[o + j] = accumulate ? Y[o + j] + v : v;
+		}
+		o += (uint32_t)nw;
+	}
+}
+
 /* Decode steps of 2..8 rows over 16-bit weights on AVX-512: one weight row at a time for every
  * activation row (a function of its own: an AVX-512 body cannot be inlined into dots_avx2). */
 T512 static void h16_dots512(float *Y, size_t ldy, const float *const *xf, const struct rl_wmat *W,
@@ -821,6 +878,10 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 			v += bias ? bias[o] : 0;
 			Y[o] = accumulate ? Y[o] + v : v;
 		}
+		return;
+	}
+	if (nr == 1 && dt == RL_DT_Q4_K && rl_cpu_isa() == RL_CPU_AVX512) {
+		q4k_rows512(Y, xk[0], W, bias, o0, o1, accumulate);
 		return;
 	}
 	if (nr > 1 && (dt == RL_DT_F16 || dt == RL_DT_BF16) && rl_cpu_isa() == RL_CPU_AVX512 && in % 16 == 0) {
