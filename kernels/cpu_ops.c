@@ -347,11 +347,12 @@ AI void transpose_keys(float *kt, const float *kb, uint32_t nb, uint32_t bsp, ui
 }
 
 /* The per-row kernel: query head g of row i at q + i*ldq + g*hd attends to positions
- * [0, pos0 + i], key by key, with an online softmax (s: [block_size] scores). Instantiated per
- * ISA so dot/scale/axpy inline. It is the scalar fallback, and the choice for head_dim >= 32,
+ * [0, pos0 + i], key by key, with an online softmax (s: [block_size] scores, then their
+ * weights, exponentiated a block at a time by EXPB: the vector exp of the tiled kernels, or
+ * expf on the scalar ISA). Instantiated per ISA so dot/scale/axpy/exp inline. It is the scalar fallback, and the choice for head_dim >= 32,
  * where a dot product fills whole vectors and transposing every key block (what the tiled
  * kernel below does) would cost more than it saves on decode rows. */
-#define DEFINE_ROW_ATTN(NAME, TARGET, DOT, SCALE, AXPY)                                      \
+#define DEFINE_ROW_ATTN(NAME, TARGET, DOT, SCALE, AXPY, EXPB)                                \
 TARGET static void NAME(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,   \
 			uint32_t n_qh, uint32_t pos0, uint32_t hd,                          \
 			const struct rl_cpu_kv_view *kv, float *s)                          \
@@ -380,19 +381,16 @@ TARGET static void NAME(float *out, size_t ldo, const float *q, size_t ldq, uint
 				l *= corr;                                                   \
 				mx = bm;                                                     \
 			}                                                                    \
+			EXPB(s, n, mx);                /* s[j] = exp(s[j] - mx), j < n */     \
 			for (uint32_t j = 0; j < n; j++) {                                   \
-				float e = expf(s[j] - mx);                                   \
-				l += e;                                                      \
-				AXPY(o, e, vb + (size_t)j * hd, hd);                         \
+				l += s[j];                                                   \
+				AXPY(o, s[j], vb + (size_t)j * hd, hd);                      \
 			}                                                                    \
 		}                                                                            \
 		SCALE(o, 1.0f / l, hd);                                                      \
 	}                                                                                    \
 }
 
-DEFINE_ROW_ATTN(attn_scalar, , dot_scalar, scale_scalar, axpy_scalar)
-DEFINE_ROW_ATTN(attn_rows_avx2, T256, dot_avx2, scale_avx2, axpy_avx2)
-DEFINE_ROW_ATTN(attn_rows_avx512, T512, dot_avx512, scale_avx512, axpy_avx512)
 
 /* exp(x) for x <= 0 (scores minus their running max), -inf and anything below -87 giving ~0:
  * x = n ln2 + r with |r| <= ln2/2 (ln2 split in two so n ln2 is exact), e^r from the Cephes
@@ -441,6 +439,34 @@ T256 AI __m256 exp256(__m256 x)
 	__m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
 	return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
+
+/* s[j] = exp(s[j] - mx) for j < n: the row kernel's weights of one key block */
+static inline void expb_scalar(float *s, uint32_t n, float mx)
+{
+	for (uint32_t j = 0; j < n; j++)
+		s[j] = expf(s[j] - mx);
+}
+T256 AI void expb_avx2(float *s, uint32_t n, float mx)
+{
+	__m256 m = _mm256_set1_ps(mx);
+	for (uint32_t j = 0; j < n; j += 8) {
+		__m256i k = mask256(n - j < 8 ? n - j : 8);
+		_mm256_maskstore_ps(s + j, k, exp256(_mm256_sub_ps(_mm256_maskload_ps(s + j, k), m)));
+	}
+}
+T512 AI void expb_avx512(float *s, uint32_t n, float mx)
+{
+	__m512 m = _mm512_set1_ps(mx);
+	uint32_t j = 0;
+	for (; j + 16 <= n; j += 16)           /* plain stores: the scalar reads after them forward */
+		_mm512_storeu_ps(s + j, exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), m)));
+	for (; j < n; j++)
+		s[j] = _mm_cvtss_f32(_mm512_castps512_ps128(exp512(_mm512_set1_ps(s[j] - mx))));
+}
+
+DEFINE_ROW_ATTN(attn_scalar, , dot_scalar, scale_scalar, axpy_scalar, expb_scalar)
+DEFINE_ROW_ATTN(attn_rows_avx2, T256, dot_avx2, scale_avx2, axpy_avx2, expb_avx2)
+DEFINE_ROW_ATTN(attn_rows_avx512, T512, dot_avx512, scale_avx512, axpy_avx512, expb_avx512)
 
 T256 AI float hmax256(__m256 v)
 {
