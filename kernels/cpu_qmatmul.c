@@ -464,6 +464,71 @@ T512 static void q4k_rows512(float *Y, const struct q8k *x, const struct rl_wmat
 	}
 }
 
+/* One activation row over Q6_K weights on AVX-512BW: q6_k_tile's arithmetic 64 weights per
+ * instruction (two of its 32-weight vectors side by side; the four 16-weight scales of a zmm
+ * spread over its four 128-bit lanes), four weight rows at a time. */
+T512 static void q6k_rows512(float *Y, const struct q8k *x, const struct rl_wmat *W, const float *bias,
+			     uint32_t o0, uint32_t o1, int accumulate)
+{
+	const uint8_t *base = W->data;
+	uint32_t nb = W->cols / 256;
+	const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(3);
+	__m512i sidx[4];                       /* lane L of vector m takes scale 4m + L */
+	for (int m = 0; m < 4; m++) {
+		short t[32];
+		for (int i = 0; i < 32; i++)
+			t[i] = (short)(4 * m + i / 8);
+		sidx[m] = _mm512_loadu_si512((const void *)t);
+	}
+	for (uint32_t o = o0; o < o1;) {
+		int nw = o + 4 <= o1 ? 4 : 1;
+		__m512 vacc[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
+		for (uint32_t b = 0; b < nb; b++) {
+			const struct q8k *xb = &x[b];
+			__m512i xv[4];
+			for (int p = 0; p < 4; p++)
+				xv[p] = _mm512_loadu_si512((const void *)(xb->q + 64 * p));
+			__m256i bs = _mm256_loadu_si256((const __m256i *)xb->bsums);
+			for (int j = 0; j < nw; j++) {
+				const uint8_t *blk = base + (size_t)(o + j) * W->row_bytes + (size_t)b * 210;
+				for (int l = 0; l < 210; l += 64)
+					_mm_prefetch((const char *)blk + PF_DIST_K + l, _MM_HINT_T0);
+				__m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+				__m512i sc = _mm512_castsi256_si512(sc16);   /* the permutes read words 0-15 only */
+				/* the offset first: -32 sum_j sc_j bsum_j */
+				__m512i sum = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(),
+							_mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5)));
+				for (int h = 0; h < 2; h++) {
+					const uint8_t *ql = blk + 64 * h, *qh = blk + 128 + 32 * h;
+					__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+					__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+					__m256i hv = _mm256_loadu_si256((const __m256i *)qh);
+					__m256i q0 = _mm256_or_si256(_mm256_and_si256(l0, low4),
+								     _mm256_slli_epi16(_mm256_and_si256(hv, low2), 4));
+					__m256i q1 = _mm256_or_si256(_mm256_and_si256(l1, low4),
+								     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2), low2), 4));
+					__m256i q2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+								     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 4), low2), 4));
+					__m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+								     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 6), low2), 4));
+					__m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+					__m512i c = _mm512_inserti64x4(_mm512_castsi256_si512(q2), q3, 1);
+					sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(a, xv[2 * h]),
+										      _mm512_permutexvar_epi16(sidx[2 * h], sc)));
+					sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(c, xv[2 * h + 1]),
+										      _mm512_permutexvar_epi16(sidx[2 * h + 1], sc)));
+				}
+				vacc[j] = _mm512_fmadd_ps(_mm512_set1_ps(H2F(blk + 208) * xb->d), _mm512_cvtepi32_ps(sum), vacc[j]);
+			}
+		}
+		for (int j = 0; j < nw; j++) {
+			float v = _mm512_reduce_add_ps(vacc[j]) + (bias ? bias[o + j] : 0);
+			Y[o + j] = accumulate ? Y[o + j] + v : v;
+		}
+		o += (uint32_t)nw;
+	}
+}
+
 /* Decode steps of 2..8 rows over 16-bit weights on AVX-512: one weight row at a time for every
  * activation row (a function of its own: an AVX-512 body cannot be inlined into dots_avx2). */
 T512 static void h16_dots512(float *Y, size_t ldy, const float *const *xf, const struct rl_wmat *W,
@@ -880,8 +945,8 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 		}
 		return;
 	}
-	if (nr == 1 && dt == RL_DT_Q4_K && rl_cpu_isa() == RL_CPU_AVX512) {
-		q4k_rows512(Y, xk[0], W, bias, o0, o1, accumulate);
+	if (nr == 1 && (dt == RL_DT_Q4_K || dt == RL_DT_Q6_K) && rl_cpu_isa() == RL_CPU_AVX512) {
+		(dt == RL_DT_Q4_K ? q4k_rows512 : q6k_rows512)(Y, xk[0], W, bias, o0, o1, accumulate);
 		return;
 	}
 	if (nr > 1 && (dt == RL_DT_F16 || dt == RL_DT_BF16) && rl_cpu_isa() == RL_CPU_AVX512 && in % 16 == 0) {
