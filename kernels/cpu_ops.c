@@ -801,8 +801,44 @@ void rl_cpu_rope(float *v, uint32_t n_heads, uint32_t hd, float pos_scaled,
 	}
 }
 
+/* g / (1 + e^-g) * u with the vector exp of the attention kernels; e^-g is clamped at e^88
+ * (exp256 builds 2^n in the exponent field), which leaves g / (1 + e^88) ~ 0, the limit */
+T512 static void silu_mul_avx512(float *g, const float *u, uint32_t n)
+{
+	uint32_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		__m512 x = _mm512_loadu_ps(g + i);
+		__m512 e = exp512(_mm512_min_ps(_mm512_sub_ps(_mm512_setzero_ps(), x), _mm512_set1_ps(88.0f)));
+		_mm512_storeu_ps(g + i, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e)),
+						      _mm512_loadu_ps(u + i)));
+	}
+	for (; i < n; i++)
+		g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+T256 static void silu_mul_avx2(float *g, const float *u, uint32_t n)
+{
+	uint32_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 x = _mm256_loadu_ps(g + i);
+		__m256 e = exp256(_mm256_min_ps(_mm256_sub_ps(_mm256_setzero_ps(), x), _mm256_set1_ps(88.0f)));
+		_mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)),
+						      _mm256_loadu_ps(u + i)));
+	}
+	for (; i < n; i++)
+		g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
 void rl_cpu_silu_mul(float *g, const float *u, uint32_t n)
 {
+	enum rl_cpu_isa isa = rl_cpu_isa();
+	if (isa == RL_CPU_AVX512) {
+		silu_mul_avx512(g, u, n);
+		return;
+	}
+	if (isa == RL_CPU_AVX2) {
+		silu_mul_avx2(g, u, n);
+		return;
+	}
 	for (uint32_t i = 0; i < n; i++)
 		g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }

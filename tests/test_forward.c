@@ -82,6 +82,35 @@ static void matmul_every_isa_matches_loops(void)
 	rl_cpu_set_isa(saved);
 }
 
+/* SwiGLU's gate on every ISA against the loop in double, over gates from -100 to 100 (the
+ * vector exp is clamped where e^-g would overflow) and a tail that is not a whole vector */
+static void silu_every_isa_matches_loops(void)
+{
+	enum { N = 37 };
+	float g[N], u[N];
+	double worst = 0;
+	for (int isa = 0; isa <= (int)rl_cpu_isa_best(); isa++) {
+		REQUIRE(rl_cpu_set_isa((enum rl_cpu_isa)isa) == 0);
+		for (int t = 0; t < 500; t++) {
+			double want[N];
+			for (int i = 0; i < N; i++) {
+				g[i] = (float)((i * 7919 + t * 104729) % 20001 - 10000) / 100.0f;
+				u[i] = 1.0f + 0.01f * (float)i;
+				want[i] = g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+			}
+			rl_cpu_silu_mul(g, u, N);
+			for (int i = 0; i < N; i++) {
+				CHECKF(isfinite(g[i]), "isa %d: silu(%g) not finite", isa, want[i]);
+				double e = fabs(g[i] - want[i]) / (fabs(want[i]) + 1e-30);
+				if (fabs(want[i]) > 1e-30 && e > worst)
+					worst = e;
+			}
+		}
+	}
+	rl_cpu_set_isa(rl_cpu_isa_best());
+	CHECKF(worst < 1e-5, "silu off by %g relative", worst);
+}
+
 /* Attention against plain per-row loops in double, for every ISA: ragged q_len, a chunk that
  * starts mid-block, shuffled block tables, GQA groups, head sizes that fill a vector, a part
  * of one or several; the cache slots past the context hold NaN, which must never be read. */
@@ -657,6 +686,7 @@ int main(void)
 	if (s && atoi(s) > 0)
 		slow = atoi(s);
 	RUN(matmul_every_isa_matches_loops);
+	RUN(silu_every_isa_matches_loops);
 	RUN(attention_every_isa_matches_loops);
 	RUN(sampler_greedy_and_cuts_agree);
 	RUN(sampler_is_keyed_by_seed_and_position);
