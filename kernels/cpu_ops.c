@@ -349,8 +349,8 @@ AI void transpose_keys(float *kt, const float *kb, uint32_t nb, uint32_t bsp, ui
 /* The per-row kernel: query head g of row i at q + i*ldq + g*hd attends to positions
  * [0, pos0 + i], key by key, with an online softmax (s: [block_size] scores, then their
  * weights, exponentiated a block at a time by EXPB: the vector exp of the tiled kernels, or
- * expf on the scalar ISA). Instantiated per ISA so dot/scale/axpy/exp inline. It is the scalar fallback, and the choice for head_dim >= 32,
- * where a dot product fills whole vectors and transposing every key block (what the tiled
+ * expf on the scalar ISA). Instantiated per ISA so dot/scale/axpy/exp inline. It is the
+ * scalar fallback, and the choice for head_dim >= 32, where a dot product fills whole vectors and transposing every key block (what the tiled
  * kernel below does) would cost more than it saves on decode rows. */
 #define DEFINE_ROW_ATTN(NAME, TARGET, DOT, SCALE, AXPY, EXPB)                                \
 TARGET static void NAME(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,   \
@@ -801,9 +801,10 @@ void rl_cpu_rope(float *v, uint32_t n_heads, uint32_t hd, float pos_scaled,
 	}
 }
 
-/* g / (1 + e^-g) * u with the vector exp of the attention kernels; e^-g is clamped at e^88
- * (exp256 builds 2^n in the exponent field), which leaves g / (1 + e^88) ~ 0, the limit */
-T512 static void silu_mul_avx512(float *g, const float *u, uint32_t n)
+/* g / (1 + e^-g) * u over whole vectors with the vector exp of the attention kernels; e^-g
+ * is clamped at e^88 (exp256 builds 2^n in the exponent field), which leaves g / (1 + e^88)
+ * ~ 0, the limit. Returns how many elements it did; rl_cpu_silu_mul does the rest. */
+T512 static uint32_t silu_mul_avx512(float *g, const float *u, uint32_t n)
 {
 	uint32_t i = 0;
 	for (; i + 16 <= n; i += 16) {
@@ -812,10 +813,9 @@ T512 static void silu_mul_avx512(float *g, const float *u, uint32_t n)
 		_mm512_storeu_ps(g + i, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e)),
 						      _mm512_loadu_ps(u + i)));
 	}
-	for (; i < n; i++)
-		g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+	return i;
 }
-T256 static void silu_mul_avx2(float *g, const float *u, uint32_t n)
+T256 static uint32_t silu_mul_avx2(float *g, const float *u, uint32_t n)
 {
 	uint32_t i = 0;
 	for (; i + 8 <= n; i += 8) {
@@ -824,21 +824,13 @@ T256 static void silu_mul_avx2(float *g, const float *u, uint32_t n)
 		_mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)),
 						      _mm256_loadu_ps(u + i)));
 	}
-	for (; i < n; i++)
-		g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+	return i;
 }
 
 void rl_cpu_silu_mul(float *g, const float *u, uint32_t n)
 {
 	enum rl_cpu_isa isa = rl_cpu_isa();
-	if (isa == RL_CPU_AVX512) {
-		silu_mul_avx512(g, u, n);
-		return;
-	}
-	if (isa == RL_CPU_AVX2) {
-		silu_mul_avx2(g, u, n);
-		return;
-	}
-	for (uint32_t i = 0; i < n; i++)
+	uint32_t i = isa == RL_CPU_AVX512 ? silu_mul_avx512(g, u, n) : isa == RL_CPU_AVX2 ? silu_mul_avx2(g, u, n) : 0;
+	for (; i < n; i++)
 		g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }

@@ -763,33 +763,32 @@ TBF static void to_bf16_avx512(uint16_t *o, const float *x, uint32_t n)
 										  _mm512_loadu_ps(x + i)));
 }
 
-/* CPUID.(EAX=7,ECX=1):EAX bit 5; cached as has_f16c */
-static int has_avx512bf16(void)
+/* A CPUID feature bit (reg 0..3: EAX, EBX, ECX, EDX of leaf/sub), cached in *v (-1: not
+ * asked yet), since CPUID traps to the hypervisor in a VM. Relaxed: every thread computes the
+ * same value. (clang 14's __builtin_cpu_supports knows neither "f16c" nor "avx512bf16".) */
+static int cpuid_bit(_Atomic int *v, unsigned leaf, unsigned sub, int reg, unsigned bit)
 {
-	static _Atomic int v = -1;
-	int r = atomic_load_explicit(&v, memory_order_relaxed);
+	int r = atomic_load_explicit(v, memory_order_relaxed);
 	if (r < 0) {
-		unsigned a = 0, b, c, d;
-		r = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)) ? 1 : 0;
-		atomic_store_explicit(&v, r, memory_order_relaxed);
+		unsigned e[4] = { 0, 0, 0, 0 };
+		r = __get_cpuid_count(leaf, sub, &e[0], &e[1], &e[2], &e[3]) && (e[reg] >> bit & 1) ? 1 : 0;
+		atomic_store_explicit(v, r, memory_order_relaxed);
 	}
 	return r;
 }
 
+static int has_avx512bf16(void)
+{
+	static _Atomic int v = -1;
+	return cpuid_bit(&v, 7, 1, 0, 5);      /* CPUID.(7,1):EAX bit 5 */
+}
+
 /* ------------------------------------------------------------ rows --------------- */
 
-/* CPUID.1:ECX bit 29 (clang 14's __builtin_cpu_supports knows no "f16c"); cached, since
- * CPUID traps to the hypervisor in a VM. Relaxed: every thread computes the same value. */
 static int has_f16c(void)
 {
 	static _Atomic int v = -1;
-	int r = atomic_load_explicit(&v, memory_order_relaxed);
-	if (r < 0) {
-		unsigned a, b, c, d;
-		r = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) ? 1 : 0;
-		atomic_store_explicit(&v, r, memory_order_relaxed);
-	}
-	return r;
+	return cpuid_bit(&v, 1, 0, 2, 29);     /* CPUID.1:ECX bit 29 */
 }
 
 /* Row decoders for the tile path, 8 weights per instruction: the same values as the
@@ -890,16 +889,17 @@ void rl_cpu_wmat_row(const struct rl_wmat *W, uint32_t r, float *out)
 
 size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows)
 {
-	if (rl_cpu_isa_best() == RL_CPU_AVX512 && has_avx512bf16())   /* bf16 rows, fp32 row, bf16 tile */
-		return 64 + (size_t)max_rows * in * 2 + 64 + (size_t)in * 4 + (size_t)TILE * in * 2 + 64 +
-		       (size_t)Q8_ROWS * (in / 32 + 1) * sizeof(struct q8x) + (size_t)Q8_ROWS * (in / 256 + 1) * sizeof(struct q8k) +
-		       (size_t)TILE * in * sizeof(float);
-
+	/* one path per call, so the largest of their layouts; the bf16 path's (rl_cpu_qmatmul):
+	 * bf16 activation rows, an fp32 row, a bf16 tile, each 64-byte aligned */
+	size_t bf = 0;
+	if (rl_cpu_isa_best() == RL_CPU_AVX512 && has_avx512bf16())
+		bf = (size_t)max_rows * in * 2 + 64 + (size_t)in * 4 + (size_t)TILE * in * 2 + 64;
 	size_t q8 = (size_t)Q8_ROWS * (in / 32 + 1) * sizeof(struct q8x);
 	size_t q8k = (size_t)Q8_ROWS * (in / 256 + 1) * sizeof(struct q8k);
 	q8 = q8 > q8k ? q8 : q8k;
 	size_t tile = (size_t)TILE * in * sizeof(float);
-	return (q8 > tile ? q8 : tile) + 64;
+	q8 = q8 > tile ? q8 : tile;
+	return (q8 > bf ? q8 : bf) + 64;
 }
 
 

@@ -119,6 +119,16 @@ int rl_cuda_forward(struct rl_cuda *c, uint32_t rows)
 
 /* ---------------------------------------------------------------- step ------------ */
 
+/* FlashInfer's last error, or "" in a build without it */
+static const char *fi_err(void)
+{
+#ifdef RL_HAVE_FLASHINFER
+	return rl_cuda_fi_last_error();
+#else
+	return "";
+#endif
+}
+
 /* FlashInfer's plan of a decode-only step padded to `rows` (graph mode) into c->fi_plan,
  * from the CSR the packer wrote into the host image. */
 static int fi_plan(struct rl_cuda *c, uint32_t rows)
@@ -466,6 +476,32 @@ static size_t act_bytes(struct rl_cuda *c, int carve_into, char *base)
 	return (size_t)(p - base);
 }
 
+/* Captures the step for `rows` padded rows (fi: with FlashInfer's decode attention under
+ * c->fi_plan) and instantiates it into *out. */
+static int capture(struct rl_cuda *c, uint32_t rows, int fi, cudaGraphExec_t *out, char *err, size_t errlen)
+{
+	cudaGraph_t gr;
+	cudaError_t e = cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal);
+	if (e != cudaSuccess)
+		return cu_fail(err, errlen, "graph capture", e);
+	c->fi_step = fi;
+	int frc = rl_cuda_forward(c, rows);
+	c->fi_step = 0;
+	e = cudaStreamEndCapture(c->st, &gr);
+	if (frc || e != cudaSuccess) {
+		snprintf(err, errlen, "cuda backend: capturing the %sgraph for %u rows failed (%s)",
+			 fi ? "FlashInfer decode " : "", rows,
+			 e != cudaSuccess ? cudaGetErrorString(e) : fi && *fi_err() ? fi_err() :
+			 cudaGetErrorString(cudaGetLastError()));
+		if (e == cudaSuccess)
+			cudaGraphDestroy(gr);
+		return -EIO;
+	}
+	e = cudaGraphInstantiate(out, gr, 0);
+	cudaGraphDestroy(gr);
+	return e == cudaSuccess ? 0 : cu_fail(err, errlen, "graph instantiation", e);
+}
+
 /* --cuda-attn flashinfer: checks the shape, sizes and allocates FlashInfer's workspaces for
  * every decode step the backend can see (up to max_seqs sequences, padded as launch pads). */
 static int fi_setup(struct rl_cuda *c, const struct rl_backend_params *p, char *err, size_t errlen)
@@ -629,56 +665,25 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 		goto fail;
 
 	/* one graph per bucket; the metadata is read at replay, so nothing here is step-specific */
-	for (uint32_t i = 0; i < c->n_buckets; i++) {
-		cudaGraph_t gr;
-		CU(cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal), "graph capture");
-		int frc = rl_cuda_forward(c, c->buckets[i]);
-		cudaError_t ce = cudaStreamEndCapture(c->st, &gr);
-		if (frc || ce != cudaSuccess) {
-			snprintf(err, errlen, "cuda backend: capturing the graph for %u rows failed (%s)",
-				 c->buckets[i], cudaGetErrorString(ce != cudaSuccess ? ce : cudaGetLastError()));
-			rc = -EIO;
+	for (uint32_t i = 0; i < c->n_buckets; i++)
+		if ((rc = capture(c, c->buckets[i], 0, &c->graph[i], err, errlen)))
 			goto fail;
-		}
-		e = cudaGraphInstantiate(&c->graph[i], gr, 0);
-		cudaGraphDestroy(gr);
-		CU(e, "graph instantiation");
-	}
 	/* FlashInfer: a second graph for each bucket a decode-only step can take, captured under
 	 * a plan for that many rows (a graph-mode plan's launch depends on the row count only) */
 	if (p->cuda_attn && (rc = fi_setup(c, p, err, errlen)))
 		goto fail;
-#ifdef RL_HAVE_FLASHINFER
 	for (uint32_t i = 0; c->fi && i < c->n_buckets && c->buckets[i] <= c->fi_rows; i++) {
-		uint32_t rows = c->buckets[i];
 		int32_t *indptr = (int32_t *)((char *)c->meta_h + c->lay.fi_indptr);
-		for (uint32_t r = 0; r <= rows; r++)
+		for (uint32_t r = 0; r <= c->buckets[i]; r++)
 			indptr[r] = (int32_t)r;   /* one block each: the plan reads only the counts */
-		if (rl_cuda_fi_decode_plan(c->wdt, c->hd, c->nh, c->nkv, c->g.block_size, &c->fi_ws, indptr, rows, 1,
-					   &c->fi_plan, c->st)) {
-			snprintf(err, errlen, "cuda backend: %s", rl_cuda_fi_last_error());
-			rc = -EIO;
+		if ((rc = fi_plan(c, c->buckets[i]))) {
+			snprintf(err, errlen, "cuda backend: %s", fi_err());
 			goto fail;
 		}
 		c->fi_graph_plan[i] = c->fi_plan;
-		cudaGraph_t gr;
-		CU(cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal), "graph capture");
-		c->fi_step = 1;
-		int frc = rl_cuda_forward(c, rows);
-		c->fi_step = 0;
-		cudaError_t ce = cudaStreamEndCapture(c->st, &gr);
-		if (frc || ce != cudaSuccess) {
-			snprintf(err, errlen, "cuda backend: capturing the FlashInfer decode graph for %u rows failed (%s%s)",
-				 rows, cudaGetErrorString(ce != cudaSuccess ? ce : cudaGetLastError()),
-				 frc ? rl_cuda_fi_last_error() : "");
-			rc = -EIO;
+		if ((rc = capture(c, c->buckets[i], 1, &c->graph_fi[i], err, errlen)))
 			goto fail;
-		}
-		e = cudaGraphInstantiate(&c->graph_fi[i], gr, 0);
-		cudaGraphDestroy(gr);
-		CU(e, "graph instantiation");
 	}
-#endif
 	c->use_graphs = c->n_buckets > 0;
 	CU(cudaStreamSynchronize(c->st), "set-up");
 

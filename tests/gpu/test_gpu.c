@@ -295,6 +295,24 @@ static void test_swiglu(void)
 	free(gu); free(h);
 }
 
+/* The CPU reference of every row of t's sequences: ref, qf [rows, nh hd]; kf, vf the cache
+ * [n_blocks, nkv, bs, hd] (fp32 copies of the dt values the GPU reads). */
+static void attention_ref(const struct tstep *t, uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs,
+			  const float *kf, const float *vf, const float *qf, float *ref, float *scratch)
+{
+	uint32_t qd = nh * hd;
+	for (uint32_t i = 0; i < t->b.n_seqs; i++) {
+		const struct rl_batch_seq *s = &t->seqs[i];
+		for (uint32_t h = 0; h < nh; h++) {
+			uint32_t kh = h / (nh / nkv);
+			struct rl_cpu_kv_view kv = { kf + (size_t)kh * bs * hd, vf + (size_t)kh * bs * hd,
+						     s->block_table, bs, (size_t)nkv * bs * hd };
+			rl_cpu_attention(ref + (size_t)s->q_start * qd + h * hd, qd, qf + (size_t)s->q_start * qd + h * hd,
+					 qd, s->q_len, 1, s->ctx_len - s->q_len, hd, &kv, scratch);
+		}
+	}
+}
+
 /* One attention case: the CPU reference over the same dt values in fp32. */
 static void attention_case(uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs, uint32_t nblk,
 			   const uint32_t *qlens, const uint32_t *ctxs, uint32_t n_seqs, uint32_t n_prefill,
@@ -325,16 +343,7 @@ static void attention_case(uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs, 
 	uint32_t n_parts = 0;
 	REQUIRE(api->attention(out, q, kc, vc, ce, &g, &t.b, rows, nh, hd, &n_parts, dt) == 0);
 	CHECKF(!want_split || n_parts > 0, "expected the split-KV path");
-	for (uint32_t i = 0; i < n_seqs; i++) {
-		const struct rl_batch_seq *s = &t.seqs[i];
-		for (uint32_t h = 0; h < nh; h++) {
-			uint32_t kh = h / (nh / nkv);
-			struct rl_cpu_kv_view kv = { kf + (size_t)kh * bs * hd, vf + (size_t)kh * bs * hd,
-						     s->block_table, bs, (size_t)nkv * bs * hd };
-			rl_cpu_attention(ref + (size_t)s->q_start * qd + h * hd, qd, qf + (size_t)s->q_start * qd + h * hd,
-					 qd, s->q_len, 1, s->ctx_len - s->q_len, hd, &kv, scratch);
-		}
-	}
+	attention_ref(&t, nh, nkv, hd, bs, kf, vf, qf, ref, scratch);
 	for (uint32_t r = 0; r < t.b.n_tokens; r++) {
 		for (uint32_t i = 0; i < qd; i++)
 			got[i] = dec(out[(size_t)r * qd + i]);
@@ -403,16 +412,7 @@ static void fi_case(uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs, uint32_
 	}
 	REQUIRE(api->attention(o_rl, q, kc, vc, ce, &g, &t.b, rows, nh, hd, NULL, dt) == 0);
 	REQUIRE(api->fi_attention(o_fi, q, kc, vc, ce, &g, &t.b, rows, nh, hd, graph, dt) == 0);
-	for (uint32_t i = 0; i < n_seqs; i++) {
-		const struct rl_batch_seq *s = &t.seqs[i];
-		for (uint32_t h = 0; h < nh; h++) {
-			uint32_t kh = h / (nh / nkv);
-			struct rl_cpu_kv_view kv = { kf + (size_t)kh * bs * hd, vf + (size_t)kh * bs * hd,
-						     s->block_table, bs, (size_t)nkv * bs * hd };
-			rl_cpu_attention(ref + (size_t)s->q_start * qd + h * hd, qd, qf + (size_t)s->q_start * qd + h * hd,
-					 qd, 1, 1, s->ctx_len - 1, hd, &kv, scratch);
-		}
-	}
+	attention_ref(&t, nh, nkv, hd, bs, kf, vf, qf, ref, scratch);
 	for (uint32_t r = 0; r < n_seqs; r++) {
 		for (uint32_t i = 0; i < qd; i++) {
 			a[i] = dec(o_fi[(size_t)r * qd + i]);
