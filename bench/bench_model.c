@@ -82,13 +82,14 @@ static double median(double *v, int n)
 static void usage(void)
 {
 	fprintf(stderr, "usage: ringlm bench model [--model PATH [--tokenizer PATH] | --shape tiny|110m] "
-		"[--fp32] [--threads N] [--prompt N] [--budget N] [--json]\n");
+		"[--fp32] [--threads N] [--prompt N] [--budget N] [--only-batch 1|8|64] [--json]\n");
 }
 
 int rl_cmd_bench_model(int argc, char **argv)
 {
 	const char *model_path = NULL, *tok_path = NULL, *shape = "tiny";
 	int threads = 0, json = 0, fp32 = 0;
+	uint32_t only_batch = 0;               /* 1, 8 or 64: time that decode batch alone (profiling) */
 	uint32_t prompt_len = 128, budget = 128;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -103,10 +104,13 @@ int rl_cmd_bench_model(int argc, char **argv)
 		else if (!strcmp(a, "--threads")) threads = atoi(v);
 		else if (!strcmp(a, "--prompt")) prompt_len = (uint32_t)atoi(v);
 		else if (!strcmp(a, "--budget")) budget = (uint32_t)atoi(v);
+		else if (!strcmp(a, "--only-batch")) only_batch = (uint32_t)atoi(v);
 		else { fprintf(stderr, "ringlm bench model: unknown option %s\n", a); usage(); return 2; }
 	}
-	if (!prompt_len || prompt_len > 4000 || !budget || budget > 4096 || threads < 0) {
-		fprintf(stderr, "ringlm bench model: --prompt must be 1..4000, --budget 1..4096, --threads >= 0\n");
+	if (!prompt_len || prompt_len > 4000 || !budget || budget > 4096 || threads < 0 ||
+	    (only_batch && only_batch != 1 && only_batch != 8 && only_batch != 64)) {
+		fprintf(stderr, "ringlm bench model: --prompt must be 1..4000, --budget 1..4096, --threads >= 0, "
+			"--only-batch 1, 8 or 64\n");
 		return 2;
 	}
 	struct rl_model *m = NULL;
@@ -160,7 +164,7 @@ int rl_cmd_bench_model(int argc, char **argv)
 	int rc = 0, reps = 5;
 	double t[8];
 	/* prefill: fresh sequence each repetition (KV rewritten in place) */
-	for (int r = 0; r <= reps && !rc; r++) {
+	for (int r = 0; r <= reps && !rc && !only_batch; r++) {
 		uint64_t t0 = rl_now_ns();
 		seqs[0].done = 0;
 		while (seqs[0].done < prompt_len && !rc) {
@@ -170,11 +174,13 @@ int rl_cmd_bench_model(int argc, char **argv)
 		if (r)          /* the first run warms caches and the pool */
 			t[r - 1] = prompt_len / ((rl_now_ns() - t0) * 1e-9);
 	}
-	double prefill = rc ? 0 : median(t, reps);
+	double prefill = rc || only_batch ? 0 : median(t, reps);
 	static const uint32_t batches[3] = { 1, 8, 64 };
 	double decode[3] = { 0 };
 	for (int bi = 0; bi < 3 && !rc; bi++) {
 		uint32_t B = batches[bi], q[MAX_B];
+		if (only_batch && B != only_batch)
+			continue;
 		for (int r = 0; r < 3 && !rc; r++) {
 			for (uint32_t i = 0; i < B; i++) {
 				seqs[i].done = 0;

@@ -11,8 +11,10 @@
  *     to float once per block of 32;
  *   - every other block type: a weight row is decoded to fp32 (the table's decoder, as ggml)
  *     and dotted in fp32.
- * Each weight block is loaded once for all (up to 8) activation rows; with one row, four
- * weight rows run at once so the accumulation chains overlap.
+ * Each weight block is loaded once for all (up to 8) activation rows. With one row, a weight
+ * row streams alone (four accumulators inside it); with 2..8 rows over Q8_0 on AVX512-VNNI,
+ * sixteen weight rows are transposed in registers so that one lane holds one output row
+ * (q8_0_t16_body).
  * Steps of more rows (prefill chunks) are bounded by arithmetic instead: a tile of weight rows
  * is decoded to fp32 in the caller's scratch and multiplied by the fp32 matmul, whose tiling
  * reads the tile once for all rows; the decoding is then a small part of the work.
@@ -783,6 +785,133 @@ static int has_avx512bf16(void)
 	return cpuid_bit(&v, 7, 1, 0, 5);      /* CPUID.(7,1):EAX bit 5 */
 }
 
+static int has_avx512vnni(void)
+{
+	static _Atomic int v = -1;
+	return cpuid_bit(&v, 7, 0, 2, 11);     /* CPUID.(7,0):ECX bit 11 */
+}
+
+/* ------------------------------------------------------------ 2..8 rows, VNNI ---- */
+
+/* Decode steps of 2..8 rows over Q8_0 on AVX512-VNNI, sixteen weight rows at a time, one
+ * output row per lane. A weight block of 16 rows is loaded and transposed in registers so
+ * that vector k holds bytes 4k..4k+3 of each row; vpdpbusd against bytes 4k..4k+3 of an
+ * activation block (broadcast from memory) then adds that block's 4-byte partial dot of all 16
+ * rows, and 8 of them make 16 whole block dots, which the block scales meet in one convert,
+ * multiply and FMA. Per activation row that is 11 instructions for 16 row-blocks (512
+ * multiply-adds), where a dot along the row (one vpdpbusd per two blocks, then convert,
+ * scale and FMA for each) takes 32; the transpose (24 shuffles) is shared by all the rows.
+ * vpdpbusd multiplies unsigned by signed bytes: the weights go in as w + 128 (a sign flip of
+ * the top bit), and each activation block's 128 * sum(x) seeds its sum negated. */
+#define TVNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")))
+typedef int32_t __attribute__((may_alias, aligned(1))) i32u;
+
+TVNNI AI void q8_0_t16_body(float *Y, size_t ldy, const struct q8x *const *xq, const int32_t *seed,
+			    const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
+			    int accumulate)
+{
+	const uint8_t *base = W->data;
+	const size_t rb = W->row_bytes;
+	const uint32_t nb = W->cols / 32;
+	const __m512i flip = _mm512_set1_epi8((char)0x80);
+	for (uint32_t o = o0; o < o1; o += 16) {
+		/* a group past o1 repeats the last row, and its lanes are not stored */
+		const uint32_t n = o1 - o < 16 ? o1 - o : 16;
+		const uint8_t *rp[16];
+		int32_t idx[16];
+		for (uint32_t l = 0; l < 16; l++) {
+			uint32_t row = l < n ? o + l : o1 - 1;
+			rp[l] = base + (size_t)row * rb;
+			idx[l] = (int32_t)((size_t)(row - o) * rb);
+		}
+		const __m512i vidx = _mm512_loadu_si512((const void *)idx);
+		const size_t next = (size_t)(o + 16) * rb;
+		__m512 acc[8];
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++)
+			acc[r] = _mm512_setzero_ps();
+		for (uint32_t b = 0; b < nb; b++) {
+			const size_t off = (size_t)b * 34;
+			/* the next group's rows, one contiguous run, into L2 a slice per block:
+			 * sixteen streams of 34 bytes a step leave the prefetchers behind */
+			for (size_t pf = next + (size_t)b * 16 * 34; pf < next + (size_t)(b + 1) * 16 * 34; pf += 64)
+				_mm_prefetch((const char *)base + pf, _MM_HINT_T1);
+			/* z[l]: rows l and l+4 (l < 4), rows l+4 and l+8 (l >= 4), so that the
+			 * transpose below leaves lane L = row L */
+			__m512i z[8];
+#pragma GCC unroll 8
+			for (int l = 0; l < 8; l++) {
+				int ra = l < 4 ? l : l + 4, rb2 = ra + 4;
+				z[l] = _mm512_xor_si512(flip, _mm512_inserti64x4(
+					_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(rp[ra] + off + 2))),
+					_mm256_loadu_si256((const __m256i *)(rp[rb2] + off + 2)), 1));
+			}
+			/* 8x8 dword transposes in each 256-bit half, then the halves to their lanes */
+			__m512i t[8], u[8], T[8];
+#pragma GCC unroll 4
+			for (int l = 0; l < 8; l += 2) {
+				t[l] = _mm512_unpacklo_epi32(z[l], z[l + 1]);
+				t[l + 1] = _mm512_unpackhi_epi32(z[l], z[l + 1]);
+			}
+#pragma GCC unroll 2
+			for (int h = 0; h < 8; h += 4) {
+				u[h] = _mm512_unpacklo_epi64(t[h], t[h + 2]);
+				u[h + 1] = _mm512_unpackhi_epi64(t[h], t[h + 2]);
+				u[h + 2] = _mm512_unpacklo_epi64(t[h + 1], t[h + 3]);
+				u[h + 3] = _mm512_unpackhi_epi64(t[h + 1], t[h + 3]);
+			}
+#pragma GCC unroll 4
+			for (int k = 0; k < 4; k++) {
+				T[k] = _mm512_shuffle_i32x4(u[k], u[k + 4], 0x88);
+				T[k + 4] = _mm512_shuffle_i32x4(u[k], u[k + 4], 0xdd);
+			}
+			/* the 16 rows' block scales: f16 in the low half of each gathered dword */
+			__m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
+				_mm512_i32gather_epi32(vidx, (const void *)(rp[0] + off), 1)));
+#pragma GCC unroll 8
+			for (int r = 0; r < NR; r++) {
+				const struct q8x *xb = &xq[r][b];
+				const i32u *q4 = (const i32u *)xb->q;      /* broadcast from memory */
+				__m512i s = _mm512_set1_epi32(seed[(size_t)r * nb + b]);
+#pragma GCC unroll 8
+				for (int k = 0; k < 8; k++)
+					s = _mm512_dpbusd_epi32(s, T[k], _mm512_set1_epi32(q4[k]));
+				acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(xb->d)), acc[r]);
+			}
+		}
+		const __mmask16 m = (__mmask16)((1u << n) - 1);
+		const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + o) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++) {
+			float *y = Y + (size_t)r * ldy + o;
+			__m512 v = _mm512_add_ps(acc[r], bv);
+			if (accumulate)
+				v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, y));
+			_mm512_mask_storeu_ps(y, m, v);
+		}
+	}
+}
+
+/* seed[r * nb + b] = -128 * sum of activation row r's block b (its q8 sums) */
+TVNNI static void q8_0_rows_vnni(float *Y, size_t ldy, const struct q8x *const *xq, int32_t *seed,
+				 const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
+				 int accumulate)
+{
+	uint32_t nb = W->cols / 32;
+	for (uint32_t r = 0; r < nr; r++)
+		for (uint32_t b = 0; b < nb; b++)
+			seed[(size_t)r * nb + b] = -128 * ((int32_t)xq[r][b].s[0] + xq[r][b].s[1]);
+	switch (nr) {
+	case 2: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 2, o0, o1, accumulate); break;
+	case 3: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 3, o0, o1, accumulate); break;
+	case 4: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 4, o0, o1, accumulate); break;
+	case 5: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 5, o0, o1, accumulate); break;
+	case 6: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 6, o0, o1, accumulate); break;
+	case 7: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 7, o0, o1, accumulate); break;
+	default: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 8, o0, o1, accumulate); break;
+	}
+}
+
 /* ------------------------------------------------------------ rows --------------- */
 
 static int has_f16c(void)
@@ -894,7 +1023,8 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows)
 	size_t bf = 0;
 	if (rl_cpu_isa_best() == RL_CPU_AVX512 && has_avx512bf16())
 		bf = (size_t)max_rows * in * 2 + 64 + (size_t)in * 4 + (size_t)TILE * in * 2 + 64;
-	size_t q8 = (size_t)Q8_ROWS * (in / 32 + 1) * sizeof(struct q8x);
+	/* the q8 blocks, then (VNNI) their seeds */
+	size_t q8 = (size_t)Q8_ROWS * (in / 32 + 1) * (sizeof(struct q8x) + sizeof(int32_t)) + 64;
 	size_t q8k = (size_t)Q8_ROWS * (in / 256 + 1) * sizeof(struct q8k);
 	q8 = q8 > q8k ? q8 : q8k;
 	size_t tile = (size_t)TILE * in * sizeof(float);
@@ -943,6 +1073,11 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 			v += bias ? bias[o] : 0;
 			Y[o] = accumulate ? Y[o] + v : v;
 		}
+		return;
+	}
+	if (nr > 1 && dt == RL_DT_Q8_0 && rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni()) {
+		int32_t *seed = (int32_t *)(xq[0] + (size_t)nr * nb);
+		q8_0_rows_vnni(Y, ldy, xq, seed, W, bias, nr, o0, o1, accumulate);
 		return;
 	}
 	if (nr == 1 && (dt == RL_DT_Q4_K || dt == RL_DT_Q6_K) && rl_cpu_isa() == RL_CPU_AVX512) {
