@@ -11,10 +11,14 @@
  *     to float once per block of 32;
  *   - every other block type: a weight row is decoded to fp32 (the table's decoder, as ggml)
  *     and dotted in fp32.
- * Each weight block is loaded once for all (up to 8) activation rows. With one row, a weight
- * row streams alone (four accumulators inside it); with 2..8 rows over Q8_0 on AVX512-VNNI,
- * sixteen weight rows are transposed in registers so that one lane holds one output row
- * (q8_0_t16_body).
+ * Each weight block is loaded once for all (up to 8) activation rows. With one row, a Q8_0 or
+ * 16-bit weight row streams alone (four accumulators inside it). On AVX512-VNNI, 2..8 rows over
+ * Q8_0 and 1..8 rows over Q4_K and Q6_K take sixteen weight rows at a time, transposed in
+ * registers so that one lane holds one output row (t16_load; q8_0_t16_body, q4k_t16_body,
+ * q6k_t16_body): vpdpbusd then does 64 multiply-adds of 16 rows against 4 broadcast
+ * activations, and the block and sub-block scales meet whole lanes. 2..8 rows over BF16 with
+ * AVX512-BF16 take vdpbf16ps on activations rounded to bf16 (dpbf_rows); over F16, two weight
+ * rows at a time in fp32 (h16_dots512).
  * Steps of more rows (prefill chunks) are bounded by arithmetic instead: a tile of weight rows
  * is decoded to fp32 in the caller's scratch and multiplied by the fp32 matmul, whose tiling
  * reads the tile once for all rows; the decoding is then a small part of the work.
@@ -372,7 +376,7 @@ T256 AI __m256 ld8_bf16(const uint16_t *w)
 TGT AI void NAME(const uint8_t *const *w, int nw, const float *const *x, int nr, uint32_t n,    \
 		 float *out)                                                                     \
 {                                                                                                \
-	V acc[8];                                                                                \
+	V acc[16];                                                                               \
 	_Pragma("GCC unroll 8")                                                                  \
 	for (int k = 0; k < nw * nr; k++)                                                        \
 		acc[k] = ZERO();                                                                 \
@@ -531,27 +535,33 @@ T512 static void q6k_rows512(float *Y, const struct q8k *x, const struct rl_wmat
 	}
 }
 
-/* Decode steps of 2..8 rows over 16-bit weights on AVX-512: one weight row at a time for every
- * activation row (a function of its own: an AVX-512 body cannot be inlined into dots_avx2). */
+/* Decode steps of 2..8 rows over F16 (or BF16 without AVX512-BF16) weights on AVX-512: two
+ * weight rows at a time for every activation row, so each activation load (from L2 once the
+ * rows pass 32 KiB) feeds two FMAs (a function of its own: an AVX-512 body cannot be inlined
+ * into dots_avx2). */
 T512 static void h16_dots512(float *Y, size_t ldy, const float *const *xf, const struct rl_wmat *W,
 			     const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate)
 {
-	float res[8];
+	float res[16];
 	int bf = W->dtype == RL_DT_BF16;
-	for (uint32_t o = o0; o < o1; o++) {
-		const uint8_t *w[1] = { (const uint8_t *)W->data + (size_t)o * W->row_bytes };
-#define H16_512(n) (bf ? bf16_tile512(w, 1, xf, n, W->cols, res) : f16_tile512(w, 1, xf, n, W->cols, res))
+	for (uint32_t o = o0; o < o1;) {
+		int nw = o + 2 <= o1 ? 2 : 1;
+		const uint8_t *w[2] = { (const uint8_t *)W->data + (size_t)o * W->row_bytes,
+					(const uint8_t *)W->data + (size_t)(o + 1) * W->row_bytes };
+#define H16_512(n) (bf ? bf16_tile512(w, nw, xf, n, W->cols, res) : f16_tile512(w, nw, xf, n, W->cols, res))
 		switch (nr) {
 		case 2: H16_512(2); break; case 3: H16_512(3); break; case 4: H16_512(4); break;
 		case 5: H16_512(5); break; case 6: H16_512(6); break; case 7: H16_512(7); break;
 		default: H16_512(8); break;
 		}
 #undef H16_512
-		for (uint32_t r = 0; r < nr; r++) {
-			float v = res[r] + (bias ? bias[o] : 0);
-			float *y = Y + (size_t)r * ldy + o;
-			*y = accumulate ? *y + v : v;
-		}
+		for (int j = 0; j < nw; j++)
+			for (uint32_t r = 0; r < nr; r++) {
+				float v = res[j * nr + r] + (bias ? bias[o + j] : 0);
+				float *y = Y + (size_t)r * ldy + o + j;
+				*y = accumulate ? *y + v : v;
+			}
+		o += (uint32_t)nw;
 	}
 }
 
@@ -765,6 +775,62 @@ TBF static void to_bf16_avx512(uint16_t *o, const float *x, uint32_t n)
 										  _mm512_loadu_ps(x + i)));
 }
 
+/* Decode steps of 2..8 rows over BF16 weights with AVX512-BF16: the activation rows rounded
+ * to bf16 once (as the prefill path), then 32 products per vdpbf16ps, two weight rows at a
+ * time so that each activation load feeds two of them. An fp32 FMA over widened weights takes
+ * two FMAs and a widening for the same 32 weights of a row. */
+TBF AI void dpbf_rows_body(float *Y, size_t ldy, const uint16_t *xb, const struct rl_wmat *W,
+			   const float *bias, const int NR, uint32_t o0, uint32_t o1, int accumulate)
+{
+	const uint32_t in = W->cols;
+	for (uint32_t o = o0; o < o1;) {
+		const int two = o + 2 <= o1;
+		const uint16_t *w0 = (const uint16_t *)((const uint8_t *)W->data + (size_t)o * W->row_bytes);
+		const uint16_t *w1 = two ? w0 + in : w0;
+		__m512 a0[8], a1[8];
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++)
+			a0[r] = a1[r] = _mm512_setzero_ps();
+		for (uint32_t i = 0; i < in; i += 32) {
+			_mm_prefetch((const char *)(w0 + i) + PF_DIST, _MM_HINT_T0);
+			_mm_prefetch((const char *)(w1 + i) + PF_DIST, _MM_HINT_T0);
+			__m512bh v0 = (__m512bh)_mm512_loadu_si512((const void *)(w0 + i));
+			__m512bh v1 = (__m512bh)_mm512_loadu_si512((const void *)(w1 + i));
+#pragma GCC unroll 8
+			for (int r = 0; r < NR; r++) {
+				__m512bh x = (__m512bh)_mm512_loadu_si512((const void *)(xb + (size_t)r * in + i));
+				a0[r] = _mm512_dpbf16_ps(a0[r], x, v0);
+				a1[r] = _mm512_dpbf16_ps(a1[r], x, v1);
+			}
+		}
+		for (int j = 0; j < 1 + two; j++)
+#pragma GCC unroll 8
+			for (int r = 0; r < NR; r++) {
+				float v = _mm512_reduce_add_ps(j ? a1[r] : a0[r]) + (bias ? bias[o + j] : 0);
+				float *y = Y + (size_t)r * ldy + o + j;
+				*y = accumulate ? *y + v : v;
+			}
+		o += 1 + (uint32_t)two;
+	}
+}
+
+/* xb: scratch for nr bf16 rows of W->cols (a multiple of 32) */
+TBF static void dpbf_rows(float *Y, size_t ldy, const float *const *xf, uint16_t *xb, const struct rl_wmat *W,
+			  const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate)
+{
+	for (uint32_t r = 0; r < nr; r++)
+		to_bf16_avx512(xb + (size_t)r * W->cols, xf[r], W->cols);
+	switch (nr) {
+	case 2: dpbf_rows_body(Y, ldy, xb, W, bias, 2, o0, o1, accumulate); break;
+	case 3: dpbf_rows_body(Y, ldy, xb, W, bias, 3, o0, o1, accumulate); break;
+	case 4: dpbf_rows_body(Y, ldy, xb, W, bias, 4, o0, o1, accumulate); break;
+	case 5: dpbf_rows_body(Y, ldy, xb, W, bias, 5, o0, o1, accumulate); break;
+	case 6: dpbf_rows_body(Y, ldy, xb, W, bias, 6, o0, o1, accumulate); break;
+	case 7: dpbf_rows_body(Y, ldy, xb, W, bias, 7, o0, o1, accumulate); break;
+	default: dpbf_rows_body(Y, ldy, xb, W, bias, 8, o0, o1, accumulate); break;
+	}
+}
+
 /* A CPUID feature bit (reg 0..3: EAX, EBX, ECX, EDX of leaf/sub), cached in *v (-1: not
  * asked yet), since CPUID traps to the hypervisor in a VM. Relaxed: every thread computes the
  * same value. (clang 14's __builtin_cpu_supports knows neither "f16c" nor "avx512bf16".) */
@@ -806,6 +872,39 @@ static int has_avx512vnni(void)
 #define TVNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")))
 typedef int32_t __attribute__((may_alias, aligned(1))) i32u;
 
+/* T[k], lane L = bytes off+4k .. off+4k+3 of row rp[L] (32 bytes of each of 16 rows,
+ * transposed in registers). */
+TVNNI AI void t16_load(const uint8_t *const *rp, size_t off, __m512i *T)
+{
+	/* z[l]: rows l and l+4 (l < 4), rows l+4 and l+8 (l >= 4), so that the transpose below
+	 * leaves lane L = row L */
+	__m512i z[8], t[8], u[8];
+#pragma GCC unroll 8
+	for (int l = 0; l < 8; l++) {
+		int ra = l < 4 ? l : l + 4, rb = ra + 4;
+		z[l] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(rp[ra] + off))),
+					  _mm256_loadu_si256((const __m256i *)(rp[rb] + off)), 1);
+	}
+	/* 8x8 dword transposes in each 256-bit half, then the halves to their lanes */
+#pragma GCC unroll 4
+	for (int l = 0; l < 8; l += 2) {
+		t[l] = _mm512_unpacklo_epi32(z[l], z[l + 1]);
+		t[l + 1] = _mm512_unpackhi_epi32(z[l], z[l + 1]);
+	}
+#pragma GCC unroll 2
+	for (int h = 0; h < 8; h += 4) {
+		u[h] = _mm512_unpacklo_epi64(t[h], t[h + 2]);
+		u[h + 1] = _mm512_unpackhi_epi64(t[h], t[h + 2]);
+		u[h + 2] = _mm512_unpacklo_epi64(t[h + 1], t[h + 3]);
+		u[h + 3] = _mm512_unpackhi_epi64(t[h + 1], t[h + 3]);
+	}
+#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++) {
+		T[k] = _mm512_shuffle_i32x4(u[k], u[k + 4], 0x88);
+		T[k + 4] = _mm512_shuffle_i32x4(u[k], u[k + 4], 0xdd);
+	}
+}
+
 TVNNI AI void q8_0_t16_body(float *Y, size_t ldy, const struct q8x *const *xq, const int32_t *seed,
 			    const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
 			    int accumulate)
@@ -836,35 +935,11 @@ TVNNI AI void q8_0_t16_body(float *Y, size_t ldy, const struct q8x *const *xq, c
 			 * sixteen streams of 34 bytes a step leave the prefetchers behind */
 			for (size_t pf = next + (size_t)b * 16 * 34; pf < next + (size_t)(b + 1) * 16 * 34; pf += 64)
 				_mm_prefetch((const char *)base + pf, _MM_HINT_T1);
-			/* z[l]: rows l and l+4 (l < 4), rows l+4 and l+8 (l >= 4), so that the
-			 * transpose below leaves lane L = row L */
-			__m512i z[8];
+			__m512i T[8];
+			t16_load(rp, off + 2, T);
 #pragma GCC unroll 8
-			for (int l = 0; l < 8; l++) {
-				int ra = l < 4 ? l : l + 4, rb2 = ra + 4;
-				z[l] = _mm512_xor_si512(flip, _mm512_inserti64x4(
-					_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(rp[ra] + off + 2))),
-					_mm256_loadu_si256((const __m256i *)(rp[rb2] + off + 2)), 1));
-			}
-			/* 8x8 dword transposes in each 256-bit half, then the halves to their lanes */
-			__m512i t[8], u[8], T[8];
-#pragma GCC unroll 4
-			for (int l = 0; l < 8; l += 2) {
-				t[l] = _mm512_unpacklo_epi32(z[l], z[l + 1]);
-				t[l + 1] = _mm512_unpackhi_epi32(z[l], z[l + 1]);
-			}
-#pragma GCC unroll 2
-			for (int h = 0; h < 8; h += 4) {
-				u[h] = _mm512_unpacklo_epi64(t[h], t[h + 2]);
-				u[h + 1] = _mm512_unpackhi_epi64(t[h], t[h + 2]);
-				u[h + 2] = _mm512_unpacklo_epi64(t[h + 1], t[h + 3]);
-				u[h + 3] = _mm512_unpackhi_epi64(t[h + 1], t[h + 3]);
-			}
-#pragma GCC unroll 4
-			for (int k = 0; k < 4; k++) {
-				T[k] = _mm512_shuffle_i32x4(u[k], u[k + 4], 0x88);
-				T[k + 4] = _mm512_shuffle_i32x4(u[k], u[k + 4], 0xdd);
-			}
+			for (int k = 0; k < 8; k++)
+				T[k] = _mm512_xor_si512(flip, T[k]);
 			/* the 16 rows' block scales: f16 in the low half of each gathered dword */
 			__m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
 				_mm512_i32gather_epi32(vidx, (const void *)(rp[0] + off), 1)));
@@ -909,6 +984,273 @@ TVNNI static void q8_0_rows_vnni(float *Y, size_t ldy, const struct q8x *const *
 	case 6: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 6, o0, o1, accumulate); break;
 	case 7: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 7, o0, o1, accumulate); break;
 	default: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 8, o0, o1, accumulate); break;
+	}
+}
+
+/* Decode steps of 1..8 rows over Q4_K on AVX512-VNNI, sixteen weight rows at a time, one
+ * output row per lane, as q8_0_t16_body: each 32-byte run of a super-block's 4-bit q is
+ * transposed for the 16 rows (t16_load), and its low and high nibbles are the two sub-blocks
+ * of 32 that the run holds (ggml's order), both unsigned as vpdpbusd wants. Per activation row
+ * and sub-block: 8 vpdpbusd (broadcast activations from memory), then the 16 rows' 6-bit
+ * scales (vpmulld) into the super-block's integer sum; the mins term, dmin * sum_j m_j xsum_j,
+ * is 4 vpdpwssd of the rows' mins in word pairs against the activation row's 8 sums of 32
+ * (bp, made once per call). That is ~90 instructions for 16 row-blocks (4096 multiply-adds)
+ * per activation row, where the row-wise dot (q4k_rows512) takes ~12 per row-block and its
+ * decode ~40 more; the transposes and scale unpacking are shared by all the rows. The 16
+ * rows' d, dmin and 12 scale bytes come by four dword gathers. */
+TVNNI AI void q4k_t16_body(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
+			   const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
+			   int accumulate)
+{
+	const uint8_t *base = W->data;
+	const size_t rb = W->row_bytes;
+	const uint32_t nb = W->cols / 256;
+	const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
+	const __m512i mff = _mm512_set1_epi32(0x00FF00FF), lowb = _mm512_set1_epi32(0xFF);
+	for (uint32_t o = o0; o < o1; o += 16) {
+		/* a group past o1 repeats the last row, and its lanes are not stored */
+		const uint32_t n = o1 - o < 16 ? o1 - o : 16;
+		const uint8_t *rp[16];
+		int32_t idx[16];
+		for (uint32_t l = 0; l < 16; l++) {
+			uint32_t row = l < n ? o + l : o1 - 1;
+			rp[l] = base + (size_t)row * rb;
+			idx[l] = (int32_t)((size_t)(row - o) * rb);
+		}
+		const __m512i vidx = _mm512_loadu_si512((const void *)idx);
+		const size_t next = (size_t)(o + 16) * rb;
+		__m512 acc[8];
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++)
+			acc[r] = _mm512_setzero_ps();
+		for (uint32_t b = 0; b < nb; b++) {
+			const size_t off = (size_t)b * 144;
+			/* the next group's rows, one contiguous run, into L2 a slice per block */
+			for (size_t pf = next + (size_t)b * 16 * 144; pf < next + (size_t)(b + 1) * 16 * 144; pf += 64)
+				_mm_prefetch((const char *)base + pf, _MM_HINT_T1);
+			/* the 16 rows' header: d | dmin, then the scale words u0, u1, u2 (q4_k_scales) */
+			const __m512i g = _mm512_i32gather_epi32(vidx, (const void *)(rp[0] + off), 1);
+			const __m512i u0 = _mm512_i32gather_epi32(vidx, (const void *)(rp[0] + off + 4), 1);
+			const __m512i u1 = _mm512_i32gather_epi32(vidx, (const void *)(rp[0] + off + 8), 1);
+			const __m512i u2 = _mm512_i32gather_epi32(vidx, (const void *)(rp[0] + off + 12), 1);
+			const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+			const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
+			/* byte j of s03: scale j; of s47: scale 4 + j (4 low bits from u2, 2 high from u0) */
+			const __m512i s03 = _mm512_and_si512(u0, m6);
+			const __m512i s47 = _mm512_or_si512(_mm512_and_si512(u2, m4), _mm512_and_si512(_mm512_srli_epi32(u0, 2), m30));
+			__m512i M[8];
+#pragma GCC unroll 8
+			for (int r = 0; r < NR; r++)
+				M[r] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+			for (int p = 0; p < 4; p++) {
+				__m512i T[8], L[8];
+				t16_load(rp, off + 16 + 32 * (size_t)p, T);
+#pragma GCC unroll 8
+				for (int k = 0; k < 8; k++)
+					L[k] = _mm512_and_si512(T[k], m4);
+#pragma GCC unroll 2
+				for (int h = 0; h < 2; h++) {                  /* sub-block 2p + h */
+					if (h)
+#pragma GCC unroll 8
+						for (int k = 0; k < 8; k++)
+							L[k] = _mm512_and_si512(_mm512_srli_epi16(T[k], 4), m4);
+					const int j = 2 * p + h;
+					const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? s03 : s47, 8 * (j & 3)), lowb);
+#pragma GCC unroll 8
+					for (int r = 0; r < NR; r++) {
+						const i32u *q4 = (const i32u *)(xk[r][b].q + 32 * j);
+						__m512i S = _mm512_setzero_si512();
+#pragma GCC unroll 8
+						for (int k = 0; k < 8; k++)
+							S = _mm512_dpbusd_epi32(S, L[k], _mm512_set1_epi32(q4[k]));
+						M[r] = _mm512_add_epi32(M[r], _mm512_mullo_epi32(S, sc));
+					}
+				}
+			}
+			/* the mins as word pairs (m0, m2), (m1, m3), (m4, m6), (m5, m7), as bp pairs the sums */
+			const __m512i m03 = _mm512_and_si512(u1, m6);
+			const __m512i m47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4),
+							    _mm512_and_si512(_mm512_srli_epi32(u1, 2), m30));
+			const __m512i P[4] = { _mm512_and_si512(m03, mff), _mm512_and_si512(_mm512_srli_epi32(m03, 8), mff),
+					       _mm512_and_si512(m47, mff), _mm512_and_si512(_mm512_srli_epi32(m47, 8), mff) };
+#pragma GCC unroll 8
+			for (int r = 0; r < NR; r++) {
+				const int32_t *bq = bp + ((size_t)r * nb + b) * 4;
+				__m512i mi = _mm512_setzero_si512();
+#pragma GCC unroll 4
+				for (int k = 0; k < 4; k++)
+					mi = _mm512_dpwssd_epi32(mi, P[k], _mm512_set1_epi32(bq[k]));
+				__m512 t = _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(mi), _mm512_mul_ps(d, _mm512_cvtepi32_ps(M[r])));
+				acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(xk[r][b].d), acc[r]);
+			}
+		}
+		const __mmask16 m = (__mmask16)((1u << n) - 1);
+		const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + o) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++) {
+			float *y = Y + (size_t)r * ldy + o;
+			__m512 v = _mm512_add_ps(acc[r], bv);
+			if (accumulate)
+				v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, y));
+			_mm512_mask_storeu_ps(y, m, v);
+		}
+	}
+}
+
+/* bp: scratch for nr * nb * 4 int32: per activation row and super-block, its 8 sums of 32
+ * as the word pairs (s0, s2), (s1, s3), (s4, s6), (s5, s7) */
+TVNNI static void q4k_rows_t16(float *Y, size_t ldy, const struct q8k *const *xk, int32_t *bp,
+			       const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
+			       int accumulate)
+{
+	uint32_t nb = W->cols / 256;
+	for (uint32_t r = 0; r < nr; r++)
+		for (uint32_t b = 0; b < nb; b++) {
+			const int16_t *s = xk[r][b].bsums;
+			int32_t *q = bp + ((size_t)r * nb + b) * 4;
+			for (int k = 0; k < 4; k++) {
+				int j = (k >> 1) * 4 + (k & 1);        /* pairs (j, j + 2) */
+				uint16_t lo = (uint16_t)(s[2 * j] + s[2 * j + 1]), hi = (uint16_t)(s[2 * j + 4] + s[2 * j + 5]);
+				q[k] = (int32_t)((uint32_t)lo | (uint32_t)hi << 16);
+			}
+		}
+	switch (nr) {
+	case 1: q4k_t16_body(Y, ldy, xk, bp, W, bias, 1, o0, o1, accumulate); break;
+	case 2: q4k_t16_body(Y, ldy, xk, bp, W, bias, 2, o0, o1, accumulate); break;
+	case 3: q4k_t16_body(Y, ldy, xk, bp, W, bias, 3, o0, o1, accumulate); break;
+	case 4: q4k_t16_body(Y, ldy, xk, bp, W, bias, 4, o0, o1, accumulate); break;
+	case 5: q4k_t16_body(Y, ldy, xk, bp, W, bias, 5, o0, o1, accumulate); break;
+	case 6: q4k_t16_body(Y, ldy, xk, bp, W, bias, 6, o0, o1, accumulate); break;
+	case 7: q4k_t16_body(Y, ldy, xk, bp, W, bias, 7, o0, o1, accumulate); break;
+	default: q4k_t16_body(Y, ldy, xk, bp, W, bias, 8, o0, o1, accumulate); break;
+	}
+}
+
+/* Decode steps of 1..8 rows over Q6_K on AVX512-VNNI, sixteen weight rows at a time, one
+ * output row per lane, as q4k_t16_body. A half super-block (128 weights) is three 32-byte runs
+ * per row, the low nibbles of weights 0-31 and 64-95 (ql), of 32-63 and 96-127 (ql + 32) and
+ * their 2-bit tops (qh), each transposed for the 16 rows (t16_load) and recombined into
+ * unsigned 6-bit q (ggml's order). Per activation row and sub-block of 16: 4 vpdpbusd seeded
+ * with -32 * the activations' sum (the q - 32 offset, seed made once per call), then the 16
+ * rows' int8 scales (vpmulld) into the super-block's integer sum, which meets d and the
+ * activations' scale once. */
+TVNNI AI void q6k_t16_body(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *seed,
+			   const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
+			   int accumulate)
+{
+	const uint8_t *base = W->data;
+	const size_t rb = W->row_bytes;
+	const uint32_t nb = W->cols / 256;
+	const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+	for (uint32_t o = o0; o < o1; o += 16) {
+		/* a group past o1 repeats the last row, and its lanes are not stored */
+		const uint32_t n = o1 - o < 16 ? o1 - o : 16;
+		const uint8_t *rp[16];
+		int32_t idx[16];
+		for (uint32_t l = 0; l < 16; l++) {
+			uint32_t row = l < n ? o + l : o1 - 1;
+			rp[l] = base + (size_t)row * rb;
+			idx[l] = (int32_t)((size_t)(row - o) * rb);
+		}
+		const __m512i vidx = _mm512_loadu_si512((const void *)idx);
+		const size_t next = (size_t)(o + 16) * rb;
+		__m512 acc[8];
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++)
+			acc[r] = _mm512_setzero_ps();
+		for (uint32_t b = 0; b < nb; b++) {
+			const size_t off = (size_t)b * 210;
+			/* the next group's rows, one contiguous run, into L2 a slice per block */
+			for (size_t pf = next + (size_t)b * 16 * 210; pf < next + (size_t)(b + 1) * 16 * 210; pf += 64)
+				_mm_prefetch((const char *)base + pf, _MM_HINT_T1);
+			/* the 16 rows' int8 scales as dwords (sc[j], lane L: scale j of row L), and d
+			 * (the high half of the dword at 206, which ends at the block's last byte) */
+			__m512i sc[16];
+#pragma GCC unroll 4
+			for (int i = 0; i < 4; i++) {
+				__m512i g = _mm512_i32gather_epi32(vidx, (const void *)(rp[0] + off + 192 + 4 * i), 1);
+#pragma GCC unroll 4
+				for (int c = 0; c < 4; c++)
+					sc[4 * i + c] = _mm512_srai_epi32(_mm512_slli_epi32(g, 24 - 8 * c), 24);
+			}
+			const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(
+				_mm512_i32gather_epi32(vidx, (const void *)(rp[0] + off + 206), 1), 16)));
+			__m512i M[8];
+#pragma GCC unroll 8
+			for (int r = 0; r < NR; r++)
+				M[r] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+			for (int h = 0; h < 2; h++) {
+				__m512i TH[8], TL[8], Q[8];
+				t16_load(rp, off + 128 + 32 * (size_t)h, TH);
+#pragma GCC unroll 1
+				for (int run = 0; run < 2; run++) {    /* ql + 64h + 32 run: m = run, run + 2 */
+					t16_load(rp, off + 64 * (size_t)h + 32 * (size_t)run, TL);
+#pragma GCC unroll 2
+					for (int hi = 0; hi < 2; hi++) {
+						const int m = run + 2 * hi;     /* weights 128h + 32m .. + 31 */
+#pragma GCC unroll 8
+						for (int k = 0; k < 8; k++) {
+							__m512i lo = hi ? _mm512_srli_epi16(TL[k], 4) : TL[k];
+							__m512i top = m == 0 ? _mm512_slli_epi16(TH[k], 4) : m == 1 ? _mm512_slli_epi16(TH[k], 2) :
+								      m == 2 ? TH[k] : _mm512_srli_epi16(TH[k], 2);
+							/* (lo & 0x0f) | (top & 0x30) */
+							Q[k] = _mm512_ternarylogic_epi32(_mm512_and_si512(lo, m4), top, m30, 0xF8);
+						}
+						const int j = 8 * h + 2 * m;         /* sub-blocks j, j + 1 */
+#pragma GCC unroll 8
+						for (int r = 0; r < NR; r++) {
+							const i32u *q4 = (const i32u *)(xk[r][b].q + 16 * j);
+							const int32_t *sd = seed + ((size_t)r * nb + b) * 16 + j;
+							__m512i S0 = _mm512_set1_epi32(sd[0]), S1 = _mm512_set1_epi32(sd[1]);
+#pragma GCC unroll 4
+							for (int k = 0; k < 4; k++) {
+								S0 = _mm512_dpbusd_epi32(S0, Q[k], _mm512_set1_epi32(q4[k]));
+								S1 = _mm512_dpbusd_epi32(S1, Q[k + 4], _mm512_set1_epi32(q4[k + 4]));
+							}
+							M[r] = _mm512_add_epi32(M[r], _mm512_add_epi32(_mm512_mullo_epi32(S0, sc[j]),
+												       _mm512_mullo_epi32(S1, sc[j + 1])));
+						}
+					}
+				}
+			}
+#pragma GCC unroll 8
+			for (int r = 0; r < NR; r++)
+				acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(M[r])), _mm512_set1_ps(xk[r][b].d), acc[r]);
+		}
+		const __mmask16 m = (__mmask16)((1u << n) - 1);
+		const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + o) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++) {
+			float *y = Y + (size_t)r * ldy + o;
+			__m512 v = _mm512_add_ps(acc[r], bv);
+			if (accumulate)
+				v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, y));
+			_mm512_mask_storeu_ps(y, m, v);
+		}
+	}
+}
+
+/* seed: scratch for nr * nb * 16 int32: -32 * each sum of 16 activations */
+TVNNI static void q6k_rows_t16(float *Y, size_t ldy, const struct q8k *const *xk, int32_t *seed,
+			       const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
+			       int accumulate)
+{
+	uint32_t nb = W->cols / 256;
+	for (uint32_t r = 0; r < nr; r++)
+		for (uint32_t b = 0; b < nb; b++)
+			for (int j = 0; j < 16; j++)
+				seed[((size_t)r * nb + b) * 16 + j] = -32 * (int32_t)xk[r][b].bsums[j];
+	switch (nr) {
+	case 1: q6k_t16_body(Y, ldy, xk, seed, W, bias, 1, o0, o1, accumulate); break;
+	case 2: q6k_t16_body(Y, ldy, xk, seed, W, bias, 2, o0, o1, accumulate); break;
+	case 3: q6k_t16_body(Y, ldy, xk, seed, W, bias, 3, o0, o1, accumulate); break;
+	case 4: q6k_t16_body(Y, ldy, xk, seed, W, bias, 4, o0, o1, accumulate); break;
+	case 5: q6k_t16_body(Y, ldy, xk, seed, W, bias, 5, o0, o1, accumulate); break;
+	case 6: q6k_t16_body(Y, ldy, xk, seed, W, bias, 6, o0, o1, accumulate); break;
+	case 7: q6k_t16_body(Y, ldy, xk, seed, W, bias, 7, o0, o1, accumulate); break;
+	default: q6k_t16_body(Y, ldy, xk, seed, W, bias, 8, o0, o1, accumulate); break;
 	}
 }
 
@@ -1025,7 +1367,10 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows)
 		bf = (size_t)max_rows * in * 2 + 64 + (size_t)in * 4 + (size_t)TILE * in * 2 + 64;
 	/* the q8 blocks, then (VNNI) their seeds */
 	size_t q8 = (size_t)Q8_ROWS * (in / 32 + 1) * (sizeof(struct q8x) + sizeof(int32_t)) + 64;
-	size_t q8k = (size_t)Q8_ROWS * (in / 256 + 1) * sizeof(struct q8k);
+	size_t xb = (size_t)Q8_ROWS * in * 2 + 64;  /* dpbf_rows' bf16 activations */
+	q8 = q8 > xb ? q8 : xb;
+	/* the q8k blocks, then (VNNI) their sums as 16 dwords per block (q6k_rows_t16's seeds) */
+	size_t q8k = (size_t)Q8_ROWS * (in / 256 + 1) * (sizeof(struct q8k) + 64) + 64;
 	q8 = q8 > q8k ? q8 : q8k;
 	size_t tile = (size_t)TILE * in * sizeof(float);
 	q8 = q8 > tile ? q8 : tile;
@@ -1080,8 +1425,18 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 		q8_0_rows_vnni(Y, ldy, xq, seed, W, bias, nr, o0, o1, accumulate);
 		return;
 	}
+	if ((dt == RL_DT_Q4_K || dt == RL_DT_Q6_K) && rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni()) {
+		int32_t *aux = (int32_t *)(((uintptr_t)(xk[0] + (size_t)nr * nb) + 63) & ~(uintptr_t)63);
+		(dt == RL_DT_Q4_K ? q4k_rows_t16 : q6k_rows_t16)(Y, ldy, xk, aux, W, bias, nr, o0, o1, accumulate);
+		return;
+	}
 	if (nr == 1 && (dt == RL_DT_Q4_K || dt == RL_DT_Q6_K) && rl_cpu_isa() == RL_CPU_AVX512) {
 		(dt == RL_DT_Q4_K ? q4k_rows512 : q6k_rows512)(Y, xk[0], W, bias, o0, o1, accumulate);
+		return;
+	}
+	if (nr > 1 && dt == RL_DT_BF16 && rl_cpu_qmatmul_bf16_acts(W, nr)) {
+		uint16_t *xb = (uint16_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+		dpbf_rows(Y, ldy, xf, xb, W, bias, nr, o0, o1, accumulate);
 		return;
 	}
 	if (nr > 1 && (dt == RL_DT_F16 || dt == RL_DT_BF16) && rl_cpu_isa() == RL_CPU_AVX512 && in % 16 == 0) {
@@ -1155,9 +1510,15 @@ static void dots_scalar(float *Y, size_t ldy, const float *X, size_t ldx, const 
 
 int rl_cpu_qmatmul_bf16_acts(const struct rl_wmat *W, uint32_t n_rows)
 {
-	/* F32 and F16 weights keep fp32 arithmetic (their precision is the point of them) */
-	return n_rows > Q8_ROWS && W->dtype != RL_DT_F32 && W->dtype != RL_DT_F16 && W->cols % 32 == 0 &&
-	       rl_cpu_isa() == RL_CPU_AVX512 && has_avx512bf16();
+	/* F32 and F16 weights keep fp32 arithmetic (their precision is the point of them); BF16
+	 * weights from two rows (decode steps: dpbf_rows), the block types from nine (prefill;
+	 * their decode steps take q8 activations); one row keeps fp32 (batch-1 decode streams
+	 * the weights at memory speed either way) */
+	if (W->cols % 32 || rl_cpu_isa() != RL_CPU_AVX512 || !has_avx512bf16())
+		return 0;
+	if (n_rows > Q8_ROWS)
+		return W->dtype != RL_DT_F32 && W->dtype != RL_DT_F16;
+	return n_rows > 1 && W->dtype == RL_DT_BF16;
 }
 
 void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
@@ -1169,7 +1530,7 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 		rl_cpu_matmul(Y, ldy, X, ldx, W->data, bias, n_rows, in, o_begin, o_end, accumulate);
 		return;
 	}
-	if (rl_cpu_qmatmul_bf16_acts(W, n_rows)) {
+	if (n_rows > Q8_ROWS && rl_cpu_qmatmul_bf16_acts(W, n_rows)) {
 		/* scratch: the activation rows as bf16 [n_rows, in], then for block types an fp32 row
 		 * [in] and a tile of TILE weight rows as bf16 [TILE, in] */
 		uint16_t *xb = (uint16_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);

@@ -8,10 +8,11 @@
  * which is what rounding scales with). Tolerances, written down per path:
  *   fp32 arithmetic on exact or decoded weights (F32, F16, BF16, every type on the scalar
  *   ISA, the tile path, the other block types' decoded rows): 1e-5;
- *   8-bit activations (Q8_0, Q4_K, Q6_K dots on AVX2): 1e-2 (the activations' rounding,
- *   half a step of amax/127 per element; measured ~2e-3);
- *   bf16 activations and weights (9+ rows over BF16 and block types where the CPU has
- *   AVX512-BF16): the same 1e-2 (8 significant bits each; measured ~1e-3).
+ *   8-bit activations (Q8_0, Q4_K, Q6_K dots on AVX2 and AVX-512): 4e-3 (the activations'
+ *   rounding, half a step of amax/127 per element; measured at most 1.6e-3 on a Zen 4 VM
+ *   over every ISA; 1e-2 let a Q4_K kernel with two mins swapped pass at 9e-3);
+ *   bf16 activations and weights (9+ rows over BF16 and block types, 2..8 rows over BF16,
+ *   where the CPU has AVX512-BF16): the same 4e-3 (8 significant bits each; measured ~1e-3).
  * Tests: kernels (cpu_qmatmul, cpu_ops), runtime/model (model_dtype's table and decoders).
  */
 #include <errno.h>
@@ -119,7 +120,7 @@ static void qmatmul_case(uint32_t in)
 		}
 		rl_cpu_set_isa(best);
 		CHECKF(worst[0] <= 1e-5, "%s: fp32 paths off by %.3g of the terms", rl_dt_info(dt)->name, worst[0]);
-		CHECKF(worst[1] <= 1e-2, "%s: 8-bit/bf16 activation paths off by %.3g of the terms", rl_dt_info(dt)->name,
+		CHECKF(worst[1] <= 4e-3, "%s: 8-bit/bf16 activation paths off by %.3g of the terms", rl_dt_info(dt)->name,
 		       worst[1]);
 		printf("  %-6s in %4u: worst error / sum|terms|: fp32 paths %.2g, 8-bit/bf16 activation paths %.2g\n",
 		       rl_dt_info(dt)->name, in, worst[0], worst[1]);
