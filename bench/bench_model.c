@@ -8,6 +8,7 @@
  * ringlmd runs it; --fp32 expands them to fp32 as before, to compare), or a random fp32 model
  * of --shape tiny (stories260K) or 110m (llama2.c 110M). Memory: the process's peak resident
  * set beside the file, the weights held and the KV pool (the target: peak <= file + KV + 10%).
+ * --isa picks a lesser kernel set than the CPU's best (the AVX2 path on an AVX-512 machine).
  * Prints a table, or with --json one line; the JSON is always written to bench/out/model.json.
  */
 #include <errno.h>
@@ -82,7 +83,7 @@ static double median(double *v, int n)
 static void usage(void)
 {
 	fprintf(stderr, "usage: ringlm bench model [--model PATH [--tokenizer PATH] | --shape tiny|110m] "
-		"[--fp32] [--threads N] [--prompt N] [--budget N] [--only-batch 1|8|64] [--json]\n");
+		"[--fp32] [--threads N] [--prompt N] [--budget N] [--only-batch 1|8|64] [--isa avx512|avx2|scalar] [--json]\n");
 }
 
 int rl_cmd_bench_model(int argc, char **argv)
@@ -105,7 +106,18 @@ int rl_cmd_bench_model(int argc, char **argv)
 		else if (!strcmp(a, "--prompt")) prompt_len = (uint32_t)atoi(v);
 		else if (!strcmp(a, "--budget")) budget = (uint32_t)atoi(v);
 		else if (!strcmp(a, "--only-batch")) only_batch = (uint32_t)atoi(v);
-		else { fprintf(stderr, "ringlm bench model: unknown option %s\n", a); usage(); return 2; }
+		else if (!strcmp(a, "--isa")) {
+			/* a lesser ISA than the CPU's best: the AVX2 kernels measured on an AVX-512 machine */
+			int isa = -1;
+			for (int k = RL_CPU_SCALAR; k <= RL_CPU_AVX512; k++)
+				if (!strcmp(v, rl_cpu_isa_name((enum rl_cpu_isa)k)))
+					isa = k;
+			if (isa < 0 || rl_cpu_set_isa((enum rl_cpu_isa)isa)) {
+				fprintf(stderr, "ringlm bench model: --isa %s: not one of avx512, avx2, scalar that this CPU runs "
+					"(best: %s)\n", v, rl_cpu_isa_name(rl_cpu_isa_best()));
+				return 2;
+			}
+		} else { fprintf(stderr, "ringlm bench model: unknown option %s\n", a); usage(); return 2; }
 	}
 	if (!prompt_len || prompt_len > 4000 || !budget || budget > 4096 || threads < 0 ||
 	    (only_batch && only_batch != 1 && only_batch != 8 && only_batch != 64)) {

@@ -9,7 +9,8 @@
 # LLAMA_BENCH at its llama-bench binary.
 #
 #   LLAMA_BENCH=/path/to/llama-bench bench/cpu_vs_llamacpp.sh model1.gguf [model2.gguf ...]
-#   env: THREADS="1 2" ROUNDS=3
+#   env: THREADS="1 2" ROUNDS=3 ISA=avx2 (ringlm's kernels for a lesser ISA than the CPU's best,
+#   `bench model --isa`; llama.cpp runs as it was built, so say so beside such a table)
 # Prints a markdown table; writes bench/out/cpu_vs_llamacpp.csv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +25,7 @@ trap 'rm -f "$raw"' EXIT
 for m in "$@"; do
 	for t in $THREADS; do
 		for r in $(seq "$ROUNDS"); do
-			j=$(build/ringlm bench model --model "$m" --threads "$t" --prompt 128 --json)
+			j=$(build/ringlm bench model --model "$m" --threads "$t" --prompt 128 ${ISA:+--isa "$ISA"} --json)
 			echo "ringlm	$m	$t	$j" >> "$raw"
 			l=$("$LLAMA_BENCH" -m "$m" -p 128 -n 64 -r 1 -t "$t" -o csv 2>/dev/null)
 			echo "llama	$m	$t	$(echo "$l" | tr '\n' '|')" >> "$raw"

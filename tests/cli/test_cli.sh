@@ -28,6 +28,13 @@ for c in generate stats top mkmodel tokenize "bench ipc" "bench sched" "bench mo
   if [ $rc -eq 0 ] && has "$out" "usage: ringlm $c"; then ok "help_${c// /_}"; else bad "help_${c// /_}" "rc $rc: $out"; fi
 done
 
+# -- bench model --isa: an ISA name this CPU cannot run (or no such name) is one line naming the choices
+out=$("$b/ringlm" bench model --shape tiny --isa avx3 2>&1); rc=$?
+if [ $rc -eq 2 ] && has "$out" "--isa avx3" && has "$out" "avx2" && [ "$(lines "$out")" -eq 1 ]; then ok bench_model_rejects_isa
+else bad bench_model_rejects_isa "rc $rc: $out"; fi
+out=$("$b/ringlm" bench model --shape tiny --isa scalar --only-batch 1 --json 2>&1); rc=$?
+if [ $rc -eq 0 ] && has "$out" '"isa":"scalar"'; then ok bench_model_isa_scalar; else bad bench_model_isa_scalar "rc $rc: $out"; fi
+
 # -- a runtime on a synthetic model with a 32-token context; its report of what it chose
 "$b/ringlmd" --model synthetic:tiny --ctx 32 --max-seqs 4 --socket c32 2>"$dir/d.err" & dpid=$!
 for i in $(seq 100); do [ -S "$dir/s/c32" ] && break; sleep 0.05; done
