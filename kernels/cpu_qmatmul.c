@@ -396,6 +396,166 @@ T256 AI void q4_k_tile(const uint8_t *const *w, int nw, const struct q8k *const 
 		out[k] = nw * nr <= 4 ? hsum_ps(vacc4[k]) - mins[k] : acc[k];
 }
 
+/* Per activation row and super-block, its 8 sums of 32 as the word pairs (s0, s2), (s1, s3),
+ * (s4, s6), (s5, s7), against which the 16/8-row Q4_K kernels multiply-add their rows' mins
+ * (bp: nr * nb * 4 int32). */
+static void q4k_min_pairs(const struct q8k *const *xk, uint32_t nr, uint32_t nb, int32_t *bp)
+{
+	for (uint32_t r = 0; r < nr; r++)
+		for (uint32_t b = 0; b < nb; b++) {
+			const int16_t *s = xk[r][b].bsums;
+			int32_t *q = bp + ((size_t)r * nb + b) * 4;
+			for (int k = 0; k < 4; k++) {
+				int j = (k >> 1) * 4 + (k & 1);        /* pairs (j, j + 2) */
+				uint16_t lo = (uint16_t)(s[2 * j] + s[2 * j + 1]), hi = (uint16_t)(s[2 * j + 4] + s[2 * j + 5]);
+				q[k] = (int32_t)((uint32_t)lo | (uint32_t)hi << 16);
+			}
+		}
+}
+
+T256 AI __m256i ld32x8(const uint8_t *const *rp, size_t off)
+{
+	uint32_t v[8];
+	for (int l = 0; l < 8; l++)
+		memcpy(&v[l], rp[l] + off, 4);
+	return _mm256_loadu_si256((const __m256i *)v);
+}
+
+/* Decode steps of 2..8 rows over Q4_K on AVX2, eight weight rows at a time, one output row
+ * per lane (the layout of q4k_t16_body, without VNNI): each 32-byte run of q is transposed for
+ * the 8 rows
+ * (8x8 dwords) and its nibbles kept in L1; per activation row and sub-block, 8 vpmaddubsw
+ * (unsigned nibbles against broadcast activations: 2 * 15 * 127 per word, so the 8 of a
+ * sub-block add up in int16 without saturating), then one vpmaddwd by the lanes' 6-bit scale,
+ * which widens and scales at once: ~2 instructions per 32 multiply-adds where the row-wise
+ * q4_k_tile takes ~4.5. Mins as q4k_t16_body, by vpmaddwd on word pairs. 2048x768 in cache,
+ * 8 rows, Zen 4 VM with --isa avx2: 45 -> 60 GMAC/s; for one row no faster than q4_k_tile
+ * from DRAM, so one row stays there. (Q6_K the same way was slower than q6_k_tile: 44 vs 47
+ * GMAC/s at 8 rows; its 6-bit q allow only two vpmaddubsw per int16 sum.) */
+T256 AI void q4k_t8_body(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
+			 const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
+			 int accumulate)
+{
+	const uint8_t *base = W->data;
+	const size_t rb = W->row_bytes;
+	const uint32_t nb = W->cols / 256;
+	const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
+	const __m256i mff = _mm256_set1_epi32(0x00FF00FF), lowb = _mm256_set1_epi32(0xFF);
+	__m256i q[8][8], scw[8];       /* sub-block j's nibbles, k-th dword of each row; its scales */
+	for (uint32_t o = o0; o < o1; o += 8) {
+		/* a group past o1 repeats the last row, and its lanes are not stored */
+		const uint32_t n = o1 - o < 8 ? o1 - o : 8;
+		const uint8_t *rp[8];
+		for (uint32_t l = 0; l < 8; l++)
+			rp[l] = base + (size_t)(l < n ? o + l : o1 - 1) * rb;
+		const size_t next = (size_t)(o + 8) * rb;
+		__m256 acc[8];
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++)
+			acc[r] = _mm256_setzero_ps();
+		for (uint32_t b = 0; b < nb; b++) {
+			const size_t off = (size_t)b * 144;
+			/* the next group's rows, one contiguous run, into L2 a slice per block */
+			for (size_t pf = next + (size_t)b * 8 * 144; pf < next + (size_t)(b + 1) * 8 * 144; pf += 64)
+				_mm_prefetch((const char *)base + pf, _MM_HINT_T1);
+			const __m256i g = ld32x8(rp, off), u0 = ld32x8(rp, off + 4), u1 = ld32x8(rp, off + 8),
+				      u2 = ld32x8(rp, off + 12);
+			const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packs_epi32(
+				_mm256_srai_epi32(_mm256_slli_epi32(g, 16), 16), _mm256_setzero_si256()), 0x08)));
+			const __m256 dmin = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packs_epi32(
+				_mm256_srai_epi32(g, 16), _mm256_setzero_si256()), 0x08)));
+			const __m256i s03 = _mm256_and_si256(u0, m6);
+			const __m256i s47 = _mm256_or_si256(_mm256_and_si256(u2, m4), _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30));
+#pragma GCC unroll 8
+			for (int j = 0; j < 8; j++) {
+				__m256i s = _mm256_and_si256(_mm256_srli_epi32(j < 4 ? s03 : s47, 8 * (j & 3)), lowb);
+				scw[j] = _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
+			}
+			const __m256i m03 = _mm256_and_si256(u1, m6);
+			const __m256i m47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4),
+							    _mm256_and_si256(_mm256_srli_epi32(u1, 2), m30));
+			const __m256i P[4] = { _mm256_and_si256(m03, mff), _mm256_and_si256(_mm256_srli_epi32(m03, 8), mff),
+					       _mm256_and_si256(m47, mff), _mm256_and_si256(_mm256_srli_epi32(m47, 8), mff) };
+#pragma GCC unroll 1
+			for (int p = 0; p < 4; p++) {
+				__m256i z[8], t[8], u[8];
+#pragma GCC unroll 8
+				for (int l = 0; l < 8; l++)
+					z[l] = _mm256_loadu_si256((const __m256i *)(rp[l] + off + 16 + 32 * p));
+#pragma GCC unroll 4
+				for (int l = 0; l < 8; l += 2) {
+					t[l] = _mm256_unpacklo_epi32(z[l], z[l + 1]);
+					t[l + 1] = _mm256_unpackhi_epi32(z[l], z[l + 1]);
+				}
+#pragma GCC unroll 2
+				for (int h = 0; h < 8; h += 4) {
+					u[h] = _mm256_unpacklo_epi64(t[h], t[h + 2]);
+					u[h + 1] = _mm256_unpackhi_epi64(t[h], t[h + 2]);
+					u[h + 2] = _mm256_unpacklo_epi64(t[h + 1], t[h + 3]);
+					u[h + 3] = _mm256_unpackhi_epi64(t[h + 1], t[h + 3]);
+				}
+#pragma GCC unroll 4
+				for (int k = 0; k < 4; k++) {
+					__m256i a = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
+					__m256i c = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
+					q[2 * p][k] = _mm256_and_si256(a, m4);
+					q[2 * p + 1][k] = _mm256_and_si256(_mm256_srli_epi16(a, 4), m4);
+					q[2 * p][k + 4] = _mm256_and_si256(c, m4);
+					q[2 * p + 1][k + 4] = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
+				}
+			}
+#pragma GCC unroll 1
+			for (int r = 0; r < NR; r++) {
+				const struct q8k *xb = &xk[r][b];
+				__m256i M = _mm256_setzero_si256();
+#pragma GCC unroll 8
+				for (int j = 0; j < 8; j++) {
+					const i32u *x4 = (const i32u *)(xb->q + 32 * j);
+					__m256i s = _mm256_maddubs_epi16(q[j][0], _mm256_set1_epi32(x4[0]));
+#pragma GCC unroll 7
+					for (int k = 1; k < 8; k++)
+						s = _mm256_add_epi16(s, _mm256_maddubs_epi16(q[j][k], _mm256_set1_epi32(x4[k])));
+					M = _mm256_add_epi32(M, _mm256_madd_epi16(s, scw[j]));
+				}
+				const int32_t *bq = bp + ((size_t)r * nb + b) * 4;
+				__m256i mi = _mm256_madd_epi16(P[0], _mm256_set1_epi32(bq[0]));
+#pragma GCC unroll 3
+				for (int k = 1; k < 4; k++)
+					mi = _mm256_add_epi32(mi, _mm256_madd_epi16(P[k], _mm256_set1_epi32(bq[k])));
+				__m256 tt = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(mi), _mm256_mul_ps(d, _mm256_cvtepi32_ps(M)));
+				acc[r] = _mm256_fmadd_ps(tt, _mm256_set1_ps(xb->d), acc[r]);
+			}
+		}
+		const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+		const __m256 bv = bias ? _mm256_maskload_ps(bias + o, m) : _mm256_setzero_ps();
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++) {
+			float *y = Y + (size_t)r * ldy + o;
+			__m256 v = _mm256_add_ps(acc[r], bv);
+			if (accumulate)
+				v = _mm256_add_ps(v, _mm256_maskload_ps(y, m));
+			_mm256_maskstore_ps(y, m, v);
+		}
+	}
+}
+
+T256 static void q4k_rows_t8(float *Y, size_t ldy, const struct q8k *const *xk, int32_t *bp,
+			     const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
+			     int accumulate)
+{
+	q4k_min_pairs(xk, nr, W->cols / 256, bp);
+	switch (nr) {
+	case 1: q4k_t8_body(Y, ldy, xk, bp, W, bias, 1, o0, o1, accumulate); break;
+	case 2: q4k_t8_body(Y, ldy, xk, bp, W, bias, 2, o0, o1, accumulate); break;
+	case 3: q4k_t8_body(Y, ldy, xk, bp, W, bias, 3, o0, o1, accumulate); break;
+	case 4: q4k_t8_body(Y, ldy, xk, bp, W, bias, 4, o0, o1, accumulate); break;
+	case 5: q4k_t8_body(Y, ldy, xk, bp, W, bias, 5, o0, o1, accumulate); break;
+	case 6: q4k_t8_body(Y, ldy, xk, bp, W, bias, 6, o0, o1, accumulate); break;
+	case 7: q4k_t8_body(Y, ldy, xk, bp, W, bias, 7, o0, o1, accumulate); break;
+	default: q4k_t8_body(Y, ldy, xk, bp, W, bias, 8, o0, o1, accumulate); break;
+	}
+}
+
 /* Q6_K super-block (210 bytes, 256 weights): 128 bytes low 4 bits, 64 bytes high 2 bits,
  * 16 int8 scales (one per 16 weights), f16 d; w = d * sc * (q - 32). As ggml:
  * d*dx * (sum_j sc_j (q_j . xq_j) - 32 sum_j sc_j bsum_j), all in integers. */
@@ -1211,23 +1371,12 @@ TVNNI AI void q4k_t16_body(float *Y, size_t ldy, const struct q8k *const *xk, co
 	}
 }
 
-/* bp: scratch for nr * nb * 4 int32: per activation row and super-block, its 8 sums of 32
- * as the word pairs (s0, s2), (s1, s3), (s4, s6), (s5, s7) */
+/* bp: scratch for q4k_min_pairs */
 TVNNI static void q4k_rows_t16(float *Y, size_t ldy, const struct q8k *const *xk, int32_t *bp,
 			       const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
 			       int accumulate)
 {
-	uint32_t nb = W->cols / 256;
-	for (uint32_t r = 0; r < nr; r++)
-		for (uint32_t b = 0; b < nb; b++) {
-			const int16_t *s = xk[r][b].bsums;
-			int32_t *q = bp + ((size_t)r * nb + b) * 4;
-			for (int k = 0; k < 4; k++) {
-				int j = (k >> 1) * 4 + (k & 1);        /* pairs (j, j + 2) */
-				uint16_t lo = (uint16_t)(s[2 * j] + s[2 * j + 1]), hi = (uint16_t)(s[2 * j + 4] + s[2 * j + 5]);
-				q[k] = (int32_t)((uint32_t)lo | (uint32_t)hi << 16);
-			}
-		}
+	q4k_min_pairs(xk, nr, W->cols / 256, bp);
 	switch (nr) {
 	case 1: q4k_t16_body(Y, ldy, xk, bp, W, bias, 1, o0, o1, accumulate); break;
 	case 2: q4k_t16_body(Y, ldy, xk, bp, W, bias, 2, o0, o1, accumulate); break;
@@ -1545,6 +1694,11 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 	if ((dt == RL_DT_Q4_K || dt == RL_DT_Q6_K) && rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni()) {
 		int32_t *aux = (int32_t *)(((uintptr_t)(xk[0] + (size_t)nr * nb) + 63) & ~(uintptr_t)63);
 		(dt == RL_DT_Q4_K ? q4k_rows_t16 : q6k_rows_t16)(Y, ldy, xk, aux, W, bias, nr, o0, o1, accumulate);
+		return;
+	}
+	if (dt == RL_DT_Q4_K && nr > 1) {
+		int32_t *aux = (int32_t *)(((uintptr_t)(xk[0] + (size_t)nr * nb) + 63) & ~(uintptr_t)63);
+		q4k_rows_t8(Y, ldy, xk, aux, W, bias, nr, o0, o1, accumulate);
 		return;
 	}
 	if (nr == 1 && (dt == RL_DT_Q4_K || dt == RL_DT_Q6_K) && rl_cpu_isa() == RL_CPU_AVX512) {
