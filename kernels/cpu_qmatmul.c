@@ -173,6 +173,57 @@ T256 AI float q8_0_row1(const uint8_t *w, const struct q8x *x, uint32_t nb)
 	return hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
 
+/* The 8-row groups of the AVX2 lane-per-row kernels (q8_0_t8_body, q4k_t8_body): rp[l] =
+ * row o + l, a group past o1 repeating its last row (whose lanes t8_store leaves alone). */
+T256 AI void t8_rows(const struct rl_wmat *W, uint32_t o, uint32_t o1, const uint8_t **rp)
+{
+	for (uint32_t l = 0; l < 8; l++)
+		rp[l] = (const uint8_t *)W->data + (size_t)(o + l < o1 ? o + l : o1 - 1) * W->row_bytes;
+}
+
+/* T[k], lane L = bytes off+4k .. off+4k+3 of row rp[L] (32 bytes of each of 8 rows, an 8x8
+ * dword transpose in registers). */
+T256 AI void t8_load(const uint8_t *const *rp, size_t off, __m256i *T)
+{
+	__m256i z[8], t[8], u[8];
+#pragma GCC unroll 8
+	for (int l = 0; l < 8; l++)
+		z[l] = _mm256_loadu_si256((const __m256i *)(rp[l] + off));
+#pragma GCC unroll 4
+	for (int l = 0; l < 8; l += 2) {
+		t[l] = _mm256_unpacklo_epi32(z[l], z[l + 1]);
+		t[l + 1] = _mm256_unpackhi_epi32(z[l], z[l + 1]);
+	}
+#pragma GCC unroll 2
+	for (int h = 0; h < 8; h += 4) {
+		u[h] = _mm256_unpacklo_epi64(t[h], t[h + 2]);
+		u[h + 1] = _mm256_unpackhi_epi64(t[h], t[h + 2]);
+		u[h + 2] = _mm256_unpacklo_epi64(t[h + 1], t[h + 3]);
+		u[h + 3] = _mm256_unpackhi_epi64(t[h + 1], t[h + 3]);
+	}
+#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++) {
+		T[k] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
+		T[k + 4] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
+	}
+}
+
+/* Y[r, o .. o+n-1] (=, or +=) acc[r] (+ bias), the group's first n lanes */
+T256 AI void t8_store(float *Y, size_t ldy, const __m256 *acc, const int NR, uint32_t o, uint32_t n,
+		      const float *bias, int accumulate)
+{
+	const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+	const __m256 bv = bias ? _mm256_maskload_ps(bias + o, m) : _mm256_setzero_ps();
+#pragma GCC unroll 8
+	for (int r = 0; r < NR; r++) {
+		float *y = Y + (size_t)r * ldy + o;
+		__m256 v = _mm256_add_ps(acc[r], bv);
+		if (accumulate)
+			v = _mm256_add_ps(v, _mm256_maskload_ps(y, m));
+		_mm256_maskstore_ps(y, m, v);
+	}
+}
+
 /* Decode steps of 2..8 rows over Q8_0 on AVX2 (no VNNI), eight weight rows at a time, one
  * output row per lane, as q8_0_t16_body: a block of 8 rows is transposed in registers (8x8
  * dwords: vector k holds bytes 4k..4k+3 of each row) and kept in L1 with its absolute values
@@ -193,11 +244,9 @@ T256 AI void q8_0_t8_body(float *Y, size_t ldy, const struct q8x *const *xq, con
 	const __m256i ones = _mm256_set1_epi16(1);
 	__m256i T[8], A[8];            /* stored by the compiler where registers run out */
 	for (uint32_t o = o0; o < o1; o += 8) {
-		/* a group past o1 repeats the last row, and its lanes are not stored */
 		const uint32_t n = o1 - o < 8 ? o1 - o : 8;
 		const uint8_t *rp[8];
-		for (uint32_t l = 0; l < 8; l++)
-			rp[l] = base + (size_t)(l < n ? o + l : o1 - 1) * rb;
+		t8_rows(W, o, o1, rp);
 		const size_t next = (size_t)(o + 8) * rb;
 		__m256 acc[8];
 #pragma GCC unroll 8
@@ -208,27 +257,7 @@ T256 AI void q8_0_t8_body(float *Y, size_t ldy, const struct q8x *const *xq, con
 			/* the next group's rows, one contiguous run, into L2 a slice per block */
 			for (size_t pf = next + (size_t)b * 8 * 34; pf < next + (size_t)(b + 1) * 8 * 34; pf += 64)
 				_mm_prefetch((const char *)base + pf, _MM_HINT_T1);
-			__m256i z[8], t[8], u[8];
-#pragma GCC unroll 8
-			for (int l = 0; l < 8; l++)
-				z[l] = _mm256_loadu_si256((const __m256i *)(rp[l] + off + 2));
-#pragma GCC unroll 4
-			for (int l = 0; l < 8; l += 2) {
-				t[l] = _mm256_unpacklo_epi32(z[l], z[l + 1]);
-				t[l + 1] = _mm256_unpackhi_epi32(z[l], z[l + 1]);
-			}
-#pragma GCC unroll 2
-			for (int h = 0; h < 8; h += 4) {
-				u[h] = _mm256_unpacklo_epi64(t[h], t[h + 2]);
-				u[h + 1] = _mm256_unpackhi_epi64(t[h], t[h + 2]);
-				u[h + 2] = _mm256_unpacklo_epi64(t[h + 1], t[h + 3]);
-				u[h + 3] = _mm256_unpackhi_epi64(t[h + 1], t[h + 3]);
-			}
-#pragma GCC unroll 4
-			for (int k = 0; k < 4; k++) {
-				T[k] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
-				T[k + 4] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
-			}
+			t8_load(rp, off + 2, T);
 #pragma GCC unroll 8
 			for (int k = 0; k < 8; k++)
 				A[k] = _mm256_sign_epi8(T[k], T[k]);
@@ -249,16 +278,7 @@ T256 AI void q8_0_t8_body(float *Y, size_t ldy, const struct q8x *const *xq, con
 				acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(xb->d)), acc[r]);
 			}
 		}
-		const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-		const __m256 bv = bias ? _mm256_maskload_ps(bias + o, m) : _mm256_setzero_ps();
-#pragma GCC unroll 8
-		for (int r = 0; r < NR; r++) {
-			float *y = Y + (size_t)r * ldy + o;
-			__m256 v = _mm256_add_ps(acc[r], bv);
-			if (accumulate)
-				v = _mm256_add_ps(v, _mm256_maskload_ps(y, m));
-			_mm256_maskstore_ps(y, m, v);
-		}
+		t8_store(Y, ldy, acc, NR, o, n, bias, accumulate);
 	}
 }
 
@@ -443,11 +463,9 @@ T256 AI void q4k_t8_body(float *Y, size_t ldy, const struct q8k *const *xk, cons
 	const __m256i mff = _mm256_set1_epi32(0x00FF00FF), lowb = _mm256_set1_epi32(0xFF);
 	__m256i q[8][8], scw[8];       /* sub-block j's nibbles, k-th dword of each row; its scales */
 	for (uint32_t o = o0; o < o1; o += 8) {
-		/* a group past o1 repeats the last row, and its lanes are not stored */
 		const uint32_t n = o1 - o < 8 ? o1 - o : 8;
 		const uint8_t *rp[8];
-		for (uint32_t l = 0; l < 8; l++)
-			rp[l] = base + (size_t)(l < n ? o + l : o1 - 1) * rb;
+		t8_rows(W, o, o1, rp);
 		const size_t next = (size_t)(o + 8) * rb;
 		__m256 acc[8];
 #pragma GCC unroll 8
@@ -478,30 +496,12 @@ T256 AI void q4k_t8_body(float *Y, size_t ldy, const struct q8k *const *xk, cons
 					       _mm256_and_si256(m47, mff), _mm256_and_si256(_mm256_srli_epi32(m47, 8), mff) };
 #pragma GCC unroll 1
 			for (int p = 0; p < 4; p++) {
-				__m256i z[8], t[8], u[8];
+				__m256i T[8];
+				t8_load(rp, off + 16 + 32 * (size_t)p, T);
 #pragma GCC unroll 8
-				for (int l = 0; l < 8; l++)
-					z[l] = _mm256_loadu_si256((const __m256i *)(rp[l] + off + 16 + 32 * p));
-#pragma GCC unroll 4
-				for (int l = 0; l < 8; l += 2) {
-					t[l] = _mm256_unpacklo_epi32(z[l], z[l + 1]);
-					t[l + 1] = _mm256_unpackhi_epi32(z[l], z[l + 1]);
-				}
-#pragma GCC unroll 2
-				for (int h = 0; h < 8; h += 4) {
-					u[h] = _mm256_unpacklo_epi64(t[h], t[h + 2]);
-					u[h + 1] = _mm256_unpackhi_epi64(t[h], t[h + 2]);
-					u[h + 2] = _mm256_unpacklo_epi64(t[h + 1], t[h + 3]);
-					u[h + 3] = _mm256_unpackhi_epi64(t[h + 1], t[h + 3]);
-				}
-#pragma GCC unroll 4
-				for (int k = 0; k < 4; k++) {
-					__m256i a = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
-					__m256i c = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
-					q[2 * p][k] = _mm256_and_si256(a, m4);
-					q[2 * p + 1][k] = _mm256_and_si256(_mm256_srli_epi16(a, 4), m4);
-					q[2 * p][k + 4] = _mm256_and_si256(c, m4);
-					q[2 * p + 1][k + 4] = _mm256_and_si256(_mm256_srli_epi16(c, 4), m4);
+				for (int k = 0; k < 8; k++) {
+					q[2 * p][k] = _mm256_and_si256(T[k], m4);
+					q[2 * p + 1][k] = _mm256_and_si256(_mm256_srli_epi16(T[k], 4), m4);
 				}
 			}
 #pragma GCC unroll 1
@@ -526,16 +526,7 @@ T256 AI void q4k_t8_body(float *Y, size_t ldy, const struct q8k *const *xk, cons
 				acc[r] = _mm256_fmadd_ps(tt, _mm256_set1_ps(xb->d), acc[r]);
 			}
 		}
-		const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-		const __m256 bv = bias ? _mm256_maskload_ps(bias + o, m) : _mm256_setzero_ps();
-#pragma GCC unroll 8
-		for (int r = 0; r < NR; r++) {
-			float *y = Y + (size_t)r * ldy + o;
-			__m256 v = _mm256_add_ps(acc[r], bv);
-			if (accumulate)
-				v = _mm256_add_ps(v, _mm256_maskload_ps(y, m));
-			_mm256_maskstore_ps(y, m, v);
-		}
+		t8_store(Y, ldy, acc, NR, o, n, bias, accumulate);
 	}
 }
 
@@ -1145,6 +1136,36 @@ static int has_avx512vnni(void)
  * eight 105 -> 68 GMAC/s, where the longer work per block lets L1 evict the lines first). */
 #define T16_PREFETCH(p, l1) do { if (l1) _mm_prefetch((p), _MM_HINT_T0); else _mm_prefetch((p), _MM_HINT_T1); } while (0)
 
+/* The 16-row groups of the AVX-512 lane-per-row kernels: rp[l] = row o + l, a group past o1
+ * repeating its last row (whose lanes t16_store leaves alone); the result, each row's byte
+ * offset from rp[0], for gathers. */
+TVNNI AI __m512i t16_rows(const struct rl_wmat *W, uint32_t o, uint32_t o1, const uint8_t **rp)
+{
+	int32_t idx[16];
+	for (uint32_t l = 0; l < 16; l++) {
+		uint32_t row = o + l < o1 ? o + l : o1 - 1;
+		rp[l] = (const uint8_t *)W->data + (size_t)row * W->row_bytes;
+		idx[l] = (int32_t)((size_t)(row - o) * W->row_bytes);
+	}
+	return _mm512_loadu_si512((const void *)idx);
+}
+
+/* Y[r, o .. o+n-1] (=, or +=) acc[r] (+ bias), the group's first n lanes */
+TVNNI AI void t16_store(float *Y, size_t ldy, const __m512 *acc, const int NR, uint32_t o, uint32_t n,
+			const float *bias, int accumulate)
+{
+	const __mmask16 m = (__mmask16)((1u << n) - 1);
+	const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + o) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+	for (int r = 0; r < NR; r++) {
+		float *y = Y + (size_t)r * ldy + o;
+		__m512 v = _mm512_add_ps(acc[r], bv);
+		if (accumulate)
+			v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, y));
+		_mm512_mask_storeu_ps(y, m, v);
+	}
+}
+
 /* T[k], lane L = bytes off+4k .. off+4k+3 of row rp[L] (32 bytes of each of 16 rows,
  * transposed in registers). */
 TVNNI AI void t16_load(const uint8_t *const *rp, size_t off, __m512i *T)
@@ -1187,16 +1208,9 @@ TVNNI AI void q8_0_t16_body(float *Y, size_t ldy, const struct q8x *const *xq, c
 	const uint32_t nb = W->cols / 32;
 	const __m512i flip = _mm512_set1_epi8((char)0x80);
 	for (uint32_t o = o0; o < o1; o += 16) {
-		/* a group past o1 repeats the last row, and its lanes are not stored */
 		const uint32_t n = o1 - o < 16 ? o1 - o : 16;
 		const uint8_t *rp[16];
-		int32_t idx[16];
-		for (uint32_t l = 0; l < 16; l++) {
-			uint32_t row = l < n ? o + l : o1 - 1;
-			rp[l] = base + (size_t)row * rb;
-			idx[l] = (int32_t)((size_t)(row - o) * rb);
-		}
-		const __m512i vidx = _mm512_loadu_si512((const void *)idx);
+		const __m512i vidx = t16_rows(W, o, o1, rp);
 		const size_t next = (size_t)(o + 16) * rb;
 		__m512 acc[8];
 #pragma GCC unroll 8
@@ -1227,16 +1241,7 @@ TVNNI AI void q8_0_t16_body(float *Y, size_t ldy, const struct q8x *const *xq, c
 				acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(xb->d)), acc[r]);
 			}
 		}
-		const __mmask16 m = (__mmask16)((1u << n) - 1);
-		const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + o) : _mm512_setzero_ps();
-#pragma GCC unroll 8
-		for (int r = 0; r < NR; r++) {
-			float *y = Y + (size_t)r * ldy + o;
-			__m512 v = _mm512_add_ps(acc[r], bv);
-			if (accumulate)
-				v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, y));
-			_mm512_mask_storeu_ps(y, m, v);
-		}
+		t16_store(Y, ldy, acc, NR, o, n, bias, accumulate);
 	}
 }
 
@@ -1281,16 +1286,9 @@ TVNNI AI void q4k_t16_body(float *Y, size_t ldy, const struct q8k *const *xk, co
 	const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
 	const __m512i mff = _mm512_set1_epi32(0x00FF00FF), lowb = _mm512_set1_epi32(0xFF);
 	for (uint32_t o = o0; o < o1; o += 16) {
-		/* a group past o1 repeats the last row, and its lanes are not stored */
 		const uint32_t n = o1 - o < 16 ? o1 - o : 16;
 		const uint8_t *rp[16];
-		int32_t idx[16];
-		for (uint32_t l = 0; l < 16; l++) {
-			uint32_t row = l < n ? o + l : o1 - 1;
-			rp[l] = base + (size_t)row * rb;
-			idx[l] = (int32_t)((size_t)(row - o) * rb);
-		}
-		const __m512i vidx = _mm512_loadu_si512((const void *)idx);
+		const __m512i vidx = t16_rows(W, o, o1, rp);
 		const size_t next = (size_t)(o + 16) * rb;
 		__m512 acc[8];
 #pragma GCC unroll 8
@@ -1358,16 +1356,7 @@ TVNNI AI void q4k_t16_body(float *Y, size_t ldy, const struct q8k *const *xk, co
 				acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(xk[r][b].d), acc[r]);
 			}
 		}
-		const __mmask16 m = (__mmask16)((1u << n) - 1);
-		const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + o) : _mm512_setzero_ps();
-#pragma GCC unroll 8
-		for (int r = 0; r < NR; r++) {
-			float *y = Y + (size_t)r * ldy + o;
-			__m512 v = _mm512_add_ps(acc[r], bv);
-			if (accumulate)
-				v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, y));
-			_mm512_mask_storeu_ps(y, m, v);
-		}
+		t16_store(Y, ldy, acc, NR, o, n, bias, accumulate);
 	}
 }
 
@@ -1406,16 +1395,9 @@ TVNNI AI void q6k_t16_body(float *Y, size_t ldy, const struct q8k *const *xk, co
 	const uint32_t nb = W->cols / 256;
 	const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
 	for (uint32_t o = o0; o < o1; o += 16) {
-		/* a group past o1 repeats the last row, and its lanes are not stored */
 		const uint32_t n = o1 - o < 16 ? o1 - o : 16;
 		const uint8_t *rp[16];
-		int32_t idx[16];
-		for (uint32_t l = 0; l < 16; l++) {
-			uint32_t row = l < n ? o + l : o1 - 1;
-			rp[l] = base + (size_t)row * rb;
-			idx[l] = (int32_t)((size_t)(row - o) * rb);
-		}
-		const __m512i vidx = _mm512_loadu_si512((const void *)idx);
+		const __m512i vidx = t16_rows(W, o, o1, rp);
 		const size_t next = (size_t)(o + 16) * rb;
 		__m512 acc[8];
 #pragma GCC unroll 8
@@ -1481,16 +1463,7 @@ TVNNI AI void q6k_t16_body(float *Y, size_t ldy, const struct q8k *const *xk, co
 			for (int r = 0; r < NR; r++)
 				acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(M[r])), _mm512_set1_ps(xk[r][b].d), acc[r]);
 		}
-		const __mmask16 m = (__mmask16)((1u << n) - 1);
-		const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + o) : _mm512_setzero_ps();
-#pragma GCC unroll 8
-		for (int r = 0; r < NR; r++) {
-			float *y = Y + (size_t)r * ldy + o;
-			__m512 v = _mm512_add_ps(acc[r], bv);
-			if (accumulate)
-				v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, y));
-			_mm512_mask_storeu_ps(y, m, v);
-		}
+		t16_store(Y, ldy, acc, NR, o, n, bias, accumulate);
 	}
 }
 
