@@ -33,7 +33,8 @@ void rl_cpu_matmul(float *Y, size_t ldy, const float *X, size_t ldx, const float
  * in = W->cols. F32 is rl_cpu_matmul; up to 8 rows compute on the stored form (16-bit floats
  * widened in registers; Q8_0, Q4_K, Q6_K as integer dots against activations quantized to
  * 8 bits; other block types decoded a row at a time); more rows decode tiles of weight rows to
- * fp32 for rl_cpu_matmul (or to bf16 for bf16 dot products where the CPU has AVX512-BF16). scratch: rl_cpu_qmatmul_scratch(in, n_rows at most) bytes, the caller's thread's own. */
+ * fp32 for rl_cpu_matmul (or to bf16 for bf16 dot products where the CPU has AVX512-BF16).
+ * scratch: rl_cpu_qmatmul_scratch(in, n_rows at most) bytes, the caller's thread's own. */
 struct rl_wmat;
 void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
 		    const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end,
@@ -42,8 +43,8 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows);
 /* 1 when rl_cpu_qmatmul over W with n_rows rows rounds the activations to bf16 (AVX512-BF16
  * dot products for prefill over BF16 and block-quantized weights, and for decode steps of 2..8
- * rows over BF16, as ggml does); the tests
- * hold such calls to the 8-bit activation paths' tolerance. */
+ * rows over BF16, as ggml does); the tests hold such calls to the 8-bit activation paths'
+ * tolerance. */
 int rl_cpu_qmatmul_bf16_acts(const struct rl_wmat *W, uint32_t n_rows);
 /* Row r of W as fp32: out[W->cols]. */
 void rl_cpu_wmat_row(const struct rl_wmat *W, uint32_t r, float *out);

@@ -1604,7 +1604,8 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows)
 	size_t q8 = (size_t)Q8_ROWS * (in / 32 + 1) * (sizeof(struct q8x) + sizeof(int32_t)) + 64;
 	size_t xb = (size_t)Q8_ROWS * in * 2 + 64;  /* dpbf_rows' bf16 activations */
 	q8 = q8 > xb ? q8 : xb;
-	/* the q8k blocks, then (VNNI) their sums as 16 dwords per block (q6k_rows_t16's seeds) */
+	/* the q8k blocks, then per block at most 16 dwords of their sums (q6k_rows_t16's seeds,
+	 * q4k_min_pairs) */
 	size_t q8k = (size_t)Q8_ROWS * (in / 256 + 1) * (sizeof(struct q8k) + 64) + 64;
 	q8 = q8 > q8k ? q8 : q8k;
 	size_t tile = (size_t)TILE * in * sizeof(float);
