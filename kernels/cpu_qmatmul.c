@@ -433,6 +433,14 @@ static void q4k_min_pairs(const struct q8k *const *xk, uint32_t nr, uint32_t nb,
 		}
 }
 
+/* the f16 in the low half of each dword of g, as 8 floats */
+T256 AI __m256 f16_lo8(__m256i g)
+{
+	return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packs_epi32(
+		_mm256_srai_epi32(_mm256_slli_epi32(g, 16), 16), _mm256_setzero_si256()), 0x08)));
+}
+
+/* dword off of each of the 8 rows */
 T256 AI __m256i ld32x8(const uint8_t *const *rp, size_t off)
 {
 	uint32_t v[8];
@@ -443,8 +451,7 @@ T256 AI __m256i ld32x8(const uint8_t *const *rp, size_t off)
 
 /* Decode steps of 2..8 rows over Q4_K on AVX2, eight weight rows at a time, one output row
  * per lane (the layout of q4k_t16_body, without VNNI): each 32-byte run of q is transposed for
- * the 8 rows
- * (8x8 dwords) and its nibbles kept in L1; per activation row and sub-block, 8 vpmaddubsw
+ * the 8 rows (8x8 dwords) and its nibbles kept in L1; per activation row and sub-block, 8 vpmaddubsw
  * (unsigned nibbles against broadcast activations: 2 * 15 * 127 per word, so the 8 of a
  * sub-block add up in int16 without saturating), then one vpmaddwd by the lanes' 6-bit scale,
  * which widens and scales at once: ~2 instructions per 32 multiply-adds where the row-wise
@@ -478,10 +485,7 @@ T256 AI void q4k_t8_body(float *Y, size_t ldy, const struct q8k *const *xk, cons
 				_mm_prefetch((const char *)base + pf, _MM_HINT_T1);
 			const __m256i g = ld32x8(rp, off), u0 = ld32x8(rp, off + 4), u1 = ld32x8(rp, off + 8),
 				      u2 = ld32x8(rp, off + 12);
-			const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packs_epi32(
-				_mm256_srai_epi32(_mm256_slli_epi32(g, 16), 16), _mm256_setzero_si256()), 0x08)));
-			const __m256 dmin = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packs_epi32(
-				_mm256_srai_epi32(g, 16), _mm256_setzero_si256()), 0x08)));
+			const __m256 d = f16_lo8(g), dmin = f16_lo8(_mm256_srli_epi32(g, 16));
 			const __m256i s03 = _mm256_and_si256(u0, m6);
 			const __m256i s47 = _mm256_or_si256(_mm256_and_si256(u2, m4), _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30));
 #pragma GCC unroll 8
@@ -536,7 +540,6 @@ T256 static void q4k_rows_t8(float *Y, size_t ldy, const struct q8k *const *xk, 
 {
 	q4k_min_pairs(xk, nr, W->cols / 256, bp);
 	switch (nr) {
-	case 1: q4k_t8_body(Y, ldy, xk, bp, W, bias, 1, o0, o1, accumulate); break;
 	case 2: q4k_t8_body(Y, ldy, xk, bp, W, bias, 2, o0, o1, accumulate); break;
 	case 3: q4k_t8_body(Y, ldy, xk, bp, W, bias, 3, o0, o1, accumulate); break;
 	case 4: q4k_t8_body(Y, ldy, xk, bp, W, bias, 4, o0, o1, accumulate); break;
@@ -1045,7 +1048,7 @@ TBF AI void dpbf_rows_body(float *Y, size_t ldy, const uint16_t *xb, const struc
 	for (uint32_t o = o0; o < o1;) {
 		const int two = o + 2 <= o1;
 		const uint16_t *w0 = (const uint16_t *)((const uint8_t *)W->data + (size_t)o * W->row_bytes);
-		const uint16_t *w1 = two ? w0 + in : w0;
+		const uint16_t *w1 = two ? (const uint16_t *)((const uint8_t *)w0 + W->row_bytes) : w0;
 		__m512 a0[8], a1[8];
 #pragma GCC unroll 8
 		for (int r = 0; r < NR; r++)
@@ -1665,15 +1668,17 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 		q8_0_rows_t8(Y, ldy, xq, W, bias, nr, o0, o1, accumulate);
 		return;
 	}
-	if ((dt == RL_DT_Q4_K || dt == RL_DT_Q6_K) && rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni()) {
+	if (dt == RL_DT_Q4_K || dt == RL_DT_Q6_K) {
+		/* the lane-per-row kernels' per-call sums, after the q8k blocks */
 		int32_t *aux = (int32_t *)(((uintptr_t)(xk[0] + (size_t)nr * nb) + 63) & ~(uintptr_t)63);
-		(dt == RL_DT_Q4_K ? q4k_rows_t16 : q6k_rows_t16)(Y, ldy, xk, aux, W, bias, nr, o0, o1, accumulate);
-		return;
-	}
-	if (dt == RL_DT_Q4_K && nr > 1) {
-		int32_t *aux = (int32_t *)(((uintptr_t)(xk[0] + (size_t)nr * nb) + 63) & ~(uintptr_t)63);
-		q4k_rows_t8(Y, ldy, xk, aux, W, bias, nr, o0, o1, accumulate);
-		return;
+		if (rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni()) {
+			(dt == RL_DT_Q4_K ? q4k_rows_t16 : q6k_rows_t16)(Y, ldy, xk, aux, W, bias, nr, o0, o1, accumulate);
+			return;
+		}
+		if (dt == RL_DT_Q4_K && nr > 1) {
+			q4k_rows_t8(Y, ldy, xk, aux, W, bias, nr, o0, o1, accumulate);
+			return;
+		}
 	}
 	if (nr == 1 && (dt == RL_DT_Q4_K || dt == RL_DT_Q6_K) && rl_cpu_isa() == RL_CPU_AVX512) {
 		(dt == RL_DT_Q4_K ? q4k_rows512 : q6k_rows512)(Y, xk[0], W, bias, o0, o1, accumulate);
