@@ -28,8 +28,10 @@
  * row's dot about 0.3% of the row's magnitude), the same trade ggml makes.
  */
 #include <cpuid.h>
+#include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <immintrin.h>
 #include "kernels/cpu_ops.h"
@@ -1153,11 +1155,10 @@ TVNNI AI __m512i t16_rows(const struct rl_wmat *W, uint32_t o, uint32_t o1, cons
 	return _mm512_loadu_si512((const void *)idx);
 }
 
-/* Y[r, o .. o+n-1] (=, or +=) acc[r] (+ bias), the group's first n lanes */
-TVNNI AI void t16_store(float *Y, size_t ldy, const __m512 *acc, const int NR, uint32_t o, uint32_t n,
+/* Y[r, o + L] (=, or +=) lane L of acc[r] (+ bias[o + L]) for the lanes L in m */
+TVNNI AI void t16_store(float *Y, size_t ldy, const __m512 *acc, const int NR, uint32_t o, __mmask16 m,
 			const float *bias, int accumulate)
 {
-	const __mmask16 m = (__mmask16)((1u << n) - 1);
 	const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + o) : _mm512_setzero_ps();
 #pragma GCC unroll 8
 	for (int r = 0; r < NR; r++) {
@@ -1167,6 +1168,12 @@ TVNNI AI void t16_store(float *Y, size_t ldy, const __m512 *acc, const int NR, u
 			v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, y));
 		_mm512_mask_storeu_ps(y, m, v);
 	}
+}
+
+/* lanes [l0, l1) of a group */
+static inline __mmask16 t16_lanes(uint32_t l0, uint32_t l1)
+{
+	return (__mmask16)(((1u << l1) - 1) & ~((1u << l0) - 1));
 }
 
 /* T[k], lane L = bytes off+4k .. off+4k+3 of row rp[L] (32 bytes of each of 16 rows,
@@ -1244,7 +1251,7 @@ TVNNI AI void q8_0_t16_body(float *Y, size_t ldy, const struct q8x *const *xq, c
 				acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(xb->d)), acc[r]);
 			}
 		}
-		t16_store(Y, ldy, acc, NR, o, n, bias, accumulate);
+		t16_store(Y, ldy, acc, NR, o, t16_lanes(0, n), bias, accumulate);
 	}
 }
 
@@ -1268,99 +1275,225 @@ TVNNI static void q8_0_rows_vnni(float *Y, size_t ldy, const struct q8x *const *
 	}
 }
 
-/* Decode steps of 1..8 rows over Q4_K on AVX512-VNNI, sixteen weight rows at a time, one
- * output row per lane, as q8_0_t16_body: each 32-byte run of a super-block's 4-bit q is
- * transposed for the 16 rows (t16_load), and its low and high nibbles are the two sub-blocks
- * of 32 that the run holds (ggml's order), both unsigned as vpdpbusd wants. Per activation row
- * and sub-block: 8 vpdpbusd (broadcast activations from memory), then the 16 rows' 6-bit
- * scales (vpmulld) into the super-block's integer sum; the mins term, dmin * sum_j m_j xsum_j,
- * is 4 vpdpwssd of the rows' mins in word pairs against the activation row's 8 sums of 32
- * (bp, made once per call). That is ~90 instructions for 16 row-blocks (4096 multiply-adds)
- * per activation row, where the row-wise dot (q4k_rows512) takes ~12 per row-block and its
- * decode ~40 more; the transposes and scale unpacking are shared by all the rows. The 16
- * rows' d, dmin and 12 scale bytes come by four dword gathers. */
+/* ---------------------------------------- packed K-quant groups (rl_cpu_wmat_pack) ----- */
+
+/* The dwords of a block that a packed group keeps as 16-lane vectors: all of Q4_K's (d|dmin,
+ * the 12 scale bytes, qs), Q6_K's but the trailing f16 d (ql, qh, the scales); 0: this type
+ * is not packed. The one owner of the packed layout, with pack_pos, rl_cpu_wmat_pack and
+ * wmat_block. */
+static uint32_t pack_dwords(int dt)
+{
+	return dt == RL_DT_Q4_K ? 36 : dt == RL_DT_Q6_K ? 52 : 0;
+}
+
+/* The vector that holds dword j of the 16 rows' blocks, in the order the kernels read them,
+ * so that a group streams front to back: Q4_K's is the file's; Q6_K's the scales (48-51),
+ * then for each half the 2-bit tops (32-39, 40-47) before their low nibbles (0-15, 16-31).
+ * (Q6_K in the file's order, read out of order, left the hardware prefetcher behind: 8.5 GB/s
+ * from DRAM at one row without software prefetch, against Q4_K's 31.) */
+AI uint32_t pack_pos(int dt, uint32_t j)
+{
+	if (dt != RL_DT_Q6_K)
+		return j;
+	return j >= 48 ? j - 48 : j >= 40 ? j - 40 + 28 : j >= 32 ? j - 32 + 4 : j >= 16 ? j - 16 + 36 : j + 12;
+}
+
+/* Row r's block b as the file lays it out: in place, or gathered from its packed group into
+ * tmp[blk_bytes]. */
+static const uint8_t *wmat_block(const struct rl_wmat *W, uint32_t r, uint32_t b, uint8_t *tmp)
+{
+	const uint8_t *base = W->data;
+	if (r >= W->packed_rows)
+		return base + (size_t)r * W->row_bytes + (size_t)b * W->blk_bytes;
+	const uint32_t ndw = pack_dwords(W->dtype), tail = W->blk_bytes - 4 * ndw, L = r % 16;
+	const uint8_t *g = base + (size_t)(r - L) * W->row_bytes + (size_t)b * 16 * W->blk_bytes;
+	for (uint32_t j = 0; j < ndw; j++)
+		memcpy(tmp + 4 * j, g + 64 * pack_pos(W->dtype, j) + 4 * L, 4);
+	memcpy(tmp + 4 * ndw, g + 64 * ndw + (size_t)L * tail, tail);
+	return tmp;
+}
+
+int rl_cpu_wmat_pack(struct rl_wmat *W)
+{
+	const uint32_t ndw = pack_dwords(W->dtype);
+	if (!ndw || W->rows < 16 || W->packed_rows || rl_cpu_isa() != RL_CPU_AVX512 || !has_avx512vnni())
+		return 0;
+	const size_t rb = W->row_bytes, bb = W->blk_bytes, tail = bb - 4 * ndw;
+	const uint32_t nb = W->cols / W->blk_elems;
+	uint8_t *src = malloc(16 * rb);
+	if (!src)
+		return -ENOMEM;
+	for (uint32_t g = 0; g + 16 <= W->rows; g += 16) {
+		uint8_t *grp = (uint8_t *)(uintptr_t)W->data + (size_t)g * rb;
+		memcpy(src, grp, 16 * rb);
+		for (uint32_t b = 0; b < nb; b++) {
+			uint8_t *dst = grp + (size_t)b * 16 * bb;
+			for (uint32_t L = 0; L < 16; L++) {
+				const uint8_t *blk = src + L * rb + (size_t)b * bb;
+				for (uint32_t j = 0; j < ndw; j++)
+					memcpy(dst + 64 * pack_pos(W->dtype, j) + 4 * L, blk + 4 * j, 4);
+				memcpy(dst + 64 * ndw + L * tail, blk + 4 * ndw, tail);
+			}
+		}
+	}
+	free(src);
+	W->packed_rows = W->rows / 16 * 16;
+	return 1;
+}
+
+/* A 16-row group of the K-quant lane-per-row kernels. Packed (PK: rows o .. o+15 below
+ * W->packed_rows, o % 16 == 0): dword j of the 16 rows' block b is the vector at
+ * pk + b * 16 * blk_bytes + 64 j, loaded as it is. Else rows rp[] (t16_rows) whose blocks are
+ * transposed in registers (t16_load) and gathered (vidx). */
+struct t16g {
+	const uint8_t *rp[16];
+	const uint8_t *pk;
+	__m512i vidx;
+};
+
+/* T[k], lane L = dword off/4 + k (k < 8) of row L's block of type dt at byte blk of a row
+ * (b * blk_bytes) */
+TVNNI AI void t16_run(const struct t16g *G, const int PK, const int dt, size_t blk, size_t off, __m512i *T)
+{
+	if (PK) {
+		const uint8_t *p = G->pk + 16 * blk + 64 * (size_t)pack_pos(dt, (uint32_t)off / 4);
+#pragma GCC unroll 8
+		for (int k = 0; k < 8; k++)
+			T[k] = _mm512_loadu_si512((const void *)(p + 64 * k));
+	} else {
+		t16_load(G->rp, blk + off, T);
+	}
+}
+
+/* lane L = the dword at byte off of row L's block at blk (off % 4 == 0 when packed) */
+TVNNI AI __m512i t16_dword(const struct t16g *G, const int PK, const int dt, size_t blk, size_t off)
+{
+	return PK ? _mm512_loadu_si512((const void *)(G->pk + 16 * blk + 64 * (size_t)pack_pos(dt, (uint32_t)off / 4)))
+		  : _mm512_i32gather_epi32(G->vidx, (const void *)(G->rp[0] + blk + off), 1);
+}
+
+/* The lines of [p, p + len), a slice of the next group's rows: one contiguous run in either
+ * layout, fetched a quarter block at a time between the loads of this one (all of a block's
+ * prefetches at once stalled the loads behind them: Q6_K one row from DRAM 14 -> 17-20 GB/s
+ * spread, on the Zen 4 VM). */
+TVNNI AI void t16_prefetch(const char *p, size_t len, int l1)
+{
+	for (const char *q = (const char *)((uintptr_t)p & ~(uintptr_t)63); q < p + len; q += 64)
+		T16_PREFETCH(q, l1);
+}
+
+/* The groups covering [o0, o1): packed ones whole (lanes outside the range computed, not
+ * stored), the rest as runs of 16 rows. GROUP(PK, G, o, m) does one: its first row o, the
+ * lanes m to store. */
+#define T16_GROUPS(GROUP) do {                                                                     \
+	for (uint32_t o = o0; o < o1;) {                                                           \
+		struct t16g G;                                                                     \
+		if (o < W->packed_rows) {                                                          \
+			const uint32_t g = o & ~15u, l1 = o1 - g < 16 ? o1 - g : 16;               \
+			G.pk = (const uint8_t *)W->data + (size_t)g * W->row_bytes;                \
+			GROUP(1, &G, g, t16_lanes(o - g, l1));                                     \
+			o = g + l1;                                                                \
+		} else {                                                                           \
+			const uint32_t n = o1 - o < 16 ? o1 - o : 16;                              \
+			G.vidx = t16_rows(W, o, o + n, G.rp);                                      \
+			GROUP(0, &G, o, t16_lanes(0, n));                                          \
+			o += n;                                                                    \
+		}                                                                                  \
+	}                                                                                          \
+} while (0)
+
+/* Decode steps of 1..8 rows over Q4_K on AVX512-VNNI, a group of sixteen weight rows at a
+ * time, one output row per lane, as q8_0_t16_body: each 32-byte run of a super-block's 4-bit
+ * q is 8 vectors of the 16 rows' dwords (t16_run), and its low and high nibbles are the two
+ * sub-blocks of 32 that the run holds (ggml's order), both unsigned as vpdpbusd wants. Per
+ * activation row and sub-block: 8 vpdpbusd (broadcast activations from memory), then the 16
+ * rows' 6-bit scales (vpmulld) into the super-block's integer sum; the mins term,
+ * dmin * sum_j m_j xsum_j, is 4 vpdpwssd of the rows' mins in word pairs against the
+ * activation row's 8 sums of 32 (bp, made once per call). The scale unpacking is shared by all
+ * the activation rows. */
+TVNNI AI void q4k_t16_group(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
+			    const struct rl_wmat *W, const float *bias, const int NR, const int PK,
+			    const struct t16g *G, uint32_t o, __mmask16 lanes, int accumulate)
+{
+	const size_t rb = W->row_bytes;
+	const uint32_t nb = W->cols / 256;
+	const int l1 = NR <= 2 && rb <= 512;   /* T16_PREFETCH: L1 unless the groups outgrow it */
+	const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
+	const __m512i mff = _mm512_set1_epi32(0x00FF00FF), lowb = _mm512_set1_epi32(0xFF);
+	__m512 acc[8];
+#pragma GCC unroll 8
+	for (int r = 0; r < NR; r++)
+		acc[r] = _mm512_setzero_ps();
+	for (uint32_t b = 0; b < nb; b++) {
+		const size_t off = (size_t)b * 144;
+		const char *pf = (const char *)W->data + (size_t)(o + 16) * rb + 16 * off;
+		/* the 16 rows' header: d | dmin, then the scale words u0, u1, u2 (q4_k_scales) */
+		const __m512i g = t16_dword(G, PK, RL_DT_Q4_K, off, 0);
+		const __m512i u0 = t16_dword(G, PK, RL_DT_Q4_K, off, 4), u1 = t16_dword(G, PK, RL_DT_Q4_K, off, 8), u2 = t16_dword(G, PK, RL_DT_Q4_K, off, 12);
+		const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+		const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
+		/* byte j of s03: scale j; of s47: scale 4 + j (4 low bits from u2, 2 high from u0) */
+		const __m512i s03 = _mm512_and_si512(u0, m6);
+		const __m512i s47 = _mm512_or_si512(_mm512_and_si512(u2, m4), _mm512_and_si512(_mm512_srli_epi32(u0, 2), m30));
+		__m512i M[8];
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++)
+			M[r] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+		for (int p = 0; p < 4; p++) {
+			__m512i T[8], L[8];
+			if (!PK)     /* packed groups stream front to back: the hardware prefetcher keeps up */
+				t16_prefetch(pf + 576 * p, 576, l1);
+			t16_run(G, PK, RL_DT_Q4_K, off, 16 + 32 * (size_t)p, T);
+#pragma GCC unroll 8
+			for (int k = 0; k < 8; k++)
+				L[k] = _mm512_and_si512(T[k], m4);
+#pragma GCC unroll 2
+			for (int h = 0; h < 2; h++) {                  /* sub-block 2p + h */
+				if (h)
+#pragma GCC unroll 8
+					for (int k = 0; k < 8; k++)
+						L[k] = _mm512_and_si512(_mm512_srli_epi16(T[k], 4), m4);
+				const int j = 2 * p + h;
+				const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? s03 : s47, 8 * (j & 3)), lowb);
+#pragma GCC unroll 8
+				for (int r = 0; r < NR; r++) {
+					const i32u *q4 = (const i32u *)(xk[r][b].q + 32 * j);
+					__m512i S = _mm512_setzero_si512();
+#pragma GCC unroll 8
+					for (int k = 0; k < 8; k++)
+						S = _mm512_dpbusd_epi32(S, L[k], _mm512_set1_epi32(q4[k]));
+					M[r] = _mm512_add_epi32(M[r], _mm512_mullo_epi32(S, sc));
+				}
+			}
+		}
+		/* the mins as word pairs (m0, m2), (m1, m3), (m4, m6), (m5, m7), as bp pairs the sums */
+		const __m512i m03 = _mm512_and_si512(u1, m6);
+		const __m512i m47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4),
+						    _mm512_and_si512(_mm512_srli_epi32(u1, 2), m30));
+		const __m512i P[4] = { _mm512_and_si512(m03, mff), _mm512_and_si512(_mm512_srli_epi32(m03, 8), mff),
+				       _mm512_and_si512(m47, mff), _mm512_and_si512(_mm512_srli_epi32(m47, 8), mff) };
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++) {
+			const int32_t *bq = bp + ((size_t)r * nb + b) * 4;
+			__m512i mi = _mm512_setzero_si512();
+#pragma GCC unroll 4
+			for (int k = 0; k < 4; k++)
+				mi = _mm512_dpwssd_epi32(mi, P[k], _mm512_set1_epi32(bq[k]));
+			__m512 t = _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(mi), _mm512_mul_ps(d, _mm512_cvtepi32_ps(M[r])));
+			acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(xk[r][b].d), acc[r]);
+		}
+	}
+	t16_store(Y, ldy, acc, NR, o, lanes, bias, accumulate);
+}
+
 TVNNI AI void q4k_t16_body(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
 			   const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
 			   int accumulate)
 {
-	const uint8_t *base = W->data;
-	const size_t rb = W->row_bytes;
-	const uint32_t nb = W->cols / 256;
-	const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
-	const __m512i mff = _mm512_set1_epi32(0x00FF00FF), lowb = _mm512_set1_epi32(0xFF);
-	for (uint32_t o = o0; o < o1; o += 16) {
-		const uint32_t n = o1 - o < 16 ? o1 - o : 16;
-		const uint8_t *rp[16];
-		const __m512i vidx = t16_rows(W, o, o1, rp);
-		const size_t next = (size_t)(o + 16) * rb;
-		__m512 acc[8];
-#pragma GCC unroll 8
-		for (int r = 0; r < NR; r++)
-			acc[r] = _mm512_setzero_ps();
-		for (uint32_t b = 0; b < nb; b++) {
-			const size_t off = (size_t)b * 144;
-			/* the next group's rows, one contiguous run, into L2 a slice per block */
-			for (size_t pf = next + (size_t)b * 16 * 144; pf < next + (size_t)(b + 1) * 16 * 144; pf += 64)
-				T16_PREFETCH((const char *)base + pf, NR <= 2);
-			/* the 16 rows' header: d | dmin, then the scale words u0, u1, u2 (q4_k_scales) */
-			const __m512i g = _mm512_i32gather_epi32(vidx, (const void *)(rp[0] + off), 1);
-			const __m512i u0 = _mm512_i32gather_epi32(vidx, (const void *)(rp[0] + off + 4), 1);
-			const __m512i u1 = _mm512_i32gather_epi32(vidx, (const void *)(rp[0] + off + 8), 1);
-			const __m512i u2 = _mm512_i32gather_epi32(vidx, (const void *)(rp[0] + off + 12), 1);
-			const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
-			const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
-			/* byte j of s03: scale j; of s47: scale 4 + j (4 low bits from u2, 2 high from u0) */
-			const __m512i s03 = _mm512_and_si512(u0, m6);
-			const __m512i s47 = _mm512_or_si512(_mm512_and_si512(u2, m4), _mm512_and_si512(_mm512_srli_epi32(u0, 2), m30));
-			__m512i M[8];
-#pragma GCC unroll 8
-			for (int r = 0; r < NR; r++)
-				M[r] = _mm512_setzero_si512();
-#pragma GCC unroll 1
-			for (int p = 0; p < 4; p++) {
-				__m512i T[8], L[8];
-				t16_load(rp, off + 16 + 32 * (size_t)p, T);
-#pragma GCC unroll 8
-				for (int k = 0; k < 8; k++)
-					L[k] = _mm512_and_si512(T[k], m4);
-#pragma GCC unroll 2
-				for (int h = 0; h < 2; h++) {                  /* sub-block 2p + h */
-					if (h)
-#pragma GCC unroll 8
-						for (int k = 0; k < 8; k++)
-							L[k] = _mm512_and_si512(_mm512_srli_epi16(T[k], 4), m4);
-					const int j = 2 * p + h;
-					const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? s03 : s47, 8 * (j & 3)), lowb);
-#pragma GCC unroll 8
-					for (int r = 0; r < NR; r++) {
-						const i32u *q4 = (const i32u *)(xk[r][b].q + 32 * j);
-						__m512i S = _mm512_setzero_si512();
-#pragma GCC unroll 8
-						for (int k = 0; k < 8; k++)
-							S = _mm512_dpbusd_epi32(S, L[k], _mm512_set1_epi32(q4[k]));
-						M[r] = _mm512_add_epi32(M[r], _mm512_mullo_epi32(S, sc));
-					}
-				}
-			}
-			/* the mins as word pairs (m0, m2), (m1, m3), (m4, m6), (m5, m7), as bp pairs the sums */
-			const __m512i m03 = _mm512_and_si512(u1, m6);
-			const __m512i m47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4),
-							    _mm512_and_si512(_mm512_srli_epi32(u1, 2), m30));
-			const __m512i P[4] = { _mm512_and_si512(m03, mff), _mm512_and_si512(_mm512_srli_epi32(m03, 8), mff),
-					       _mm512_and_si512(m47, mff), _mm512_and_si512(_mm512_srli_epi32(m47, 8), mff) };
-#pragma GCC unroll 8
-			for (int r = 0; r < NR; r++) {
-				const int32_t *bq = bp + ((size_t)r * nb + b) * 4;
-				__m512i mi = _mm512_setzero_si512();
-#pragma GCC unroll 4
-				for (int k = 0; k < 4; k++)
-					mi = _mm512_dpwssd_epi32(mi, P[k], _mm512_set1_epi32(bq[k]));
-				__m512 t = _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(mi), _mm512_mul_ps(d, _mm512_cvtepi32_ps(M[r])));
-				acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(xk[r][b].d), acc[r]);
-			}
-		}
-		t16_store(Y, ldy, acc, NR, o, n, bias, accumulate);
-	}
+#define Q4K_GROUP(PK, G, o, m) q4k_t16_group(Y, ldy, xk, bp, W, bias, NR, PK, G, o, m, accumulate)
+	T16_GROUPS(Q4K_GROUP);
+#undef Q4K_GROUP
 }
 
 /* bp: scratch for q4k_min_pairs */
@@ -1381,93 +1514,94 @@ TVNNI static void q4k_rows_t16(float *Y, size_t ldy, const struct q8k *const *xk
 	}
 }
 
-/* Decode steps of 1..8 rows over Q6_K on AVX512-VNNI, sixteen weight rows at a time, one
- * output row per lane, as q4k_t16_body. A half super-block (128 weights) is three 32-byte runs
- * per row, the low nibbles of weights 0-31 and 64-95 (ql), of 32-63 and 96-127 (ql + 32) and
- * their 2-bit tops (qh), each transposed for the 16 rows (t16_load) and recombined into
- * unsigned 6-bit q (ggml's order). Per activation row and sub-block of 16: 4 vpdpbusd seeded
- * with -32 * the activations' sum (the q - 32 offset, seed made once per call), then the 16
- * rows' int8 scales (vpmulld) into the super-block's integer sum, which meets d and the
- * activations' scale once. */
+/* Decode steps of 1..8 rows over Q6_K on AVX512-VNNI, as q4k_t16_group. A half super-block
+ * (128 weights) is three 32-byte runs per row, the low nibbles of weights 0-31 and 64-95
+ * (ql), of 32-63 and 96-127 (ql + 32) and their 2-bit tops (qh), each 8 vectors of the 16
+ * rows' dwords (t16_run), recombined into unsigned 6-bit q (ggml's order). Per activation row
+ * and sub-block of 16: 4 vpdpbusd seeded with -32 * the activations' sum (the q - 32 offset,
+ * seed made once per call), then the 16 rows' int8 scales (vpmulld) into the super-block's
+ * integer sum, which meets d and the activations' scale once. */
+TVNNI AI void q6k_t16_group(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *seed,
+			    const struct rl_wmat *W, const float *bias, const int NR, const int PK,
+			    const struct t16g *G, uint32_t o, __mmask16 lanes, int accumulate)
+{
+	const size_t rb = W->row_bytes;
+	const uint32_t nb = W->cols / 256;
+	const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+	__m512 acc[8];
+#pragma GCC unroll 8
+	for (int r = 0; r < NR; r++)
+		acc[r] = _mm512_setzero_ps();
+	for (uint32_t b = 0; b < nb; b++) {
+		const size_t off = (size_t)b * 210;
+		const char *pf = (const char *)W->data + (size_t)(o + 16) * rb + 16 * off;
+		/* the 16 rows' int8 scales as dwords (sc[j], lane L: scale j of row L), and d: packed,
+		 * the 16 f16 after the vectors; else the high half of the dword at 206, which ends at
+		 * the block's last byte */
+		__m512i sc[16];
+#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++) {
+			__m512i g = t16_dword(G, PK, RL_DT_Q6_K, off, 192 + 4 * (size_t)i);
+#pragma GCC unroll 4
+			for (int c = 0; c < 4; c++)
+				sc[4 * i + c] = _mm512_srai_epi32(_mm512_slli_epi32(g, 24 - 8 * c), 24);
+		}
+		const __m512 d = PK ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G->pk + 16 * off + 64 * 52)))
+				    : _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(t16_dword(G, 0, RL_DT_Q6_K, off, 206), 16)));
+		__m512i M[8];
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++)
+			M[r] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+		for (int h = 0; h < 2; h++) {
+			__m512i TH[8], TL[8], Q[8];
+			t16_run(G, PK, RL_DT_Q6_K, off, 128 + 32 * (size_t)h, TH);
+#pragma GCC unroll 1
+			for (int run = 0; run < 2; run++) {    /* ql + 64h + 32 run: m = run, run + 2 */
+				t16_prefetch(pf + 840 * (2 * h + run), 840, 0);
+				t16_run(G, PK, RL_DT_Q6_K, off, 64 * (size_t)h + 32 * (size_t)run, TL);
+#pragma GCC unroll 2
+				for (int hi = 0; hi < 2; hi++) {
+					const int m = run + 2 * hi;     /* weights 128h + 32m .. + 31 */
+#pragma GCC unroll 8
+					for (int k = 0; k < 8; k++) {
+						__m512i lo = hi ? _mm512_srli_epi16(TL[k], 4) : TL[k];
+						__m512i top = m == 0 ? _mm512_slli_epi16(TH[k], 4) : m == 1 ? _mm512_slli_epi16(TH[k], 2) :
+							      m == 2 ? TH[k] : _mm512_srli_epi16(TH[k], 2);
+						/* (lo & 0x0f) | (top & 0x30) */
+						Q[k] = _mm512_ternarylogic_epi32(_mm512_and_si512(lo, m4), top, m30, 0xF8);
+					}
+					const int j = 8 * h + 2 * m;         /* sub-blocks j, j + 1 */
+#pragma GCC unroll 8
+					for (int r = 0; r < NR; r++) {
+						const i32u *q4 = (const i32u *)(xk[r][b].q + 16 * j);
+						const int32_t *sd = seed + ((size_t)r * nb + b) * 16 + j;
+						__m512i S0 = _mm512_set1_epi32(sd[0]), S1 = _mm512_set1_epi32(sd[1]);
+#pragma GCC unroll 4
+						for (int k = 0; k < 4; k++) {
+							S0 = _mm512_dpbusd_epi32(S0, Q[k], _mm512_set1_epi32(q4[k]));
+							S1 = _mm512_dpbusd_epi32(S1, Q[k + 4], _mm512_set1_epi32(q4[k + 4]));
+						}
+						M[r] = _mm512_add_epi32(M[r], _mm512_add_epi32(_mm512_mullo_epi32(S0, sc[j]),
+											       _mm512_mullo_epi32(S1, sc[j + 1])));
+					}
+				}
+			}
+		}
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++)
+			acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(M[r])), _mm512_set1_ps(xk[r][b].d), acc[r]);
+	}
+	t16_store(Y, ldy, acc, NR, o, lanes, bias, accumulate);
+}
+
 TVNNI AI void q6k_t16_body(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *seed,
 			   const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
 			   int accumulate)
 {
-	const uint8_t *base = W->data;
-	const size_t rb = W->row_bytes;
-	const uint32_t nb = W->cols / 256;
-	const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-	for (uint32_t o = o0; o < o1; o += 16) {
-		const uint32_t n = o1 - o < 16 ? o1 - o : 16;
-		const uint8_t *rp[16];
-		const __m512i vidx = t16_rows(W, o, o1, rp);
-		const size_t next = (size_t)(o + 16) * rb;
-		__m512 acc[8];
-#pragma GCC unroll 8
-		for (int r = 0; r < NR; r++)
-			acc[r] = _mm512_setzero_ps();
-		for (uint32_t b = 0; b < nb; b++) {
-			const size_t off = (size_t)b * 210;
-			/* the next group's rows, one contiguous run, into L2 a slice per block */
-			for (size_t pf = next + (size_t)b * 16 * 210; pf < next + (size_t)(b + 1) * 16 * 210; pf += 64)
-				T16_PREFETCH((const char *)base + pf, 0);
-			/* the 16 rows' int8 scales as dwords (sc[j], lane L: scale j of row L), and d
-			 * (the high half of the dword at 206, which ends at the block's last byte) */
-			__m512i sc[16];
-#pragma GCC unroll 4
-			for (int i = 0; i < 4; i++) {
-				__m512i g = _mm512_i32gather_epi32(vidx, (const void *)(rp[0] + off + 192 + 4 * i), 1);
-#pragma GCC unroll 4
-				for (int c = 0; c < 4; c++)
-					sc[4 * i + c] = _mm512_srai_epi32(_mm512_slli_epi32(g, 24 - 8 * c), 24);
-			}
-			const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(
-				_mm512_i32gather_epi32(vidx, (const void *)(rp[0] + off + 206), 1), 16)));
-			__m512i M[8];
-#pragma GCC unroll 8
-			for (int r = 0; r < NR; r++)
-				M[r] = _mm512_setzero_si512();
-#pragma GCC unroll 1
-			for (int h = 0; h < 2; h++) {
-				__m512i TH[8], TL[8], Q[8];
-				t16_load(rp, off + 128 + 32 * (size_t)h, TH);
-#pragma GCC unroll 1
-				for (int run = 0; run < 2; run++) {    /* ql + 64h + 32 run: m = run, run + 2 */
-					t16_load(rp, off + 64 * (size_t)h + 32 * (size_t)run, TL);
-#pragma GCC unroll 2
-					for (int hi = 0; hi < 2; hi++) {
-						const int m = run + 2 * hi;     /* weights 128h + 32m .. + 31 */
-#pragma GCC unroll 8
-						for (int k = 0; k < 8; k++) {
-							__m512i lo = hi ? _mm512_srli_epi16(TL[k], 4) : TL[k];
-							__m512i top = m == 0 ? _mm512_slli_epi16(TH[k], 4) : m == 1 ? _mm512_slli_epi16(TH[k], 2) :
-								      m == 2 ? TH[k] : _mm512_srli_epi16(TH[k], 2);
-							/* (lo & 0x0f) | (top & 0x30) */
-							Q[k] = _mm512_ternarylogic_epi32(_mm512_and_si512(lo, m4), top, m30, 0xF8);
-						}
-						const int j = 8 * h + 2 * m;         /* sub-blocks j, j + 1 */
-#pragma GCC unroll 8
-						for (int r = 0; r < NR; r++) {
-							const i32u *q4 = (const i32u *)(xk[r][b].q + 16 * j);
-							const int32_t *sd = seed + ((size_t)r * nb + b) * 16 + j;
-							__m512i S0 = _mm512_set1_epi32(sd[0]), S1 = _mm512_set1_epi32(sd[1]);
-#pragma GCC unroll 4
-							for (int k = 0; k < 4; k++) {
-								S0 = _mm512_dpbusd_epi32(S0, Q[k], _mm512_set1_epi32(q4[k]));
-								S1 = _mm512_dpbusd_epi32(S1, Q[k + 4], _mm512_set1_epi32(q4[k + 4]));
-							}
-							M[r] = _mm512_add_epi32(M[r], _mm512_add_epi32(_mm512_mullo_epi32(S0, sc[j]),
-												       _mm512_mullo_epi32(S1, sc[j + 1])));
-						}
-					}
-				}
-			}
-#pragma GCC unroll 8
-			for (int r = 0; r < NR; r++)
-				acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(M[r])), _mm512_set1_ps(xk[r][b].d), acc[r]);
-		}
-		t16_store(Y, ldy, acc, NR, o, n, bias, accumulate);
-	}
+#define Q6K_GROUP(PK, G, o, m) q6k_t16_group(Y, ldy, xk, seed, W, bias, NR, PK, G, o, m, accumulate)
+	T16_GROUPS(Q6K_GROUP);
+#undef Q6K_GROUP
 }
 
 /* seed: scratch for nr * nb * 16 int32: -32 * each sum of 16 activations */
@@ -1576,6 +1710,20 @@ T256 static int row_avx2(const struct rl_wmat *W, const uint8_t *row, float *out
 
 void rl_cpu_wmat_row(const struct rl_wmat *W, uint32_t r, float *out)
 {
+	if (r < W->packed_rows) {
+		/* a packed row: block by block, each gathered back to the file's layout */
+		uint8_t blk[256];
+		struct rl_wmat one = *W;
+		one.rows = 1;
+		one.cols = W->blk_elems;
+		one.row_bytes = W->blk_bytes;
+		one.packed_rows = 0;
+		for (uint32_t b = 0; b < W->cols / W->blk_elems; b++) {
+			one.data = wmat_block(W, r, b, blk);
+			rl_cpu_wmat_row(&one, 0, out + (size_t)b * W->blk_elems);
+		}
+		return;
+	}
 	const uint8_t *row = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
 	if (rl_cpu_isa() != RL_CPU_SCALAR && has_f16c() && row_avx2(W, row, out))
 		return;
@@ -1822,5 +1970,9 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 	}
 	int fast = rl_cpu_isa() != RL_CPU_SCALAR && (W->dtype != RL_DT_F16 || has_f16c()) &&
 		   (W->blk_elems == 1 || in % 32 == 0);
+	/* packed rows are read by the lane-per-row kernels, else (an ISA chosen after the load:
+	 * tests) row by row through rl_cpu_wmat_row */
+	if (W->packed_rows && !(rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni()))
+		fast = 0;
 	(fast ? dots_avx2 : dots_scalar)(Y, ldy, X, ldx, W, bias, n_rows, o_begin, o_end, accumulate, scratch);
 }

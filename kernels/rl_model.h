@@ -33,6 +33,9 @@ struct rl_wmat {
 	uint32_t blk_elems, blk_bytes; /* floats: 1 and 4 or 2 */
 	size_t   row_bytes;
 	void   (*decode)(float *y, const uint8_t *blk);   /* one block to fp32 (as ggml); NULL for floats */
+	/* Rows [0, packed_rows) are in 16-row groups interleaved for the cpu kernels
+	 * (rl_cpu_wmat_pack, kernels/cpu_ops.h owns the layout); the rest, or all when 0, as above. */
+	uint32_t packed_rows;
 };
 
 struct rl_model_config {

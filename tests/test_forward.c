@@ -387,7 +387,7 @@ static int step(struct rl_backend *be, struct tseq *ts, uint32_t n, const uint32
 	return 0;
 }
 
-static struct rl_backend *make_backend(const struct rl_model *m, uint32_t n_blocks, int threads)
+static struct rl_backend *make_backend(struct rl_model *m, uint32_t n_blocks, int threads)
 {
 	struct rl_backend_params p = { .n_kv_blocks = n_blocks, .block_size = BS,
 				       .max_batch_tokens = 64, .max_seqs = 16, .threads = threads,

@@ -2,7 +2,7 @@
  * float64 product over the same weights decoded to fp32 (the table's decoders, which
  * test_quant checks bit for bit against gguf-py), for every weight type, every ISA this CPU
  * runs, 1..8 activation rows (the dot paths) and 9+ rows (the GEMM and decoded-tile paths),
- * odd column ranges, bias and accumulate.
+ * odd column ranges, bias and accumulate, and the K-quants again packed (rl_cpu_wmat_pack).
  *
  * Error measure: |y - ref| / sum_i |w_i x_i| (the error relative to the size of the terms,
  * which is what rounding scales with). Tolerances, written down per path:
@@ -65,68 +65,93 @@ static int reduced_path(const struct rl_wmat *W, int dt, enum rl_cpu_isa isa, ui
 	       rl_cpu_qmatmul_bf16_acts(W, rows);
 }
 
+/* Every ISA and row count over W, columns [o0, o1) of 48, with and without bias and
+ * accumulate; the worst errors of the fp32 and the reduced-activation paths into worst[]. */
+static void check_paths(const struct rl_wmat *W, const float *dec, const float *X, float *Y, const float *bias,
+			void *scratch, uint32_t o0, uint32_t o1, double worst[2])
+{
+	static const uint32_t row_counts[] = { 1, 2, 3, 5, 8, 9, 20 };
+	const uint32_t in = W->cols;
+	const int dt = W->dtype;
+	enum rl_cpu_isa best = rl_cpu_isa_best();
+	for (int isa = 0; isa <= (int)best; isa++) {
+		REQUIRE(rl_cpu_set_isa((enum rl_cpu_isa)isa) == 0);
+		for (size_t rc = 0; rc < sizeof row_counts / sizeof *row_counts; rc++) {
+			uint32_t R = row_counts[rc];
+			for (int acc = 0; acc < 2; acc++) {
+				for (size_t i = 0; i < (size_t)R * 48; i++)
+					Y[i] = 0.25f;
+				rl_cpu_qmatmul(Y, 48, X, in, W, acc ? NULL : bias, R, o0, o1, acc, scratch);
+				for (uint32_t r = 0; r < R; r++)
+					for (uint32_t o = 0; o < 48; o++) {
+						double y = Y[(size_t)r * 48 + o];
+						if (o < o0 || o >= o1) {
+							CHECKF(y == 0.25, "%s wrote outside its columns", rl_dt_info(dt)->name);
+							continue;
+						}
+						double ref = acc ? 0.25 : bias[o], mag = 0;
+						for (uint32_t i = 0; i < in; i++) {
+							double t = (double)dec[(size_t)o * in + i] * X[(size_t)r * in + i];
+							ref += t;
+							mag += fabs(t);
+						}
+						double e = fabs(y - ref) / (mag > 0 ? mag : 1);
+						int k = reduced_path(W, dt, (enum rl_cpu_isa)isa, R);
+						if (e > worst[k])
+							worst[k] = e;
+					}
+			}
+		}
+	}
+	rl_cpu_set_isa(best);
+}
+
 /* in: 2048 also takes the matmuls' long-row slicing; 288 (nine blocks of 32, no whole
- * super-block: the 256-weight types sit it out) an odd block count */
+ * super-block: the 256-weight types sit it out) an odd block count. 37 rows: the types that
+ * rl_cpu_wmat_pack packs (where this CPU has the kernels for them) are run again packed, two
+ * groups of 16 and 5 rows as they were. */
 static void qmatmul_case(uint32_t in)
 {
 	const uint32_t out = 37;
-	static const uint32_t row_counts[] = { 1, 2, 3, 5, 8, 9, 20 };
-	float *dec = malloc((size_t)out * in * sizeof(float));
+	float *dec = malloc((size_t)out * in * sizeof(float)), *dec2 = malloc((size_t)out * in * sizeof(float));
 	float *X = malloc((size_t)20 * in * sizeof(float)), *Y = malloc((size_t)20 * 48 * sizeof(float));
 	float bias[48];
 	void *scratch = malloc(rl_cpu_qmatmul_scratch(in, 20));
-	REQUIRE(dec && X && Y && scratch);
+	REQUIRE(dec && dec2 && X && Y && scratch);
 	for (size_t i = 0; i < (size_t)20 * in; i++)
 		X[i] = rnd() * (i % 7 == 0 ? 3 : 1);     /* some larger values, as real activations */
 	for (int i = 0; i < 48; i++)
 		bias[i] = rnd();
-	enum rl_cpu_isa best = rl_cpu_isa_best();
 	for (int dt = 0; dt < RL_DT_COUNT; dt++) {
 		if (in % rl_dt_info(dt)->blk_elems)
 			continue;
 		struct rl_wmat W;
 		void *w = make_w(dt, out, in, dec, &W);
 		double worst[2] = { 0, 0 };                   /* fp32 paths, reduced-activation paths */
-		for (int isa = 0; isa <= (int)best; isa++) {
-			REQUIRE(rl_cpu_set_isa((enum rl_cpu_isa)isa) == 0);
-			for (size_t rc = 0; rc < sizeof row_counts / sizeof *row_counts; rc++) {
-				uint32_t R = row_counts[rc];
-				for (int acc = 0; acc < 2; acc++) {
-					/* columns [3, 33): a range that starts and ends off the 4-row groups and
-					 * leaves the 16-row groups a partial last one */
-					for (size_t i = 0; i < (size_t)R * 48; i++)
-						Y[i] = 0.25f;
-					rl_cpu_qmatmul(Y, 48, X, in, &W, acc ? NULL : bias, R, 3, 33, acc, scratch);
-					for (uint32_t r = 0; r < R; r++)
-						for (uint32_t o = 0; o < 48; o++) {
-							double y = Y[(size_t)r * 48 + o];
-							if (o < 3 || o >= 33) {
-								CHECKF(y == 0.25, "%s wrote outside its columns", rl_dt_info(dt)->name);
-								continue;
-							}
-							double ref = acc ? 0.25 : bias[o], mag = 0;
-							for (uint32_t i = 0; i < in; i++) {
-								double t = (double)dec[(size_t)o * in + i] * X[(size_t)r * in + i];
-								ref += t;
-								mag += fabs(t);
-							}
-							double e = fabs(y - ref) / (mag > 0 ? mag : 1);
-							int k = reduced_path(&W, dt, (enum rl_cpu_isa)isa, R);
-							if (e > worst[k])
-								worst[k] = e;
-						}
-				}
-			}
+		/* columns [3, 33): a range that starts and ends off the 4-row groups and leaves the
+		 * 16-row groups a partial last one (packed: starts inside the first group, ends in the
+		 * unpacked rows) */
+		check_paths(&W, dec, X, Y, bias, scratch, 3, 33, worst);
+		int packed = rl_cpu_wmat_pack(&W);
+		CHECKF(packed >= 0, "%s: packing failed (%d)", rl_dt_info(dt)->name, packed);
+		if (packed == 1) {
+			CHECKF(W.packed_rows == 32, "%s: %u rows packed of 37", rl_dt_info(dt)->name, W.packed_rows);
+			for (uint32_t r = 0; r < out; r++)
+				rl_cpu_wmat_row(&W, r, dec2 + (size_t)r * in);
+			CHECKF(!memcmp(dec, dec2, (size_t)out * in * sizeof(float)), "%s: packed rows decode otherwise",
+			       rl_dt_info(dt)->name);
+			check_paths(&W, dec, X, Y, bias, scratch, 3, 33, worst);
+			check_paths(&W, dec, X, Y, bias, scratch, 17, 29, worst);   /* inside one group */
+			check_paths(&W, dec, X, Y, bias, scratch, 0, 37, worst);
 		}
-		rl_cpu_set_isa(best);
 		CHECKF(worst[0] <= 1e-5, "%s: fp32 paths off by %.3g of the terms", rl_dt_info(dt)->name, worst[0]);
 		CHECKF(worst[1] <= 4e-3, "%s: 8-bit/bf16 activation paths off by %.3g of the terms", rl_dt_info(dt)->name,
 		       worst[1]);
-		printf("  %-6s in %4u: worst error / sum|terms|: fp32 paths %.2g, 8-bit/bf16 activation paths %.2g\n",
-		       rl_dt_info(dt)->name, in, worst[0], worst[1]);
+		printf("  %-6s in %4u%s: worst error / sum|terms|: fp32 paths %.2g, 8-bit/bf16 activation paths %.2g\n",
+		       rl_dt_info(dt)->name, in, packed == 1 ? " (and packed)" : "", worst[0], worst[1]);
 		free(w);
 	}
-	free(dec); free(X); free(Y); free(scratch);
+	free(dec); free(dec2); free(X); free(Y); free(scratch);
 }
 
 static void qmatmul_every_type_isa_and_row_count(void)

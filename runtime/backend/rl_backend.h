@@ -86,8 +86,10 @@ int rl_backend_sim_create(const struct rl_backend_params *p, struct rl_backend *
 
 struct rl_model;
 /* The cpu backend (runtime/backend/rl_backend_cpu.c) serves m, which must outlive it. p->threads workers
- * (0: every CPU this process may use except p->runtime_cpu, at least one). */
-int rl_backend_cpu_create(const struct rl_model *m, const struct rl_backend_params *p,
+ * (0: every CPU this process may use except p->runtime_cpu, at least one). It first repacks
+ * m's stored matrices in place where its kernels stream another layout better
+ * (rl_cpu_wmat_pack): read them through rl_cpu_wmat_row and rl_cpu_qmatmul afterwards. */
+int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 			  struct rl_backend **out, char *err, size_t errlen);
 /* Test hook: copies the logits[vocab_size] from which the last step sampled batch seq
  * seq_index into out. 0, or -ENOENT when that seq did not sample (or be is not cpu). The

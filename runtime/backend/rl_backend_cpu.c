@@ -146,7 +146,7 @@ static void matmul_part(struct cpu *c, int t, float *Y, size_t ldy, const float 
 			const struct rl_wmat *W, const float *bias, uint32_t rows, int acc)
 {
 	uint32_t lo, hi;
-	split(W->rows, 4, t, c->n_active, &lo, &hi);
+	split(W->rows, W->packed_rows ? 16 : 4, t, c->n_active, &lo, &hi);   /* whole packed groups */
 	if (lo < hi)
 		rl_cpu_qmatmul(Y, ldy, X, ldx, W, bias, rows, lo, hi, acc,
 			       (char *)c->qscratch + (size_t)t * c->qscratch_size);
@@ -227,7 +227,7 @@ static void forward(struct cpu *c, int t)
 		barrier(c);
 		/* gate and up over the same column range, so silu-mul needs no barrier */
 		uint32_t h0, h1;
-		split(hid, 4, t, nt, &h0, &h1);
+		split(hid, L->mgate.packed_rows || L->mup.packed_rows ? 16 : 4, t, nt, &h0, &h1);
 		if (h0 < h1) {
 			void *qs = (char *)c->qscratch + (size_t)t * c->qscratch_size;
 			rl_cpu_qmatmul(c->hb, hid, c->xb, dim, &L->mgate, NULL, T, h0, h1, 0, qs);
@@ -414,13 +414,35 @@ static int default_threads(void)
 	return n > 0 ? n : 1;
 }
 
-int rl_backend_cpu_create(const struct rl_model *m, const struct rl_backend_params *p,
+/* Every stored matrix of m into the layout the kernels stream best, where there is one
+ * (rl_cpu_wmat_pack; a tied classifier is the embedding, packed once). */
+static int pack_model(struct rl_model *m)
+{
+	int rc = rl_cpu_wmat_pack(&m->mtok_emb);
+	if (m->mwcls.data == m->mtok_emb.data)
+		m->mwcls = m->mtok_emb;
+	else if (rc >= 0)
+		rc = rl_cpu_wmat_pack(&m->mwcls);
+	for (uint32_t l = 0; l < m->cfg.n_layers && rc >= 0; l++) {
+		struct rl_layer *L = &m->layers[l];
+		struct rl_wmat *w[] = { &L->mq, &L->mk, &L->mv, &L->mo, &L->mgate, &L->mup, &L->mdown };
+		for (size_t i = 0; i < sizeof w / sizeof *w && rc >= 0; i++)
+			rc = rl_cpu_wmat_pack(w[i]);
+	}
+	return rc < 0 ? rc : 0;
+}
+
+int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 			  struct rl_backend **out, char *err, size_t errlen)
 {
 	const struct rl_model_config *cfg = &m->cfg;
 	if (!p->n_kv_blocks || !p->block_size || !p->max_batch_tokens || !p->max_seqs) {
 		snprintf(err, errlen, "cpu backend: --kv-blocks, --block-size, --max-batch-tokens and max seqs must be positive");
 		return -EINVAL;
+	}
+	if (pack_model(m)) {
+		snprintf(err, errlen, "cpu backend: out of memory repacking the weights");
+		return -ENOMEM;
 	}
 	struct cpu *c = calloc(1, sizeof *c);
 	if (!c)

@@ -507,7 +507,7 @@ struct pair {
 
 static int use_fi;                    /* the gpu side runs with --cuda-attn flashinfer */
 
-static int open_pair(struct pair *pr, const struct rl_model *m, const char *buckets)
+static int open_pair(struct pair *pr, struct rl_model *m, const char *buckets)
 {
 	struct rl_backend_params p = model_params();
 	p.cuda_graph_buckets = buckets;
@@ -533,7 +533,7 @@ static int run(struct rl_backend *be, const struct rl_batch *b, int32_t *out)
  * near-tie, where the cpu's own logits of the two tokens differ by less than near_tie (2-byte
  * weights legitimately flip those: test_e2e_model measures one). The cpu's token is fed to
  * both, so a flip does not carry on. With want_tokens, a step that does not agree fails. */
-static uint32_t compare_model(const struct rl_model *m, uint32_t n_decode, double tol, int want_tokens,
+static uint32_t compare_model(struct rl_model *m, uint32_t n_decode, double tol, int want_tokens,
 			      float near_tie)
 {
 	struct pair pr;
