@@ -1341,6 +1341,50 @@ int rl_cpu_wmat_pack(struct rl_wmat *W)
 	return 1;
 }
 
+/* The dword of a block that vector p of a packed group holds (pack_pos inverted). */
+static uint32_t pack_dword_at(int dt, uint32_t p)
+{
+	if (dt != RL_DT_Q6_K)
+		return p;
+	return p < 4 ? 48 + p : p < 12 ? 32 + p - 4 : p < 28 ? p - 12 : p < 36 ? 40 + p - 28 : 16 + p - 36;
+}
+
+/* The packed group of rows [o, o + 16) back to the file's layout: dst[16 * row_bytes]. Four
+ * vectors of a run at a time: two rounds of unpacks leave row 4c + m's four dwords in 128-bit
+ * lane c of u[m], stored from there. (A whole 16x16 transpose and a copy out made a
+ * 2048x768 Q4_K product of 16 rows 18% slower packed than unpacked on the Zen 4 VM; this, 5%.) */
+TVNNI static void unpack_group(const struct rl_wmat *W, uint32_t o, uint8_t *dst)
+{
+	const int dt = W->dtype;
+	const uint32_t ndw = pack_dwords(dt), nb = W->cols / W->blk_elems;
+	const size_t rb = W->row_bytes, bb = W->blk_bytes, tail = bb - 4 * ndw;
+	const uint8_t *grp = (const uint8_t *)W->data + (size_t)o * rb;
+	for (uint32_t b = 0; b < nb; b++) {
+		const uint8_t *src = grp + (size_t)b * 16 * bb;
+		uint8_t *blk = dst + (size_t)b * bb;              /* row L's: blk + L * rb */
+		for (uint32_t p = 0; p < ndw; p += 4) {
+			const __m512i r0 = _mm512_loadu_si512((const void *)(src + 64 * (size_t)p));
+			const __m512i r1 = _mm512_loadu_si512((const void *)(src + 64 * (size_t)p + 64));
+			const __m512i r2 = _mm512_loadu_si512((const void *)(src + 64 * (size_t)p + 128));
+			const __m512i r3 = _mm512_loadu_si512((const void *)(src + 64 * (size_t)p + 192));
+			const __m512i t0 = _mm512_unpacklo_epi32(r0, r1), t1 = _mm512_unpackhi_epi32(r0, r1);
+			const __m512i t2 = _mm512_unpacklo_epi32(r2, r3), t3 = _mm512_unpackhi_epi32(r2, r3);
+			const __m512i u[4] = { _mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+					       _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3) };
+			uint8_t *d = blk + 4 * (size_t)pack_dword_at(dt, p);  /* the run's first dword */
+#pragma GCC unroll 4
+			for (int m = 0; m < 4; m++) {
+				_mm_storeu_si128((__m128i *)(d + (size_t)m * rb), _mm512_extracti32x4_epi32(u[m], 0));
+				_mm_storeu_si128((__m128i *)(d + (size_t)(4 + m) * rb), _mm512_extracti32x4_epi32(u[m], 1));
+				_mm_storeu_si128((__m128i *)(d + (size_t)(8 + m) * rb), _mm512_extracti32x4_epi32(u[m], 2));
+				_mm_storeu_si128((__m128i *)(d + (size_t)(12 + m) * rb), _mm512_extracti32x4_epi32(u[m], 3));
+			}
+		}
+		for (uint32_t L = 0; L < 16; L++)
+			memcpy(blk + L * rb + 4 * ndw, src + 64 * ndw + L * tail, tail);
+	}
+}
+
 /* A 16-row group of the K-quant lane-per-row kernels. Packed (PK: rows o .. o+15 below
  * W->packed_rows, o % 16 == 0): dword j of the 16 rows' block b is the vector at
  * pk + b * 16 * blk_bytes + 64 j, loaded as it is. Else rows rp[] (t16_rows) whose blocks are
@@ -1750,7 +1794,7 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows)
 	 * bf16 activation rows, an fp32 row, a bf16 tile, each 64-byte aligned */
 	size_t bf = 0;
 	if (rl_cpu_isa_best() == RL_CPU_AVX512 && has_avx512bf16())
-		bf = (size_t)max_rows * in * 2 + 64 + (size_t)in * 4 + (size_t)TILE * in * 2 + 64;
+		bf = (size_t)max_rows * in * 2 + 64 + (size_t)in * 4 + (size_t)TILE * in * 2 + 64 + (size_t)16 * in + 64;
 	/* the q8 blocks, then (VNNI) their seeds */
 	size_t q8 = (size_t)Q8_ROWS * (in / 32 + 1) * (sizeof(struct q8x) + sizeof(int32_t)) + 64;
 	size_t xb = (size_t)Q8_ROWS * in * 2 + 64;  /* dpbf_rows' bf16 activations */
@@ -1759,7 +1803,8 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows)
 	 * q4k_min_pairs) */
 	size_t q8k = (size_t)Q8_ROWS * (in / 256 + 1) * (sizeof(struct q8k) + 64) + 64;
 	q8 = q8 > q8k ? q8 : q8k;
-	size_t tile = (size_t)TILE * in * sizeof(float);
+	/* the fp32 tile, then an unpacked group (16 rows of a packed type, under a byte a weight) */
+	size_t tile = (size_t)TILE * in * sizeof(float) + (size_t)16 * in;
 	q8 = q8 > tile ? q8 : tile;
 	return (q8 > bf ? q8 : bf) + 64;
 }
@@ -1906,6 +1951,24 @@ static void dots_scalar(float *Y, size_t ldy, const float *X, size_t ldx, const 
 	}
 }
 
+/* Where the tile paths decode weight rows [o, o + n) from: a whole packed group unpacked into
+ * grp[16 * row_bytes] (one transpose for the 16 rows, where gathering each row's blocks alone
+ * cost 110M Q4_K_M prefill ~8%), rows r0 .. of the returned matrix; else W itself. */
+static const struct rl_wmat *tile_source(const struct rl_wmat *W, uint32_t o, uint32_t n, uint8_t *grp,
+					 struct rl_wmat *view, uint32_t *r0)
+{
+	*r0 = o;
+	if (n != 16 || o % 16 || o >= W->packed_rows || rl_cpu_isa() != RL_CPU_AVX512 || !has_avx512vnni())
+		return W;
+	unpack_group(W, o, grp);
+	*view = *W;
+	view->data = grp;
+	view->rows = 16;
+	view->packed_rows = 0;
+	*r0 = 0;
+	return view;
+}
+
 int rl_cpu_qmatmul_bf16_acts(const struct rl_wmat *W, uint32_t n_rows)
 {
 	/* F32 and F16 weights keep fp32 arithmetic (their precision is the point of them); BF16
@@ -1940,10 +2003,13 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 		}
 		float *row = (float *)(((uintptr_t)(xb + (size_t)n_rows * in) + 63) & ~(uintptr_t)63);
 		uint16_t *tile = (uint16_t *)(row + in);
+		uint8_t *grp = (uint8_t *)(((uintptr_t)(tile + (size_t)TILE * in) + 63) & ~(uintptr_t)63);
 		for (uint32_t o = o_begin; o < o_end; o += TILE) {
-			uint32_t n = o_end - o < TILE ? o_end - o : TILE;
+			uint32_t n = o_end - o < TILE ? o_end - o : TILE, r0;
+			struct rl_wmat view;
+			const struct rl_wmat *src = tile_source(W, o, n, grp, &view, &r0);
 			for (uint32_t j = 0; j < n; j++) {
-				rl_cpu_wmat_row(W, o + j, row);
+				rl_cpu_wmat_row(src, r0 + j, row);
 				to_bf16_avx512(tile + (size_t)j * in, row, in);
 			}
 			gemm_dpbf(Y + o, ldy, xb, in, tile, bias ? bias + o : NULL, n_rows, in, 0, n, accumulate);
@@ -1960,10 +2026,13 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 	if (n_rows > Q8_ROWS) {
 		/* many rows: decode TILE weight rows to fp32, then the fp32 matmul over all rows */
 		float *tile = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+		uint8_t *grp = (uint8_t *)(tile + (size_t)TILE * in);
 		for (uint32_t o = o_begin; o < o_end; o += TILE) {
-			uint32_t n = o_end - o < TILE ? o_end - o : TILE;
+			uint32_t n = o_end - o < TILE ? o_end - o : TILE, r0;
+			struct rl_wmat view;
+			const struct rl_wmat *src = tile_source(W, o, n, grp, &view, &r0);
 			for (uint32_t j = 0; j < n; j++)
-				rl_cpu_wmat_row(W, o + j, tile + (size_t)j * in);
+				rl_cpu_wmat_row(src, r0 + j, tile + (size_t)j * in);
 			rl_cpu_matmul(Y + o, ldy, X, ldx, tile, bias ? bias + o : NULL, n_rows, in, 0, n, accumulate);
 		}
 		return;
