@@ -8,13 +8,58 @@
 #include <stdlib.h>
 #include "kernels/rl_sample.h"
 
-uint32_t rl_sample_argmax(const float *logits, uint32_t n)
+static uint32_t argmax_scalar(const float *logits, uint32_t n)
 {
 	uint32_t best = 0;
 	for (uint32_t i = 1; i < n; i++)
 		if (logits[i] > logits[best])
 			best = i;
 	return best;
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* The same answer as argmax_scalar (the first index of the largest value; NaN never wins, a
+ * NaN first element returns 0) in two vector passes, the maximum and then its first index:
+ * the scalar loop's compare chain took ~9% of a 110M batch-8 decode step. */
+__attribute__((target("avx2"))) static uint32_t argmax_avx2(const float *logits, uint32_t n)
+{
+	if (n < 32 || logits[0] != logits[0])
+		return argmax_scalar(logits, n);
+	__m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
+	uint32_t i = 0;
+	for (; i + 32 <= n; i += 32) {     /* max(x, m) keeps m where x is NaN */
+		m0 = _mm256_max_ps(_mm256_loadu_ps(logits + i), m0);
+		m1 = _mm256_max_ps(_mm256_loadu_ps(logits + i + 8), m1);
+		m2 = _mm256_max_ps(_mm256_loadu_ps(logits + i + 16), m2);
+		m3 = _mm256_max_ps(_mm256_loadu_ps(logits + i + 24), m3);
+	}
+	float lane[8], mx = -INFINITY;
+	_mm256_storeu_ps(lane, _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
+	for (int k = 0; k < 8; k++)
+		mx = lane[k] > mx ? lane[k] : mx;
+	for (; i < n; i++)
+		mx = logits[i] > mx ? logits[i] : mx;
+	const __m256 v = _mm256_set1_ps(mx);
+	for (i = 0; i + 8 <= n; i += 8) {
+		int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(logits + i), v, _CMP_EQ_OQ));
+		if (hit)
+			return i + (uint32_t)__builtin_ctz((unsigned)hit);
+	}
+	for (; i < n; i++)
+		if (logits[i] == mx)
+			return i;
+	return 0;                      /* not reached: mx is one of the values */
+}
+#endif
+
+uint32_t rl_sample_argmax(const float *logits, uint32_t n)
+{
+#if defined(__x86_64__)
+	if (__builtin_cpu_supports("avx2"))
+		return argmax_avx2(logits, n);
+#endif
+	return argmax_scalar(logits, n);
 }
 
 /* 1 when a ranks before b: higher probability first, then lower id. */

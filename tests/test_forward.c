@@ -190,6 +190,38 @@ static void attention_every_isa_matches_loops(void)
 
 /* ------------------------------------------------------------------ sampler ------ */
 
+/* rl_sample_argmax (vectorised where the CPU has AVX2) against the plain loop: the first index
+ * of the largest value, NaN never winning (a NaN first element: 0), for lengths around the
+ * vector widths, maxima and ties in the head, the body and the tail. */
+static void argmax_matches_the_plain_loop(void)
+{
+	static float v[4100];
+	static const uint32_t lens[] = { 1, 7, 8, 31, 32, 33, 63, 64, 65, 100, 1000, 4099 };
+	for (size_t li = 0; li < sizeof lens / sizeof *lens; li++)
+		for (int trial = 0; trial < 40; trial++) {
+			uint32_t n = lens[li];
+			for (uint32_t i = 0; i < n; i++)
+				v[i] = (float)(int)(rnd_f() * 8);      /* few values: many ties */
+			if (trial % 4 == 1)
+				v[(uint32_t)(trial * 37) % n] = 100.0f; /* one winner anywhere */
+			if (trial % 4 == 2)
+				v[n - 1] = 100.0f;                     /* in the tail */
+			if (trial % 5 == 3)
+				v[(uint32_t)(trial * 13) % n] = NAN;
+			if (trial % 8 == 5)
+				v[0] = NAN;
+			if (trial == 39)
+				for (uint32_t i = 0; i < n; i++)
+					v[i] = -INFINITY;
+			uint32_t want = 0;
+			for (uint32_t i = 1; i < n; i++)
+				if (v[i] > v[want])
+					want = i;
+			uint32_t got = rl_sample_argmax(v, n);
+			CHECKF(got == want, "n %u trial %d: %u, want %u", n, trial, got, want);
+		}
+}
+
 static void sampler_greedy_and_cuts_agree(void)
 {
 	enum { V = 1000 };
@@ -688,6 +720,7 @@ int main(void)
 	RUN(matmul_every_isa_matches_loops);
 	RUN(silu_every_isa_matches_loops);
 	RUN(attention_every_isa_matches_loops);
+	RUN(argmax_matches_the_plain_loop);
 	RUN(sampler_greedy_and_cuts_agree);
 	RUN(sampler_is_keyed_by_seed_and_position);
 	RUN(sampler_distribution_matches_softmax);
