@@ -61,6 +61,8 @@ static inline uint16_t ld16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 /* a block's f16 scale, by the F16C instruction on the AVX2 paths */
 #define H2F(p) _cvtsh_ss(ld16(p))
 
+static int has_f16c(void);
+
 /* ------------------------------------------------------------ activations -------- */
 
 T256 static int32_t hsum_i32(__m256i v)
@@ -175,6 +177,52 @@ T256 AI float q8_0_row1(const uint8_t *w, const struct q8x *x, uint32_t nb)
 	return hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
 
+/* ---------------------------------------- packed K-quant groups (rl_cpu_wmat_pack) ----- */
+
+/* The dwords of a block that a packed group keeps as 16-lane vectors: all of Q4_K's (d|dmin,
+ * the 12 scale bytes, qs), Q6_K's but the trailing f16 d (ql, qh, the scales); 0: this type
+ * is not packed. The one owner of the packed layout, with pack_pos, rl_cpu_wmat_pack and
+ * wmat_block. */
+static uint32_t pack_dwords(int dt)
+{
+	return dt == RL_DT_Q4_K ? 36 : dt == RL_DT_Q6_K ? 52 : 0;
+}
+
+/* The vector that holds dword j of the 16 rows' blocks, in the order the kernels read them,
+ * so that a group streams front to back: Q4_K's is the file's; Q6_K's the scales (48-51),
+ * then for each half the 2-bit tops (32-39, 40-47) before their low nibbles (0-15, 16-31).
+ * (Q6_K in the file's order, read out of order, left the hardware prefetcher behind: 8.5 GB/s
+ * from DRAM at one row without software prefetch, against Q4_K's 31.) */
+AI uint32_t pack_pos(int dt, uint32_t j)
+{
+	if (dt != RL_DT_Q6_K)
+		return j;
+	return j >= 48 ? j - 48 : j >= 40 ? j - 40 + 28 : j >= 32 ? j - 32 + 4 : j >= 16 ? j - 16 + 36 : j + 12;
+}
+
+/* Row r's block b as the file lays it out: in place, or gathered from its packed group into
+ * tmp[blk_bytes]. */
+static const uint8_t *wmat_block(const struct rl_wmat *W, uint32_t r, uint32_t b, uint8_t *tmp)
+{
+	const uint8_t *base = W->data;
+	if (r >= W->packed_rows)
+		return base + (size_t)r * W->row_bytes + (size_t)b * W->blk_bytes;
+	const uint32_t ndw = pack_dwords(W->dtype), tail = W->blk_bytes - 4 * ndw, L = r % 16;
+	const uint8_t *g = base + (size_t)(r - L) * W->row_bytes + (size_t)b * 16 * W->blk_bytes;
+	for (uint32_t j = 0; j < ndw; j++)
+		memcpy(tmp + 4 * j, g + 64 * pack_pos(W->dtype, j) + 4 * L, 4);
+	memcpy(tmp + 4 * ndw, g + 64 * ndw + (size_t)L * tail, tail);
+	return tmp;
+}
+
+/* The dword of a block that vector p of a packed group holds (pack_pos inverted). */
+static uint32_t pack_dword_at(int dt, uint32_t p)
+{
+	if (dt != RL_DT_Q6_K)
+		return p;
+	return p < 4 ? 48 + p : p < 12 ? 32 + p - 4 : p < 28 ? p - 12 : p < 36 ? 40 + p - 28 : 16 + p - 36;
+}
+
 /* The 8-row groups of the AVX2 lane-per-row kernels (q8_0_t8_body, q4k_t8_body): rp[l] =
  * row o + l, a group past o1 repeating its last row (whose lanes t8_store leaves alone). */
 T256 AI void t8_rows(const struct rl_wmat *W, uint32_t o, uint32_t o1, const uint8_t **rp)
@@ -210,11 +258,13 @@ T256 AI void t8_load(const uint8_t *const *rp, size_t off, __m256i *T)
 	}
 }
 
-/* Y[r, o .. o+n-1] (=, or +=) acc[r] (+ bias), the group's first n lanes */
-T256 AI void t8_store(float *Y, size_t ldy, const __m256 *acc, const int NR, uint32_t o, uint32_t n,
+/* Y[r, o + L] (=, or +=) lane L of acc[r] (+ bias[o + L]) for lanes l0 <= L < n */
+T256 AI void t8_store(float *Y, size_t ldy, const __m256 *acc, const int NR, uint32_t o, uint32_t l0, uint32_t n,
 		      const float *bias, int accumulate)
 {
-	const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+	const __m256i m = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)l0), lane),
+					      _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), lane));
 	const __m256 bv = bias ? _mm256_maskload_ps(bias + o, m) : _mm256_setzero_ps();
 #pragma GCC unroll 8
 	for (int r = 0; r < NR; r++) {
@@ -280,7 +330,7 @@ T256 AI void q8_0_t8_body(float *Y, size_t ldy, const struct q8x *const *xq, con
 				acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(xb->d)), acc[r]);
 			}
 		}
-		t8_store(Y, ldy, acc, NR, o, n, bias, accumulate);
+		t8_store(Y, ldy, acc, NR, o, 0, n, bias, accumulate);
 	}
 }
 
@@ -451,89 +501,144 @@ T256 AI __m256i ld32x8(const uint8_t *const *rp, size_t off)
 	return _mm256_loadu_si256((const __m256i *)v);
 }
 
-/* Decode steps of 2..8 rows over Q4_K on AVX2, eight weight rows at a time, one output row
- * per lane (the layout of q4k_t16_body, without VNNI): each 32-byte run of q is transposed for
- * the 8 rows (8x8 dwords) and its nibbles kept in L1; per activation row and sub-block, 8 vpmaddubsw
- * (unsigned nibbles against broadcast activations: 2 * 15 * 127 per word, so the 8 of a
- * sub-block add up in int16 without saturating), then one vpmaddwd by the lanes' 6-bit scale,
- * which widens and scales at once: ~2 instructions per 32 multiply-adds where the row-wise
- * q4_k_tile takes ~4.5. Mins as q4k_t16_body, by vpmaddwd on word pairs. 2048x768 in cache,
- * 8 rows, Zen 4 VM with --isa avx2: 45 -> 60 GMAC/s; for one row no faster than q4_k_tile
- * from DRAM, so one row stays there. (Q6_K the same way was slower than q6_k_tile: 44 vs 47
- * GMAC/s at 8 rows; its 6-bit q allow only two vpmaddubsw per int16 sum.) */
-T256 AI void q4k_t8_body(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
-			 const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
-			 int accumulate)
+/* An 8-row lane set of the AVX2 K-quant kernels: half h of a packed 16-row group (PK: the
+ * 32 bytes at 32 h of each of its vectors, pk = group + 32 h), or rows rp[] (t8_rows)
+ * transposed in registers. */
+struct t8g {
+	const uint8_t *rp[8];
+	const uint8_t *pk;
+};
+
+/* T[k], lane L = dword off/4 + k (k < 8) of row L's block of type dt at byte blk of a row */
+T256 AI void t8_run(const struct t8g *G, const int PK, const int dt, size_t blk, size_t off, __m256i *T)
 {
-	const uint8_t *base = W->data;
+	if (PK) {
+		const uint8_t *p = G->pk + 16 * blk + 64 * (size_t)pack_pos(dt, (uint32_t)off / 4);
+#pragma GCC unroll 8
+		for (int k = 0; k < 8; k++)
+			T[k] = _mm256_loadu_si256((const __m256i *)(p + 64 * k));
+	} else {
+		t8_load(G->rp, blk + off, T);
+	}
+}
+
+/* lane L = the dword at byte off of row L's block at blk */
+T256 AI __m256i t8_dword(const struct t8g *G, const int PK, const int dt, size_t blk, size_t off)
+{
+	return PK ? _mm256_loadu_si256((const __m256i *)(G->pk + 16 * blk + 64 * (size_t)pack_pos(dt, (uint32_t)off / 4)))
+		  : ld32x8(G->rp, blk + off);
+}
+
+/* The lane sets covering [o0, o1): halves of packed groups (a half's lanes outside the range
+ * computed, not stored), then runs of 8 rows. GROUP(PK, G, o, l0, n) does one: its first
+ * row o, the lanes [l0, n) to store. A packed group's second half reads the lines its first
+ * half brought in. */
+#define T8_GROUPS(GROUP) do {                                                                      \
+	for (uint32_t o = o0; o < o1;) {                                                           \
+		struct t8g G;                                                                      \
+		if (o < W->packed_rows) {                                                          \
+			const uint32_t g = o & ~15u, h = (o - g) / 8, s = g + 8 * h;               \
+			const uint32_t n = o1 - s < 8 ? o1 - s : 8;                                \
+			G.pk = (const uint8_t *)W->data + (size_t)g * W->row_bytes + 32 * h;       \
+			GROUP(1, &G, s, o - s, n);                                                 \
+			o = s + n;                                                                 \
+		} else {                                                                           \
+			const uint32_t n = o1 - o < 8 ? o1 - o : 8;                                \
+			t8_rows(W, o, o + n, G.rp);                                                \
+			GROUP(0, &G, o, 0, n);                                                     \
+			o += n;                                                                    \
+		}                                                                                  \
+	}                                                                                          \
+} while (0)
+
+/* Decode steps of 1..8 rows over Q4_K on AVX2, eight weight rows at a time, one output row
+ * per lane (the layout of q4k_t16_group, without VNNI): each 32-byte run of q is 8 vectors of
+ * the 8 rows' dwords (packed: loaded; else transposed, 8x8 dwords) and its nibbles kept in L1;
+ * per activation row and sub-block, 8 vpmaddubsw (unsigned nibbles against broadcast
+ * activations: 2 * 15 * 127 per word, so the 8 of a sub-block add up in int16 without
+ * saturating), then one vpmaddwd by the lanes' 6-bit scale, which widens and scales at once.
+ * The mins are q4k_t16_group's word pairs (vpmaddwd). One activation row takes this only
+ * on packed groups (else the row-wise q4_k_tile). */
+T256 AI void q4k_t8_group(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
+			  const struct rl_wmat *W, const float *bias, const int NR, const int PK,
+			  const struct t8g *G, uint32_t o, uint32_t l0, uint32_t n, int accumulate)
+{
 	const size_t rb = W->row_bytes;
 	const uint32_t nb = W->cols / 256;
 	const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
 	const __m256i mff = _mm256_set1_epi32(0x00FF00FF), lowb = _mm256_set1_epi32(0xFF);
 	__m256i q[8][8], scw[8];       /* sub-block j's nibbles, k-th dword of each row; its scales */
-	for (uint32_t o = o0; o < o1; o += 8) {
-		const uint32_t n = o1 - o < 8 ? o1 - o : 8;
-		const uint8_t *rp[8];
-		t8_rows(W, o, o1, rp);
-		const size_t next = (size_t)(o + 8) * rb;
-		__m256 acc[8];
+	/* the next group's rows, one contiguous run, into L2 a slice per block (a packed
+	 * group's first half fetches for both) */
+	const int pf = !PK || o % 16 == 0;
+	const char *next = (const char *)W->data + (size_t)(PK ? o - o % 16 + 16 : o + 8) * rb;
+	const size_t pfb = PK ? 16 * 144 : 8 * 144;
+	__m256 acc[8];
 #pragma GCC unroll 8
-		for (int r = 0; r < NR; r++)
-			acc[r] = _mm256_setzero_ps();
-		for (uint32_t b = 0; b < nb; b++) {
-			const size_t off = (size_t)b * 144;
-			/* the next group's rows, one contiguous run, into L2 a slice per block */
-			for (size_t pf = next + (size_t)b * 8 * 144; pf < next + (size_t)(b + 1) * 8 * 144; pf += 64)
-				_mm_prefetch((const char *)base + pf, _MM_HINT_T1);
-			const __m256i g = ld32x8(rp, off), u0 = ld32x8(rp, off + 4), u1 = ld32x8(rp, off + 8),
-				      u2 = ld32x8(rp, off + 12);
-			const __m256 d = f16_lo8(g), dmin = f16_lo8(_mm256_srli_epi32(g, 16));
-			const __m256i s03 = _mm256_and_si256(u0, m6);
-			const __m256i s47 = _mm256_or_si256(_mm256_and_si256(u2, m4), _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30));
+	for (int r = 0; r < NR; r++)
+		acc[r] = _mm256_setzero_ps();
+	for (uint32_t b = 0; b < nb; b++) {
+		const size_t off = (size_t)b * 144;
+		if (pf)
+			for (size_t l = 0; l < pfb; l += 64)
+				_mm_prefetch(next + (size_t)b * pfb + l, _MM_HINT_T1);
+		const __m256i g = t8_dword(G, PK, RL_DT_Q4_K, off, 0), u0 = t8_dword(G, PK, RL_DT_Q4_K, off, 4),
+			      u1 = t8_dword(G, PK, RL_DT_Q4_K, off, 8), u2 = t8_dword(G, PK, RL_DT_Q4_K, off, 12);
+		const __m256 d = f16_lo8(g), dmin = f16_lo8(_mm256_srli_epi32(g, 16));
+		const __m256i s03 = _mm256_and_si256(u0, m6);
+		const __m256i s47 = _mm256_or_si256(_mm256_and_si256(u2, m4), _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30));
 #pragma GCC unroll 8
-			for (int j = 0; j < 8; j++) {
-				__m256i s = _mm256_and_si256(_mm256_srli_epi32(j < 4 ? s03 : s47, 8 * (j & 3)), lowb);
-				scw[j] = _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
-			}
-			const __m256i m03 = _mm256_and_si256(u1, m6);
-			const __m256i m47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4),
-							    _mm256_and_si256(_mm256_srli_epi32(u1, 2), m30));
-			const __m256i P[4] = { _mm256_and_si256(m03, mff), _mm256_and_si256(_mm256_srli_epi32(m03, 8), mff),
-					       _mm256_and_si256(m47, mff), _mm256_and_si256(_mm256_srli_epi32(m47, 8), mff) };
+		for (int j = 0; j < 8; j++) {
+			__m256i s = _mm256_and_si256(_mm256_srli_epi32(j < 4 ? s03 : s47, 8 * (j & 3)), lowb);
+			scw[j] = _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
+		}
+		const __m256i m03 = _mm256_and_si256(u1, m6);
+		const __m256i m47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4),
+						    _mm256_and_si256(_mm256_srli_epi32(u1, 2), m30));
+		const __m256i P[4] = { _mm256_and_si256(m03, mff), _mm256_and_si256(_mm256_srli_epi32(m03, 8), mff),
+				       _mm256_and_si256(m47, mff), _mm256_and_si256(_mm256_srli_epi32(m47, 8), mff) };
 #pragma GCC unroll 1
-			for (int p = 0; p < 4; p++) {
-				__m256i T[8];
-				t8_load(rp, off + 16 + 32 * (size_t)p, T);
+		for (int p = 0; p < 4; p++) {
+			__m256i T[8];
+			t8_run(G, PK, RL_DT_Q4_K, off, 16 + 32 * (size_t)p, T);
 #pragma GCC unroll 8
-				for (int k = 0; k < 8; k++) {
-					q[2 * p][k] = _mm256_and_si256(T[k], m4);
-					q[2 * p + 1][k] = _mm256_and_si256(_mm256_srli_epi16(T[k], 4), m4);
-				}
-			}
-#pragma GCC unroll 1
-			for (int r = 0; r < NR; r++) {
-				const struct q8k *xb = &xk[r][b];
-				__m256i M = _mm256_setzero_si256();
-#pragma GCC unroll 8
-				for (int j = 0; j < 8; j++) {
-					const i32u *x4 = (const i32u *)(xb->q + 32 * j);
-					__m256i s = _mm256_maddubs_epi16(q[j][0], _mm256_set1_epi32(x4[0]));
-#pragma GCC unroll 7
-					for (int k = 1; k < 8; k++)
-						s = _mm256_add_epi16(s, _mm256_maddubs_epi16(q[j][k], _mm256_set1_epi32(x4[k])));
-					M = _mm256_add_epi32(M, _mm256_madd_epi16(s, scw[j]));
-				}
-				const int32_t *bq = bp + ((size_t)r * nb + b) * 4;
-				__m256i mi = _mm256_madd_epi16(P[0], _mm256_set1_epi32(bq[0]));
-#pragma GCC unroll 3
-				for (int k = 1; k < 4; k++)
-					mi = _mm256_add_epi32(mi, _mm256_madd_epi16(P[k], _mm256_set1_epi32(bq[k])));
-				__m256 tt = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(mi), _mm256_mul_ps(d, _mm256_cvtepi32_ps(M)));
-				acc[r] = _mm256_fmadd_ps(tt, _mm256_set1_ps(xb->d), acc[r]);
+			for (int k = 0; k < 8; k++) {
+				q[2 * p][k] = _mm256_and_si256(T[k], m4);
+				q[2 * p + 1][k] = _mm256_and_si256(_mm256_srli_epi16(T[k], 4), m4);
 			}
 		}
-		t8_store(Y, ldy, acc, NR, o, n, bias, accumulate);
+#pragma GCC unroll 1
+		for (int r = 0; r < NR; r++) {
+			const struct q8k *xb = &xk[r][b];
+			__m256i M = _mm256_setzero_si256();
+#pragma GCC unroll 8
+			for (int j = 0; j < 8; j++) {
+				const i32u *x4 = (const i32u *)(xb->q + 32 * j);
+				__m256i s = _mm256_maddubs_epi16(q[j][0], _mm256_set1_epi32(x4[0]));
+#pragma GCC unroll 7
+				for (int k = 1; k < 8; k++)
+					s = _mm256_add_epi16(s, _mm256_maddubs_epi16(q[j][k], _mm256_set1_epi32(x4[k])));
+				M = _mm256_add_epi32(M, _mm256_madd_epi16(s, scw[j]));
+			}
+			const int32_t *bq = bp + ((size_t)r * nb + b) * 4;
+			__m256i mi = _mm256_madd_epi16(P[0], _mm256_set1_epi32(bq[0]));
+#pragma GCC unroll 3
+			for (int k = 1; k < 4; k++)
+				mi = _mm256_add_epi32(mi, _mm256_madd_epi16(P[k], _mm256_set1_epi32(bq[k])));
+			__m256 tt = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(mi), _mm256_mul_ps(d, _mm256_cvtepi32_ps(M)));
+			acc[r] = _mm256_fmadd_ps(tt, _mm256_set1_ps(xb->d), acc[r]);
+		}
 	}
+	t8_store(Y, ldy, acc, NR, o, l0, n, bias, accumulate);
+}
+
+T256 AI void q4k_t8_body(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
+			 const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
+			 int accumulate)
+{
+#define Q4K_T8(PK, G, o, l0, n) q4k_t8_group(Y, ldy, xk, bp, W, bias, NR, PK, G, o, l0, n, accumulate)
+	T8_GROUPS(Q4K_T8);
+#undef Q4K_T8
 }
 
 T256 static void q4k_rows_t8(float *Y, size_t ldy, const struct q8k *const *xk, int32_t *bp,
@@ -542,6 +647,7 @@ T256 static void q4k_rows_t8(float *Y, size_t ldy, const struct q8k *const *xk, 
 {
 	q4k_min_pairs(xk, nr, W->cols / 256, bp);
 	switch (nr) {
+	case 1: q4k_t8_body(Y, ldy, xk, bp, W, bias, 1, o0, o1, accumulate); break;
 	case 2: q4k_t8_body(Y, ldy, xk, bp, W, bias, 2, o0, o1, accumulate); break;
 	case 3: q4k_t8_body(Y, ldy, xk, bp, W, bias, 3, o0, o1, accumulate); break;
 	case 4: q4k_t8_body(Y, ldy, xk, bp, W, bias, 4, o0, o1, accumulate); break;
@@ -549,6 +655,161 @@ T256 static void q4k_rows_t8(float *Y, size_t ldy, const struct q8k *const *xk, 
 	case 6: q4k_t8_body(Y, ldy, xk, bp, W, bias, 6, o0, o1, accumulate); break;
 	case 7: q4k_t8_body(Y, ldy, xk, bp, W, bias, 7, o0, o1, accumulate); break;
 	default: q4k_t8_body(Y, ldy, xk, bp, W, bias, 8, o0, o1, accumulate); break;
+	}
+}
+
+/* Decode steps of 1..8 rows over packed Q6_K groups on AVX2, half a group (eight rows) at a
+ * time, one output row per lane, the arithmetic of q6k_t16_group without VNNI: the 6-bit q
+ * recombined from the loaded vectors (ql, qh), per activation row and sub-block of 16 two
+ * pairs of vpmaddubsw (q <= 63 and |x| <= 127: two of them still add up in int16), each pair
+ * widened and scaled by one vpmaddwd by the lanes' int8 scale as words; the -32 offset is
+ * -32 sum_j sc_j bsum_j, 8 vpmaddwd of scale pairs against the activations' sums per block.
+ * Rows outside packed groups stay with the row-wise q6_k_tile. */
+T256 AI void q6k_t8p_half(float *Y, size_t ldy, const struct q8k *const *xk, const struct rl_wmat *W,
+			  const float *bias, const int NR, const struct t8g *G, uint32_t o, uint32_t l0,
+			  uint32_t n, int accumulate)
+{
+	const size_t rb = W->row_bytes;
+	const uint32_t nb = W->cols / 256, h2 = o % 16 / 8;   /* which half of its group */
+	const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+	const char *next = (const char *)W->data + (size_t)(o - o % 16 + 16) * rb;
+	__m256i scw[16], pair[8];
+	__m256 acc[8];
+#pragma GCC unroll 8
+	for (int r = 0; r < NR; r++)
+		acc[r] = _mm256_setzero_ps();
+	for (uint32_t b = 0; b < nb; b++) {
+		const size_t off = (size_t)b * 210;
+		/* scale j of each row as a word in both halves of its lane (scw), and scales
+		 * 2i, 2i + 1 as a word pair (pair[i]) */
+#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++) {
+			const __m256i g = t8_dword(G, 1, RL_DT_Q6_K, off, 192 + 4 * (size_t)i);
+			__m256i sc[4];
+#pragma GCC unroll 4
+			for (int c = 0; c < 4; c++) {
+				sc[c] = _mm256_srai_epi32(_mm256_slli_epi32(g, 24 - 8 * c), 24);
+				scw[4 * i + c] = _mm256_blend_epi16(sc[c], _mm256_slli_epi32(sc[c], 16), 0xAA);
+			}
+			pair[2 * i] = _mm256_blend_epi16(sc[0], _mm256_slli_epi32(sc[1], 16), 0xAA);
+			pair[2 * i + 1] = _mm256_blend_epi16(sc[2], _mm256_slli_epi32(sc[3], 16), 0xAA);
+		}
+		/* the 8 rows' d: the half's 8 of the group's 16 f16 after its 52 vectors */
+		const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G->pk - 32 * h2 + 16 * off + 64 * 52 + 16 * h2)));
+		__m256i M[8];
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++)
+			M[r] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+		for (int h = 0; h < 2; h++) {
+			__m256i TH[8], TL[8], Q[8];
+			t8_run(G, 1, RL_DT_Q6_K, off, 128 + 32 * (size_t)h, TH);
+#pragma GCC unroll 1
+			for (int run = 0; run < 2; run++) {
+				if (h2 == 0)   /* the next group, a quarter block at a time */
+					for (size_t l = 0; l < 840; l += 64)
+						_mm_prefetch(next + 16 * off + 840 * (size_t)(2 * h + run) + l, _MM_HINT_T1);
+				t8_run(G, 1, RL_DT_Q6_K, off, 64 * (size_t)h + 32 * (size_t)run, TL);
+#pragma GCC unroll 2
+				for (int hi = 0; hi < 2; hi++) {
+					const int m = run + 2 * hi;     /* weights 128h + 32m .. + 31 */
+#pragma GCC unroll 8
+					for (int k = 0; k < 8; k++) {
+						__m256i lo = hi ? _mm256_srli_epi16(TL[k], 4) : TL[k];
+						__m256i top = m == 0 ? _mm256_slli_epi16(TH[k], 4) : m == 1 ? _mm256_slli_epi16(TH[k], 2) :
+							      m == 2 ? TH[k] : _mm256_srli_epi16(TH[k], 2);
+						Q[k] = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(top, m30));
+					}
+					const int j = 8 * h + 2 * m;         /* sub-blocks j, j + 1 */
+#pragma GCC unroll 8
+					for (int r = 0; r < NR; r++) {
+						const i32u *x4 = (const i32u *)(xk[r][b].q + 16 * j);
+						__m256i s[4];
+#pragma GCC unroll 4
+						for (int k = 0; k < 4; k++)
+							s[k] = _mm256_add_epi16(
+								_mm256_maddubs_epi16(Q[2 * k], _mm256_set1_epi32(x4[2 * k])),
+								_mm256_maddubs_epi16(Q[2 * k + 1], _mm256_set1_epi32(x4[2 * k + 1])));
+						M[r] = _mm256_add_epi32(M[r], _mm256_add_epi32(
+							_mm256_add_epi32(_mm256_madd_epi16(s[0], scw[j]), _mm256_madd_epi16(s[1], scw[j])),
+							_mm256_add_epi32(_mm256_madd_epi16(s[2], scw[j + 1]), _mm256_madd_epi16(s[3], scw[j + 1]))));
+					}
+				}
+			}
+		}
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++) {
+			const i32u *bs = (const i32u *)xk[r][b].bsums;     /* sums 2i, 2i + 1 */
+			__m256i c = _mm256_madd_epi16(pair[0], _mm256_set1_epi32(bs[0]));
+#pragma GCC unroll 7
+			for (int i = 1; i < 8; i++)
+				c = _mm256_add_epi32(c, _mm256_madd_epi16(pair[i], _mm256_set1_epi32(bs[i])));
+			__m256i t = _mm256_sub_epi32(M[r], _mm256_slli_epi32(c, 5));
+			acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(d, _mm256_set1_ps(xk[r][b].d)), acc[r]);
+		}
+	}
+	t8_store(Y, ldy, acc, NR, o, l0, n, bias, accumulate);
+}
+
+/* o0 .. o1 inside W->packed_rows */
+T256 static void q6k_rows_t8p(float *Y, size_t ldy, const struct q8k *const *xk, const struct rl_wmat *W,
+			      const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate)
+{
+#define Q6K_T8(NR) do {                                                                            \
+	for (uint32_t o = o0; o < o1;) {                                                           \
+		struct t8g G;                                                                      \
+		const uint32_t g = o & ~15u, h = (o - g) / 8, s = g + 8 * h;                       \
+		const uint32_t n = o1 - s < 8 ? o1 - s : 8;                                        \
+		G.pk = (const uint8_t *)W->data + (size_t)g * W->row_bytes + 32 * h;               \
+		q6k_t8p_half(Y, ldy, xk, W, bias, NR, &G, s, o - s, n, accumulate);                \
+		o = s + n;                                                                         \
+	}                                                                                          \
+} while (0)
+	switch (nr) {
+	case 1: Q6K_T8(1); break;
+	case 2: Q6K_T8(2); break;
+	case 3: Q6K_T8(3); break;
+	case 4: Q6K_T8(4); break;
+	case 5: Q6K_T8(5); break;
+	case 6: Q6K_T8(6); break;
+	case 7: Q6K_T8(7); break;
+	default: Q6K_T8(8); break;
+	}
+#undef Q6K_T8
+}
+
+/* unpack_group on AVX2: the packed group of rows [o, o + 16) back to the file's layout,
+ * dst[16 * row_bytes], each half of four vectors at a time */
+T256 static void unpack_group_avx2(const struct rl_wmat *W, uint32_t o, uint8_t *dst)
+{
+	const int dt = W->dtype;
+	const uint32_t ndw = pack_dwords(dt), nb = W->cols / W->blk_elems;
+	const size_t rb = W->row_bytes, bb = W->blk_bytes, tail = bb - 4 * ndw;
+	const uint8_t *grp = (const uint8_t *)W->data + (size_t)o * rb;
+	for (uint32_t b = 0; b < nb; b++) {
+		const uint8_t *src = grp + (size_t)b * 16 * bb;
+		uint8_t *blk = dst + (size_t)b * bb;              /* row L's: blk + L * rb */
+		for (uint32_t p = 0; p < ndw; p += 4)
+			for (uint32_t h = 0; h < 2; h++) {
+				const uint8_t *v = src + 64 * (size_t)p + 32 * h;
+				const __m256i r0 = _mm256_loadu_si256((const __m256i *)v);
+				const __m256i r1 = _mm256_loadu_si256((const __m256i *)(v + 64));
+				const __m256i r2 = _mm256_loadu_si256((const __m256i *)(v + 128));
+				const __m256i r3 = _mm256_loadu_si256((const __m256i *)(v + 192));
+				const __m256i t0 = _mm256_unpacklo_epi32(r0, r1), t1 = _mm256_unpackhi_epi32(r0, r1);
+				const __m256i t2 = _mm256_unpacklo_epi32(r2, r3), t3 = _mm256_unpackhi_epi32(r2, r3);
+				/* u[m], 128-bit lane c: row 8h + 4c + m's four dwords */
+				const __m256i u[4] = { _mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+						       _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3) };
+				uint8_t *d = blk + 4 * (size_t)pack_dword_at(dt, p) + 8 * h * rb;
+#pragma GCC unroll 4
+				for (int m = 0; m < 4; m++) {
+					_mm_storeu_si128((__m128i *)(d + (size_t)m * rb), _mm256_castsi256_si128(u[m]));
+					_mm_storeu_si128((__m128i *)(d + (size_t)(4 + m) * rb), _mm256_extracti128_si256(u[m], 1));
+				}
+			}
+		for (uint32_t L = 0; L < 16; L++)
+			memcpy(blk + L * rb + 4 * ndw, src + 64 * ndw + L * tail, tail);
 	}
 }
 
@@ -1275,48 +1536,12 @@ TVNNI static void q8_0_rows_vnni(float *Y, size_t ldy, const struct q8x *const *
 	}
 }
 
-/* ---------------------------------------- packed K-quant groups (rl_cpu_wmat_pack) ----- */
-
-/* The dwords of a block that a packed group keeps as 16-lane vectors: all of Q4_K's (d|dmin,
- * the 12 scale bytes, qs), Q6_K's but the trailing f16 d (ql, qh, the scales); 0: this type
- * is not packed. The one owner of the packed layout, with pack_pos, rl_cpu_wmat_pack and
- * wmat_block. */
-static uint32_t pack_dwords(int dt)
-{
-	return dt == RL_DT_Q4_K ? 36 : dt == RL_DT_Q6_K ? 52 : 0;
-}
-
-/* The vector that holds dword j of the 16 rows' blocks, in the order the kernels read them,
- * so that a group streams front to back: Q4_K's is the file's; Q6_K's the scales (48-51),
- * then for each half the 2-bit tops (32-39, 40-47) before their low nibbles (0-15, 16-31).
- * (Q6_K in the file's order, read out of order, left the hardware prefetcher behind: 8.5 GB/s
- * from DRAM at one row without software prefetch, against Q4_K's 31.) */
-AI uint32_t pack_pos(int dt, uint32_t j)
-{
-	if (dt != RL_DT_Q6_K)
-		return j;
-	return j >= 48 ? j - 48 : j >= 40 ? j - 40 + 28 : j >= 32 ? j - 32 + 4 : j >= 16 ? j - 16 + 36 : j + 12;
-}
-
-/* Row r's block b as the file lays it out: in place, or gathered from its packed group into
- * tmp[blk_bytes]. */
-static const uint8_t *wmat_block(const struct rl_wmat *W, uint32_t r, uint32_t b, uint8_t *tmp)
-{
-	const uint8_t *base = W->data;
-	if (r >= W->packed_rows)
-		return base + (size_t)r * W->row_bytes + (size_t)b * W->blk_bytes;
-	const uint32_t ndw = pack_dwords(W->dtype), tail = W->blk_bytes - 4 * ndw, L = r % 16;
-	const uint8_t *g = base + (size_t)(r - L) * W->row_bytes + (size_t)b * 16 * W->blk_bytes;
-	for (uint32_t j = 0; j < ndw; j++)
-		memcpy(tmp + 4 * j, g + 64 * pack_pos(W->dtype, j) + 4 * L, 4);
-	memcpy(tmp + 4 * ndw, g + 64 * ndw + (size_t)L * tail, tail);
-	return tmp;
-}
+/* ------------------------ rl_cpu_wmat_pack; the AVX-512 K-quant lane-per-row kernels ----- */
 
 int rl_cpu_wmat_pack(struct rl_wmat *W)
 {
 	const uint32_t ndw = pack_dwords(W->dtype);
-	if (!ndw || W->rows < 16 || W->packed_rows || rl_cpu_isa() != RL_CPU_AVX512 || !has_avx512vnni())
+	if (!ndw || W->rows < 16 || W->packed_rows || rl_cpu_isa() == RL_CPU_SCALAR || !has_f16c())
 		return 0;
 	const size_t rb = W->row_bytes, bb = W->blk_bytes, tail = bb - 4 * ndw;
 	const uint32_t nb = W->cols / W->blk_elems;
@@ -1341,13 +1566,6 @@ int rl_cpu_wmat_pack(struct rl_wmat *W)
 	return 1;
 }
 
-/* The dword of a block that vector p of a packed group holds (pack_pos inverted). */
-static uint32_t pack_dword_at(int dt, uint32_t p)
-{
-	if (dt != RL_DT_Q6_K)
-		return p;
-	return p < 4 ? 48 + p : p < 12 ? 32 + p - 4 : p < 28 ? p - 12 : p < 36 ? 40 + p - 28 : 16 + p - 36;
-}
 
 /* The packed group of rows [o, o + 16) back to the file's layout: dst[16 * row_bytes]. Four
  * vectors of a run at a time: two rounds of unpacks leave row 4c + m's four dwords in 128-bit
@@ -1872,9 +2090,16 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 			(dt == RL_DT_Q4_K ? q4k_rows_t16 : q6k_rows_t16)(Y, ldy, xk, aux, W, bias, nr, o0, o1, accumulate);
 			return;
 		}
-		if (dt == RL_DT_Q4_K && nr > 1) {
+		if (dt == RL_DT_Q4_K && (nr > 1 || o0 < W->packed_rows)) {
 			q4k_rows_t8(Y, ldy, xk, aux, W, bias, nr, o0, o1, accumulate);
 			return;
+		}
+		if (o0 < W->packed_rows) {     /* Q6_K: packed groups here, the rest row-wise below */
+			uint32_t pe = o1 < W->packed_rows ? o1 : W->packed_rows;
+			q6k_rows_t8p(Y, ldy, xk, W, bias, nr, o0, pe, accumulate);
+			o = o0 = pe;
+			if (o0 == o1)
+				return;
 		}
 	}
 	if (nr == 1 && (dt == RL_DT_Q4_K || dt == RL_DT_Q6_K) && rl_cpu_isa() == RL_CPU_AVX512) {
@@ -1962,9 +2187,12 @@ static const struct rl_wmat *tile_source(const struct rl_wmat *W, uint32_t o, ui
 					 struct rl_wmat *view, uint32_t *r0)
 {
 	*r0 = o;
-	if (n != 16 || o % 16 || o >= W->packed_rows || rl_cpu_isa() != RL_CPU_AVX512 || !has_avx512vnni())
+	if (n != 16 || o % 16 || o >= W->packed_rows || rl_cpu_isa() == RL_CPU_SCALAR)
 		return W;
-	unpack_group(W, o, grp);
+	if (rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni())
+		unpack_group(W, o, grp);
+	else
+		unpack_group_avx2(W, o, grp);
 	*view = *W;
 	view->data = grp;
 	view->rows = 16;
@@ -2043,9 +2271,5 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 	}
 	int fast = rl_cpu_isa() != RL_CPU_SCALAR && (W->dtype != RL_DT_F16 || has_f16c()) &&
 		   (W->blk_elems == 1 || in % 32 == 0);
-	/* packed rows are read by the lane-per-row kernels, else (an ISA chosen after the load:
-	 * tests) row by row through rl_cpu_wmat_row */
-	if (W->packed_rows && !(rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni()))
-		fast = 0;
 	(fast ? dots_avx2 : dots_scalar)(Y, ldy, X, ldx, W, bias, n_rows, o_begin, o_end, accumulate, scratch);
 }
