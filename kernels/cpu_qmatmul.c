@@ -788,6 +788,10 @@ T256 static void unpack_group_avx2(const struct rl_wmat *W, uint32_t o, uint8_t 
 	const uint8_t *grp = (const uint8_t *)W->data + (size_t)o * rb;
 	for (uint32_t b = 0; b < nb; b++) {
 		const uint8_t *src = grp + (size_t)b * 16 * bb;
+		/* the next group (the tile paths' next tile) into L2 while this one's rows decode
+		 * and multiply */
+		for (size_t l = 0; l < 16 * bb; l += 64)
+			_mm_prefetch((const char *)src + 16 * rb + l, _MM_HINT_T1);
 		uint8_t *blk = dst + (size_t)b * bb;              /* row L's: blk + L * rb */
 		for (uint32_t p = 0; p < ndw; p += 4)
 			for (uint32_t h = 0; h < 2; h++) {
@@ -1579,6 +1583,10 @@ TVNNI static void unpack_group(const struct rl_wmat *W, uint32_t o, uint8_t *dst
 	const uint8_t *grp = (const uint8_t *)W->data + (size_t)o * rb;
 	for (uint32_t b = 0; b < nb; b++) {
 		const uint8_t *src = grp + (size_t)b * 16 * bb;
+		/* the next group (the tile paths' next tile) into L2 while this one's rows decode
+		 * and multiply */
+		for (size_t l = 0; l < 16 * bb; l += 64)
+			_mm_prefetch((const char *)src + 16 * rb + l, _MM_HINT_T1);
 		uint8_t *blk = dst + (size_t)b * bb;              /* row L's: blk + L * rb */
 		for (uint32_t p = 0; p < ndw; p += 4) {
 			const __m512i r0 = _mm512_loadu_si512((const void *)(src + 64 * (size_t)p));
