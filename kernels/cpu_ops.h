@@ -34,8 +34,8 @@ void rl_cpu_matmul(float *Y, size_t ldy, const float *X, size_t ldx, const float
  * widened in registers; Q8_0, Q4_K, Q6_K as integer dots against activations quantized to
  * 8 bits; other block types decoded a row at a time); more rows decode tiles of weight rows to
  * fp32 for rl_cpu_matmul (or to bf16 for bf16 dot products where the CPU has AVX512-BF16),
- * except packed Q4_K/Q6_K (rl_cpu_wmat_pack) on CPUs without AVX512-VNNI, which take the
- * 8-bit integer dots 8 rows at a time. W may be packed or not.
+ * except packed Q4_K/Q6_K (rl_cpu_wmat_pack), which take the decode steps' 8-bit integer
+ * dots 8 rows at a time. W may be packed or not.
  * scratch: rl_cpu_qmatmul_scratch(in, n_rows at most) bytes, the caller's thread's own. */
 struct rl_wmat;
 void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,

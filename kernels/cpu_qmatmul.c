@@ -215,14 +215,6 @@ static const uint8_t *wmat_block(const struct rl_wmat *W, uint32_t r, uint32_t b
 	return tmp;
 }
 
-/* The dword of a block that vector p of a packed group holds (pack_pos inverted). */
-static uint32_t pack_dword_at(int dt, uint32_t p)
-{
-	if (dt != RL_DT_Q6_K)
-		return p;
-	return p < 4 ? 48 + p : p < 12 ? 32 + p - 4 : p < 28 ? p - 12 : p < 36 ? 40 + p - 28 : 16 + p - 36;
-}
-
 /* The 8-row groups of the AVX2 lane-per-row kernels (q8_0_t8_body, q4k_t8_body): rp[l] =
  * row o + l, a group past o1 repeating its last row (whose lanes t8_store leaves alone). */
 T256 AI void t8_rows(const struct rl_wmat *W, uint32_t o, uint32_t o1, const uint8_t **rp)
@@ -778,44 +770,6 @@ T256 static void q6k_rows_t8p(float *Y, size_t ldy, const struct q8k *const *xk,
 #undef Q6K_T8
 }
 
-/* unpack_group on AVX2: the packed group of rows [o, o + 16) back to the file's layout,
- * dst[16 * row_bytes], each half of four vectors at a time */
-T256 static void unpack_group_avx2(const struct rl_wmat *W, uint32_t o, uint8_t *dst)
-{
-	const int dt = W->dtype;
-	const uint32_t ndw = pack_dwords(dt), nb = W->cols / W->blk_elems;
-	const size_t rb = W->row_bytes, bb = W->blk_bytes, tail = bb - 4 * ndw;
-	const uint8_t *grp = (const uint8_t *)W->data + (size_t)o * rb;
-	for (uint32_t b = 0; b < nb; b++) {
-		const uint8_t *src = grp + (size_t)b * 16 * bb;
-		/* the next group (the tile paths' next tile) into L2 while this one's rows decode
-		 * and multiply */
-		for (size_t l = 0; l < 16 * bb; l += 64)
-			_mm_prefetch((const char *)src + 16 * rb + l, _MM_HINT_T1);
-		uint8_t *blk = dst + (size_t)b * bb;              /* row L's: blk + L * rb */
-		for (uint32_t p = 0; p < ndw; p += 4)
-			for (uint32_t h = 0; h < 2; h++) {
-				const uint8_t *v = src + 64 * (size_t)p + 32 * h;
-				const __m256i r0 = _mm256_loadu_si256((const __m256i *)v);
-				const __m256i r1 = _mm256_loadu_si256((const __m256i *)(v + 64));
-				const __m256i r2 = _mm256_loadu_si256((const __m256i *)(v + 128));
-				const __m256i r3 = _mm256_loadu_si256((const __m256i *)(v + 192));
-				const __m256i t0 = _mm256_unpacklo_epi32(r0, r1), t1 = _mm256_unpackhi_epi32(r0, r1);
-				const __m256i t2 = _mm256_unpacklo_epi32(r2, r3), t3 = _mm256_unpackhi_epi32(r2, r3);
-				/* u[m], 128-bit lane c: row 8h + 4c + m's four dwords */
-				const __m256i u[4] = { _mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
-						       _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3) };
-				uint8_t *d = blk + 4 * (size_t)pack_dword_at(dt, p) + 8 * h * rb;
-#pragma GCC unroll 4
-				for (int m = 0; m < 4; m++) {
-					_mm_storeu_si128((__m128i *)(d + (size_t)m * rb), _mm256_castsi256_si128(u[m]));
-					_mm_storeu_si128((__m128i *)(d + (size_t)(4 + m) * rb), _mm256_extracti128_si256(u[m], 1));
-				}
-			}
-		for (uint32_t L = 0; L < 16; L++)
-			memcpy(blk + L * rb + 4 * ndw, src + 64 * ndw + L * tail, tail);
-	}
-}
 
 /* Q6_K super-block (210 bytes, 256 weights): 128 bytes low 4 bits, 64 bytes high 2 bits,
  * 16 int8 scales (one per 16 weights), f16 d; w = d * sc * (q - 32). As ggml:
@@ -1571,46 +1525,6 @@ int rl_cpu_wmat_pack(struct rl_wmat *W)
 }
 
 
-/* The packed group of rows [o, o + 16) back to the file's layout: dst[16 * row_bytes]. Four
- * vectors of a run at a time: two rounds of unpacks leave row 4c + m's four dwords in 128-bit
- * lane c of u[m], stored from there. (A whole 16x16 transpose and a copy out made a
- * 2048x768 Q4_K product of 16 rows 18% slower packed than unpacked on the Zen 4 VM; this, 5%.) */
-TVNNI static void unpack_group(const struct rl_wmat *W, uint32_t o, uint8_t *dst)
-{
-	const int dt = W->dtype;
-	const uint32_t ndw = pack_dwords(dt), nb = W->cols / W->blk_elems;
-	const size_t rb = W->row_bytes, bb = W->blk_bytes, tail = bb - 4 * ndw;
-	const uint8_t *grp = (const uint8_t *)W->data + (size_t)o * rb;
-	for (uint32_t b = 0; b < nb; b++) {
-		const uint8_t *src = grp + (size_t)b * 16 * bb;
-		/* the next group (the tile paths' next tile) into L2 while this one's rows decode
-		 * and multiply */
-		for (size_t l = 0; l < 16 * bb; l += 64)
-			_mm_prefetch((const char *)src + 16 * rb + l, _MM_HINT_T1);
-		uint8_t *blk = dst + (size_t)b * bb;              /* row L's: blk + L * rb */
-		for (uint32_t p = 0; p < ndw; p += 4) {
-			const __m512i r0 = _mm512_loadu_si512((const void *)(src + 64 * (size_t)p));
-			const __m512i r1 = _mm512_loadu_si512((const void *)(src + 64 * (size_t)p + 64));
-			const __m512i r2 = _mm512_loadu_si512((const void *)(src + 64 * (size_t)p + 128));
-			const __m512i r3 = _mm512_loadu_si512((const void *)(src + 64 * (size_t)p + 192));
-			const __m512i t0 = _mm512_unpacklo_epi32(r0, r1), t1 = _mm512_unpackhi_epi32(r0, r1);
-			const __m512i t2 = _mm512_unpacklo_epi32(r2, r3), t3 = _mm512_unpackhi_epi32(r2, r3);
-			const __m512i u[4] = { _mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
-					       _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3) };
-			uint8_t *d = blk + 4 * (size_t)pack_dword_at(dt, p);  /* the run's first dword */
-#pragma GCC unroll 4
-			for (int m = 0; m < 4; m++) {
-				_mm_storeu_si128((__m128i *)(d + (size_t)m * rb), _mm512_extracti32x4_epi32(u[m], 0));
-				_mm_storeu_si128((__m128i *)(d + (size_t)(4 + m) * rb), _mm512_extracti32x4_epi32(u[m], 1));
-				_mm_storeu_si128((__m128i *)(d + (size_t)(8 + m) * rb), _mm512_extracti32x4_epi32(u[m], 2));
-				_mm_storeu_si128((__m128i *)(d + (size_t)(12 + m) * rb), _mm512_extracti32x4_epi32(u[m], 3));
-			}
-		}
-		for (uint32_t L = 0; L < 16; L++)
-			memcpy(blk + L * rb + 4 * ndw, src + 64 * ndw + L * tail, tail);
-	}
-}
-
 /* A 16-row group of the K-quant lane-per-row kernels. Packed (PK: rows o .. o+15 below
  * W->packed_rows, o % 16 == 0): dword j of the 16 rows' block b is the vector at
  * pk + b * 16 * blk_bytes + 64 j, loaded as it is. Else rows rp[] (t16_rows) whose blocks are
@@ -2024,7 +1938,7 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows)
 	 * bf16 activation rows, an fp32 row, a bf16 tile, each 64-byte aligned */
 	size_t bf = 0;
 	if (rl_cpu_isa_best() == RL_CPU_AVX512 && has_avx512bf16())
-		bf = (size_t)max_rows * in * 2 + 64 + (size_t)in * 4 + (size_t)TILE * in * 2 + 64 + (size_t)16 * in + 64;
+		bf = (size_t)max_rows * in * 2 + 64 + (size_t)in * 4 + (size_t)TILE * in * 2 + 64;
 	/* the q8 blocks, then (VNNI) their seeds */
 	size_t q8 = (size_t)Q8_ROWS * (in / 32 + 1) * (sizeof(struct q8x) + sizeof(int32_t)) + 64;
 	size_t xb = (size_t)Q8_ROWS * in * 2 + 64;  /* dpbf_rows' bf16 activations */
@@ -2033,11 +1947,10 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows)
 	 * q4k_min_pairs) */
 	size_t q8k = (size_t)Q8_ROWS * (in / 256 + 1) * (sizeof(struct q8k) + 64) + 64;
 	q8 = q8 > q8k ? q8 : q8k;
-	/* the fp32 tile, then an unpacked group (16 rows of a packed type, under a byte a weight) */
-	size_t tile = (size_t)TILE * in * sizeof(float) + (size_t)16 * in;
+	size_t tile = (size_t)TILE * in * sizeof(float);
 	q8 = q8 > tile ? q8 : tile;
 	/* kq_packed_many: every row's q8k blocks, then one 8-row chunk's min pairs */
-	size_t many = (size_t)max_rows * (in / 256 + 1) * sizeof(struct q8k) + 64 + (size_t)Q8_ROWS * (in / 256 + 1) * 16 + 64;
+	size_t many = (size_t)max_rows * (in / 256 + 1) * sizeof(struct q8k) + 64 + (size_t)Q8_ROWS * (in / 256 + 1) * 64 + 64;
 	q8 = q8 > many ? q8 : many;
 	return (q8 > bf ? q8 : bf) + 64;
 }
@@ -2191,37 +2104,20 @@ static void dots_scalar(float *Y, size_t ldy, const float *X, size_t ldx, const 
 	}
 }
 
-/* Where the tile paths decode weight rows [o, o + n) from: a whole packed group unpacked into
- * grp[16 * row_bytes] (one transpose for the 16 rows, where gathering each row's blocks alone
- * cost 110M Q4_K_M prefill ~8%), rows r0 .. of the returned matrix; else W itself. */
-static const struct rl_wmat *tile_source(const struct rl_wmat *W, uint32_t o, uint32_t n, uint8_t *grp,
-					 struct rl_wmat *view, uint32_t *r0)
-{
-	*r0 = o;
-	if (n != 16 || o % 16 || o >= W->packed_rows || rl_cpu_isa() == RL_CPU_SCALAR)
-		return W;
-	if (rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni())
-		unpack_group(W, o, grp);
-	else
-		unpack_group_avx2(W, o, grp);
-	*view = *W;
-	view->data = grp;
-	view->rows = 16;
-	view->packed_rows = 0;
-	*r0 = 0;
-	return view;
-}
-
 /* Many activation rows (prefill) over the packed groups [o0, o1) of a Q4_K or Q6_K matrix
- * with the AVX2 8-lane kernels: every row quantized once (q8k), then for each group of 16
- * weight rows, still in L1/L2, the rows 8 at a time. On AVX2 an int8 dot of these kernels
- * does ~70 GMAC/s on a packed 2048x768 Q4_K against ~50 for the fp32 GEMM over decoded tiles
- * (Zen 4 VM, --isa avx2), whose decode comes on top. scratch: rl_cpu_qmatmul_scratch's. */
+ * with the decode steps' lane-per-row kernels (VNNI's 16-lane ones, else AVX2's 8-lane
+ * ones): every row quantized once (q8k), then for each group of 16 weight rows, still in
+ * L1/L2, the rows 8 at a time. Against decoding tiles for a float GEMM (Zen 4 VM, 110M
+ * Q4_K_M, one core): prefill 800-817 -> 1086-1121 tok/s against the AVX512-BF16 one, ~510 ->
+ * ~615 with --isa avx2 against the fp32 one, whose decode came on top of an FMA that does 8
+ * (AVX2) or 32 (vdpbf16ps) products where vpdpbusd does 64. The activations are 8-bit here,
+ * as in ggml's K-quant GEMMs. scratch: rl_cpu_qmatmul_scratch's. */
 static void kq_packed_many(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
 			   const float *bias, uint32_t n_rows, uint32_t o0, uint32_t o1, int accumulate,
 			   void *scratch)
 {
 	const uint32_t in = W->cols, nb = in / 256;
+	const int vnni = rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni();
 	struct q8k *q = (struct q8k *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
 	int32_t *bp = (int32_t *)(((uintptr_t)(q + (size_t)n_rows * nb) + 63) & ~(uintptr_t)63);
 	for (uint32_t r = 0; r < n_rows; r++)
@@ -2233,7 +2129,10 @@ static void kq_packed_many(float *Y, size_t ldy, const float *X, size_t ldx, con
 			const struct q8k *xk[Q8_ROWS];
 			for (uint32_t r = 0; r < nr; r++)
 				xk[r] = q + (size_t)(r0 + r) * nb;
-			if (W->dtype == RL_DT_Q4_K)
+			if (vnni)
+				(W->dtype == RL_DT_Q4_K ? q4k_rows_t16 : q6k_rows_t16)(Y + (size_t)r0 * ldy, ldy, xk, bp, W,
+										      bias, nr, o, g1, accumulate);
+			else if (W->dtype == RL_DT_Q4_K)
 				q4k_rows_t8(Y + (size_t)r0 * ldy, ldy, xk, bp, W, bias, nr, o, g1, accumulate);
 			else
 				q6k_rows_t8p(Y + (size_t)r0 * ldy, ldy, xk, W, bias, nr, o, g1, accumulate);
@@ -2264,6 +2163,13 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 		rl_cpu_matmul(Y, ldy, X, ldx, W->data, bias, n_rows, in, o_begin, o_end, accumulate);
 		return;
 	}
+	if (n_rows > Q8_ROWS && o_begin < W->packed_rows && rl_cpu_isa() != RL_CPU_SCALAR) {
+		/* packed K-quants: the int8 kernels, then any unpacked rows below */
+		uint32_t pe = o_end < W->packed_rows ? o_end : W->packed_rows;
+		kq_packed_many(Y, ldy, X, ldx, W, bias, n_rows, o_begin, pe, accumulate, scratch);
+		if ((o_begin = pe) == o_end)
+			return;
+	}
 	if (n_rows > Q8_ROWS && rl_cpu_qmatmul_bf16_acts(W, n_rows)) {
 		/* scratch: the activation rows as bf16 [n_rows, in], then for block types an fp32 row
 		 * [in] and a tile of TILE weight rows as bf16 [TILE, in] */
@@ -2276,26 +2182,15 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 		}
 		float *row = (float *)(((uintptr_t)(xb + (size_t)n_rows * in) + 63) & ~(uintptr_t)63);
 		uint16_t *tile = (uint16_t *)(row + in);
-		uint8_t *grp = (uint8_t *)(((uintptr_t)(tile + (size_t)TILE * in) + 63) & ~(uintptr_t)63);
 		for (uint32_t o = o_begin; o < o_end; o += TILE) {
-			uint32_t n = o_end - o < TILE ? o_end - o : TILE, r0;
-			struct rl_wmat view;
-			const struct rl_wmat *src = tile_source(W, o, n, grp, &view, &r0);
+			uint32_t n = o_end - o < TILE ? o_end - o : TILE;
 			for (uint32_t j = 0; j < n; j++) {
-				rl_cpu_wmat_row(src, r0 + j, row);
+				rl_cpu_wmat_row(W, o + j, row);
 				to_bf16_avx512(tile + (size_t)j * in, row, in);
 			}
 			gemm_dpbf(Y + o, ldy, xb, in, tile, bias ? bias + o : NULL, n_rows, in, 0, n, accumulate);
 		}
 		return;
-	}
-	if (n_rows > Q8_ROWS && o_begin < W->packed_rows && rl_cpu_isa() != RL_CPU_SCALAR &&
-	    !(rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni())) {
-		/* packed K-quants without VNNI: the int8 kernels, then any unpacked rows below */
-		uint32_t pe = o_end < W->packed_rows ? o_end : W->packed_rows;
-		kq_packed_many(Y, ldy, X, ldx, W, bias, n_rows, o_begin, pe, accumulate, scratch);
-		if ((o_begin = pe) == o_end)
-			return;
 	}
 	if (n_rows > Q8_ROWS && (W->dtype == RL_DT_F16 || W->dtype == RL_DT_BF16) && in % 8 == 0 &&
 	    rl_cpu_isa() != RL_CPU_SCALAR && has_f16c()) {
@@ -2307,13 +2202,10 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 	if (n_rows > Q8_ROWS) {
 		/* many rows: decode TILE weight rows to fp32, then the fp32 matmul over all rows */
 		float *tile = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-		uint8_t *grp = (uint8_t *)(tile + (size_t)TILE * in);
 		for (uint32_t o = o_begin; o < o_end; o += TILE) {
-			uint32_t n = o_end - o < TILE ? o_end - o : TILE, r0;
-			struct rl_wmat view;
-			const struct rl_wmat *src = tile_source(W, o, n, grp, &view, &r0);
+			uint32_t n = o_end - o < TILE ? o_end - o : TILE;
 			for (uint32_t j = 0; j < n; j++)
-				rl_cpu_wmat_row(src, r0 + j, tile + (size_t)j * in);
+				rl_cpu_wmat_row(W, o + j, tile + (size_t)j * in);
 			rl_cpu_matmul(Y + o, ldy, X, ldx, tile, bias ? bias + o : NULL, n_rows, in, 0, n, accumulate);
 		}
 		return;
