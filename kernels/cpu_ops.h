@@ -44,9 +44,9 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 /* scratch bytes for rows of `in` inputs and calls of at most max_rows activation rows */
 size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows);
 /* 1 when rl_cpu_qmatmul over W with n_rows rows rounds the activations to bf16 (AVX512-BF16
- * dot products for prefill over BF16 and block-quantized weights, and for decode steps of 2..8
- * rows over BF16, as ggml does); the tests hold such calls to the 8-bit activation paths'
- * tolerance. */
+ * dot products for prefill over BF16 and block-quantized weights, but for the rows of them
+ * that are packed, and for decode steps of 2..8 rows over BF16, as ggml does); the tests hold
+ * such calls to the 8-bit activation paths' tolerance. */
 int rl_cpu_qmatmul_bf16_acts(const struct rl_wmat *W, uint32_t n_rows);
 /* Row r of W as fp32: out[W->cols]. */
 void rl_cpu_wmat_row(const struct rl_wmat *W, uint32_t r, float *out);

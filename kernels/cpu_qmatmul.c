@@ -2146,11 +2146,12 @@ int rl_cpu_qmatmul_bf16_acts(const struct rl_wmat *W, uint32_t n_rows)
 	/* F32 and F16 weights keep fp32 arithmetic (their precision is the point of them); BF16
 	 * weights from two rows (decode steps: dpbf_rows), the block types from nine (prefill;
 	 * their decode steps take q8 activations); one row keeps fp32 (batch-1 decode streams
-	 * the weights at memory speed either way) */
+	 * the weights at memory speed either way); packed rows take 8-bit activations instead
+	 * (kq_packed_many), so a matrix packed whole never rounds to bf16 */
 	if (W->cols % 32 || rl_cpu_isa() != RL_CPU_AVX512 || !has_avx512bf16())
 		return 0;
 	if (n_rows > Q8_ROWS)
-		return W->dtype != RL_DT_F32 && W->dtype != RL_DT_F16;
+		return W->dtype != RL_DT_F32 && W->dtype != RL_DT_F16 && W->packed_rows < W->rows;
 	return n_rows > 1 && W->dtype == RL_DT_BF16;
 }
 
