@@ -16,12 +16,15 @@
  * Q8_0 and 1..8 rows over Q4_K and Q6_K take sixteen weight rows at a time, transposed in
  * registers so that one lane holds one output row (t16_load; q8_0_t16_body, q4k_t16_body,
  * q6k_t16_body): vpdpbusd then does 64 multiply-adds of 16 rows against 4 broadcast
- * activations, and the block and sub-block scales meet whole lanes. 2..8 rows over BF16 with
- * AVX512-BF16 take vdpbf16ps on activations rounded to bf16 (dpbf_rows); over F16, two weight
- * rows at a time in fp32 (h16_dots512).
- * Steps of more rows (prefill chunks) are bounded by arithmetic instead: a tile of weight rows
- * is decoded to fp32 in the caller's scratch and multiplied by the fp32 matmul, whose tiling
- * reads the tile once for all rows; the decoding is then a small part of the work.
+ * activations, and the block and sub-block scales meet whole lanes. Q4_K and Q6_K are
+ * repacked once at load (rl_cpu_wmat_pack) so that those lanes are loaded, not transposed;
+ * on AVX2 the same packed groups are read as 8-lane halves (q4k_t8_group, q6k_t8p_half).
+ * 2..8 rows over BF16 with AVX512-BF16 take vdpbf16ps on activations rounded to bf16
+ * (dpbf_rows); over F16, two weight rows at a time in fp32 (h16_dots512).
+ * Steps of more rows (prefill chunks) are bounded by arithmetic instead: packed K-quants run
+ * the decode kernels 8 rows at a time over each group (kq_packed_many); otherwise a tile of
+ * weight rows is decoded to fp32 (or bf16) in the caller's scratch and multiplied by the
+ * float matmul, whose tiling reads the tile once for all rows.
  *
  * Accuracy (tests/test_qmatmul.c holds the tolerances): the float paths round like fp32
  * matmul; the q8 activation path adds the activations' 8-bit rounding (relative error of a
@@ -215,7 +218,7 @@ static const uint8_t *wmat_block(const struct rl_wmat *W, uint32_t r, uint32_t b
 	return tmp;
 }
 
-/* The 8-row groups of the AVX2 lane-per-row kernels (q8_0_t8_body, q4k_t8_body): rp[l] =
+/* The 8-row groups of the AVX2 lane-per-row kernels (q8_0_t8_body, q4k_t8_group): rp[l] =
  * row o + l, a group past o1 repeating its last row (whose lanes t8_store leaves alone). */
 T256 AI void t8_rows(const struct rl_wmat *W, uint32_t o, uint32_t o1, const uint8_t **rp)
 {
