@@ -480,6 +480,24 @@ static void q4k_min_pairs(const struct q8k *const *xk, uint32_t nr, uint32_t nb,
 		}
 }
 
+/* The per-call sums the K-quant lane-per-row kernels take, made once for the activation rows
+ * xk[0 .. nr) (aux: nr * nb * KQ_AUX int32): Q4_K's min pairs (q4k_min_pairs) for either ISA;
+ * Q6_K's seeds for the VNNI kernel, -32 * each sum of 16 activations (the AVX2 one forms its
+ * own offset term). */
+#define KQ_AUX 16
+static void kq_aux(int dt, int vnni, const struct q8k *const *xk, uint32_t nr, uint32_t nb, int32_t *aux)
+{
+	if (dt == RL_DT_Q4_K) {
+		q4k_min_pairs(xk, nr, nb, aux);
+		return;
+	}
+	if (vnni)
+		for (uint32_t r = 0; r < nr; r++)
+			for (uint32_t b = 0; b < nb; b++)
+				for (int j = 0; j < 16; j++)
+					aux[((size_t)r * nb + b) * 16 + j] = -32 * (int32_t)xk[r][b].bsums[j];
+}
+
 /* the f16 in the low half of each dword of g, as 8 floats */
 T256 AI __m256 f16_lo8(__m256i g)
 {
@@ -503,6 +521,14 @@ struct t8g {
 	const uint8_t *rp[8];
 	const uint8_t *pk;
 };
+
+/* The packed half that holds row o (o < W->packed_rows) into G; returns its first row. */
+T256 AI uint32_t t8_half(const struct rl_wmat *W, uint32_t o, struct t8g *G)
+{
+	const uint32_t g = o & ~15u, h = (o - g) / 8;
+	G->pk = (const uint8_t *)W->data + (size_t)g * W->row_bytes + 32 * h;
+	return g + 8 * h;
+}
 
 /* T[k], lane L = dword off/4 + k (k < 8) of row L's block of type dt at byte blk of a row */
 T256 AI void t8_run(const struct t8g *G, const int PK, const int dt, size_t blk, size_t off, __m256i *T)
@@ -532,9 +558,7 @@ T256 AI __m256i t8_dword(const struct t8g *G, const int PK, const int dt, size_t
 	for (uint32_t o = o0; o < o1;) {                                                           \
 		struct t8g G;                                                                      \
 		if (o < W->packed_rows) {                                                          \
-			const uint32_t g = o & ~15u, h = (o - g) / 8, s = g + 8 * h;               \
-			const uint32_t n = o1 - s < 8 ? o1 - s : 8;                                \
-			G.pk = (const uint8_t *)W->data + (size_t)g * W->row_bytes + 32 * h;       \
+			const uint32_t s = t8_half(W, o, &G), n = o1 - s < 8 ? o1 - s : 8;         \
 			GROUP(1, &G, s, o - s, n);                                                 \
 			o = s + n;                                                                 \
 		} else {                                                                           \
@@ -636,11 +660,11 @@ T256 AI void q4k_t8_body(float *Y, size_t ldy, const struct q8k *const *xk, cons
 #undef Q4K_T8
 }
 
-T256 static void q4k_rows_t8(float *Y, size_t ldy, const struct q8k *const *xk, int32_t *bp,
+/* bp: kq_aux's */
+T256 static void q4k_rows_t8(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
 			     const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
 			     int accumulate)
 {
-	q4k_min_pairs(xk, nr, W->cols / 256, bp);
 	switch (nr) {
 	case 1: q4k_t8_body(Y, ldy, xk, bp, W, bias, 1, o0, o1, accumulate); break;
 	case 2: q4k_t8_body(Y, ldy, xk, bp, W, bias, 2, o0, o1, accumulate); break;
@@ -690,7 +714,7 @@ T256 AI void q6k_t8p_half(float *Y, size_t ldy, const struct q8k *const *xk, con
 			pair[2 * i + 1] = _mm256_blend_epi16(sc[2], _mm256_slli_epi32(sc[3], 16), 0xAA);
 		}
 		/* the 8 rows' d: the half's 8 of the group's 16 f16 after its 52 vectors */
-		const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G->pk - 32 * h2 + 16 * off + 64 * 52 + 16 * h2)));
+		const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G->pk + 16 * off + 64 * 52 - 16 * h2)));
 		__m256i M[8];
 #pragma GCC unroll 8
 		for (int r = 0; r < NR; r++)
@@ -753,9 +777,7 @@ T256 static void q6k_rows_t8p(float *Y, size_t ldy, const struct q8k *const *xk,
 #define Q6K_T8(NR) do {                                                                            \
 	for (uint32_t o = o0; o < o1;) {                                                           \
 		struct t8g G;                                                                      \
-		const uint32_t g = o & ~15u, h = (o - g) / 8, s = g + 8 * h;                       \
-		const uint32_t n = o1 - s < 8 ? o1 - s : 8;                                        \
-		G.pk = (const uint8_t *)W->data + (size_t)g * W->row_bytes + 32 * h;               \
+		const uint32_t s = t8_half(W, o, &G), n = o1 - s < 8 ? o1 - s : 8;                 \
 		q6k_t8p_half(Y, ldy, xk, W, bias, NR, &G, s, o - s, n, accumulate);                \
 		o = s + n;                                                                         \
 	}                                                                                          \
@@ -1687,12 +1709,11 @@ TVNNI AI void q4k_t16_body(float *Y, size_t ldy, const struct q8k *const *xk, co
 #undef Q4K_GROUP
 }
 
-/* bp: scratch for q4k_min_pairs */
-TVNNI static void q4k_rows_t16(float *Y, size_t ldy, const struct q8k *const *xk, int32_t *bp,
+/* bp: kq_aux's */
+TVNNI static void q4k_rows_t16(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
 			       const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
 			       int accumulate)
 {
-	q4k_min_pairs(xk, nr, W->cols / 256, bp);
 	switch (nr) {
 	case 1: q4k_t16_body(Y, ldy, xk, bp, W, bias, 1, o0, o1, accumulate); break;
 	case 2: q4k_t16_body(Y, ldy, xk, bp, W, bias, 2, o0, o1, accumulate); break;
@@ -1795,16 +1816,11 @@ TVNNI AI void q6k_t16_body(float *Y, size_t ldy, const struct q8k *const *xk, co
 #undef Q6K_GROUP
 }
 
-/* seed: scratch for nr * nb * 16 int32: -32 * each sum of 16 activations */
-TVNNI static void q6k_rows_t16(float *Y, size_t ldy, const struct q8k *const *xk, int32_t *seed,
+/* seed: kq_aux's */
+TVNNI static void q6k_rows_t16(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *seed,
 			       const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
 			       int accumulate)
 {
-	uint32_t nb = W->cols / 256;
-	for (uint32_t r = 0; r < nr; r++)
-		for (uint32_t b = 0; b < nb; b++)
-			for (int j = 0; j < 16; j++)
-				seed[((size_t)r * nb + b) * 16 + j] = -32 * (int32_t)xk[r][b].bsums[j];
 	switch (nr) {
 	case 1: q6k_t16_body(Y, ldy, xk, seed, W, bias, 1, o0, o1, accumulate); break;
 	case 2: q6k_t16_body(Y, ldy, xk, seed, W, bias, 2, o0, o1, accumulate); break;
@@ -1946,14 +1962,13 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows)
 	size_t q8 = (size_t)Q8_ROWS * (in / 32 + 1) * (sizeof(struct q8x) + sizeof(int32_t)) + 64;
 	size_t xb = (size_t)Q8_ROWS * in * 2 + 64;  /* dpbf_rows' bf16 activations */
 	q8 = q8 > xb ? q8 : xb;
-	/* the q8k blocks, then per block at most 16 dwords of their sums (q6k_rows_t16's seeds,
-	 * q4k_min_pairs) */
-	size_t q8k = (size_t)Q8_ROWS * (in / 256 + 1) * (sizeof(struct q8k) + 64) + 64;
+	/* the q8k blocks, then their kq_aux sums */
+	size_t q8k = (size_t)Q8_ROWS * (in / 256 + 1) * (sizeof(struct q8k) + KQ_AUX * 4) + 64;
 	q8 = q8 > q8k ? q8 : q8k;
 	size_t tile = (size_t)TILE * in * sizeof(float);
 	q8 = q8 > tile ? q8 : tile;
-	/* kq_packed_many: every row's q8k blocks, then one 8-row chunk's min pairs */
-	size_t many = (size_t)max_rows * (in / 256 + 1) * sizeof(struct q8k) + 64 + (size_t)Q8_ROWS * (in / 256 + 1) * 64 + 64;
+	/* kq_packed_many: every row's q8k blocks, then their kq_aux sums */
+	size_t many = (size_t)max_rows * (in / 256 + 1) * (sizeof(struct q8k) + KQ_AUX * 4) + 128;
 	q8 = q8 > many ? q8 : many;
 	return (q8 > bf ? q8 : bf) + 64;
 }
@@ -2013,7 +2028,9 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 	if (dt == RL_DT_Q4_K || dt == RL_DT_Q6_K) {
 		/* the lane-per-row kernels' per-call sums, after the q8k blocks */
 		int32_t *aux = (int32_t *)(((uintptr_t)(xk[0] + (size_t)nr * nb) + 63) & ~(uintptr_t)63);
-		if (rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni()) {
+		const int vnni = rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni();
+		kq_aux(dt, vnni, xk, nr, nb, aux);
+		if (vnni) {
 			(dt == RL_DT_Q4_K ? q4k_rows_t16 : q6k_rows_t16)(Y, ldy, xk, aux, W, bias, nr, o0, o1, accumulate);
 			return;
 		}
@@ -2122,14 +2139,20 @@ static void kq_packed_many(float *Y, size_t ldy, const float *X, size_t ldx, con
 	const uint32_t in = W->cols, nb = in / 256;
 	const int vnni = rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni();
 	struct q8k *q = (struct q8k *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-	int32_t *bp = (int32_t *)(((uintptr_t)(q + (size_t)n_rows * nb) + 63) & ~(uintptr_t)63);
-	for (uint32_t r = 0; r < n_rows; r++)
+	int32_t *aux = (int32_t *)(((uintptr_t)(q + (size_t)n_rows * nb) + 63) & ~(uintptr_t)63);
+	const struct q8k *xa[Q8_ROWS];
+	for (uint32_t r = 0; r < n_rows; r++) {
 		quantize_k_avx2(X + (size_t)r * ldx, in, q + (size_t)r * nb);
+		xa[r % Q8_ROWS] = q + (size_t)r * nb;
+		if (r % Q8_ROWS == Q8_ROWS - 1 || r == n_rows - 1)   /* a chunk's sums, once */
+			kq_aux(W->dtype, vnni, xa, r % Q8_ROWS + 1, nb, aux + (size_t)(r - r % Q8_ROWS) * nb * KQ_AUX);
+	}
 	for (uint32_t o = o0; o < o1;) {
 		const uint32_t g1 = (o & ~15u) + 16 < o1 ? (o & ~15u) + 16 : o1;   /* to the group's end */
 		for (uint32_t r0 = 0; r0 < n_rows; r0 += Q8_ROWS) {
 			const uint32_t nr = n_rows - r0 < Q8_ROWS ? n_rows - r0 : Q8_ROWS;
 			const struct q8k *xk[Q8_ROWS];
+			const int32_t *bp = aux + (size_t)r0 * nb * KQ_AUX;
 			for (uint32_t r = 0; r < nr; r++)
 				xk[r] = q + (size_t)(r0 + r) * nb;
 			if (vnni)
