@@ -65,10 +65,13 @@ int rl_cpu_wmat_pack(struct rl_wmat *W);
 /* o[n] = x[n] * w[n] / sqrt(mean(x^2) + eps); o may be x. */
 void rl_cpu_rmsnorm(float *o, const float *x, const float *w, uint32_t n, float eps);
 
-/* Rotates n_heads heads v[n_heads, hd] to position pos_scaled (= position / rope_scale).
- * inv_freq[hd/2] = theta^(-2i/hd). halves: pairs (i, i+hd/2), else (2i, 2i+1). */
-void rl_cpu_rope(float *v, uint32_t n_heads, uint32_t hd, float pos_scaled,
-		 const float *inv_freq, int halves);
+/* cs[hd/2][2] = cos, sin of pos_scaled * inv_freq[i] (pos_scaled = position / rope_scale,
+ * inv_freq[hd/2] = theta^(-2i/hd)): made once per row and step, used by every layer. */
+void rl_cpu_rope_angles(float *cs, uint32_t hd, float pos_scaled, const float *inv_freq);
+
+/* Rotates n_heads heads v[n_heads, hd] by the angles cs (rl_cpu_rope_angles).
+ * halves: pairs (i, i+hd/2), else (2i, 2i+1). */
+void rl_cpu_rope(float *v, uint32_t n_heads, uint32_t hd, const float *cs, int halves);
 
 /* g[n] = silu(g[n]) * u[n] */
 void rl_cpu_silu_mul(float *g, const float *u, uint32_t n);

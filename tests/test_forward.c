@@ -111,6 +111,62 @@ static void silu_every_isa_matches_loops(void)
 	CHECKF(worst < 1e-5, "silu off by %g relative", worst);
 }
 
+/* RMSNorm on every ISA against the formula in double, over lengths with every tail (the
+ * vector sum runs 32 and 8 at a time), in place and not; RoPE's angle table against cos and
+ * sin of the position itself, in both pairings. */
+static void norm_and_rope_match_the_formula(void)
+{
+	enum { N = 100 };
+	float x[N], w[N], o[N];
+	double worst = 0;
+	for (int isa = 0; isa <= (int)rl_cpu_isa_best(); isa++) {
+		REQUIRE(rl_cpu_set_isa((enum rl_cpu_isa)isa) == 0);
+		for (uint32_t n = 1; n <= N; n++) {
+			for (int inplace = 0; inplace < 2; inplace++) {
+				double ss = 0;
+				for (uint32_t i = 0; i < n; i++) {
+					x[i] = (float)((int)((i * 7919 + n * 31) % 201) - 100) / 37.0f;
+					w[i] = 0.5f + 0.01f * (float)i;
+					ss += (double)x[i] * x[i];
+				}
+				double s = 1.0 / sqrt(ss / n + 1e-5);
+				float want[N];
+				for (uint32_t i = 0; i < n; i++)
+					want[i] = (float)(x[i] * s * w[i]);
+				float *out = inplace ? x : o;
+				rl_cpu_rmsnorm(out, x, w, n, 1e-5f);
+				for (uint32_t i = 0; i < n; i++) {
+					double e = fabs(out[i] - want[i]) / (fabs(want[i]) + 1e-6);
+					if (e > worst)
+						worst = e;
+				}
+			}
+		}
+	}
+	rl_cpu_set_isa(rl_cpu_isa_best());
+	CHECKF(worst < 1e-5, "rmsnorm off by %g relative", worst);
+
+	enum { HD = 64, NH = 3 };
+	float inv[HD / 2], cs[HD], v[NH * HD], v0[NH * HD];
+	for (int i = 0; i < HD / 2; i++)
+		inv[i] = 1.0f / powf(10000.0f, (float)(2 * i) / HD);
+	for (int halves = 0; halves < 2; halves++) {
+		const float pos = 37.0f / 2.0f;
+		for (int i = 0; i < NH * HD; i++)
+			v[i] = v0[i] = (float)(i % 13) - 6.0f;
+		rl_cpu_rope_angles(cs, HD, pos, inv);
+		rl_cpu_rope(v, NH, HD, cs, halves);
+		for (int h = 0; h < NH; h++)
+			for (int i = 0; i < HD / 2; i++) {
+				int a = halves ? i : 2 * i, b = halves ? i + HD / 2 : 2 * i + 1;
+				double th = (double)pos * inv[i], x0 = v0[h * HD + a], x1 = v0[h * HD + b];
+				CHECKF(fabs(v[h * HD + a] - (x0 * cos(th) - x1 * sin(th))) < 1e-4 &&
+				       fabs(v[h * HD + b] - (x0 * sin(th) + x1 * cos(th))) < 1e-4,
+				       "rope halves=%d head %d pair %d", halves, h, i);
+			}
+	}
+}
+
 /* Attention against plain per-row loops in double, for every ISA: ragged q_len, a chunk that
  * starts mid-block, shuffled block tables, GQA groups, head sizes that fill a vector, a part
  * of one or several; the cache slots past the context hold NaN, which must never be read. */
@@ -719,6 +775,7 @@ int main(void)
 		slow = atoi(s);
 	RUN(matmul_every_isa_matches_loops);
 	RUN(silu_every_isa_matches_loops);
+	RUN(norm_and_rope_match_the_formula);
 	RUN(attention_every_isa_matches_loops);
 	RUN(argmax_matches_the_plain_loop);
 	RUN(sampler_greedy_and_cuts_agree);

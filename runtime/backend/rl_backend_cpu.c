@@ -55,6 +55,7 @@ struct cpu {
 	float *xs;                     /* [max_seqs, dim] final-normed last rows of sampling seqs */
 	float *logits;                 /* [max_seqs, vocab] LM head output of those rows */
 	float *inv_freq;               /* [hd/2] RoPE frequencies */
+	float *rope_cs;                /* [max_tokens, hd/2, 2] each row's RoPE cos, sin this step */
 	float *attn_scratch;           /* [n_threads, attn_scratch_size] */
 	void  *qscratch;               /* [n_threads] x qscratch_size bytes: rl_cpu_qmatmul's */
 	size_t qscratch_size;
@@ -163,8 +164,11 @@ static void forward(struct cpu *c, int t)
 	int nt = c->n_active;
 
 	split(T, 1, t, nt, &r0, &r1);
-	for (uint32_t r = r0; r < r1; r++)
+	for (uint32_t r = r0; r < r1; r++) {
 		rl_cpu_wmat_row(&m->mtok_emb, b->tokens[r], c->x + (size_t)r * dim);
+		/* the same rows' angles for every layer (this thread's rows in the RoPE loop too) */
+		rl_cpu_rope_angles(c->rope_cs + (size_t)r * hd, hd, (float)b->pos[r] / cfg->rope_scale, c->inv_freq);
+	}
 	barrier(c);
 
 	for (uint32_t l = 0; l < c->nl; l++) {
@@ -184,10 +188,10 @@ static void forward(struct cpu *c, int t)
 
 		/* RoPE at each row's position, then k, v into the row's slot of its block */
 		for (uint32_t r = r0; r < r1; r++) {
-			float ps = (float)b->pos[r] / cfg->rope_scale;
+			const float *cs = c->rope_cs + (size_t)r * hd;
 			float *qr = c->q + (size_t)r * qd, *kr = c->k + (size_t)r * kvd, *vr = c->v + (size_t)r * kvd;
-			rl_cpu_rope(qr, c->nh, hd, ps, c->inv_freq, cfg->rope_halves);
-			rl_cpu_rope(kr, c->nkv, hd, ps, c->inv_freq, cfg->rope_halves);
+			rl_cpu_rope(qr, c->nh, hd, cs, cfg->rope_halves);
+			rl_cpu_rope(kr, c->nkv, hd, cs, cfg->rope_halves);
 			const struct rl_batch_seq *s = &b->seqs[b->row_seq[r]];
 			uint32_t p = b->pos[r];
 			size_t slot = ((size_t)s->block_table[p / c->bs] * c->nkv * c->bs + p % c->bs) * hd;
@@ -372,7 +376,7 @@ static void *amalloc(size_t n)
 static void free_all(struct cpu *c)
 {
 	free(c->kpool); free(c->vpool); free(c->x); free(c->xb); free(c->q); free(c->k); free(c->v);
-	free(c->att); free(c->hb); free(c->hb2); free(c->xs); free(c->logits); free(c->inv_freq);
+	free(c->att); free(c->hb); free(c->hb2); free(c->xs); free(c->logits); free(c->inv_freq); free(c->rope_cs);
 	free(c->attn_scratch); free(c->qscratch); free(c->samp_scratch); free(c->samp_seq); free(c->logit_row);
 	free(c->tok_out); free(c->th); free(c);
 }
@@ -474,6 +478,7 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	c->xs = amalloc(S * c->dim * sizeof(float));
 	c->logits = amalloc(S * c->vocab * sizeof(float));
 	c->inv_freq = malloc(c->hd / 2 * sizeof(float));
+	c->rope_cs = malloc(T * c->hd * sizeof(float));
 	/* rounded to 64 bytes so threads never share a cache line */
 	c->attn_scratch_size = (rl_cpu_attention_scratch(c->max_tokens * (c->nh / c->nkv), c->hd, c->bs) + 15) & ~(size_t)15;
 	c->attn_scratch = amalloc((size_t)c->n_threads * c->attn_scratch_size * sizeof(float));
@@ -487,7 +492,7 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	c->tok_out = malloc(S * sizeof(int32_t));
 	c->th = calloc(c->n_threads, sizeof(pthread_t));
 	if (!c->kpool || !c->vpool || !c->x || !c->xb || !c->q || !c->k || !c->v || !c->att ||
-	    !c->hb || !c->hb2 || !c->xs || !c->logits || !c->inv_freq || !c->attn_scratch ||
+	    !c->hb || !c->hb2 || !c->xs || !c->logits || !c->inv_freq || !c->rope_cs || !c->attn_scratch ||
 	    !c->samp_scratch || !c->qscratch || !c->samp_seq || !c->logit_row || !c->tok_out || !c->th) {
 		snprintf(err, errlen, "cpu backend: cannot allocate %.1f GiB of KV cache and buffers; lower --kv-blocks or --max-batch-tokens",
 			 2.0 * kv * sizeof(float) / (1 << 30));
