@@ -172,7 +172,7 @@ static void norm_and_rope_match_the_formula(void)
  * of one or several; the cache slots past the context hold NaN, which must never be read. */
 static void attention_every_isa_matches_loops(void)
 {
-	static const uint32_t hds[] = { 8, 24, 64, 128 }, qlens[] = { 1, 3, 17, 64 };
+	static const uint32_t hds[] = { 8, 24, 40, 64, 80, 128, 256 }, qlens[] = { 1, 3, 17, 64 };
 	static const uint32_t pos0s[] = { 0, 5, 37 }, bss[] = { 16, 7 }, groups[] = { 1, 3 };
 	const uint32_t n_blocks = 16;
 	enum rl_cpu_isa saved = rl_cpu_isa();
