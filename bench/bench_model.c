@@ -26,7 +26,6 @@
 
 
 #define BS 16
-#define DECODE_CTX 16                  /* context each decode sequence starts with */
 #define MAX_B 64
 
 
@@ -83,7 +82,7 @@ static double median(double *v, int n)
 static void usage(void)
 {
 	fprintf(stderr, "usage: ringlm bench model [--model PATH [--tokenizer PATH] | --shape tiny|110m] "
-		"[--fp32] [--threads N] [--prompt N] [--budget N] [--only-batch 1|8|64] [--isa avx512|avx2|scalar] [--json]\n");
+		"[--fp32] [--threads N] [--prompt N] [--budget N] [--depth N] [--only-batch 1|8|64] [--isa avx512|avx2|scalar] [--json]\n");
 }
 
 int rl_cmd_bench_model(int argc, char **argv)
@@ -92,6 +91,7 @@ int rl_cmd_bench_model(int argc, char **argv)
 	int threads = 0, json = 0, fp32 = 0;
 	uint32_t only_batch = 0;               /* 1, 8 or 64: time that decode batch alone (profiling) */
 	uint32_t prompt_len = 128, budget = 128;
+	uint32_t depth = 16;                   /* context each decode sequence starts with (llama-bench -d) */
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--json")) { json = 1; continue; }
@@ -105,6 +105,7 @@ int rl_cmd_bench_model(int argc, char **argv)
 		else if (!strcmp(a, "--threads")) threads = atoi(v);
 		else if (!strcmp(a, "--prompt")) prompt_len = (uint32_t)atoi(v);
 		else if (!strcmp(a, "--budget")) budget = (uint32_t)atoi(v);
+		else if (!strcmp(a, "--depth")) depth = (uint32_t)atoi(v);
 		else if (!strcmp(a, "--only-batch")) only_batch = (uint32_t)atoi(v);
 		else if (!strcmp(a, "--isa")) {
 			/* a lesser ISA than the CPU's best: the AVX2 kernels measured on an AVX-512 machine */
@@ -119,9 +120,9 @@ int rl_cmd_bench_model(int argc, char **argv)
 			}
 		} else { fprintf(stderr, "ringlm bench model: unknown option %s\n", a); usage(); return 2; }
 	}
-	if (!prompt_len || prompt_len > 4000 || !budget || budget > 4096 || threads < 0 ||
+	if (!prompt_len || prompt_len > 4000 || !depth || depth > 3000 || !budget || budget > 4096 || threads < 0 ||
 	    (only_batch && only_batch != 1 && only_batch != 8 && only_batch != 64)) {
-		fprintf(stderr, "ringlm bench model: --prompt must be 1..4000, --budget 1..4096, --threads >= 0, "
+		fprintf(stderr, "ringlm bench model: --prompt must be 1..4000, --depth 1..3000, --budget 1..4096, --threads >= 0, "
 			"--only-batch 1, 8 or 64\n");
 		return 2;
 	}
@@ -146,13 +147,14 @@ int rl_cmd_bench_model(int argc, char **argv)
 		snprintf(m->name, sizeof m->name, "random-%s", shape);
 	}
 	uint32_t V = m->cfg.vocab_size, decode_steps = m->cfg.dim >= 512 ? 16 : 64;
-	if (prompt_len + 1 > 256 * BS || DECODE_CTX + decode_steps > 256 * BS) {
-		fprintf(stderr, "ringlm bench model: --prompt too long\n");
+	uint32_t per_seq = (prompt_len + decode_steps + depth + BS) / BS + 1;
+	if (per_seq > 256) {
+		fprintf(stderr, "ringlm bench model: --prompt plus --depth too long; keep their sum under 4000\n");
 		rl_model_destroy(m);
 		return 2;
 	}
-	uint32_t per_seq = (prompt_len + decode_steps + DECODE_CTX + BS) / BS + 1;
-	struct rl_backend_params p = { .n_kv_blocks = MAX_B * per_seq, .block_size = BS,
+	/* the pool holds only the sequences that run: at --depth 2000 all 64 would be ~9 GB */
+	struct rl_backend_params p = { .n_kv_blocks = (only_batch ? only_batch : MAX_B) * per_seq, .block_size = BS,
 		.max_batch_tokens = budget > MAX_B ? budget : MAX_B, .max_seqs = MAX_B,
 		.threads = threads, .runtime_cpu = -1 };
 	struct rl_backend *be;
@@ -196,10 +198,12 @@ int rl_cmd_bench_model(int argc, char **argv)
 		for (int r = 0; r < 3 && !rc; r++) {
 			for (uint32_t i = 0; i < B; i++) {
 				seqs[i].done = 0;
-				q[i] = DECODE_CTX;
 			}
-			for (uint32_t i = 0; i < B && !rc; i++)  /* contexts, one seq per step */
-				rc = run_step(be, seqs + i, 1, q + i, 1, prompt, V);
+			for (uint32_t i = 0; i < B && !rc; i++)  /* contexts, one seq per step, budget-sized */
+				while (seqs[i].done < depth && !rc) {
+					q[i] = depth - seqs[i].done < budget ? depth - seqs[i].done : budget;
+					rc = run_step(be, seqs + i, 1, q + i, 1, prompt, V);
+				}
 			for (uint32_t i = 0; i < B; i++)
 				q[i] = 1;
 			uint64_t t0 = rl_now_ns();
@@ -233,11 +237,11 @@ int rl_cmd_bench_model(int argc, char **argv)
 	char line[1024];
 	snprintf(line, sizeof line,
 		 "{\"bench\":\"model\",\"model\":\"%s\",\"dim\":%u,\"layers\":%u,\"vocab\":%u,\"params_m\":%.1f,"
-		 "\"threads\":%d,\"isa\":\"%s\",\"prompt_tokens\":%u,\"budget\":%u,\"prefill_tok_s\":%.1f,"
+		 "\"threads\":%d,\"isa\":\"%s\",\"prompt_tokens\":%u,\"depth\":%u,\"budget\":%u,\"prefill_tok_s\":%.1f,"
 		 "\"decode_steps\":%u,\"decode_tok_s\":{\"1\":%.1f,\"8\":%.1f,\"64\":%.1f},"
 		 "\"weights\":\"%s\",\"weights_mb\":%.1f,\"file_mb\":%.1f,\"kv_mb\":%.1f,\"peak_rss_mb\":%.1f}",
 		 m->name, m->cfg.dim, m->cfg.n_layers, V, rl_model_weight_elems(&m->cfg) / 1e6, nthreads,
-		 rl_cpu_isa_name(rl_cpu_isa()), prompt_len, budget, prefill, decode_steps,
+		 rl_cpu_isa_name(rl_cpu_isa()), prompt_len, depth, budget, prefill, decode_steps,
 		 decode[0], decode[1], decode[2], wtype, weights_mb, file_mb, kv_mb, rss_mb);
 	if (json) {
 		printf("%s\n", line);
@@ -251,7 +255,7 @@ int rl_cmd_bench_model(int argc, char **argv)
 		snprintf(what, sizeof what, "prefill %u (chunks of %u)", prompt_len, budget);
 		printf("%-28s %12.1f\n", what, prefill);
 		for (int bi = 0; bi < 3; bi++) {
-			snprintf(what, sizeof what, "decode batch %u", batches[bi]);
+			snprintf(what, sizeof what, "decode batch %u (depth %u)", batches[bi], depth);
 			printf("%-28s %12.1f\n", what, decode[bi]);
 		}
 	}

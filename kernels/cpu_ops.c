@@ -17,6 +17,7 @@
 #include <string.h>
 #include <immintrin.h>
 #include "kernels/cpu_ops.h"
+#include "kernels/rl_half.h"
 
 #define MM_ROW_BLOCK 64
 #define AI static inline __attribute__((always_inline))
@@ -333,6 +334,53 @@ T512 AI void axpy_avx512(float *y, float a, const float *x, uint32_t n)
  * chunked or batched (tests/test_forward.c checks this); hence one kernel per ISA, decode
  * included, rather than a per-row kernel below some row count. */
 
+/* The half KV cache: the kernels below read fp32 blocks; the vector row kernels widen halves
+ * in registers, the others get each block they visit widened here. */
+#define T256H __attribute__((target("avx2,fma,f16c")))
+T256H static void widen_f16c(float *dst, const uint16_t *src, size_t n)
+{
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+	for (; i < n; i++)
+		dst[i] = rl_f16_to_f32(src[i]);
+}
+
+/* round to nearest even, as rl_f32_to_f16 */
+T256H static uint32_t narrow_f16c(uint16_t *dst, const float *src, uint32_t n)
+{
+	uint32_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm_storeu_si128((__m128i *)(dst + i),
+				 _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+	return i;
+}
+
+/* The keys and values of the block at table index bi, first n slots of [bs, hd]: in the
+ * pool itself (fp32), or widened into kv->wide (half; slots past n are never read). */
+static inline void kv_block(const struct rl_cpu_kv_view *kv, uint32_t bi, uint32_t n, uint32_t hd,
+			    const float **kb, const float **vb)
+{
+	size_t blk = (size_t)kv->block_table[bi] * kv->block_stride, len = (size_t)n * hd;
+	if (!kv->hk) {
+		*kb = kv->k + blk;
+		*vb = kv->v + blk;
+		return;
+	}
+	float *wk = kv->wide, *wv = kv->wide + (size_t)kv->block_size * hd;
+	if (rl_cpu_isa() != RL_CPU_SCALAR && rl_cpu_has_f16c()) {
+		widen_f16c(wk, kv->hk + blk, len);
+		widen_f16c(wv, kv->hv + blk, len);
+	} else {
+		for (size_t i = 0; i < len; i++) {
+			wk[i] = rl_f16_to_f32(kv->hk[blk + i]);
+			wv[i] = rl_f16_to_f32(kv->hv[blk + i]);
+		}
+	}
+	*kb = wk;
+	*vb = wv;
+}
+
 /* The keys block as kt[d][j] = kb[j][d] for j < nb, zero for nb <= j < bsp (so padded lanes
  * score a finite 0, which the row's lane mask then drops). */
 AI void transpose_keys(float *kt, const float *kb, uint32_t nb, uint32_t bsp, uint32_t hd)
@@ -367,9 +415,9 @@ TARGET static void NAME(float *out, size_t ldo, const float *q, size_t ldq, uint
 		float mx = -INFINITY, l = 0;                                                 \
 		memset(o, 0, hd * sizeof(float));                                            \
 		for (uint32_t p0 = 0; p0 < n_keys; p0 += bs) {                               \
-			size_t blk = (size_t)kv->block_table[p0 / bs] * kv->block_stride;    \
-			const float *kb = kv->k + blk, *vb = kv->v + blk; /* [bs, hd] */     \
 			uint32_t n = n_keys - p0 < bs ? n_keys - p0 : bs;                    \
+			const float *kb, *vb;                            /* [n, hd] */       \
+			kv_block(kv, p0 / bs, n, hd, &kb, &vb);                              \
 			float bm = mx;                                                       \
 			for (uint32_t j = 0; j < n; j++) {                                   \
 				s[j] = DOT(qi, kb + (size_t)j * hd, hd) * scale;             \
@@ -474,6 +522,12 @@ T512 AI void expb_avx512(float *s, uint32_t n, float mx)
  * head_dim 64 on the Zen 4 VM, which made attention ~10% of a batch-8 decode step at 24
  * positions. */
 
+/* 16 / 8 fp32 lanes at element e of a block: from the fp32 pool, or halves widened */
+#define LD16(f, h, e) (F16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((h) + (e)))) \
+			   : _mm512_loadu_ps((f) + (e)))
+#define LD8(f, h, e) (F16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((h) + (e)))) \
+			  : _mm256_loadu_ps((f) + (e)))
+
 /* keys 4g..4g+3 of t[16] -> 128-bit lane c holds their partial sums over lane chunk c */
 T512 AI __m512 tree4_512(const __m512 *a)
 {
@@ -483,7 +537,7 @@ T512 AI __m512 tree4_512(const __m512 *a)
 }
 
 T512 AI void attn_row16(float *o, const float *qi, uint32_t n_keys, float scale, const int NV,
-			const struct rl_cpu_kv_view *kv, float *s)
+			const int F16, const struct rl_cpu_kv_view *kv, float *s)
 {
 	const uint32_t bs = kv->block_size, hd = 16 * (uint32_t)NV;
 	__m512 qv[8], ov[8];
@@ -495,11 +549,12 @@ T512 AI void attn_row16(float *o, const float *qi, uint32_t n_keys, float scale,
 	float mx = -INFINITY, l = 0;
 	for (uint32_t p0 = 0; p0 < n_keys; p0 += bs) {
 		size_t blk = (size_t)kv->block_table[p0 / bs] * kv->block_stride;
-		const float *kb = kv->k + blk, *vb = kv->v + blk;      /* [bs, hd] */
+		const float *kb = F16 ? NULL : kv->k + blk, *vb = F16 ? NULL : kv->v + blk;  /* [bs, hd] */
+		const uint16_t *hkb = F16 ? kv->hk + blk : NULL, *hvb = F16 ? kv->hv + blk : NULL;
 		uint32_t n = n_keys - p0 < bs ? n_keys - p0 : bs;
 		for (uint32_t j0 = 0; j0 < n; j0 += 16) {
 			const uint32_t m = n - j0 < 16 ? n - j0 : 16;
-			const float *k0 = kb + (size_t)j0 * hd;
+			const size_t e0 = (size_t)j0 * hd;
 			__m512 u[4];
 #pragma GCC unroll 4
 			for (int g = 0; g < 4; g++) {
@@ -511,7 +566,7 @@ T512 AI void attn_row16(float *o, const float *qi, uint32_t n_keys, float scale,
 					if (j < m)      /* slots past the context are never read */
 #pragma GCC unroll 8
 						for (int v = 0; v < NV; v++)
-							t[c] = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(k0 + (size_t)j * hd + 16 * v), t[c]);
+							t[c] = _mm512_fmadd_ps(qv[v], LD16(kb, hkb, e0 + (size_t)j * hd + 16 * v), t[c]);
 				}
 				u[g] = tree4_512(t);
 			}
@@ -533,12 +588,12 @@ T512 AI void attn_row16(float *o, const float *qi, uint32_t n_keys, float scale,
 			__m512 pv = _mm512_maskz_mov_ps(lm, exp512(_mm512_sub_ps(sv, _mm512_set1_ps(mx))));
 			l += _mm512_reduce_add_ps(pv);
 			_mm512_storeu_ps(s, pv);
-			const float *v0 = vb + (size_t)j0 * hd;
+			
 			for (uint32_t j = 0; j < m; j++) {
 				const __m512 pj = _mm512_set1_ps(s[j]);
 #pragma GCC unroll 8
 				for (int v = 0; v < NV; v++)
-					ov[v] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(v0 + (size_t)j * hd + 16 * v), ov[v]);
+					ov[v] = _mm512_fmadd_ps(pj, LD16(vb, hvb, e0 + (size_t)j * hd + 16 * v), ov[v]);
 			}
 		}
 	}
@@ -549,7 +604,7 @@ T512 AI void attn_row16(float *o, const float *qi, uint32_t n_keys, float scale,
 }
 
 /* 8-lane twin of attn_row16: keys 4g..4g+3 -> 128-bit lane c holds their partial sums */
-T256 AI __m256 tree4_256(const __m256 *a)
+T256H AI __m256 tree4_256(const __m256 *a)
 {
 	__m256 s01 = _mm256_add_ps(_mm256_unpacklo_ps(a[0], a[1]), _mm256_unpackhi_ps(a[0], a[1]));
 	__m256 s23 = _mm256_add_ps(_mm256_unpacklo_ps(a[2], a[3]), _mm256_unpackhi_ps(a[2], a[3]));
@@ -564,8 +619,8 @@ T256 AI float hmax256(__m256 v)
 	return _mm_cvtss_f32(s);
 }
 
-T256 AI void attn_row8(float *o, const float *qi, uint32_t n_keys, float scale, const int NV,
-		       const struct rl_cpu_kv_view *kv, float *s)
+T256H AI void attn_row8(float *o, const float *qi, uint32_t n_keys, float scale, const int NV,
+		       const int F16, const struct rl_cpu_kv_view *kv, float *s)
 {
 	const uint32_t bs = kv->block_size, hd = 8 * (uint32_t)NV;
 	__m256 qv[8], ov[8];
@@ -577,11 +632,12 @@ T256 AI void attn_row8(float *o, const float *qi, uint32_t n_keys, float scale, 
 	float mx = -INFINITY, l = 0;
 	for (uint32_t p0 = 0; p0 < n_keys; p0 += bs) {
 		size_t blk = (size_t)kv->block_table[p0 / bs] * kv->block_stride;
-		const float *kb = kv->k + blk, *vb = kv->v + blk;      /* [bs, hd] */
+		const float *kb = F16 ? NULL : kv->k + blk, *vb = F16 ? NULL : kv->v + blk;  /* [bs, hd] */
+		const uint16_t *hkb = F16 ? kv->hk + blk : NULL, *hvb = F16 ? kv->hv + blk : NULL;
 		uint32_t n = n_keys - p0 < bs ? n_keys - p0 : bs;
 		for (uint32_t j0 = 0; j0 < n; j0 += 8) {
 			const uint32_t m = n - j0 < 8 ? n - j0 : 8;
-			const float *k0 = kb + (size_t)j0 * hd;
+			const size_t e0 = (size_t)j0 * hd;
 			__m256 u[2];
 #pragma GCC unroll 2
 			for (int g = 0; g < 2; g++) {
@@ -593,7 +649,7 @@ T256 AI void attn_row8(float *o, const float *qi, uint32_t n_keys, float scale, 
 					if (j < m)
 #pragma GCC unroll 8
 						for (int v = 0; v < NV; v++)
-							t[c] = _mm256_fmadd_ps(qv[v], _mm256_loadu_ps(k0 + (size_t)j * hd + 8 * v), t[c]);
+							t[c] = _mm256_fmadd_ps(qv[v], LD8(kb, hkb, e0 + (size_t)j * hd + 8 * v), t[c]);
 				}
 				u[g] = tree4_256(t);
 			}
@@ -613,12 +669,12 @@ T256 AI void attn_row8(float *o, const float *qi, uint32_t n_keys, float scale, 
 			__m256 pv = _mm256_and_ps(lm, exp256(_mm256_sub_ps(sv, _mm256_set1_ps(mx))));
 			l += hsum256(pv);
 			_mm256_storeu_ps(s, pv);
-			const float *v0 = vb + (size_t)j0 * hd;
+			
 			for (uint32_t j = 0; j < m; j++) {
 				const __m256 pj = _mm256_set1_ps(s[j]);
 #pragma GCC unroll 8
 				for (int v = 0; v < NV; v++)
-					ov[v] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v0 + (size_t)j * hd + 8 * v), ov[v]);
+					ov[v] = _mm256_fmadd_ps(pj, LD8(vb, hvb, e0 + (size_t)j * hd + 8 * v), ov[v]);
 			}
 		}
 	}
@@ -631,12 +687,25 @@ T256 AI void attn_row8(float *o, const float *qi, uint32_t n_keys, float scale, 
 /* Every row of the call through attn_row16 / attn_row8 with NV = hd / lanes as a constant;
  * head dims that are not 1..8 whole vectors take the DEFINE_ROW_ATTN kernel (the choice
  * depends on hd alone, so a row's arithmetic never depends on its batch). */
+#define VEC_ROWS_NV(ROW, LANES, F16) do {                                                    \
+	switch (hd / LANES) {                                                                \
+	case 1: ROW(o, qi, pos0 + i + 1, scale, 1, F16, kv, s); break;                       \
+	case 2: ROW(o, qi, pos0 + i + 1, scale, 2, F16, kv, s); break;                       \
+	case 3: ROW(o, qi, pos0 + i + 1, scale, 3, F16, kv, s); break;                       \
+	case 4: ROW(o, qi, pos0 + i + 1, scale, 4, F16, kv, s); break;                       \
+	case 5: ROW(o, qi, pos0 + i + 1, scale, 5, F16, kv, s); break;                       \
+	case 6: ROW(o, qi, pos0 + i + 1, scale, 6, F16, kv, s); break;                       \
+	case 7: ROW(o, qi, pos0 + i + 1, scale, 7, F16, kv, s); break;                       \
+	default: ROW(o, qi, pos0 + i + 1, scale, 8, F16, kv, s); break;                      \
+	}                                                                                    \
+} while (0)
 #define DEFINE_VEC_ROWS(NAME, TARGET, ROW, LANES, FALLBACK)                                  \
 TARGET static void NAME(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,   \
 			uint32_t n_qh, uint32_t pos0, uint32_t hd,                          \
 			const struct rl_cpu_kv_view *kv, float *s)                          \
 {                                                                                            \
-	if (hd % LANES || hd / LANES > 8) {                                                  \
+	const int f16 = kv->hk != NULL;                                                      \
+	if (hd % LANES || hd / LANES > 8 || (f16 && !rl_cpu_has_f16c())) {                   \
 		FALLBACK(out, ldo, q, ldq, q_len, n_qh, pos0, hd, kv, s);                    \
 		return;                                                                      \
 	}                                                                                    \
@@ -645,23 +714,17 @@ TARGET static void NAME(float *out, size_t ldo, const float *q, size_t ldq, uint
 		uint32_t i = r / n_qh, g = r % n_qh;                                         \
 		const float *qi = q + i * ldq + g * hd;        /* [hd] */                    \
 		float *o = out + i * ldo + g * hd;             /* [hd] */                    \
-		switch (hd / LANES) {                                                        \
-		case 1: ROW(o, qi, pos0 + i + 1, scale, 1, kv, s); break;                    \
-		case 2: ROW(o, qi, pos0 + i + 1, scale, 2, kv, s); break;                    \
-		case 3: ROW(o, qi, pos0 + i + 1, scale, 3, kv, s); break;                    \
-		case 4: ROW(o, qi, pos0 + i + 1, scale, 4, kv, s); break;                    \
-		case 5: ROW(o, qi, pos0 + i + 1, scale, 5, kv, s); break;                    \
-		case 6: ROW(o, qi, pos0 + i + 1, scale, 6, kv, s); break;                    \
-		case 7: ROW(o, qi, pos0 + i + 1, scale, 7, kv, s); break;                    \
-		default: ROW(o, qi, pos0 + i + 1, scale, 8, kv, s); break;                   \
-		}                                                                            \
+		if (f16)                                                                     \
+			VEC_ROWS_NV(ROW, LANES, 1);                                          \
+		else                                                                         \
+			VEC_ROWS_NV(ROW, LANES, 0);                                          \
 	}                                                                                    \
 }
 
 DEFINE_ROW_ATTN(attn_scalar, , dot_scalar, scale_scalar, axpy_scalar, expb_scalar)
 DEFINE_ROW_ATTN(attn_keys_avx2, T256, dot_avx2, scale_avx2, axpy_avx2, expb_avx2)
 DEFINE_ROW_ATTN(attn_keys_avx512, T512, dot_avx512, scale_avx512, axpy_avx512, expb_avx512)
-DEFINE_VEC_ROWS(attn_rows_avx2, T256, attn_row8, 8, attn_keys_avx2)
+DEFINE_VEC_ROWS(attn_rows_avx2, T256H, attn_row8, 8, attn_keys_avx2)
 DEFINE_VEC_ROWS(attn_rows_avx512, T512, attn_row16, 16, attn_keys_avx512)
 
 /* Scratch of the tiled kernels, in floats: m [rows], l [rows, 16], kt [hd, bsp]. */
@@ -720,9 +783,9 @@ T512 AI void tiled512(float *out, size_t ldo, const float *q, size_t ldq, uint32
 		memset(out + (r / n_qh) * ldo + (r % n_qh) * hd, 0, hd * sizeof(float));
 	}
 	for (uint32_t p0 = 0; p0 < n_ctx; p0 += bs) {
-		size_t blk = (size_t)kv->block_table[p0 / bs] * kv->block_stride;
-		const float *kb = kv->k + blk, *vb = kv->v + blk;        /* [bs, hd] */
 		uint32_t nb = n_ctx - p0 < bs ? n_ctx - p0 : bs;
+		const float *kb, *vb;                                    /* [nb, hd] */
+		kv_block(kv, p0 / bs, nb, hd, &kb, &vb);
 		transpose_keys512(kt, kb, nb, bsp, hd);
 		for (uint32_t i = p0 > pos0 ? p0 - pos0 : 0; i < q_len; i++) {
 			uint32_t seen = keys_seen(pos0, i, p0, nb);
@@ -832,9 +895,9 @@ T256 static void tiled256(float *out, size_t ldo, const float *q, size_t ldq, ui
 		memset(out + (r / n_qh) * ldo + (r % n_qh) * hd, 0, hd * sizeof(float));
 	}
 	for (uint32_t p0 = 0; p0 < n_ctx; p0 += bs) {
-		size_t blk = (size_t)kv->block_table[p0 / bs] * kv->block_stride;
-		const float *kb = kv->k + blk, *vb = kv->v + blk;        /* [bs, hd] */
 		uint32_t nb = n_ctx - p0 < bs ? n_ctx - p0 : bs;
+		const float *kb, *vb;                                    /* [nb, hd] */
+		kv_block(kv, p0 / bs, nb, hd, &kb, &vb);
 		transpose_keys(kt, kb, nb, bsp, hd);
 		for (uint32_t i = p0 > pos0 ? p0 - pos0 : 0; i < q_len; i++) {
 			uint32_t seen = keys_seen(pos0, i, p0, nb);
@@ -951,15 +1014,30 @@ void rl_cpu_matmul(float *Y, size_t ldy, const float *X, size_t ldx, const float
 size_t rl_cpu_attention_scratch(uint32_t rows, uint32_t hd, uint32_t block_size)
 {
 	size_t t = tiled_scratch(rows, hd, block_size);
-	return t > block_size ? t : block_size;
+	/* then kv->wide, 16-float aligned: two widened half blocks */
+	return ((t > block_size ? t : block_size) + 15) / 16 * 16 + 2 * (size_t)block_size * hd;
 }
 
 void rl_cpu_attention(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
 		      uint32_t n_qh, uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv,
 		      float *scratch)
 {
+	struct rl_cpu_kv_view v = *kv;
+	if (kv->hk) {
+		size_t t = tiled_scratch(q_len * n_qh, hd, kv->block_size);
+		v.wide = scratch + ((t > kv->block_size ? t : kv->block_size) + 15) / 16 * 16;
+	}
 	(hd >= ROW_ATTN_MIN_HD ? attn_rows_impl : attn_impl)[cur_isa](out, ldo, q, ldq, q_len, n_qh,
-								     pos0, hd, kv, scratch);
+								     pos0, hd, &v, scratch);
+}
+
+void rl_cpu_f32_to_f16(uint16_t *dst, const float *src, uint32_t n)
+{
+	uint32_t i = 0;
+	if (rl_cpu_isa() != RL_CPU_SCALAR && rl_cpu_has_f16c())
+		i = narrow_f16c(dst, src, n);
+	for (; i < n; i++)
+		dst[i] = rl_f32_to_f16(src[i]);
 }
 
 /* ---------------------------------------------------------------- small ops ------- */

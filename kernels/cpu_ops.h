@@ -79,10 +79,12 @@ void rl_cpu_silu_mul(float *g, const float *u, uint32_t n);
 /* Paged KV cache of one layer and one KV head, as attention reads it: the key of position p
  * is at k + block_table[p / block_size] * block_stride + (p % block_size) * hd (v alike). */
 struct rl_cpu_kv_view {
-	const float *k, *v;
+	const float *k, *v;            /* fp32 pool, or NULL when hk, hv are set */
+	const uint16_t *hk, *hv;       /* IEEE half pool (rl_cpu_f32_to_f16 wrote it), else NULL */
 	const uint32_t *block_table;
 	uint32_t block_size;
-	size_t block_stride;           /* floats between consecutive physical blocks */
+	size_t block_stride;           /* elements between consecutive physical blocks */
+	float *wide;                   /* rl_cpu_attention's own: [2, bs, hd] widened half blocks */
 };
 
 /* Causal attention of the n_qh query heads that share one KV head (GQA), for q_len
@@ -94,7 +96,14 @@ struct rl_cpu_kv_view {
 void rl_cpu_attention(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
 		      uint32_t n_qh, uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv,
 		      float *scratch);
-/* Floats of scratch rl_cpu_attention needs for rows = q_len * n_qh. */
+/* Floats of scratch rl_cpu_attention needs for rows = q_len * n_qh (either pool type). */
 size_t rl_cpu_attention_scratch(uint32_t rows, uint32_t hd, uint32_t block_size);
+
+/* dst[n] = src[n] rounded to IEEE half (F16C where the CPU has it, else rl_f32_to_f16:
+ * the same bits). The half KV cache's writer. */
+void rl_cpu_f32_to_f16(uint16_t *dst, const float *src, uint32_t n);
+
+/* Whether the CPU converts halves in hardware (CPUID F16C), cached. */
+int rl_cpu_has_f16c(void);
 
 #endif

@@ -64,7 +64,6 @@ static inline uint16_t ld16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 /* a block's f16 scale, by the F16C instruction on the AVX2 paths */
 #define H2F(p) _cvtsh_ss(ld16(p))
 
-static int has_f16c(void);
 
 /* ------------------------------------------------------------ activations -------- */
 
@@ -1524,7 +1523,7 @@ TVNNI static void q8_0_rows_vnni(float *Y, size_t ldy, const struct q8x *const *
 int rl_cpu_wmat_pack(struct rl_wmat *W)
 {
 	const uint32_t ndw = pack_dwords(W->dtype);
-	if (!ndw || W->rows < 16 || W->packed_rows || rl_cpu_isa() == RL_CPU_SCALAR || !has_f16c())
+	if (!ndw || W->rows < 16 || W->packed_rows || rl_cpu_isa() == RL_CPU_SCALAR || !rl_cpu_has_f16c())
 		return 0;
 	const size_t rb = W->row_bytes, bb = W->blk_bytes, tail = bb - 4 * ndw;
 	const uint32_t nb = W->cols / W->blk_elems;
@@ -1835,7 +1834,7 @@ TVNNI static void q6k_rows_t16(float *Y, size_t ldy, const struct q8k *const *xk
 
 /* ------------------------------------------------------------ rows --------------- */
 
-static int has_f16c(void)
+int rl_cpu_has_f16c(void)
 {
 	static _Atomic int v = -1;
 	return cpuid_bit(&v, 1, 0, 2, 29);     /* CPUID.1:ECX bit 29 */
@@ -1932,7 +1931,7 @@ void rl_cpu_wmat_row(const struct rl_wmat *W, uint32_t r, float *out)
 		return;
 	}
 	const uint8_t *row = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
-	if (rl_cpu_isa() != RL_CPU_SCALAR && has_f16c() && row_avx2(W, row, out))
+	if (rl_cpu_isa() != RL_CPU_SCALAR && rl_cpu_has_f16c() && row_avx2(W, row, out))
 		return;
 	switch (W->dtype) {
 	case RL_DT_F32:
@@ -2220,7 +2219,7 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 		return;
 	}
 	if (n_rows > Q8_ROWS && (W->dtype == RL_DT_F16 || W->dtype == RL_DT_BF16) && in % 8 == 0 &&
-	    rl_cpu_isa() != RL_CPU_SCALAR && has_f16c()) {
+	    rl_cpu_isa() != RL_CPU_SCALAR && rl_cpu_has_f16c()) {
 		int z = rl_cpu_isa() == RL_CPU_AVX512 && in % 16 == 0;
 		(W->dtype == RL_DT_F16 ? (z ? gemm_f16_512 : gemm_f16) : (z ? gemm_bf16_512 : gemm_bf16))(
 			Y, ldy, X, ldx, W->data, bias, n_rows, in, o_begin, o_end, accumulate);
@@ -2237,7 +2236,7 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 		}
 		return;
 	}
-	int fast = rl_cpu_isa() != RL_CPU_SCALAR && (W->dtype != RL_DT_F16 || has_f16c()) &&
+	int fast = rl_cpu_isa() != RL_CPU_SCALAR && (W->dtype != RL_DT_F16 || rl_cpu_has_f16c()) &&
 		   (W->blk_elems == 1 || in % 32 == 0);
 	(fast ? dots_avx2 : dots_scalar)(Y, ldy, X, ldx, W, bias, n_rows, o_begin, o_end, accumulate, scratch);
 }

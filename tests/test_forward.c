@@ -15,6 +15,7 @@
 #include "kernels/rl_ref.h"
 #include "kernels/rl_sample.h"
 #include "kernels/cpu_ops.h"
+#include "kernels/rl_half.h"
 
 #define TOL 1e-4f
 
@@ -167,7 +168,8 @@ static void norm_and_rope_match_the_formula(void)
 	}
 }
 
-/* Attention against plain per-row loops in double, for every ISA: ragged q_len, a chunk that
+/* Attention against plain per-row loops in double, for every ISA and both pool types (fp32,
+ * IEEE half: widened in registers or a block at a time): ragged q_len, a chunk that
  * starts mid-block, shuffled block tables, GQA groups, head sizes that fill a vector, a part
  * of one or several; the cache slots past the context hold NaN, which must never be read. */
 static void attention_every_isa_matches_loops(void)
@@ -182,7 +184,8 @@ static void attention_every_isa_matches_loops(void)
 		for (size_t b = 0; b < sizeof qlens / sizeof *qlens; b++)
 		for (size_t c = 0; c < sizeof pos0s / sizeof *pos0s; c++)
 		for (size_t e = 0; e < sizeof bss / sizeof *bss; e++)
-		for (size_t f = 0; f < sizeof groups / sizeof *groups; f++) {
+		for (size_t f = 0; f < sizeof groups / sizeof *groups; f++)
+		for (int half = 0; half < 2; half++) {              /* fp32 pool, then IEEE half */
 			uint32_t hd = hds[a], q_len = qlens[b], pos0 = pos0s[c], bs = bss[e], g = groups[f];
 			uint32_t n_ctx = pos0 + q_len, nb = (n_ctx + bs - 1) / bs;
 			if (nb > n_blocks)
@@ -207,13 +210,22 @@ static void attention_every_isa_matches_loops(void)
 					size_t at = table[p / bs] * stride + (p % bs) * hd + d;
 					K[at] = rnd_f();
 					V[at] = rnd_f();
+					if (half) {     /* values a half holds exactly: the loops below stay exact */
+						K[at] = rl_f16_to_f32(rl_f32_to_f16(K[at]));
+						V[at] = rl_f16_to_f32(rl_f32_to_f16(V[at]));
+					}
 				}
+			uint16_t *HK = malloc(n_blocks * stride * 2), *HV = malloc(n_blocks * stride * 2);
+			rl_cpu_f32_to_f16(HK, K, (uint32_t)(n_blocks * stride));
+			rl_cpu_f32_to_f16(HV, V, (uint32_t)(n_blocks * stride));
 			/* scaled so that the softmax ranges from flat to peaked (exp inputs to ~-50) */
 			for (size_t i = 0; i < q_len * ldq; i++)
 				Q[i] = rnd_f() * 4.0f;
 			for (size_t i = 0; i < q_len * ldo; i++)
 				O[i] = R[i] = 0;
-			struct rl_cpu_kv_view kv = { K, V, table, bs, stride };
+			struct rl_cpu_kv_view kv = { .k = half ? NULL : K, .v = half ? NULL : V,
+						     .hk = half ? HK : NULL, .hv = half ? HV : NULL,
+						     .block_table = table, .block_size = bs, .block_stride = stride };
 			rl_cpu_attention(O, ldo, Q, ldq, q_len, g, pos0, hd, &kv, scratch);
 			for (uint32_t i = 0; i < q_len; i++)
 				for (uint32_t h = 0; h < g; h++) {
@@ -236,9 +248,9 @@ static void attention_every_isa_matches_loops(void)
 						R[i * ldo + h * hd + d] = (float)(o / sum);
 					}
 				}
-			CHECKF(rel_diff(O, R, q_len * ldo) < 1e-5f, "isa %s hd %u q_len %u pos0 %u bs %u group %u: %g",
-			       rl_cpu_isa_name(isa), hd, q_len, pos0, bs, g, rel_diff(O, R, q_len * ldo));
-			free(K); free(V); free(Q); free(O); free(R); free(scratch); free(sc);
+			CHECKF(rel_diff(O, R, q_len * ldo) < 1e-5f, "isa %s %s hd %u q_len %u pos0 %u bs %u group %u: %g",
+			       rl_cpu_isa_name(isa), half ? "f16" : "f32", hd, q_len, pos0, bs, g, rel_diff(O, R, q_len * ldo));
+			free(K); free(V); free(HK); free(HV); free(Q); free(O); free(R); free(scratch); free(sc);
 		}
 	}
 	rl_cpu_set_isa(saved);

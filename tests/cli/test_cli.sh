@@ -34,6 +34,12 @@ if [ $rc -eq 2 ] && has "$out" "--isa avx3" && has "$out" "avx2" && [ "$(lines "
 else bad bench_model_rejects_isa "rc $rc: $out"; fi
 out=$("$b/ringlm" bench model --shape tiny --isa scalar --only-batch 1 --json 2>&1); rc=$?
 if [ $rc -eq 0 ] && has "$out" '"isa":"scalar"'; then ok bench_model_isa_scalar; else bad bench_model_isa_scalar "rc $rc: $out"; fi
+# --depth: decode from a longer context (chunked by --budget), reported; out of range is one line
+out=$("$b/ringlm" bench model --shape tiny --depth 40 --budget 16 --only-batch 8 --json 2>&1); rc=$?
+if [ $rc -eq 0 ] && has "$out" '"depth":40' && ! has "$out" '"8":0.0'; then ok bench_model_depth; else bad bench_model_depth "rc $rc: $out"; fi
+out=$("$b/ringlm" bench model --shape tiny --depth 0 2>&1); rc=$?
+if [ $rc -eq 2 ] && has "$out" "--depth 1..3000" && [ "$(lines "$out")" -eq 1 ]; then ok bench_model_rejects_depth
+else bad bench_model_rejects_depth "rc $rc: $out"; fi
 
 # -- a runtime on a synthetic model with a 32-token context; its report of what it chose
 "$b/ringlmd" --model synthetic:tiny --ctx 32 --max-seqs 4 --socket c32 2>"$dir/d.err" & dpid=$!

@@ -307,8 +307,9 @@ static void attention_ref(const struct tstep *t, uint32_t nh, uint32_t nkv, uint
 		const struct rl_batch_seq *s = &t->seqs[i];
 		for (uint32_t h = 0; h < nh; h++) {
 			uint32_t kh = h / (nh / nkv);
-			struct rl_cpu_kv_view kv = { kf + (size_t)kh * bs * hd, vf + (size_t)kh * bs * hd,
-						     s->block_table, bs, (size_t)nkv * bs * hd };
+			struct rl_cpu_kv_view kv = { .k = kf + (size_t)kh * bs * hd, .v = vf + (size_t)kh * bs * hd,
+						     .block_table = s->block_table, .block_size = bs,
+						     .block_stride = (size_t)nkv * bs * hd };
 			rl_cpu_attention(ref + (size_t)s->q_start * qd + h * hd, qd, qf + (size_t)s->q_start * qd + h * hd,
 					 qd, s->q_len, 1, s->ctx_len - s->q_len, hd, &kv, scratch);
 		}
