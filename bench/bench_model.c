@@ -82,13 +82,13 @@ static double median(double *v, int n)
 static void usage(void)
 {
 	fprintf(stderr, "usage: ringlm bench model [--model PATH [--tokenizer PATH] | --shape tiny|110m] "
-		"[--fp32] [--threads N] [--prompt N] [--budget N] [--depth N] [--only-batch 1|8|64] [--isa avx512|avx2|scalar] [--json]\n");
+		"[--fp32] [--threads N] [--prompt N] [--budget N] [--depth N] [--kv-type f32|f16] [--only-batch 1|8|64] [--isa avx512|avx2|scalar] [--json]\n");
 }
 
 int rl_cmd_bench_model(int argc, char **argv)
 {
 	const char *model_path = NULL, *tok_path = NULL, *shape = "tiny";
-	int threads = 0, json = 0, fp32 = 0;
+	int threads = 0, json = 0, fp32 = 0, kv_f16 = 0;
 	uint32_t only_batch = 0;               /* 1, 8 or 64: time that decode batch alone (profiling) */
 	uint32_t prompt_len = 128, budget = 128;
 	uint32_t depth = 16;                   /* context each decode sequence starts with (llama-bench -d) */
@@ -106,6 +106,11 @@ int rl_cmd_bench_model(int argc, char **argv)
 		else if (!strcmp(a, "--prompt")) prompt_len = (uint32_t)atoi(v);
 		else if (!strcmp(a, "--budget")) budget = (uint32_t)atoi(v);
 		else if (!strcmp(a, "--depth")) depth = (uint32_t)atoi(v);
+		else if (!strcmp(a, "--kv-type") && (!strcmp(v, "f32") || !strcmp(v, "f16"))) kv_f16 = !strcmp(v, "f16");
+		else if (!strcmp(a, "--kv-type")) {
+			fprintf(stderr, "ringlm bench model: --kv-type must be f32 or f16, got '%s'\n", v);
+			return 2;
+		}
 		else if (!strcmp(a, "--only-batch")) only_batch = (uint32_t)atoi(v);
 		else if (!strcmp(a, "--isa")) {
 			/* a lesser ISA than the CPU's best: the AVX2 kernels measured on an AVX-512 machine */
@@ -156,7 +161,7 @@ int rl_cmd_bench_model(int argc, char **argv)
 	/* the pool holds only the sequences that run: at --depth 2000 all 64 would be ~9 GB */
 	struct rl_backend_params p = { .n_kv_blocks = (only_batch ? only_batch : MAX_B) * per_seq, .block_size = BS,
 		.max_batch_tokens = budget > MAX_B ? budget : MAX_B, .max_seqs = MAX_B,
-		.threads = threads, .runtime_cpu = -1 };
+		.threads = threads, .runtime_cpu = -1, .cpu_kv_f16 = kv_f16 };
 	struct rl_backend *be;
 	if (rl_backend_cpu_create(m, &p, &be, err, sizeof err)) {
 		fprintf(stderr, "ringlm bench model: %s\n", err);
@@ -224,7 +229,8 @@ int rl_cmd_bench_model(int argc, char **argv)
 	getrusage(RUSAGE_SELF, &ru);
 	struct stat st;
 	double file_mb = model_path && stat(model_path, &st) == 0 && S_ISREG(st.st_mode) ? st.st_size / 1e6 : 0;
-	double kv_mb = (double)p.n_kv_blocks * BS * m->cfg.n_layers * m->cfg.n_kv_heads * m->cfg.head_dim * 2 * 4 / 1e6;
+	double kv_mb = (double)p.n_kv_blocks * BS * m->cfg.n_layers * m->cfg.n_kv_heads * m->cfg.head_dim * 2 *
+		       (kv_f16 ? 2 : 4) / 1e6;
 	double rss_mb = ru.ru_maxrss * 1024 / 1e6, weights_mb = m->mem_size / 1e6;
 	const char *wtype = m->layers[0].mq.dtype >= 0 && m->layers[0].mq.dtype < RL_DT_COUNT ?
 			    rl_dt_info(m->layers[0].mq.dtype)->name : "?";
@@ -237,11 +243,11 @@ int rl_cmd_bench_model(int argc, char **argv)
 	char line[1024];
 	snprintf(line, sizeof line,
 		 "{\"bench\":\"model\",\"model\":\"%s\",\"dim\":%u,\"layers\":%u,\"vocab\":%u,\"params_m\":%.1f,"
-		 "\"threads\":%d,\"isa\":\"%s\",\"prompt_tokens\":%u,\"depth\":%u,\"budget\":%u,\"prefill_tok_s\":%.1f,"
+		 "\"threads\":%d,\"isa\":\"%s\",\"prompt_tokens\":%u,\"depth\":%u,\"kv_type\":\"%s\",\"budget\":%u,\"prefill_tok_s\":%.1f,"
 		 "\"decode_steps\":%u,\"decode_tok_s\":{\"1\":%.1f,\"8\":%.1f,\"64\":%.1f},"
 		 "\"weights\":\"%s\",\"weights_mb\":%.1f,\"file_mb\":%.1f,\"kv_mb\":%.1f,\"peak_rss_mb\":%.1f}",
 		 m->name, m->cfg.dim, m->cfg.n_layers, V, rl_model_weight_elems(&m->cfg) / 1e6, nthreads,
-		 rl_cpu_isa_name(rl_cpu_isa()), prompt_len, depth, budget, prefill, decode_steps,
+		 rl_cpu_isa_name(rl_cpu_isa()), prompt_len, depth, kv_f16 ? "f16" : "f32", budget, prefill, decode_steps,
 		 decode[0], decode[1], decode[2], wtype, weights_mb, file_mb, kv_mb, rss_mb);
 	if (json) {
 		printf("%s\n", line);

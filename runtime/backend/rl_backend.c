@@ -99,6 +99,7 @@ int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct
 		.max_seqs = p->max_seqs,
 		.max_ctx = p->ctx,
 		.threads = p->threads,
+		.cpu_kv_f16 = p->kv_f16,
 		.runtime_cpu = p->cpu,
 		.cuda_graph_buckets = p->cuda_graph_buckets,
 		.cuda_dtype = p->cuda_dtype,

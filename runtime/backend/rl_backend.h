@@ -42,6 +42,8 @@ struct rl_backend_params {
 	uint32_t max_ctx;              /* cpu, cuda: context length served (--ctx); 0 = the model's */
 	int      threads;              /* cpu: worker threads; 0 = all CPUs but the runtime's */
 	int      runtime_cpu;          /* cpu the runtime thread is pinned to, -1 if none */
+	int      cpu_kv_f16;           /* cpu: keep the KV cache in IEEE half (llama.cpp's default:
+					* half the memory and the attention reads); 0 = fp32 */
 	uint32_t cpu_min_work;         /* cpu: matmul FLOPs per layer a worker must get before a
 					* step uses it (0 = 4M); 1 = every step uses all workers */
 	/* cuda backend */

@@ -44,8 +44,9 @@ struct cpu {
 	const struct rl_model *m;
 	uint32_t dim, hd, qd, kvd, hid, vocab, nl, nh, nkv;
 	uint32_t n_blocks, bs, max_tokens, max_seqs;
-	size_t layer_stride;           /* floats per layer of the KV pool */
-	float *kpool, *vpool;          /* [nl, n_blocks, nkv, bs, hd] */
+	size_t layer_stride;           /* elements per layer of the KV pool */
+	int kv_f16;                    /* pool elements are IEEE halves, else fp32 */
+	void *kpool, *vpool;           /* [nl, n_blocks, nkv, bs, hd] of uint16_t or float */
 	float *x;                      /* [max_tokens, dim] residual stream */
 	float *xb;                     /* [max_tokens, dim] normed input of a sublayer */
 	float *q;                      /* [max_tokens, qd] */
@@ -173,8 +174,9 @@ static void forward(struct cpu *c, int t)
 
 	for (uint32_t l = 0; l < c->nl; l++) {
 		const struct rl_layer *L = &m->layers[l];
-		float *kl = c->kpool + l * c->layer_stride;          /* [n_blocks, nkv, bs, hd] */
-		float *vl = c->vpool + l * c->layer_stride;
+		const size_t es = c->kv_f16 ? 2 : 4;                 /* bytes an element */
+		char *kl = (char *)c->kpool + l * c->layer_stride * es;   /* [n_blocks, nkv, bs, hd] */
+		char *vl = (char *)c->vpool + l * c->layer_stride * es;
 
 		for (uint32_t r = r0; r < r1; r++)
 			rl_cpu_rmsnorm(c->xb + (size_t)r * dim, c->x + (size_t)r * dim, L->attn_norm, dim, cfg->norm_eps);
@@ -196,8 +198,14 @@ static void forward(struct cpu *c, int t)
 			uint32_t p = b->pos[r];
 			size_t slot = ((size_t)s->block_table[p / c->bs] * c->nkv * c->bs + p % c->bs) * hd;
 			for (uint32_t h = 0; h < c->nkv; h++) {
-				memcpy(kl + slot + (size_t)h * c->bs * hd, kr + h * hd, hd * sizeof(float));
-				memcpy(vl + slot + (size_t)h * c->bs * hd, vr + h * hd, hd * sizeof(float));
+				size_t at = (slot + (size_t)h * c->bs * hd) * es;
+				if (c->kv_f16) {
+					rl_cpu_f32_to_f16((uint16_t *)(kl + at), kr + h * hd, hd);
+					rl_cpu_f32_to_f16((uint16_t *)(vl + at), vr + h * hd, hd);
+				} else {
+					memcpy(kl + at, kr + h * hd, hd * sizeof(float));
+					memcpy(vl + at, vr + h * hd, hd * sizeof(float));
+				}
 			}
 		}
 		barrier(c);
@@ -212,8 +220,12 @@ static void forward(struct cpu *c, int t)
 				break;
 			const struct rl_batch_seq *s = &b->seqs[it / c->nkv];
 			uint32_t kh = it % c->nkv, h = kh * group;
+			const size_t o = (size_t)kh * c->bs * hd * es;
 			struct rl_cpu_kv_view kv = {
-				.k = kl + (size_t)kh * c->bs * hd, .v = vl + (size_t)kh * c->bs * hd,
+				.k = c->kv_f16 ? NULL : (const float *)(kl + o),
+				.v = c->kv_f16 ? NULL : (const float *)(vl + o),
+				.hk = c->kv_f16 ? (const uint16_t *)(kl + o) : NULL,
+				.hv = c->kv_f16 ? (const uint16_t *)(vl + o) : NULL,
 				.block_table = s->block_table, .block_size = c->bs,
 				.block_stride = (size_t)c->nkv * c->bs * hd,
 			};
@@ -465,8 +477,9 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	c->layer_flops = 2ull * ((uint64_t)c->dim * (2 * c->qd + 2 * c->kvd) + 3ull * c->dim * c->hid);
 	size_t T = c->max_tokens, S = c->max_seqs, kv = c->layer_stride * c->nl;
 	c->samp_scratch_size = (rl_sample_scratch_size(c->vocab) + 63) & ~(size_t)63;
-	c->kpool = amalloc(kv * sizeof(float));
-	c->vpool = amalloc(kv * sizeof(float));
+	c->kv_f16 = p->cpu_kv_f16 != 0;
+	c->kpool = amalloc(kv * (c->kv_f16 ? 2 : 4));
+	c->vpool = amalloc(kv * (c->kv_f16 ? 2 : 4));
 	c->x = amalloc(T * c->dim * sizeof(float));
 	c->xb = amalloc(T * c->dim * sizeof(float));
 	c->q = amalloc(T * c->qd * sizeof(float));
@@ -495,7 +508,7 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	    !c->hb || !c->hb2 || !c->xs || !c->logits || !c->inv_freq || !c->rope_cs || !c->attn_scratch ||
 	    !c->samp_scratch || !c->qscratch || !c->samp_seq || !c->logit_row || !c->tok_out || !c->th) {
 		snprintf(err, errlen, "cpu backend: cannot allocate %.1f GiB of KV cache and buffers; lower --kv-blocks or --max-batch-tokens",
-			 2.0 * kv * sizeof(float) / (1 << 30));
+			 2.0 * kv * (c->kv_f16 ? 2 : 4) / (1 << 30));
 		free_all(c);
 		return -ENOMEM;
 	}

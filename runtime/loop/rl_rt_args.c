@@ -17,7 +17,7 @@ void rl_rt_usage(FILE *f)
 "               [--prefix-cache on|off] [--max-clients N] [--max-inflight N]\n"
 "               [--max-prompt N] [--max-new N] [--allow-uid UID] [--allow-gid GID]\n"
 "               [--sim-step-us A] [--sim-token-us B] [--sim-vocab V]\n"
-"               [--cuda-graph-buckets N,N,...] [--cuda-dtype bf16|fp16] [--cuda-attn ringlm|flashinfer]\n"
+"               [--kv-type f32|f16] [--cuda-graph-buckets N,N,...] [--cuda-dtype bf16|fp16] [--cuda-attn ringlm|flashinfer]\n"
 "               [--wake auto|futex|eventfd] [--idle-spin-us N] [--event-ring N]\n"
 "               [--request-ring N] [--arena-ids N] [--drain-timeout-ms N]\n"
 "               [--verbose|--quiet]\n");
@@ -41,6 +41,7 @@ static const struct option value_opts[] = {
 	{ "tokenizer", required_argument, NULL, 0 },
 	{ "cuda-graph-buckets", required_argument, NULL, 0 },
 	{ "cuda-dtype", required_argument, NULL, 0 },
+	{ "kv-type", required_argument, NULL, 0 },
 	{ "cuda-attn", required_argument, NULL, 0 },
 	{ "backend", required_argument, NULL, 0 },
 	{ "socket", required_argument, NULL, 0 },
@@ -110,7 +111,13 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 			p->tokenizer = v;
 		else if (!strcmp(a, "--cuda-graph-buckets"))
 			p->cuda_graph_buckets = v;     /* parsed (and rejected) by the cuda backend */
-		else if (!strcmp(a, "--cuda-dtype")) {
+		else if (!strcmp(a, "--kv-type")) {
+			if (strcmp(v, "f32") && strcmp(v, "f16")) {
+				snprintf(err, errlen, "--kv-type must be f32 or f16, got '%s'", v);
+				return -EINVAL;
+			}
+			p->kv_f16 = !strcmp(v, "f16");
+		} else if (!strcmp(a, "--cuda-dtype")) {
 			if (strcmp(v, "bf16") && strcmp(v, "fp16")) {
 				snprintf(err, errlen, "--cuda-dtype must be bf16 or fp16, got '%s'", v);
 				return -EINVAL;
