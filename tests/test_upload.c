@@ -721,6 +721,14 @@ static void test_cuda_dtype_option(void)
 	CHECK(rl_rt_parse_args(&p, 3, a2, err, sizeof err) == 0 && p.cuda_dtype == 0);
 	CHECK(rl_rt_parse_args(&p, 3, a3, err, sizeof err) == -EINVAL && one_line(err, "--cuda-dtype"));
 
+	/* --kv-type: the cpu backend's KV cache, fp32 unless asked */
+	CHECK(p.kv_f16 == 0);
+	char *k1[] = { "ringlmd", "--kv-type", "f16" }, *k2[] = { "ringlmd", "--kv-type", "f32" },
+	     *k3[] = { "ringlmd", "--kv-type", "q8" };
+	CHECK(rl_rt_parse_args(&p, 3, k1, err, sizeof err) == 0 && p.kv_f16 == 1);
+	CHECK(rl_rt_parse_args(&p, 3, k2, err, sizeof err) == 0 && p.kv_f16 == 0);
+	CHECK(rl_rt_parse_args(&p, 3, k3, err, sizeof err) == -EINVAL && one_line(err, "--kv-type"));
+
 	/* the cuda backend takes fp16 as it takes bf16: without a GPU it gets as far as looking for
 	 * one (-ENODEV), with one it runs (tests/gpu runs fp16 models on the emulator); an unknown
 	 * dtype is refused before the device is looked for, so that runs wherever librlcuda.so was
