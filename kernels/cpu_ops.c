@@ -18,6 +18,7 @@
 #include <immintrin.h>
 #include "kernels/cpu_ops.h"
 #include "kernels/rl_half.h"
+#include "kernels/cpu_simd.h"
 
 #define MM_ROW_BLOCK 64
 #define AI static inline __attribute__((always_inline))
@@ -528,14 +529,6 @@ T512 AI void expb_avx512(float *s, uint32_t n, float mx)
 #define LD8(f, h, e) (F16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((h) + (e)))) \
 			  : _mm256_loadu_ps((f) + (e)))
 
-/* keys 4g..4g+3 of t[16] -> 128-bit lane c holds their partial sums over lane chunk c */
-T512 AI __m512 tree4_512(const __m512 *a)
-{
-	__m512 s01 = _mm512_add_ps(_mm512_unpacklo_ps(a[0], a[1]), _mm512_unpackhi_ps(a[0], a[1]));
-	__m512 s23 = _mm512_add_ps(_mm512_unpacklo_ps(a[2], a[3]), _mm512_unpackhi_ps(a[2], a[3]));
-	return _mm512_add_ps(_mm512_shuffle_ps(s01, s23, 0x44), _mm512_shuffle_ps(s01, s23, 0xEE));
-}
-
 T512 AI void attn_row16(float *o, const float *qi, uint32_t n_keys, float scale, const int NV,
 			const int F16, const struct rl_cpu_kv_view *kv, float *s)
 {
@@ -568,13 +561,9 @@ T512 AI void attn_row16(float *o, const float *qi, uint32_t n_keys, float scale,
 						for (int v = 0; v < NV; v++)
 							t[c] = _mm512_fmadd_ps(qv[v], LD16(kb, hkb, e0 + (size_t)j * hd + 16 * v), t[c]);
 				}
-				u[g] = tree4_512(t);
+				u[g] = rl_simd_tree4_512(t);
 			}
-			/* lanes 4g..4g+3 = keys 4g..4g+3, summed over the four lane chunks */
-			__m512 w0 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x44), _mm512_shuffle_f32x4(u[0], u[1], 0xEE));
-			__m512 w1 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x44), _mm512_shuffle_f32x4(u[2], u[3], 0xEE));
-			__m512 sv = _mm512_mul_ps(_mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x88), _mm512_shuffle_f32x4(w0, w1, 0xDD)),
-						  _mm512_set1_ps(scale));
+			__m512 sv = _mm512_mul_ps(rl_simd_join4_512(u), _mm512_set1_ps(scale));  /* lane j: key j */
 			const __mmask16 lm = (__mmask16)(m == 16 ? 0xffffu : (1u << m) - 1);
 			float bm = _mm512_mask_reduce_max_ps(lm, sv);
 			if (bm > mx) {
@@ -603,13 +592,7 @@ T512 AI void attn_row16(float *o, const float *qi, uint32_t n_keys, float scale,
 		_mm512_storeu_ps(o + 16 * v, _mm512_mul_ps(ov[v], inv));
 }
 
-/* 8-lane twin of attn_row16: keys 4g..4g+3 -> 128-bit lane c holds their partial sums */
-T256H AI __m256 tree4_256(const __m256 *a)
-{
-	__m256 s01 = _mm256_add_ps(_mm256_unpacklo_ps(a[0], a[1]), _mm256_unpackhi_ps(a[0], a[1]));
-	__m256 s23 = _mm256_add_ps(_mm256_unpacklo_ps(a[2], a[3]), _mm256_unpackhi_ps(a[2], a[3]));
-	return _mm256_add_ps(_mm256_shuffle_ps(s01, s23, 0x44), _mm256_shuffle_ps(s01, s23, 0xEE));
-}
+/* 8-lane twin of attn_row16 */
 
 T256 AI float hmax256(__m256 v)
 {
@@ -651,11 +634,9 @@ T256H AI void attn_row8(float *o, const float *qi, uint32_t n_keys, float scale,
 						for (int v = 0; v < NV; v++)
 							t[c] = _mm256_fmadd_ps(qv[v], LD8(kb, hkb, e0 + (size_t)j * hd + 8 * v), t[c]);
 				}
-				u[g] = tree4_256(t);
+				u[g] = rl_simd_tree4_256(t);
 			}
-			__m256 sv = _mm256_mul_ps(_mm256_add_ps(_mm256_permute2f128_ps(u[0], u[1], 0x20),
-								_mm256_permute2f128_ps(u[0], u[1], 0x31)),
-						  _mm256_set1_ps(scale));
+			__m256 sv = _mm256_mul_ps(rl_simd_join2_256(u[0], u[1]), _mm256_set1_ps(scale));
 			const __m256 lm = _mm256_castsi256_ps(mask256(m));
 			float bm = hmax256(_mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sv, lm));
 			if (bm > mx) {
