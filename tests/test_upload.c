@@ -721,8 +721,9 @@ static void test_cuda_dtype_option(void)
 	CHECK(rl_rt_parse_args(&p, 3, a2, err, sizeof err) == 0 && p.cuda_dtype == 0);
 	CHECK(rl_rt_parse_args(&p, 3, a3, err, sizeof err) == -EINVAL && one_line(err, "--cuda-dtype"));
 
-	/* --kv-type: the cpu backend's KV cache, fp32 unless asked */
-	CHECK(p.kv_f16 == 0);
+	/* --kv-type: the cpu backend's KV cache, IEEE half unless asked for fp32 */
+	rl_rt_default_params(&p);
+	CHECK(p.kv_f16 == 1);
 	char *k1[] = { "ringlmd", "--kv-type", "f16" }, *k2[] = { "ringlmd", "--kv-type", "f32" },
 	     *k3[] = { "ringlmd", "--kv-type", "q8" };
 	CHECK(rl_rt_parse_args(&p, 3, k1, err, sizeof err) == 0 && p.kv_f16 == 1);

@@ -21,9 +21,9 @@ typedef int (*cuda_create_fn)(const struct rl_model *m, const char *synthetic_sh
  * full context served (ctx), capped at 1/4 of physical memory but never below one sequence
  * of ctx (the scheduler needs that much to always finish its oldest sequence). */
 static uint32_t kv_blocks_for(const struct rl_model_config *c, uint32_t ctx, uint32_t block_size,
-			      uint32_t max_seqs)
+			      uint32_t max_seqs, uint32_t elem_bytes)
 {
-	uint64_t per_block = (uint64_t)block_size * c->n_layers * c->n_kv_heads * c->head_dim * 2 * sizeof(float);
+	uint64_t per_block = (uint64_t)block_size * c->n_layers * c->n_kv_heads * c->head_dim * 2 * elem_bytes;
 	uint64_t one = (ctx + block_size - 1) / block_size, want = (uint64_t)max_seqs * one;
 	uint64_t mem = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 4;
 	if (want * per_block > mem)
@@ -134,7 +134,7 @@ int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct
 			return rc;
 		bp.max_ctx = ctx_for(p, &plan.cfg);
 		if (!p->kv_blocks)
-			bp.n_kv_blocks = kv_blocks_for(&plan.cfg, bp.max_ctx, p->block_size, p->max_seqs);
+			bp.n_kv_blocks = kv_blocks_for(&plan.cfg, bp.max_ctx, p->block_size, p->max_seqs, 4);
 		rl_model_plan_close(&plan);
 		*n_blocks = bp.n_kv_blocks;
 		bp.model_path = p->model;
@@ -157,7 +157,8 @@ int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct
 	}
 	(*model)->cfg.max_ctx = bp.max_ctx = ctx_for(p, &(*model)->cfg);
 	if (!p->kv_blocks)
-		bp.n_kv_blocks = kv_blocks_for(&(*model)->cfg, bp.max_ctx, p->block_size, p->max_seqs);
+		bp.n_kv_blocks = kv_blocks_for(&(*model)->cfg, bp.max_ctx, p->block_size, p->max_seqs,
+					       p->kv_f16 ? 2 : 4);
 	*n_blocks = bp.n_kv_blocks;
 	return rl_backend_cpu_create(*model, &bp, be, err, errlen);
 }

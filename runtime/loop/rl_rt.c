@@ -1022,6 +1022,7 @@ void rl_rt_default_params(struct rl_rt_params *p)
 	p->kv_blocks = 0;               /* 0: sized by the backend (sim: 16384) */
 	p->block_size = 16;
 	p->prefix_cache = 1;
+	p->kv_f16 = 1;                  /* half the cache's memory and its reads; ~1e-3 off fp32 */
 	p->max_clients = 64;
 	p->max_inflight = 256;
 	p->max_prompt = 0;              /* 0: the model's context */

@@ -26,7 +26,8 @@ struct rl_rt_params {
 	int      cuda_attn;            /* --cuda-attn: 0 ringlm (in-house, default), 1 flashinfer */
 	int      cpu;                  /* pin the runtime thread here; -1 = don't pin */
 	int      threads;              /* backend worker threads; 0 = auto */
-	int      kv_f16;               /* --kv-type f16: the cpu backend's KV cache in IEEE half */
+	int      kv_f16;               /* --kv-type: the cpu backend's KV cache in IEEE half (default,
+					* as llama.cpp's), or fp32 (--kv-type f32) */
 	uint32_t max_batch_tokens;     /* token budget (default RL_SCHED_DEFAULT_BUDGET) */
 	int      budget_auto;          /* --max-batch-tokens auto */
 	uint64_t itl_target_ns;        /* --itl-target-us */

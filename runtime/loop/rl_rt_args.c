@@ -17,7 +17,7 @@ void rl_rt_usage(FILE *f)
 "               [--prefix-cache on|off] [--max-clients N] [--max-inflight N]\n"
 "               [--max-prompt N] [--max-new N] [--allow-uid UID] [--allow-gid GID]\n"
 "               [--sim-step-us A] [--sim-token-us B] [--sim-vocab V]\n"
-"               [--kv-type f32|f16] [--cuda-graph-buckets N,N,...] [--cuda-dtype bf16|fp16] [--cuda-attn ringlm|flashinfer]\n"
+"               [--kv-type f16|f32] [--cuda-graph-buckets N,N,...] [--cuda-dtype bf16|fp16] [--cuda-attn ringlm|flashinfer]\n"
 "               [--wake auto|futex|eventfd] [--idle-spin-us N] [--event-ring N]\n"
 "               [--request-ring N] [--arena-ids N] [--drain-timeout-ms N]\n"
 "               [--verbose|--quiet]\n");
