@@ -104,10 +104,17 @@ static int attach(struct ringlm *c, const char *path, int fallback, int observe)
 	}
 	struct rl_attach_req rq = { .magic = RL_WIRE_MAGIC, .version = RL_WIRE_VERSION,
 				    .flags = (fallback ? RL_ATTACH_FALLBACK : 0) | (observe ? RL_ATTACH_OBSERVE : 0) };
-	if (send(c->sock, &rq, sizeof rq, MSG_NOSIGNAL) != sizeof rq)
-		return fail(-ECONNRESET, "the runtime at %s closed the connection", path);
+	/* A runtime that refuses this uid answers and closes at accept, before it reads the
+	 * request, so the send can fail (EPIPE) with the answer already queued here: read it
+	 * either way, and say "closed" only when there is none. */
+	int sent = send(c->sock, &rq, sizeof rq, MSG_NOSIGNAL) == sizeof rq;
 	struct rl_attach_rep rep = { 0 };
 	int fds[4], nfds, rc = rl_recv_fds(c->sock, &rep, sizeof rep, fds, 4, &nfds);
+	if (!sent && !(rc == 0 && rep.status)) {
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		return fail(-ECONNRESET, "the runtime at %s closed the connection", path);
+	}
 	rc = rl_attach_rep_check(&rep, rc, nfds, observe);
 	if (rc) {
 		for (int i = 0; i < nfds; i++)
