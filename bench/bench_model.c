@@ -82,13 +82,13 @@ static double median(double *v, int n)
 static void usage(void)
 {
 	fprintf(stderr, "usage: ringlm bench model [--model PATH [--tokenizer PATH] | --shape tiny|110m] "
-		"[--fp32] [--threads N] [--prompt N] [--budget N] [--depth N] [--kv-type f32|f16] [--only-batch 1|8|64] [--isa avx512|avx2|scalar] [--json]\n");
+		"[--fp32] [--threads N] [--prompt N] [--budget N] [--depth N] [--kv-type f16|f32] [--only-batch 1|8|64] [--isa avx512|avx2|scalar] [--json]\n");
 }
 
 int rl_cmd_bench_model(int argc, char **argv)
 {
 	const char *model_path = NULL, *tok_path = NULL, *shape = "tiny";
-	int threads = 0, json = 0, fp32 = 0, kv_f16 = 0;
+	int threads = 0, json = 0, fp32 = 0, kv_f16 = 1;   /* the runtime's default KV cache */
 	uint32_t only_batch = 0;               /* 1, 8 or 64: time that decode batch alone (profiling) */
 	uint32_t prompt_len = 128, budget = 128;
 	uint32_t depth = 16;                   /* context each decode sequence starts with (llama-bench -d) */
@@ -254,8 +254,8 @@ int rl_cmd_bench_model(int argc, char **argv)
 	} else {
 		printf("model %s (%.1fM params, matrices %s), %d threads, %s\n", m->name,
 		       rl_model_weight_elems(&m->cfg) / 1e6, wtype, nthreads, rl_cpu_isa_name(rl_cpu_isa()));
-		printf("memory: peak RSS %.1f MB; weights held %.1f MB, file %.1f MB, KV pool %.1f MB\n",
-		       rss_mb, weights_mb, file_mb, kv_mb);
+		printf("memory: peak RSS %.1f MB; weights held %.1f MB, file %.1f MB, KV pool (%s) %.1f MB\n",
+		       rss_mb, weights_mb, file_mb, kv_f16 ? "f16" : "f32", kv_mb);
 		printf("%-28s %12s\n", "phase", "tokens/s");
 		char what[64];
 		snprintf(what, sizeof what, "prefill %u (chunks of %u)", prompt_len, budget);
