@@ -11,6 +11,8 @@
 #   LLAMA_BENCH=/path/to/llama-bench bench/cpu_vs_llamacpp.sh model1.gguf [model2.gguf ...]
 #   env: THREADS="1 2" ROUNDS=3 ISA=avx2 (ringlm's kernels for a lesser ISA than the CPU's best,
 #   `bench model --isa`; llama.cpp runs as it was built, so say so beside such a table)
+#   DEPTH=512: decode from that many tokens of context (`bench model --depth`, llama-bench -d;
+#   both keep a half KV cache by default); unset, ringlm decodes from 16 and llama.cpp from 0
 # Prints a markdown table; writes bench/out/cpu_vs_llamacpp.csv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,9 +27,9 @@ trap 'rm -f "$raw"' EXIT
 for m in "$@"; do
 	for t in $THREADS; do
 		for r in $(seq "$ROUNDS"); do
-			j=$(build/ringlm bench model --model "$m" --threads "$t" --prompt 128 ${ISA:+--isa "$ISA"} --json)
+			j=$(build/ringlm bench model --model "$m" --threads "$t" --prompt 128 ${ISA:+--isa "$ISA"} ${DEPTH:+--depth "$DEPTH"} --json)
 			echo "ringlm	$m	$t	$j" >> "$raw"
-			l=$("$LLAMA_BENCH" -m "$m" -p 128 -n 64 -r 1 -t "$t" -o csv 2>/dev/null)
+			l=$("$LLAMA_BENCH" -m "$m" -p 128 -n 64 -r 1 -t "$t" ${DEPTH:+-d "$DEPTH"} -o csv 2>/dev/null)
 			echo "llama	$m	$t	$(echo "$l" | tr '\n' '|')" >> "$raw"
 		done
 	done
