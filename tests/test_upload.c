@@ -729,6 +729,19 @@ static void test_cuda_dtype_option(void)
 	CHECK(rl_rt_parse_args(&p, 3, k1, err, sizeof err) == 0 && p.kv_f16 == 1);
 	CHECK(rl_rt_parse_args(&p, 3, k2, err, sizeof err) == 0 && p.kv_f16 == 0);
 	CHECK(rl_rt_parse_args(&p, 3, k3, err, sizeof err) == -EINVAL && one_line(err, "--kv-type"));
+	/* the cuda backend's cache follows --cuda-dtype: an fp32 ask is refused, not ignored */
+	{
+		struct rl_rt_params q;
+		rl_rt_default_params(&q);
+		q.backend = "cuda";
+		q.model = "synthetic:tiny";
+		q.kv_f16 = 0;
+		struct rl_backend *be = NULL;
+		struct rl_model *m = NULL;
+		uint32_t nb = 0;
+		CHECK(rl_backend_open(&q, &be, &m, &nb, err, sizeof err) == -EINVAL && one_line(err, "--kv-type") &&
+		      !be && !m);
+	}
 
 	/* the cuda backend takes fp16 as it takes bf16: without a GPU it gets as far as looking for
 	 * one (-ENODEV), with one it runs (tests/gpu runs fp16 models on the emulator); an unknown

@@ -120,6 +120,11 @@ int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct
 		snprintf(err, errlen, "--backend %s needs --model PATH or --model synthetic:SHAPE", name);
 		return -EINVAL;
 	}
+	if (!strcmp(name, "cuda") && !p->kv_f16) {
+		snprintf(err, errlen, "--kv-type f32 is for the cpu backend; the cuda backend keeps its KV "
+			 "cache in --cuda-dtype (bf16 or fp16)");
+		return -EINVAL;
+	}
 	int synthetic = !strncmp(p->model, "synthetic:", 10);
 	if (!strcmp(name, "cuda") && synthetic) {
 		rc = open_cuda(p, NULL, &bp, be, err, errlen);
