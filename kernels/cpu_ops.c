@@ -338,11 +338,18 @@ T512 AI void axpy_avx512(float *y, float a, const float *x, uint32_t n)
 /* The half KV cache: the kernels below read fp32 blocks; the vector row kernels widen halves
  * in registers, the others get each block they visit widened here. */
 #define T256H __attribute__((target("avx2,fma,f16c")))
-T256H static void widen_f16c(float *dst, const uint16_t *src, size_t n)
+T256H static size_t widen_f16c(float *dst, const uint16_t *src, size_t n)
 {
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8)
 		_mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+	return i;
+}
+
+/* dst[n] = src[n] widened: the inverse of rl_cpu_f32_to_f16 */
+static void widen(float *dst, const uint16_t *src, size_t n)
+{
+	size_t i = rl_cpu_isa() != RL_CPU_SCALAR && rl_cpu_has_f16c() ? widen_f16c(dst, src, n) : 0;
 	for (; i < n; i++)
 		dst[i] = rl_f16_to_f32(src[i]);
 }
@@ -369,15 +376,8 @@ static inline void kv_block(const struct rl_cpu_kv_view *kv, uint32_t bi, uint32
 		return;
 	}
 	float *wk = kv->wide, *wv = kv->wide + (size_t)kv->block_size * hd;
-	if (rl_cpu_isa() != RL_CPU_SCALAR && rl_cpu_has_f16c()) {
-		widen_f16c(wk, kv->hk + blk, len);
-		widen_f16c(wv, kv->hv + blk, len);
-	} else {
-		for (size_t i = 0; i < len; i++) {
-			wk[i] = rl_f16_to_f32(kv->hk[blk + i]);
-			wv[i] = rl_f16_to_f32(kv->hv[blk + i]);
-		}
-	}
+	widen(wk, kv->hk + blk, len);
+	widen(wv, kv->hv + blk, len);
 	*kb = wk;
 	*vb = wv;
 }
@@ -577,7 +577,6 @@ T512 AI void attn_row16(float *o, const float *qi, uint32_t n_keys, float scale,
 			__m512 pv = _mm512_maskz_mov_ps(lm, exp512(_mm512_sub_ps(sv, _mm512_set1_ps(mx))));
 			l += _mm512_reduce_add_ps(pv);
 			_mm512_storeu_ps(s, pv);
-			
 			for (uint32_t j = 0; j < m; j++) {
 				const __m512 pj = _mm512_set1_ps(s[j]);
 #pragma GCC unroll 8
@@ -592,8 +591,6 @@ T512 AI void attn_row16(float *o, const float *qi, uint32_t n_keys, float scale,
 		_mm512_storeu_ps(o + 16 * v, _mm512_mul_ps(ov[v], inv));
 }
 
-/* 8-lane twin of attn_row16 */
-
 T256 AI float hmax256(__m256 v)
 {
 	__m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -602,6 +599,7 @@ T256 AI float hmax256(__m256 v)
 	return _mm_cvtss_f32(s);
 }
 
+/* 8-lane twin of attn_row16 */
 T256H AI void attn_row8(float *o, const float *qi, uint32_t n_keys, float scale, const int NV,
 		       const int F16, const struct rl_cpu_kv_view *kv, float *s)
 {
@@ -650,7 +648,6 @@ T256H AI void attn_row8(float *o, const float *qi, uint32_t n_keys, float scale,
 			__m256 pv = _mm256_and_ps(lm, exp256(_mm256_sub_ps(sv, _mm256_set1_ps(mx))));
 			l += hsum256(pv);
 			_mm256_storeu_ps(s, pv);
-			
 			for (uint32_t j = 0; j < m; j++) {
 				const __m256 pj = _mm256_set1_ps(s[j]);
 #pragma GCC unroll 8
@@ -992,11 +989,16 @@ void rl_cpu_matmul(float *Y, size_t ldy, const float *X, size_t ldx, const float
 	mm_impl[cur_isa](Y, ldy, X, ldx, W, bias, n_rows, in, o_begin, o_end, accumulate);
 }
 
-size_t rl_cpu_attention_scratch(uint32_t rows, uint32_t hd, uint32_t block_size)
+/* Where kv->wide starts in the scratch: after the kernels' own floats, 16-float aligned */
+static size_t wide_at(uint32_t rows, uint32_t hd, uint32_t block_size)
 {
 	size_t t = tiled_scratch(rows, hd, block_size);
-	/* then kv->wide, 16-float aligned: two widened half blocks */
-	return ((t > block_size ? t : block_size) + 15) / 16 * 16 + 2 * (size_t)block_size * hd;
+	return ((t > block_size ? t : block_size) + 15) / 16 * 16;
+}
+
+size_t rl_cpu_attention_scratch(uint32_t rows, uint32_t hd, uint32_t block_size)
+{
+	return wide_at(rows, hd, block_size) + 2 * (size_t)block_size * hd;   /* two widened blocks */
 }
 
 void rl_cpu_attention(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
@@ -1004,10 +1006,8 @@ void rl_cpu_attention(float *out, size_t ldo, const float *q, size_t ldq, uint32
 		      float *scratch)
 {
 	struct rl_cpu_kv_view v = *kv;
-	if (kv->hk) {
-		size_t t = tiled_scratch(q_len * n_qh, hd, kv->block_size);
-		v.wide = scratch + ((t > kv->block_size ? t : kv->block_size) + 15) / 16 * 16;
-	}
+	if (kv->hk)
+		v.wide = scratch + wide_at(q_len * n_qh, hd, kv->block_size);
 	(hd >= ROW_ATTN_MIN_HD ? attn_rows_impl : attn_impl)[cur_isa](out, ldo, q, ldq, q_len, n_qh,
 								     pos0, hd, &v, scratch);
 }

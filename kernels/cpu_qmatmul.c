@@ -65,7 +65,6 @@ static inline uint16_t ld16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 /* a block's f16 scale, by the F16C instruction on the AVX2 paths */
 #define H2F(p) _cvtsh_ss(ld16(p))
 
-
 /* ------------------------------------------------------------ activations -------- */
 
 T256 static int32_t hsum_i32(__m256i v)
@@ -794,7 +793,6 @@ T256 static void q6k_rows_t8p(float *Y, size_t ldy, const struct q8k *const *xk,
 	}
 #undef Q6K_T8
 }
-
 
 /* Q6_K super-block (210 bytes, 256 weights): 128 bytes low 4 bits, 64 bytes high 2 bits,
  * 16 int8 scales (one per 16 weights), f16 d; w = d * sc * (q - 32). As ggml:
@@ -1566,7 +1564,6 @@ int rl_cpu_wmat_pack(struct rl_wmat *W)
 	W->packed_rows = W->rows / 16 * 16;
 	return 1;
 }
-
 
 /* A 16-row group of the K-quant lane-per-row kernels. Packed (PK: rows o .. o+15 below
  * W->packed_rows, o % 16 == 0): dword j of the 16 rows' block b is the vector at
