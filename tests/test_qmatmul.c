@@ -109,7 +109,8 @@ static void check_paths(const struct rl_wmat *W, const float *dec, const float *
 }
 
 /* in: 2048 also takes the matmuls' long-row slicing; 288 (nine blocks of 32, no whole
- * super-block: the 256-weight types sit it out) an odd block count. 37 rows: the types that
+ * super-block: the 256-weight types sit it out) an odd block count; 300 (the float types
+ * alone) a tail shorter than a vector.  37 rows: the types that
  * rl_cpu_wmat_pack packs (where this CPU has the kernels for them) are run again packed, two
  * groups of 16 and 5 rows as they were. */
 static void qmatmul_case(uint32_t in)
@@ -130,10 +131,12 @@ static void qmatmul_case(uint32_t in)
 		struct rl_wmat W;
 		void *w = make_w(dt, out, in, dec, &W);
 		double worst[2] = { 0, 0 };                   /* fp32 paths, reduced-activation paths */
-		/* columns [3, 33): a range that starts and ends off the 4-row groups and leaves the
+		/* columns [3, 34): a range that starts and ends off the 4-row groups, leaves the
 		 * 16-row groups a partial last one (packed: starts inside the first group, ends in the
-		 * unpacked rows) */
-		check_paths(&W, dec, X, Y, bias, scratch, 3, 33, worst);
+		 * unpacked rows) and the AVX2 16-bit kernel's 3-row groups one row over; [2, 34)
+		 * two rows over */
+		check_paths(&W, dec, X, Y, bias, scratch, 3, 34, worst);
+		check_paths(&W, dec, X, Y, bias, scratch, 2, 34, worst);
 		int packed = rl_cpu_wmat_pack(&W);
 		CHECKF(packed >= 0, "%s: packing failed (%d)", rl_dt_info(dt)->name, packed);
 		if (packed == 1) {
@@ -142,7 +145,7 @@ static void qmatmul_case(uint32_t in)
 				rl_cpu_wmat_row(&W, r, dec2 + (size_t)r * in);
 			CHECKF(!memcmp(dec, dec2, (size_t)out * in * sizeof(float)), "%s: packed rows decode otherwise",
 			       rl_dt_info(dt)->name);
-			check_paths(&W, dec, X, Y, bias, scratch, 3, 33, worst);
+			check_paths(&W, dec, X, Y, bias, scratch, 3, 34, worst);
 			check_paths(&W, dec, X, Y, bias, scratch, 17, 29, worst);   /* inside one group */
 			check_paths(&W, dec, X, Y, bias, scratch, 0, 37, worst);
 		}
@@ -161,6 +164,7 @@ static void qmatmul_every_type_isa_and_row_count(void)
 	qmatmul_case(512);
 	qmatmul_case(2048);
 	qmatmul_case(288);
+	qmatmul_case(300);
 }
 
 /* Rows of a stored matrix decode as the table's decoder does (the embedding lookup). */
