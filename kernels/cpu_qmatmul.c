@@ -902,7 +902,7 @@ T256 AI void h16_sums256(const __m256 *acc, int n, float *out)
 TGT AI void NAME(const uint8_t *const *w, int nw, const float *const *x, int nr, uint32_t n,    \
 		 float *out)                                                                     \
 {                                                                                                \
-	V acc[16], wv[4];                                                                        \
+	V acc[24], wv[4];                                                                        \
 	_Pragma("GCC unroll 16")                                                                 \
 	for (int k = 0; k < nw * nr; k++)                                                        \
 		acc[k] = ZERO();                                                                 \
@@ -1081,20 +1081,26 @@ T512 static void q6k_rows512(float *Y, const struct q8k *x, const struct rl_wmat
 }
 
 /* Decode steps of 2..8 rows over F16 (or BF16 without AVX512-BF16) weights on AVX-512: two
- * weight rows at a time for every activation row, so each activation load (from L2 once the
- * rows pass 32 KiB) feeds two FMAs (a function of its own: an AVX-512 body cannot be inlined
- * into dots_avx2). */
+ * or three weight rows at a time for every activation row, so each activation load (from L2
+ * once the rows pass 32 KiB) feeds two or three FMAs (a function of its own: an AVX-512 body
+ * cannot be inlined into dots_avx2). */
 T512 static void h16_dots512(float *Y, size_t ldy, const float *const *xf, const struct rl_wmat *W,
 			     const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate)
 {
-	float res[16];
+	float res[32];
 	int bf = W->dtype == RL_DT_BF16;
+	/* three weight rows a pass once the activation rows outgrow L1 (a 2048-wide down
+	 * projection's 8 rows are 64 KB, read from L2 once per pass): 110M F16 from DRAM, 8 rows,
+	 * that matrix 28 -> 31-32 GMAC/s, all matrices 35-38 -> 37-39. Three at 768 wide lost. */
+	const int nw0 = (size_t)nr * W->cols * sizeof(float) > 32768 ? 3 : 2;
 	for (uint32_t o = o0; o < o1;) {
-		int nw = o + 2 <= o1 ? 2 : 1;
-		const uint8_t *w[2] = { (const uint8_t *)W->data + (size_t)o * W->row_bytes,
-					(const uint8_t *)W->data + (size_t)(o + 1) * W->row_bytes };
+		int nw = o + (uint32_t)nw0 <= o1 ? nw0 : 1;
+		const uint8_t *w[3];
+		for (int j = 0; j < 3; j++)
+			w[j] = (const uint8_t *)W->data + (size_t)(o + (j < nw ? j : 0)) * W->row_bytes;
 /* nw a constant in each call, so that the accumulators stay in registers */
-#define H16_512(n) (nw == 2 ? (bf ? bf16_tile512(w, 2, xf, n, W->cols, res) : f16_tile512(w, 2, xf, n, W->cols, res)) \
+#define H16_512(n) (nw == 3 ? (bf ? bf16_tile512(w, 3, xf, n, W->cols, res) : f16_tile512(w, 3, xf, n, W->cols, res)) : \
+		    nw == 2 ? (bf ? bf16_tile512(w, 2, xf, n, W->cols, res) : f16_tile512(w, 2, xf, n, W->cols, res)) \
 			    : (bf ? bf16_tile512(w, 1, xf, n, W->cols, res) : f16_tile512(w, 1, xf, n, W->cols, res)))
 		switch (nr) {
 		case 2: H16_512(2); break; case 3: H16_512(3); break; case 4: H16_512(4); break;
