@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include "bench/bench_util.h"
 #include "clients/cli/cli.h"
 #include "kernels/cpu_ops.h"
 #include "runtime/backend/rl_backend.h"
@@ -113,16 +114,8 @@ int rl_cmd_bench_model(int argc, char **argv)
 		}
 		else if (!strcmp(a, "--only-batch")) only_batch = (uint32_t)atoi(v);
 		else if (!strcmp(a, "--isa")) {
-			/* a lesser ISA than the CPU's best: the AVX2 kernels measured on an AVX-512 machine */
-			int isa = -1;
-			for (int k = RL_CPU_SCALAR; k <= RL_CPU_AVX512; k++)
-				if (!strcmp(v, rl_cpu_isa_name((enum rl_cpu_isa)k)))
-					isa = k;
-			if (isa < 0 || rl_cpu_set_isa((enum rl_cpu_isa)isa)) {
-				fprintf(stderr, "ringlm bench model: --isa %s: not one of avx512, avx2, scalar that this CPU runs "
-					"(best: %s)\n", v, rl_cpu_isa_name(rl_cpu_isa_best()));
+			if (rl_bench_set_isa("model", v))
 				return 2;
-			}
 		} else { fprintf(stderr, "ringlm bench model: unknown option %s\n", a); usage(); return 2; }
 	}
 	if (!prompt_len || prompt_len > 4000 || !depth || depth > 3000 || !budget || budget > 4096 || threads < 0 ||

@@ -1,10 +1,13 @@
-/* bench_util.h — small helpers shared by the benchmarks: percentiles, pinning, output dir. */
+/* bench_util.h — small helpers shared by the benchmarks: percentiles, pinning, --isa, output dir. */
 #ifndef RL_BENCH_UTIL_H
 #define RL_BENCH_UTIL_H
 #include <sched.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
+#include "kernels/cpu_ops.h"
 
 static int rl_bench_cmp_u64(const void *a, const void *b)
 {
@@ -29,6 +32,22 @@ static inline int rl_bench_pin(int cpu)
 	CPU_ZERO(&s);
 	CPU_SET(cpu, &s);
 	return sched_setaffinity(0, sizeof s, &s);
+}
+
+/* `--isa NAME` of a CPU benchmark: selects a lesser ISA than the CPU's best (the AVX2
+ * kernels measured on an AVX-512 machine). 0, or 2 after one line on stderr naming the choices. */
+static inline int rl_bench_set_isa(const char *cmd, const char *v)
+{
+	int isa = -1;
+	for (int k = RL_CPU_SCALAR; k <= RL_CPU_AVX512; k++)
+		if (!strcmp(v, rl_cpu_isa_name((enum rl_cpu_isa)k)))
+			isa = k;
+	if (isa < 0 || rl_cpu_set_isa((enum rl_cpu_isa)isa)) {
+		fprintf(stderr, "ringlm bench %s: --isa %s: not one of avx512, avx2, scalar that this CPU runs (best: %s)\n",
+			cmd, v, rl_cpu_isa_name(rl_cpu_isa_best()));
+		return 2;
+	}
+	return 0;
 }
 
 static inline void rl_bench_outdir(void)

@@ -17,6 +17,7 @@ static const struct cmd benches[] = {
 	{ "ipc", rl_cmd_bench_ipc, "ring vs runtime vs Unix socket round trips" },
 	{ "sched", rl_cmd_bench_sched, "host time of one scheduling step" },
 	{ "model", rl_cmd_bench_model, "CPU backend prefill/decode tokens/s" },
+	{ "kernels", rl_cmd_bench_kernels, "CPU decode kernels in cache, memory stream, b8/b1 bound" },
 	{ "serve", rl_cmd_bench_serve, "multi-process serving load, sweeps, plots" },
 	{ "gpu", rl_cmd_bench_gpu, "CUDA backend step times, roofline, graphs" },
 };

@@ -23,7 +23,7 @@ out=$("$b/ringlmd" --help 2>/dev/null); rc=$?
 if [ $rc -eq 0 ] && has "$out" "usage: ringlmd" && has "$out" "--ctx N"; then ok ringlmd_help_stdout; else bad ringlmd_help_stdout "rc $rc: $out"; fi
 
 # -- every subcommand answers --help on stdout with exit 0
-for c in generate stats top mkmodel tokenize "bench ipc" "bench sched" "bench model" "bench serve" "bench gpu"; do
+for c in generate stats top mkmodel tokenize "bench ipc" "bench sched" "bench model" "bench kernels" "bench serve" "bench gpu"; do
   out=$("$b/ringlm" $c --help 2>/dev/null); rc=$?
   if [ $rc -eq 0 ] && has "$out" "usage: ringlm $c"; then ok "help_${c// /_}"; else bad "help_${c// /_}" "rc $rc: $out"; fi
 done
@@ -40,6 +40,16 @@ if [ $rc -eq 0 ] && has "$out" '"depth":40' && ! has "$out" '"8":0.0'; then ok b
 out=$("$b/ringlm" bench model --shape tiny --depth 0 2>&1); rc=$?
 if [ $rc -eq 2 ] && has "$out" "--depth 1..3000" && [ "$(lines "$out")" -eq 1 ]; then ok bench_model_rejects_depth
 else bad bench_model_rejects_depth "rc $rc: $out"; fi
+
+# -- bench kernels: every stored type measured at 1 and 8 rows (none 0), the ceilings; a matrix
+# the K-quants cannot tile is one line
+out=$("$b/ringlm" bench kernels --rows 16 --cols 256 --json 2>&1); rc=$?
+if [ $rc -eq 0 ] && has "$out" '"Q4_K":{' && has "$out" '"b8_over_b1_estimate"' && has "$out" '"stream_gb_s"' \
+   && ! has "$out" '_s_8":0.0' && ! has "$out" '_s_1":0.0'; then ok bench_kernels_json
+else bad bench_kernels_json "rc $rc: $out"; fi
+out=$("$b/ringlm" bench kernels --cols 100 2>&1); rc=$?
+if [ $rc -eq 2 ] && has "$out" "multiple of 256" && [ "$(lines "$out")" -eq 1 ]; then ok bench_kernels_rejects_cols
+else bad bench_kernels_rejects_cols "rc $rc: $out"; fi
 
 # -- a runtime on a synthetic model with a 32-token context; its report of what it chose
 "$b/ringlmd" --model synthetic:tiny --ctx 32 --max-seqs 4 --socket c32 2>"$dir/d.err" & dpid=$!
