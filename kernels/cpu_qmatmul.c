@@ -46,9 +46,11 @@
 #define AI static inline __attribute__((always_inline))
 #define T256 __attribute__((target("avx2,fma,f16c")))
 #define Q8_ROWS 8                      /* rows at most on the integer/float dot paths */
-/* Software prefetch distance in a weight row, bytes. Batch-1 decode streams several weight
+/* Software prefetch distance in a weight row, bytes. Batch-1 decode streamed several weight
  * rows at once and the hardware prefetcher alone left it at ~70% of llama.cpp's speed on a
- * Zen 3 VM (Q8_0 110M: 59 tok/s; with 768 bytes ahead 63, 2048: 78, 4096: 84, 8192: 81). */
+ * Zen 3 VM (Q8_0 110M: 59 tok/s; with 768 bytes ahead 63, 2048: 78, 4096: 84, 8192: 81).
+ * Since then one activation row streams one weight row at a time (see dots_avx2); the 16-bit
+ * rows then do better without it (DEFINE_H16_ROW1). */
 #define PF_DIST 4096
 /* The K-quant dots (four interleaved rows of 144/210-byte blocks) want it further: 110M
  * Q4_K_M batch-1 decode on a Zen 5 VM, 4096: 244 tok/s, 16384: 282, 65536: 283. */
@@ -1180,7 +1182,11 @@ T256 static void h16_dots256(float *Y, size_t ldy, const float *const *xf, const
 }
 
 /* One 16-bit weight row against one activation row: four accumulators over 32 consecutive
- * weights, as q8_0_row1. */
+ * weights, as q8_0_row1. Rows after rows make one sequential stream through the matrix, and
+ * no software prefetch: the hardware prefetcher alone streamed the 110M F16 matrices from DRAM
+ * at 31-35 GB/s on the Zen 4 VM, 25-26 with PF_DIST (batch-1 decode 114 -> 134 tok/s). The
+ * multi-row tiles keep theirs (without it, 8 rows from DRAM 37 -> 21 GMAC/s), and q8_0_row1,
+ * bound by its arithmetic here, measured the same either way. */
 #define DEFINE_H16_ROW1(NAME, LD, CVT)                                                           \
 T256 AI float NAME(const uint8_t *w8, const float *x, uint32_t n)                              \
 {                                                                                                \
@@ -1188,7 +1194,6 @@ T256 AI float NAME(const uint8_t *w8, const float *x, uint32_t n)               
 	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                              \
 	uint32_t i = 0;                                                                          \
 	for (; i + 32 <= n; i += 32) {                                                           \
-		_mm_prefetch((const char *)(w + i) + PF_DIST, _MM_HINT_T0);                      \
 		a0 = _mm256_fmadd_ps(LD(w + i), _mm256_loadu_ps(x + i), a0);                     \
 		a1 = _mm256_fmadd_ps(LD(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);             \
 		a2 = _mm256_fmadd_ps(LD(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);           \
