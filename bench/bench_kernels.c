@@ -227,30 +227,35 @@ int rl_cmd_bench_kernels(int argc, char **argv)
 	void *scratch = malloc(rl_cpu_qmatmul_scratch(cols, 8));
 	if (!X || !Y || !scratch) {
 		fprintf(stderr, "ringlm bench kernels: out of memory\n");
+		free(X); free(Y); free(scratch);
 		return 1;
 	}
 	uint64_t st = 7;
 	for (size_t i = 0; i < (size_t)8 * cols; i++)
 		X[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
 	const double bw = stream_gbs();
-	double r1[8], r8[8], bpw[8];
+	/* per type: GMAC/s at 1 and 8 rows in cache, bytes a weight, ns a weight at batch 1 at best */
+	double r1[8], r8[8], bpw[8], t1[8];
+	int rc = 0;
 	for (int t = 0; t < nt; t++) {
 		const struct rl_dt_info *di = rl_dt_info(types[t]);
 		const size_t rb = (size_t)cols / di->blk_elems * di->blk_bytes;
 		uint8_t *w = malloc(rows * rb);
 		if (!w) {
 			fprintf(stderr, "ringlm bench kernels: out of memory\n");
-			return 1;
+			rc = 1;
+			goto out;
 		}
 		for (uint32_t r = 0; r < rows; r++) {
 			uint8_t *row = w + r * rb;
 			for (uint32_t i = 0; i < cols && di->blk_elems == 1; i++) {
 				float v = (float)(((r * 131 + i) * 7919) % 2001) / 4000.0f - 0.25f;
-				uint16_t h = types[t] == RL_DT_F16 ? rl_f32_to_f16(v) : rl_f32_to_bf16(v);
-				if (types[t] == RL_DT_F32)
+				if (types[t] == RL_DT_F32) {
 					memcpy(row + 4 * i, &v, 4);
-				else
+				} else {
+					uint16_t h = types[t] == RL_DT_F16 ? rl_f32_to_f16(v) : rl_f32_to_bf16(v);
 					memcpy(row + 2 * i, &h, 2);
+				}
 			}
 			for (uint32_t b = 0; di->blk_elems > 1 && b < cols / di->blk_elems; b++)
 				rl_dt_random_block(types[t], row + (size_t)b * di->blk_bytes, &st, 0.5f);
@@ -261,6 +266,7 @@ int rl_cmd_bench_kernels(int argc, char **argv)
 		bpw[t] = (double)di->blk_bytes / di->blk_elems;
 		r1[t] = kernel_gmacs(&W, 1, X, Y, scratch);
 		r8[t] = kernel_gmacs(&W, 8, X, Y, scratch);
+		t1[t] = 1 / r1[t] > bpw[t] / bw ? 1 / r1[t] : bpw[t] / bw;
 		free(w);
 	}
 	for (int i = 0; i < 64; i++)
@@ -273,12 +279,10 @@ int rl_cmd_bench_kernels(int argc, char **argv)
 	char line[2048];
 	int n = snprintf(line, sizeof line, "{\"bench\":\"kernels\",\"isa\":\"%s\",\"rows\":%u,\"cols\":%u,"
 			 "\"stream_gb_s\":%.2f,\"types\":{", rl_cpu_isa_name(rl_cpu_isa()), rows, cols, bw);
-	for (int t = 0; t < nt; t++) {
-		double t1 = 1 / r1[t] > bpw[t] / bw ? 1 / r1[t] : bpw[t] / bw;   /* ns a weight at batch 1 */
+	for (int t = 0; t < nt; t++)
 		n += snprintf(line + n, sizeof line - n, "%s\"%s\":{\"bytes_per_weight\":%.4f,\"gmac_s_1\":%.1f,"
 			      "\"gmac_s_8\":%.1f,\"b1_gmac_s\":%.1f,\"b8_over_b1_estimate\":%.2f}", t ? "," : "",
-			      rl_dt_info(types[t])->name, bpw[t], r1[t], r8[t], 1 / t1, r8[t] * t1);
-	}
+			      rl_dt_info(types[t])->name, bpw[t], r1[t], r8[t], 1 / t1[t], r8[t] * t1[t]);
 	snprintf(line + n, sizeof line - n, "},\"ceilings_gmac_s\":{\"fp32_fma_8\":%.1f,\"int8_signed\":%.1f,"
 		 "\"int8_unsigned\":%.1f,\"vpdpbusd_16\":%.1f}}", m_fma, m_i8s, m_i8u, m_vnni);
 	if (json) {
@@ -288,11 +292,9 @@ int rl_cmd_bench_kernels(int argc, char **argv)
 		       rl_cpu_isa_name(rl_cpu_isa()), bw);
 		printf("%-6s %8s %14s %14s %16s %16s\n", "type", "bytes/w", "1 row GMAC/s", "8 rows GMAC/s",
 		       "b1 bound GMAC/s", "b8/b1 estimate");
-		for (int t = 0; t < nt; t++) {
-			double t1 = 1 / r1[t] > bpw[t] / bw ? 1 / r1[t] : bpw[t] / bw;
+		for (int t = 0; t < nt; t++)
 			printf("%-6s %8.4f %14.1f %14.1f %16.1f %16.2f\n", rl_dt_info(types[t])->name, bpw[t], r1[t],
-			       r8[t], 1 / t1, r8[t] * t1);
-		}
+			       r8[t], 1 / t1[t], r8[t] * t1[t]);
 		if (vec)
 			printf("instruction-mix ceilings, GMAC/s: fp32 FMA (8 lanes) %.1f, int8 signed (sign+maddubs+madd) %.1f, "
 			       "4-bit unsigned (maddubs+add16) %.1f%s", m_fma, m_i8s, m_i8u, vnni ? "" : "\n");
@@ -307,6 +309,7 @@ int rl_cmd_bench_kernels(int argc, char **argv)
 	} else if (!json) {
 		fprintf(stderr, "ringlm bench kernels: cannot write bench/out/kernels.json (run from the repo root)\n");
 	}
+out:
 	free(X); free(Y); free(scratch);
-	return 0;
+	return rc;
 }
