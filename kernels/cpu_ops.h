@@ -50,9 +50,13 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows);
 int rl_cpu_qmatmul_bf16_acts(const struct rl_wmat *W, uint32_t n_rows);
 /* Row r of W as fp32: out[W->cols]. */
 void rl_cpu_wmat_row(const struct rl_wmat *W, uint32_t r, float *out);
-/* Repacks W in place, once at load, into the layout the decode kernels stream best, where
- * that pays: Q4_K and Q6_K on AVX512-VNNI (the ISA selected now). Each whole group of 16 rows
- * (rows [16g, 16g + 16), 16g + 16 <= rows) keeps its bytes where they were, reordered so
+/* Repacks W in place, once at load, into the layout the kernels stream best, where that pays.
+ * F16 on AVX2 or AVX-512 with F16C (the ISA selected now): rows [0, 48 * floor(P / 48)) in
+ * blocks of 48 rows, then [.., P) in blocks of 16 (P = rows rounded down to 16); the block of
+ * rows [o, o + w) stays at data + o * row_bytes, holding [cols][w] halfs: weight (o + j, k) at
+ * element k * w + j (the outer-product kernels broadcast an activation into whole vectors of
+ * outputs; cpu_qmatmul.c's 16-bit panels). Q4_K and Q6_K on AVX2 or AVX-512: each whole
+ * group of 16 rows (rows [16g, 16g + 16), 16g + 16 <= rows) keeps its bytes where they were, reordered so
  * that for each super-block b the 16 rows' block dwords j (the first 4 * ndw bytes of a
  * block; Q4_K all 36, Q6_K 52) are one 64-byte vector at group + b * 16 * blk_bytes + 64 j,
  * lane L = row L, and the rest of each row's block (Q6_K's f16 d) follows row after row.
@@ -61,6 +65,9 @@ void rl_cpu_wmat_row(const struct rl_wmat *W, uint32_t r, float *out);
  * rl_cpu_qmatmul and rl_cpu_wmat_row reads either layout. W->data must be writable memory
  * the caller owns. Returns 1 when packed, 0 when left as is, -ENOMEM. */
 int rl_cpu_wmat_pack(struct rl_wmat *W);
+/* The row count that the threads' shares of W's output rows are multiples of: whole packed
+ * groups or blocks (48 for packed F16, 16 for packed K-quants), else 4. */
+uint32_t rl_cpu_wmat_grain(const struct rl_wmat *W);
 
 /* o[n] = x[n] * w[n] / sqrt(mean(x^2) + eps); o may be x. */
 void rl_cpu_rmsnorm(float *o, const float *x, const float *w, uint32_t n, float eps);

@@ -63,30 +63,34 @@ static void *make_w(int dt, uint32_t rows, uint32_t cols, float *dec, struct rl_
 static int reduced_path(const struct rl_wmat *W, int dt, enum rl_cpu_isa isa, uint32_t rows)
 {
 	return (isa != RL_CPU_SCALAR && rows <= 8 && (dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K)) ||
-	       (isa != RL_CPU_SCALAR && W->packed_rows) ||     /* packed: 8-bit from 9 rows too */
+	       (isa != RL_CPU_SCALAR && W->packed_rows && dt != RL_DT_F16) ||  /* packed K-quants: 8-bit from 9 rows too */
 	       rl_cpu_qmatmul_bf16_acts(W, rows);
 }
 
-/* Every ISA and row count over W, columns [o0, o1) of 48, with and without bias and
- * accumulate; the worst errors of the fp32 and the reduced-activation paths into worst[]. */
+static const uint32_t row_counts[] = { 1, 2, 3, 5, 8, 9, 20 };
+#define NR (sizeof row_counts / sizeof *row_counts)
+
+/* Every ISA and row count of counts[n_counts] over W, columns [o0, o1) of Y's W->rows, with
+ * and without bias and accumulate; the worst errors of the fp32 and the reduced-activation
+ * paths into worst[]. */
 static void check_paths(const struct rl_wmat *W, const float *dec, const float *X, float *Y, const float *bias,
-			void *scratch, uint32_t o0, uint32_t o1, double worst[2])
+			void *scratch, uint32_t o0, uint32_t o1, double worst[2], const uint32_t *counts,
+			size_t n_counts)
 {
-	static const uint32_t row_counts[] = { 1, 2, 3, 5, 8, 9, 20 };
-	const uint32_t in = W->cols;
+	const uint32_t in = W->cols, ld = W->rows;
 	const int dt = W->dtype;
 	enum rl_cpu_isa best = rl_cpu_isa_best();
 	for (int isa = 0; isa <= (int)best; isa++) {
 		REQUIRE(rl_cpu_set_isa((enum rl_cpu_isa)isa) == 0);
-		for (size_t rc = 0; rc < sizeof row_counts / sizeof *row_counts; rc++) {
-			uint32_t R = row_counts[rc];
+		for (size_t rc = 0; rc < n_counts; rc++) {
+			uint32_t R = counts[rc];
 			for (int acc = 0; acc < 2; acc++) {
-				for (size_t i = 0; i < (size_t)R * 48; i++)
+				for (size_t i = 0; i < (size_t)R * ld; i++)
 					Y[i] = 0.25f;
-				rl_cpu_qmatmul(Y, 48, X, in, W, acc ? NULL : bias, R, o0, o1, acc, scratch);
+				rl_cpu_qmatmul(Y, ld, X, in, W, acc ? NULL : bias, R, o0, o1, acc, scratch);
 				for (uint32_t r = 0; r < R; r++)
-					for (uint32_t o = 0; o < 48; o++) {
-						double y = Y[(size_t)r * 48 + o];
+					for (uint32_t o = 0; o < ld; o++) {
+						double y = Y[(size_t)r * ld + o];
 						if (o < o0 || o >= o1) {
 							CHECKF(y == 0.25, "%s wrote outside its columns", rl_dt_info(dt)->name);
 							continue;
@@ -135,8 +139,8 @@ static void qmatmul_case(uint32_t in)
 		 * 16-row groups a partial last one (packed: starts inside the first group, ends in the
 		 * unpacked rows) and the AVX2 16-bit kernel's 3-row groups one row over; [2, 34)
 		 * two rows over */
-		check_paths(&W, dec, X, Y, bias, scratch, 3, 34, worst);
-		check_paths(&W, dec, X, Y, bias, scratch, 2, 34, worst);
+		check_paths(&W, dec, X, Y, bias, scratch, 3, 34, worst, row_counts, NR);
+		check_paths(&W, dec, X, Y, bias, scratch, 2, 34, worst, row_counts, NR);
 		int packed = rl_cpu_wmat_pack(&W);
 		CHECKF(packed >= 0, "%s: packing failed (%d)", rl_dt_info(dt)->name, packed);
 		if (packed == 1) {
@@ -145,9 +149,9 @@ static void qmatmul_case(uint32_t in)
 				rl_cpu_wmat_row(&W, r, dec2 + (size_t)r * in);
 			CHECKF(!memcmp(dec, dec2, (size_t)out * in * sizeof(float)), "%s: packed rows decode otherwise",
 			       rl_dt_info(dt)->name);
-			check_paths(&W, dec, X, Y, bias, scratch, 3, 34, worst);
-			check_paths(&W, dec, X, Y, bias, scratch, 17, 29, worst);   /* inside one group */
-			check_paths(&W, dec, X, Y, bias, scratch, 0, 37, worst);
+			check_paths(&W, dec, X, Y, bias, scratch, 3, 34, worst, row_counts, NR);
+			check_paths(&W, dec, X, Y, bias, scratch, 17, 29, worst, row_counts, NR);   /* inside one group */
+			check_paths(&W, dec, X, Y, bias, scratch, 0, 37, worst, row_counts, NR);
 		}
 		CHECKF(worst[0] <= 1e-5, "%s: fp32 paths off by %.3g of the terms", rl_dt_info(dt)->name, worst[0]);
 		CHECKF(worst[1] <= 4e-3, "%s: 8-bit/bf16 activation paths off by %.3g of the terms", rl_dt_info(dt)->name,
@@ -165,6 +169,51 @@ static void qmatmul_every_type_isa_and_row_count(void)
 	qmatmul_case(2048);
 	qmatmul_case(288);
 	qmatmul_case(300);
+}
+
+/* The 16-bit panels (rl_cpu_wmat_pack over F16): 101 rows pack as one block of 48, three of
+ * 16 and 5 rows as they were. Ranges that start and end inside blocks and off the vector
+ * grid, that lie inside one block, that cross into the unpacked rows; row counts that leave
+ * the 8-row (AVX-512) and 4-row (AVX2) groups a remainder, and 70 rows (two chunks of the
+ * many-row path). Held to the fp32 tolerance: the panels keep fp32 activations. */
+static void h16_panels_every_range(void)
+{
+	static const uint32_t counts[] = { 1, 2, 4, 5, 8, 9, 13, 70 };
+	static const uint32_t ranges[][2] = { { 0, 101 }, { 5, 99 }, { 48, 64 }, { 40, 60 }, { 90, 101 } };
+	const uint32_t out = 101, ins[] = { 300, 512 };
+	for (size_t c = 0; c < 2; c++) {
+		const uint32_t in = ins[c];
+		float *dec = malloc((size_t)out * in * sizeof(float)), *dec2 = malloc((size_t)out * in * sizeof(float));
+		float *X = malloc((size_t)70 * in * sizeof(float)), *Y = malloc((size_t)70 * out * sizeof(float));
+		float bias[101];
+		void *scratch = malloc(rl_cpu_qmatmul_scratch(in, 70));
+		REQUIRE(dec && dec2 && X && Y && scratch);
+		for (size_t i = 0; i < (size_t)70 * in; i++)
+			X[i] = rnd() * (i % 7 == 0 ? 3 : 1);
+		for (uint32_t i = 0; i < out; i++)
+			bias[i] = rnd();
+		struct rl_wmat W;
+		void *w = make_w(RL_DT_F16, out, in, dec, &W);
+		int packed = rl_cpu_wmat_pack(&W);
+		if (packed != 1) {
+			printf("  skipped: this CPU packs no 16-bit panels (no AVX2/F16C)\n");
+			free(w); free(dec); free(dec2); free(X); free(Y); free(scratch);
+			return;
+		}
+		CHECKF(W.packed_rows == 96, "%u rows packed of 101", W.packed_rows);
+		for (uint32_t r = 0; r < out; r++)
+			rl_cpu_wmat_row(&W, r, dec2 + (size_t)r * in);
+		CHECK(!memcmp(dec, dec2, (size_t)out * in * sizeof(float)));
+		CHECK(rl_cpu_wmat_grain(&W) == 48);
+		double worst[2] = { 0, 0 };
+		for (size_t g = 0; g < sizeof ranges / sizeof *ranges; g++)
+			check_paths(&W, dec, X, Y, bias, scratch, ranges[g][0], ranges[g][1], worst, counts,
+				    sizeof counts / sizeof *counts);
+		CHECKF(worst[0] <= 1e-5 && worst[1] == 0, "F16 panels, in %u: off by %.3g / %.3g of the terms", in,
+		       worst[0], worst[1]);
+		printf("  F16 panels, in %u: worst error / sum|terms| %.2g\n", in, worst[0]);
+		free(w); free(dec); free(dec2); free(X); free(Y); free(scratch);
+	}
 }
 
 /* Rows of a stored matrix decode as the table's decoder does (the embedding lookup). */
@@ -190,6 +239,7 @@ static void wmat_rows_decode_as_the_table(void)
 int main(void)
 {
 	RUN(qmatmul_every_type_isa_and_row_count);
+	RUN(h16_panels_every_range);
 	RUN(wmat_rows_decode_as_the_table);
 	TEST_MAIN_END();
 }

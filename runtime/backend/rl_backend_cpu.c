@@ -148,7 +148,7 @@ static void matmul_part(struct cpu *c, int t, float *Y, size_t ldy, const float 
 			const struct rl_wmat *W, const float *bias, uint32_t rows, int acc)
 {
 	uint32_t lo, hi;
-	split(W->rows, W->packed_rows ? 16 : 4, t, c->n_active, &lo, &hi);   /* whole packed groups */
+	split(W->rows, rl_cpu_wmat_grain(W), t, c->n_active, &lo, &hi);   /* whole packed groups */
 	if (lo < hi)
 		rl_cpu_qmatmul(Y, ldy, X, ldx, W, bias, rows, lo, hi, acc,
 			       (char *)c->qscratch + (size_t)t * c->qscratch_size);
@@ -243,7 +243,8 @@ static void forward(struct cpu *c, int t)
 		barrier(c);
 		/* gate and up over the same column range, so silu-mul needs no barrier */
 		uint32_t h0, h1;
-		split(hid, L->mgate.packed_rows || L->mup.packed_rows ? 16 : 4, t, nt, &h0, &h1);
+		uint32_t gg = rl_cpu_wmat_grain(&L->mgate), gu = rl_cpu_wmat_grain(&L->mup);
+		split(hid, gg > gu ? gg : gu, t, nt, &h0, &h1);     /* 4 | 16 | 48: the larger serves both */
 		if (h0 < h1) {
 			void *qs = (char *)c->qscratch + (size_t)t * c->qscratch_size;
 			rl_cpu_qmatmul(c->hb, hid, c->xb, dim, &L->mgate, NULL, T, h0, h1, 0, qs);
