@@ -44,14 +44,14 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 /* scratch bytes for rows of `in` inputs and calls of at most max_rows activation rows */
 size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows);
 /* 1 when rl_cpu_qmatmul over W with n_rows rows rounds the activations to bf16 (AVX512-BF16
- * dot products for prefill over BF16 and block-quantized weights, but for the rows of them
- * that are packed, and for decode steps of 2..8 rows over BF16, as ggml does); the tests hold
- * such calls to the 8-bit activation paths' tolerance. */
+ * dot products over BF16 from 2 rows, and for prefill over block-quantized weights but for
+ * the rows of them that are packed, as ggml does); the tests hold such calls to the 8-bit
+ * activation paths' tolerance. */
 int rl_cpu_qmatmul_bf16_acts(const struct rl_wmat *W, uint32_t n_rows);
 /* Row r of W as fp32: out[W->cols]. */
 void rl_cpu_wmat_row(const struct rl_wmat *W, uint32_t r, float *out);
 /* Repacks W in place, once at load, into the layout the kernels stream best, where that pays.
- * F16 on AVX2 or AVX-512 with F16C (the ISA selected now): rows [0, 48 * floor(P / 48)) in
+ * F16 (with F16C) and BF16 on AVX2 or AVX-512 (the ISA selected now): rows [0, 48 * floor(P / 48)) in
  * blocks of 48 rows, then [.., P) in blocks of 16 (P = rows rounded down to 16); the block of
  * rows [o, o + w) stays at data + o * row_bytes, holding [cols][w] halfs: weight (o + j, k) at
  * element k * w + j (the outer-product kernels broadcast an activation into whole vectors of
@@ -66,7 +66,7 @@ void rl_cpu_wmat_row(const struct rl_wmat *W, uint32_t r, float *out);
  * the caller owns. Returns 1 when packed, 0 when left as is, -ENOMEM. */
 int rl_cpu_wmat_pack(struct rl_wmat *W);
 /* The row count that the threads' shares of W's output rows are multiples of: whole packed
- * groups or blocks (48 for packed F16, 16 for packed K-quants), else 4. */
+ * groups or blocks (48 for packed F16 and BF16, 16 for packed K-quants), else 4. */
 uint32_t rl_cpu_wmat_grain(const struct rl_wmat *W);
 
 /* o[n] = x[n] * w[n] / sqrt(mean(x^2) + eps); o may be x. */

@@ -19,12 +19,13 @@
  * activations, and the block and sub-block scales meet whole lanes. Q4_K and Q6_K are
  * repacked once at load (rl_cpu_wmat_pack) so that those lanes are loaded, not transposed;
  * on AVX2 the same packed groups are read as 8-lane halves (q4k_t8_group, q6k_t8p_half).
- * 2..8 rows over BF16 with AVX512-BF16 take vdpbf16ps on activations rounded to bf16
- * (dpbf_rows); over BF16 otherwise, two weight rows at a time in fp32 (h16_dots512); on AVX2,
- * three weight rows against each group of four activation rows (h16_dots256). F16 is
- * repacked at load into blocks of 48 output rows, input-major, and every row count takes one
- * outer-product kernel over them (h16_panels: broadcast activations times whole vectors of
- * outputs, fp32).
+ * F16 and BF16 are repacked at load into blocks of 48 output rows, input-major, and every
+ * row count takes one outer-product kernel over them (h16_panels: broadcast activations
+ * times whole vectors of outputs, in fp32; from two rows over BF16 with AVX512-BF16,
+ * vdpbf16ps on activations rounded to bf16). The rows past the last whole 16 stay row-major:
+ * 2..8 rows over BF16 with AVX512-BF16 take vdpbf16ps there too (dpbf_rows); else two weight
+ * rows at a time in fp32 (h16_dots512); on AVX2, three weight rows against each group of
+ * four activation rows (h16_dots256).
  * Steps of more rows (prefill chunks) are bounded by arithmetic instead: packed K-quants run
  * the decode kernels 8 rows at a time over each group (kq_packed_many); otherwise a tile of
  * weight rows is decoded to fp32 (or bf16) in the caller's scratch and multiplied by the
@@ -1237,171 +1238,6 @@ static float dot_f32_scalar(const float *a, const float *b, uint32_t n)
 	return s;
 }
 
-/* ------------------------------------------------------------ 16-bit panels ------ */
-
-/* F16 matrices repacked (rl_cpu_wmat_pack; the layout is written down in cpu_ops.h): rows
- * [0, packed_rows) in blocks of H16_BW rows, then of 16, each block at data + o * row_bytes
- * holding [cols][width] halfs, so that the weights of `width` consecutive output rows at one
- * input k are one run of memory. The kernels then broadcast an activation and multiply it
- * into whole vectors of outputs, the outer-product form of a GEMM micro-kernel: no horizontal
- * sums at the end, and a block is one sequential stream whatever the batch. Against the
- * row-major 2x8 tile on the Zen 4 VM, 8 rows over 110M F16: in L2 48 -> 57 GMAC/s (the fp32
- * FMA's ceiling is 58), from DRAM 38.5 -> 53 (the 48-row blocks; three 16-row blocks a step
- * read as three streams gave 47-50). */
-#define H16_BW 48
-
-/* width of the block holding packed row o, and that block's first row */
-static inline uint32_t h16_block(const struct rl_wmat *W, uint32_t o, uint32_t *b0)
-{
-	const uint32_t w = o < W->packed_rows / H16_BW * H16_BW ? H16_BW : 16;
-	*b0 = o - o % w;
-	return w;
-}
-
-/* Y[r, 0 .. NV*VW) (=, or +=) the NR activation rows against NV vectors of outputs of a block:
- * blk the block's first weight of those outputs (bw halfs per input), xt the activations
- * with input k of row r at xt[k * xs + r]. TGT/V/VW/LD/FMA/ZERO/LDY/STY: the vector width's
- * target, type, lanes, widening load, and fp32 operations. */
-#define DEFINE_H16_PANEL(NAME, TGT, V, VW, LD, BCAST, FMA, ZERO, LDY, STY, ADD)                  \
-TGT AI void NAME(float *Y, size_t ldy, const float *xt, size_t xs, const uint16_t *blk, uint32_t bw, \
-		 uint32_t K, const int NR, const int NV, const float *bias, int accumulate,           \
-		 const char *pf, uint32_t pfs)                                                          \
-{                                                                                                \
-	V acc[8][6], w[6];                                                                       \
-	_Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                     \
-		_Pragma("GCC unroll 6") for (int v = 0; v < NV; v++)                             \
-			acc[r][v] = ZERO();                                                      \
-	for (uint32_t k = 0; k < K; k++, blk += bw, xt += xs) {                                  \
-		if (pf)                                                                          \
-			_mm_prefetch(pf + (size_t)k * pfs, _MM_HINT_T1);                          \
-		_Pragma("GCC unroll 6") for (int v = 0; v < NV; v++)                             \
-			w[v] = LD(blk + v * VW);                                                 \
-		_Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {                           \
-			V x = BCAST(xt[r]);                                                      \
-			_Pragma("GCC unroll 6") for (int v = 0; v < NV; v++)                     \
-				acc[r][v] = FMA(w[v], x, acc[r][v]);                             \
-		}                                                                                \
-	}                                                                                        \
-	_Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                     \
-		_Pragma("GCC unroll 6") for (int v = 0; v < NV; v++) {                           \
-			float *y = Y + (size_t)r * ldy + v * VW;                                 \
-			V s = acc[r][v];                                                         \
-			if (bias)                                                                \
-				s = ADD(s, LDY(bias + v * VW));                                  \
-			if (accumulate)                                                          \
-				s = ADD(s, LDY(y));                                              \
-			STY(y, s);                                                               \
-		}                                                                                \
-}
-DEFINE_H16_PANEL(h16_panel256, T256, __m256, 8, ld8_f16, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_setzero_ps,
-		 _mm256_loadu_ps, _mm256_storeu_ps, _mm256_add_ps)
-DEFINE_H16_PANEL(h16_panel512, T512, __m512, 16, ld16_f16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_setzero_ps,
-		 _mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps)
-
-/* One group of nr (<= 8 on AVX-512, 4 on AVX2) activation rows against nv vectors of a block:
- * the dispatch to a kernel whose shape is a constant, so that its accumulators stay in
- * registers. nv: 1 or 3 (AVX2 one row: also 6, a whole 48-row block in one pass). */
-T512 static void h16_group512(float *Y, size_t ldy, const float *xt, size_t xs, const uint16_t *blk, uint32_t bw,
-			      uint32_t K, uint32_t nr, uint32_t nv, const float *bias, int acc, const char *pf, uint32_t pfs)
-{
-#define P512(n) (nv == 3 ? h16_panel512(Y, ldy, xt, xs, blk, bw, K, n, 3, bias, acc, pf, pfs) \
-			 : h16_panel512(Y, ldy, xt, xs, blk, bw, K, n, 1, bias, acc, pf, pfs))
-	switch (nr) {
-	case 1: P512(1); break; case 2: P512(2); break; case 3: P512(3); break; case 4: P512(4); break;
-	case 5: P512(5); break; case 6: P512(6); break; case 7: P512(7); break; default: P512(8); break;
-	}
-#undef P512
-}
-T256 static void h16_group256(float *Y, size_t ldy, const float *xt, size_t xs, const uint16_t *blk, uint32_t bw,
-			      uint32_t K, uint32_t nr, uint32_t nv, const float *bias, int acc, const char *pf, uint32_t pfs)
-{
-	if (nr == 1 && nv == 6) {
-		h16_panel256(Y, ldy, xt, xs, blk, bw, K, 1, 6, bias, acc, NULL, 0);
-		return;
-	}
-#define P256(n) (nv == 3 ? h16_panel256(Y, ldy, xt, xs, blk, bw, K, n, 3, bias, acc, pf, pfs) \
-			 : h16_panel256(Y, ldy, xt, xs, blk, bw, K, n, 1, bias, acc, pf, pfs))
-	switch (nr) {
-	case 1: P256(1); break; case 2: P256(2); break; case 3: P256(3); break; default: P256(4); break;
-	}
-#undef P256
-}
-
-/* Y[r, o] for r < n_rows and the packed outputs o in [o0, o1) (o1 <= packed_rows) of a
- * packed F16 matrix. Activation rows in chunks of 64, each transposed once into scratch as
- * groups of G rows ([in][G] floats each; one row is read where it is); then for each run of
- * outputs, every group, so that the run's weights (48 rows x in halfs: 72 KB at 768) are
- * read from DRAM once per chunk and from L2 for the other groups. A vector may start at any
- * output of a block; the outputs short of one at a block's or the range's end are gathered
- * row by row. scratch: rl_cpu_qmatmul_scratch's. */
-static void h16_panels(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
-		       const float *bias, uint32_t n_rows, uint32_t o0, uint32_t o1, int accumulate,
-		       void *scratch)
-{
-	const int z = rl_cpu_isa() == RL_CPU_AVX512;
-	const uint32_t in = W->cols, vw = z ? 16 : 8, G = z ? 8 : 4;
-	float *xt = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);   /* [64 * in] */
-	float *row = xt + (size_t)64 * in;                                     /* [in] */
-	for (uint32_t c0 = 0; c0 < n_rows; c0 += 64) {
-		const uint32_t nc = n_rows - c0 < 64 ? n_rows - c0 : 64;
-		const float *Xc = X + (size_t)c0 * ldx;
-		float *Yc = Y + (size_t)c0 * ldy;
-		if (nc > 1)
-			for (uint32_t g = 0; g < nc; g += G) {
-				const uint32_t ng = nc - g < G ? nc - g : G;
-				float *t = xt + (size_t)g * in;
-				for (uint32_t k = 0; k < in; k++)
-					for (uint32_t r = 0; r < ng; r++)
-						t[(size_t)k * ng + r] = Xc[(size_t)(g + r) * ldx + k];
-			}
-		for (uint32_t o = o0; o < o1;) {
-			uint32_t b0, bw = h16_block(W, o, &b0);
-			const uint32_t left = (b0 + bw < o1 ? b0 + bw : o1) - o;   /* in this block and range */
-			if (left < vw) {               /* short of a vector: this output alone */
-				rl_cpu_wmat_row(W, o, row);
-				for (uint32_t r = 0; r < nc; r++) {
-					float s = 0;
-					for (uint32_t k = 0; k < in; k++)
-						s += row[k] * Xc[(size_t)r * ldx + k];
-					s += bias ? bias[o] : 0;
-					float *y = Yc + (size_t)r * ldy + o;
-					*y = accumulate ? *y + s : s;
-				}
-				o++;
-				continue;
-			}
-			uint32_t nv = left / vw >= 3 ? 3 : 1;
-			if (!z && nc == 1 && left / vw >= 6)
-				nv = 6;
-			const uint16_t *blk = (const uint16_t *)W->data + (size_t)b0 * in + (o - b0);
-			const float *b = bias ? bias + o : NULL;
-			if (nc == 1)
-				(z ? h16_group512 : h16_group256)(Yc + o, ldy, Xc, 1, blk, bw, in, 1, nv, b, accumulate, NULL, 0);
-			else
-				for (uint32_t g = 0; g < nc; g += G) {
-					const uint32_t ng = nc - g < G ? nc - g : G;
-					/* Several passes over a block (AVX2's two halves, or more groups):
-					 * only the first reads DRAM, so the hardware prefetcher idles
-					 * through the rest. Each pass prefetches its share of the next
-					 * 48-row block (--isa avx2, 110M F16 from DRAM, 8 rows: 40 -> 53
-					 * GMAC/s). One pass needs none: a block is one stream. */
-					const char *pf = NULL;
-					uint32_t pfs = 0;
-					const uint32_t passes = bw / (nv * vw) * ((nc + G - 1) / G);
-					if (passes > 1 && b0 + 2 * bw <= W->packed_rows / H16_BW * H16_BW) {
-						const uint32_t pass = (o - b0) / (nv * vw) * ((nc + G - 1) / G) + g / G;
-						pfs = (2 * bw + passes - 1) / passes;     /* bytes per input k */
-						pf = (const char *)((const uint16_t *)W->data + (size_t)(b0 + bw) * in) +
-						     (size_t)pass * pfs * in;
-					}
-					(z ? h16_group512 : h16_group256)(Yc + (size_t)g * ldy + o, ldy, xt + (size_t)g * in, ng,
-									  blk, bw, in, ng, nv, b, accumulate, pf, pfs);
-				}
-			o += nv * vw;
-		}
-	}
-}
-
 /* ------------------------------------------------------------ 16-bit GEMM -------- */
 
 /* Many rows over F16/BF16 weights: the fp32 matmul's 3x4 register tile (cpu_ops.c), with each
@@ -1801,9 +1637,269 @@ TVNNI static void q8_0_rows_vnni(float *Y, size_t ldy, const struct q8x *const *
 	}
 }
 
+/* ------------------------------------------------------------ 16-bit panels ------ */
+
+/* F16 and BF16 matrices repacked (rl_cpu_wmat_pack; the layout is in cpu_ops.h): rows
+ * [0, packed_rows) in blocks of H16_BW rows, then of 16, each block at data + o * row_bytes
+ * holding [cols][width] halfs, so that the weights of `width` consecutive output rows at one
+ * input k are one run of memory. The kernels then broadcast an activation and multiply it
+ * into whole vectors of outputs, the outer-product form of a GEMM micro-kernel: no horizontal
+ * sums at the end, and a block is one sequential stream whatever the batch. Against the
+ * row-major 2x8 tile on the Zen 4 VM, 8 rows over 110M F16: in L2 48 -> 57 GMAC/s (the fp32
+ * FMA's ceiling is 58), from DRAM 38.5 -> 53 (the 48-row blocks; three 16-row blocks a step
+ * read as three streams gave 47-50). 110M BF16 with vdpbf16ps, 8 rows from DRAM: 41 -> 81. */
+#define H16_BW 48
+
+/* whether W's packed rows are 16-bit panels (else packed K-quant groups, or none) */
+static inline int h16_packed(const struct rl_wmat *W)
+{
+	return W->packed_rows && (W->dtype == RL_DT_F16 || W->dtype == RL_DT_BF16);
+}
+
+/* width of the block holding packed row o, and that block's first row */
+static inline uint32_t h16_block(const struct rl_wmat *W, uint32_t o, uint32_t *b0)
+{
+	const uint32_t w = o < W->packed_rows / H16_BW * H16_BW ? H16_BW : 16;
+	*b0 = o - o % w;
+	return w;
+}
+
+/* Y[r, 0 .. NV*VW) (=, or +=) the NR activation rows against NV vectors of outputs of a block:
+ * blk the block's first weight of those outputs (bw halfs per input), xt the activations
+ * with input k of row r at xt[k * xs + r]. TGT/V/VW/LD/FMA/ZERO/LDY/STY: the vector width's
+ * target, type, lanes, widening load, and fp32 operations. */
+#define DEFINE_H16_PANEL(NAME, TGT, V, VW, LD, BCAST, FMA, ZERO, LDY, STY, ADD)                  \
+TGT AI void NAME(float *Y, size_t ldy, const float *xt, size_t xs, const uint16_t *blk, uint32_t bw, \
+		 uint32_t K, const int NR, const int NV, const float *bias, int accumulate,           \
+		 const char *pf, uint32_t pfs)                                                          \
+{                                                                                                \
+	V acc[8][6], w[6];                                                                       \
+	_Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                     \
+		_Pragma("GCC unroll 6") for (int v = 0; v < NV; v++)                             \
+			acc[r][v] = ZERO();                                                      \
+	for (uint32_t k = 0; k < K; k++, blk += bw, xt += xs) {                                  \
+		if (pf)                                                                          \
+			_mm_prefetch(pf + (size_t)k * pfs, _MM_HINT_T1);                          \
+		_Pragma("GCC unroll 6") for (int v = 0; v < NV; v++)                             \
+			w[v] = LD(blk + v * VW);                                                 \
+		_Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {                           \
+			V x = BCAST(xt[r]);                                                      \
+			_Pragma("GCC unroll 6") for (int v = 0; v < NV; v++)                     \
+				acc[r][v] = FMA(w[v], x, acc[r][v]);                             \
+		}                                                                                \
+	}                                                                                        \
+	_Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                     \
+		_Pragma("GCC unroll 6") for (int v = 0; v < NV; v++) {                           \
+			float *y = Y + (size_t)r * ldy + v * VW;                                 \
+			V s = acc[r][v];                                                         \
+			if (bias)                                                                \
+				s = ADD(s, LDY(bias + v * VW));                                  \
+			if (accumulate)                                                          \
+				s = ADD(s, LDY(y));                                              \
+			STY(y, s);                                                               \
+		}                                                                                \
+}
+DEFINE_H16_PANEL(h16_panel256, T256, __m256, 8, ld8_f16, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_setzero_ps,
+		 _mm256_loadu_ps, _mm256_storeu_ps, _mm256_add_ps)
+DEFINE_H16_PANEL(h16_panel512, T512, __m512, 16, ld16_f16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_setzero_ps,
+		 _mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps)
+DEFINE_H16_PANEL(bf16_panel256, T256, __m256, 8, ld8_bf16, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_setzero_ps,
+		 _mm256_loadu_ps, _mm256_storeu_ps, _mm256_add_ps)
+DEFINE_H16_PANEL(bf16_panel512, T512, __m512, 16, ld16_bf16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_setzero_ps,
+		 _mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps)
+
+/* AVX512-BF16 over a BF16 block: the weights of 16 outputs at inputs k and k + 1 (two runs of
+ * the block) interleaved in a register (vpermt2w) into the (k, k + 1) pairs that vdpbf16ps
+ * multiplies against a broadcast pair of bf16 activations: 32 products an instruction, twice
+ * the fp32 FMA's. xt holds row r's pair (k, k + 1) as the bits of xt[(k / 2) * xs + r]
+ * (bf16 k in the low half); K even. Otherwise as DEFINE_H16_PANEL. */
+TBF AI void dpbf_panel(float *Y, size_t ldy, const float *xt, size_t xs, const uint16_t *blk, uint32_t bw,
+		       uint32_t K, const int NR, const int NV, const float *bias, int accumulate,
+		       const char *pf, uint32_t pfs)
+{
+	uint16_t ix[32];
+	for (int i = 0; i < 16; i++) {
+		ix[2 * i] = (uint16_t)i;              /* word i of the run at k */
+		ix[2 * i + 1] = (uint16_t)(32 + i);   /* word i of the run at k + 1 */
+	}
+	const __m512i idx = _mm512_loadu_si512((const void *)ix);
+	__m512 acc[8][3];
+#pragma GCC unroll 8
+	for (int r = 0; r < NR; r++)
+#pragma GCC unroll 3
+		for (int v = 0; v < NV; v++)
+			acc[r][v] = _mm512_setzero_ps();
+	for (uint32_t k = 0; k < K; k += 2, blk += 2 * bw, xt += xs) {
+		if (pf)
+			_mm_prefetch(pf + (size_t)k * pfs, _MM_HINT_T1);
+		__m512bh w[3];
+#pragma GCC unroll 3
+		for (int v = 0; v < NV; v++)
+			w[v] = (__m512bh)_mm512_permutex2var_epi16(
+				_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(blk + 16 * v))), idx,
+				_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(blk + bw + 16 * v))));
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++) {
+			__m512bh x = (__m512bh)_mm512_set1_ps(xt[r]);
+#pragma GCC unroll 3
+			for (int v = 0; v < NV; v++)
+				acc[r][v] = _mm512_dpbf16_ps(acc[r][v], w[v], x);
+		}
+	}
+#pragma GCC unroll 8
+	for (int r = 0; r < NR; r++)
+#pragma GCC unroll 3
+		for (int v = 0; v < NV; v++) {
+			float *y = Y + (size_t)r * ldy + 16 * v;
+			__m512 t = acc[r][v];
+			if (bias)
+				t = _mm512_add_ps(t, _mm512_loadu_ps(bias + 16 * v));
+			if (accumulate)
+				t = _mm512_add_ps(t, _mm512_loadu_ps(y));
+			_mm512_storeu_ps(y, t);
+		}
+}
+
+/* One group of nr (<= 8 on AVX-512, 4 on AVX2) activation rows against nv vectors of a block:
+ * the dispatch to a kernel whose shape is a constant, so that its accumulators stay in
+ * registers. nv: 1 or 3 (AVX2 one row: also 6, a whole 48-row block in one pass). */
+enum h16_kind { H16_F16, H16_BF16, H16_DPBF };     /* the weights' type; vdpbf16ps on bf16 pairs */
+#define H16_ARGS Y, ldy, xt, xs, blk, bw, K
+#define H16_CALL(F, n, v) F(H16_ARGS, n, v, bias, acc, pf, pfs)
+T512 static void h16_group512(float *Y, size_t ldy, const float *xt, size_t xs, const uint16_t *blk, uint32_t bw,
+			      uint32_t K, uint32_t nr, uint32_t nv, const float *bias, int acc, const char *pf, uint32_t pfs,
+			      enum h16_kind kind)
+{
+#define P512(n) (kind == H16_F16 ? (nv == 3 ? H16_CALL(h16_panel512, n, 3) : H16_CALL(h16_panel512, n, 1)) \
+			       : (nv == 3 ? H16_CALL(bf16_panel512, n, 3) : H16_CALL(bf16_panel512, n, 1)))
+	switch (nr) {
+	case 1: P512(1); break; case 2: P512(2); break; case 3: P512(3); break; case 4: P512(4); break;
+	case 5: P512(5); break; case 6: P512(6); break; case 7: P512(7); break; default: P512(8); break;
+	}
+#undef P512
+}
+TBF static void dpbf_group(float *Y, size_t ldy, const float *xt, size_t xs, const uint16_t *blk, uint32_t bw,
+			   uint32_t K, uint32_t nr, uint32_t nv, const float *bias, int acc, const char *pf, uint32_t pfs,
+			   enum h16_kind kind)
+{
+#define PBF(n) (nv == 3 ? H16_CALL(dpbf_panel, n, 3) : H16_CALL(dpbf_panel, n, 1))
+	switch (nr) {
+	case 1: PBF(1); break; case 2: PBF(2); break; case 3: PBF(3); break; case 4: PBF(4); break;
+	case 5: PBF(5); break; case 6: PBF(6); break; case 7: PBF(7); break; default: PBF(8); break;
+	}
+#undef PBF
+}
+T256 static void h16_group256(float *Y, size_t ldy, const float *xt, size_t xs, const uint16_t *blk, uint32_t bw,
+			      uint32_t K, uint32_t nr, uint32_t nv, const float *bias, int acc, const char *pf, uint32_t pfs,
+			      enum h16_kind kind)
+{
+	const int f = kind == H16_F16;
+	if (nr == 1 && nv == 6) {
+		f ? H16_CALL(h16_panel256, 1, 6) : H16_CALL(bf16_panel256, 1, 6);
+		return;
+	}
+#define P256(n) (f ? (nv == 3 ? H16_CALL(h16_panel256, n, 3) : H16_CALL(h16_panel256, n, 1)) \
+		   : (nv == 3 ? H16_CALL(bf16_panel256, n, 3) : H16_CALL(bf16_panel256, n, 1)))
+	switch (nr) {
+	case 1: P256(1); break; case 2: P256(2); break; case 3: P256(3); break; default: P256(4); break;
+	}
+#undef P256
+}
+#undef H16_CALL
+#undef H16_ARGS
+
+/* Y[r, o] for r < n_rows and the packed outputs o in [o0, o1) (o1 <= packed_rows) of a
+ * packed F16 or BF16 matrix. Activation rows in chunks of 64, each transposed once into scratch as
+ * groups of G rows ([in][G] floats each; one row is read where it is); then for each run of
+ * outputs, every group, so that the run's weights (48 rows x in halfs: 72 KB at 768) are
+ * read from DRAM once per chunk and from L2 for the other groups. A vector may start at any
+ * output of a block; the outputs short of one at a block's or the range's end are gathered
+ * row by row. scratch: rl_cpu_qmatmul_scratch's. */
+static void h16_panels(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
+		       const float *bias, uint32_t n_rows, uint32_t o0, uint32_t o1, int accumulate,
+		       void *scratch)
+{
+	const int z = rl_cpu_isa() == RL_CPU_AVX512;
+	const enum h16_kind kind = W->dtype == RL_DT_F16 ? H16_F16 :
+				   rl_cpu_qmatmul_bf16_acts(W, n_rows) ? H16_DPBF : H16_BF16;
+	void (*group)(float *, size_t, const float *, size_t, const uint16_t *, uint32_t, uint32_t, uint32_t,
+		      uint32_t, const float *, int, const char *, uint32_t, enum h16_kind) =
+		kind == H16_DPBF ? dpbf_group : z ? h16_group512 : h16_group256;
+	const uint32_t in = W->cols, vw = z ? 16 : 8, G = z ? 8 : 4;
+	float *xt = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);   /* [64 * in] */
+	float *row = xt + (size_t)64 * in;                                     /* [in] */
+	for (uint32_t c0 = 0; c0 < n_rows; c0 += 64) {
+		const uint32_t nc = n_rows - c0 < 64 ? n_rows - c0 : 64;
+		const float *Xc = X + (size_t)c0 * ldx;
+		float *Yc = Y + (size_t)c0 * ldy;
+		const int direct = nc == 1 && kind != H16_DPBF;   /* one fp32 row is read where it is */
+		if (!direct)
+			for (uint32_t g = 0; g < nc; g += G) {
+				const uint32_t ng = nc - g < G ? nc - g : G;
+				float *t = xt + (size_t)g * in;
+				if (kind == H16_DPBF)   /* bf16 pairs (k, k + 1), rounded to nearest even */
+					for (uint32_t k = 0; k < in; k += 2)
+						for (uint32_t r = 0; r < ng; r++) {
+							const float *x = Xc + (size_t)(g + r) * ldx + k;
+							uint32_t pr = rl_f32_to_bf16(x[0]) | (uint32_t)rl_f32_to_bf16(x[1]) << 16;
+							memcpy(t + (size_t)k / 2 * ng + r, &pr, 4);
+						}
+				else
+					for (uint32_t k = 0; k < in; k++)
+						for (uint32_t r = 0; r < ng; r++)
+							t[(size_t)k * ng + r] = Xc[(size_t)(g + r) * ldx + k];
+			}
+		for (uint32_t o = o0; o < o1;) {
+			uint32_t b0, bw = h16_block(W, o, &b0);
+			const uint32_t left = (b0 + bw < o1 ? b0 + bw : o1) - o;   /* in this block and range */
+			if (left < vw) {               /* short of a vector: this output alone */
+				rl_cpu_wmat_row(W, o, row);
+				for (uint32_t r = 0; r < nc; r++) {
+					float s = 0;
+					for (uint32_t k = 0; k < in; k++)
+						s += row[k] * Xc[(size_t)r * ldx + k];
+					s += bias ? bias[o] : 0;
+					float *y = Yc + (size_t)r * ldy + o;
+					*y = accumulate ? *y + s : s;
+				}
+				o++;
+				continue;
+			}
+			uint32_t nv = left / vw >= 3 ? 3 : 1;
+			if (!z && nc == 1 && left / vw >= 6)
+				nv = 6;
+			const uint16_t *blk = (const uint16_t *)W->data + (size_t)b0 * in + (o - b0);
+			const float *b = bias ? bias + o : NULL;
+			if (direct)
+				group(Yc + o, ldy, Xc, 1, blk, bw, in, 1, nv, b, accumulate, NULL, 0, kind);
+			else
+				for (uint32_t g = 0; g < nc; g += G) {
+					const uint32_t ng = nc - g < G ? nc - g : G;
+					/* Several passes over a block (AVX2's two halves, or more groups):
+					 * only the first reads DRAM, so the hardware prefetcher idles
+					 * through the rest. Each pass prefetches its share of the next
+					 * 48-row block (--isa avx2, 110M F16 from DRAM, 8 rows: 40 -> 53
+					 * GMAC/s). One pass needs none: a block is one stream. */
+					const char *pf = NULL;
+					uint32_t pfs = 0;
+					const uint32_t passes = bw / (nv * vw) * ((nc + G - 1) / G);
+					if (passes > 1 && b0 + 2 * bw <= W->packed_rows / H16_BW * H16_BW) {
+						const uint32_t pass = (o - b0) / (nv * vw) * ((nc + G - 1) / G) + g / G;
+						pfs = (2 * bw + passes - 1) / passes;     /* bytes per input k */
+						pf = (const char *)((const uint16_t *)W->data + (size_t)(b0 + bw) * in) +
+						     (size_t)pass * pfs * in;
+					}
+					group(Yc + (size_t)g * ldy + o, ldy, xt + (size_t)g * in, ng, blk, bw, in, ng, nv, b,
+					      accumulate, pf, pfs, kind);
+				}
+			o += nv * vw;
+		}
+	}
+}
+
 /* ------------------------ rl_cpu_wmat_pack; the AVX-512 K-quant lane-per-row kernels ----- */
 
-/* rl_cpu_wmat_pack over F16: each block's rows transposed to [cols][width] in place */
+/* rl_cpu_wmat_pack over F16 and BF16: each block's rows transposed to [cols][width] in place */
 static int h16_pack(struct rl_wmat *W)
 {
 	const uint32_t in = W->cols;
@@ -1826,13 +1922,13 @@ static int h16_pack(struct rl_wmat *W)
 
 uint32_t rl_cpu_wmat_grain(const struct rl_wmat *W)
 {
-	return !W->packed_rows ? 4 : W->dtype == RL_DT_F16 ? H16_BW : 16;
+	return !W->packed_rows ? 4 : h16_packed(W) ? H16_BW : 16;
 }
 
 int rl_cpu_wmat_pack(struct rl_wmat *W)
 {
-	if (W->dtype == RL_DT_F16 && W->rows >= 16 && !W->packed_rows && rl_cpu_isa() != RL_CPU_SCALAR &&
-	    rl_cpu_has_f16c())
+	if ((W->dtype == RL_DT_BF16 || (W->dtype == RL_DT_F16 && rl_cpu_has_f16c())) && W->rows >= 16 &&
+	    !W->packed_rows && rl_cpu_isa() != RL_CPU_SCALAR)
 		return h16_pack(W);
 	const uint32_t ndw = pack_dwords(W->dtype);
 	if (!ndw || W->rows < 16 || W->packed_rows || rl_cpu_isa() == RL_CPU_SCALAR || !rl_cpu_has_f16c())
@@ -2227,12 +2323,12 @@ T256 static int row_avx2(const struct rl_wmat *W, const uint8_t *row, float *out
 
 void rl_cpu_wmat_row(const struct rl_wmat *W, uint32_t r, float *out)
 {
-	if (r < W->packed_rows && W->dtype == RL_DT_F16) {
+	if (r < W->packed_rows && h16_packed(W)) {
 		/* a row of a 16-bit panel: one lane of each input's run */
 		uint32_t b0, bw = h16_block(W, r, &b0);
 		const uint16_t *p = (const uint16_t *)W->data + (size_t)b0 * W->cols + (r - b0);
 		for (uint32_t k = 0; k < W->cols; k++)
-			out[k] = rl_f16_to_f32(p[(size_t)k * bw]);
+			out[k] = W->dtype == RL_DT_F16 ? rl_f16_to_f32(p[(size_t)k * bw]) : rl_bf16_to_f32(p[(size_t)k * bw]);
 		return;
 	}
 	if (r < W->packed_rows) {
@@ -2322,7 +2418,7 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 		xf[r] = X + (size_t)r * ldx;
 	float res[8];
 	uint32_t o = o0;
-	if (dt == RL_DT_F16 && o0 < W->packed_rows) {   /* packed panels, then any rows below */
+	if (h16_packed(W) && o0 < W->packed_rows) {   /* packed panels, then any rows below */
 		uint32_t pe = o1 < W->packed_rows ? o1 : W->packed_rows;
 		h16_panels(Y, ldy, X, ldx, W, bias, nr, o0, pe, accumulate, scratch);
 		if ((o = o0 = pe) == o1)
@@ -2499,9 +2595,9 @@ int rl_cpu_qmatmul_bf16_acts(const struct rl_wmat *W, uint32_t n_rows)
 	 * (kq_packed_many), so a matrix packed whole never rounds to bf16 */
 	if (W->cols % 32 || rl_cpu_isa() != RL_CPU_AVX512 || !has_avx512bf16())
 		return 0;
-	if (n_rows > Q8_ROWS)
-		return W->dtype != RL_DT_F32 && W->dtype != RL_DT_F16 && W->packed_rows < W->rows;
-	return n_rows > 1 && W->dtype == RL_DT_BF16;
+	if (W->dtype == RL_DT_BF16)
+		return n_rows > 1;
+	return n_rows > Q8_ROWS && W->dtype != RL_DT_F32 && W->dtype != RL_DT_F16 && W->packed_rows < W->rows;
 }
 
 void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
@@ -2513,14 +2609,14 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 		rl_cpu_matmul(Y, ldy, X, ldx, W->data, bias, n_rows, in, o_begin, o_end, accumulate);
 		return;
 	}
-	if (n_rows > Q8_ROWS && o_begin < W->packed_rows && W->dtype != RL_DT_F16 && rl_cpu_isa() != RL_CPU_SCALAR) {
+	if (n_rows > Q8_ROWS && o_begin < W->packed_rows && !h16_packed(W) && rl_cpu_isa() != RL_CPU_SCALAR) {
 		/* packed K-quants: the int8 kernels, then any unpacked rows below */
 		uint32_t pe = o_end < W->packed_rows ? o_end : W->packed_rows;
 		kq_packed_many(Y, ldy, X, ldx, W, bias, n_rows, o_begin, pe, accumulate, scratch);
 		if ((o_begin = pe) == o_end)
 			return;
 	}
-	if (n_rows > Q8_ROWS && W->dtype == RL_DT_F16 && o_begin < W->packed_rows && rl_cpu_isa() != RL_CPU_SCALAR) {
+	if (n_rows > Q8_ROWS && h16_packed(W) && o_begin < W->packed_rows && rl_cpu_isa() != RL_CPU_SCALAR) {
 		uint32_t pe = o_end < W->packed_rows ? o_end : W->packed_rows;
 		h16_panels(Y, ldy, X, ldx, W, bias, n_rows, o_begin, pe, accumulate, scratch);
 		if ((o_begin = pe) == o_end)
