@@ -1,35 +1,33 @@
 /* cpu_qmatmul.c — matmul over weights kept as the file stores them (struct rl_wmat; see
  * rl_cpu_qmatmul in cpu_ops.h).
  *
- * Decode steps (a few activation rows) are bounded by the bytes of weights streamed, so they
- * compute on the stored form directly:
- *   - F16 / BF16: 8 weights at a time widened to fp32 in registers (F16C, or a 16-bit shift
- *     for bf16), FMA against the fp32 activations;
+ * F16 and BF16 are repacked once at load (rl_cpu_wmat_pack) into blocks of 48 output rows,
+ * input-major, and every row count takes one outer-product kernel over them (h16_panels:
+ * an activation broadcast times whole vectors of outputs, widened to fp32 in registers by
+ * F16C or a 16-bit shift; from two rows over BF16 with AVX512-BF16, vdpbf16ps on activations
+ * rounded to bf16, as ggml).
+ *
+ * For the block types, decode steps (a few activation rows) are bounded by the bytes of
+ * weights streamed, so they compute on the stored form directly:
  *   - Q8_0, Q4_K, Q6_K: the activation rows are quantized once per call to q8 blocks of 32
  *     (one fp32 scale per block and the sums of each 16 quantized values, as ggml's q8
  *     activations), and each weight block is dotted in integers (AVX2 maddubs/madd), scaled
  *     to float once per block of 32;
  *   - every other block type: a weight row is decoded to fp32 (the table's decoder, as ggml)
  *     and dotted in fp32.
- * Each weight block is loaded once for all (up to 8) activation rows. With one row, a Q8_0 or
- * 16-bit weight row streams alone (four accumulators inside it). On AVX512-VNNI, 2..8 rows over
+ * Each weight block is loaded once for all (up to 8) activation rows. With one row, a Q8_0
+ * weight row streams alone (four accumulators inside it). On AVX512-VNNI, 2..8 rows over
  * Q8_0 and 1..8 rows over Q4_K and Q6_K take sixteen weight rows at a time, transposed in
  * registers so that one lane holds one output row (t16_load; q8_0_t16_body, q4k_t16_body,
  * q6k_t16_body): vpdpbusd then does 64 multiply-adds of 16 rows against 4 broadcast
  * activations, and the block and sub-block scales meet whole lanes. Q4_K and Q6_K are
- * repacked once at load (rl_cpu_wmat_pack) so that those lanes are loaded, not transposed;
- * on AVX2 the same packed groups are read as 8-lane halves (q4k_t8_group, q6k_t8p_half).
- * F16 and BF16 are repacked at load into blocks of 48 output rows, input-major, and every
- * row count takes one outer-product kernel over them (h16_panels: broadcast activations
- * times whole vectors of outputs, in fp32; from two rows over BF16 with AVX512-BF16,
- * vdpbf16ps on activations rounded to bf16). The rows past the last whole 16 stay row-major:
- * 2..8 rows over BF16 with AVX512-BF16 take vdpbf16ps there too (dpbf_rows); else two weight
- * rows at a time in fp32 (h16_dots512); on AVX2, three weight rows against each group of
- * four activation rows (h16_dots256).
+ * repacked at load so that those lanes are loaded, not transposed; on AVX2 the same packed
+ * groups are read as 8-lane halves (q4k_t8_group, q6k_t8p_half).
  * Steps of more rows (prefill chunks) are bounded by arithmetic instead: packed K-quants run
  * the decode kernels 8 rows at a time over each group (kq_packed_many); otherwise a tile of
  * weight rows is decoded to fp32 (or bf16) in the caller's scratch and multiplied by the
- * float matmul, whose tiling reads the tile once for all rows.
+ * float matmul, whose tiling reads the tile once for all rows. Matrices left unpacked (the
+ * scalar ISA, or a caller that never packs) take those decoded-row paths for every type.
  *
  * Accuracy (tests/test_qmatmul.c holds the tolerances): the float paths round like fp32
  * matmul; the q8 activation path adds the activations' 8-bit rounding (relative error of a
@@ -43,7 +41,6 @@
 #include <string.h>
 #include <immintrin.h>
 #include "kernels/cpu_ops.h"
-#include "kernels/cpu_simd.h"
 #include "kernels/rl_half.h"
 #include "kernels/rl_model.h"
 
@@ -910,76 +907,12 @@ static inline void put_dots(float *Y, size_t ldy, const float *res, int nw, uint
 
 /* ------------------------------------------------------------ float dots --------- */
 
-/* one f16 by F16C: the tiles' tails use it, since the scalar converter's constants would
- * hold two of AVX2's 16 vector registers through the tile's loop (and spill accumulators) */
-T256 AI float f16c_to_f32(uint16_t h) { return _cvtsh_ss(h); }
-
 /* 8 weights of a 16-bit row at element i, widened to fp32 */
 T256 AI __m256 ld8_f16(const uint16_t *w) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w)); }
 T256 AI __m256 ld8_bf16(const uint16_t *w)
 {
 	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)w)), 16));
 }
-
-/* NW weight rows x NR activation rows over 16-bit weights; one definition for both vector
- * widths, as DEFINE_H16_GEMM below (TGT, V, VW lanes, LD widening, LDX/FMA/ZERO/HSUM).
- * XOUTER picks the loop order inside a step of VW weights: 0, each widened weight vector
- * against every activation row (the activations FMA memory operands: 2x8 in AVX-512's 32
- * registers); 1, the NW weight vectors first, then each activation vector loaded once into a
- * register for NW FMAs (3x4 in AVX2's 16: 12 accumulators, 3 weights, 1 activation). */
-/* out[0..n) = the sums of acc[0..n), through one transpose-and-add tree (cpu_simd.h):
- * reducing each of 16 accumulators alone was ~20% of a 2x8 tile over a 768-wide row. out has
- * room for a whole vector (8 / 16 floats); n at most that many (the tile calls it twice for
- * more). */
-T256 AI void h16_sums256(const __m256 *acc, int n, float *out)
-{
-	__m256 t[8];
-#pragma GCC unroll 8
-	for (int k = 0; k < 8; k++)
-		t[k] = k < n ? acc[k] : acc[0];
-	_mm256_storeu_ps(out, rl_simd_hsum8x8(t));
-}
-
-#define DEFINE_H16_TILE(NAME, TGT, V, VW, LD, LDX, FMA, ZERO, SUMS, CVT, XOUTER)                 \
-TGT AI void NAME(const uint8_t *const *w, int nw, const float *const *x, int nr, uint32_t n,    \
-		 float *out)                                                                     \
-{                                                                                                \
-	V acc[24], wv[3];                                                                        \
-	_Pragma("GCC unroll 16")                                                                 \
-	for (int k = 0; k < nw * nr; k++)                                                        \
-		acc[k] = ZERO();                                                                 \
-	uint32_t i = 0;                                                                          \
-	for (; i + VW <= n; i += VW) {                                                           \
-		_Pragma("GCC unroll 4")                                                          \
-		for (int j = 0; j < nw; j++) {                                                   \
-			if (!(i & 31))                                                           \
-				_mm_prefetch((const char *)w[j] + 2 * i + PF_DIST, _MM_HINT_T0); \
-			wv[j] = LD((const uint16_t *)w[j] + i);                                  \
-			if (!XOUTER) {                                                           \
-				_Pragma("GCC unroll 8")                                          \
-				for (int r = 0; r < nr; r++)                                     \
-					acc[j * nr + r] = FMA(wv[j], LDX(x[r] + i), acc[j * nr + r]); \
-			}                                                                        \
-		}                                                                                \
-		if (XOUTER) {                                                                    \
-			_Pragma("GCC unroll 8")                                                  \
-			for (int r = 0; r < nr; r++) {                                           \
-				V xv = LDX(x[r] + i);                                            \
-				_Pragma("GCC unroll 4")                                          \
-				for (int j = 0; j < nw; j++)                                     \
-					acc[j * nr + r] = FMA(wv[j], xv, acc[j * nr + r]);       \
-			}                                                                        \
-		}                                                                                \
-	}                                                                                        \
-	SUMS(acc, nw * nr < VW ? nw * nr : VW, out);                                             \
-	if (nw * nr > VW)                                                                        \
-		SUMS(acc + VW, nw * nr - VW, out + VW);                                          \
-	for (int k = 0; k < nw * nr; k++)                                                        \
-		for (uint32_t t = i; t < n; t++)                                                 \
-			out[k] += CVT(ld16(w[k / nr] + 2 * t)) * x[k % nr][t];                   \
-}
-DEFINE_H16_TILE(f16_tile, T256, __m256, 8, ld8_f16, _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_setzero_ps, h16_sums256, f16c_to_f32, 1)
-DEFINE_H16_TILE(bf16_tile, T256, __m256, 8, ld8_bf16, _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_setzero_ps, h16_sums256, rl_bf16_to_f32, 1)
 
 /* the AVX-512 widths: 16 weights widened per load (rows of a multiple of 16) */
 #define T512 __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c")))
@@ -988,17 +921,7 @@ T512 AI __m512 ld16_bf16(const uint16_t *w)
 {
 	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)w)), 16));
 }
-T512 AI float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
-T512 AI void h16_sums512(const __m512 *acc, int n, float *out)
-{
-	__m512 t[16];
-#pragma GCC unroll 16
-	for (int k = 0; k < 16; k++)
-		t[k] = k < n ? acc[k] : acc[0];
-	_mm512_storeu_ps(out, rl_simd_hsum16x16(t));
-}
-DEFINE_H16_TILE(f16_tile512, T512, __m512, 16, ld16_f16, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_setzero_ps, h16_sums512, f16c_to_f32, 0)
-DEFINE_H16_TILE(bf16_tile512, T512, __m512, 16, ld16_bf16, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_setzero_ps, h16_sums512, rl_bf16_to_f32, 0)
+
 
 /* One activation row over Q4_K weights on AVX-512BW: q4_k_tile's arithmetic 64 weights per
  * instruction (a super-block's two sub-blocks of one 32-byte load side by side in a zmm, their
@@ -1122,100 +1045,6 @@ T512 static void q6k_rows512(float *Y, const struct q8k *x, const struct rl_wmat
 	}
 }
 
-/* Decode steps of 2..8 rows over F16 (the rows past the packed panels) or BF16 (without
- * AVX512-BF16) weights on AVX-512: two
- * or three weight rows at a time for every activation row, so each activation load (from L2
- * once the rows pass 32 KiB) feeds two or three FMAs (a function of its own: an AVX-512 body
- * cannot be inlined into dots_avx2). */
-T512 static void h16_dots512(float *Y, size_t ldy, const float *const *xf, const struct rl_wmat *W,
-			     const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate)
-{
-	float res[32];
-	int bf = W->dtype == RL_DT_BF16;
-	/* three weight rows a pass once the activation rows outgrow L1 (a 2048-wide down
-	 * projection's 8 rows are 64 KB, read from L2 once per pass): 110M F16 from DRAM, 8 rows,
-	 * that matrix 28 -> 31-32 GMAC/s, all matrices 35-38 -> 37-39. Three at 768 wide lost. */
-	const int nw0 = (size_t)nr * W->cols * sizeof(float) > 32768 ? 3 : 2;
-	for (uint32_t o = o0; o < o1;) {
-		int nw = o + (uint32_t)nw0 <= o1 ? nw0 : 1;
-		const uint8_t *w[3];
-		for (int j = 0; j < 3; j++)
-			w[j] = (const uint8_t *)W->data + (size_t)(o + (j < nw ? j : 0)) * W->row_bytes;
-/* nw a constant in each call, so that the accumulators stay in registers */
-#define H16_512(n) (nw == 3 ? (bf ? bf16_tile512(w, 3, xf, n, W->cols, res) : f16_tile512(w, 3, xf, n, W->cols, res)) : \
-		    nw == 2 ? (bf ? bf16_tile512(w, 2, xf, n, W->cols, res) : f16_tile512(w, 2, xf, n, W->cols, res)) \
-			    : (bf ? bf16_tile512(w, 1, xf, n, W->cols, res) : f16_tile512(w, 1, xf, n, W->cols, res)))
-		switch (nr) {
-		case 2: H16_512(2); break; case 3: H16_512(3); break; case 4: H16_512(4); break;
-		case 5: H16_512(5); break; case 6: H16_512(6); break; case 7: H16_512(7); break;
-		default: H16_512(8); break;
-		}
-#undef H16_512
-		put_dots(Y, ldy, res, nw, nr, o, bias, accumulate);
-		o += (uint32_t)nw;
-	}
-}
-
-/* Decode steps of 2..8 rows over F16 or BF16 on AVX2: three weight rows at a time against
- * the activation rows in groups of four (the 16 registers hold 3x4 accumulators; the group
- * after the first reads the three rows again from L1). Against one weight row for all 8
- * activation rows, each activation load feeds three FMAs instead of one: 768x768 in cache at
- * 8 rows, on the Zen 4 VM with --isa avx2, F16 37.5 -> 49.5 GMAC/s, BF16 37.5 -> 44. */
-T256 static void h16_dots256(float *Y, size_t ldy, const float *const *xf, const struct rl_wmat *W,
-			     const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate)
-{
-	float res[16];
-	const int bf = W->dtype == RL_DT_BF16;
-	for (uint32_t o = o0; o < o1;) {
-		const int nw = o + 3 <= o1 ? 3 : 1;
-		const uint8_t *w[3];
-		for (int j = 0; j < 3; j++)
-			w[j] = (const uint8_t *)W->data + (size_t)(o + (j < nw ? j : 0)) * W->row_bytes;
-		for (uint32_t r0 = 0; r0 < nr; r0 += 4) {
-			const uint32_t n = nr - r0 < 4 ? nr - r0 : 4;
-			const float *const *x = xf + r0;
-/* nw and n constants in each call, so that the accumulators stay in registers */
-#define H16_256(k) (nw == 3 ? (bf ? bf16_tile(w, 3, x, k, W->cols, res) : f16_tile(w, 3, x, k, W->cols, res)) \
-			    : (bf ? bf16_tile(w, 1, x, k, W->cols, res) : f16_tile(w, 1, x, k, W->cols, res)))
-			switch (n) {
-			case 1: H16_256(1); break; case 2: H16_256(2); break;
-			case 3: H16_256(3); break; default: H16_256(4); break;
-			}
-#undef H16_256
-			put_dots(Y + (size_t)r0 * ldy, ldy, res, nw, n, o, bias, accumulate);
-		}
-		o += (uint32_t)nw;
-	}
-}
-
-/* One 16-bit weight row against one activation row: four accumulators over 32 consecutive
- * weights, as q8_0_row1. Rows after rows make one sequential stream through the matrix, and
- * no software prefetch: the hardware prefetcher alone streamed the 110M F16 matrices from DRAM
- * at 31-35 GB/s on the Zen 4 VM, 25-26 with PF_DIST (batch-1 decode 114 -> 134 tok/s). The
- * multi-row tiles keep theirs (without it, 8 rows from DRAM 37 -> 21 GMAC/s), and q8_0_row1,
- * bound by its arithmetic here, measured the same either way. */
-#define DEFINE_H16_ROW1(NAME, LD, CVT)                                                           \
-T256 AI float NAME(const uint8_t *w8, const float *x, uint32_t n)                              \
-{                                                                                                \
-	const uint16_t *w = (const uint16_t *)w8;                                                \
-	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                              \
-	uint32_t i = 0;                                                                          \
-	for (; i + 32 <= n; i += 32) {                                                           \
-		a0 = _mm256_fmadd_ps(LD(w + i), _mm256_loadu_ps(x + i), a0);                     \
-		a1 = _mm256_fmadd_ps(LD(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);             \
-		a2 = _mm256_fmadd_ps(LD(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);           \
-		a3 = _mm256_fmadd_ps(LD(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);           \
-	}                                                                                        \
-	for (; i + 8 <= n; i += 8)                                                               \
-		a0 = _mm256_fmadd_ps(LD(w + i), _mm256_loadu_ps(x + i), a0);                     \
-	float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));          \
-	for (; i < n; i++)                                                                       \
-		s += CVT(w[i]) * x[i];                                                           \
-	return s;                                                                                \
-}
-DEFINE_H16_ROW1(f16_row1, ld8_f16, rl_f16_to_f32)
-DEFINE_H16_ROW1(bf16_row1, ld8_bf16, rl_bf16_to_f32)
-
 T256 static float dot_f32_avx2(const float *a, const float *b, uint32_t n)
 {
 	__m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
@@ -1237,89 +1066,6 @@ static float dot_f32_scalar(const float *a, const float *b, uint32_t n)
 		s += a[i] * b[i];
 	return s;
 }
-
-/* ------------------------------------------------------------ 16-bit GEMM -------- */
-
-/* Many rows over F16/BF16 weights: the fp32 matmul's 3x4 register tile (cpu_ops.c), with each
- * weight vector widened as it is loaded, so no decoded copy is written and read back. One
- * definition for both vector widths: TGT the target attribute, V the vector type of VW floats,
- * LD widens VW weights, LDX/FMA/ZERO/HSUM the fp32 operations of that width. */
-#define DEFINE_H16_GEMM(NAME, TGT, V, VW, LD, LDX, FMA, ZERO, HSUM)                              \
-	DEFINE_H16_GEMM_TILE(NAME, TGT, V, VW, LD, LDX, FMA, ZERO, HSUM)                         \
-	DEFINE_GEMM_DRIVER(NAME, TGT)
-#define DEFINE_H16_GEMM_TILE(NAME, TGT, V, VW, LD, LDX, FMA, ZERO, HSUM)                         \
-TGT AI void NAME##_tile(float *Y, size_t ldy, const float *X, size_t ldx, const uint16_t *W,    \
-			size_t ldw, const float *bias, uint32_t in, const int NR, const int NC,        \
-			int accumulate)                                                                \
-{                                                                                                \
-	V acc[3][4], x[3];                                                                       \
-	_Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                     \
-		_Pragma("GCC unroll 4") for (int c = 0; c < NC; c++)                             \
-			acc[r][c] = ZERO();                                                      \
-	for (uint32_t i = 0; i < in; i += VW) {                                                  \
-		_Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                             \
-			x[r] = LDX(X + r * ldx + i);                                             \
-		_Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                           \
-			V w = LD(W + (size_t)c * ldw + i);                                       \
-			_Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                     \
-				acc[r][c] = FMA(x[r], w, acc[r][c]);                             \
-		}                                                                                \
-	}                                                                                        \
-	_Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                     \
-		_Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                           \
-			float v = HSUM(acc[r][c]) + (bias ? bias[c] : 0);                        \
-			float *y = Y + r * ldy + c;                                              \
-			*y = accumulate ? *y + v : v;                                            \
-		}                                                                                \
-}
-/* The loops around a 3x4 tile NAME##_tile: 64 activation rows at a time, 4 weight rows (or 1
- * at the end), and rows longer than 768 inputs in slices of 512 as cpu_ops.c's mm_avx2. */
-#define DEFINE_GEMM_DRIVER(NAME, TGT)                                                            \
-TGT static void NAME##_k(float *Y, size_t ldy, const float *X, size_t ldx, const uint16_t *W,    \
-			 size_t ldw, const float *bias, uint32_t n, uint32_t in, uint32_t o0,          \
-			 uint32_t o1, int acc)                                                         \
-{                                                                                                \
-	for (uint32_t rb = 0; rb < n; rb += 64) {                                                \
-		uint32_t re = rb + 64 < n ? rb + 64 : n;                                         \
-		for (uint32_t o = o0; o < o1;) {                                                 \
-			int nc = o + 4 <= o1 ? 4 : 1;                                            \
-			const uint16_t *w = W + (size_t)o * ldw;                                 \
-			const float *b = bias ? bias + o : NULL;                                 \
-			for (uint32_t r = rb; r < re;) {                                         \
-				uint32_t nr = re - r < 3 ? re - r : 3;                           \
-				float *y = Y + r * ldy + o;                                      \
-				const float *x = X + r * ldx;                                    \
-				if (nc == 4)                                                     \
-					nr == 3 ? NAME##_tile(y, ldy, x, ldx, w, ldw, b, in, 3, 4, acc) : \
-					nr == 2 ? NAME##_tile(y, ldy, x, ldx, w, ldw, b, in, 2, 4, acc) : \
-						  NAME##_tile(y, ldy, x, ldx, w, ldw, b, in, 1, 4, acc);  \
-				else                                                             \
-					nr == 3 ? NAME##_tile(y, ldy, x, ldx, w, ldw, b, in, 3, 1, acc) : \
-					nr == 2 ? NAME##_tile(y, ldy, x, ldx, w, ldw, b, in, 2, 1, acc) : \
-						  NAME##_tile(y, ldy, x, ldx, w, ldw, b, in, 1, 1, acc);  \
-				r += nr;                                                         \
-			}                                                                        \
-			o += nc;                                                                 \
-		}                                                                                \
-	}                                                                                        \
-}                                                                                                \
-TGT static void NAME(float *Y, size_t ldy, const float *X, size_t ldx, const uint16_t *W,       \
-		     const float *bias, uint32_t n, uint32_t in, uint32_t o0, uint32_t o1, int acc) \
-{                                                                                                \
-	if (in <= 768) {                                                                         \
-		NAME##_k(Y, ldy, X, ldx, W, in, bias, n, in, o0, o1, acc);                       \
-		return;                                                                          \
-	}                                                                                        \
-	for (uint32_t k = 0; k < in; k += 512) {                                                 \
-		uint32_t len = in - k < 512 ? in - k : 512;                                      \
-		NAME##_k(Y, ldy, X + k, ldx, W + k, in, k ? NULL : bias, n, len, o0, o1, k ? 1 : acc); \
-	}                                                                                        \
-}
-DEFINE_H16_GEMM(gemm_f16, T256, __m256, 8, ld8_f16, _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_setzero_ps, hsum_ps)
-DEFINE_H16_GEMM(gemm_bf16, T256, __m256, 8, ld8_bf16, _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_setzero_ps, hsum_ps)
-
-DEFINE_H16_GEMM(gemm_f16_512, T512, __m512, 16, ld16_f16, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_setzero_ps, hsum512)
-DEFINE_H16_GEMM(gemm_bf16_512, T512, __m512, 16, ld16_bf16, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_setzero_ps, hsum512)
 
 /* AVX512-BF16: activations rounded to bf16 once per call (to nearest even), two products per
  * fp32 lane per instruction (vdpbf16ps) against bf16 weights: twice the multiply-adds of an
@@ -1399,62 +1145,6 @@ TBF static void to_bf16_avx512(uint16_t *o, const float *x, uint32_t n)
 	for (uint32_t i = 0; i < n; i += 32)
 		_mm512_storeu_si512((void *)(o + i), (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16),
 										  _mm512_loadu_ps(x + i)));
-}
-
-/* Decode steps of 2..8 rows over BF16 weights with AVX512-BF16: the activation rows rounded
- * to bf16 once (as the prefill path), then 32 products per vdpbf16ps, two weight rows at a
- * time so that each activation load feeds two of them. An fp32 FMA over widened weights takes
- * two FMAs and a widening for the same 32 weights of a row. */
-TBF AI void dpbf_rows_body(float *Y, size_t ldy, const uint16_t *xb, const struct rl_wmat *W,
-			   const float *bias, const int NR, uint32_t o0, uint32_t o1, int accumulate)
-{
-	const uint32_t in = W->cols;
-	for (uint32_t o = o0; o < o1;) {
-		const int two = o + 2 <= o1;
-		const uint16_t *w0 = (const uint16_t *)((const uint8_t *)W->data + (size_t)o * W->row_bytes);
-		const uint16_t *w1 = two ? (const uint16_t *)((const uint8_t *)w0 + W->row_bytes) : w0;
-		__m512 a0[8], a1[8];
-#pragma GCC unroll 8
-		for (int r = 0; r < NR; r++)
-			a0[r] = a1[r] = _mm512_setzero_ps();
-		for (uint32_t i = 0; i < in; i += 32) {
-			_mm_prefetch((const char *)(w0 + i) + PF_DIST, _MM_HINT_T0);
-			_mm_prefetch((const char *)(w1 + i) + PF_DIST, _MM_HINT_T0);
-			__m512bh v0 = (__m512bh)_mm512_loadu_si512((const void *)(w0 + i));
-			__m512bh v1 = (__m512bh)_mm512_loadu_si512((const void *)(w1 + i));
-#pragma GCC unroll 8
-			for (int r = 0; r < NR; r++) {
-				__m512bh x = (__m512bh)_mm512_loadu_si512((const void *)(xb + (size_t)r * in + i));
-				a0[r] = _mm512_dpbf16_ps(a0[r], x, v0);
-				a1[r] = _mm512_dpbf16_ps(a1[r], x, v1);
-			}
-		}
-		for (int j = 0; j < 1 + two; j++)
-#pragma GCC unroll 8
-			for (int r = 0; r < NR; r++) {
-				float v = _mm512_reduce_add_ps(j ? a1[r] : a0[r]) + (bias ? bias[o + j] : 0);
-				float *y = Y + (size_t)r * ldy + o + j;
-				*y = accumulate ? *y + v : v;
-			}
-		o += 1 + (uint32_t)two;
-	}
-}
-
-/* xb: scratch for nr bf16 rows of W->cols (a multiple of 32) */
-TBF static void dpbf_rows(float *Y, size_t ldy, const float *const *xf, uint16_t *xb, const struct rl_wmat *W,
-			  const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate)
-{
-	for (uint32_t r = 0; r < nr; r++)
-		to_bf16_avx512(xb + (size_t)r * W->cols, xf[r], W->cols);
-	switch (nr) {
-	case 2: dpbf_rows_body(Y, ldy, xb, W, bias, 2, o0, o1, accumulate); break;
-	case 3: dpbf_rows_body(Y, ldy, xb, W, bias, 3, o0, o1, accumulate); break;
-	case 4: dpbf_rows_body(Y, ldy, xb, W, bias, 4, o0, o1, accumulate); break;
-	case 5: dpbf_rows_body(Y, ldy, xb, W, bias, 5, o0, o1, accumulate); break;
-	case 6: dpbf_rows_body(Y, ldy, xb, W, bias, 6, o0, o1, accumulate); break;
-	case 7: dpbf_rows_body(Y, ldy, xb, W, bias, 7, o0, o1, accumulate); break;
-	default: dpbf_rows_body(Y, ldy, xb, W, bias, 8, o0, o1, accumulate); break;
-	}
 }
 
 /* A CPUID feature bit (reg 0..3: EAX, EBX, ECX, EDX of leaf/sub), cached in *v (-1: not
@@ -1639,9 +1329,9 @@ TVNNI static void q8_0_rows_vnni(float *Y, size_t ldy, const struct q8x *const *
 
 /* ------------------------------------------------------------ 16-bit panels ------ */
 
-/* F16 and BF16 matrices repacked (rl_cpu_wmat_pack; the layout is in cpu_ops.h): rows
- * [0, packed_rows) in blocks of H16_BW rows, then of 16, each block at data + o * row_bytes
- * holding [cols][width] halfs, so that the weights of `width` consecutive output rows at one
+/* F16 and BF16 matrices repacked (rl_cpu_wmat_pack; the layout is in cpu_ops.h): rows in
+ * blocks of H16_BW, then of 16, then the rest, each block at data + o * row_bytes holding
+ * [cols][width] halfs, so that the weights of `width` consecutive output rows at one
  * input k are one run of memory. The kernels then broadcast an activation and multiply it
  * into whole vectors of outputs, the outer-product form of a GEMM micro-kernel: no horizontal
  * sums at the end, and a block is one sequential stream whatever the batch. Against the
@@ -1656,11 +1346,13 @@ static inline int h16_packed(const struct rl_wmat *W)
 	return W->packed_rows && (W->dtype == RL_DT_F16 || W->dtype == RL_DT_BF16);
 }
 
-/* width of the block holding packed row o, and that block's first row */
+/* width of the block holding row o, and that block's first row: 48, then 16, then the last
+ * rows % 16 */
 static inline uint32_t h16_block(const struct rl_wmat *W, uint32_t o, uint32_t *b0)
 {
-	const uint32_t w = o < W->packed_rows / H16_BW * H16_BW ? H16_BW : 16;
-	*b0 = o - o % w;
+	const uint32_t p16 = W->rows / 16 * 16, p48 = W->rows / H16_BW * H16_BW;
+	const uint32_t w = o < p48 ? H16_BW : o < p16 ? 16 : W->rows - p16;
+	*b0 = o < p16 ? o - o % w : p16;
 	return w;
 }
 
@@ -1859,8 +1551,7 @@ T256 static void h16_group256(float *Y, size_t ldy, const float *xt, size_t xs, 
 #undef H16_CALL
 #undef H16_ARGS
 
-/* Y[r, o] for r < n_rows and the packed outputs o in [o0, o1) (o1 <= packed_rows) of a
- * packed F16 or BF16 matrix. Activation rows in chunks of 64, each transposed once into scratch as
+/* Y[r, o] for r < n_rows and the outputs o in [o0, o1) of a packed F16 or BF16 matrix. Activation rows in chunks of 64, each transposed once into scratch as
  * groups of G rows ([in][G] floats each; one row is read where it is); then for each run of
  * outputs, every group, so that the run's weights (48 rows x in halfs: 72 KB at 768) are
  * read from DRAM once per chunk and from L2 for the other groups. A vector may start at any
@@ -1936,7 +1627,7 @@ static void h16_panels(float *Y, size_t ldy, const float *X, size_t ldx, const s
 					const char *pf = NULL;
 					uint32_t pfs = 0;
 					const uint32_t passes = bw / (nv * vw) * ((nc + G - 1) / G);
-					if (passes > 1 && b0 + 2 * bw <= W->packed_rows / H16_BW * H16_BW) {
+					if (passes > 1 && b0 + 2 * bw <= W->rows / H16_BW * H16_BW) {
 						const uint32_t pass = (o - b0) / (nv * vw) * ((nc + G - 1) / G) + g / G;
 						pfs = (2 * bw + passes - 1) / passes;     /* bytes per input k */
 						pf = (const char *)((const uint16_t *)W->data + (size_t)(b0 + bw) * in) +
@@ -1959,7 +1650,7 @@ static int h16_pack(struct rl_wmat *W)
 	uint16_t *tmp = malloc((size_t)H16_BW * in * 2);
 	if (!tmp)
 		return -ENOMEM;
-	W->packed_rows = W->rows / 16 * 16;
+	W->packed_rows = W->rows;
 	for (uint32_t o = 0; o < W->packed_rows;) {
 		uint32_t b0, bw = h16_block(W, o, &b0);
 		uint16_t *blk = (uint16_t *)(uintptr_t)W->data + (size_t)o * in;
@@ -2427,8 +2118,6 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows)
 		bf = (size_t)max_rows * in * 2 + 64 + (size_t)in * 4 + (size_t)TILE * in * 2 + 64;
 	/* the q8 blocks, then (VNNI) their seeds */
 	size_t q8 = (size_t)Q8_ROWS * (in / 32 + 1) * (sizeof(struct q8x) + sizeof(int32_t)) + 64;
-	size_t xb = (size_t)Q8_ROWS * in * 2 + 64;  /* dpbf_rows' bf16 activations */
-	q8 = q8 > xb ? q8 : xb;
 	/* the q8k blocks, then their kq_aux sums */
 	size_t q8k = (size_t)Q8_ROWS * (in / 256 + 1) * (sizeof(struct q8k) + KQ_AUX * 4) + 64;
 	q8 = q8 > q8k ? q8 : q8k;
@@ -2477,15 +2166,13 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 		if ((o = o0 = pe) == o1)
 			return;
 	}
-	/* One activation row over Q8_0 or 16-bit weights: row after row, each with four
-	 * accumulators of its own, so the matrix streams as one sequential run that the hardware
-	 * prefetcher follows. (Four rows interleaved, as below, left short rows as four short
-	 * streams: 110M Q8_0 batch-1 decode on a Zen 5 VM went 92 -> ~260 tok/s this way.) */
-	if (nr == 1 && (dt == RL_DT_Q8_0 || dt == RL_DT_F16 || dt == RL_DT_BF16)) {
+	/* One activation row over Q8_0: row after row, each with four accumulators of its own, so
+	 * the matrix streams as one sequential run that the hardware prefetcher follows. (Four
+	 * rows interleaved, as below, left short rows as four short streams: 110M Q8_0 batch-1
+	 * decode on a Zen 5 VM went 92 -> ~260 tok/s this way.) */
+	if (nr == 1 && dt == RL_DT_Q8_0) {
 		for (; o < o1; o++) {
-			const uint8_t *w = base + (size_t)o * W->row_bytes;
-			float v = dt == RL_DT_Q8_0 ? q8_0_row1(w, xq[0], nb) :
-				  dt == RL_DT_F16 ? f16_row1(w, xf[0], in) : bf16_row1(w, xf[0], in);
+			float v = q8_0_row1(base + (size_t)o * W->row_bytes, xq[0], nb);
 			v += bias ? bias[o] : 0;
 			Y[o] = accumulate ? Y[o] + v : v;
 		}
@@ -2523,19 +2210,6 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 	}
 	if (nr == 1 && (dt == RL_DT_Q4_K || dt == RL_DT_Q6_K) && rl_cpu_isa() == RL_CPU_AVX512) {
 		(dt == RL_DT_Q4_K ? q4k_rows512 : q6k_rows512)(Y, xk[0], W, bias, o0, o1, accumulate);
-		return;
-	}
-	if (nr > 1 && dt == RL_DT_BF16 && rl_cpu_qmatmul_bf16_acts(W, nr)) {
-		uint16_t *xb = (uint16_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-		dpbf_rows(Y, ldy, xf, xb, W, bias, nr, o0, o1, accumulate);
-		return;
-	}
-	if (nr > 1 && (dt == RL_DT_F16 || dt == RL_DT_BF16) && rl_cpu_isa() == RL_CPU_AVX512 && in % 16 == 0) {
-		h16_dots512(Y, ldy, xf, W, bias, nr, o0, o1, accumulate);
-		return;
-	}
-	if (nr > 1 && (dt == RL_DT_F16 || dt == RL_DT_BF16)) {
-		h16_dots256(Y, ldy, xf, W, bias, nr, o0, o1, accumulate);
 		return;
 	}
 	/* one activation row: four weight rows at a time; else one weight row, every activation row */
@@ -2641,14 +2315,14 @@ static void kq_packed_many(float *Y, size_t ldy, const float *X, size_t ldx, con
 
 int rl_cpu_qmatmul_bf16_acts(const struct rl_wmat *W, uint32_t n_rows)
 {
-	/* F32 and F16 weights keep fp32 arithmetic (their precision is the point of them); BF16
-	 * weights from two rows (decode steps: dpbf_rows), the block types from nine (prefill;
-	 * their decode steps take q8 activations); one row keeps fp32 (batch-1 decode streams
-	 * the weights at memory speed either way); packed rows take 8-bit activations instead
-	 * (kq_packed_many), so a matrix packed whole never rounds to bf16 */
+	/* F32 and F16 weights keep fp32 arithmetic (their precision is the point of them); packed
+	 * BF16 from two rows (h16_panels' vdpbf16ps kernel), unpacked BF16 and the block types
+	 * from nine (prefill; their decode steps take q8 activations); one row keeps fp32
+	 * (batch-1 decode streams the weights at memory speed either way); packed K-quant rows
+	 * take 8-bit activations instead (kq_packed_many), so such a matrix never rounds to bf16 */
 	if (W->cols % 32 || rl_cpu_isa() != RL_CPU_AVX512 || !has_avx512bf16())
 		return 0;
-	if (W->dtype == RL_DT_BF16)
+	if (W->dtype == RL_DT_BF16 && W->packed_rows)
 		return n_rows > 1;
 	return n_rows > Q8_ROWS && W->dtype != RL_DT_F32 && W->dtype != RL_DT_F16 && W->packed_rows < W->rows;
 }
@@ -2695,13 +2369,6 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 			}
 			gemm_dpbf(Y + o, ldy, xb, in, tile, bias ? bias + o : NULL, n_rows, in, 0, n, accumulate);
 		}
-		return;
-	}
-	if (n_rows > Q8_ROWS && (W->dtype == RL_DT_F16 || W->dtype == RL_DT_BF16) && in % 8 == 0 &&
-	    rl_cpu_isa() != RL_CPU_SCALAR && rl_cpu_has_f16c()) {
-		int z = rl_cpu_isa() == RL_CPU_AVX512 && in % 16 == 0;
-		(W->dtype == RL_DT_F16 ? (z ? gemm_f16_512 : gemm_f16) : (z ? gemm_bf16_512 : gemm_bf16))(
-			Y, ldy, X, ldx, W->data, bias, n_rows, in, o_begin, o_end, accumulate);
 		return;
 	}
 	if (n_rows > Q8_ROWS) {

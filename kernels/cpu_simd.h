@@ -1,5 +1,5 @@
-/* Horizontal sums of many vectors at once, shared by the CPU kernels (cpu_ops.c attention,
- * cpu_qmatmul.c 16-bit tiles): W vectors of W lanes become one vector whose lane j is the sum
+/* Horizontal sums of many vectors at once, for the CPU kernels (cpu_ops.c attention's scores
+ * of 8 or 16 keys): W vectors of W lanes become one vector whose lane j is the sum
  * of vector j, through a transpose-and-add tree (~3 shuffles and adds a vector) instead of a
  * full reduce per vector (~10 dependent ops each). Header-only, static inline, each function
  * compiled for the ISA it names. */
@@ -27,14 +27,6 @@ RL_SIMD512 __m512 rl_simd_join4_512(const __m512 *u)
 	return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x88), _mm512_shuffle_f32x4(w0, w1, 0xDD));
 }
 
-/* lane j = sum of a[j], j < 16 */
-RL_SIMD512 __m512 rl_simd_hsum16x16(const __m512 *a)
-{
-	__m512 u[4] = { rl_simd_tree4_512(a), rl_simd_tree4_512(a + 4), rl_simd_tree4_512(a + 8),
-			rl_simd_tree4_512(a + 12) };
-	return rl_simd_join4_512(u);
-}
-
 RL_SIMD256 __m256 rl_simd_tree4_256(const __m256 *a)
 {
 	__m256 s01 = _mm256_add_ps(_mm256_unpacklo_ps(a[0], a[1]), _mm256_unpackhi_ps(a[0], a[1]));
@@ -46,12 +38,6 @@ RL_SIMD256 __m256 rl_simd_tree4_256(const __m256 *a)
 RL_SIMD256 __m256 rl_simd_join2_256(__m256 u0, __m256 u1)
 {
 	return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
-
-/* lane j = sum of a[j], j < 8 */
-RL_SIMD256 __m256 rl_simd_hsum8x8(const __m256 *a)
-{
-	return rl_simd_join2_256(rl_simd_tree4_256(a), rl_simd_tree4_256(a + 4));
 }
 
 #endif

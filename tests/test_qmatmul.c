@@ -116,8 +116,9 @@ static void check_paths(const struct rl_wmat *W, const float *dec, const float *
 /* in: 2048 also takes the matmuls' long-row slicing; 288 (nine blocks of 32, no whole
  * super-block: the 256-weight types sit it out) an odd block count; 300 (the float types
  * alone) a tail shorter than a vector.  37 rows: the types that
- * rl_cpu_wmat_pack packs (where this CPU has the kernels for them) are run again packed, two
- * groups of 16 and 5 rows as they were. */
+ * rl_cpu_wmat_pack packs (where this CPU has the kernels for them) are run again packed: the
+ * K-quants as two groups of 16 and 5 rows as they were, F16 and BF16 as blocks of 16, 16 and
+ * 5 (h16_panels_every_range has more). */
 static void qmatmul_case(uint32_t in)
 {
 	const uint32_t out = 37;
@@ -136,16 +137,16 @@ static void qmatmul_case(uint32_t in)
 		struct rl_wmat W;
 		void *w = make_w(dt, out, in, dec, &W);
 		double worst[2] = { 0, 0 };                   /* fp32 paths, reduced-activation paths */
-		/* columns [3, 34): a range that starts and ends off the 4-row groups, leaves the
+		/* columns [3, 34): a range that starts and ends off the 4-row groups and leaves the
 		 * 16-row groups a partial last one (packed: starts inside the first group, ends in the
-		 * unpacked rows) and the AVX2 16-bit kernel's 3-row groups one row over; [2, 34)
-		 * two rows over */
+		 * rows after it); [2, 34) one row more */
 		check_paths(&W, dec, X, Y, bias, scratch, 3, 34, worst, row_counts, NR);
 		check_paths(&W, dec, X, Y, bias, scratch, 2, 34, worst, row_counts, NR);
 		int packed = rl_cpu_wmat_pack(&W);
 		CHECKF(packed >= 0, "%s: packing failed (%d)", rl_dt_info(dt)->name, packed);
 		if (packed == 1) {
-			CHECKF(W.packed_rows == 32, "%s: %u rows packed of 37", rl_dt_info(dt)->name, W.packed_rows);
+			const uint32_t want = dt == RL_DT_F16 || dt == RL_DT_BF16 ? 37 : 32;   /* panels: all */
+			CHECKF(W.packed_rows == want, "%s: %u rows packed of 37", rl_dt_info(dt)->name, W.packed_rows);
 			for (uint32_t r = 0; r < out; r++)
 				rl_cpu_wmat_row(&W, r, dec2 + (size_t)r * in);
 			CHECKF(!memcmp(dec, dec2, (size_t)out * in * sizeof(float)), "%s: packed rows decode otherwise",
@@ -173,15 +174,15 @@ static void qmatmul_every_type_isa_and_row_count(void)
 }
 
 /* The 16-bit panels (rl_cpu_wmat_pack over F16 and BF16): 101 rows pack as one block of 48,
- * three of 16 and 5 rows as they were. Ranges that start and end inside blocks and off the
- * vector grid, that lie inside one block, that cross into the unpacked rows; row counts that
+ * three of 16 and one of 5. Ranges that start and end inside blocks and off the
+ * vector grid, that lie inside one block, that cross into the last one; row counts that
  * leave the 8-row (AVX-512) and 4-row (AVX2) groups a remainder, and 65 and 70 rows (two
  * chunks of the many-row path, the second of one row). Held to the fp32 tolerance, but where the activations are bf16 (BF16
  * from two rows with AVX512-BF16, rl_cpu_qmatmul_bf16_acts): there the bf16 one. */
 static void h16_panels_every_range(void)
 {
 	static const uint32_t counts[] = { 1, 2, 4, 5, 8, 9, 13, 65, 70 };
-	static const uint32_t ranges[][2] = { { 0, 101 }, { 5, 99 }, { 48, 64 }, { 40, 60 }, { 90, 101 } };
+	static const uint32_t ranges[][2] = { { 0, 101 }, { 5, 99 }, { 48, 64 }, { 40, 60 }, { 90, 101 }, { 97, 100 } };
 	const uint32_t out = 101, ins[] = { 300, 512 };
 	for (size_t c = 0; c < 4; c++) {
 		const uint32_t in = ins[c % 2];
@@ -203,7 +204,7 @@ static void h16_panels_every_range(void)
 			free(w); free(dec); free(dec2); free(X); free(Y); free(scratch);
 			return;
 		}
-		CHECKF(W.packed_rows == 96, "%u rows packed of 101", W.packed_rows);
+		CHECKF(W.packed_rows == 101, "%u rows packed of 101", W.packed_rows);
 		for (uint32_t r = 0; r < out; r++)
 			rl_cpu_wmat_row(&W, r, dec2 + (size_t)r * in);
 		CHECK(!memcmp(dec, dec2, (size_t)out * in * sizeof(float)));
