@@ -1356,11 +1356,27 @@ static inline uint32_t h16_block(const struct rl_wmat *W, uint32_t o, uint32_t *
 	return w;
 }
 
+/* y[0 .. 8) or [0 .. 16) (=, or +=) s (+ b[..]): where the panel kernels put a vector of sums
+ * (put16 on AVX-512F alone, so that both the F16C and the AVX512-BF16 kernels inline it) */
+T256 AI void put8(float *y, __m256 s, const float *b, int accumulate)
+{
+	if (b)
+		s = _mm256_add_ps(s, _mm256_loadu_ps(b));
+	_mm256_storeu_ps(y, accumulate ? _mm256_add_ps(s, _mm256_loadu_ps(y)) : s);
+}
+__attribute__((target("avx512f"))) AI void put16(float *y, __m512 s, const float *b, int accumulate)
+{
+	if (b)
+		s = _mm512_add_ps(s, _mm512_loadu_ps(b));
+	_mm512_storeu_ps(y, accumulate ? _mm512_add_ps(s, _mm512_loadu_ps(y)) : s);
+}
+
 /* Y[r, 0 .. NV*VW) (=, or +=) the NR activation rows against NV vectors of outputs of a block:
  * blk the block's first weight of those outputs (bw halfs per input), xt the activations
- * with input k of row r at xt[k * xs + r]. TGT/V/VW/LD/FMA/ZERO/LDY/STY: the vector width's
- * target, type, lanes, widening load, and fp32 operations. */
-#define DEFINE_H16_PANEL(NAME, TGT, V, VW, LD, BCAST, FMA, ZERO, LDY, STY, ADD)                  \
+ * with input k of row r at xt[k * xs + r]; pf, pfs: prefetch pf + k * pfs at input k (or
+ * NULL). TGT/V/VW/LD/BCAST/FMA/ZERO/PUT: the vector width's target, type, lanes, widening
+ * load, broadcast, fp32 operations and put8/put16. */
+#define DEFINE_H16_PANEL(NAME, TGT, V, VW, LD, BCAST, FMA, ZERO, PUT)                           \
 TGT AI void NAME(float *Y, size_t ldy, const float *xt, size_t xs, const uint16_t *blk, uint32_t bw, \
 		 uint32_t K, const int NR, const int NV, const float *bias, int accumulate,           \
 		 const char *pf, uint32_t pfs)                                                          \
@@ -1381,24 +1397,13 @@ TGT AI void NAME(float *Y, size_t ldy, const float *xt, size_t xs, const uint16_
 		}                                                                                \
 	}                                                                                        \
 	_Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                     \
-		_Pragma("GCC unroll 6") for (int v = 0; v < NV; v++) {                           \
-			float *y = Y + (size_t)r * ldy + v * VW;                                 \
-			V s = acc[r][v];                                                         \
-			if (bias)                                                                \
-				s = ADD(s, LDY(bias + v * VW));                                  \
-			if (accumulate)                                                          \
-				s = ADD(s, LDY(y));                                              \
-			STY(y, s);                                                               \
-		}                                                                                \
+		_Pragma("GCC unroll 6") for (int v = 0; v < NV; v++)                             \
+			PUT(Y + (size_t)r * ldy + v * VW, acc[r][v], bias ? bias + v * VW : NULL, accumulate); \
 }
-DEFINE_H16_PANEL(h16_panel256, T256, __m256, 8, ld8_f16, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_setzero_ps,
-		 _mm256_loadu_ps, _mm256_storeu_ps, _mm256_add_ps)
-DEFINE_H16_PANEL(h16_panel512, T512, __m512, 16, ld16_f16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_setzero_ps,
-		 _mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps)
-DEFINE_H16_PANEL(bf16_panel256, T256, __m256, 8, ld8_bf16, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_setzero_ps,
-		 _mm256_loadu_ps, _mm256_storeu_ps, _mm256_add_ps)
-DEFINE_H16_PANEL(bf16_panel512, T512, __m512, 16, ld16_bf16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_setzero_ps,
-		 _mm512_loadu_ps, _mm512_storeu_ps, _mm512_add_ps)
+DEFINE_H16_PANEL(h16_panel256, T256, __m256, 8, ld8_f16, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_setzero_ps, put8)
+DEFINE_H16_PANEL(h16_panel512, T512, __m512, 16, ld16_f16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_setzero_ps, put16)
+DEFINE_H16_PANEL(bf16_panel256, T256, __m256, 8, ld8_bf16, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_setzero_ps, put8)
+DEFINE_H16_PANEL(bf16_panel512, T512, __m512, 16, ld16_bf16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_setzero_ps, put16)
 
 /* AVX2 over a BF16 block, 2..4 rows: 16 outputs per 32-byte load, widened exactly into the
  * even outputs (0, 2, .., 14: a shift) and the odd ones (a mask), two operations where
@@ -1430,15 +1435,8 @@ T256 AI void bf16_pair256(float *Y, size_t ldy, const float *xt, size_t xs, cons
 #pragma GCC unroll 4
 	for (int r = 0; r < NR; r++) {
 		const __m256 lo = _mm256_unpacklo_ps(ae[r], ao[r]), up = _mm256_unpackhi_ps(ae[r], ao[r]);
-		__m256 y[2] = { _mm256_permute2f128_ps(lo, up, 0x20), _mm256_permute2f128_ps(lo, up, 0x31) };
-		for (int h = 0; h < 2; h++) {
-			float *yp = Y + (size_t)r * ldy + 8 * h;
-			if (bias)
-				y[h] = _mm256_add_ps(y[h], _mm256_loadu_ps(bias + 8 * h));
-			if (accumulate)
-				y[h] = _mm256_add_ps(y[h], _mm256_loadu_ps(yp));
-			_mm256_storeu_ps(yp, y[h]);
-		}
+		put8(Y + (size_t)r * ldy, _mm256_permute2f128_ps(lo, up, 0x20), bias, accumulate);
+		put8(Y + (size_t)r * ldy + 8, _mm256_permute2f128_ps(lo, up, 0x31), bias ? bias + 8 : NULL, accumulate);
 	}
 }
 
@@ -1483,15 +1481,8 @@ TBF AI void dpbf_panel(float *Y, size_t ldy, const float *xt, size_t xs, const u
 #pragma GCC unroll 8
 	for (int r = 0; r < NR; r++)
 #pragma GCC unroll 3
-		for (int v = 0; v < NV; v++) {
-			float *y = Y + (size_t)r * ldy + 16 * v;
-			__m512 t = acc[r][v];
-			if (bias)
-				t = _mm512_add_ps(t, _mm512_loadu_ps(bias + 16 * v));
-			if (accumulate)
-				t = _mm512_add_ps(t, _mm512_loadu_ps(y));
-			_mm512_storeu_ps(y, t);
-		}
+		for (int v = 0; v < NV; v++)
+			put16(Y + (size_t)r * ldy + 16 * v, acc[r][v], bias ? bias + 16 * v : NULL, accumulate);
 }
 
 /* One group of nr (<= 8 on AVX-512, 4 on AVX2) activation rows against nv vectors of a block:
