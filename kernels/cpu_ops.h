@@ -50,20 +50,23 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows);
 int rl_cpu_qmatmul_bf16_acts(const struct rl_wmat *W, uint32_t n_rows);
 /* Row r of W as fp32: out[W->cols]. */
 void rl_cpu_wmat_row(const struct rl_wmat *W, uint32_t r, float *out);
-/* Repacks W in place, once at load, into the layout the kernels stream best, where that pays.
- * F16 (with F16C) and BF16 of 16 rows or more on AVX2 or AVX-512 (the ISA selected now), all
- * rows: [0, 48 * floor(rows / 48)) in blocks of 48 rows, then blocks of 16, then one of the
- * last rows % 16; the block of rows [o, o + w) stays at data + o * row_bytes, holding
- * [cols][w] halfs: weight (o + j, k) at element k * w + j (the outer-product kernels
- * broadcast an activation into whole vectors of outputs; cpu_qmatmul.c's 16-bit panels). Q4_K and Q6_K on AVX2 or AVX-512: each whole
- * group of 16 rows (rows [16g, 16g + 16), 16g + 16 <= rows) keeps its bytes where they were, reordered so
- * that for each super-block b the 16 rows' block dwords j (the first 4 * ndw bytes of a
- * block; Q4_K all 36, Q6_K 52) are one 64-byte vector at group + b * 16 * blk_bytes + 64 j,
- * lane L = row L, and the rest of each row's block (Q6_K's f16 d) follows row after row.
- * The lane-per-row kernels then load what they used to transpose in registers. Rows past the
- * last whole group stay as they were; W->packed_rows says how many are packed. Every path of
- * rl_cpu_qmatmul and rl_cpu_wmat_row reads either layout. W->data must be writable memory
- * the caller owns. Returns 1 when packed, 0 when left as is, -ENOMEM. */
+/* Repacks W in place, once at load, into the layout the kernels stream best, where that pays
+ * (the ISA selected now decides). W->packed_rows says how many rows are packed; every path of
+ * rl_cpu_qmatmul and rl_cpu_wmat_row reads either layout.
+ * - F16 (with F16C) and BF16 of 16 rows or more, on AVX2 or AVX-512: all rows, as blocks of
+ *   48 rows over [0, 48 * floor(rows / 48)), then blocks of 16, then one of the last
+ *   rows % 16. The block of rows [o, o + w) stays at data + o * row_bytes and holds [cols][w]
+ *   halfs: weight (o + j, k) at element k * w + j (the outer-product kernels broadcast an
+ *   activation into whole vectors of outputs; cpu_qmatmul.c's 16-bit panels).
+ * - Q4_K and Q6_K, on AVX2 or AVX-512: each whole group of 16 rows (rows [16g, 16g + 16),
+ *   16g + 16 <= rows) keeps its bytes where they were, reordered so that for each super-block
+ *   b the 16 rows' block dwords j (the first 4 * ndw bytes of a block; Q4_K all 36, Q6_K 52)
+ *   are one 64-byte vector at group + b * 16 * blk_bytes + 64 j, lane L = row L, and the rest
+ *   of each row's block (Q6_K's f16 d) follows row after row. The lane-per-row kernels then
+ *   load what they used to transpose in registers. Rows past the last whole group stay as
+ *   they were.
+ * W->data must be writable memory the caller owns. Returns 1 when packed, 0 when left as is,
+ * -ENOMEM. */
 int rl_cpu_wmat_pack(struct rl_wmat *W);
 /* The row count that the threads' shares of W's output rows are multiples of: whole packed
  * groups or blocks (48 for packed F16 and BF16, 16 for packed K-quants), else 4. */

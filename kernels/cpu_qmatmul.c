@@ -1542,9 +1542,10 @@ T256 static void h16_group256(float *Y, size_t ldy, const float *xt, size_t xs, 
 #undef H16_CALL
 #undef H16_ARGS
 
-/* Y[r, o] for r < n_rows and the outputs o in [o0, o1) of a packed F16 or BF16 matrix. Activation rows in chunks of 64, each transposed once into scratch as
- * groups of G rows ([in][G] floats each; one row is read where it is); then for each run of
- * outputs, every group, so that the run's weights (48 rows x in halfs: 72 KB at 768) are
+/* Y[r, o] for r < n_rows and the outputs o in [o0, o1) of a packed F16 or BF16 matrix.
+ * Activation rows in chunks of 64, each transposed once into scratch as groups of G rows
+ * ([in][G] floats each; bf16 pairs for vdpbf16ps; one fp32 row is read where it is); then
+ * for each run of outputs, every group, so that the run's weights (48 rows x in halfs: 72 KB at 768) are
  * read from DRAM once per chunk and from L2 for the other groups. A vector may start at any
  * output of a block; the outputs short of one at a block's or the range's end are gathered
  * row by row. scratch: rl_cpu_qmatmul_scratch's. */
