@@ -262,7 +262,7 @@ int rl_cmd_bench_kernels(int argc, char **argv)
 		}
 		struct rl_wmat W;
 		rl_wmat_init(&W, w, types[t], rows, cols);
-		rl_cpu_wmat_pack(&W);          /* as the loader does (K-quants on AVX2/VNNI) */
+		rl_cpu_wmat_pack(&W);          /* as the loader does (F16/BF16 panels, K-quant groups) */
 		bpw[t] = (double)di->blk_bytes / di->blk_elems;
 		r1[t] = kernel_gmacs(&W, 1, X, Y, scratch);
 		r8[t] = kernel_gmacs(&W, 8, X, Y, scratch);

@@ -1545,8 +1545,8 @@ T256 static void h16_group256(float *Y, size_t ldy, const float *xt, size_t xs, 
 /* Y[r, o] for r < n_rows and the outputs o in [o0, o1) of a packed F16 or BF16 matrix.
  * Activation rows in chunks of 64, each transposed once into scratch as groups of G rows
  * ([in][G] floats each; bf16 pairs for vdpbf16ps; one fp32 row is read where it is); then
- * for each run of outputs, every group, so that the run's weights (48 rows x in halfs: 72 KB at 768) are
- * read from DRAM once per chunk and from L2 for the other groups. A vector may start at any
+ * for each run of outputs, every group, so that the run's weights (48 rows x in halfs: 72 KB
+ * at 768) are read from DRAM once per chunk and from L2 for the other groups. A vector may start at any
  * output of a block; the outputs short of one at a block's or the range's end are gathered
  * row by row. scratch: rl_cpu_qmatmul_scratch's. */
 static void h16_panels(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
@@ -1589,10 +1589,7 @@ static void h16_panels(float *Y, size_t ldy, const float *X, size_t ldx, const s
 			if (left < vw) {               /* short of a vector: this output alone */
 				rl_cpu_wmat_row(W, o, row);
 				for (uint32_t r = 0; r < nc; r++) {
-					float s = 0;
-					for (uint32_t k = 0; k < in; k++)
-						s += row[k] * Xc[(size_t)r * ldx + k];
-					s += bias ? bias[o] : 0;
+					float s = dot_f32_scalar(row, Xc + (size_t)r * ldx, in) + (bias ? bias[o] : 0);
 					float *y = Yc + (size_t)r * ldy + o;
 					*y = accumulate ? *y + s : s;
 				}
@@ -1606,28 +1603,26 @@ static void h16_panels(float *Y, size_t ldy, const float *X, size_t ldx, const s
 				nv = left / vw >= 2 ? 2 : 1;
 			const uint16_t *blk = (const uint16_t *)W->data + (size_t)b0 * in + (o - b0);
 			const float *b = bias ? bias + o : NULL;
-			if (direct)
+			if (direct) {
 				group(Yc + o, ldy, Xc, 1, blk, bw, in, 1, nv, b, accumulate, NULL, 0, kind);
-			else
-				for (uint32_t g = 0; g < nc; g += G) {
-					const uint32_t ng = nc - g < G ? nc - g : G;
-					/* Several passes over a block (AVX2's two halves, or more groups):
-					 * only the first reads DRAM, so the hardware prefetcher idles
-					 * through the rest. Each pass prefetches its share of the next
-					 * 48-row block (--isa avx2, 110M F16 from DRAM, 8 rows: 40 -> 53
-					 * GMAC/s). One pass needs none: a block is one stream. */
-					const char *pf = NULL;
-					uint32_t pfs = 0;
-					const uint32_t passes = bw / (nv * vw) * ((nc + G - 1) / G);
-					if (passes > 1 && b0 + 2 * bw <= W->rows / H16_BW * H16_BW) {
-						const uint32_t pass = (o - b0) / (nv * vw) * ((nc + G - 1) / G) + g / G;
-						pfs = (2 * bw + passes - 1) / passes;     /* bytes per input k */
-						pf = (const char *)((const uint16_t *)W->data + (size_t)(b0 + bw) * in) +
-						     (size_t)pass * pfs * in;
-					}
-					group(Yc + (size_t)g * ldy + o, ldy, xt + (size_t)g * in, ng, blk, bw, in, ng, nv, b,
-					      accumulate, pf, pfs, kind);
-				}
+				o += nv * vw;
+				continue;
+			}
+			/* Several passes over a block (AVX2's two halves, or more groups): only the
+			 * first reads DRAM, so the hardware prefetcher idles through the rest. Each
+			 * pass prefetches its share of the next 48-row block (--isa avx2, 110M F16
+			 * from DRAM, 8 rows: 40 -> 53 GMAC/s). One pass needs none: a block is one
+			 * stream. */
+			const uint32_t groups = (nc + G - 1) / G, passes = bw / (nv * vw) * groups;
+			const int pf_next = passes > 1 && b0 + 2 * bw <= W->rows / H16_BW * H16_BW;
+			const uint32_t pfs = pf_next ? (2 * bw + passes - 1) / passes : 0;   /* bytes per input k */
+			const char *next = (const char *)((const uint16_t *)W->data + (size_t)(b0 + bw) * in);
+			for (uint32_t g = 0; g < nc; g += G) {
+				const uint32_t ng = nc - g < G ? nc - g : G;
+				const uint32_t pass = (o - b0) / (nv * vw) * groups + g / G;
+				group(Yc + (size_t)g * ldy + o, ldy, xt + (size_t)g * in, ng, blk, bw, in, ng, nv, b, accumulate,
+				      pf_next ? next + (size_t)pass * pfs * in : NULL, pfs, kind);
+			}
 			o += nv * vw;
 		}
 	}
