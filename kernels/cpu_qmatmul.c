@@ -1405,6 +1405,15 @@ DEFINE_H16_PANEL(h16_panel512, T512, __m512, 16, ld16_f16, _mm512_set1_ps, _mm51
 DEFINE_H16_PANEL(bf16_panel256, T256, __m256, 8, ld8_bf16, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_setzero_ps, put8)
 DEFINE_H16_PANEL(bf16_panel512, T512, __m512, 16, ld16_bf16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_setzero_ps, put16)
 
+/* y[0 .. 16) (=, or +=) the sums of the even outputs e (0, 2, .., 14) and odd outputs o put
+ * back in order (+ b[..]) */
+T256 AI void put_pair(float *y, __m256 e, __m256 o, const float *b, int accumulate)
+{
+	const __m256 lo = _mm256_unpacklo_ps(e, o), up = _mm256_unpackhi_ps(e, o);
+	put8(y, _mm256_permute2f128_ps(lo, up, 0x20), b, accumulate);
+	put8(y + 8, _mm256_permute2f128_ps(lo, up, 0x31), b ? b + 8 : NULL, accumulate);
+}
+
 /* AVX2 over a BF16 block, 2..4 rows: 16 outputs per 32-byte load, widened exactly into the
  * even outputs (0, 2, .., 14: a shift) and the odd ones (a mask), two operations where
  * ld8_bf16 takes four; the sums are put back in order at the end. 110M BF16, 8 rows, --isa
@@ -1433,10 +1442,70 @@ T256 AI void bf16_pair256(float *Y, size_t ldy, const float *xt, size_t xs, cons
 		}
 	}
 #pragma GCC unroll 4
+	for (int r = 0; r < NR; r++)
+		put_pair(Y + (size_t)r * ldy, ae[r], ao[r], bias, accumulate);
+}
+
+/* One of bf16_tri256's two passes: B 0 takes outputs 0..15 (even and odd) and the even ones
+ * of 16..31; B 1 the odd ones of 16..31 and 32..47. The mask is read from memory at each use
+ * (an operand of vpand), since 12 accumulators, 3 weight vectors and a broadcast fill the 16
+ * registers. */
+T256 AI void bf16_tri_pass(__m256 (*a)[3], const float *xt, size_t xs, const uint16_t *blk, uint32_t bw,
+			   uint32_t K, const int NR, const int B, const char *pf, uint32_t pfs)
+{
+	static const uint32_t hi[8] __attribute__((aligned(32))) = {
+		0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u };
+#pragma GCC unroll 4
+	for (int r = 0; r < NR; r++)
+		a[r][0] = a[r][1] = a[r][2] = _mm256_setzero_ps();
+	for (uint32_t k = 0; k < K; k++, blk += bw, xt += xs) {
+		if (pf)
+			_mm_prefetch(pf + (size_t)k * pfs, _MM_HINT_T1);
+		const __m256i *m = (const __m256i *)hi;
+		__asm__("" : "+r"(m));         /* not hoisted into a register */
+		const __m256i v1 = _mm256_loadu_si256((const __m256i *)(blk + 16));
+		const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + (B ? 32 : 0)));
+		__m256 w[3];
+		if (B) {
+			w[0] = _mm256_castsi256_ps(_mm256_and_si256(v1, *m));
+			w[1] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+			w[2] = _mm256_castsi256_ps(_mm256_and_si256(v, *m));
+		} else {
+			w[0] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+			w[1] = _mm256_castsi256_ps(_mm256_and_si256(v, *m));
+			w[2] = _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16));
+		}
+#pragma GCC unroll 4
+		for (int r = 0; r < NR; r++) {
+			const __m256 x = _mm256_set1_ps(xt[r]);
+#pragma GCC unroll 3
+			for (int j = 0; j < 3; j++)
+				a[r][j] = _mm256_fmadd_ps(w[j], x, a[r][j]);
+		}
+	}
+}
+
+/* AVX2 over a whole 48-row BF16 block, 2..4 rows: bf16_pair256's even/odd widening with 12
+ * accumulators instead of 8, in two passes of 24 outputs (two pairs split as 1.5 + 1.5; the
+ * even sums of the middle pair wait in mid[] for their odd ones). One operation widens 8
+ * outputs, as in the pairs, and 12 FMAs in flight cover their latency (4 cycles at 2 a cycle),
+ * where the pairs' 8 just do. Arguments as DEFINE_H16_PANEL; pass B prefetches pf + pfs * K
+ * on, the share after pass A's. */
+T256 AI void bf16_tri256(float *Y, size_t ldy, const float *xt, size_t xs, const uint16_t *blk, uint32_t bw,
+			 uint32_t K, const int NR, const float *bias, int accumulate, const char *pf, uint32_t pfs)
+{
+	__m256 a[4][3], mid[4];
+	bf16_tri_pass(a, xt, xs, blk, bw, K, NR, 0, pf, pfs);
+#pragma GCC unroll 4
 	for (int r = 0; r < NR; r++) {
-		const __m256 lo = _mm256_unpacklo_ps(ae[r], ao[r]), up = _mm256_unpackhi_ps(ae[r], ao[r]);
-		put8(Y + (size_t)r * ldy, _mm256_permute2f128_ps(lo, up, 0x20), bias, accumulate);
-		put8(Y + (size_t)r * ldy + 8, _mm256_permute2f128_ps(lo, up, 0x31), bias ? bias + 8 : NULL, accumulate);
+		put_pair(Y + (size_t)r * ldy, a[r][0], a[r][1], bias, accumulate);
+		mid[r] = a[r][2];
+	}
+	bf16_tri_pass(a, xt, xs, blk, bw, K, NR, 1, pf ? pf + (size_t)pfs * K : NULL, pfs);
+#pragma GCC unroll 4
+	for (int r = 0; r < NR; r++) {
+		put_pair(Y + (size_t)r * ldy + 16, mid[r], a[r][0], bias ? bias + 16 : NULL, accumulate);
+		put_pair(Y + (size_t)r * ldy + 32, a[r][1], a[r][2], bias ? bias + 32 : NULL, accumulate);
 	}
 }
 
@@ -1487,7 +1556,8 @@ TBF AI void dpbf_panel(float *Y, size_t ldy, const float *xt, size_t xs, const u
 
 /* One group of nr (<= 8 on AVX-512, 4 on AVX2) activation rows against nv vectors of a block:
  * the dispatch to a kernel whose shape is a constant, so that its accumulators stay in
- * registers. nv: 1 or 3 (AVX2 one row: also 6, a whole 48-row block in one pass). */
+ * registers. nv: 1 or 3; on AVX2 also 6, a whole 48-row block (one row in one pass; BF16's
+ * bf16_tri256), and for BF16 2 (bf16_pair256). */
 enum h16_kind { H16_F16, H16_BF16, H16_DPBF };     /* the weights' type; vdpbf16ps on bf16 pairs */
 #define H16_ARGS Y, ldy, xt, xs, blk, bw, K
 #define H16_CALL(F, n, v) F(H16_ARGS, n, v, bias, acc, pf, pfs)
@@ -1530,6 +1600,14 @@ T256 static void h16_group256(float *Y, size_t ldy, const float *xt, size_t xs, 
 	}
 	if (nr == 1 && nv == 6) {
 		f ? H16_CALL(h16_panel256, 1, 6) : H16_CALL(bf16_panel256, 1, 6);
+		return;
+	}
+	if (nv == 6) {                 /* BF16, a whole 48-row block */
+		switch (nr) {
+		case 2: bf16_tri256(H16_ARGS, 2, bias, acc, pf, pfs); break;
+		case 3: bf16_tri256(H16_ARGS, 3, bias, acc, pf, pfs); break;
+		default: bf16_tri256(H16_ARGS, 4, bias, acc, pf, pfs); break;
+		}
 		return;
 	}
 #define P256(n) (f ? (nv == 3 ? H16_CALL(h16_panel256, n, 3) : H16_CALL(h16_panel256, n, 1)) \
@@ -1638,8 +1716,8 @@ static void h16_panels(float *Y, size_t ldy, const float *X, size_t ldx, const s
 			uint32_t nv = left / vw >= 3 ? 3 : 1;
 			if (!z && nc == 1 && left / vw >= 6)
 				nv = 6;
-			else if (!z && kind == H16_BF16 && !direct)
-				nv = left / vw >= 2 ? 2 : 1;
+			else if (!z && kind == H16_BF16 && !direct)   /* bf16_tri256, else bf16_pair256 */
+				nv = left / vw >= 6 ? 6 : left / vw >= 2 ? 2 : 1;
 			const uint16_t *blk = (const uint16_t *)W->data + (size_t)b0 * in + (o - b0);
 			const float *b = bias ? bias + o : NULL;
 			if (direct) {
@@ -1651,16 +1729,18 @@ static void h16_panels(float *Y, size_t ldy, const float *X, size_t ldx, const s
 			 * first reads DRAM, so the hardware prefetcher idles through the rest. Each
 			 * pass prefetches its share of the next 48-row block (--isa avx2, 110M F16
 			 * from DRAM, 8 rows: 40 -> 53 GMAC/s). One pass needs none: a block is one
-			 * stream. */
-			const uint32_t groups = (nc + G - 1) / G, passes = bw / (nv * vw) * groups;
+			 * stream. bf16_tri256 makes two passes a call (a one-row group's
+			 * kernel one, over both shares). */
+			const uint32_t per = nv == 6 && kind == H16_BF16 ? 2 : 1;
+			const uint32_t groups = (nc + G - 1) / G, passes = bw / (nv * vw) * groups * per;
 			const int pf_next = passes > 1 && b0 + 2 * bw <= W->rows / H16_BW * H16_BW;
 			const uint32_t pfs = pf_next ? (2 * bw + passes - 1) / passes : 0;   /* bytes per input k */
 			const char *next = (const char *)((const uint16_t *)W->data + (size_t)(b0 + bw) * in);
 			for (uint32_t g = 0; g < nc; g += G) {
 				const uint32_t ng = nc - g < G ? nc - g : G;
-				const uint32_t pass = (o - b0) / (nv * vw) * groups + g / G;
+				const uint32_t pass = ((o - b0) / (nv * vw) * groups + g / G) * per;
 				group(Yc + (size_t)g * ldy + o, ldy, xt + (size_t)g * in, ng, blk, bw, in, ng, nv, b, accumulate,
-				      pf_next ? next + (size_t)pass * pfs * in : NULL, pfs, kind);
+				      pf_next ? next + (size_t)pass * pfs * in : NULL, ng == 1 ? pfs * per : pfs, kind);
 			}
 			o += nv * vw;
 		}

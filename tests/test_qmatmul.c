@@ -181,7 +181,7 @@ static void qmatmul_every_type_isa_and_row_count(void)
  * from two rows with AVX512-BF16, rl_cpu_qmatmul_bf16_acts): there the bf16 one. */
 static void h16_panels_every_range(void)
 {
-	static const uint32_t counts[] = { 1, 2, 4, 5, 8, 9, 13, 65, 70 };
+	static const uint32_t counts[] = { 1, 2, 3, 4, 5, 7, 8, 9, 13, 65, 70 };
 	static const uint32_t ranges[][2] = { { 0, 101 }, { 5, 99 }, { 48, 64 }, { 40, 60 }, { 90, 101 }, { 97, 100 } };
 	const uint32_t out = 101, ins[] = { 300, 512 };
 	for (size_t c = 0; c < 4; c++) {
