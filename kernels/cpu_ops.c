@@ -364,20 +364,20 @@ T256H static uint32_t narrow_f16c(uint16_t *dst, const float *src, uint32_t n)
 	return i;
 }
 
-/* Before block bi of a sequence's n_keys positions: prefetch into L2 the K and V tiles
- * ([bs, hd] each) of block bi + KV_AHEAD (at bi 0, of blocks 1 .. KV_AHEAD too). The block
- * table scatters a sequence's blocks over the pool, and one (block, KV head)'s tile is only
- * 2 KB (bs 16, hd 64, half), so the hardware prefetcher, which follows streams, starts over
- * at every block. 110M shapes (12 layers x 12 heads), batch 8 at depth 256 on the Zen 4 VM:
+/* Prefetch into L2 the K and V tiles ([bs, hd] each) of blocks [b0, b1) of a sequence's
+ * n_keys positions; kv_prefetch_ahead, before block bi: block bi + KV_AHEAD (at bi 0, blocks
+ * 1 .. KV_AHEAD too). The block table scatters a sequence's blocks over the pool, and one
+ * (block, KV head)'s tile is only 2 KB (bs 16, hd 64, half), so the hardware prefetcher,
+ * which follows streams, starts over at every block. 110M shapes (12 layers x 12 heads), batch 8 at depth 256 on the Zen 4 VM:
  * ~85 -> ~62 cycles a key and head (in cache: 23); into L1 instead, or 2 blocks ahead,
  * gained nothing (the L1's miss buffers fill). AI: GCC's IPA deletes calls to a function
  * whose body is only prefetches (it counts them as no side effect), so this one must be
  * inlined before that runs. */
 #define KV_AHEAD 4
-AI void kv_prefetch_ahead(const struct rl_cpu_kv_view *kv, uint32_t bi, uint32_t n_keys, uint32_t hd)
+AI void kv_prefetch_blocks(const struct rl_cpu_kv_view *kv, uint32_t b0, uint32_t b1, uint32_t n_keys, uint32_t hd)
 {
 	const size_t bytes = (size_t)kv->block_size * hd * (kv->hk ? 2 : 4);
-	for (uint32_t b = bi ? bi + KV_AHEAD : 1; b <= bi + KV_AHEAD && (size_t)b * kv->block_size < n_keys; b++) {
+	for (uint32_t b = b0; b < b1 && (size_t)b * kv->block_size < n_keys; b++) {
 		const size_t blk = (size_t)kv->block_table[b] * kv->block_stride;
 		const char *k = kv->hk ? (const char *)(kv->hk + blk) : (const char *)(kv->k + blk);
 		const char *v = kv->hk ? (const char *)(kv->hv + blk) : (const char *)(kv->v + blk);
@@ -386,6 +386,10 @@ AI void kv_prefetch_ahead(const struct rl_cpu_kv_view *kv, uint32_t bi, uint32_t
 			_mm_prefetch(v + l, _MM_HINT_T1);
 		}
 	}
+}
+AI void kv_prefetch_ahead(const struct rl_cpu_kv_view *kv, uint32_t bi, uint32_t n_keys, uint32_t hd)
+{
+	kv_prefetch_blocks(kv, bi ? bi + KV_AHEAD : 1, bi + KV_AHEAD + 1, n_keys, hd);
 }
 
 /* The keys and values of the block at table index bi, first n slots of [bs, hd]: in the
@@ -1023,6 +1027,11 @@ static size_t wide_at(uint32_t rows, uint32_t hd, uint32_t block_size)
 {
 	size_t t = tiled_scratch(rows, hd, block_size);
 	return ((t > block_size ? t : block_size) + 15) / 16 * 16;
+}
+
+void rl_cpu_attention_prefetch(const struct rl_cpu_kv_view *kv, uint32_t n_keys, uint32_t hd)
+{
+	kv_prefetch_blocks(kv, 0, KV_AHEAD, n_keys, hd);
 }
 
 size_t rl_cpu_attention_scratch(uint32_t rows, uint32_t hd, uint32_t block_size)

@@ -155,6 +155,23 @@ static void matmul_part(struct cpu *c, int t, float *Y, size_t ldy, const float 
 }
 
 /* One step, run by every worker t. */
+/* The attention view of sequence s's KV head kh in one layer's pools (kl, vl; each
+ * [n_blocks, nkv, bs, hd]): its [bs, hd] tile in block 0, blocks block_stride apart. */
+static struct rl_cpu_kv_view kv_view(const struct cpu *c, const char *kl, const char *vl,
+				     const struct rl_batch_seq *s, uint32_t kh)
+{
+	const uint32_t hd = c->hd;
+	const size_t o = (size_t)kh * c->bs * hd * (c->kv_f16 ? 2 : 4);
+	return (struct rl_cpu_kv_view){
+		.k = c->kv_f16 ? NULL : (const float *)(kl + o),
+		.v = c->kv_f16 ? NULL : (const float *)(vl + o),
+		.hk = c->kv_f16 ? (const uint16_t *)(kl + o) : NULL,
+		.hv = c->kv_f16 ? (const uint16_t *)(vl + o) : NULL,
+		.block_table = s->block_table, .block_size = c->bs,
+		.block_stride = (size_t)c->nkv * c->bs * hd,
+	};
+}
+
 static void forward(struct cpu *c, int t)
 {
 	const struct rl_batch *b = c->cur;
@@ -220,15 +237,12 @@ static void forward(struct cpu *c, int t)
 				break;
 			const struct rl_batch_seq *s = &b->seqs[it / c->nkv];
 			uint32_t kh = it % c->nkv, h = kh * group;
-			const size_t o = (size_t)kh * c->bs * hd * es;
-			struct rl_cpu_kv_view kv = {
-				.k = c->kv_f16 ? NULL : (const float *)(kl + o),
-				.v = c->kv_f16 ? NULL : (const float *)(vl + o),
-				.hk = c->kv_f16 ? (const uint16_t *)(kl + o) : NULL,
-				.hv = c->kv_f16 ? (const uint16_t *)(vl + o) : NULL,
-				.block_table = s->block_table, .block_size = c->bs,
-				.block_stride = (size_t)c->nkv * c->bs * hd,
-			};
+			struct rl_cpu_kv_view kv = kv_view(c, kl, vl, s, kh);
+			if (it + 1 < n_items) {        /* the next item's first blocks, while this one runs */
+				const struct rl_batch_seq *s1 = &b->seqs[(it + 1) / c->nkv];
+				struct rl_cpu_kv_view kv1 = kv_view(c, kl, vl, s1, (it + 1) % c->nkv);
+				rl_cpu_attention_prefetch(&kv1, s1->ctx_len, hd);
+			}
 			rl_cpu_attention(c->att + (size_t)s->q_start * qd + h * hd, qd,
 					 c->q + (size_t)s->q_start * qd + h * hd, qd, s->q_len, group,
 					 s->ctx_len - s->q_len, hd, &kv,
