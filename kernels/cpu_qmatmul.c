@@ -1900,6 +1900,25 @@ TVNNI AI void q4k_t16_group(float *Y, size_t ldy, const struct q8k *const *xk, c
 		/* byte j of s03: scale j; of s47: scale 4 + j (4 low bits from u2, 2 high from u0) */
 		const __m512i s03 = _mm512_and_si512(u0, m6);
 		const __m512i s47 = _mm512_or_si512(_mm512_and_si512(u2, m4), _mm512_and_si512(_mm512_srli_epi32(u0, 2), m30));
+		/* the mins first, so that their vectors are dead before the sums' loop needs the
+		 * registers: as word pairs (m0, m2), (m1, m3), (m4, m6), (m5, m7), as bp pairs the
+		 * activations' sums; acc -= dmin * dx * sum_j m_j xsum_j */
+		{
+			const __m512i m03 = _mm512_and_si512(u1, m6);
+			const __m512i m47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4),
+							    _mm512_and_si512(_mm512_srli_epi32(u1, 2), m30));
+			const __m512i P[4] = { _mm512_and_si512(m03, mff), _mm512_and_si512(_mm512_srli_epi32(m03, 8), mff),
+					       _mm512_and_si512(m47, mff), _mm512_and_si512(_mm512_srli_epi32(m47, 8), mff) };
+#pragma GCC unroll 8
+			for (int r = 0; r < NR; r++) {
+				const int32_t *bq = bp + ((size_t)r * nb + b) * 4;
+				__m512i mi = _mm512_setzero_si512();
+#pragma GCC unroll 4
+				for (int k = 0; k < 4; k++)
+					mi = _mm512_dpwssd_epi32(mi, P[k], _mm512_set1_epi32(bq[k]));
+				acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, _mm512_set1_ps(xk[r][b].d)), _mm512_cvtepi32_ps(mi), acc[r]);
+			}
+		}
 		__m512i M[8];
 #pragma GCC unroll 8
 		for (int r = 0; r < NR; r++)
@@ -1936,22 +1955,9 @@ TVNNI AI void q4k_t16_group(float *Y, size_t ldy, const struct q8k *const *xk, c
 				}
 			}
 		}
-		/* the mins as word pairs (m0, m2), (m1, m3), (m4, m6), (m5, m7), as bp pairs the sums */
-		const __m512i m03 = _mm512_and_si512(u1, m6);
-		const __m512i m47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4),
-						    _mm512_and_si512(_mm512_srli_epi32(u1, 2), m30));
-		const __m512i P[4] = { _mm512_and_si512(m03, mff), _mm512_and_si512(_mm512_srli_epi32(m03, 8), mff),
-				       _mm512_and_si512(m47, mff), _mm512_and_si512(_mm512_srli_epi32(m47, 8), mff) };
 #pragma GCC unroll 8
-		for (int r = 0; r < NR; r++) {
-			const int32_t *bq = bp + ((size_t)r * nb + b) * 4;
-			__m512i mi = _mm512_setzero_si512();
-#pragma GCC unroll 4
-			for (int k = 0; k < 4; k++)
-				mi = _mm512_dpwssd_epi32(mi, P[k], _mm512_set1_epi32(bq[k]));
-			__m512 t = _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(mi), _mm512_mul_ps(d, _mm512_cvtepi32_ps(M[r])));
-			acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(xk[r][b].d), acc[r]);
-		}
+		for (int r = 0; r < NR; r++)
+			acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(M[r])), _mm512_set1_ps(xk[r][b].d), acc[r]);
 	}
 	t16_store(Y, ldy, acc, NR, o, lanes, bias, accumulate);
 }
