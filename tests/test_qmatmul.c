@@ -153,6 +153,10 @@ static void qmatmul_case(uint32_t in)
 			       rl_dt_info(dt)->name);
 			check_paths(&W, dec, X, Y, bias, scratch, 3, 34, worst, row_counts, NR);
 			check_paths(&W, dec, X, Y, bias, scratch, 17, 29, worst, row_counts, NR);   /* inside one group */
+			/* the second half of one group, the first half of the next; one row of a first half and
+			 * one of a second (AVX2's whole-group Q4_K) */
+			check_paths(&W, dec, X, Y, bias, scratch, 10, 21, worst, row_counts, NR);
+			check_paths(&W, dec, X, Y, bias, scratch, 7, 25, worst, row_counts, NR);
 			check_paths(&W, dec, X, Y, bias, scratch, 0, 37, worst, row_counts, NR);
 		}
 		CHECKF(worst[0] <= 1e-5, "%s: fp32 paths off by %.3g of the terms", rl_dt_info(dt)->name, worst[0]);
