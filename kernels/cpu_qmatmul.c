@@ -573,6 +573,49 @@ T256 AI __m256i t8_dword(const struct t8g *G, const int PK, const int dt, size_t
 	}                                                                                          \
 } while (0)
 
+/* A Q4_K super-block's header for the 8 rows of a lane set (at byte off of a row): d and
+ * dmin; the 8 sub-block scales as words in both halves of each dword (scw, vpmaddwd's
+ * operand); the mins as word pairs (m0, m2), (m1, m3), (m4, m6), (m5, m7) (P), as
+ * q4k_min_pairs pairs the activations' sums. */
+T256 AI void q4k_t8_head(const struct t8g *G, const int PK, size_t off, __m256 *d, __m256 *dmin, __m256i *scw,
+			 __m256i *P)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
+	const __m256i mff = _mm256_set1_epi32(0x00FF00FF), lowb = _mm256_set1_epi32(0xFF);
+	const __m256i g = t8_dword(G, PK, RL_DT_Q4_K, off, 0), u0 = t8_dword(G, PK, RL_DT_Q4_K, off, 4),
+		      u1 = t8_dword(G, PK, RL_DT_Q4_K, off, 8), u2 = t8_dword(G, PK, RL_DT_Q4_K, off, 12);
+	*d = f16_lo8(g);
+	*dmin = f16_lo8(_mm256_srli_epi32(g, 16));
+	/* byte j of s03: scale j; of s47: scale 4 + j (4 low bits from u2, 2 high from u0) */
+	const __m256i s03 = _mm256_and_si256(u0, m6);
+	const __m256i s47 = _mm256_or_si256(_mm256_and_si256(u2, m4), _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30));
+#pragma GCC unroll 8
+	for (int j = 0; j < 8; j++) {
+		__m256i s = _mm256_and_si256(_mm256_srli_epi32(j < 4 ? s03 : s47, 8 * (j & 3)), lowb);
+		scw[j] = _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
+	}
+	const __m256i m03 = _mm256_and_si256(u1, m6);
+	const __m256i m47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4),
+					    _mm256_and_si256(_mm256_srli_epi32(u1, 2), m30));
+	P[0] = _mm256_and_si256(m03, mff);
+	P[1] = _mm256_and_si256(_mm256_srli_epi32(m03, 8), mff);
+	P[2] = _mm256_and_si256(m47, mff);
+	P[3] = _mm256_and_si256(_mm256_srli_epi32(m47, 8), mff);
+}
+
+/* acc + dx * (d * M - dmin * sum_k P[k] . bq[k]): one activation row's integer sums M over a
+ * super-block, and its mins term, meet the floats */
+T256 AI __m256 q4k_t8_finish(__m256 acc, __m256i M, const __m256i *P, const int32_t *bq, __m256 d, __m256 dmin,
+			     float dx)
+{
+	__m256i mi = _mm256_madd_epi16(P[0], _mm256_set1_epi32(bq[0]));
+#pragma GCC unroll 3
+	for (int k = 1; k < 4; k++)
+		mi = _mm256_add_epi32(mi, _mm256_madd_epi16(P[k], _mm256_set1_epi32(bq[k])));
+	__m256 tt = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(mi), _mm256_mul_ps(d, _mm256_cvtepi32_ps(M)));
+	return _mm256_fmadd_ps(tt, _mm256_set1_ps(dx), acc);
+}
+
 /* Decode steps of 1..8 rows over Q4_K on AVX2, eight weight rows at a time, one output row
  * per lane (the layout of q4k_t16_group, without VNNI): each 32-byte run of q is 8 vectors of
  * the 8 rows' dwords (packed: loaded; else transposed, 8x8 dwords) and its nibbles kept in L1;
@@ -589,8 +632,7 @@ T256 AI void q4k_t8_group(float *Y, size_t ldy, const struct q8k *const *xk, con
 {
 	const size_t rb = W->row_bytes;
 	const uint32_t nb = W->cols / 256;
-	const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
-	const __m256i mff = _mm256_set1_epi32(0x00FF00FF), lowb = _mm256_set1_epi32(0xFF);
+	const __m256i m4 = _mm256_set1_epi8(0x0F);
 	__m256i q[8][8], scw[8];       /* sub-block j's nibbles, k-th dword of each row; its scales */
 	/* the next group's rows, one contiguous run, into L2 a slice per block (a packed
 	 * group's first half fetches for both) */
@@ -606,23 +648,9 @@ T256 AI void q4k_t8_group(float *Y, size_t ldy, const struct q8k *const *xk, con
 		if (pf)
 			for (size_t l = 0; l < pfb; l += 64)
 				_mm_prefetch(next + (size_t)b * pfb + l, _MM_HINT_T1);
-		const __m256i g = t8_dword(G, PK, RL_DT_Q4_K, off, 0), u0 = t8_dword(G, PK, RL_DT_Q4_K, off, 4),
-			      u1 = t8_dword(G, PK, RL_DT_Q4_K, off, 8), u2 = t8_dword(G, PK, RL_DT_Q4_K, off, 12);
-		const __m256 d = f16_lo8(g), dmin = f16_lo8(_mm256_srli_epi32(g, 16));
-		const __m256i s03 = _mm256_and_si256(u0, m6);
-		const __m256i s47 = _mm256_or_si256(_mm256_and_si256(u2, m4), _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30));
-#pragma GCC unroll 8
-		for (int j = 0; j < 8; j++) {
-			__m256i s = _mm256_and_si256(_mm256_srli_epi32(j < 4 ? s03 : s47, 8 * (j & 3)), lowb);
-			scw[j] = _mm256_or_si256(s, _mm256_slli_epi32(s, 16));
-		}
-		const __m256i m03 = _mm256_and_si256(u1, m6);
-		const __m256i m47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4),
-						    _mm256_and_si256(_mm256_srli_epi32(u1, 2), m30));
-		const __m256i P[4] = { _mm256_and_si256(m03, mff), _mm256_and_si256(_mm256_srli_epi32(m03, 8), mff),
-				       _mm256_and_si256(m47, mff), _mm256_and_si256(_mm256_srli_epi32(m47, 8), mff) };
-		/* one activation row: storing a super-block's 64 nibble vectors for the rows to
-		 * reload cost more than their one use */
+		__m256 d, dmin;
+		__m256i P[4];
+		q4k_t8_head(G, PK, off, &d, &dmin, scw, P);
 		/* one activation row: its sums here, M1 (storing a super-block's 64 nibble vectors
 		 * for the rows to reload costs more than their one use); more: the nibbles into q */
 		__m256i M1 = _mm256_setzero_si256();
@@ -665,13 +693,7 @@ T256 AI void q4k_t8_group(float *Y, size_t ldy, const struct q8k *const *xk, con
 					s = _mm256_add_epi16(s, _mm256_maddubs_epi16(q[j][k], _mm256_set1_epi32(x4[k])));
 				M = _mm256_add_epi32(M, _mm256_madd_epi16(s, scw[j]));
 			}
-			const int32_t *bq = bp + ((size_t)r * nb + b) * 4;
-			__m256i mi = _mm256_madd_epi16(P[0], _mm256_set1_epi32(bq[0]));
-#pragma GCC unroll 3
-			for (int k = 1; k < 4; k++)
-				mi = _mm256_add_epi32(mi, _mm256_madd_epi16(P[k], _mm256_set1_epi32(bq[k])));
-			__m256 tt = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(mi), _mm256_mul_ps(d, _mm256_cvtepi32_ps(M)));
-			acc[r] = _mm256_fmadd_ps(tt, _mm256_set1_ps(xb->d), acc[r]);
+			acc[r] = q4k_t8_finish(acc[r], M, P, bp + ((size_t)r * nb + b) * 4, d, dmin, xb->d);
 		}
 	}
 	t8_store(Y, ldy, acc, NR, o, l0, n, bias, accumulate);
@@ -689,8 +711,7 @@ T256 AI void q4k_t8x2_group(float *Y, size_t ldy, const struct q8k *const *xk, c
 {
 	const size_t rb = W->row_bytes;
 	const uint32_t nb = W->cols / 256;
-	const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), m30 = _mm256_set1_epi8(0x30);
-	const __m256i mff = _mm256_set1_epi32(0x00FF00FF), lowb = _mm256_set1_epi32(0xFF);
+	const __m256i m4 = _mm256_set1_epi8(0x0F);
 	struct t8g G[2];
 	G[0].pk = (const uint8_t *)W->data + (size_t)g0 * rb;
 	G[1].pk = G[0].pk + 32;
@@ -707,24 +728,7 @@ T256 AI void q4k_t8x2_group(float *Y, size_t ldy, const struct q8k *const *xk, c
 		__m256i scw[2][8], P[2][4], q[2][8][8];
 #pragma GCC unroll 2
 		for (int h = 0; h < 2; h++) {
-			const __m256i g = t8_dword(&G[h], 1, RL_DT_Q4_K, off, 0), u0 = t8_dword(&G[h], 1, RL_DT_Q4_K, off, 4),
-				      u1 = t8_dword(&G[h], 1, RL_DT_Q4_K, off, 8), u2 = t8_dword(&G[h], 1, RL_DT_Q4_K, off, 12);
-			d[h] = f16_lo8(g);
-			dmin[h] = f16_lo8(_mm256_srli_epi32(g, 16));
-			const __m256i s03 = _mm256_and_si256(u0, m6);
-			const __m256i s47 = _mm256_or_si256(_mm256_and_si256(u2, m4), _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30));
-#pragma GCC unroll 8
-			for (int j = 0; j < 8; j++) {
-				__m256i sj = _mm256_and_si256(_mm256_srli_epi32(j < 4 ? s03 : s47, 8 * (j & 3)), lowb);
-				scw[h][j] = _mm256_or_si256(sj, _mm256_slli_epi32(sj, 16));
-			}
-			const __m256i m03 = _mm256_and_si256(u1, m6);
-			const __m256i m47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m4),
-							    _mm256_and_si256(_mm256_srli_epi32(u1, 2), m30));
-			P[h][0] = _mm256_and_si256(m03, mff);
-			P[h][1] = _mm256_and_si256(_mm256_srli_epi32(m03, 8), mff);
-			P[h][2] = _mm256_and_si256(m47, mff);
-			P[h][3] = _mm256_and_si256(_mm256_srli_epi32(m47, 8), mff);
+			q4k_t8_head(&G[h], 1, off, &d[h], &dmin[h], scw[h], P[h]);
 #pragma GCC unroll 1
 			for (int p = 0; p < 4; p++) {
 				__m256i T[8];
@@ -757,15 +761,8 @@ T256 AI void q4k_t8x2_group(float *Y, size_t ldy, const struct q8k *const *xk, c
 				M1 = _mm256_add_epi32(M1, _mm256_madd_epi16(s1, scw[1][j]));
 			}
 			const int32_t *bq = bp + ((size_t)r * nb + b) * 4;
-#pragma GCC unroll 2
-			for (int h = 0; h < 2; h++) {
-				__m256i mi = _mm256_madd_epi16(P[h][0], _mm256_set1_epi32(bq[0]));
-#pragma GCC unroll 3
-				for (int k = 1; k < 4; k++)
-					mi = _mm256_add_epi32(mi, _mm256_madd_epi16(P[h][k], _mm256_set1_epi32(bq[k])));
-				__m256 tt = _mm256_fnmadd_ps(dmin[h], _mm256_cvtepi32_ps(mi), _mm256_mul_ps(d[h], _mm256_cvtepi32_ps(h ? M1 : M0)));
-				acc[h][r] = _mm256_fmadd_ps(tt, _mm256_set1_ps(xb->d), acc[h][r]);
-			}
+			acc[0][r] = q4k_t8_finish(acc[0][r], M0, P[0], bq, d[0], dmin[0], xb->d);
+			acc[1][r] = q4k_t8_finish(acc[1][r], M1, P[1], bq, d[1], dmin[1], xb->d);
 		}
 	}
 	if (l0 < 8)
