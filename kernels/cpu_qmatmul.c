@@ -22,7 +22,8 @@
  * q6k_t16_body): vpdpbusd then does 64 multiply-adds of 16 rows against 4 broadcast
  * activations, and the block and sub-block scales meet whole lanes. Q4_K and Q6_K are
  * repacked at load so that those lanes are loaded, not transposed; on AVX2 the same packed
- * groups are read as 8-lane halves (q4k_t8_group, q6k_t8p_half).
+ * groups are read as 8-lane halves (q4k_t8_group, q6k_t8p_half), Q4_K from two rows both
+ * halves at once (q4k_t8x2_group).
  * Steps of more rows (prefill chunks) are bounded by arithmetic instead: packed K-quants run
  * the decode kernels 8 rows at a time over each group (kq_packed_many); otherwise a tile of
  * weight rows is decoded to fp32 (or bf16) in the caller's scratch and multiplied by the

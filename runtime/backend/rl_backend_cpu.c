@@ -154,7 +154,6 @@ static void matmul_part(struct cpu *c, int t, float *Y, size_t ldy, const float 
 			       (char *)c->qscratch + (size_t)t * c->qscratch_size);
 }
 
-/* One step, run by every worker t. */
 /* The attention view of sequence s's KV head kh in one layer's pools (kl, vl; each
  * [n_blocks, nkv, bs, hd]): its [bs, hd] tile in block 0, blocks block_stride apart. */
 static struct rl_cpu_kv_view kv_view(const struct cpu *c, const char *kl, const char *vl,
@@ -172,6 +171,7 @@ static struct rl_cpu_kv_view kv_view(const struct cpu *c, const char *kl, const 
 	};
 }
 
+/* One step, run by every worker t. */
 static void forward(struct cpu *c, int t)
 {
 	const struct rl_batch *b = c->cur;
