@@ -15,17 +15,19 @@
  *     to float once per block of 32;
  *   - every other block type: a weight row is decoded to fp32 (the table's decoder, as ggml)
  *     and dotted in fp32.
- * Each weight block is loaded once for all (up to 8) activation rows. With one row, a Q8_0
- * weight row streams alone (four accumulators inside it). On AVX512-VNNI, 2..8 rows over
- * Q8_0 and 1..8 rows over Q4_K and Q6_K take sixteen weight rows at a time, transposed in
- * registers so that one lane holds one output row (t16_load; q8_0_t16_body, q4k_t16_body,
- * q6k_t16_body): vpdpbusd then does 64 multiply-adds of 16 rows against 4 broadcast
- * activations, and the block and sub-block scales meet whole lanes. Q4_K and Q6_K are
- * repacked at load so that those lanes are loaded, not transposed; on AVX2 the same packed
- * groups are read as 8-lane halves (q4k_t8_group, q6k_t8p_half), Q4_K from two rows both
- * halves at once (q4k_t8x2_group).
- * Steps of more rows (prefill chunks) are bounded by arithmetic instead: packed K-quants run
- * the decode kernels 8 rows at a time over each group (kq_packed_many); otherwise a tile of
+ * Each weight block is loaded once for all (up to 8) activation rows. On AVX512-VNNI, 2..8
+ * rows over Q8_0 and 1..8 rows over Q4_K and Q6_K take sixteen weight rows at a time, one
+ * output row per lane (q8_0_t16_group, q4k_t16_body, q6k_t16_body): vpdpbusd then does 64
+ * multiply-adds of 16 rows against 4 broadcast activations, and the block and sub-block
+ * scales meet whole lanes. The three types are repacked at load so that those lanes are
+ * loaded, not transposed in registers (t16_load, left for the rows past the last group); on
+ * AVX2 the same packed groups are read as 8-lane halves (q8_0_t8_group, in 16-bit products;
+ * q4k_t8_group, q6k_t8p_half), Q4_K from two rows both halves at once (q4k_t8x2_group). One
+ * row over packed Q8_0 takes q8_0_t8_group on every ISA; over unpacked Q8_0 a weight row
+ * streams alone (four accumulators inside it).
+ * Steps of more rows (prefill chunks) are bounded by arithmetic instead: packed Q8_0 and
+ * K-quants run the decode kernels 8 rows at a time over each group (q8_0_packed_many,
+ * kq_packed_many); otherwise a tile of
  * weight rows is decoded to fp32 (or bf16) in the caller's scratch and multiplied by the
  * float matmul, whose tiling reads the tile once for all rows. Matrices left unpacked (the
  * scalar ISA, or a caller that never packs) take those decoded-row paths for every type.
@@ -184,15 +186,21 @@ T256 AI float q8_0_row1(const uint8_t *w, const struct q8x *x, uint32_t nb)
 	return hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
 
-/* ---------------------------------------- packed K-quant groups (rl_cpu_wmat_pack) ----- */
+/* ------------------------------ packed block groups: Q8_0, Q4_K, Q6_K (rl_cpu_wmat_pack) ----- */
 
-/* The dwords of a block that a packed group keeps as 16-lane vectors: all of Q4_K's (d|dmin,
- * the 12 scale bytes, qs), Q6_K's but the trailing f16 d (ql, qh, the scales); 0: this type
- * is not packed. The one owner of the packed layout, with pack_pos, rl_cpu_wmat_pack and
- * wmat_block. */
+/* The dwords of a block that a packed group keeps as 16-lane vectors: Q8_0's 32 quants, all
+ * of Q4_K's (d|dmin, the 12 scale bytes, qs), Q6_K's but the trailing f16 d (ql, qh, the
+ * scales); 0: this type is not packed. They start pack_head bytes into the block; the bytes
+ * before and after them (Q8_0's f16 d, Q6_K's) follow the vectors as each row's tail. The one
+ * owner of the packed layout, with pack_pos, rl_cpu_wmat_pack and wmat_block. */
 static uint32_t pack_dwords(int dt)
 {
-	return dt == RL_DT_Q4_K ? 36 : dt == RL_DT_Q6_K ? 52 : 0;
+	return dt == RL_DT_Q8_0 ? 8 : dt == RL_DT_Q4_K ? 36 : dt == RL_DT_Q6_K ? 52 : 0;
+}
+
+static uint32_t pack_head(int dt)
+{
+	return dt == RL_DT_Q8_0 ? 2 : 0;
 }
 
 /* The vector that holds dword j of the 16 rows' blocks, in the order the kernels read them,
@@ -214,11 +222,14 @@ static const uint8_t *wmat_block(const struct rl_wmat *W, uint32_t r, uint32_t b
 	const uint8_t *base = W->data;
 	if (r >= W->packed_rows)
 		return base + (size_t)r * W->row_bytes + (size_t)b * W->blk_bytes;
-	const uint32_t ndw = pack_dwords(W->dtype), tail = W->blk_bytes - 4 * ndw, L = r % 16;
+	const uint32_t ndw = pack_dwords(W->dtype), hd = pack_head(W->dtype), tail = W->blk_bytes - 4 * ndw;
+	const uint32_t L = r % 16;
 	const uint8_t *g = base + (size_t)(r - L) * W->row_bytes + (size_t)b * 16 * W->blk_bytes;
+	const uint8_t *t = g + 64 * ndw + (size_t)L * tail;
 	for (uint32_t j = 0; j < ndw; j++)
-		memcpy(tmp + 4 * j, g + 64 * pack_pos(W->dtype, j) + 4 * L, 4);
-	memcpy(tmp + 4 * ndw, g + 64 * ndw + (size_t)L * tail, tail);
+		memcpy(tmp + hd + 4 * j, g + 64 * pack_pos(W->dtype, j) + 4 * L, 4);
+	memcpy(tmp, t, hd);
+	memcpy(tmp + hd + 4 * ndw, t + hd, tail - hd);
 	return tmp;
 }
 
@@ -272,78 +283,6 @@ T256 AI void t8_store(float *Y, size_t ldy, const __m256 *acc, const int NR, uin
 		if (accumulate)
 			v = _mm256_add_ps(v, _mm256_maskload_ps(y, m));
 		_mm256_maskstore_ps(y, m, v);
-	}
-}
-
-/* Decode steps of 2..8 rows over Q8_0 on AVX2 (no VNNI), eight weight rows at a time, one
- * output row per lane, as q8_0_t16_body: a block of 8 rows is transposed in registers (8x8
- * dwords: vector k holds bytes 4k..4k+3 of each row) and kept in L1 with its absolute values
- * (16 ymm would not leave registers for the rows' accumulators); then per activation row and
- * k: the broadcast activations signed by the weights, vpmaddubsw against |w| (ggml's sign
- * trick: |w| <= 128 and |x| <= 127 cannot saturate a pair), vpmaddwd by ones, add. That is
- * 4 instructions per 32 multiply-adds where the row-wise tile takes 7 (and a horizontal sum
- * per row); the transpose (24 shuffles) is shared by all rows. 2048x768 matrices in cache,
- * 8 rows, on the Zen 4 VM with --isa avx2: 35 -> 41 GMAC/s; 110M decode b8 ~295 -> ~329 tok/s.
- * Without VNNI, int8 dots need the widening vpmaddwd, so AVX2's 8-row work per weight is not
- * much below fp32 FMA's (F16 b8 264 tok/s on the same machine). */
-T256 AI void q8_0_t8_body(float *Y, size_t ldy, const struct q8x *const *xq, const struct rl_wmat *W,
-			  const float *bias, const int NR, uint32_t o0, uint32_t o1, int accumulate)
-{
-	const uint8_t *base = W->data;
-	const size_t rb = W->row_bytes;
-	const uint32_t nb = W->cols / 32;
-	const __m256i ones = _mm256_set1_epi16(1);
-	__m256i T[8], A[8];            /* stored by the compiler where registers run out */
-	for (uint32_t o = o0; o < o1; o += 8) {
-		const uint32_t n = o1 - o < 8 ? o1 - o : 8;
-		const uint8_t *rp[8];
-		t8_rows(W, o, o1, rp);
-		const size_t next = (size_t)(o + 8) * rb;
-		__m256 acc[8];
-#pragma GCC unroll 8
-		for (int r = 0; r < NR; r++)
-			acc[r] = _mm256_setzero_ps();
-		for (uint32_t b = 0; b < nb; b++) {
-			const size_t off = (size_t)b * 34;
-			/* the next group's rows, one contiguous run, into L2 a slice per block */
-			for (size_t pf = next + (size_t)b * 8 * 34; pf < next + (size_t)(b + 1) * 8 * 34; pf += 64)
-				_mm_prefetch((const char *)base + pf, _MM_HINT_T1);
-			t8_load(rp, off + 2, T);
-#pragma GCC unroll 8
-			for (int k = 0; k < 8; k++)
-				A[k] = _mm256_sign_epi8(T[k], T[k]);
-			/* the 8 rows' block scales (word loads: an AVX2 gather is slower on Zen) */
-			const __m256 dw = _mm256_cvtph_ps(_mm_setr_epi16(
-				(short)ld16(rp[0] + off), (short)ld16(rp[1] + off), (short)ld16(rp[2] + off), (short)ld16(rp[3] + off),
-				(short)ld16(rp[4] + off), (short)ld16(rp[5] + off), (short)ld16(rp[6] + off), (short)ld16(rp[7] + off)));
-#pragma GCC unroll 8
-			for (int r = 0; r < NR; r++) {
-				const struct q8x *xb = &xq[r][b];
-				const i32u *q4 = (const i32u *)xb->q;
-				__m256i s = _mm256_setzero_si256();
-#pragma GCC unroll 8
-				for (int k = 0; k < 8; k++) {
-					__m256i xs = _mm256_sign_epi8(_mm256_set1_epi32(q4[k]), T[k]);
-					s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(A[k], xs), ones));
-				}
-				acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(xb->d)), acc[r]);
-			}
-		}
-		t8_store(Y, ldy, acc, NR, o, 0, n, bias, accumulate);
-	}
-}
-
-T256 static void q8_0_rows_t8(float *Y, size_t ldy, const struct q8x *const *xq, const struct rl_wmat *W,
-			      const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate)
-{
-	switch (nr) {
-	case 2: q8_0_t8_body(Y, ldy, xq, W, bias, 2, o0, o1, accumulate); break;
-	case 3: q8_0_t8_body(Y, ldy, xq, W, bias, 3, o0, o1, accumulate); break;
-	case 4: q8_0_t8_body(Y, ldy, xq, W, bias, 4, o0, o1, accumulate); break;
-	case 5: q8_0_t8_body(Y, ldy, xq, W, bias, 5, o0, o1, accumulate); break;
-	case 6: q8_0_t8_body(Y, ldy, xq, W, bias, 6, o0, o1, accumulate); break;
-	case 7: q8_0_t8_body(Y, ldy, xq, W, bias, 7, o0, o1, accumulate); break;
-	default: q8_0_t8_body(Y, ldy, xq, W, bias, 8, o0, o1, accumulate); break;
 	}
 }
 
@@ -524,13 +463,15 @@ T256 AI __m256i ld32x8(const uint8_t *const *rp, size_t off)
 struct t8g {
 	const uint8_t *rp[8];
 	const uint8_t *pk;
+	const uint8_t *tl;             /* PK: the half's first row's tail (Q8_0's d) in block 0 */
 };
 
 /* The packed half that holds row o (o < W->packed_rows) into G; returns its first row. */
 T256 AI uint32_t t8_half(const struct rl_wmat *W, uint32_t o, struct t8g *G)
 {
-	const uint32_t g = o & ~15u, h = (o - g) / 8;
+	const uint32_t g = o & ~15u, h = (o - g) / 8, ndw = pack_dwords(W->dtype);
 	G->pk = (const uint8_t *)W->data + (size_t)g * W->row_bytes + 32 * h;
+	G->tl = (const uint8_t *)W->data + (size_t)g * W->row_bytes + 64 * ndw + 8 * h * (W->blk_bytes - 4 * ndw);
 	return g + 8 * h;
 }
 
@@ -573,6 +514,115 @@ T256 AI __m256i t8_dword(const struct t8g *G, const int PK, const int dt, size_t
 		}                                                                                  \
 	}                                                                                          \
 } while (0)
+
+/* Activation block b of a row as int16 pairs, in the order q8_0_t8_group's even/odd weight
+ * vectors take them: dword 2k = (x[4k], x[4k+2]), dword 2k+1 = (x[4k+1], x[4k+3]). */
+T256 static void q8_0_pairs(const struct q8x *x, uint32_t nb, int16_t *p /* [nb][32] */)
+{
+	/* within each dword: bytes 0, 2, 1, 3 */
+	const __m256i mid = _mm256_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15,
+					     0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
+	for (uint32_t b = 0; b < nb; b++, p += 32) {
+		__m256i q = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)x[b].q), mid);
+		_mm256_storeu_si256((__m256i *)p, _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)));
+		_mm256_storeu_si256((__m256i *)(p + 16), _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)));
+	}
+}
+
+/* Decode steps over Q8_0 on AVX2 (no VNNI), eight weight rows at a time, one output row per
+ * lane, as q8_0_t16_group: vector k of a block holds bytes 4k..4k+3 of each row (loaded as
+ * packed, else transposed in registers, t8_run), and is split into its even and odd bytes
+ * sign-extended to int16 (E = (w[4k], w[4k+2]), O = (w[4k+1], w[4k+3]) per lane, three
+ * shifts); then for every activation row, vpmaddwd of E and O against the row's broadcast
+ * int16 pairs (q8_0_pairs), added into that row's int32 lanes. k runs outside and the rows
+ * inside, so a weight vector is loaded and split once for all rows while the rows' 8 sums stay
+ * in registers.
+ * Why 16-bit: without VNNI the 8-bit route is ggml's sign trick (vpsignb, vpmaddubsw, vpmaddwd
+ * by ones: three operations per 32 products, all on the two pipes that also multiply), where
+ * one vpmaddwd does 16 products. Per row and block (256 products) that is 16 vpmaddwd and 16
+ * broadcasts against 24 and 8, exact as before (|x| <= 127, |w| <= 128). Register-only loops
+ * on the Zen 4 VM, cycles per row and block: the sign trick with rows outside (the kernel
+ * before this one, bound by its 4 loads a step) 17.7, with k outside 13.8, int16 12.2; the
+ * 8x8 transpose of unpacked rows adds ~4, which is why Q8_0 is packed too. */
+T256 AI void q8_0_t8_group(float *Y, size_t ldy, const struct q8x *const *xq, const int16_t *const *xp,
+			   const struct rl_wmat *W, const float *bias, const int NR, const int PK,
+			   const struct t8g *G, uint32_t o, uint32_t l0, uint32_t n, int accumulate)
+{
+	const uint8_t *base = W->data;
+	const uint32_t nb = W->cols / 32;
+	/* the next 16 (packed: the half's share of them) or 8 rows, one contiguous run */
+	const size_t ahead = PK ? (size_t)((o & ~15u) + 16) * W->row_bytes + (o & 8) * 34 : (size_t)(o + 8) * W->row_bytes;
+	__m256 acc[8];
+#pragma GCC unroll 8
+	for (int r = 0; r < NR; r++)
+		acc[r] = _mm256_setzero_ps();
+	for (uint32_t b = 0; b < nb; b++) {
+		const size_t blk = (size_t)b * 34;
+		/* into L2, a slice per block: 8 rows' blocks are 272 bytes, five lines (a loop
+		 * over them mispredicted) */
+		const char *pf = (const char *)base + ahead + (PK ? 16 : 8) * blk;
+#pragma GCC unroll 5
+		for (int l = 0; l < 5; l++)
+			_mm_prefetch(pf + 64 * l, _MM_HINT_T1);
+		__m256i T[8];                  /* stored by the compiler: the rows' sums keep the registers */
+		t8_run(G, PK, RL_DT_Q8_0, blk, 2, T);
+		__m256i s[8];
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++)
+			s[r] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+		for (int k = 0; k < 8; k++) {
+			const __m256i e = _mm256_srai_epi16(_mm256_slli_epi16(T[k], 8), 8);
+			const __m256i od = _mm256_srai_epi16(T[k], 8);
+#pragma GCC unroll 8
+			for (int r = 0; r < NR; r++) {
+				const i32u *p2 = (const i32u *)(xp[r] + (size_t)b * 32) + 2 * k;
+				s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(e, _mm256_set1_epi32(p2[0])));
+				s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(od, _mm256_set1_epi32(p2[1])));
+				/* each sum as written: GCC otherwise reassociates the rows' chains into
+				 * trees whose 128 products do not fit the registers */
+				__asm__("" : "+x"(s[r]));
+			}
+		}
+		/* the 8 rows' block scales: packed, one run of 8 f16; else word loads (an AVX2
+		 * gather is slower on Zen) */
+		const __m256 dw = PK ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G->tl + 16 * blk)))
+				     : _mm256_cvtph_ps(_mm_setr_epi16(
+					(short)ld16(G->rp[0] + blk), (short)ld16(G->rp[1] + blk), (short)ld16(G->rp[2] + blk),
+					(short)ld16(G->rp[3] + blk), (short)ld16(G->rp[4] + blk), (short)ld16(G->rp[5] + blk),
+					(short)ld16(G->rp[6] + blk), (short)ld16(G->rp[7] + blk)));
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++)
+			acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(dw, _mm256_set1_ps(xq[r][b].d)), acc[r]);
+	}
+	t8_store(Y, ldy, acc, NR, o, l0, n, bias, accumulate);
+}
+
+T256 AI void q8_0_t8_body(float *Y, size_t ldy, const struct q8x *const *xq, const int16_t *const *xp,
+			  const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
+			  int accumulate)
+{
+#define Q8_0_T8(PK, G, o, l0, n) q8_0_t8_group(Y, ldy, xq, xp, W, bias, NR, PK, G, o, l0, n, accumulate)
+	T8_GROUPS(Q8_0_T8);
+#undef Q8_0_T8
+}
+
+/* xp: the rows' q8_0_pairs */
+T256 static void q8_0_rows_t8(float *Y, size_t ldy, const struct q8x *const *xq, const int16_t *const *xp,
+			      const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
+			      int accumulate)
+{
+	switch (nr) {
+	case 1: q8_0_t8_body(Y, ldy, xq, xp, W, bias, 1, o0, o1, accumulate); break;
+	case 2: q8_0_t8_body(Y, ldy, xq, xp, W, bias, 2, o0, o1, accumulate); break;
+	case 3: q8_0_t8_body(Y, ldy, xq, xp, W, bias, 3, o0, o1, accumulate); break;
+	case 4: q8_0_t8_body(Y, ldy, xq, xp, W, bias, 4, o0, o1, accumulate); break;
+	case 5: q8_0_t8_body(Y, ldy, xq, xp, W, bias, 5, o0, o1, accumulate); break;
+	case 6: q8_0_t8_body(Y, ldy, xq, xp, W, bias, 6, o0, o1, accumulate); break;
+	case 7: q8_0_t8_body(Y, ldy, xq, xp, W, bias, 7, o0, o1, accumulate); break;
+	default: q8_0_t8_body(Y, ldy, xq, xp, W, bias, 8, o0, o1, accumulate); break;
+	}
+}
 
 /* A Q4_K super-block's header for the 8 rows of a lane set (at byte off of a row): d and
  * dmin; the 8 sub-block scales as words in both halves of each dword (scw, vpmaddwd's
@@ -1365,72 +1415,6 @@ TVNNI AI void t16_load(const uint8_t *const *rp, size_t off, __m512i *T)
 	}
 }
 
-TVNNI AI void q8_0_t16_body(float *Y, size_t ldy, const struct q8x *const *xq, const int32_t *seed,
-			    const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
-			    int accumulate)
-{
-	const uint8_t *base = W->data;
-	const size_t rb = W->row_bytes;
-	const uint32_t nb = W->cols / 32;
-	const __m512i flip = _mm512_set1_epi8((char)0x80);
-	for (uint32_t o = o0; o < o1; o += 16) {
-		const uint32_t n = o1 - o < 16 ? o1 - o : 16;
-		const uint8_t *rp[16];
-		const __m512i vidx = t16_rows(W, o, o1, rp);
-		const size_t next = (size_t)(o + 16) * rb;
-		__m512 acc[8];
-#pragma GCC unroll 8
-		for (int r = 0; r < NR; r++)
-			acc[r] = _mm512_setzero_ps();
-		for (uint32_t b = 0; b < nb; b++) {
-			const size_t off = (size_t)b * 34;
-			/* the next group's rows, one contiguous run, into L2 a slice per block:
-			 * sixteen streams of 34 bytes a step leave the prefetchers behind */
-			for (size_t pf = next + (size_t)b * 16 * 34; pf < next + (size_t)(b + 1) * 16 * 34; pf += 64)
-				T16_PREFETCH((const char *)base + pf, 0);
-			__m512i T[8];
-			t16_load(rp, off + 2, T);
-#pragma GCC unroll 8
-			for (int k = 0; k < 8; k++)
-				T[k] = _mm512_xor_si512(flip, T[k]);
-			/* the 16 rows' block scales: f16 in the low half of each gathered dword */
-			__m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
-				_mm512_i32gather_epi32(vidx, (const void *)(rp[0] + off), 1)));
-#pragma GCC unroll 8
-			for (int r = 0; r < NR; r++) {
-				const struct q8x *xb = &xq[r][b];
-				const i32u *q4 = (const i32u *)xb->q;      /* broadcast from memory */
-				__m512i s = _mm512_set1_epi32(seed[(size_t)r * nb + b]);
-#pragma GCC unroll 8
-				for (int k = 0; k < 8; k++)
-					s = _mm512_dpbusd_epi32(s, T[k], _mm512_set1_epi32(q4[k]));
-				acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(xb->d)), acc[r]);
-			}
-		}
-		t16_store(Y, ldy, acc, NR, o, t16_lanes(0, n), bias, accumulate);
-	}
-}
-
-/* seed[r * nb + b] = -128 * sum of activation row r's block b (its q8 sums) */
-TVNNI static void q8_0_rows_vnni(float *Y, size_t ldy, const struct q8x *const *xq, int32_t *seed,
-				 const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
-				 int accumulate)
-{
-	uint32_t nb = W->cols / 32;
-	for (uint32_t r = 0; r < nr; r++)
-		for (uint32_t b = 0; b < nb; b++)
-			seed[(size_t)r * nb + b] = -128 * ((int32_t)xq[r][b].s[0] + xq[r][b].s[1]);
-	switch (nr) {
-	case 2: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 2, o0, o1, accumulate); break;
-	case 3: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 3, o0, o1, accumulate); break;
-	case 4: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 4, o0, o1, accumulate); break;
-	case 5: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 5, o0, o1, accumulate); break;
-	case 6: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 6, o0, o1, accumulate); break;
-	case 7: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 7, o0, o1, accumulate); break;
-	default: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 8, o0, o1, accumulate); break;
-	}
-}
-
 /* ------------------------------------------------------------ 16-bit panels ------ */
 
 /* F16 and BF16 matrices repacked (rl_cpu_wmat_pack; the layout is in cpu_ops.h): rows in
@@ -1444,7 +1428,7 @@ TVNNI static void q8_0_rows_vnni(float *Y, size_t ldy, const struct q8x *const *
  * read as three streams gave 47-50). 110M BF16 with vdpbf16ps, 8 rows from DRAM: 41 -> 81. */
 #define H16_BW 48
 
-/* whether W's packed rows are 16-bit panels (else packed K-quant groups, or none) */
+/* whether W's packed rows are 16-bit panels (else packed block groups: Q8_0, K-quants; or none) */
 static inline int h16_packed(const struct rl_wmat *W)
 {
 	return W->packed_rows && (W->dtype == RL_DT_F16 || W->dtype == RL_DT_BF16);
@@ -1851,7 +1835,7 @@ static void h16_panels(float *Y, size_t ldy, const float *X, size_t ldx, const s
 	}
 }
 
-/* ------------------------ rl_cpu_wmat_pack; the AVX-512 K-quant lane-per-row kernels ----- */
+/* ------------------------ rl_cpu_wmat_pack; the AVX-512 lane-per-row kernels ---- */
 
 /* rl_cpu_wmat_pack over F16 and BF16: each block's rows transposed to [cols][width] in place */
 static int h16_pack(struct rl_wmat *W)
@@ -1887,7 +1871,7 @@ int rl_cpu_wmat_pack(struct rl_wmat *W)
 	const uint32_t ndw = pack_dwords(W->dtype);
 	if (!ndw || W->rows < 16 || W->packed_rows || rl_cpu_isa() == RL_CPU_SCALAR || !rl_cpu_has_f16c())
 		return 0;
-	const size_t rb = W->row_bytes, bb = W->blk_bytes, tail = bb - 4 * ndw;
+	const size_t rb = W->row_bytes, bb = W->blk_bytes, tail = bb - 4 * ndw, hd = pack_head(W->dtype);
 	const uint32_t nb = W->cols / W->blk_elems;
 	uint8_t *src = malloc(16 * rb);
 	if (!src)
@@ -1899,9 +1883,11 @@ int rl_cpu_wmat_pack(struct rl_wmat *W)
 			uint8_t *dst = grp + (size_t)b * 16 * bb;
 			for (uint32_t L = 0; L < 16; L++) {
 				const uint8_t *blk = src + L * rb + (size_t)b * bb;
+				uint8_t *t = dst + 64 * ndw + L * tail;
 				for (uint32_t j = 0; j < ndw; j++)
-					memcpy(dst + 64 * pack_pos(W->dtype, j) + 4 * L, blk + 4 * j, 4);
-				memcpy(dst + 64 * ndw + L * tail, blk + 4 * ndw, tail);
+					memcpy(dst + 64 * pack_pos(W->dtype, j) + 4 * L, blk + hd + 4 * j, 4);
+				memcpy(t, blk, hd);
+				memcpy(t + hd, blk + hd + 4 * ndw, tail - hd);
 			}
 		}
 	}
@@ -1970,6 +1956,88 @@ TVNNI AI void t16_prefetch(const char *p, size_t len, int l1)
 		}                                                                                  \
 	}                                                                                          \
 } while (0)
+
+/* Decode steps over Q8_0 on AVX512-VNNI: see the comment at TVNNI. A group's vectors are
+ * loaded as packed, else transposed in registers (t16_run); its 16 block scales are one run of
+ * f16 when packed, else gathered. */
+TVNNI AI void q8_0_t16_group(float *Y, size_t ldy, const struct q8x *const *xq, const int32_t *seed,
+			     const struct rl_wmat *W, const float *bias, const int NR, const int PK,
+			     const struct t16g *G, uint32_t o, __mmask16 lanes, int accumulate)
+{
+	const uint8_t *base = W->data;
+	const uint32_t nb = W->cols / 32;
+	const size_t next = (size_t)(o + 16) * W->row_bytes;
+	const __m512i flip = _mm512_set1_epi8((char)0x80);
+	__m512 acc[8];
+#pragma GCC unroll 8
+	for (int r = 0; r < NR; r++)
+		acc[r] = _mm512_setzero_ps();
+	for (uint32_t b = 0; b < nb; b++) {
+		const size_t blk = (size_t)b * 34;
+		/* the next group's rows, one contiguous run, into L2 a slice per block: sixteen
+		 * streams of 34 bytes a step leave the prefetchers behind */
+		for (size_t pf = next + 16 * blk; pf < next + 16 * (blk + 34); pf += 64)
+			T16_PREFETCH((const char *)base + pf, 0);
+		__m512i T[8];
+		t16_run(G, PK, RL_DT_Q8_0, blk, 2, T);
+#pragma GCC unroll 8
+		for (int k = 0; k < 8; k++)
+			T[k] = _mm512_xor_si512(flip, T[k]);
+		/* the 16 rows' block scales: f16 in the low half of each gathered dword */
+		const __m512 dw = PK ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G->pk + 16 * blk + 512)))
+				     : _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
+					_mm512_i32gather_epi32(G->vidx, (const void *)(G->rp[0] + blk), 1)));
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++) {
+			const struct q8x *xb = &xq[r][b];
+			const i32u *q4 = (const i32u *)xb->q;      /* broadcast from memory */
+			__m512i s = _mm512_set1_epi32(seed[(size_t)r * nb + b]);
+#pragma GCC unroll 8
+			for (int k = 0; k < 8; k++)
+				s = _mm512_dpbusd_epi32(s, T[k], _mm512_set1_epi32(q4[k]));
+			acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(xb->d)), acc[r]);
+		}
+	}
+	t16_store(Y, ldy, acc, NR, o, lanes, bias, accumulate);
+}
+
+TVNNI AI void q8_0_t16_body(float *Y, size_t ldy, const struct q8x *const *xq, const int32_t *seed,
+			    const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
+			    int accumulate)
+{
+#define Q8_0_T16(PK, G, o, m) q8_0_t16_group(Y, ldy, xq, seed, W, bias, NR, PK, G, o, m, accumulate)
+	T16_GROUPS(Q8_0_T16);
+#undef Q8_0_T16
+}
+
+/* seed[r * nb + b]: -128 times the sum of activation row r's block b (vpdpbusd's w + 128) */
+TVNNI static void q8_0_rows_vnni_seeded(float *Y, size_t ldy, const struct q8x *const *xq, const int32_t *seed,
+					const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0,
+					uint32_t o1, int accumulate)
+{
+	switch (nr) {
+	case 1: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 1, o0, o1, accumulate); break;
+	case 2: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 2, o0, o1, accumulate); break;
+	case 3: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 3, o0, o1, accumulate); break;
+	case 4: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 4, o0, o1, accumulate); break;
+	case 5: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 5, o0, o1, accumulate); break;
+	case 6: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 6, o0, o1, accumulate); break;
+	case 7: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 7, o0, o1, accumulate); break;
+	default: q8_0_t16_body(Y, ldy, xq, seed, W, bias, 8, o0, o1, accumulate); break;
+	}
+}
+
+/* seed[r * nb + b] = -128 * sum of activation row r's block b (its q8 sums) */
+TVNNI static void q8_0_rows_vnni(float *Y, size_t ldy, const struct q8x *const *xq, int32_t *seed,
+				 const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
+				 int accumulate)
+{
+	uint32_t nb = W->cols / 32;
+	for (uint32_t r = 0; r < nr; r++)
+		for (uint32_t b = 0; b < nb; b++)
+			seed[(size_t)r * nb + b] = -128 * ((int32_t)xq[r][b].s[0] + xq[r][b].s[1]);
+	q8_0_rows_vnni_seeded(Y, ldy, xq, seed, W, bias, nr, o0, o1, accumulate);
+}
 
 /* Decode steps of 1..8 rows over Q4_K on AVX512-VNNI, a group of sixteen weight rows at a
  * time, one output row per lane, as q8_0_t16_body: each 32-byte run of a super-block's 4-bit
@@ -2332,8 +2400,8 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows)
 	size_t bf = 0;
 	if (rl_cpu_isa_best() == RL_CPU_AVX512 && has_avx512bf16())
 		bf = (size_t)max_rows * in * 2 + 64 + (size_t)in * 4 + (size_t)TILE * in * 2 + 64;
-	/* the q8 blocks, then (VNNI) their seeds */
-	size_t q8 = (size_t)Q8_ROWS * (in / 32 + 1) * (sizeof(struct q8x) + sizeof(int32_t)) + 64;
+	/* the q8 blocks, then their seeds (VNNI) or int16 pairs (AVX2), 64-byte aligned */
+	size_t q8 = (size_t)Q8_ROWS * (in / 32 + 1) * (sizeof(struct q8x) + 32 * sizeof(int16_t)) + 128;
 	/* the q8k blocks, then their kq_aux sums */
 	size_t q8k = (size_t)Q8_ROWS * (in / 256 + 1) * (sizeof(struct q8k) + KQ_AUX * 4) + 64;
 	q8 = q8 > q8k ? q8 : q8k;
@@ -2341,8 +2409,11 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows)
 	size_t panels = (size_t)(64 + 1) * in * sizeof(float) + 64;   /* h16_panels: 64 rows, a row */
 	tile = tile > panels ? tile : panels;
 	q8 = q8 > tile ? q8 : tile;
-	/* kq_packed_many: every row's q8k blocks, then their kq_aux sums */
+	/* kq_packed_many: every row's q8k blocks, then their kq_aux sums; q8_0_packed_many: every
+	 * row's q8 blocks, then their int16 pairs or seeds */
 	size_t many = (size_t)max_rows * (in / 256 + 1) * (sizeof(struct q8k) + KQ_AUX * 4) + 128;
+	size_t many0 = (size_t)max_rows * (in / 32 + 1) * (sizeof(struct q8x) + 32 * sizeof(int16_t)) + 128;
+	many = many > many0 ? many : many0;
 	q8 = q8 > many ? q8 : many;
 	return (q8 > bf ? q8 : bf) + 64;
 }
@@ -2382,25 +2453,39 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 		if ((o = o0 = pe) == o1)
 			return;
 	}
-	/* One activation row over Q8_0: row after row, each with four accumulators of its own, so
-	 * the matrix streams as one sequential run that the hardware prefetcher follows. (Four
-	 * rows interleaved, as below, left short rows as four short streams: 110M Q8_0 batch-1
-	 * decode on a Zen 5 VM went 92 -> ~260 tok/s this way.) */
+	if (dt == RL_DT_Q8_0 && (nr > 1 || o0 < W->packed_rows)) {
+		/* lane-per-row groups: 2..8 rows, or packed rows (a group's 16 rows are one run).
+		 * One row takes the AVX2 kernel on every ISA: bound by the bytes, it streams them
+		 * faster than the VNNI one, whose 8 chained vpdpbusd a block leave less in flight
+		 * (110M Q8_0 batch-1 decode, Zen 4 VM: ~215 tok/s the rows unpacked, ~185 packed
+		 * with VNNI, ~237 packed with AVX2) */
+		uint32_t pe = nr > 1 ? o1 : o1 < W->packed_rows ? o1 : W->packed_rows;
+		if (nr > 1 && rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni()) {
+			int32_t *seed = (int32_t *)(xq[0] + (size_t)nr * nb);
+			q8_0_rows_vnni(Y, ldy, xq, seed, W, bias, nr, o0, pe, accumulate);
+		} else {
+			/* the rows' int16 pairs, after the q8 blocks */
+			int16_t *p = (int16_t *)(((uintptr_t)(xq[0] + (size_t)nr * nb) + 63) & ~(uintptr_t)63);
+			const int16_t *xp[Q8_ROWS];
+			for (uint32_t r = 0; r < nr; r++) {
+				xp[r] = p + (size_t)r * nb * 32;
+				q8_0_pairs(xq[r], nb, p + (size_t)r * nb * 32);
+			}
+			q8_0_rows_t8(Y, ldy, xq, xp, W, bias, nr, o0, pe, accumulate);
+		}
+		if ((o = pe) == o1)
+			return;
+	}
+	/* One activation row over unpacked Q8_0: row after row, each with four accumulators of
+	 * its own, so the matrix streams as one sequential run that the hardware prefetcher
+	 * follows. (Four rows interleaved, as below, left short rows as four short streams: 110M
+	 * Q8_0 batch-1 decode on a Zen 5 VM went 92 -> ~260 tok/s this way.) */
 	if (nr == 1 && dt == RL_DT_Q8_0) {
 		for (; o < o1; o++) {
 			float v = q8_0_row1(base + (size_t)o * W->row_bytes, xq[0], nb);
 			v += bias ? bias[o] : 0;
 			Y[o] = accumulate ? Y[o] + v : v;
 		}
-		return;
-	}
-	if (nr > 1 && dt == RL_DT_Q8_0 && rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni()) {
-		int32_t *seed = (int32_t *)(xq[0] + (size_t)nr * nb);
-		q8_0_rows_vnni(Y, ldy, xq, seed, W, bias, nr, o0, o1, accumulate);
-		return;
-	}
-	if (nr > 1 && dt == RL_DT_Q8_0) {
-		q8_0_rows_t8(Y, ldy, xq, W, bias, nr, o0, o1, accumulate);
 		return;
 	}
 	if (dt == RL_DT_Q4_K || dt == RL_DT_Q6_K) {
@@ -2529,13 +2614,56 @@ static void kq_packed_many(float *Y, size_t ldy, const float *X, size_t ldx, con
 	}
 }
 
+/* kq_packed_many's counterpart for packed Q8_0: every row quantized once (q8x, with its int16
+ * pairs on AVX2 or its seeds on VNNI), then for each group of 16 weight rows the rows 8 at a
+ * time. */
+static void q8_0_packed_many(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
+			     const float *bias, uint32_t n_rows, uint32_t o0, uint32_t o1, int accumulate,
+			     void *scratch)
+{
+	const uint32_t in = W->cols, nb = in / 32;
+	const int vnni = rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni();
+	struct q8x *q = (struct q8x *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+	void *aux = (void *)(((uintptr_t)(q + (size_t)n_rows * nb) + 63) & ~(uintptr_t)63);
+	int16_t *pairs = aux;          /* AVX2: [n_rows][nb][32] */
+	int32_t *seed = aux;           /* VNNI: [n_rows][nb] */
+	for (uint32_t r = 0; r < n_rows; r++) {
+		struct q8x *xr = q + (size_t)r * nb;
+		quantize_avx2(X + (size_t)r * ldx, in, xr);
+		if (!vnni)
+			q8_0_pairs(xr, nb, pairs + (size_t)r * nb * 32);
+		else
+			for (uint32_t b = 0; b < nb; b++)
+				seed[(size_t)r * nb + b] = -128 * ((int32_t)xr[b].s[0] + xr[b].s[1]);
+	}
+	for (uint32_t o = o0; o < o1;) {
+		const uint32_t g1 = (o & ~15u) + 16 < o1 ? (o & ~15u) + 16 : o1;   /* to the group's end */
+		for (uint32_t r0 = 0; r0 < n_rows; r0 += Q8_ROWS) {
+			const uint32_t nr = n_rows - r0 < Q8_ROWS ? n_rows - r0 : Q8_ROWS;
+			const struct q8x *xq[Q8_ROWS];
+			const int16_t *xp[Q8_ROWS];
+			for (uint32_t r = 0; r < nr; r++) {
+				xq[r] = q + (size_t)(r0 + r) * nb;
+				xp[r] = pairs + (size_t)(r0 + r) * nb * 32;
+			}
+			if (vnni)
+				q8_0_rows_vnni_seeded(Y + (size_t)r0 * ldy, ldy, xq, seed + (size_t)r0 * nb, W, bias, nr, o, g1,
+						      accumulate);
+			else
+				q8_0_rows_t8(Y + (size_t)r0 * ldy, ldy, xq, xp, W, bias, nr, o, g1, accumulate);
+		}
+		o = g1;
+	}
+}
+
 int rl_cpu_qmatmul_bf16_acts(const struct rl_wmat *W, uint32_t n_rows)
 {
 	/* F32 and F16 weights keep fp32 arithmetic (their precision is the point of them); packed
 	 * BF16 from two rows (h16_panels' vdpbf16ps kernel), unpacked BF16 and the block types
 	 * from nine (prefill; their decode steps take q8 activations); one row keeps fp32
-	 * (batch-1 decode streams the weights at memory speed either way); packed K-quant rows
-	 * take 8-bit activations instead (kq_packed_many), so such a matrix never rounds to bf16 */
+	 * (batch-1 decode streams the weights at memory speed either way); packed Q8_0 and
+	 * K-quant rows take 8-bit activations instead (q8_0_packed_many, kq_packed_many), so such
+	 * a matrix never rounds to bf16 */
 	if (W->cols % 32 || rl_cpu_isa() != RL_CPU_AVX512 || !has_avx512bf16())
 		return 0;
 	if (W->dtype == RL_DT_BF16 && W->packed_rows)
@@ -2553,9 +2681,10 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 		return;
 	}
 	if (n_rows > Q8_ROWS && o_begin < W->packed_rows && !h16_packed(W) && rl_cpu_isa() != RL_CPU_SCALAR) {
-		/* packed K-quants: the int8 kernels, then any unpacked rows below */
+		/* packed Q8_0 and K-quants: the int8 kernels, then any unpacked rows below */
 		uint32_t pe = o_end < W->packed_rows ? o_end : W->packed_rows;
-		kq_packed_many(Y, ldy, X, ldx, W, bias, n_rows, o_begin, pe, accumulate, scratch);
+		(W->dtype == RL_DT_Q8_0 ? q8_0_packed_many : kq_packed_many)(Y, ldy, X, ldx, W, bias, n_rows, o_begin, pe,
+									     accumulate, scratch);
 		if ((o_begin = pe) == o_end)
 			return;
 	}

@@ -2,7 +2,7 @@
  * float64 product over the same weights decoded to fp32 (the table's decoders, which
  * test_quant checks bit for bit against gguf-py), for every weight type, every ISA this CPU
  * runs, 1..8 activation rows (the dot paths) and 9+ rows (the GEMM and decoded-tile paths),
- * odd column ranges, bias and accumulate, and the K-quants, F16 and BF16 again packed
+ * odd column ranges, bias and accumulate, and Q8_0, the K-quants, F16 and BF16 again packed
  * (rl_cpu_wmat_pack).
  *
  * Error measure: |y - ref| / sum_i |w_i x_i| (the error relative to the size of the terms,
@@ -14,7 +14,7 @@
  *   over every ISA; 1e-2 let a Q4_K kernel with two mins swapped pass at 9e-3);
  *   bf16 activations and weights (9+ rows over BF16 and block types, 2..8 rows over BF16,
  *   where the CPU has AVX512-BF16): the same 4e-3 (8 significant bits each; measured ~1e-3);
- *   packed Q4_K/Q6_K on any vector ISA: the same 4e-3 (9+ rows take the 8-bit kernels too).
+ *   packed Q8_0/Q4_K/Q6_K on any vector ISA: the same 4e-3 (9+ rows take the 8-bit kernels too).
  * Tests: kernels (cpu_qmatmul, cpu_ops), runtime/model (model_dtype's table and decoders).
  */
 #include <errno.h>
@@ -64,7 +64,7 @@ static void *make_w(int dt, uint32_t rows, uint32_t cols, float *dec, struct rl_
 static int reduced_path(const struct rl_wmat *W, int dt, enum rl_cpu_isa isa, uint32_t rows)
 {
 	return (isa != RL_CPU_SCALAR && rows <= 8 && (dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K)) ||
-	       (isa != RL_CPU_SCALAR && W->packed_rows && dt != RL_DT_F16 && dt != RL_DT_BF16) ||  /* packed K-quants: 8-bit from 9 rows too */
+	       (isa != RL_CPU_SCALAR && W->packed_rows && dt != RL_DT_F16 && dt != RL_DT_BF16) ||  /* packed block types: 8-bit from 9 rows too */
 	       rl_cpu_qmatmul_bf16_acts(W, rows);
 }
 
