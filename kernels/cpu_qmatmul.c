@@ -1330,13 +1330,13 @@ static int has_avx512vnni(void)
 /* ------------------------------------------------------------ 2..8 rows, VNNI ---- */
 
 /* Decode steps of 2..8 rows over Q8_0 on AVX512-VNNI, sixteen weight rows at a time, one
- * output row per lane. A weight block of 16 rows is loaded and transposed in registers so
- * that vector k holds bytes 4k..4k+3 of each row; vpdpbusd against bytes 4k..4k+3 of an
+ * output row per lane. A weight block of 16 rows is loaded (packed; else transposed in
+ * registers) so that vector k holds bytes 4k..4k+3 of each row; vpdpbusd against bytes 4k..4k+3 of an
  * activation block (broadcast from memory) then adds that block's 4-byte partial dot of all 16
  * rows, and 8 of them make 16 whole block dots, which the block scales meet in one convert,
  * multiply and FMA. Per activation row that is 11 instructions for 16 row-blocks (512
  * multiply-adds), where a dot along the row (one vpdpbusd per two blocks, then convert,
- * scale and FMA for each) takes 32; the transpose (24 shuffles) is shared by all the rows.
+ * scale and FMA for each) takes 32; a transpose (24 shuffles) is shared by all the rows.
  * vpdpbusd multiplies unsigned by signed bytes: the weights go in as w + 128 (a sign flip of
  * the top bit), and each activation block's 128 * sum(x) seeds its sum negated. */
 #define TVNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c")))
@@ -2027,15 +2027,21 @@ TVNNI static void q8_0_rows_vnni_seeded(float *Y, size_t ldy, const struct q8x *
 	}
 }
 
-/* seed[r * nb + b] = -128 * sum of activation row r's block b (its q8 sums) */
+/* seed[b] of one activation row: -128 times the sum of its block b (from its q8 sums) */
+static void q8_0_seeds(const struct q8x *x, uint32_t nb, int32_t *seed)
+{
+	for (uint32_t b = 0; b < nb; b++)
+		seed[b] = -128 * ((int32_t)x[b].s[0] + x[b].s[1]);
+}
+
+/* seed: room for the rows' seeds, [nr][nb] */
 TVNNI static void q8_0_rows_vnni(float *Y, size_t ldy, const struct q8x *const *xq, int32_t *seed,
 				 const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
 				 int accumulate)
 {
 	uint32_t nb = W->cols / 32;
 	for (uint32_t r = 0; r < nr; r++)
-		for (uint32_t b = 0; b < nb; b++)
-			seed[(size_t)r * nb + b] = -128 * ((int32_t)xq[r][b].s[0] + xq[r][b].s[1]);
+		q8_0_seeds(xq[r], nb, seed + (size_t)r * nb);
 	q8_0_rows_vnni_seeded(Y, ldy, xq, seed, W, bias, nr, o0, o1, accumulate);
 }
 
@@ -2633,8 +2639,7 @@ static void q8_0_packed_many(float *Y, size_t ldy, const float *X, size_t ldx, c
 		if (!vnni)
 			q8_0_pairs(xr, nb, pairs + (size_t)r * nb * 32);
 		else
-			for (uint32_t b = 0; b < nb; b++)
-				seed[(size_t)r * nb + b] = -128 * ((int32_t)xr[b].s[0] + xr[b].s[1]);
+			q8_0_seeds(xr, nb, seed + (size_t)r * nb);
 	}
 	for (uint32_t o = o0; o < o1;) {
 		const uint32_t g1 = (o & ~15u) + 16 < o1 ? (o & ~15u) + 16 : o1;   /* to the group's end */
