@@ -22,7 +22,7 @@
  * scales meet whole lanes. The three types are repacked at load so that those lanes are
  * loaded, not transposed in registers (t16_load, left for the rows past the last group); on
  * AVX2 the same packed groups are read as 8-lane halves (q8_0_t8_group, in 16-bit products;
- * q4k_t8_group, q6k_t8p_half), Q4_K from two rows both halves at once (q4k_t8x2_group). One
+ * q4k_t8_group, q6k_t8p_half; from two rows q4k_t8k_half, q6k_t8k_half, the rows inside). One
  * row over packed Q8_0 takes q8_0_t8_group on every ISA; over unpacked Q8_0 a weight row
  * streams alone (four accumulators inside it).
  * Steps of more rows (prefill chunks) are bounded by arithmetic instead: packed Q8_0 and
@@ -750,89 +750,78 @@ T256 AI void q4k_t8_group(float *Y, size_t ldy, const struct q8k *const *xk, con
 	t8_store(Y, ldy, acc, NR, o, l0, n, bias, accumulate);
 }
 
-/* 2..8 rows over a whole packed Q4_K group on AVX2: q4k_t8_group's arithmetic for both of
- * its 8-row halves at once, so that each broadcast activation dword meets two nibble vectors.
- * On Zen 4 a vpbroadcastd from memory takes a slot of the two pipes that run vpmaddubsw and
- * vpmaddwd (NOTES, "Count the pipes"); one broadcast per 16 products instead of per 8.
- * 768 x 768, 8 rows in L2, Zen 4 VM: 78 -> 91 GMAC/s. Stores lanes [l0, l1) of the 16 rows
- * from g0. */
-T256 AI void q4k_t8x2_group(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
-			    const struct rl_wmat *W, const float *bias, const int NR, uint32_t g0, uint32_t l0,
-			    uint32_t l1, int accumulate)
+/* 2..8 rows over half a packed Q4_K group on AVX2: q4k_t8_group's arithmetic with the
+ * sub-block and k outside and the rows inside, as q8_0_t8_group: each nibble vector is loaded
+ * and masked once and meets every row's broadcast dword while the rows' 8 int16 sums stay in
+ * registers (pinned as written: GCC reassociates them into spilling trees). With the rows
+ * outside, the super-block's 64 nibble vectors went to the stack and each product cost a
+ * reload beside its broadcast: 2 loads a vpmaddubsw where this takes 1 + 1/8. 768 x 768,
+ * 8 rows in L2, Zen 4 VM: 91 GMAC/s (both halves at once, rows outside) -> 113. */
+T256 AI void q4k_t8k_half(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
+			  const struct rl_wmat *W, const float *bias, const int NR, const struct t8g *G,
+			  uint32_t o, uint32_t l0, uint32_t n, int accumulate)
 {
 	const size_t rb = W->row_bytes;
 	const uint32_t nb = W->cols / 256;
 	const __m256i m4 = _mm256_set1_epi8(0x0F);
-	struct t8g G[2];
-	G[0].pk = (const uint8_t *)W->data + (size_t)g0 * rb;
-	G[1].pk = G[0].pk + 32;
-	const char *next = (const char *)W->data + (size_t)(g0 + 16) * rb;
-	__m256 acc[2][8];
+	const int pf = o % 16 == 0;
+	const char *next = (const char *)W->data + (size_t)(o - o % 16 + 16) * rb;
+	__m256 acc[8];
+	__m256i M[8];                  /* the rows' super-block sums (the compiler stores them) */
 #pragma GCC unroll 8
 	for (int r = 0; r < NR; r++)
-		acc[0][r] = acc[1][r] = _mm256_setzero_ps();
+		acc[r] = _mm256_setzero_ps();
 	for (uint32_t b = 0; b < nb; b++) {
 		const size_t off = (size_t)b * 144;
-		for (size_t l = 0; l < 16 * 144; l += 64)
-			_mm_prefetch(next + (size_t)b * 16 * 144 + l, _MM_HINT_T1);
-		__m256 d[2], dmin[2];
-		__m256i scw[2][8], P[2][4], q[2][8][8];
-#pragma GCC unroll 2
-		for (int h = 0; h < 2; h++) {
-			q4k_t8_head(&G[h], 1, off, &d[h], &dmin[h], scw[h], P[h]);
-#pragma GCC unroll 1
-			for (int p = 0; p < 4; p++) {
-				__m256i T[8];
-				t8_run(&G[h], 1, RL_DT_Q4_K, off, 16 + 32 * (size_t)p, T);
+		if (pf)
+			for (size_t l = 0; l < 16 * 144; l += 64)
+				_mm_prefetch(next + (size_t)b * 16 * 144 + l, _MM_HINT_T1);
+		__m256 d, dmin;
+		__m256i P[4], scw[8];
+		q4k_t8_head(G, 1, off, &d, &dmin, scw, P);
 #pragma GCC unroll 8
-				for (int k = 0; k < 8; k++) {
-					q[h][2 * p][k] = _mm256_and_si256(T[k], m4);
-					q[h][2 * p + 1][k] = _mm256_and_si256(_mm256_srli_epi16(T[k], 4), m4);
+		for (int r = 0; r < NR; r++)
+			M[r] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+		for (int j = 0; j < 8; j++) {
+			const uint8_t *pk = G->pk + 16 * off + 64 * (size_t)pack_pos(RL_DT_Q4_K, 4 + 8 * (uint32_t)(j / 2));
+			__m256i s[8];
+#pragma GCC unroll 8
+			for (int r = 0; r < NR; r++)
+				s[r] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+			for (int k = 0; k < 8; k++) {
+				const __m256i T = _mm256_loadu_si256((const __m256i *)(pk + 64 * k));
+				const __m256i q = (j & 1) ? _mm256_and_si256(_mm256_srli_epi16(T, 4), m4) : _mm256_and_si256(T, m4);
+#pragma GCC unroll 8
+				for (int r = 0; r < NR; r++) {
+					const i32u *x4 = (const i32u *)(xk[r][b].q + 32 * j);
+					s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(q, _mm256_set1_epi32(x4[k])));
+					__asm__("" : "+x"(s[r]));
 				}
 			}
-		}
-#pragma GCC unroll 1
-		for (int r = 0; r < NR; r++) {
-			const struct q8k *xb = &xk[r][b];
-			__m256i M0 = _mm256_setzero_si256(), M1 = M0;
-#pragma GCC unroll 1
-			for (int j = 0; j < 8; j++) {
-				const i32u *x4 = (const i32u *)(xb->q + 32 * j);
-				__m256i s0 = _mm256_setzero_si256(), s1 = s0;
 #pragma GCC unroll 8
-				for (int k = 0; k < 8; k++) {
-					const __m256i x = _mm256_set1_epi32(x4[k]);
-					s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(q[0][j][k], x));
-					s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(q[1][j][k], x));
-					/* two chains as written: GCC's reassociated tree of the 16
-					 * products spilled three of them a turn (81 -> 91 GMAC/s) */
-					__asm__("" : "+x"(s0), "+x"(s1));
-				}
-				M0 = _mm256_add_epi32(M0, _mm256_madd_epi16(s0, scw[0][j]));
-				M1 = _mm256_add_epi32(M1, _mm256_madd_epi16(s1, scw[1][j]));
-			}
-			const int32_t *bq = bp + ((size_t)r * nb + b) * 4;
-			acc[0][r] = q4k_t8_finish(acc[0][r], M0, P[0], bq, d[0], dmin[0], xb->d);
-			acc[1][r] = q4k_t8_finish(acc[1][r], M1, P[1], bq, d[1], dmin[1], xb->d);
+			for (int r = 0; r < NR; r++)
+				M[r] = _mm256_add_epi32(M[r], _mm256_madd_epi16(s[r], scw[j]));
 		}
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++)
+			acc[r] = q4k_t8_finish(acc[r], M[r], P, bp + ((size_t)r * nb + b) * 4, d, dmin, xk[r][b].d);
 	}
-	if (l0 < 8)
-		t8_store(Y, ldy, acc[0], NR, g0, l0, l1 < 8 ? l1 : 8, bias, accumulate);
-	if (l1 > 8)
-		t8_store(Y, ldy, acc[1], NR, g0 + 8, l0 > 8 ? l0 - 8 : 0, l1 - 8, bias, accumulate);
+	t8_store(Y, ldy, acc, NR, o, l0, n, bias, accumulate);
 }
 
 T256 AI void q4k_t8_body(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
 			 const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
 			 int accumulate)
 {
-	if (NR > 1)            /* whole packed groups, then any rows below them */
-		while (o0 < o1 && o0 < W->packed_rows) {
-			const uint32_t g = o0 & ~15u, l1 = o1 - g < 16 ? o1 - g : 16;
-			q4k_t8x2_group(Y, ldy, xk, bp, W, bias, NR, g, o0 - g, l1, accumulate);
-			o0 = g + l1;
-		}
-#define Q4K_T8(PK, G, o, l0, n) q4k_t8_group(Y, ldy, xk, bp, W, bias, NR, PK, G, o, l0, n, accumulate)
+	/* packed halves of 2..8 rows: q4k_t8k_half; one row, or rows not packed: q4k_t8_group */
+#define Q4K_T8(PK, G, o, l0, n) do {                                                               \
+	if (PK && NR > 1)                                                                          \
+		q4k_t8k_half(Y, ldy, xk, bp, W, bias, NR, G, o, l0, n, accumulate);                \
+	else                                                                                       \
+		q4k_t8_group(Y, ldy, xk, bp, W, bias, NR, PK, G, o, l0, n, accumulate);            \
+} while (0)
 	T8_GROUPS(Q4K_T8);
 #undef Q4K_T8
 }
@@ -854,8 +843,43 @@ T256 static void q4k_rows_t8(float *Y, size_t ldy, const struct q8k *const *xk, 
 	}
 }
 
-/* Decode steps of 1..8 rows over packed Q6_K groups on AVX2, half a group (eight rows) at a
- * time, one output row per lane, the arithmetic of q6k_t16_group without VNNI: the 6-bit q
+/* A Q6_K super-block's scales for the 8 rows of a packed half (at byte off of a row): scale j
+ * of each row as a word in both halves of its lane (scw[16]), scales 2i, 2i + 1 as a word
+ * pair (pair[8]); returns the rows' d (the half's 8 of the group's 16 f16 after its 52
+ * vectors). The one owner of these, with q6k_t8_finish, for q6k_t8p_half and q6k_t8k_half. */
+T256 AI __m256 q6k_t8_head(const struct t8g *G, size_t off, __m256i *scw, __m256i *pair)
+{
+#pragma GCC unroll 4
+	for (int i = 0; i < 4; i++) {
+		const __m256i g = t8_dword(G, 1, RL_DT_Q6_K, off, 192 + 4 * (size_t)i);
+		__m256i sc[4];
+#pragma GCC unroll 4
+		for (int c = 0; c < 4; c++) {
+			sc[c] = _mm256_srai_epi32(_mm256_slli_epi32(g, 24 - 8 * c), 24);
+			scw[4 * i + c] = _mm256_blend_epi16(sc[c], _mm256_slli_epi32(sc[c], 16), 0xAA);
+		}
+		pair[2 * i] = _mm256_blend_epi16(sc[0], _mm256_slli_epi32(sc[1], 16), 0xAA);
+		pair[2 * i + 1] = _mm256_blend_epi16(sc[2], _mm256_slli_epi32(sc[3], 16), 0xAA);
+	}
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G->tl + 16 * off)));
+}
+
+/* acc + (M - 32 sum_j sc_j bsum_j) * d * dx: one activation row's super-block sums M with
+ * the -32 offset taken against its sums of 16 (scale pairs against sum pairs) */
+T256 AI __m256 q6k_t8_finish(__m256 acc, __m256i M, const __m256i *pair, const struct q8k *xb, __m256 d)
+{
+	const i32u *bs = (const i32u *)xb->bsums;     /* sums 2i, 2i + 1 */
+	__m256i c = _mm256_madd_epi16(pair[0], _mm256_set1_epi32(bs[0]));
+#pragma GCC unroll 7
+	for (int i = 1; i < 8; i++)
+		c = _mm256_add_epi32(c, _mm256_madd_epi16(pair[i], _mm256_set1_epi32(bs[i])));
+	__m256i t = _mm256_sub_epi32(M, _mm256_slli_epi32(c, 5));
+	return _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(d, _mm256_set1_ps(xb->d)), acc);
+}
+
+/* Decode steps over packed Q6_K groups on AVX2, half a group (eight rows) at a time, one
+ * output row per lane, the arithmetic of q6k_t16_group without VNNI (one activation row here,
+ * 2..8 in q6k_t8k_half): the 6-bit q
  * recombined from the loaded vectors (ql, qh), per activation row and sub-block of 16 two
  * pairs of vpmaddubsw (q <= 63 and |x| <= 127: two of them still add up in int16), each pair
  * widened and scaled by one vpmaddwd by the lanes' int8 scale as words; the -32 offset is
@@ -876,22 +900,7 @@ T256 AI void q6k_t8p_half(float *Y, size_t ldy, const struct q8k *const *xk, con
 		acc[r] = _mm256_setzero_ps();
 	for (uint32_t b = 0; b < nb; b++) {
 		const size_t off = (size_t)b * 210;
-		/* scale j of each row as a word in both halves of its lane (scw), and scales
-		 * 2i, 2i + 1 as a word pair (pair[i]) */
-#pragma GCC unroll 4
-		for (int i = 0; i < 4; i++) {
-			const __m256i g = t8_dword(G, 1, RL_DT_Q6_K, off, 192 + 4 * (size_t)i);
-			__m256i sc[4];
-#pragma GCC unroll 4
-			for (int c = 0; c < 4; c++) {
-				sc[c] = _mm256_srai_epi32(_mm256_slli_epi32(g, 24 - 8 * c), 24);
-				scw[4 * i + c] = _mm256_blend_epi16(sc[c], _mm256_slli_epi32(sc[c], 16), 0xAA);
-			}
-			pair[2 * i] = _mm256_blend_epi16(sc[0], _mm256_slli_epi32(sc[1], 16), 0xAA);
-			pair[2 * i + 1] = _mm256_blend_epi16(sc[2], _mm256_slli_epi32(sc[3], 16), 0xAA);
-		}
-		/* the 8 rows' d: the half's 8 of the group's 16 f16 after its 52 vectors */
-		const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G->pk + 16 * off + 64 * 52 - 16 * h2)));
+		const __m256 d = q6k_t8_head(G, off, scw, pair);
 		__m256i M[8];
 #pragma GCC unroll 8
 		for (int r = 0; r < NR; r++)
@@ -937,15 +946,81 @@ T256 AI void q6k_t8p_half(float *Y, size_t ldy, const struct q8k *const *xk, con
 			}
 		}
 #pragma GCC unroll 8
-		for (int r = 0; r < NR; r++) {
-			const i32u *bs = (const i32u *)xk[r][b].bsums;     /* sums 2i, 2i + 1 */
-			__m256i c = _mm256_madd_epi16(pair[0], _mm256_set1_epi32(bs[0]));
-#pragma GCC unroll 7
-			for (int i = 1; i < 8; i++)
-				c = _mm256_add_epi32(c, _mm256_madd_epi16(pair[i], _mm256_set1_epi32(bs[i])));
-			__m256i t = _mm256_sub_epi32(M[r], _mm256_slli_epi32(c, 5));
-			acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(d, _mm256_set1_ps(xk[r][b].d)), acc[r]);
+		for (int r = 0; r < NR; r++)
+			acc[r] = q6k_t8_finish(acc[r], M[r], pair, &xk[r][b], d);
+	}
+	t8_store(Y, ldy, acc, NR, o, l0, n, bias, accumulate);
+}
+
+/* 2..8 rows over half a packed Q6_K group on AVX2: q6k_t8p_half's arithmetic with k outside
+ * and the rows inside (as q4k_t8k_half): each pair of recombined 6-bit vectors meets every
+ * row's two broadcast dwords while the rows' int32 sums stay in registers; the shift counts
+ * are operands, so one loop body serves the four 32-weight runs of a half block (with
+ * immediates GCC unrolled the whole super-block and spilled). 768 x 768, 8 rows in L2, Zen 4
+ * VM: 78 -> 88 GMAC/s. */
+T256 AI void q6k_t8k_half(float *Y, size_t ldy, const struct q8k *const *xk, const struct rl_wmat *W,
+			  const float *bias, const int NR, const struct t8g *G, uint32_t o, uint32_t l0,
+			  uint32_t n, int accumulate)
+{
+	const size_t rb = W->row_bytes;
+	const uint32_t nb = W->cols / 256, h2 = o % 16 / 8;   /* which half of its group */
+	const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+	const char *next = (const char *)W->data + (size_t)(o - o % 16 + 16) * rb;
+	__m256i scw[16], pair[8];
+	__m256 acc[8];
+#pragma GCC unroll 8
+	for (int r = 0; r < NR; r++)
+		acc[r] = _mm256_setzero_ps();
+	for (uint32_t b = 0; b < nb; b++) {
+		const size_t off = (size_t)b * 210;
+		const __m256 d = q6k_t8_head(G, off, scw, pair);
+		__m256i M[8];
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++)
+			M[r] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+		for (int h = 0; h < 2; h++) {
+			const uint8_t *th = G->pk + 16 * off + 64 * (size_t)pack_pos(RL_DT_Q6_K, (128 + 32 * (uint32_t)h) / 4);
+#pragma GCC unroll 1
+			for (int run = 0; run < 2; run++) {
+				if (h2 == 0)   /* the next group, a quarter block at a time */
+					for (size_t l = 0; l < 840; l += 64)
+						_mm_prefetch(next + 16 * off + 840 * (size_t)(2 * h + run) + l, _MM_HINT_T1);
+				const uint8_t *tl = G->pk + 16 * off + 64 * (size_t)pack_pos(RL_DT_Q6_K, (64 * (uint32_t)h + 32 * (uint32_t)run) / 4);
+#pragma GCC unroll 1
+				for (int hi = 0; hi < 2; hi++) {
+					const int m = run + 2 * hi;     /* weights 128h + 32m .. + 31 */
+					const int j = 8 * h + 2 * m;    /* sub-blocks j, j + 1 */
+					/* shift counts as operands, so that one loop body serves every m */
+					const __m128i cl = _mm_cvtsi32_si128(4 * hi), ct = _mm_cvtsi32_si128(m < 2 ? 4 - 2 * m : 0);
+					const __m128i cr = _mm_cvtsi32_si128(m > 2 ? 2 * m - 4 : 0);
+#pragma GCC unroll 1
+					for (int k = 0; k < 8; k += 2) {
+						__m256i Q[2];
+#pragma GCC unroll 2
+						for (int e = 0; e < 2; e++) {
+							const __m256i TL = _mm256_loadu_si256((const __m256i *)(tl + 64 * (k + e)));
+							const __m256i TH = _mm256_loadu_si256((const __m256i *)(th + 64 * (k + e)));
+							__m256i lo = _mm256_srl_epi16(TL, cl);
+							__m256i top = _mm256_srl_epi16(_mm256_sll_epi16(TH, ct), cr);
+							Q[e] = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(top, m30));
+						}
+						const __m256i sc = scw[j + k / 4];
+#pragma GCC unroll 8
+						for (int r = 0; r < NR; r++) {
+							const i32u *x4 = (const i32u *)(xk[r][b].q + 16 * j);
+							__m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(Q[0], _mm256_set1_epi32(x4[k])),
+										     _mm256_maddubs_epi16(Q[1], _mm256_set1_epi32(x4[k + 1])));
+							M[r] = _mm256_add_epi32(M[r], _mm256_madd_epi16(t, sc));
+							__asm__("" : "+x"(M[r]));
+						}
+					}
+				}
+			}
 		}
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++)
+			acc[r] = q6k_t8_finish(acc[r], M[r], pair, &xk[r][b], d);
 	}
 	t8_store(Y, ldy, acc, NR, o, l0, n, bias, accumulate);
 }
@@ -958,7 +1033,10 @@ T256 static void q6k_rows_t8p(float *Y, size_t ldy, const struct q8k *const *xk,
 	for (uint32_t o = o0; o < o1;) {                                                           \
 		struct t8g G;                                                                      \
 		const uint32_t s = t8_half(W, o, &G), n = o1 - s < 8 ? o1 - s : 8;                 \
-		q6k_t8p_half(Y, ldy, xk, W, bias, NR, &G, s, o - s, n, accumulate);                \
+		if (NR > 1)                                                                        \
+			q6k_t8k_half(Y, ldy, xk, W, bias, NR, &G, s, o - s, n, accumulate);        \
+		else                                                                               \
+			q6k_t8p_half(Y, ldy, xk, W, bias, NR, &G, s, o - s, n, accumulate);        \
 		o = s + n;                                                                         \
 	}                                                                                          \
 } while (0)
