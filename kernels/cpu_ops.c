@@ -370,9 +370,9 @@ T256H static uint32_t narrow_f16c(uint16_t *dst, const float *src, uint32_t n)
  * (block, KV head)'s tile is only 2 KB (bs 16, hd 64, half), so the hardware prefetcher,
  * which follows streams, starts over at every block. 110M shapes (12 layers x 12 heads),
  * batch 8 at depth 256 on the Zen 4 VM: ~85 -> ~62 cycles a key and head (in cache: 23);
- * into L1 instead, or 2 blocks ahead, gained nothing (the L1's miss buffers fill). AI: GCC's IPA deletes calls to a function
- * whose body is only prefetches (it counts them as no side effect), so this one must be
- * inlined before that runs. */
+ * into L1 instead, or 2 blocks ahead, gained nothing (the L1's miss buffers fill). AI: GCC's
+ * IPA deletes calls to a function whose body is only prefetches (it counts them as no side
+ * effect), so this one must be inlined before that runs. */
 #define KV_AHEAD 4
 AI void kv_prefetch_blocks(const struct rl_cpu_kv_view *kv, uint32_t b0, uint32_t b1, uint32_t n_keys, uint32_t hd)
 {

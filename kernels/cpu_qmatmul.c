@@ -127,37 +127,6 @@ T256 AI __m256i dot_us(__m256i u, __m256i s)
 /* an unaligned, aliasing dword (4 activations broadcast from memory) */
 typedef int32_t __attribute__((may_alias, aligned(1))) i32u;
 
-/* Q8_0 block: f16 d, int8 q[32] (34 bytes); w = d * q. NW weight rows x NR activation rows. */
-T256 AI void q8_0_tile(const uint8_t *const *w, int nw, const struct q8x *const *x, int nr,
-		       uint32_t nb, float *out /* [nw][nr] */)
-{
-	__m256 acc[8];
-#pragma GCC unroll 8
-	for (int k = 0; k < nw * nr; k++)
-		acc[k] = _mm256_setzero_ps();
-	for (uint32_t b = 0; b < nb; b++) {
-#pragma GCC unroll 4
-		for (int j = 0; j < nw; j++) {
-			const uint8_t *blk = w[j] + (size_t)b * 34;
-			if (!(b & 1))          /* a line ahead of each stream, every other block */
-				_mm_prefetch((const char *)blk + PF_DIST, _MM_HINT_T0);
-			float dw = H2F(blk);
-			__m256i wv = _mm256_loadu_si256((const __m256i *)(blk + 2));
-			__m256i aw = _mm256_sign_epi8(wv, wv);      /* |w|, and x takes w's sign */
-#pragma GCC unroll 8
-			for (int r = 0; r < nr; r++) {
-				const struct q8x *xb = x[r] + b;
-				__m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xb->q), wv);
-				acc[j * nr + r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb->d),
-								  _mm256_cvtepi32_ps(dot_us(aw, sx)), acc[j * nr + r]);
-			}
-		}
-	}
-#pragma GCC unroll 8
-	for (int k = 0; k < nw * nr; k++)
-		out[k] = hsum_ps(acc[k]);
-}
-
 /* One Q8_0 weight row against one activation row: four accumulators over consecutive blocks,
  * so the FMA latency is hidden inside the row and the row streams alone (see dots_avx2). */
 T256 AI float q8_0_row1(const uint8_t *w, const struct q8x *x, uint32_t nb)
@@ -877,34 +846,26 @@ T256 AI __m256 q6k_t8_finish(__m256 acc, __m256i M, const __m256i *pair, const s
 	return _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(d, _mm256_set1_ps(xb->d)), acc);
 }
 
-/* Decode steps over packed Q6_K groups on AVX2, half a group (eight rows) at a time, one
- * output row per lane, the arithmetic of q6k_t16_group without VNNI (one activation row here,
- * 2..8 in q6k_t8k_half): the 6-bit q
- * recombined from the loaded vectors (ql, qh), per activation row and sub-block of 16 two
- * pairs of vpmaddubsw (q <= 63 and |x| <= 127: two of them still add up in int16), each pair
+/* One activation row over packed Q6_K groups on AVX2 (2..8 rows: q6k_t8k_half), half a
+ * group (eight rows) at a time, one output row per lane, the arithmetic of q6k_t16_group
+ * without VNNI: the 6-bit q recombined from the loaded vectors (ql, qh), per sub-block of 16
+ * two pairs of vpmaddubsw (q <= 63 and |x| <= 127: two of them still add up in int16), each pair
  * widened and scaled by one vpmaddwd by the lanes' int8 scale as words; the -32 offset is
  * -32 sum_j sc_j bsum_j, 8 vpmaddwd of scale pairs against the activations' sums per block.
  * Rows outside packed groups stay with the row-wise q6_k_tile. */
-T256 AI void q6k_t8p_half(float *Y, size_t ldy, const struct q8k *const *xk, const struct rl_wmat *W,
-			  const float *bias, const int NR, const struct t8g *G, uint32_t o, uint32_t l0,
-			  uint32_t n, int accumulate)
+T256 AI void q6k_t8p_half(float *Y, const struct q8k *x, const struct rl_wmat *W, const float *bias,
+			  const struct t8g *G, uint32_t o, uint32_t l0, uint32_t n, int accumulate)
 {
 	const size_t rb = W->row_bytes;
 	const uint32_t nb = W->cols / 256, h2 = o % 16 / 8;   /* which half of its group */
 	const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
 	const char *next = (const char *)W->data + (size_t)(o - o % 16 + 16) * rb;
 	__m256i scw[16], pair[8];
-	__m256 acc[8];
-#pragma GCC unroll 8
-	for (int r = 0; r < NR; r++)
-		acc[r] = _mm256_setzero_ps();
+	__m256 acc = _mm256_setzero_ps();
 	for (uint32_t b = 0; b < nb; b++) {
 		const size_t off = (size_t)b * 210;
 		const __m256 d = q6k_t8_head(G, off, scw, pair);
-		__m256i M[8];
-#pragma GCC unroll 8
-		for (int r = 0; r < NR; r++)
-			M[r] = _mm256_setzero_si256();
+		__m256i M = _mm256_setzero_si256();
 #pragma GCC unroll 1
 		for (int h = 0; h < 2; h++) {
 			__m256i TH[8], TL[8], Q[8];
@@ -926,30 +887,21 @@ T256 AI void q6k_t8p_half(float *Y, size_t ldy, const struct q8k *const *xk, con
 						Q[k] = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(top, m30));
 					}
 					const int j = 8 * h + 2 * m;         /* sub-blocks j, j + 1 */
-#pragma GCC unroll 8
-					for (int r = 0; r < NR; r++) {
-						const i32u *x4 = (const i32u *)(xk[r][b].q + 16 * j);
-						__m256i s[4];
+					const i32u *x4 = (const i32u *)(x[b].q + 16 * j);
+					__m256i s[4];
 #pragma GCC unroll 4
-						for (int k = 0; k < 4; k++)
-							s[k] = _mm256_add_epi16(
-								_mm256_maddubs_epi16(Q[2 * k], _mm256_set1_epi32(x4[2 * k])),
-								_mm256_maddubs_epi16(Q[2 * k + 1], _mm256_set1_epi32(x4[2 * k + 1])));
-						M[r] = _mm256_add_epi32(M[r], _mm256_add_epi32(
-							_mm256_add_epi32(_mm256_madd_epi16(s[0], scw[j]), _mm256_madd_epi16(s[1], scw[j])),
-							_mm256_add_epi32(_mm256_madd_epi16(s[2], scw[j + 1]), _mm256_madd_epi16(s[3], scw[j + 1]))));
-						/* each row's sum as written: left free, GCC spread the 8 rows' trees
-						 * and spilled (8 rows in L2: 71 -> 77 GMAC/s) */
-						__asm__("" : "+x"(M[r]));
-					}
+					for (int k = 0; k < 4; k++)
+						s[k] = _mm256_add_epi16(_mm256_maddubs_epi16(Q[2 * k], _mm256_set1_epi32(x4[2 * k])),
+									_mm256_maddubs_epi16(Q[2 * k + 1], _mm256_set1_epi32(x4[2 * k + 1])));
+					M = _mm256_add_epi32(M, _mm256_add_epi32(
+						_mm256_add_epi32(_mm256_madd_epi16(s[0], scw[j]), _mm256_madd_epi16(s[1], scw[j])),
+						_mm256_add_epi32(_mm256_madd_epi16(s[2], scw[j + 1]), _mm256_madd_epi16(s[3], scw[j + 1]))));
 				}
 			}
 		}
-#pragma GCC unroll 8
-		for (int r = 0; r < NR; r++)
-			acc[r] = q6k_t8_finish(acc[r], M[r], pair, &xk[r][b], d);
+		acc = q6k_t8_finish(acc, M, pair, &x[b], d);
 	}
-	t8_store(Y, ldy, acc, NR, o, l0, n, bias, accumulate);
+	t8_store(Y, 0, &acc, 1, o, l0, n, bias, accumulate);
 }
 
 /* 2..8 rows over half a packed Q6_K group on AVX2: q6k_t8p_half's arithmetic with k outside
@@ -1036,7 +988,7 @@ T256 static void q6k_rows_t8p(float *Y, size_t ldy, const struct q8k *const *xk,
 		if (NR > 1)                                                                        \
 			q6k_t8k_half(Y, ldy, xk, W, bias, NR, &G, s, o - s, n, accumulate);        \
 		else                                                                               \
-			q6k_t8p_half(Y, ldy, xk, W, bias, NR, &G, s, o - s, n, accumulate);        \
+			q6k_t8p_half(Y, xk[0], W, bias, &G, s, o - s, n, accumulate);              \
 		o = s + n;                                                                         \
 	}                                                                                          \
 } while (0)
@@ -2559,7 +2511,7 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 		} else {
 			/* the rows' int16 pairs, after the q8 blocks */
 			int16_t *p = (int16_t *)(((uintptr_t)(xq[0] + (size_t)nr * nb) + 63) & ~(uintptr_t)63);
-			const int16_t *xp[Q8_ROWS];
+			const int16_t *xp[Q8_ROWS] = { 0 };   /* rows past nr unread (GCC cannot tell) */
 			for (uint32_t r = 0; r < nr; r++) {
 				xp[r] = p + (size_t)r * nb * 32;
 				q8_0_pairs(xq[r], nb, p + (size_t)r * nb * 32);
@@ -2606,8 +2558,9 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 		(dt == RL_DT_Q4_K ? q4k_rows512 : q6k_rows512)(Y, xk[0], W, bias, o0, o1, accumulate);
 		return;
 	}
-	/* one activation row: four weight rows at a time; else one weight row, every activation row */
-	int tiled = dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K;
+	/* one activation row: four weight rows at a time; else one weight row, every activation row
+	 * (Q8_0 returned above, in lane-per-row groups or row by row) */
+	int tiled = dt == RL_DT_Q4_K || dt == RL_DT_Q6_K;
 	int nw = nr == 1 && tiled ? 4 : 1;
 	for (; o < o1; o += (uint32_t)nw) {
 		if (o + (uint32_t)nw > o1)
@@ -2619,8 +2572,8 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 /* K-quants take more than 4 rows as groups of 4 (their integer sums and accumulators for 4
  * rows fit the 16 vector registers; 8 would spill); the weight block is decoded again per
  * group, from L1. */
-#define TILE_CALL(fn, xs, len, group4) do { if (nw == 4) { fn(w, 4, xs, 1, len, res); break; }   \
-	if (group4 && n > 4) {                                                                     \
+#define TILE_CALL(fn, xs, len) do { if (nw == 4) { fn(w, 4, xs, 1, len, res); break; }           \
+	if (n > 4) {                                                                               \
 		fn(w, 1, xs, 4, len, res);                                                         \
 		switch (n - 4) { case 1: fn(w, 1, xs + 4, 1, len, res + 4); break;                 \
 		case 2: fn(w, 1, xs + 4, 2, len, res + 4); break;                                  \
@@ -2629,13 +2582,10 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 		break;                                                                             \
 	}                                                                                          \
 	switch (n) { case 1: fn(w, 1, xs, 1, len, res); break; case 2: fn(w, 1, xs, 2, len, res); break; \
-	case 3: fn(w, 1, xs, 3, len, res); break; case 4: fn(w, 1, xs, 4, len, res); break;          \
-	case 5: fn(w, 1, xs, 5, len, res); break; case 6: fn(w, 1, xs, 6, len, res); break;          \
-	case 7: fn(w, 1, xs, 7, len, res); break; default: fn(w, 1, xs, 8, len, res); break; } } while (0)
+	case 3: fn(w, 1, xs, 3, len, res); break; default: fn(w, 1, xs, 4, len, res); break; } } while (0)
 		switch (dt) {
-		case RL_DT_Q8_0: TILE_CALL(q8_0_tile, xq, nb, 0); break;
-		case RL_DT_Q4_K: TILE_CALL(q4_k_tile, xk, nb, 1); break;
-		case RL_DT_Q6_K: TILE_CALL(q6_k_tile, xk, nb, 1); break;
+		case RL_DT_Q4_K: TILE_CALL(q4_k_tile, xk, nb); break;
+		case RL_DT_Q6_K: TILE_CALL(q6_k_tile, xk, nb); break;
 		default: {     /* decode the row, then fp32 dots */
 			float *row = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
 			rl_cpu_wmat_row(W, o, row);
