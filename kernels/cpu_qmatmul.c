@@ -244,11 +244,18 @@ T256 AI void t8_store(float *Y, size_t ldy, const __m256 *acc, const int NR, uin
 	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
 	const __m256i m = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)l0), lane),
 					      _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), lane));
-	const __m256 bv = bias ? _mm256_maskload_ps(bias + o, m) : _mm256_setzero_ps();
+	const int whole = l0 == 0 && n == 8;
+	const __m256 bv = !bias ? _mm256_setzero_ps() : whole ? _mm256_loadu_ps(bias + o) : _mm256_maskload_ps(bias + o, m);
 #pragma GCC unroll 8
 	for (int r = 0; r < NR; r++) {
 		float *y = Y + (size_t)r * ldy + o;
 		__m256 v = _mm256_add_ps(acc[r], bv);
+		if (whole) {   /* vmaskmovps stores are slow on AMD: ~10% of a half's 8 rows on Zen 4 */
+			if (accumulate)
+				v = _mm256_add_ps(v, _mm256_loadu_ps(y));
+			_mm256_storeu_ps(y, v);
+			continue;
+		}
 		if (accumulate)
 			v = _mm256_add_ps(v, _mm256_maskload_ps(y, m));
 		_mm256_maskstore_ps(y, m, v);
@@ -410,6 +417,64 @@ static void kq_aux(int dt, int vnni, const struct q8k *const *xk, uint32_t nr, u
 					aux[((size_t)r * nb + b) * 16 + j] = -32 * (int32_t)xk[r][b].bsums[j];
 }
 
+/* Eight activation rows' super-block, rotated, for the AVX2 8-row K-quant kernels
+ * (q4k_t8r_half, q6k_t8r_half): each dword row holds one dword of the 8 rows twice over, so
+ * that the 32 bytes at dword s are rows s, s + 1, .., s + 7 (mod 8): one plain load gives
+ * lane L the activations of row (L + s) % 8, where a broadcast gave every lane one row's. A
+ * kernel then keeps 8 sums, one per rotation s, each lane a (weight row, activation row)
+ * pair, and turns them back into rows once at its store (t8r_unrotate). On Zen 4 a
+ * vpbroadcastd from memory takes a slot on the pipes that multiply; a load does not. Rows past
+ * the caller's are zero. */
+struct q8kr {
+	int32_t q[64][16];             /* dword t of the block (bytes 4t .. 4t + 3) */
+	int32_t aux[8][16];            /* Q4_K: the min pairs k < 4 (q4k_min_pairs); Q6_K: bsums 2i, 2i + 1 */
+	float   d[16];
+};
+
+/* xr[b] for the blocks b < nb of rows xk[0 .. nr) (bp: their q4k_min_pairs, or NULL for Q6_K) */
+T256 static void q8kr_make(const struct q8k *const *xk, const int32_t *bp, uint32_t nr, uint32_t nb,
+			   struct q8kr *xr)
+{
+	static const struct q8k zero;
+	const uint8_t *rp[8];
+	for (uint32_t b = 0; b < nb; b++) {
+		struct q8kr *o = &xr[b];
+		for (uint32_t r = 0; r < 8; r++)
+			rp[r] = r < nr ? (const uint8_t *)xk[r][b].q : (const uint8_t *)zero.q;
+		for (int g = 0; g < 8; g++) {
+			__m256i T[8];
+			t8_load(rp, 32 * (size_t)g, T);
+			for (int k = 0; k < 8; k++) {
+				_mm256_store_si256((__m256i *)o->q[8 * g + k], T[k]);
+				_mm256_store_si256((__m256i *)(o->q[8 * g + k] + 8), T[k]);
+			}
+		}
+		for (uint32_t r = 0; r < 8; r++) {
+			const int32_t *a = r >= nr ? NULL : bp ? bp + ((size_t)r * nb + b) * 4 : (const int32_t *)xk[r][b].bsums;
+			for (int k = 0; k < 8; k++) {
+				int32_t v = 0;
+				if (a && (bp == NULL || k < 4))
+					memcpy(&v, a + k, 4);
+				o->aux[k][r] = o->aux[k][r + 8] = v;
+			}
+			o->d[r] = o->d[r + 8] = r < nr ? xk[r][b].d : 0;
+		}
+	}
+}
+
+/* lane L of row r's output is lane L of rotation (r - L) % 8 */
+T256 AI void t8r_unrotate(const __m256 *acc, __m256 *out)
+{
+#pragma GCC unroll 8
+	for (int r = 0; r < 8; r++) {
+		__m256 v = acc[r];
+#pragma GCC unroll 7
+		for (int l = 1; l < 8; l++)
+			v = _mm256_blend_ps(v, acc[(r - l) & 7], 1 << l);
+		out[r] = v;
+	}
+}
+
 /* the f16 in the low half of each dword of g, as 8 floats */
 T256 AI __m256 f16_lo8(__m256i g)
 {
@@ -498,6 +563,36 @@ T256 static void q8_0_pairs(const struct q8x *x, uint32_t nb, int16_t *p /* [nb]
 	}
 }
 
+/* Eight activation rows' Q8_0 block as rotated int16 pairs (as struct q8kr): dword row t
+ * holds dword t of the 8 rows' q8_0_pairs twice over; d the rows' scales twice over. */
+struct q8r {
+	int32_t p[16][16];
+	float   d[16];
+};
+
+/* xr[b] for the blocks b < nb of rows xq[0 .. nr) with their pairs xp */
+T256 static void q8r_make(const struct q8x *const *xq, const int16_t *const *xp, uint32_t nr, uint32_t nb,
+			  struct q8r *xr)
+{
+	static const int16_t zero[32];
+	const uint8_t *rp[8];
+	for (uint32_t b = 0; b < nb; b++) {
+		struct q8r *o = &xr[b];
+		for (uint32_t r = 0; r < 8; r++)
+			rp[r] = (const uint8_t *)(r < nr ? xp[r] + (size_t)b * 32 : zero);
+		for (int g = 0; g < 2; g++) {
+			__m256i T[8];
+			t8_load(rp, 32 * (size_t)g, T);
+			for (int k = 0; k < 8; k++) {
+				_mm256_store_si256((__m256i *)o->p[8 * g + k], T[k]);
+				_mm256_store_si256((__m256i *)(o->p[8 * g + k] + 8), T[k]);
+			}
+		}
+		for (uint32_t r = 0; r < 8; r++)
+			o->d[r] = o->d[r + 8] = r < nr ? xq[r][b].d : 0;
+	}
+}
+
 /* Decode steps over Q8_0 on AVX2 (no VNNI), eight weight rows at a time, one output row per
  * lane, as q8_0_t16_group: vector k of a block holds bytes 4k..4k+3 of each row (loaded as
  * packed, else transposed in registers, t8_run), and is split into its even and odd bytes
@@ -567,29 +662,81 @@ T256 AI void q8_0_t8_group(float *Y, size_t ldy, const struct q8x *const *xq, co
 	t8_store(Y, ldy, acc, NR, o, l0, n, bias, accumulate);
 }
 
+/* q8_0_t8_group for 8 rows of a packed half on rotated pairs (struct q8r): sum s holds, in
+ * lane L, weight row L against activation row (L + s) % 8 (see struct q8kr) */
+T256 AI void q8_0_t8r_group(float *Y, size_t ldy, const struct q8r *xr, const struct rl_wmat *W, const float *bias,
+			    const int NR, const struct t8g *G, uint32_t o, uint32_t l0, uint32_t n, int accumulate)
+{
+	const uint8_t *base = W->data;
+	const uint32_t nb = W->cols / 32;
+	const size_t ahead = (size_t)((o & ~15u) + 16) * W->row_bytes + (o & 8) * 34;
+	__m256 acc[8];
+#pragma GCC unroll 8
+	for (int s = 0; s < 8; s++)
+		acc[s] = _mm256_setzero_ps();
+	for (uint32_t b = 0; b < nb; b++) {
+		const size_t blk = (size_t)b * 34;
+		const char *pf = (const char *)base + ahead + 16 * blk;
+#pragma GCC unroll 5
+		for (int l = 0; l < 5; l++)
+			_mm_prefetch(pf + 64 * l, _MM_HINT_T1);
+		__m256i T[8];
+		t8_run(G, 1, RL_DT_Q8_0, blk, 2, T);
+		__m256i sb[8];
+#pragma GCC unroll 8
+		for (int s = 0; s < 8; s++)
+			sb[s] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+		for (int k = 0; k < 8; k++) {
+			const __m256i e = _mm256_srai_epi16(_mm256_slli_epi16(T[k], 8), 8);
+			const __m256i od = _mm256_srai_epi16(T[k], 8);
+#pragma GCC unroll 8
+			for (int s = 0; s < 8; s++) {
+				const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xr[b].p[2 * k] + s));
+				const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xr[b].p[2 * k + 1] + s));
+				sb[s] = _mm256_add_epi32(sb[s], _mm256_madd_epi16(e, x0));
+				sb[s] = _mm256_add_epi32(sb[s], _mm256_madd_epi16(od, x1));
+				__asm__("" : "+x"(sb[s]));
+			}
+		}
+		const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G->tl + 16 * blk)));
+#pragma GCC unroll 8
+		for (int s = 0; s < 8; s++)
+			acc[s] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sb[s]), _mm256_mul_ps(dw, _mm256_loadu_ps(xr[b].d + s)), acc[s]);
+	}
+	__m256 out[8];
+	t8r_unrotate(acc, out);
+	t8_store(Y, ldy, out, NR, o, l0, n, bias, accumulate);
+}
+
 T256 AI void q8_0_t8_body(float *Y, size_t ldy, const struct q8x *const *xq, const int16_t *const *xp,
-			  const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
+			  const struct q8r *xr, const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
 			  int accumulate)
 {
-#define Q8_0_T8(PK, G, o, l0, n) q8_0_t8_group(Y, ldy, xq, xp, W, bias, NR, PK, G, o, l0, n, accumulate)
+#define Q8_0_T8(PK, G, o, l0, n) do {                                                              \
+	if (PK && xr)                                                                              \
+		q8_0_t8r_group(Y, ldy, xr, W, bias, NR, G, o, l0, n, accumulate);                  \
+	else                                                                                       \
+		q8_0_t8_group(Y, ldy, xq, xp, W, bias, NR, PK, G, o, l0, n, accumulate);           \
+} while (0)
 	T8_GROUPS(Q8_0_T8);
 #undef Q8_0_T8
 }
 
 /* xp: the rows' q8_0_pairs */
 T256 static void q8_0_rows_t8(float *Y, size_t ldy, const struct q8x *const *xq, const int16_t *const *xp,
-			      const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
+			      const struct q8r *xr, const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
 			      int accumulate)
 {
 	switch (nr) {
-	case 1: q8_0_t8_body(Y, ldy, xq, xp, W, bias, 1, o0, o1, accumulate); break;
-	case 2: q8_0_t8_body(Y, ldy, xq, xp, W, bias, 2, o0, o1, accumulate); break;
-	case 3: q8_0_t8_body(Y, ldy, xq, xp, W, bias, 3, o0, o1, accumulate); break;
-	case 4: q8_0_t8_body(Y, ldy, xq, xp, W, bias, 4, o0, o1, accumulate); break;
-	case 5: q8_0_t8_body(Y, ldy, xq, xp, W, bias, 5, o0, o1, accumulate); break;
-	case 6: q8_0_t8_body(Y, ldy, xq, xp, W, bias, 6, o0, o1, accumulate); break;
-	case 7: q8_0_t8_body(Y, ldy, xq, xp, W, bias, 7, o0, o1, accumulate); break;
-	default: q8_0_t8_body(Y, ldy, xq, xp, W, bias, 8, o0, o1, accumulate); break;
+	case 1: q8_0_t8_body(Y, ldy, xq, xp, NULL, W, bias, 1, o0, o1, accumulate); break;
+	case 2: q8_0_t8_body(Y, ldy, xq, xp, NULL, W, bias, 2, o0, o1, accumulate); break;
+	case 3: q8_0_t8_body(Y, ldy, xq, xp, NULL, W, bias, 3, o0, o1, accumulate); break;
+	case 4: q8_0_t8_body(Y, ldy, xq, xp, NULL, W, bias, 4, o0, o1, accumulate); break;
+	case 5: q8_0_t8_body(Y, ldy, xq, xp, NULL, W, bias, 5, o0, o1, accumulate); break;
+	case 6: q8_0_t8_body(Y, ldy, xq, xp, NULL, W, bias, 6, o0, o1, accumulate); break;
+	case 7: q8_0_t8_body(Y, ldy, xq, xp, NULL, W, bias, 7, o0, o1, accumulate); break;
+	default: q8_0_t8_body(Y, ldy, xq, xp, xr, W, bias, 8, o0, o1, accumulate); break;
 	}
 }
 
@@ -623,17 +770,29 @@ T256 AI void q4k_t8_head(const struct t8g *G, const int PK, size_t off, __m256 *
 	P[3] = _mm256_and_si256(_mm256_srli_epi32(m47, 8), mff);
 }
 
-/* acc + dx * (d * M - dmin * sum_k P[k] . bq[k]): one activation row's integer sums M over a
- * super-block, and its mins term, meet the floats */
+/* acc + dx * (d * M - dmin * sum_k P[k] . bq[k]): the integer sums M over a super-block,
+ * and the mins term, meet the floats; bq[k] and dx per lane (an activation row's broadcast,
+ * or a rotation's lanes: q4k_t8r_half) */
+T256 AI __m256 q4k_t8_finish_v(__m256 acc, __m256i M, const __m256i *P, const __m256i *bq, __m256 d, __m256 dmin,
+			       __m256 dx)
+{
+	__m256i mi = _mm256_madd_epi16(P[0], bq[0]);
+#pragma GCC unroll 3
+	for (int k = 1; k < 4; k++)
+		mi = _mm256_add_epi32(mi, _mm256_madd_epi16(P[k], bq[k]));
+	__m256 tt = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(mi), _mm256_mul_ps(d, _mm256_cvtepi32_ps(M)));
+	return _mm256_fmadd_ps(tt, dx, acc);
+}
+
+/* q4k_t8_finish_v for one activation row (its min pairs bq[4], its dx) */
 T256 AI __m256 q4k_t8_finish(__m256 acc, __m256i M, const __m256i *P, const int32_t *bq, __m256 d, __m256 dmin,
 			     float dx)
 {
-	__m256i mi = _mm256_madd_epi16(P[0], _mm256_set1_epi32(bq[0]));
-#pragma GCC unroll 3
-	for (int k = 1; k < 4; k++)
-		mi = _mm256_add_epi32(mi, _mm256_madd_epi16(P[k], _mm256_set1_epi32(bq[k])));
-	__m256 tt = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(mi), _mm256_mul_ps(d, _mm256_cvtepi32_ps(M)));
-	return _mm256_fmadd_ps(tt, _mm256_set1_ps(dx), acc);
+	__m256i v[4];
+#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++)
+		v[k] = _mm256_set1_epi32(bq[k]);
+	return q4k_t8_finish_v(acc, M, P, v, d, dmin, _mm256_set1_ps(dx));
 }
 
 /* Decode steps of 1..8 rows over Q4_K on AVX2, eight weight rows at a time, one output row
@@ -780,13 +939,79 @@ T256 AI void q4k_t8k_half(float *Y, size_t ldy, const struct q8k *const *xk, con
 	t8_store(Y, ldy, acc, NR, o, l0, n, bias, accumulate);
 }
 
+/* q4k_t8k_half for 8 rows on rotated activations (struct q8kr): sum s holds, in lane L,
+ * weight row L against activation row (L + s) % 8, each product's activations a plain load
+ * instead of a broadcast. */
+T256 AI void q4k_t8r_half(float *Y, size_t ldy, const struct q8kr *xr, const struct rl_wmat *W, const float *bias,
+			  const int NR, const struct t8g *G, uint32_t o, uint32_t l0, uint32_t n, int accumulate)
+{
+	const size_t rb = W->row_bytes;
+	const uint32_t nb = W->cols / 256;
+	const __m256i m4 = _mm256_set1_epi8(0x0F);
+	const int pf = o % 16 == 0;
+	const char *next = (const char *)W->data + (size_t)(o - o % 16 + 16) * rb;
+	__m256 acc[8];
+	__m256i M[8];                  /* the rotations' super-block sums (the compiler stores them) */
+#pragma GCC unroll 8
+	for (int s = 0; s < 8; s++)
+		acc[s] = _mm256_setzero_ps();
+	for (uint32_t b = 0; b < nb; b++) {
+		const size_t off = (size_t)b * 144;
+		if (pf)
+			for (size_t l = 0; l < 16 * 144; l += 64)
+				_mm_prefetch(next + (size_t)b * 16 * 144 + l, _MM_HINT_T1);
+		__m256 d, dmin;
+		__m256i P[4], scw[8];
+		q4k_t8_head(G, 1, off, &d, &dmin, scw, P);
+#pragma GCC unroll 8
+		for (int s = 0; s < 8; s++)
+			M[s] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+		for (int j = 0; j < 8; j++) {
+			const uint8_t *pk = G->pk + 16 * off + 64 * (size_t)pack_pos(RL_DT_Q4_K, 4 + 8 * (uint32_t)(j / 2));
+			const int32_t *xq = xr[b].q[8 * j];
+			__m256i sj[8];
+#pragma GCC unroll 8
+			for (int s = 0; s < 8; s++)
+				sj[s] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+			for (int k = 0; k < 8; k++) {
+				const __m256i T = _mm256_loadu_si256((const __m256i *)(pk + 64 * k));
+				const __m256i q = (j & 1) ? _mm256_and_si256(_mm256_srli_epi16(T, 4), m4) : _mm256_and_si256(T, m4);
+#pragma GCC unroll 8
+				for (int s = 0; s < 8; s++) {
+					const __m256i x = _mm256_loadu_si256((const __m256i *)(xq + 16 * k + s));
+					sj[s] = _mm256_add_epi16(sj[s], _mm256_maddubs_epi16(q, x));
+					__asm__("" : "+x"(sj[s]));
+				}
+			}
+#pragma GCC unroll 8
+			for (int s = 0; s < 8; s++)
+				M[s] = _mm256_add_epi32(M[s], _mm256_madd_epi16(sj[s], scw[j]));
+		}
+#pragma GCC unroll 8
+		for (int s = 0; s < 8; s++) {
+			__m256i bq[4];
+#pragma GCC unroll 4
+			for (int k = 0; k < 4; k++)
+				bq[k] = _mm256_loadu_si256((const __m256i *)(xr[b].aux[k] + s));
+			acc[s] = q4k_t8_finish_v(acc[s], M[s], P, bq, d, dmin, _mm256_loadu_ps(xr[b].d + s));
+		}
+	}
+	__m256 out[8];
+	t8r_unrotate(acc, out);
+	t8_store(Y, ldy, out, NR, o, l0, n, bias, accumulate);
+}
+
 T256 AI void q4k_t8_body(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
-			 const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
+			 const struct q8kr *xr, const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
 			 int accumulate)
 {
 	/* packed halves of 2..8 rows: q4k_t8k_half; one row, or rows not packed: q4k_t8_group */
 #define Q4K_T8(PK, G, o, l0, n) do {                                                               \
-	if (PK && NR > 1)                                                                          \
+	if (PK && xr)                                                                              \
+		q4k_t8r_half(Y, ldy, xr, W, bias, NR, G, o, l0, n, accumulate);                    \
+	else if (PK && NR > 1)                                                                     \
 		q4k_t8k_half(Y, ldy, xk, bp, W, bias, NR, G, o, l0, n, accumulate);                \
 	else                                                                                       \
 		q4k_t8_group(Y, ldy, xk, bp, W, bias, NR, PK, G, o, l0, n, accumulate);            \
@@ -797,18 +1022,18 @@ T256 AI void q4k_t8_body(float *Y, size_t ldy, const struct q8k *const *xk, cons
 
 /* bp: kq_aux's */
 T256 static void q4k_rows_t8(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
-			     const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
+			     const struct q8kr *xr, const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
 			     int accumulate)
 {
 	switch (nr) {
-	case 1: q4k_t8_body(Y, ldy, xk, bp, W, bias, 1, o0, o1, accumulate); break;
-	case 2: q4k_t8_body(Y, ldy, xk, bp, W, bias, 2, o0, o1, accumulate); break;
-	case 3: q4k_t8_body(Y, ldy, xk, bp, W, bias, 3, o0, o1, accumulate); break;
-	case 4: q4k_t8_body(Y, ldy, xk, bp, W, bias, 4, o0, o1, accumulate); break;
-	case 5: q4k_t8_body(Y, ldy, xk, bp, W, bias, 5, o0, o1, accumulate); break;
-	case 6: q4k_t8_body(Y, ldy, xk, bp, W, bias, 6, o0, o1, accumulate); break;
-	case 7: q4k_t8_body(Y, ldy, xk, bp, W, bias, 7, o0, o1, accumulate); break;
-	default: q4k_t8_body(Y, ldy, xk, bp, W, bias, 8, o0, o1, accumulate); break;
+	case 1: q4k_t8_body(Y, ldy, xk, bp, NULL, W, bias, 1, o0, o1, accumulate); break;
+	case 2: q4k_t8_body(Y, ldy, xk, bp, NULL, W, bias, 2, o0, o1, accumulate); break;
+	case 3: q4k_t8_body(Y, ldy, xk, bp, NULL, W, bias, 3, o0, o1, accumulate); break;
+	case 4: q4k_t8_body(Y, ldy, xk, bp, NULL, W, bias, 4, o0, o1, accumulate); break;
+	case 5: q4k_t8_body(Y, ldy, xk, bp, NULL, W, bias, 5, o0, o1, accumulate); break;
+	case 6: q4k_t8_body(Y, ldy, xk, bp, NULL, W, bias, 6, o0, o1, accumulate); break;
+	case 7: q4k_t8_body(Y, ldy, xk, bp, NULL, W, bias, 7, o0, o1, accumulate); break;
+	default: q4k_t8_body(Y, ldy, xk, bp, xr, W, bias, 8, o0, o1, accumulate); break;
 	}
 }
 
@@ -833,17 +1058,29 @@ T256 AI __m256 q6k_t8_head(const struct t8g *G, size_t off, __m256i *scw, __m256
 	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G->tl + 16 * off)));
 }
 
-/* acc + (M - 32 sum_j sc_j bsum_j) * d * dx: one activation row's super-block sums M with
- * the -32 offset taken against its sums of 16 (scale pairs against sum pairs) */
-T256 AI __m256 q6k_t8_finish(__m256 acc, __m256i M, const __m256i *pair, const struct q8k *xb, __m256 d)
+/* acc + (M - 32 sum_j sc_j bsum_j) * ddx: the super-block sums M with the -32 offset taken
+ * against the activations' sums of 16 (scale pairs against sum pairs bs[i], sums 2i, 2i + 1);
+ * bs and ddx = d * dx per lane (an activation row's broadcast, or a rotation's lanes:
+ * q6k_t8r_half) */
+T256 AI __m256 q6k_t8_finish_v(__m256 acc, __m256i M, const __m256i *pair, const __m256i *bs, __m256 ddx)
 {
-	const i32u *bs = (const i32u *)xb->bsums;     /* sums 2i, 2i + 1 */
-	__m256i c = _mm256_madd_epi16(pair[0], _mm256_set1_epi32(bs[0]));
+	__m256i c = _mm256_madd_epi16(pair[0], bs[0]);
 #pragma GCC unroll 7
 	for (int i = 1; i < 8; i++)
-		c = _mm256_add_epi32(c, _mm256_madd_epi16(pair[i], _mm256_set1_epi32(bs[i])));
+		c = _mm256_add_epi32(c, _mm256_madd_epi16(pair[i], bs[i]));
 	__m256i t = _mm256_sub_epi32(M, _mm256_slli_epi32(c, 5));
-	return _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(d, _mm256_set1_ps(xb->d)), acc);
+	return _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), ddx, acc);
+}
+
+/* q6k_t8_finish_v for one activation row's block xb */
+T256 AI __m256 q6k_t8_finish(__m256 acc, __m256i M, const __m256i *pair, const struct q8k *xb, __m256 d)
+{
+	const i32u *bs = (const i32u *)xb->bsums;
+	__m256i v[8];
+#pragma GCC unroll 8
+	for (int i = 0; i < 8; i++)
+		v[i] = _mm256_set1_epi32(bs[i]);
+	return q6k_t8_finish_v(acc, M, pair, v, _mm256_mul_ps(d, _mm256_set1_ps(xb->d)));
 }
 
 /* One activation row over packed Q6_K groups on AVX2 (2..8 rows: q6k_t8k_half), half a
@@ -977,15 +1214,92 @@ T256 AI void q6k_t8k_half(float *Y, size_t ldy, const struct q8k *const *xk, con
 	t8_store(Y, ldy, acc, NR, o, l0, n, bias, accumulate);
 }
 
+/* q6k_t8k_half for 8 rows on rotated activations (struct q8kr, as q4k_t8r_half): sum s
+ * holds, in lane L, weight row L against activation row (L + s) % 8. */
+T256 AI void q6k_t8r_half(float *Y, size_t ldy, const struct q8kr *xr, const struct rl_wmat *W, const float *bias,
+			  const int NR, const struct t8g *G, uint32_t o, uint32_t l0, uint32_t n, int accumulate)
+{
+	const size_t rb = W->row_bytes;
+	const uint32_t nb = W->cols / 256, h2 = o % 16 / 8;   /* which half of its group */
+	const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+	const char *next = (const char *)W->data + (size_t)(o - o % 16 + 16) * rb;
+	__m256i scw[16], pair[8];
+	__m256 acc[8];
+#pragma GCC unroll 8
+	for (int s = 0; s < 8; s++)
+		acc[s] = _mm256_setzero_ps();
+	for (uint32_t b = 0; b < nb; b++) {
+		const size_t off = (size_t)b * 210;
+		const __m256 d = q6k_t8_head(G, off, scw, pair);
+		__m256i M[8];
+#pragma GCC unroll 8
+		for (int s = 0; s < 8; s++)
+			M[s] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+		for (int h = 0; h < 2; h++) {
+			const uint8_t *th = G->pk + 16 * off + 64 * (size_t)pack_pos(RL_DT_Q6_K, (128 + 32 * (uint32_t)h) / 4);
+#pragma GCC unroll 1
+			for (int run = 0; run < 2; run++) {
+				if (h2 == 0)   /* the next group, a quarter block at a time */
+					for (size_t l = 0; l < 840; l += 64)
+						_mm_prefetch(next + 16 * off + 840 * (size_t)(2 * h + run) + l, _MM_HINT_T1);
+				const uint8_t *tl = G->pk + 16 * off + 64 * (size_t)pack_pos(RL_DT_Q6_K, (64 * (uint32_t)h + 32 * (uint32_t)run) / 4);
+#pragma GCC unroll 1
+				for (int hi = 0; hi < 2; hi++) {
+					const int m = run + 2 * hi;     /* weights 128h + 32m .. + 31 */
+					const int j = 8 * h + 2 * m;    /* sub-blocks j, j + 1 */
+					const __m128i cl = _mm_cvtsi32_si128(4 * hi), ct = _mm_cvtsi32_si128(m < 2 ? 4 - 2 * m : 0);
+					const __m128i cr = _mm_cvtsi32_si128(m > 2 ? 2 * m - 4 : 0);
+					const int32_t *xq = xr[b].q[4 * j];
+#pragma GCC unroll 1
+					for (int k = 0; k < 8; k += 2) {
+						__m256i Q[2];
+#pragma GCC unroll 2
+						for (int e = 0; e < 2; e++) {
+							const __m256i TL = _mm256_loadu_si256((const __m256i *)(tl + 64 * (k + e)));
+							const __m256i TH = _mm256_loadu_si256((const __m256i *)(th + 64 * (k + e)));
+							__m256i lo = _mm256_srl_epi16(TL, cl);
+							__m256i top = _mm256_srl_epi16(_mm256_sll_epi16(TH, ct), cr);
+							Q[e] = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(top, m30));
+						}
+						const __m256i sc = scw[j + k / 4];
+#pragma GCC unroll 8
+						for (int s = 0; s < 8; s++) {
+							const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xq + 16 * k + s));
+							const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xq + 16 * (k + 1) + s));
+							__m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(Q[0], x0), _mm256_maddubs_epi16(Q[1], x1));
+							M[s] = _mm256_add_epi32(M[s], _mm256_madd_epi16(t, sc));
+							__asm__("" : "+x"(M[s]));
+						}
+					}
+				}
+			}
+		}
+#pragma GCC unroll 8
+		for (int s = 0; s < 8; s++) {
+			__m256i bs[8];
+#pragma GCC unroll 8
+			for (int i = 0; i < 8; i++)
+				bs[i] = _mm256_loadu_si256((const __m256i *)(xr[b].aux[i] + s));
+			acc[s] = q6k_t8_finish_v(acc[s], M[s], pair, bs, _mm256_mul_ps(d, _mm256_loadu_ps(xr[b].d + s)));
+		}
+	}
+	__m256 out[8];
+	t8r_unrotate(acc, out);
+	t8_store(Y, ldy, out, NR, o, l0, n, bias, accumulate);
+}
+
 /* o0 .. o1 inside W->packed_rows */
-T256 static void q6k_rows_t8p(float *Y, size_t ldy, const struct q8k *const *xk, const struct rl_wmat *W,
-			      const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate)
+T256 static void q6k_rows_t8p(float *Y, size_t ldy, const struct q8k *const *xk, const struct q8kr *xr,
+			      const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate)
 {
 #define Q6K_T8(NR) do {                                                                            \
 	for (uint32_t o = o0; o < o1;) {                                                           \
 		struct t8g G;                                                                      \
 		const uint32_t s = t8_half(W, o, &G), n = o1 - s < 8 ? o1 - s : 8;                 \
-		if (NR > 1)                                                                        \
+		if (NR == 8 && xr)                                                                 \
+			q6k_t8r_half(Y, ldy, xr, W, bias, NR, &G, s, o - s, n, accumulate);        \
+		else if (NR > 1)                                                                   \
 			q6k_t8k_half(Y, ldy, xk, W, bias, NR, &G, s, o - s, n, accumulate);        \
 		else                                                                               \
 			q6k_t8p_half(Y, xk[0], W, bias, &G, s, o - s, n, accumulate);              \
@@ -2446,9 +2760,11 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows)
 	if (rl_cpu_isa_best() == RL_CPU_AVX512 && has_avx512bf16())
 		bf = (size_t)max_rows * in * 2 + 64 + (size_t)in * 4 + (size_t)TILE * in * 2 + 64;
 	/* the q8 blocks, then their seeds (VNNI) or int16 pairs (AVX2), 64-byte aligned */
-	size_t q8 = (size_t)Q8_ROWS * (in / 32 + 1) * (sizeof(struct q8x) + 32 * sizeof(int16_t)) + 128;
+	size_t q8 = (size_t)Q8_ROWS * (in / 32 + 1) * (sizeof(struct q8x) + 32 * sizeof(int16_t)) + 192 +
+		    (size_t)(in / 32) * sizeof(struct q8r);
 	/* the q8k blocks, then their kq_aux sums */
-	size_t q8k = (size_t)Q8_ROWS * (in / 256 + 1) * (sizeof(struct q8k) + KQ_AUX * 4) + 64;
+	size_t q8k = (size_t)Q8_ROWS * (in / 256 + 1) * (sizeof(struct q8k) + KQ_AUX * 4) + 128 +
+		     (size_t)(in / 256) * sizeof(struct q8kr);
 	q8 = q8 > q8k ? q8 : q8k;
 	size_t tile = (size_t)TILE * in * sizeof(float);
 	size_t panels = (size_t)(64 + 1) * in * sizeof(float) + 64;   /* h16_panels: 64 rows, a row */
@@ -2456,8 +2772,10 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows)
 	q8 = q8 > tile ? q8 : tile;
 	/* kq_packed_many: every row's q8k blocks, then their kq_aux sums; q8_0_packed_many: every
 	 * row's q8 blocks, then their int16 pairs or seeds */
-	size_t many = (size_t)max_rows * (in / 256 + 1) * (sizeof(struct q8k) + KQ_AUX * 4) + 128;
-	size_t many0 = (size_t)max_rows * (in / 32 + 1) * (sizeof(struct q8x) + 32 * sizeof(int16_t)) + 128;
+	size_t many = (size_t)max_rows * (in / 256 + 1) * (sizeof(struct q8k) + KQ_AUX * 4) + 192 +
+		      (size_t)(max_rows / Q8_ROWS) * (in / 256) * sizeof(struct q8kr);
+	size_t many0 = (size_t)max_rows * (in / 32 + 1) * (sizeof(struct q8x) + 32 * sizeof(int16_t)) + 192 +
+		       (size_t)(max_rows / Q8_ROWS) * (in / 32) * sizeof(struct q8r);
 	many = many > many0 ? many : many0;
 	q8 = q8 > many ? q8 : many;
 	return (q8 > bf ? q8 : bf) + 64;
@@ -2516,7 +2834,12 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 				xp[r] = p + (size_t)r * nb * 32;
 				q8_0_pairs(xq[r], nb, p + (size_t)r * nb * 32);
 			}
-			q8_0_rows_t8(Y, ldy, xq, xp, W, bias, nr, o0, pe, accumulate);
+			struct q8r *xr = NULL;
+			if (nr == Q8_ROWS && o0 < W->packed_rows) {   /* 8 rows: rotated, after the pairs */
+				xr = (struct q8r *)(((uintptr_t)(p + (size_t)nr * nb * 32) + 63) & ~(uintptr_t)63);
+				q8r_make(xq, xp, nr, nb, xr);
+			}
+			q8_0_rows_t8(Y, ldy, xq, xp, xr, W, bias, nr, o0, pe, accumulate);
 		}
 		if ((o = pe) == o1)
 			return;
@@ -2542,13 +2865,18 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 			(dt == RL_DT_Q4_K ? q4k_rows_t16 : q6k_rows_t16)(Y, ldy, xk, aux, W, bias, nr, o0, o1, accumulate);
 			return;
 		}
+		struct q8kr *xr = NULL;
+		if (nr == Q8_ROWS && o0 < W->packed_rows) {   /* 8 rows: rotated, after the sums */
+			xr = (struct q8kr *)(((uintptr_t)(aux + (size_t)nr * nb * KQ_AUX) + 63) & ~(uintptr_t)63);
+			q8kr_make(xk, dt == RL_DT_Q4_K ? aux : NULL, nr, nb, xr);
+		}
 		if (dt == RL_DT_Q4_K && (nr > 1 || o0 < W->packed_rows)) {
-			q4k_rows_t8(Y, ldy, xk, aux, W, bias, nr, o0, o1, accumulate);
+			q4k_rows_t8(Y, ldy, xk, aux, xr, W, bias, nr, o0, o1, accumulate);
 			return;
 		}
 		if (o0 < W->packed_rows) {     /* Q6_K: packed groups here, the rest row-wise below */
 			uint32_t pe = o1 < W->packed_rows ? o1 : W->packed_rows;
-			q6k_rows_t8p(Y, ldy, xk, W, bias, nr, o0, pe, accumulate);
+			q6k_rows_t8p(Y, ldy, xk, xr, W, bias, nr, o0, pe, accumulate);
 			o = o0 = pe;
 			if (o0 == o1)
 				return;
@@ -2630,12 +2958,18 @@ static void kq_packed_many(float *Y, size_t ldy, const float *X, size_t ldx, con
 	const int vnni = rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni();
 	struct q8k *q = (struct q8k *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
 	int32_t *aux = (int32_t *)(((uintptr_t)(q + (size_t)n_rows * nb) + 63) & ~(uintptr_t)63);
+	/* AVX2: each whole chunk of 8 rows rotated, after the sums */
+	struct q8kr *xr = (struct q8kr *)(((uintptr_t)(aux + (size_t)n_rows * nb * KQ_AUX) + 63) & ~(uintptr_t)63);
 	const struct q8k *xa[Q8_ROWS];
 	for (uint32_t r = 0; r < n_rows; r++) {
 		quantize_k_avx2(X + (size_t)r * ldx, in, q + (size_t)r * nb);
 		xa[r % Q8_ROWS] = q + (size_t)r * nb;
-		if (r % Q8_ROWS == Q8_ROWS - 1 || r == n_rows - 1)   /* a chunk's sums, once */
-			kq_aux(W->dtype, vnni, xa, r % Q8_ROWS + 1, nb, aux + (size_t)(r - r % Q8_ROWS) * nb * KQ_AUX);
+		if (r % Q8_ROWS == Q8_ROWS - 1 || r == n_rows - 1) {   /* a chunk's sums, once */
+			int32_t *a = aux + (size_t)(r - r % Q8_ROWS) * nb * KQ_AUX;
+			kq_aux(W->dtype, vnni, xa, r % Q8_ROWS + 1, nb, a);
+			if (!vnni && r % Q8_ROWS == Q8_ROWS - 1)
+				q8kr_make(xa, W->dtype == RL_DT_Q4_K ? a : NULL, Q8_ROWS, nb, xr + (size_t)r / Q8_ROWS * nb);
+		}
 	}
 	for (uint32_t o = o0; o < o1;) {
 		const uint32_t g1 = (o & ~15u) + 16 < o1 ? (o & ~15u) + 16 : o1;   /* to the group's end */
@@ -2649,9 +2983,11 @@ static void kq_packed_many(float *Y, size_t ldy, const float *X, size_t ldx, con
 				(W->dtype == RL_DT_Q4_K ? q4k_rows_t16 : q6k_rows_t16)(Y + (size_t)r0 * ldy, ldy, xk, bp, W,
 										      bias, nr, o, g1, accumulate);
 			else if (W->dtype == RL_DT_Q4_K)
-				q4k_rows_t8(Y + (size_t)r0 * ldy, ldy, xk, bp, W, bias, nr, o, g1, accumulate);
+				q4k_rows_t8(Y + (size_t)r0 * ldy, ldy, xk, bp, nr == Q8_ROWS ? xr + (size_t)r0 / Q8_ROWS * nb : NULL,
+					    W, bias, nr, o, g1, accumulate);
 			else
-				q6k_rows_t8p(Y + (size_t)r0 * ldy, ldy, xk, W, bias, nr, o, g1, accumulate);
+				q6k_rows_t8p(Y + (size_t)r0 * ldy, ldy, xk, nr == Q8_ROWS ? xr + (size_t)r0 / Q8_ROWS * nb : NULL,
+					     W, bias, nr, o, g1, accumulate);
 		}
 		o = g1;
 	}
@@ -2668,8 +3004,9 @@ static void q8_0_packed_many(float *Y, size_t ldy, const float *X, size_t ldx, c
 	const int vnni = rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni();
 	struct q8x *q = (struct q8x *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
 	void *aux = (void *)(((uintptr_t)(q + (size_t)n_rows * nb) + 63) & ~(uintptr_t)63);
-	int16_t *pairs = aux;          /* AVX2: [n_rows][nb][32] */
+	int16_t *pairs = aux;          /* AVX2: [n_rows][nb][32], then each whole chunk of 8 rotated */
 	int32_t *seed = aux;           /* VNNI: [n_rows][nb] */
+	struct q8r *rot = (struct q8r *)(((uintptr_t)(pairs + (size_t)n_rows * nb * 32) + 63) & ~(uintptr_t)63);
 	for (uint32_t r = 0; r < n_rows; r++) {
 		struct q8x *xr = q + (size_t)r * nb;
 		quantize_avx2(X + (size_t)r * ldx, in, xr);
@@ -2677,6 +3014,15 @@ static void q8_0_packed_many(float *Y, size_t ldy, const float *X, size_t ldx, c
 			q8_0_pairs(xr, nb, pairs + (size_t)r * nb * 32);
 		else
 			q8_0_seeds(xr, nb, seed + (size_t)r * nb);
+		if (!vnni && r % Q8_ROWS == Q8_ROWS - 1) {
+			const struct q8x *xq[Q8_ROWS];
+			const int16_t *xp[Q8_ROWS];
+			for (uint32_t i = 0; i < Q8_ROWS; i++) {
+				xq[i] = q + (size_t)(r - 7 + i) * nb;
+				xp[i] = pairs + (size_t)(r - 7 + i) * nb * 32;
+			}
+			q8r_make(xq, xp, Q8_ROWS, nb, rot + (size_t)r / Q8_ROWS * nb);
+		}
 	}
 	for (uint32_t o = o0; o < o1;) {
 		const uint32_t g1 = (o & ~15u) + 16 < o1 ? (o & ~15u) + 16 : o1;   /* to the group's end */
@@ -2692,7 +3038,8 @@ static void q8_0_packed_many(float *Y, size_t ldy, const float *X, size_t ldx, c
 				q8_0_rows_vnni_seeded(Y + (size_t)r0 * ldy, ldy, xq, seed + (size_t)r0 * nb, W, bias, nr, o, g1,
 						      accumulate);
 			else
-				q8_0_rows_t8(Y + (size_t)r0 * ldy, ldy, xq, xp, W, bias, nr, o, g1, accumulate);
+				q8_0_rows_t8(Y + (size_t)r0 * ldy, ldy, xq, xp, nr == Q8_ROWS ? rot + (size_t)r0 / Q8_ROWS * nb : NULL,
+					     W, bias, nr, o, g1, accumulate);
 		}
 		o = g1;
 	}
