@@ -1237,40 +1237,40 @@ T256 AI void q6k_t8r_half(float *Y, size_t ldy, const struct q8kr *xr, const str
 			M[s] = _mm256_setzero_si256();
 #pragma GCC unroll 1
 		for (int h = 0; h < 2; h++) {
-			const uint8_t *th = G->pk + 16 * off + 64 * (size_t)pack_pos(RL_DT_Q6_K, (128 + 32 * (uint32_t)h) / 4);
+			const uint8_t *blk = G->pk + 16 * off;
+			const uint8_t *th = blk + 64 * (size_t)pack_pos(RL_DT_Q6_K, (128 + 32 * (uint32_t)h) / 4);
+			const uint8_t *tl[2] = { blk + 64 * (size_t)pack_pos(RL_DT_Q6_K, 16 * (uint32_t)h),
+						 blk + 64 * (size_t)pack_pos(RL_DT_Q6_K, 16 * (uint32_t)h + 8) };
 #pragma GCC unroll 1
-			for (int run = 0; run < 2; run++) {
-				if (h2 == 0)   /* the next group, a quarter block at a time */
-					for (size_t l = 0; l < 840; l += 64)
-						_mm_prefetch(next + 16 * off + 840 * (size_t)(2 * h + run) + l, _MM_HINT_T1);
-				const uint8_t *tl = G->pk + 16 * off + 64 * (size_t)pack_pos(RL_DT_Q6_K, (64 * (uint32_t)h + 32 * (uint32_t)run) / 4);
-#pragma GCC unroll 1
-				for (int hi = 0; hi < 2; hi++) {
-					const int m = run + 2 * hi;     /* weights 128h + 32m .. + 31 */
-					const int j = 8 * h + 2 * m;    /* sub-blocks j, j + 1 */
-					const __m128i cl = _mm_cvtsi32_si128(4 * hi), ct = _mm_cvtsi32_si128(m < 2 ? 4 - 2 * m : 0);
-					const __m128i cr = _mm_cvtsi32_si128(m > 2 ? 2 * m - 4 : 0);
-					const int32_t *xq = xr[b].q[4 * j];
-#pragma GCC unroll 1
-					for (int k = 0; k < 8; k += 2) {
-						__m256i Q[2];
+			for (int k = 0; k < 8; k += 2) {
+				if (h2 == 0)   /* the next group, an eighth of a block at a time */
+					for (size_t l = 0; l < 420; l += 64)
+						_mm_prefetch(next + 16 * off + 420 * (size_t)(4 * h + k / 2) + l, _MM_HINT_T1);
+				/* the four 32-weight runs m of this half at dwords k, k + 1: the shifts are
+				 * immediates (m unrolled here, the k loop rolled) */
+#pragma GCC unroll 4
+				for (int m = 0; m < 4; m++) {
+					const int run = m & 1, hi = m >> 1;   /* weights 128h + 32m .. + 31 */
+					const int j = 8 * h + 2 * m;          /* sub-blocks j, j + 1 */
+					__m256i Q[2];
 #pragma GCC unroll 2
-						for (int e = 0; e < 2; e++) {
-							const __m256i TL = _mm256_loadu_si256((const __m256i *)(tl + 64 * (k + e)));
-							const __m256i TH = _mm256_loadu_si256((const __m256i *)(th + 64 * (k + e)));
-							__m256i lo = _mm256_srl_epi16(TL, cl);
-							__m256i top = _mm256_srl_epi16(_mm256_sll_epi16(TH, ct), cr);
-							Q[e] = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(top, m30));
-						}
-						const __m256i sc = scw[j + k / 4];
+					for (int e = 0; e < 2; e++) {
+						const __m256i TL = _mm256_loadu_si256((const __m256i *)(tl[run] + 64 * (k + e)));
+						const __m256i TH = _mm256_loadu_si256((const __m256i *)(th + 64 * (k + e)));
+						__m256i lo = hi ? _mm256_srli_epi16(TL, 4) : TL;
+						__m256i top = m == 0 ? _mm256_slli_epi16(TH, 4) : m == 1 ? _mm256_slli_epi16(TH, 2) :
+							      m == 2 ? TH : _mm256_srli_epi16(TH, 2);
+						Q[e] = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(top, m30));
+					}
+					const __m256i sc = scw[j + k / 4];
+					const int32_t *xq = xr[b].q[4 * j];
 #pragma GCC unroll 8
-						for (int s = 0; s < 8; s++) {
-							const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xq + 16 * k + s));
-							const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xq + 16 * (k + 1) + s));
-							__m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(Q[0], x0), _mm256_maddubs_epi16(Q[1], x1));
-							M[s] = _mm256_add_epi32(M[s], _mm256_madd_epi16(t, sc));
-							__asm__("" : "+x"(M[s]));
-						}
+					for (int s = 0; s < 8; s++) {
+						const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xq + 16 * k + s));
+						const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xq + 16 * (k + 1) + s));
+						__m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(Q[0], x0), _mm256_maddubs_epi16(Q[1], x1));
+						M[s] = _mm256_add_epi32(M[s], _mm256_madd_epi16(t, sc));
+						__asm__("" : "+x"(M[s]));
 					}
 				}
 			}
