@@ -1141,6 +1141,25 @@ T256 AI void q6k_t8p_half(float *Y, const struct q8k *x, const struct rl_wmat *W
 	t8_store(Y, 0, &acc, 1, o, l0, n, bias, accumulate);
 }
 
+/* The 6-bit q of 32-weight run m (0..3) of a packed Q6_K half block at dwords k, k + 1 (tl: its
+ * low nibbles' run at dword k, th: the tops' at dword k): the low or high nibble, and the
+ * 2-bit top at bits 2m shifted to bits 4, 5 by immediates (m a constant where inlined: a
+ * shift by a register count cost more on Zen 4, 14.4 -> 17.9 cycles per 512 products in a
+ * register-only replica) */
+T256 AI void q6k_t8_q(const uint8_t *tl, const uint8_t *th, const int m, __m256i *Q)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+#pragma GCC unroll 2
+	for (int e = 0; e < 2; e++) {
+		const __m256i TL = _mm256_loadu_si256((const __m256i *)(tl + 64 * e));
+		const __m256i TH = _mm256_loadu_si256((const __m256i *)(th + 64 * e));
+		const __m256i lo = m >> 1 ? _mm256_srli_epi16(TL, 4) : TL;
+		const __m256i top = m == 0 ? _mm256_slli_epi16(TH, 4) : m == 1 ? _mm256_slli_epi16(TH, 2) :
+				    m == 2 ? TH : _mm256_srli_epi16(TH, 2);
+		Q[e] = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(top, m30));
+	}
+}
+
 /* 2..8 rows over half a packed Q6_K group on AVX2: q6k_t8p_half's arithmetic with k outside
  * and the rows inside (as q4k_t8k_half): each pair of recombined 6-bit vectors meets every
  * row's two broadcast dwords while the rows' int32 sums stay in registers; the shift counts
@@ -1153,7 +1172,6 @@ T256 AI void q6k_t8k_half(float *Y, size_t ldy, const struct q8k *const *xk, con
 {
 	const size_t rb = W->row_bytes;
 	const uint32_t nb = W->cols / 256, h2 = o % 16 / 8;   /* which half of its group */
-	const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
 	const char *next = (const char *)W->data + (size_t)(o - o % 16 + 16) * rb;
 	__m256i scw[16], pair[8];
 	__m256 acc[8];
@@ -1169,40 +1187,28 @@ T256 AI void q6k_t8k_half(float *Y, size_t ldy, const struct q8k *const *xk, con
 			M[r] = _mm256_setzero_si256();
 #pragma GCC unroll 1
 		for (int h = 0; h < 2; h++) {
-			const uint8_t *th = G->pk + 16 * off + 64 * (size_t)pack_pos(RL_DT_Q6_K, (128 + 32 * (uint32_t)h) / 4);
+			const uint8_t *blk = G->pk + 16 * off;
+			const uint8_t *th = blk + 64 * (size_t)pack_pos(RL_DT_Q6_K, (128 + 32 * (uint32_t)h) / 4);
+			const uint8_t *tl[2] = { blk + 64 * (size_t)pack_pos(RL_DT_Q6_K, 16 * (uint32_t)h),
+						 blk + 64 * (size_t)pack_pos(RL_DT_Q6_K, 16 * (uint32_t)h + 8) };
 #pragma GCC unroll 1
-			for (int run = 0; run < 2; run++) {
-				if (h2 == 0)   /* the next group, a quarter block at a time */
-					for (size_t l = 0; l < 840; l += 64)
-						_mm_prefetch(next + 16 * off + 840 * (size_t)(2 * h + run) + l, _MM_HINT_T1);
-				const uint8_t *tl = G->pk + 16 * off + 64 * (size_t)pack_pos(RL_DT_Q6_K, (64 * (uint32_t)h + 32 * (uint32_t)run) / 4);
-#pragma GCC unroll 1
-				for (int hi = 0; hi < 2; hi++) {
-					const int m = run + 2 * hi;     /* weights 128h + 32m .. + 31 */
-					const int j = 8 * h + 2 * m;    /* sub-blocks j, j + 1 */
-					/* shift counts as operands, so that one loop body serves every m */
-					const __m128i cl = _mm_cvtsi32_si128(4 * hi), ct = _mm_cvtsi32_si128(m < 2 ? 4 - 2 * m : 0);
-					const __m128i cr = _mm_cvtsi32_si128(m > 2 ? 2 * m - 4 : 0);
-#pragma GCC unroll 1
-					for (int k = 0; k < 8; k += 2) {
-						__m256i Q[2];
-#pragma GCC unroll 2
-						for (int e = 0; e < 2; e++) {
-							const __m256i TL = _mm256_loadu_si256((const __m256i *)(tl + 64 * (k + e)));
-							const __m256i TH = _mm256_loadu_si256((const __m256i *)(th + 64 * (k + e)));
-							__m256i lo = _mm256_srl_epi16(TL, cl);
-							__m256i top = _mm256_srl_epi16(_mm256_sll_epi16(TH, ct), cr);
-							Q[e] = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(top, m30));
-						}
-						const __m256i sc = scw[j + k / 4];
+			for (int k = 0; k < 8; k += 2) {
+				if (h2 == 0)   /* the next group, an eighth of a block at a time */
+					for (size_t l = 0; l < 420; l += 64)
+						_mm_prefetch(next + 16 * off + 420 * (size_t)(4 * h + k / 2) + l, _MM_HINT_T1);
+#pragma GCC unroll 4
+				for (int m = 0; m < 4; m++) {
+					const int j = 8 * h + 2 * m;    /* weights 128h + 32m .. + 31: sub-blocks j, j + 1 */
+					__m256i Q[2];
+					q6k_t8_q(tl[m & 1] + 64 * k, th + 64 * k, m, Q);
+					const __m256i sc = scw[j + k / 4];
 #pragma GCC unroll 8
-						for (int r = 0; r < NR; r++) {
-							const i32u *x4 = (const i32u *)(xk[r][b].q + 16 * j);
-							__m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(Q[0], _mm256_set1_epi32(x4[k])),
-										     _mm256_maddubs_epi16(Q[1], _mm256_set1_epi32(x4[k + 1])));
-							M[r] = _mm256_add_epi32(M[r], _mm256_madd_epi16(t, sc));
-							__asm__("" : "+x"(M[r]));
-						}
+					for (int r = 0; r < NR; r++) {
+						const i32u *x4 = (const i32u *)(xk[r][b].q + 16 * j);
+						__m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(Q[0], _mm256_set1_epi32(x4[k])),
+									     _mm256_maddubs_epi16(Q[1], _mm256_set1_epi32(x4[k + 1])));
+						M[r] = _mm256_add_epi32(M[r], _mm256_madd_epi16(t, sc));
+						__asm__("" : "+x"(M[r]));
 					}
 				}
 			}
@@ -1221,7 +1227,6 @@ T256 AI void q6k_t8r_half(float *Y, size_t ldy, const struct q8kr *xr, const str
 {
 	const size_t rb = W->row_bytes;
 	const uint32_t nb = W->cols / 256, h2 = o % 16 / 8;   /* which half of its group */
-	const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
 	const char *next = (const char *)W->data + (size_t)(o - o % 16 + 16) * rb;
 	__m256i scw[16], pair[8];
 	__m256 acc[8];
@@ -1250,18 +1255,9 @@ T256 AI void q6k_t8r_half(float *Y, size_t ldy, const struct q8kr *xr, const str
 				 * immediates (m unrolled here, the k loop rolled) */
 #pragma GCC unroll 4
 				for (int m = 0; m < 4; m++) {
-					const int run = m & 1, hi = m >> 1;   /* weights 128h + 32m .. + 31 */
-					const int j = 8 * h + 2 * m;          /* sub-blocks j, j + 1 */
+					const int j = 8 * h + 2 * m;    /* weights 128h + 32m .. + 31: sub-blocks j, j + 1 */
 					__m256i Q[2];
-#pragma GCC unroll 2
-					for (int e = 0; e < 2; e++) {
-						const __m256i TL = _mm256_loadu_si256((const __m256i *)(tl[run] + 64 * (k + e)));
-						const __m256i TH = _mm256_loadu_si256((const __m256i *)(th + 64 * (k + e)));
-						__m256i lo = hi ? _mm256_srli_epi16(TL, 4) : TL;
-						__m256i top = m == 0 ? _mm256_slli_epi16(TH, 4) : m == 1 ? _mm256_slli_epi16(TH, 2) :
-							      m == 2 ? TH : _mm256_srli_epi16(TH, 2);
-						Q[e] = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(top, m30));
-					}
+					q6k_t8_q(tl[m & 1] + 64 * k, th + 64 * k, m, Q);
 					const __m256i sc = scw[j + k / 4];
 					const int32_t *xq = xr[b].q[4 * j];
 #pragma GCC unroll 8
