@@ -22,7 +22,9 @@
  * scales meet whole lanes. The three types are repacked at load so that those lanes are
  * loaded, not transposed in registers (t16_load, left for the rows past the last group); on
  * AVX2 the same packed groups are read as 8-lane halves (q8_0_t8_group, in 16-bit products;
- * q4k_t8_group, q6k_t8p_half; from two rows q4k_t8k_half, q6k_t8k_half, the rows inside). One
+ * q4k_t8_group, q6k_t8p_half; from two rows q4k_t8k_half, q6k_t8k_half, the rows inside;
+ * eight rows on rotated activations, loads instead of broadcasts: the three with ROT,
+ * struct q8kr, q8r). One
  * row over packed Q8_0 takes q8_0_t8_group on every ISA; over unpacked Q8_0 a weight row
  * streams alone (four accumulators inside it).
  * Steps of more rows (prefill chunks) are bounded by arithmetic instead: packed Q8_0 and
@@ -418,13 +420,13 @@ static void kq_aux(int dt, int vnni, const struct q8k *const *xk, uint32_t nr, u
 }
 
 /* Eight activation rows' super-block, rotated, for the AVX2 8-row K-quant kernels
- * (q4k_t8r_half, q6k_t8r_half): each dword row holds one dword of the 8 rows twice over, so
- * that the 32 bytes at dword s are rows s, s + 1, .., s + 7 (mod 8): one plain load gives
- * lane L the activations of row (L + s) % 8, where a broadcast gave every lane one row's. A
- * kernel then keeps 8 sums, one per rotation s, each lane a (weight row, activation row)
- * pair, and turns them back into rows once at its store (t8r_unrotate). On Zen 4 a
- * vpbroadcastd from memory takes a slot on the pipes that multiply; a load does not. Rows past
- * the caller's are zero. */
+ * (q4k_t8k_half, q6k_t8k_half with ROT): each dword row holds one dword of the 8 rows twice
+ * over, so that the 32 bytes at dword s are rows s, s + 1, .., s + 7 (mod 8): one plain
+ * load gives lane L the activations of row (L + s) % 8, where a broadcast gave every lane one
+ * row's. A kernel then keeps 8 sums, one per rotation s, each lane a (weight row, activation
+ * row) pair, and turns them back into rows once at its store (t8r_unrotate). On Zen 4 a
+ * vpbroadcastd from memory takes a slot on the pipes that multiply; a load does not. Rows
+ * past the caller's are zero. */
 struct q8kr {
 	int32_t q[64][16];             /* dword t of the block (bytes 4t .. 4t + 3) */
 	int32_t aux[8][16];            /* Q4_K: the min pairs k < 4 (q4k_min_pairs); Q6_K: bsums 2i, 2i + 1 */
@@ -473,6 +475,19 @@ T256 AI void t8r_unrotate(const __m256 *acc, __m256 *out)
 			v = _mm256_blend_ps(v, acc[(r - l) & 7], 1 << l);
 		out[r] = v;
 	}
+}
+
+/* t8_store of the rows' sums, or with ROT of the 8 rotations' (turned into rows first) */
+T256 AI void t8_store_rows(float *Y, size_t ldy, const __m256 *acc, const int ROT, const int NR, uint32_t o,
+			   uint32_t l0, uint32_t n, const float *bias, int accumulate)
+{
+	if (!ROT) {
+		t8_store(Y, ldy, acc, NR, o, l0, n, bias, accumulate);
+		return;
+	}
+	__m256 out[8];
+	t8r_unrotate(acc, out);
+	t8_store(Y, ldy, out, NR, o, l0, n, bias, accumulate);
 }
 
 /* the f16 in the low half of each dword of g, as 8 floats */
@@ -607,10 +622,13 @@ T256 static void q8r_make(const struct q8x *const *xq, const int16_t *const *xp,
  * broadcasts against 24 and 8, exact as before (|x| <= 127, |w| <= 128). Register-only loops
  * on the Zen 4 VM, cycles per row and block: the sign trick with rows outside (the kernel
  * before this one, bound by its 4 loads a step) 17.7, with k outside 13.8, int16 12.2; the
- * 8x8 transpose of unpacked rows adds ~4, which is why Q8_0 is packed too. */
+ * 8x8 transpose of unpacked rows adds ~4, which is why Q8_0 is packed too. With ROT (8 rows
+ * of a packed half, xr: struct q8r) the pairs are plain loads of the rotations instead of
+ * broadcasts: 768 x 768 in L2 69 -> 77-79 GMAC/s. */
 T256 AI void q8_0_t8_group(float *Y, size_t ldy, const struct q8x *const *xq, const int16_t *const *xp,
-			   const struct rl_wmat *W, const float *bias, const int NR, const int PK,
-			   const struct t8g *G, uint32_t o, uint32_t l0, uint32_t n, int accumulate)
+			   const struct q8r *xr, const int ROT, const struct rl_wmat *W, const float *bias,
+			   const int NR, const int PK, const struct t8g *G, uint32_t o, uint32_t l0, uint32_t n,
+			   int accumulate)
 {
 	const uint8_t *base = W->data;
 	const uint32_t nb = W->cols / 32;
@@ -640,9 +658,13 @@ T256 AI void q8_0_t8_group(float *Y, size_t ldy, const struct q8x *const *xq, co
 			const __m256i od = _mm256_srai_epi16(T[k], 8);
 #pragma GCC unroll 8
 			for (int r = 0; r < NR; r++) {
-				const i32u *p2 = (const i32u *)(xp[r] + (size_t)b * 32) + 2 * k;
-				s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(e, _mm256_set1_epi32(p2[0])));
-				s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(od, _mm256_set1_epi32(p2[1])));
+				const i32u *p2 = ROT ? NULL : (const i32u *)(xp[r] + (size_t)b * 32) + 2 * k;
+				const __m256i x0 = ROT ? _mm256_loadu_si256((const __m256i *)(xr[b].p[2 * k] + r))
+						       : _mm256_set1_epi32(p2[0]);
+				const __m256i x1 = ROT ? _mm256_loadu_si256((const __m256i *)(xr[b].p[2 * k + 1] + r))
+						       : _mm256_set1_epi32(p2[1]);
+				s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(e, x0));
+				s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(od, x1));
 				/* each sum as written: GCC otherwise reassociates the rows' chains into
 				 * trees whose 128 products do not fit the registers */
 				__asm__("" : "+x"(s[r]));
@@ -657,56 +679,11 @@ T256 AI void q8_0_t8_group(float *Y, size_t ldy, const struct q8x *const *xq, co
 					(short)ld16(G->rp[6] + blk), (short)ld16(G->rp[7] + blk)));
 #pragma GCC unroll 8
 		for (int r = 0; r < NR; r++)
-			acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(dw, _mm256_set1_ps(xq[r][b].d)), acc[r]);
+			acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]),
+						 _mm256_mul_ps(dw, ROT ? _mm256_loadu_ps(xr[b].d + r) : _mm256_set1_ps(xq[r][b].d)),
+						 acc[r]);
 	}
-	t8_store(Y, ldy, acc, NR, o, l0, n, bias, accumulate);
-}
-
-/* q8_0_t8_group for 8 rows of a packed half on rotated pairs (struct q8r): sum s holds, in
- * lane L, weight row L against activation row (L + s) % 8 (see struct q8kr) */
-T256 AI void q8_0_t8r_group(float *Y, size_t ldy, const struct q8r *xr, const struct rl_wmat *W, const float *bias,
-			    const int NR, const struct t8g *G, uint32_t o, uint32_t l0, uint32_t n, int accumulate)
-{
-	const uint8_t *base = W->data;
-	const uint32_t nb = W->cols / 32;
-	const size_t ahead = (size_t)((o & ~15u) + 16) * W->row_bytes + (o & 8) * 34;
-	__m256 acc[8];
-#pragma GCC unroll 8
-	for (int s = 0; s < 8; s++)
-		acc[s] = _mm256_setzero_ps();
-	for (uint32_t b = 0; b < nb; b++) {
-		const size_t blk = (size_t)b * 34;
-		const char *pf = (const char *)base + ahead + 16 * blk;
-#pragma GCC unroll 5
-		for (int l = 0; l < 5; l++)
-			_mm_prefetch(pf + 64 * l, _MM_HINT_T1);
-		__m256i T[8];
-		t8_run(G, 1, RL_DT_Q8_0, blk, 2, T);
-		__m256i sb[8];
-#pragma GCC unroll 8
-		for (int s = 0; s < 8; s++)
-			sb[s] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-		for (int k = 0; k < 8; k++) {
-			const __m256i e = _mm256_srai_epi16(_mm256_slli_epi16(T[k], 8), 8);
-			const __m256i od = _mm256_srai_epi16(T[k], 8);
-#pragma GCC unroll 8
-			for (int s = 0; s < 8; s++) {
-				const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xr[b].p[2 * k] + s));
-				const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xr[b].p[2 * k + 1] + s));
-				sb[s] = _mm256_add_epi32(sb[s], _mm256_madd_epi16(e, x0));
-				sb[s] = _mm256_add_epi32(sb[s], _mm256_madd_epi16(od, x1));
-				__asm__("" : "+x"(sb[s]));
-			}
-		}
-		const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G->tl + 16 * blk)));
-#pragma GCC unroll 8
-		for (int s = 0; s < 8; s++)
-			acc[s] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sb[s]), _mm256_mul_ps(dw, _mm256_loadu_ps(xr[b].d + s)), acc[s]);
-	}
-	__m256 out[8];
-	t8r_unrotate(acc, out);
-	t8_store(Y, ldy, out, NR, o, l0, n, bias, accumulate);
+	t8_store_rows(Y, ldy, acc, ROT, NR, o, l0, n, bias, accumulate);
 }
 
 T256 AI void q8_0_t8_body(float *Y, size_t ldy, const struct q8x *const *xq, const int16_t *const *xp,
@@ -714,10 +691,10 @@ T256 AI void q8_0_t8_body(float *Y, size_t ldy, const struct q8x *const *xq, con
 			  int accumulate)
 {
 #define Q8_0_T8(PK, G, o, l0, n) do {                                                              \
-	if (PK && xr)                                                                              \
-		q8_0_t8r_group(Y, ldy, xr, W, bias, NR, G, o, l0, n, accumulate);                  \
+	if (PK && NR == 8 && xr)   /* packed halves of 8 rows: rotated */                          \
+		q8_0_t8_group(Y, ldy, xq, xp, xr, 1, W, bias, NR, 1, G, o, l0, n, accumulate);     \
 	else                                                                                       \
-		q8_0_t8_group(Y, ldy, xq, xp, W, bias, NR, PK, G, o, l0, n, accumulate);           \
+		q8_0_t8_group(Y, ldy, xq, xp, NULL, 0, W, bias, NR, PK, G, o, l0, n, accumulate);  \
 } while (0)
 	T8_GROUPS(Q8_0_T8);
 #undef Q8_0_T8
@@ -772,7 +749,7 @@ T256 AI void q4k_t8_head(const struct t8g *G, const int PK, size_t off, __m256 *
 
 /* acc + dx * (d * M - dmin * sum_k P[k] . bq[k]): the integer sums M over a super-block,
  * and the mins term, meet the floats; bq[k] and dx per lane (an activation row's broadcast,
- * or a rotation's lanes: q4k_t8r_half) */
+ * or a rotation's lanes: q4k_t8k_half with ROT) */
 T256 AI __m256 q4k_t8_finish_v(__m256 acc, __m256i M, const __m256i *P, const __m256i *bq, __m256 d, __m256 dmin,
 			       __m256 dx)
 {
@@ -878,16 +855,25 @@ T256 AI void q4k_t8_group(float *Y, size_t ldy, const struct q8k *const *xk, con
 	t8_store(Y, ldy, acc, NR, o, l0, n, bias, accumulate);
 }
 
+/* The 8 lanes' activations at dword t of block b for activation row r: its broadcast, or
+ * with ROT rotation r of the 8 rows (struct q8kr: lane L meets row (L + r) % 8) */
+T256 AI __m256i kq_act(const struct q8k *const *xk, const struct q8kr *xr, const int ROT, int r, uint32_t b, int t)
+{
+	return ROT ? _mm256_loadu_si256((const __m256i *)(xr[b].q[t] + r)) : _mm256_set1_epi32(((const i32u *)xk[r][b].q)[t]);
+}
+
 /* 2..8 rows over half a packed Q4_K group on AVX2: q4k_t8_group's arithmetic with the
  * sub-block and k outside and the rows inside, as q8_0_t8_group: each nibble vector is loaded
  * and masked once and meets every row's broadcast dword while the rows' 8 int16 sums stay in
  * registers (pinned as written: GCC reassociates them into spilling trees). With the rows
  * outside, the super-block's 64 nibble vectors went to the stack and each product cost a
  * reload beside its broadcast: 2 loads a vpmaddubsw where this takes 1 + 1/8. 768 x 768,
- * 8 rows in L2, Zen 4 VM: 91 GMAC/s (both halves at once, rows outside) -> 113. */
+ * 8 rows in L2, Zen 4 VM: 91 GMAC/s (both halves at once, rows outside) -> 113. With ROT
+ * (8 rows, xr) the sums are the rotations' and the activations plain loads (struct q8kr):
+ * 115 -> 128-131. */
 T256 AI void q4k_t8k_half(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
-			  const struct rl_wmat *W, const float *bias, const int NR, const struct t8g *G,
-			  uint32_t o, uint32_t l0, uint32_t n, int accumulate)
+			  const struct q8kr *xr, const int ROT, const struct rl_wmat *W, const float *bias,
+			  const int NR, const struct t8g *G, uint32_t o, uint32_t l0, uint32_t n, int accumulate)
 {
 	const size_t rb = W->row_bytes;
 	const uint32_t nb = W->cols / 256;
@@ -895,7 +881,7 @@ T256 AI void q4k_t8k_half(float *Y, size_t ldy, const struct q8k *const *xk, con
 	const int pf = o % 16 == 0;
 	const char *next = (const char *)W->data + (size_t)(o - o % 16 + 16) * rb;
 	__m256 acc[8];
-	__m256i M[8];                  /* the rows' super-block sums (the compiler stores them) */
+	__m256i M[8];                  /* the rows' (rotations') super-block sums (the compiler stores them) */
 #pragma GCC unroll 8
 	for (int r = 0; r < NR; r++)
 		acc[r] = _mm256_setzero_ps();
@@ -923,8 +909,7 @@ T256 AI void q4k_t8k_half(float *Y, size_t ldy, const struct q8k *const *xk, con
 				const __m256i q = (j & 1) ? _mm256_and_si256(_mm256_srli_epi16(T, 4), m4) : _mm256_and_si256(T, m4);
 #pragma GCC unroll 8
 				for (int r = 0; r < NR; r++) {
-					const i32u *x4 = (const i32u *)(xk[r][b].q + 32 * j);
-					s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(q, _mm256_set1_epi32(x4[k])));
+					s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(q, kq_act(xk, xr, ROT, r, b, 8 * j + k)));
 					__asm__("" : "+x"(s[r]));
 				}
 			}
@@ -933,74 +918,19 @@ T256 AI void q4k_t8k_half(float *Y, size_t ldy, const struct q8k *const *xk, con
 				M[r] = _mm256_add_epi32(M[r], _mm256_madd_epi16(s[r], scw[j]));
 		}
 #pragma GCC unroll 8
-		for (int r = 0; r < NR; r++)
-			acc[r] = q4k_t8_finish(acc[r], M[r], P, bp + ((size_t)r * nb + b) * 4, d, dmin, xk[r][b].d);
-	}
-	t8_store(Y, ldy, acc, NR, o, l0, n, bias, accumulate);
-}
-
-/* q4k_t8k_half for 8 rows on rotated activations (struct q8kr): sum s holds, in lane L,
- * weight row L against activation row (L + s) % 8, each product's activations a plain load
- * instead of a broadcast. */
-T256 AI void q4k_t8r_half(float *Y, size_t ldy, const struct q8kr *xr, const struct rl_wmat *W, const float *bias,
-			  const int NR, const struct t8g *G, uint32_t o, uint32_t l0, uint32_t n, int accumulate)
-{
-	const size_t rb = W->row_bytes;
-	const uint32_t nb = W->cols / 256;
-	const __m256i m4 = _mm256_set1_epi8(0x0F);
-	const int pf = o % 16 == 0;
-	const char *next = (const char *)W->data + (size_t)(o - o % 16 + 16) * rb;
-	__m256 acc[8];
-	__m256i M[8];                  /* the rotations' super-block sums (the compiler stores them) */
-#pragma GCC unroll 8
-	for (int s = 0; s < 8; s++)
-		acc[s] = _mm256_setzero_ps();
-	for (uint32_t b = 0; b < nb; b++) {
-		const size_t off = (size_t)b * 144;
-		if (pf)
-			for (size_t l = 0; l < 16 * 144; l += 64)
-				_mm_prefetch(next + (size_t)b * 16 * 144 + l, _MM_HINT_T1);
-		__m256 d, dmin;
-		__m256i P[4], scw[8];
-		q4k_t8_head(G, 1, off, &d, &dmin, scw, P);
-#pragma GCC unroll 8
-		for (int s = 0; s < 8; s++)
-			M[s] = _mm256_setzero_si256();
-#pragma GCC unroll 1
-		for (int j = 0; j < 8; j++) {
-			const uint8_t *pk = G->pk + 16 * off + 64 * (size_t)pack_pos(RL_DT_Q4_K, 4 + 8 * (uint32_t)(j / 2));
-			const int32_t *xq = xr[b].q[8 * j];
-			__m256i sj[8];
-#pragma GCC unroll 8
-			for (int s = 0; s < 8; s++)
-				sj[s] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-			for (int k = 0; k < 8; k++) {
-				const __m256i T = _mm256_loadu_si256((const __m256i *)(pk + 64 * k));
-				const __m256i q = (j & 1) ? _mm256_and_si256(_mm256_srli_epi16(T, 4), m4) : _mm256_and_si256(T, m4);
-#pragma GCC unroll 8
-				for (int s = 0; s < 8; s++) {
-					const __m256i x = _mm256_loadu_si256((const __m256i *)(xq + 16 * k + s));
-					sj[s] = _mm256_add_epi16(sj[s], _mm256_maddubs_epi16(q, x));
-					__asm__("" : "+x"(sj[s]));
-				}
+		for (int r = 0; r < NR; r++) {
+			if (!ROT) {
+				acc[r] = q4k_t8_finish(acc[r], M[r], P, bp + ((size_t)r * nb + b) * 4, d, dmin, xk[r][b].d);
+				continue;
 			}
-#pragma GCC unroll 8
-			for (int s = 0; s < 8; s++)
-				M[s] = _mm256_add_epi32(M[s], _mm256_madd_epi16(sj[s], scw[j]));
-		}
-#pragma GCC unroll 8
-		for (int s = 0; s < 8; s++) {
 			__m256i bq[4];
 #pragma GCC unroll 4
 			for (int k = 0; k < 4; k++)
-				bq[k] = _mm256_loadu_si256((const __m256i *)(xr[b].aux[k] + s));
-			acc[s] = q4k_t8_finish_v(acc[s], M[s], P, bq, d, dmin, _mm256_loadu_ps(xr[b].d + s));
+				bq[k] = _mm256_loadu_si256((const __m256i *)(xr[b].aux[k] + r));
+			acc[r] = q4k_t8_finish_v(acc[r], M[r], P, bq, d, dmin, _mm256_loadu_ps(xr[b].d + r));
 		}
 	}
-	__m256 out[8];
-	t8r_unrotate(acc, out);
-	t8_store(Y, ldy, out, NR, o, l0, n, bias, accumulate);
+	t8_store_rows(Y, ldy, acc, ROT, NR, o, l0, n, bias, accumulate);
 }
 
 T256 AI void q4k_t8_body(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
@@ -1009,10 +939,10 @@ T256 AI void q4k_t8_body(float *Y, size_t ldy, const struct q8k *const *xk, cons
 {
 	/* packed halves of 2..8 rows: q4k_t8k_half; one row, or rows not packed: q4k_t8_group */
 #define Q4K_T8(PK, G, o, l0, n) do {                                                               \
-	if (PK && xr)                                                                              \
-		q4k_t8r_half(Y, ldy, xr, W, bias, NR, G, o, l0, n, accumulate);                    \
+	if (PK && NR == 8 && xr)                                                                   \
+		q4k_t8k_half(Y, ldy, xk, bp, xr, 1, W, bias, NR, G, o, l0, n, accumulate);         \
 	else if (PK && NR > 1)                                                                     \
-		q4k_t8k_half(Y, ldy, xk, bp, W, bias, NR, G, o, l0, n, accumulate);                \
+		q4k_t8k_half(Y, ldy, xk, bp, NULL, 0, W, bias, NR, G, o, l0, n, accumulate);       \
 	else                                                                                       \
 		q4k_t8_group(Y, ldy, xk, bp, W, bias, NR, PK, G, o, l0, n, accumulate);            \
 } while (0)
@@ -1061,7 +991,7 @@ T256 AI __m256 q6k_t8_head(const struct t8g *G, size_t off, __m256i *scw, __m256
 /* acc + (M - 32 sum_j sc_j bsum_j) * ddx: the super-block sums M with the -32 offset taken
  * against the activations' sums of 16 (scale pairs against sum pairs bs[i], sums 2i, 2i + 1);
  * bs and ddx = d * dx per lane (an activation row's broadcast, or a rotation's lanes:
- * q6k_t8r_half) */
+ * q6k_t8k_half with ROT) */
 T256 AI __m256 q6k_t8_finish_v(__m256 acc, __m256i M, const __m256i *pair, const __m256i *bs, __m256 ddx)
 {
 	__m256i c = _mm256_madd_epi16(pair[0], bs[0]);
@@ -1162,13 +1092,15 @@ T256 AI void q6k_t8_q(const uint8_t *tl, const uint8_t *th, const int m, __m256i
 
 /* 2..8 rows over half a packed Q6_K group on AVX2: q6k_t8p_half's arithmetic with k outside
  * and the rows inside (as q4k_t8k_half): each pair of recombined 6-bit vectors meets every
- * row's two broadcast dwords while the rows' int32 sums stay in registers; the shift counts
- * are operands, so one loop body serves the four 32-weight runs of a half block (with
- * immediates GCC unrolled the whole super-block and spilled). 768 x 768, 8 rows in L2, Zen 4
- * VM: 78 -> 88 GMAC/s. */
-T256 AI void q6k_t8k_half(float *Y, size_t ldy, const struct q8k *const *xk, const struct rl_wmat *W,
-			  const float *bias, const int NR, const struct t8g *G, uint32_t o, uint32_t l0,
-			  uint32_t n, int accumulate)
+ * row's two broadcast dwords while the rows' int32 sums stay in registers. The four 32-weight
+ * runs of a half are unrolled inside a rolled loop over dword pairs, so that their shifts are
+ * immediates (q6k_t8_q) and the super-block's code still fits (unrolled whole, GCC spilled).
+ * With ROT (8 rows, xr) the sums are the rotations' and the activations plain loads (struct
+ * q8kr). 768 x 768, 8 rows in L2, Zen 4 VM: 78 -> 88 GMAC/s (rows inside) -> 97 (ROT) ->
+ * 100.6 (immediates). */
+T256 AI void q6k_t8k_half(float *Y, size_t ldy, const struct q8k *const *xk, const struct q8kr *xr, const int ROT,
+			  const struct rl_wmat *W, const float *bias, const int NR, const struct t8g *G, uint32_t o,
+			  uint32_t l0, uint32_t n, int accumulate)
 {
 	const size_t rb = W->row_bytes;
 	const uint32_t nb = W->cols / 256, h2 = o % 16 / 8;   /* which half of its group */
@@ -1204,9 +1136,9 @@ T256 AI void q6k_t8k_half(float *Y, size_t ldy, const struct q8k *const *xk, con
 					const __m256i sc = scw[j + k / 4];
 #pragma GCC unroll 8
 					for (int r = 0; r < NR; r++) {
-						const i32u *x4 = (const i32u *)(xk[r][b].q + 16 * j);
-						__m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(Q[0], _mm256_set1_epi32(x4[k])),
-									     _mm256_maddubs_epi16(Q[1], _mm256_set1_epi32(x4[k + 1])));
+						__m256i t = _mm256_add_epi16(
+							_mm256_maddubs_epi16(Q[0], kq_act(xk, xr, ROT, r, b, 4 * j + k)),
+							_mm256_maddubs_epi16(Q[1], kq_act(xk, xr, ROT, r, b, 4 * j + k + 1)));
 						M[r] = _mm256_add_epi32(M[r], _mm256_madd_epi16(t, sc));
 						__asm__("" : "+x"(M[r]));
 					}
@@ -1214,75 +1146,19 @@ T256 AI void q6k_t8k_half(float *Y, size_t ldy, const struct q8k *const *xk, con
 			}
 		}
 #pragma GCC unroll 8
-		for (int r = 0; r < NR; r++)
-			acc[r] = q6k_t8_finish(acc[r], M[r], pair, &xk[r][b], d);
-	}
-	t8_store(Y, ldy, acc, NR, o, l0, n, bias, accumulate);
-}
-
-/* q6k_t8k_half for 8 rows on rotated activations (struct q8kr, as q4k_t8r_half): sum s
- * holds, in lane L, weight row L against activation row (L + s) % 8. */
-T256 AI void q6k_t8r_half(float *Y, size_t ldy, const struct q8kr *xr, const struct rl_wmat *W, const float *bias,
-			  const int NR, const struct t8g *G, uint32_t o, uint32_t l0, uint32_t n, int accumulate)
-{
-	const size_t rb = W->row_bytes;
-	const uint32_t nb = W->cols / 256, h2 = o % 16 / 8;   /* which half of its group */
-	const char *next = (const char *)W->data + (size_t)(o - o % 16 + 16) * rb;
-	__m256i scw[16], pair[8];
-	__m256 acc[8];
-#pragma GCC unroll 8
-	for (int s = 0; s < 8; s++)
-		acc[s] = _mm256_setzero_ps();
-	for (uint32_t b = 0; b < nb; b++) {
-		const size_t off = (size_t)b * 210;
-		const __m256 d = q6k_t8_head(G, off, scw, pair);
-		__m256i M[8];
-#pragma GCC unroll 8
-		for (int s = 0; s < 8; s++)
-			M[s] = _mm256_setzero_si256();
-#pragma GCC unroll 1
-		for (int h = 0; h < 2; h++) {
-			const uint8_t *blk = G->pk + 16 * off;
-			const uint8_t *th = blk + 64 * (size_t)pack_pos(RL_DT_Q6_K, (128 + 32 * (uint32_t)h) / 4);
-			const uint8_t *tl[2] = { blk + 64 * (size_t)pack_pos(RL_DT_Q6_K, 16 * (uint32_t)h),
-						 blk + 64 * (size_t)pack_pos(RL_DT_Q6_K, 16 * (uint32_t)h + 8) };
-#pragma GCC unroll 1
-			for (int k = 0; k < 8; k += 2) {
-				if (h2 == 0)   /* the next group, an eighth of a block at a time */
-					for (size_t l = 0; l < 420; l += 64)
-						_mm_prefetch(next + 16 * off + 420 * (size_t)(4 * h + k / 2) + l, _MM_HINT_T1);
-				/* the four 32-weight runs m of this half at dwords k, k + 1: the shifts are
-				 * immediates (m unrolled here, the k loop rolled) */
-#pragma GCC unroll 4
-				for (int m = 0; m < 4; m++) {
-					const int j = 8 * h + 2 * m;    /* weights 128h + 32m .. + 31: sub-blocks j, j + 1 */
-					__m256i Q[2];
-					q6k_t8_q(tl[m & 1] + 64 * k, th + 64 * k, m, Q);
-					const __m256i sc = scw[j + k / 4];
-					const int32_t *xq = xr[b].q[4 * j];
-#pragma GCC unroll 8
-					for (int s = 0; s < 8; s++) {
-						const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xq + 16 * k + s));
-						const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xq + 16 * (k + 1) + s));
-						__m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(Q[0], x0), _mm256_maddubs_epi16(Q[1], x1));
-						M[s] = _mm256_add_epi32(M[s], _mm256_madd_epi16(t, sc));
-						__asm__("" : "+x"(M[s]));
-					}
-				}
+		for (int r = 0; r < NR; r++) {
+			if (!ROT) {
+				acc[r] = q6k_t8_finish(acc[r], M[r], pair, &xk[r][b], d);
+				continue;
 			}
-		}
-#pragma GCC unroll 8
-		for (int s = 0; s < 8; s++) {
 			__m256i bs[8];
 #pragma GCC unroll 8
 			for (int i = 0; i < 8; i++)
-				bs[i] = _mm256_loadu_si256((const __m256i *)(xr[b].aux[i] + s));
-			acc[s] = q6k_t8_finish_v(acc[s], M[s], pair, bs, _mm256_mul_ps(d, _mm256_loadu_ps(xr[b].d + s)));
+				bs[i] = _mm256_loadu_si256((const __m256i *)(xr[b].aux[i] + r));
+			acc[r] = q6k_t8_finish_v(acc[r], M[r], pair, bs, _mm256_mul_ps(d, _mm256_loadu_ps(xr[b].d + r)));
 		}
 	}
-	__m256 out[8];
-	t8r_unrotate(acc, out);
-	t8_store(Y, ldy, out, NR, o, l0, n, bias, accumulate);
+	t8_store_rows(Y, ldy, acc, ROT, NR, o, l0, n, bias, accumulate);
 }
 
 /* o0 .. o1 inside W->packed_rows */
@@ -1294,9 +1170,9 @@ T256 static void q6k_rows_t8p(float *Y, size_t ldy, const struct q8k *const *xk,
 		struct t8g G;                                                                      \
 		const uint32_t s = t8_half(W, o, &G), n = o1 - s < 8 ? o1 - s : 8;                 \
 		if (NR == 8 && xr)                                                                 \
-			q6k_t8r_half(Y, ldy, xr, W, bias, NR, &G, s, o - s, n, accumulate);        \
+			q6k_t8k_half(Y, ldy, xk, xr, 1, W, bias, NR, &G, s, o - s, n, accumulate); \
 		else if (NR > 1)                                                                   \
-			q6k_t8k_half(Y, ldy, xk, W, bias, NR, &G, s, o - s, n, accumulate);        \
+			q6k_t8k_half(Y, ldy, xk, NULL, 0, W, bias, NR, &G, s, o - s, n, accumulate); \
 		else                                                                               \
 			q6k_t8p_half(Y, xk[0], W, bias, &G, s, o - s, n, accumulate);              \
 		o = s + n;                                                                         \
