@@ -247,7 +247,8 @@ T256 AI void t8_store(float *Y, size_t ldy, const __m256 *acc, const int NR, uin
 	const __m256i m = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)l0), lane),
 					      _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), lane));
 	const int whole = l0 == 0 && n == 8;
-	const __m256 bv = !bias ? _mm256_setzero_ps() : whole ? _mm256_loadu_ps(bias + o) : _mm256_maskload_ps(bias + o, m);
+	const __m256 bv = !bias ? _mm256_setzero_ps() : whole ? _mm256_loadu_ps(bias + o)
+							      : _mm256_maskload_ps(bias + o, m);
 #pragma GCC unroll 8
 	for (int r = 0; r < NR; r++) {
 		float *y = Y + (size_t)r * ldy + o;
@@ -425,24 +426,21 @@ static void kq_aux(int dt, int vnni, const struct q8k *const *xk, uint32_t nr, u
  * load gives lane L the activations of row (L + s) % 8, where a broadcast gave every lane one
  * row's. A kernel then keeps 8 sums, one per rotation s, each lane a (weight row, activation
  * row) pair, and turns them back into rows once at its store (t8r_unrotate). On Zen 4 a
- * vpbroadcastd from memory takes a slot on the pipes that multiply; a load does not. Rows
- * past the caller's are zero. */
+ * vpbroadcastd from memory takes a slot on the pipes that multiply; a load does not. */
 struct q8kr {
 	int32_t q[64][16];             /* dword t of the block (bytes 4t .. 4t + 3) */
 	int32_t aux[8][16];            /* Q4_K: the min pairs k < 4 (q4k_min_pairs); Q6_K: bsums 2i, 2i + 1 */
 	float   d[16];
 };
 
-/* xr[b] for the blocks b < nb of rows xk[0 .. nr) (bp: their q4k_min_pairs, or NULL for Q6_K) */
-T256 static void q8kr_make(const struct q8k *const *xk, const int32_t *bp, uint32_t nr, uint32_t nb,
-			   struct q8kr *xr)
+/* xr[b] for the blocks b < nb of the 8 rows xk[] (bp: their q4k_min_pairs, or NULL for Q6_K) */
+T256 static void q8kr_make(const struct q8k *const *xk, const int32_t *bp, uint32_t nb, struct q8kr *xr)
 {
-	static const struct q8k zero;
 	const uint8_t *rp[8];
 	for (uint32_t b = 0; b < nb; b++) {
 		struct q8kr *o = &xr[b];
 		for (uint32_t r = 0; r < 8; r++)
-			rp[r] = r < nr ? (const uint8_t *)xk[r][b].q : (const uint8_t *)zero.q;
+			rp[r] = (const uint8_t *)xk[r][b].q;
 		for (int g = 0; g < 8; g++) {
 			__m256i T[8];
 			t8_load(rp, 32 * (size_t)g, T);
@@ -452,14 +450,14 @@ T256 static void q8kr_make(const struct q8k *const *xk, const int32_t *bp, uint3
 			}
 		}
 		for (uint32_t r = 0; r < 8; r++) {
-			const int32_t *a = r >= nr ? NULL : bp ? bp + ((size_t)r * nb + b) * 4 : (const int32_t *)xk[r][b].bsums;
+			const void *a = bp ? (const void *)(bp + ((size_t)r * nb + b) * 4) : (const void *)xk[r][b].bsums;
 			for (int k = 0; k < 8; k++) {
-				int32_t v = 0;
-				if (a && (bp == NULL || k < 4))
-					memcpy(&v, a + k, 4);
+				int32_t v = 0;                  /* Q4_K: 4 pairs */
+				if (!bp || k < 4)
+					memcpy(&v, (const char *)a + 4 * k, 4);
 				o->aux[k][r] = o->aux[k][r + 8] = v;
 			}
-			o->d[r] = o->d[r + 8] = r < nr ? xk[r][b].d : 0;
+			o->d[r] = o->d[r + 8] = xk[r][b].d;
 		}
 	}
 }
@@ -585,16 +583,14 @@ struct q8r {
 	float   d[16];
 };
 
-/* xr[b] for the blocks b < nb of rows xq[0 .. nr) with their pairs xp */
-T256 static void q8r_make(const struct q8x *const *xq, const int16_t *const *xp, uint32_t nr, uint32_t nb,
-			  struct q8r *xr)
+/* xr[b] for the blocks b < nb of the 8 rows xq[] with their pairs xp[] */
+T256 static void q8r_make(const struct q8x *const *xq, const int16_t *const *xp, uint32_t nb, struct q8r *xr)
 {
-	static const int16_t zero[32];
 	const uint8_t *rp[8];
 	for (uint32_t b = 0; b < nb; b++) {
 		struct q8r *o = &xr[b];
 		for (uint32_t r = 0; r < 8; r++)
-			rp[r] = (const uint8_t *)(r < nr ? xp[r] + (size_t)b * 32 : zero);
+			rp[r] = (const uint8_t *)(xp[r] + (size_t)b * 32);
 		for (int g = 0; g < 2; g++) {
 			__m256i T[8];
 			t8_load(rp, 32 * (size_t)g, T);
@@ -604,7 +600,7 @@ T256 static void q8r_make(const struct q8x *const *xq, const int16_t *const *xp,
 			}
 		}
 		for (uint32_t r = 0; r < 8; r++)
-			o->d[r] = o->d[r + 8] = r < nr ? xq[r][b].d : 0;
+			o->d[r] = o->d[r + 8] = xq[r][b].d;
 	}
 }
 
@@ -687,8 +683,8 @@ T256 AI void q8_0_t8_group(float *Y, size_t ldy, const struct q8x *const *xq, co
 }
 
 T256 AI void q8_0_t8_body(float *Y, size_t ldy, const struct q8x *const *xq, const int16_t *const *xp,
-			  const struct q8r *xr, const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
-			  int accumulate)
+			  const struct q8r *xr, const struct rl_wmat *W, const float *bias, const int NR,
+			  uint32_t o0, uint32_t o1, int accumulate)
 {
 #define Q8_0_T8(PK, G, o, l0, n) do {                                                              \
 	if (PK && NR == 8 && xr)   /* packed halves of 8 rows: rotated */                          \
@@ -702,8 +698,8 @@ T256 AI void q8_0_t8_body(float *Y, size_t ldy, const struct q8x *const *xq, con
 
 /* xp: the rows' q8_0_pairs */
 T256 static void q8_0_rows_t8(float *Y, size_t ldy, const struct q8x *const *xq, const int16_t *const *xp,
-			      const struct q8r *xr, const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
-			      int accumulate)
+			      const struct q8r *xr, const struct rl_wmat *W, const float *bias, uint32_t nr,
+			      uint32_t o0, uint32_t o1, int accumulate)
 {
 	switch (nr) {
 	case 1: q8_0_t8_body(Y, ldy, xq, xp, NULL, W, bias, 1, o0, o1, accumulate); break;
@@ -934,8 +930,8 @@ T256 AI void q4k_t8k_half(float *Y, size_t ldy, const struct q8k *const *xk, con
 }
 
 T256 AI void q4k_t8_body(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
-			 const struct q8kr *xr, const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
-			 int accumulate)
+			 const struct q8kr *xr, const struct rl_wmat *W, const float *bias, const int NR,
+			 uint32_t o0, uint32_t o1, int accumulate)
 {
 	/* packed halves of 2..8 rows: q4k_t8k_half; one row, or rows not packed: q4k_t8_group */
 #define Q4K_T8(PK, G, o, l0, n) do {                                                               \
@@ -952,8 +948,8 @@ T256 AI void q4k_t8_body(float *Y, size_t ldy, const struct q8k *const *xk, cons
 
 /* bp: kq_aux's */
 T256 static void q4k_rows_t8(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
-			     const struct q8kr *xr, const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
-			     int accumulate)
+			     const struct q8kr *xr, const struct rl_wmat *W, const float *bias, uint32_t nr,
+			     uint32_t o0, uint32_t o1, int accumulate)
 {
 	switch (nr) {
 	case 1: q4k_t8_body(Y, ldy, xk, bp, NULL, W, bias, 1, o0, o1, accumulate); break;
@@ -1163,7 +1159,8 @@ T256 AI void q6k_t8k_half(float *Y, size_t ldy, const struct q8k *const *xk, con
 
 /* o0 .. o1 inside W->packed_rows */
 T256 static void q6k_rows_t8p(float *Y, size_t ldy, const struct q8k *const *xk, const struct q8kr *xr,
-			      const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate)
+			      const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
+			      int accumulate)
 {
 #define Q6K_T8(NR) do {                                                                            \
 	for (uint32_t o = o0; o < o1;) {                                                           \
@@ -2709,7 +2706,7 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 			struct q8r *xr = NULL;
 			if (nr == Q8_ROWS && o0 < W->packed_rows) {   /* 8 rows: rotated, after the pairs */
 				xr = (struct q8r *)(((uintptr_t)(p + (size_t)nr * nb * 32) + 63) & ~(uintptr_t)63);
-				q8r_make(xq, xp, nr, nb, xr);
+				q8r_make(xq, xp, nb, xr);
 			}
 			q8_0_rows_t8(Y, ldy, xq, xp, xr, W, bias, nr, o0, pe, accumulate);
 		}
@@ -2740,7 +2737,7 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 		struct q8kr *xr = NULL;
 		if (nr == Q8_ROWS && o0 < W->packed_rows) {   /* 8 rows: rotated, after the sums */
 			xr = (struct q8kr *)(((uintptr_t)(aux + (size_t)nr * nb * KQ_AUX) + 63) & ~(uintptr_t)63);
-			q8kr_make(xk, dt == RL_DT_Q4_K ? aux : NULL, nr, nb, xr);
+			q8kr_make(xk, dt == RL_DT_Q4_K ? aux : NULL, nb, xr);
 		}
 		if (dt == RL_DT_Q4_K && (nr > 1 || o0 < W->packed_rows)) {
 			q4k_rows_t8(Y, ldy, xk, aux, xr, W, bias, nr, o0, o1, accumulate);
@@ -2840,7 +2837,7 @@ static void kq_packed_many(float *Y, size_t ldy, const float *X, size_t ldx, con
 			int32_t *a = aux + (size_t)(r - r % Q8_ROWS) * nb * KQ_AUX;
 			kq_aux(W->dtype, vnni, xa, r % Q8_ROWS + 1, nb, a);
 			if (!vnni && r % Q8_ROWS == Q8_ROWS - 1)
-				q8kr_make(xa, W->dtype == RL_DT_Q4_K ? a : NULL, Q8_ROWS, nb, xr + (size_t)r / Q8_ROWS * nb);
+				q8kr_make(xa, W->dtype == RL_DT_Q4_K ? a : NULL, nb, xr + (size_t)r / Q8_ROWS * nb);
 		}
 	}
 	for (uint32_t o = o0; o < o1;) {
@@ -2849,17 +2846,16 @@ static void kq_packed_many(float *Y, size_t ldy, const float *X, size_t ldx, con
 			const uint32_t nr = n_rows - r0 < Q8_ROWS ? n_rows - r0 : Q8_ROWS;
 			const struct q8k *xk[Q8_ROWS];
 			const int32_t *bp = aux + (size_t)r0 * nb * KQ_AUX;
+			const struct q8kr *x8 = nr == Q8_ROWS ? xr + (size_t)r0 / Q8_ROWS * nb : NULL;   /* rotated */
 			for (uint32_t r = 0; r < nr; r++)
 				xk[r] = q + (size_t)(r0 + r) * nb;
 			if (vnni)
 				(W->dtype == RL_DT_Q4_K ? q4k_rows_t16 : q6k_rows_t16)(Y + (size_t)r0 * ldy, ldy, xk, bp, W,
 										      bias, nr, o, g1, accumulate);
 			else if (W->dtype == RL_DT_Q4_K)
-				q4k_rows_t8(Y + (size_t)r0 * ldy, ldy, xk, bp, nr == Q8_ROWS ? xr + (size_t)r0 / Q8_ROWS * nb : NULL,
-					    W, bias, nr, o, g1, accumulate);
+				q4k_rows_t8(Y + (size_t)r0 * ldy, ldy, xk, bp, x8, W, bias, nr, o, g1, accumulate);
 			else
-				q6k_rows_t8p(Y + (size_t)r0 * ldy, ldy, xk, nr == Q8_ROWS ? xr + (size_t)r0 / Q8_ROWS * nb : NULL,
-					     W, bias, nr, o, g1, accumulate);
+				q6k_rows_t8p(Y + (size_t)r0 * ldy, ldy, xk, x8, W, bias, nr, o, g1, accumulate);
 		}
 		o = g1;
 	}
@@ -2893,7 +2889,7 @@ static void q8_0_packed_many(float *Y, size_t ldy, const float *X, size_t ldx, c
 				xq[i] = q + (size_t)(r - 7 + i) * nb;
 				xp[i] = pairs + (size_t)(r - 7 + i) * nb * 32;
 			}
-			q8r_make(xq, xp, Q8_ROWS, nb, rot + (size_t)r / Q8_ROWS * nb);
+			q8r_make(xq, xp, nb, rot + (size_t)r / Q8_ROWS * nb);
 		}
 	}
 	for (uint32_t o = o0; o < o1;) {
@@ -2910,8 +2906,8 @@ static void q8_0_packed_many(float *Y, size_t ldy, const float *X, size_t ldx, c
 				q8_0_rows_vnni_seeded(Y + (size_t)r0 * ldy, ldy, xq, seed + (size_t)r0 * nb, W, bias, nr, o, g1,
 						      accumulate);
 			else
-				q8_0_rows_t8(Y + (size_t)r0 * ldy, ldy, xq, xp, nr == Q8_ROWS ? rot + (size_t)r0 / Q8_ROWS * nb : NULL,
-					     W, bias, nr, o, g1, accumulate);
+				q8_0_rows_t8(Y + (size_t)r0 * ldy, ldy, xq, xp, nr == Q8_ROWS ? rot + (size_t)r0 / Q8_ROWS * nb : NULL, W,
+					     bias, nr, o, g1, accumulate);
 		}
 		o = g1;
 	}
