@@ -126,10 +126,15 @@ T256 static double mix_i8_signed(void)
 	return 64.0 * 32 * (MIX_ITERS / 8) / t / 1e9;
 }
 
+/* The activations as the 8-row AVX2 kernels read them (struct q8kr, q8r in cpu_qmatmul.c):
+ * 16 dwords a step, the 32 bytes at dword r a rotation of 8 rows, one plain load each */
+static int32_t mix_xr[8][16] __attribute__((aligned(64)));
+#define MIX_ROT(k, r) _mm256_loadu_si256((const __m256i *)(mix_xr[k] + (r)))
+
 /* signed int8 by signed int8 as int16 (Q8_0 without VNNI, q8_0_t8_group): each weight vector
  * (loaded, as the kernel's) split into its even and odd bytes sign-extended to words by three
- * shifts, shared by the 8 rows; then per row 2 broadcast int16 pairs, 2 vpmaddwd, 2 adds into
- * the row's sum, the rows inside; 32 multiply-adds */
+ * shifts, shared by the 8 rows; then per rotation 2 loaded int16 pairs, 2 vpmaddwd, 2 adds
+ * into its sum, the rotations inside; 32 multiply-adds */
 static __m256i mix_w[8];
 T256 static double mix_i16_pairs(void)
 {
@@ -146,8 +151,8 @@ T256 static double mix_i16_pairs(void)
 			const __m256i e = _mm256_srai_epi16(_mm256_slli_epi16(w, 8), 8), o = _mm256_srai_epi16(w, 8);
 #pragma GCC unroll 8
 			for (int r = 0; r < 8; r++) {
-				s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(e, _mm256_set1_epi32(mix_x[8 * r + k])));
-				s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(o, _mm256_set1_epi32(mix_x[(8 * r + k + 1) & 63])));
+				s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(e, MIX_ROT(k, r)));
+				s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(o, MIX_ROT((k + 1) & 7, r)));
 				__asm__("" : "+x"(s[r]));      /* the chains as written, as the kernel's */
 			}
 		}
@@ -158,28 +163,36 @@ T256 static double mix_i16_pairs(void)
 	return 64.0 * 32 * (MIX_ITERS / 8) / t / 1e9;
 }
 
-/* unsigned 4-bit by signed int8 (Q4_K): vpmaddubsw, 16-bit adds over a sub-block, one
- * vpmaddwd by its scale per 8 */
+/* unsigned 4-bit by signed int8 (Q4_K, q4k_t8k_half): each weight vector loaded once for the
+ * 8 rotations inside, vpmaddubsw against each loaded rotation into its 16-bit sum over a
+ * sub-block (pinned as written, as the kernel's), then one vpmaddwd by the scale per 8 */
 T256 static double mix_i8_unsigned(void)
 {
-	__m256i s[8], w[8];
+	__m256i s[8];
 	const __m256i sc = _mm256_set1_epi16(3);
 	for (int k = 0; k < 8; k++) {
 		s[k] = _mm256_setzero_si256();
-		w[k] = _mm256_set1_epi8((char)(k + 1));
+		mix_w[k] = _mm256_set1_epi8((char)(k + 1));
 	}
 	double t0 = secs();
 	for (long i = 0; i < MIX_ITERS / 8; i++) {
+		__m256i p[8];
 #pragma GCC unroll 8
-		for (int r = 0; r < 8; r++) {
-			__m256i p = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(mix_x[8 * r]));
-#pragma GCC unroll 7
-			for (int k = 1; k < 8; k++)
-				p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[k], _mm256_set1_epi32(mix_x[8 * r + k])));
-			s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(p, sc));
+		for (int r = 0; r < 8; r++)
+			p[r] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+		for (int k = 0; k < 8; k++) {
+			const __m256i w = _mm256_load_si256(&mix_w[k]);
+#pragma GCC unroll 8
+			for (int r = 0; r < 8; r++) {
+				p[r] = _mm256_add_epi16(p[r], _mm256_maddubs_epi16(w, MIX_ROT(k, r)));
+				__asm__("" : "+x"(p[r]));
+			}
 		}
+#pragma GCC unroll 8
+		for (int r = 0; r < 8; r++)
+			s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(p[r], sc));
 		MIX_BARRIER(s);
-		MIX_BARRIER(w);
 	}
 	double t = secs() - t0;
 	MIX_BARRIER(s);
@@ -303,6 +316,9 @@ int rl_cmd_bench_kernels(int argc, char **argv)
 	}
 	for (int i = 0; i < 64; i++)
 		mix_x[i] = (int32_t)(0x01010101u * (uint32_t)(i % 61 + 3));
+	for (int k = 0; k < 8; k++)
+		for (int r = 0; r < 16; r++)
+			mix_xr[k][r] = mix_x[8 * (r % 8) + k];
 	const int vec = rl_cpu_isa() != RL_CPU_SCALAR;
 	const int vnni = rl_cpu_isa() == RL_CPU_AVX512 && __builtin_cpu_supports("avx512vnni");
 	const double m_fma = vec ? mix_fma256() : 0, m_i8s = vec ? mix_i8_signed() : 0;
@@ -331,7 +347,7 @@ int rl_cmd_bench_kernels(int argc, char **argv)
 			       r8[t], 1 / t1[t], r8[t] * t1[t]);
 		if (vec)
 			printf("instruction-mix ceilings, GMAC/s: fp32 FMA (8 lanes) %.1f, int8 signed (sign+maddubs+madd) %.1f, "
-			       "int8 as int16 pairs (madd+add, k outside) %.1f, 4-bit unsigned (maddubs+add16) %.1f%s", m_fma,
+			       "int8 as int16 pairs (madd+add, k outside, rotated) %.1f, 4-bit unsigned (maddubs+add16, rotated) %.1f%s", m_fma,
 			       m_i8s, m_i16, m_i8u, vnni ? "" : "\n");
 		if (vnni)
 			printf(", vpdpbusd (zmm) %.1f\n", m_vnni);

@@ -462,15 +462,20 @@ T256 static void q8kr_make(const struct q8k *const *xk, const int32_t *bp, uint3
 	}
 }
 
-/* lane L of row r's output is lane L of rotation (r - L) % 8 */
+/* lane L of row r's output is lane L of rotation (r - L) % 8 (variable blends: an immediate
+ * needs the loops unrolled, which -O1 builds do not) */
 T256 AI void t8r_unrotate(const __m256 *acc, __m256 *out)
 {
+	static const int32_t lane[8][8] __attribute__((aligned(32))) = {
+		{ -1 }, { 0, -1 }, { 0, 0, -1 }, { 0, 0, 0, -1 }, { 0, 0, 0, 0, -1 }, { 0, 0, 0, 0, 0, -1 },
+		{ 0, 0, 0, 0, 0, 0, -1 }, { 0, 0, 0, 0, 0, 0, 0, -1 },
+	};
 #pragma GCC unroll 8
 	for (int r = 0; r < 8; r++) {
 		__m256 v = acc[r];
 #pragma GCC unroll 7
 		for (int l = 1; l < 8; l++)
-			v = _mm256_blend_ps(v, acc[(r - l) & 7], 1 << l);
+			v = _mm256_blendv_ps(v, acc[(r - l) & 7], _mm256_load_ps((const float *)lane[l]));
 		out[r] = v;
 	}
 }
