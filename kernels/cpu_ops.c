@@ -1029,9 +1029,9 @@ static size_t wide_at(uint32_t rows, uint32_t hd, uint32_t block_size)
 	return ((t > block_size ? t : block_size) + 15) / 16 * 16;
 }
 
-void rl_cpu_attention_prefetch(const struct rl_cpu_kv_view *kv, uint32_t n_keys, uint32_t hd)
+void rl_cpu_attention_prefetch(const struct rl_cpu_kv_view *kv, uint32_t n_keys, uint32_t hd, uint32_t max_blocks)
 {
-	kv_prefetch_blocks(kv, 0, KV_AHEAD, n_keys, hd);
+	kv_prefetch_blocks(kv, 0, max_blocks && max_blocks < KV_AHEAD ? max_blocks : KV_AHEAD, n_keys, hd);
 }
 
 size_t rl_cpu_attention_scratch(uint32_t rows, uint32_t hd, uint32_t block_size)

@@ -107,9 +107,10 @@ void rl_cpu_attention(float *out, size_t ldo, const float *q, size_t ldq, uint32
 		      uint32_t n_qh, uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv,
 		      float *scratch);
 /* Start bringing into L2 the first blocks of the n_keys positions an rl_cpu_attention call
- * over kv will read (its own loop prefetches the later ones): a caller with several calls to
- * make names the next while this one runs. */
-void rl_cpu_attention_prefetch(const struct rl_cpu_kv_view *kv, uint32_t n_keys, uint32_t hd);
+ * over kv will read (its own loop prefetches the later ones), at most max_blocks of them (0:
+ * as many as that loop runs ahead): a caller with several calls to make names the next while
+ * this one runs, or the first block of every call well before them. */
+void rl_cpu_attention_prefetch(const struct rl_cpu_kv_view *kv, uint32_t n_keys, uint32_t hd, uint32_t max_blocks);
 /* Floats of scratch rl_cpu_attention needs for rows = q_len * n_qh (either pool type). */
 size_t rl_cpu_attention_scratch(uint32_t rows, uint32_t hd, uint32_t block_size);
 
