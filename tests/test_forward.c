@@ -147,24 +147,39 @@ static void norm_and_rope_match_the_formula(void)
 	rl_cpu_set_isa(rl_cpu_isa_best());
 	CHECKF(worst < 1e-5, "rmsnorm off by %g relative", worst);
 
-	enum { HD = 64, NH = 3 };
-	float inv[HD / 2], cs[HD], v[NH * HD], v0[NH * HD];
-	for (int i = 0; i < HD / 2; i++)
-		inv[i] = 1.0f / powf(10000.0f, (float)(2 * i) / HD);
-	for (int halves = 0; halves < 2; halves++) {
-		const float pos = 37.0f / 2.0f;
-		for (int i = 0; i < NH * HD; i++)
-			v[i] = v0[i] = (float)(i % 13) - 6.0f;
-		rl_cpu_rope_angles(cs, HD, pos, inv);
-		rl_cpu_rope(v, NH, HD, cs, halves);
-		for (int h = 0; h < NH; h++)
-			for (int i = 0; i < HD / 2; i++) {
-				int a = halves ? i : 2 * i, b = halves ? i + HD / 2 : 2 * i + 1;
-				double th = (double)pos * inv[i], x0 = v0[h * HD + a], x1 = v0[h * HD + b];
-				CHECKF(fabs(v[h * HD + a] - (x0 * cos(th) - x1 * sin(th))) < 1e-4 &&
-				       fabs(v[h * HD + b] - (x0 * sin(th) + x1 * cos(th))) < 1e-4,
-				       "rope halves=%d head %d pair %d", halves, h, i);
+	/* RoPE against the formula, and every ISA bit for bit against the scalar one (the vector
+	 * path keeps its arithmetic); head dims whose pairs fill the vectors, or leave a tail */
+	enum { MAXHD = 72, NH = 3 };
+	static const uint32_t hds[] = { 64, 24, 72, 6 };
+	for (size_t k = 0; k < sizeof hds / sizeof *hds; k++) {
+		const uint32_t HD = hds[k];
+		float inv[MAXHD / 2], cs[MAXHD], v[NH * MAXHD], v0[NH * MAXHD], vs[NH * MAXHD];
+		for (uint32_t i = 0; i < HD / 2; i++)
+			inv[i] = 1.0f / powf(10000.0f, (float)(2 * i) / HD);
+		for (int halves = 0; halves < 2; halves++) {
+			const float pos = 37.0f / 2.0f;
+			for (uint32_t i = 0; i < NH * HD; i++)
+				v0[i] = (float)(i % 13) - 6.0f + 0.37f * (float)(i % 5);
+			rl_cpu_rope_angles(cs, HD, pos, inv);
+			for (int isa = RL_CPU_SCALAR; isa <= (int)rl_cpu_isa_best(); isa++) {
+				REQUIRE(rl_cpu_set_isa((enum rl_cpu_isa)isa) == 0);
+				memcpy(v, v0, NH * HD * sizeof(float));
+				rl_cpu_rope(v, NH, HD, cs, halves);
+				if (isa == RL_CPU_SCALAR)
+					memcpy(vs, v, NH * HD * sizeof(float));
+				CHECKF(!memcmp(v, vs, NH * HD * sizeof(float)), "rope hd %u halves=%d: %s differs from scalar",
+				       HD, halves, rl_cpu_isa_name((enum rl_cpu_isa)isa));
 			}
+			rl_cpu_set_isa(rl_cpu_isa_best());
+			for (uint32_t h = 0; h < NH; h++)
+				for (uint32_t i = 0; i < HD / 2; i++) {
+					uint32_t a = halves ? i : 2 * i, b = halves ? i + HD / 2 : 2 * i + 1;
+					double th = (double)pos * inv[i], x0 = v0[h * HD + a], x1 = v0[h * HD + b];
+					CHECKF(fabs(v[h * HD + a] - (x0 * cos(th) - x1 * sin(th))) < 1e-4 &&
+					       fabs(v[h * HD + b] - (x0 * sin(th) + x1 * cos(th))) < 1e-4,
+					       "rope hd %u halves=%d head %u pair %u", HD, halves, h, i);
+				}
+		}
 	}
 }
 
