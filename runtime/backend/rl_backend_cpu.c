@@ -171,16 +171,24 @@ static struct rl_cpu_kv_view kv_view(const struct cpu *c, const char *kl, const 
 	};
 }
 
+/* Element offset in a layer's pool of row r's slot for KV head 0 (head h: + h * bs * hd) */
+static size_t kv_slot(const struct cpu *c, const struct rl_batch *b, uint32_t r)
+{
+	const struct rl_batch_seq *s = &b->seqs[b->row_seq[r]];
+	const uint32_t p = b->pos[r];
+	return ((size_t)s->block_table[p / c->bs] * c->nkv * c->bs + p % c->bs) * c->hd;
+}
+
 /* Row r's K and V slots in one layer's pools, for writing: asked for before the q/k/v
  * matmuls so that the stores after them find the lines (a slot is a few lines of a block
  * anywhere in the pool, last touched steps ago). Inlined: GCC's IPA drops calls to a
  * function that only prefetches (see kv_prefetch_blocks in cpu_ops.c). */
-static inline __attribute__((always_inline)) void kv_slot_prefetch(const struct cpu *c, const struct rl_batch *b, uint32_t r, const char *kl,
-			     const char *vl, size_t es)
+static inline __attribute__((always_inline)) void kv_slot_prefetch(const struct cpu *c, const struct rl_batch *b,
+								   uint32_t r, const char *kl, const char *vl,
+								   size_t es)
 {
-	const struct rl_batch_seq *s = &b->seqs[b->row_seq[r]];
-	const uint32_t p = b->pos[r], hd = c->hd;
-	const size_t slot = ((size_t)s->block_table[p / c->bs] * c->nkv * c->bs + p % c->bs) * hd;
+	const uint32_t hd = c->hd;
+	const size_t slot = kv_slot(c, b, r);
 	for (uint32_t h = 0; h < c->nkv; h++) {
 		const size_t at = (slot + (size_t)h * c->bs * hd) * es;
 		for (size_t l = 0; l < hd * es; l += 64) {
@@ -246,9 +254,7 @@ static void forward(struct cpu *c, int t)
 			float *qr = c->q + (size_t)r * qd, *kr = c->k + (size_t)r * kvd, *vr = c->v + (size_t)r * kvd;
 			rl_cpu_rope(qr, c->nh, hd, cs, cfg->rope_halves);
 			rl_cpu_rope(kr, c->nkv, hd, cs, cfg->rope_halves);
-			const struct rl_batch_seq *s = &b->seqs[b->row_seq[r]];
-			uint32_t p = b->pos[r];
-			size_t slot = ((size_t)s->block_table[p / c->bs] * c->nkv * c->bs + p % c->bs) * hd;
+			const size_t slot = kv_slot(c, b, r);
 			for (uint32_t h = 0; h < c->nkv; h++) {
 				size_t at = (slot + (size_t)h * c->bs * hd) * es;
 				if (c->kv_f16) {
