@@ -433,6 +433,20 @@ struct q8kr {
 	float   d[16];
 };
 
+/* The 8 rows rp[] from dword 0 to n_dw (a multiple of 8), rotated: dst[t] = dword t of the
+ * 8 rows, twice over (the layout of struct q8kr and q8r) */
+T256 static void rot_rows(const uint8_t *const *rp, uint32_t n_dw, int32_t (*dst)[16])
+{
+	for (uint32_t g = 0; g < n_dw / 8; g++) {
+		__m256i T[8];
+		t8_load(rp, 32 * (size_t)g, T);
+		for (int k = 0; k < 8; k++) {
+			_mm256_store_si256((__m256i *)dst[8 * g + k], T[k]);
+			_mm256_store_si256((__m256i *)(dst[8 * g + k] + 8), T[k]);
+		}
+	}
+}
+
 /* xr[b] for the blocks b < nb of the 8 rows xk[] (bp: their q4k_min_pairs, or NULL for Q6_K) */
 T256 static void q8kr_make(const struct q8k *const *xk, const int32_t *bp, uint32_t nb, struct q8kr *xr)
 {
@@ -441,14 +455,7 @@ T256 static void q8kr_make(const struct q8k *const *xk, const int32_t *bp, uint3
 		struct q8kr *o = &xr[b];
 		for (uint32_t r = 0; r < 8; r++)
 			rp[r] = (const uint8_t *)xk[r][b].q;
-		for (int g = 0; g < 8; g++) {
-			__m256i T[8];
-			t8_load(rp, 32 * (size_t)g, T);
-			for (int k = 0; k < 8; k++) {
-				_mm256_store_si256((__m256i *)o->q[8 * g + k], T[k]);
-				_mm256_store_si256((__m256i *)(o->q[8 * g + k] + 8), T[k]);
-			}
-		}
+		rot_rows(rp, 64, o->q);
 		for (uint32_t r = 0; r < 8; r++) {
 			const void *a = bp ? (const void *)(bp + ((size_t)r * nb + b) * 4) : (const void *)xk[r][b].bsums;
 			for (int k = 0; k < 8; k++) {
@@ -596,14 +603,7 @@ T256 static void q8r_make(const struct q8x *const *xq, const int16_t *const *xp,
 		struct q8r *o = &xr[b];
 		for (uint32_t r = 0; r < 8; r++)
 			rp[r] = (const uint8_t *)(xp[r] + (size_t)b * 32);
-		for (int g = 0; g < 2; g++) {
-			__m256i T[8];
-			t8_load(rp, 32 * (size_t)g, T);
-			for (int k = 0; k < 8; k++) {
-				_mm256_store_si256((__m256i *)o->p[8 * g + k], T[k]);
-				_mm256_store_si256((__m256i *)(o->p[8 * g + k] + 8), T[k]);
-			}
-		}
+		rot_rows(rp, 16, o->p);
 		for (uint32_t r = 0; r < 8; r++)
 			o->d[r] = o->d[r + 8] = xq[r][b].d;
 	}
