@@ -1014,6 +1014,18 @@ T256 AI __m256 q6k_t8_finish(__m256 acc, __m256i M, const __m256i *pair, const s
 	return q6k_t8_finish_v(acc, M, pair, v, _mm256_mul_ps(d, _mm256_set1_ps(xb->d)));
 }
 
+/* The 6-bit q of run m (0..3) from a vector of low nibbles TL and one of 2-bit tops TH: the
+ * low or high nibble, and the top at bits 2m moved to bits 4, 5 (m a constant where inlined,
+ * so the shifts are immediates). The one AVX2 owner of Q6_K's recombination. */
+T256 AI __m256i q6k_q8(__m256i TL, __m256i TH, const int m)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+	const __m256i lo = m >> 1 ? _mm256_srli_epi16(TL, 4) : TL;
+	const __m256i top = m == 0 ? _mm256_slli_epi16(TH, 4) : m == 1 ? _mm256_slli_epi16(TH, 2) :
+			    m == 2 ? TH : _mm256_srli_epi16(TH, 2);
+	return _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(top, m30));
+}
+
 /* One activation row over packed Q6_K groups on AVX2 (2..8 rows: q6k_t8k_half), half a
  * group (eight rows) at a time, one output row per lane, the arithmetic of q6k_t16_group
  * without VNNI: the 6-bit q recombined from the loaded vectors (ql, qh), per sub-block of 16
@@ -1026,7 +1038,6 @@ T256 AI void q6k_t8p_half(float *Y, const struct q8k *x, const struct rl_wmat *W
 {
 	const size_t rb = W->row_bytes;
 	const uint32_t nb = W->cols / 256, h2 = o % 16 / 8;   /* which half of its group */
-	const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
 	const char *next = (const char *)W->data + (size_t)(o - o % 16 + 16) * rb;
 	__m256i scw[16], pair[8];
 	__m256 acc = _mm256_setzero_ps();
@@ -1049,10 +1060,7 @@ T256 AI void q6k_t8p_half(float *Y, const struct q8k *x, const struct rl_wmat *W
 					const int m = run + 2 * hi;     /* weights 128h + 32m .. + 31 */
 #pragma GCC unroll 8
 					for (int k = 0; k < 8; k++) {
-						__m256i lo = hi ? _mm256_srli_epi16(TL[k], 4) : TL[k];
-						__m256i top = m == 0 ? _mm256_slli_epi16(TH[k], 4) : m == 1 ? _mm256_slli_epi16(TH[k], 2) :
-							      m == 2 ? TH[k] : _mm256_srli_epi16(TH[k], 2);
-						Q[k] = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(top, m30));
+						Q[k] = q6k_q8(TL[k], TH[k], m);
 					}
 					const int j = 8 * h + 2 * m;         /* sub-blocks j, j + 1 */
 					const i32u *x4 = (const i32u *)(x[b].q + 16 * j);
@@ -1079,16 +1087,10 @@ T256 AI void q6k_t8p_half(float *Y, const struct q8k *x, const struct rl_wmat *W
  * register-only replica) */
 T256 AI void q6k_t8_q(const uint8_t *tl, const uint8_t *th, const int m, __m256i *Q)
 {
-	const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
 #pragma GCC unroll 2
-	for (int e = 0; e < 2; e++) {
-		const __m256i TL = _mm256_loadu_si256((const __m256i *)(tl + 64 * e));
-		const __m256i TH = _mm256_loadu_si256((const __m256i *)(th + 64 * e));
-		const __m256i lo = m >> 1 ? _mm256_srli_epi16(TL, 4) : TL;
-		const __m256i top = m == 0 ? _mm256_slli_epi16(TH, 4) : m == 1 ? _mm256_slli_epi16(TH, 2) :
-				    m == 2 ? TH : _mm256_srli_epi16(TH, 2);
-		Q[e] = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_and_si256(top, m30));
-	}
+	for (int e = 0; e < 2; e++)
+		Q[e] = q6k_q8(_mm256_loadu_si256((const __m256i *)(tl + 64 * e)),
+			      _mm256_loadu_si256((const __m256i *)(th + 64 * e)), m);
 }
 
 /* 2..8 rows over half a packed Q6_K group on AVX2: q6k_t8p_half's arithmetic with k outside
