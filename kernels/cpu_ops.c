@@ -374,18 +374,20 @@ T256H static uint32_t narrow_f16c(uint16_t *dst, const float *src, uint32_t n)
  * IPA deletes calls to a function whose body is only prefetches (it counts them as no side
  * effect), so this one must be inlined before that runs. */
 #define KV_AHEAD 4
+/* the K and V tiles of tile elements at element at of the pools */
+AI void kv_prefetch_tile(const struct rl_cpu_kv_view *kv, size_t at, size_t tile)
+{
+	const char *k = kv->hk ? (const char *)(kv->hk + at) : (const char *)(kv->k + at);
+	const char *v = kv->hk ? (const char *)(kv->hv + at) : (const char *)(kv->v + at);
+	for (size_t l = 0; l < tile * (kv->hk ? 2 : 4); l += 64) {
+		_mm_prefetch(k + l, _MM_HINT_T1);
+		_mm_prefetch(v + l, _MM_HINT_T1);
+	}
+}
 AI void kv_prefetch_blocks(const struct rl_cpu_kv_view *kv, uint32_t b0, uint32_t b1, uint32_t n_keys, uint32_t hd)
 {
-	const size_t bytes = (size_t)kv->block_size * hd * (kv->hk ? 2 : 4);
-	for (uint32_t b = b0; b < b1 && (size_t)b * kv->block_size < n_keys; b++) {
-		const size_t blk = (size_t)kv->block_table[b] * kv->block_stride;
-		const char *k = kv->hk ? (const char *)(kv->hk + blk) : (const char *)(kv->k + blk);
-		const char *v = kv->hk ? (const char *)(kv->hv + blk) : (const char *)(kv->v + blk);
-		for (size_t l = 0; l < bytes; l += 64) {
-			_mm_prefetch(k + l, _MM_HINT_T1);
-			_mm_prefetch(v + l, _MM_HINT_T1);
-		}
-	}
+	for (uint32_t b = b0; b < b1 && (size_t)b * kv->block_size < n_keys; b++)
+		kv_prefetch_tile(kv, (size_t)kv->block_table[b] * kv->block_stride, (size_t)kv->block_size * hd);
 }
 AI void kv_prefetch_ahead(const struct rl_cpu_kv_view *kv, uint32_t bi, uint32_t n_keys, uint32_t hd)
 {
@@ -558,6 +560,58 @@ T512 AI void expb_avx512(float *s, uint32_t n, float mx)
 #define LD8(f, h, e) (F16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((h) + (e)))) \
 			  : _mm256_loadu_ps((f) + (e)))
 
+/* One row's online softmax over the first n keys of one block's tile (kb/hkb, vb/hvb: [bs, hd],
+ * the pool's type): the query qv, the running output ov, max *pmx and sum *pl in and out. The
+ * one body of the row kernel and of the heads kernel, so the two agree bit for bit. */
+T512 AI void attn_tile16(const __m512 *qv, __m512 *ov, float *pmx, float *pl, const float *kb, const uint16_t *hkb,
+			 const float *vb, const uint16_t *hvb, uint32_t n, float scale, const int NV, const int F16,
+			 float *s)
+{
+	const uint32_t hd = 16 * (uint32_t)NV;
+	float mx = *pmx, l = *pl;
+	for (uint32_t j0 = 0; j0 < n; j0 += 16) {
+		const uint32_t m = n - j0 < 16 ? n - j0 : 16;
+		const size_t e0 = (size_t)j0 * hd;
+		__m512 u[4];
+#pragma GCC unroll 4
+		for (int g = 0; g < 4; g++) {
+			__m512 t[4];
+#pragma GCC unroll 4
+			for (int c = 0; c < 4; c++) {
+				const uint32_t j = 4 * (uint32_t)g + (uint32_t)c;
+				t[c] = _mm512_setzero_ps();
+				if (j < m)      /* slots past the context are never read */
+#pragma GCC unroll 8
+					for (int v = 0; v < NV; v++)
+						t[c] = _mm512_fmadd_ps(qv[v], LD16(kb, hkb, e0 + (size_t)j * hd + 16 * v), t[c]);
+			}
+			u[g] = rl_simd_tree4_512(t);
+		}
+		__m512 sv = _mm512_mul_ps(rl_simd_join4_512(u), _mm512_set1_ps(scale));  /* lane j: key j */
+		const __mmask16 lm = (__mmask16)(m == 16 ? 0xffffu : (1u << m) - 1);
+		float bm = _mm512_mask_reduce_max_ps(lm, sv);
+		if (bm > mx) {
+			float corr = expf(mx - bm);
+#pragma GCC unroll 8
+			for (int v = 0; v < NV; v++)
+				ov[v] = _mm512_mul_ps(ov[v], _mm512_set1_ps(corr));
+			l *= corr;
+			mx = bm;
+		}
+		__m512 pv = _mm512_maskz_mov_ps(lm, exp512(_mm512_sub_ps(sv, _mm512_set1_ps(mx))));
+		l += _mm512_reduce_add_ps(pv);
+		_mm512_storeu_ps(s, pv);
+		for (uint32_t j = 0; j < m; j++) {
+			const __m512 pj = _mm512_set1_ps(s[j]);
+#pragma GCC unroll 8
+			for (int v = 0; v < NV; v++)
+				ov[v] = _mm512_fmadd_ps(pj, LD16(vb, hvb, e0 + (size_t)j * hd + 16 * v), ov[v]);
+		}
+	}
+	*pmx = mx;
+	*pl = l;
+}
+
 T512 AI void attn_row16(float *o, const float *qi, uint32_t n_keys, float scale, const int NV,
 			const int F16, const struct rl_cpu_kv_view *kv, float *s)
 {
@@ -574,51 +628,70 @@ T512 AI void attn_row16(float *o, const float *qi, uint32_t n_keys, float scale,
 		size_t blk = (size_t)kv->block_table[p0 / bs] * kv->block_stride;
 		const float *kb = F16 ? NULL : kv->k + blk, *vb = F16 ? NULL : kv->v + blk;  /* [bs, hd] */
 		const uint16_t *hkb = F16 ? kv->hk + blk : NULL, *hvb = F16 ? kv->hv + blk : NULL;
-		uint32_t n = n_keys - p0 < bs ? n_keys - p0 : bs;
-		for (uint32_t j0 = 0; j0 < n; j0 += 16) {
-			const uint32_t m = n - j0 < 16 ? n - j0 : 16;
-			const size_t e0 = (size_t)j0 * hd;
-			__m512 u[4];
-#pragma GCC unroll 4
-			for (int g = 0; g < 4; g++) {
-				__m512 t[4];
-#pragma GCC unroll 4
-				for (int c = 0; c < 4; c++) {
-					const uint32_t j = 4 * (uint32_t)g + (uint32_t)c;
-					t[c] = _mm512_setzero_ps();
-					if (j < m)      /* slots past the context are never read */
-#pragma GCC unroll 8
-						for (int v = 0; v < NV; v++)
-							t[c] = _mm512_fmadd_ps(qv[v], LD16(kb, hkb, e0 + (size_t)j * hd + 16 * v), t[c]);
-				}
-				u[g] = rl_simd_tree4_512(t);
-			}
-			__m512 sv = _mm512_mul_ps(rl_simd_join4_512(u), _mm512_set1_ps(scale));  /* lane j: key j */
-			const __mmask16 lm = (__mmask16)(m == 16 ? 0xffffu : (1u << m) - 1);
-			float bm = _mm512_mask_reduce_max_ps(lm, sv);
-			if (bm > mx) {
-				float corr = expf(mx - bm);
-#pragma GCC unroll 8
-				for (int v = 0; v < NV; v++)
-					ov[v] = _mm512_mul_ps(ov[v], _mm512_set1_ps(corr));
-				l *= corr;
-				mx = bm;
-			}
-			__m512 pv = _mm512_maskz_mov_ps(lm, exp512(_mm512_sub_ps(sv, _mm512_set1_ps(mx))));
-			l += _mm512_reduce_add_ps(pv);
-			_mm512_storeu_ps(s, pv);
-			for (uint32_t j = 0; j < m; j++) {
-				const __m512 pj = _mm512_set1_ps(s[j]);
-#pragma GCC unroll 8
-				for (int v = 0; v < NV; v++)
-					ov[v] = _mm512_fmadd_ps(pj, LD16(vb, hvb, e0 + (size_t)j * hd + 16 * v), ov[v]);
-			}
-		}
+		attn_tile16(qv, ov, &mx, &l, kb, hkb, vb, hvb, n_keys - p0 < bs ? n_keys - p0 : bs, scale, NV, F16, s);
 	}
 	const __m512 inv = _mm512_set1_ps(1.0f / l);
 #pragma GCC unroll 8
 	for (int v = 0; v < NV; v++)
 		_mm512_storeu_ps(o + 16 * v, _mm512_mul_ps(ov[v], inv));
+}
+
+/* One decode row's query heads over the view's n_kv KV heads (adjacent in every block, bs * hd
+ * elements apart; KV head kh serves query heads kh * group .. + group - 1, at q + r * hd and
+ * out + r * hd), a block at a time: all the heads' tiles of a block, one contiguous run per
+ * pool, before the next block. Walking head by head instead reads 2 KB tiles (bs 16, hd 64,
+ * half) scattered a block's width apart, which the hardware prefetcher cannot follow; whole
+ * blocks it can, on into the next when that lies right after, so only a jump (to a block
+ * elsewhere, or past the heads of the block that another call takes) is prefetched by hand,
+ * head by head a block ahead. st: [n_kv * group][hd + 16], the rows' states (output, max,
+ * sum) between blocks. */
+T512 AI void attn_heads16(float *out, const float *q, uint32_t n_kv, uint32_t group, uint32_t n_keys, float scale,
+			  const int NV, const int F16, const struct rl_cpu_kv_view *kv, float *s, float *st)
+{
+	const uint32_t bs = kv->block_size, hd = 16 * (uint32_t)NV, sl = hd + 16;
+	const size_t tile = (size_t)bs * hd;
+	for (uint32_t r = 0; r < n_kv * group; r++) {
+		float *sr = st + (size_t)r * sl;
+#pragma GCC unroll 8
+		for (int v = 0; v < NV; v++)
+			_mm512_storeu_ps(sr + 16 * v, _mm512_setzero_ps());
+		sr[hd] = -INFINITY;
+		sr[hd + 1] = 0;
+	}
+	for (uint32_t p0 = 0; p0 < n_keys; p0 += bs) {
+		const uint32_t bi = p0 / bs, n = n_keys - p0 < bs ? n_keys - p0 : bs;
+		const size_t blk = (size_t)kv->block_table[bi] * kv->block_stride;
+		const int jump = p0 + bs < n_keys && !(n_kv * tile == kv->block_stride &&
+						       kv->block_table[bi + 1] == kv->block_table[bi] + 1);
+		for (uint32_t kh = 0; kh < n_kv; kh++) {
+			const size_t at = blk + kh * tile;
+			if (jump)
+				kv_prefetch_tile(kv, (size_t)kv->block_table[bi + 1] * kv->block_stride + kh * tile, tile);
+			const float *kb = F16 ? NULL : kv->k + at, *vb = F16 ? NULL : kv->v + at;  /* [bs, hd] */
+			const uint16_t *hkb = F16 ? kv->hk + at : NULL, *hvb = F16 ? kv->hv + at : NULL;
+			for (uint32_t g = 0; g < group; g++) {
+				const uint32_t r = kh * group + g;
+				float *sr = st + (size_t)r * sl;
+				__m512 qv[8], ov[8];
+#pragma GCC unroll 8
+				for (int v = 0; v < NV; v++) {
+					qv[v] = _mm512_loadu_ps(q + (size_t)r * hd + 16 * v);
+					ov[v] = _mm512_loadu_ps(sr + 16 * v);
+				}
+				attn_tile16(qv, ov, sr + hd, sr + hd + 1, kb, hkb, vb, hvb, n, scale, NV, F16, s);
+#pragma GCC unroll 8
+				for (int v = 0; v < NV; v++)
+					_mm512_storeu_ps(sr + 16 * v, ov[v]);
+			}
+		}
+	}
+	for (uint32_t r = 0; r < n_kv * group; r++) {
+		const float *sr = st + (size_t)r * sl;
+		const __m512 inv = _mm512_set1_ps(1.0f / sr[hd + 1]);
+#pragma GCC unroll 8
+		for (int v = 0; v < NV; v++)
+			_mm512_storeu_ps(out + (size_t)r * hd + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(sr + 16 * v), inv));
+	}
 }
 
 T256 AI float hmax256(__m256 v)
@@ -627,6 +700,56 @@ T256 AI float hmax256(__m256 v)
 	s = _mm_max_ps(s, _mm_movehl_ps(s, s));
 	s = _mm_max_ss(s, _mm_movehdup_ps(s));
 	return _mm_cvtss_f32(s);
+}
+
+/* 8-lane twin of attn_tile16 */
+T256H AI void attn_tile8(const __m256 *qv, __m256 *ov, float *pmx, float *pl, const float *kb, const uint16_t *hkb,
+			 const float *vb, const uint16_t *hvb, uint32_t n, float scale, const int NV, const int F16,
+			 float *s)
+{
+	const uint32_t hd = 8 * (uint32_t)NV;
+	float mx = *pmx, l = *pl;
+	for (uint32_t j0 = 0; j0 < n; j0 += 8) {
+		const uint32_t m = n - j0 < 8 ? n - j0 : 8;
+		const size_t e0 = (size_t)j0 * hd;
+		__m256 u[2];
+#pragma GCC unroll 2
+		for (int g = 0; g < 2; g++) {
+			__m256 t[4];
+#pragma GCC unroll 4
+			for (int c = 0; c < 4; c++) {
+				const uint32_t j = 4 * (uint32_t)g + (uint32_t)c;
+				t[c] = _mm256_setzero_ps();
+				if (j < m)
+#pragma GCC unroll 8
+					for (int v = 0; v < NV; v++)
+						t[c] = _mm256_fmadd_ps(qv[v], LD8(kb, hkb, e0 + (size_t)j * hd + 8 * v), t[c]);
+			}
+			u[g] = rl_simd_tree4_256(t);
+		}
+		__m256 sv = _mm256_mul_ps(rl_simd_join2_256(u[0], u[1]), _mm256_set1_ps(scale));
+		const __m256 lm = _mm256_castsi256_ps(mask256(m));
+		float bm = hmax256(_mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sv, lm));
+		if (bm > mx) {
+			float corr = expf(mx - bm);
+#pragma GCC unroll 8
+			for (int v = 0; v < NV; v++)
+				ov[v] = _mm256_mul_ps(ov[v], _mm256_set1_ps(corr));
+			l *= corr;
+			mx = bm;
+		}
+		__m256 pv = _mm256_and_ps(lm, exp256(_mm256_sub_ps(sv, _mm256_set1_ps(mx))));
+		l += hsum256(pv);
+		_mm256_storeu_ps(s, pv);
+		for (uint32_t j = 0; j < m; j++) {
+			const __m256 pj = _mm256_set1_ps(s[j]);
+#pragma GCC unroll 8
+			for (int v = 0; v < NV; v++)
+				ov[v] = _mm256_fmadd_ps(pj, LD8(vb, hvb, e0 + (size_t)j * hd + 8 * v), ov[v]);
+		}
+	}
+	*pmx = mx;
+	*pl = l;
 }
 
 /* 8-lane twin of attn_row16 */
@@ -646,51 +769,62 @@ T256H AI void attn_row8(float *o, const float *qi, uint32_t n_keys, float scale,
 		size_t blk = (size_t)kv->block_table[p0 / bs] * kv->block_stride;
 		const float *kb = F16 ? NULL : kv->k + blk, *vb = F16 ? NULL : kv->v + blk;  /* [bs, hd] */
 		const uint16_t *hkb = F16 ? kv->hk + blk : NULL, *hvb = F16 ? kv->hv + blk : NULL;
-		uint32_t n = n_keys - p0 < bs ? n_keys - p0 : bs;
-		for (uint32_t j0 = 0; j0 < n; j0 += 8) {
-			const uint32_t m = n - j0 < 8 ? n - j0 : 8;
-			const size_t e0 = (size_t)j0 * hd;
-			__m256 u[2];
-#pragma GCC unroll 2
-			for (int g = 0; g < 2; g++) {
-				__m256 t[4];
-#pragma GCC unroll 4
-				for (int c = 0; c < 4; c++) {
-					const uint32_t j = 4 * (uint32_t)g + (uint32_t)c;
-					t[c] = _mm256_setzero_ps();
-					if (j < m)
-#pragma GCC unroll 8
-						for (int v = 0; v < NV; v++)
-							t[c] = _mm256_fmadd_ps(qv[v], LD8(kb, hkb, e0 + (size_t)j * hd + 8 * v), t[c]);
-				}
-				u[g] = rl_simd_tree4_256(t);
-			}
-			__m256 sv = _mm256_mul_ps(rl_simd_join2_256(u[0], u[1]), _mm256_set1_ps(scale));
-			const __m256 lm = _mm256_castsi256_ps(mask256(m));
-			float bm = hmax256(_mm256_blendv_ps(_mm256_set1_ps(-INFINITY), sv, lm));
-			if (bm > mx) {
-				float corr = expf(mx - bm);
-#pragma GCC unroll 8
-				for (int v = 0; v < NV; v++)
-					ov[v] = _mm256_mul_ps(ov[v], _mm256_set1_ps(corr));
-				l *= corr;
-				mx = bm;
-			}
-			__m256 pv = _mm256_and_ps(lm, exp256(_mm256_sub_ps(sv, _mm256_set1_ps(mx))));
-			l += hsum256(pv);
-			_mm256_storeu_ps(s, pv);
-			for (uint32_t j = 0; j < m; j++) {
-				const __m256 pj = _mm256_set1_ps(s[j]);
-#pragma GCC unroll 8
-				for (int v = 0; v < NV; v++)
-					ov[v] = _mm256_fmadd_ps(pj, LD8(vb, hvb, e0 + (size_t)j * hd + 8 * v), ov[v]);
-			}
-		}
+		attn_tile8(qv, ov, &mx, &l, kb, hkb, vb, hvb, n_keys - p0 < bs ? n_keys - p0 : bs, scale, NV, F16, s);
 	}
 	const __m256 inv = _mm256_set1_ps(1.0f / l);
 #pragma GCC unroll 8
 	for (int v = 0; v < NV; v++)
 		_mm256_storeu_ps(o + 8 * v, _mm256_mul_ps(ov[v], inv));
+}
+
+/* 8-lane twin of attn_heads16 */
+T256H AI void attn_heads8(float *out, const float *q, uint32_t n_kv, uint32_t group, uint32_t n_keys, float scale,
+			  const int NV, const int F16, const struct rl_cpu_kv_view *kv, float *s, float *st)
+{
+	const uint32_t bs = kv->block_size, hd = 8 * (uint32_t)NV, sl = hd + 16;
+	const size_t tile = (size_t)bs * hd;
+	for (uint32_t r = 0; r < n_kv * group; r++) {
+		float *sr = st + (size_t)r * sl;
+#pragma GCC unroll 8
+		for (int v = 0; v < NV; v++)
+			_mm256_storeu_ps(sr + 8 * v, _mm256_setzero_ps());
+		sr[hd] = -INFINITY;
+		sr[hd + 1] = 0;
+	}
+	for (uint32_t p0 = 0; p0 < n_keys; p0 += bs) {
+		const uint32_t bi = p0 / bs, n = n_keys - p0 < bs ? n_keys - p0 : bs;
+		const size_t blk = (size_t)kv->block_table[bi] * kv->block_stride;
+		const int jump = p0 + bs < n_keys && !(n_kv * tile == kv->block_stride &&
+						       kv->block_table[bi + 1] == kv->block_table[bi] + 1);
+		for (uint32_t kh = 0; kh < n_kv; kh++) {
+			const size_t at = blk + kh * tile;
+			if (jump)
+				kv_prefetch_tile(kv, (size_t)kv->block_table[bi + 1] * kv->block_stride + kh * tile, tile);
+			const float *kb = F16 ? NULL : kv->k + at, *vb = F16 ? NULL : kv->v + at;  /* [bs, hd] */
+			const uint16_t *hkb = F16 ? kv->hk + at : NULL, *hvb = F16 ? kv->hv + at : NULL;
+			for (uint32_t g = 0; g < group; g++) {
+				const uint32_t r = kh * group + g;
+				float *sr = st + (size_t)r * sl;
+				__m256 qv[8], ov[8];
+#pragma GCC unroll 8
+				for (int v = 0; v < NV; v++) {
+					qv[v] = _mm256_loadu_ps(q + (size_t)r * hd + 8 * v);
+					ov[v] = _mm256_loadu_ps(sr + 8 * v);
+				}
+				attn_tile8(qv, ov, sr + hd, sr + hd + 1, kb, hkb, vb, hvb, n, scale, NV, F16, s);
+#pragma GCC unroll 8
+				for (int v = 0; v < NV; v++)
+					_mm256_storeu_ps(sr + 8 * v, ov[v]);
+			}
+		}
+	}
+	for (uint32_t r = 0; r < n_kv * group; r++) {
+		const float *sr = st + (size_t)r * sl;
+		const __m256 inv = _mm256_set1_ps(1.0f / sr[hd + 1]);
+#pragma GCC unroll 8
+		for (int v = 0; v < NV; v++)
+			_mm256_storeu_ps(out + (size_t)r * hd + 8 * v, _mm256_mul_ps(_mm256_loadu_ps(sr + 8 * v), inv));
+	}
 }
 
 /* Every row of the call through attn_row16 / attn_row8 with NV = hd / lanes as a constant;
@@ -735,6 +869,45 @@ DEFINE_ROW_ATTN(attn_keys_avx2, T256, dot_avx2, scale_avx2, axpy_avx2, expb_avx2
 DEFINE_ROW_ATTN(attn_keys_avx512, T512, dot_avx512, scale_avx512, axpy_avx512, expb_avx512)
 DEFINE_VEC_ROWS(attn_rows_avx2, T256H, attn_row8, 8, attn_keys_avx2)
 DEFINE_VEC_ROWS(attn_rows_avx512, T512, attn_row16, 16, attn_keys_avx512)
+
+/* A decode row's heads through attn_heads16 / attn_heads8, NV = hd / lanes and the pool type
+ * as constants; -ENOTSUP where the row kernels would fall back (the caller then goes head by
+ * head, through rl_cpu_attention). */
+#define VEC_HEADS_NV(HEADS, LANES, F16) do {                                                 \
+	switch (hd / LANES) {                                                                \
+	case 1: HEADS(out, q, n_kv, group, n_keys, scale, 1, F16, kv, s, st); break;          \
+	case 2: HEADS(out, q, n_kv, group, n_keys, scale, 2, F16, kv, s, st); break;          \
+	case 3: HEADS(out, q, n_kv, group, n_keys, scale, 3, F16, kv, s, st); break;          \
+	case 4: HEADS(out, q, n_kv, group, n_keys, scale, 4, F16, kv, s, st); break;          \
+	case 5: HEADS(out, q, n_kv, group, n_keys, scale, 5, F16, kv, s, st); break;          \
+	case 6: HEADS(out, q, n_kv, group, n_keys, scale, 6, F16, kv, s, st); break;          \
+	case 7: HEADS(out, q, n_kv, group, n_keys, scale, 7, F16, kv, s, st); break;          \
+	default: HEADS(out, q, n_kv, group, n_keys, scale, 8, F16, kv, s, st); break;         \
+	}                                                                                    \
+} while (0)
+#define DEFINE_VEC_HEADS(NAME, TARGET, HEADS, LANES)                                         \
+TARGET static int NAME(float *out, const float *q, uint32_t n_kv, uint32_t group,            \
+		       uint32_t n_keys, uint32_t hd, const struct rl_cpu_kv_view *kv, float *s,     \
+		       float *st)                                                            \
+{                                                                                            \
+	const int f16 = kv->hk != NULL;                                                      \
+	if (hd % LANES || hd / LANES > 8 || (f16 && !rl_cpu_has_f16c()))                     \
+		return -ENOTSUP;                                                             \
+	const float scale = 1.0f / sqrtf((float)hd);                                         \
+	if (f16)                                                                             \
+		VEC_HEADS_NV(HEADS, LANES, 1);                                               \
+	else                                                                                 \
+		VEC_HEADS_NV(HEADS, LANES, 0);                                               \
+	return 0;                                                                            \
+}
+DEFINE_VEC_HEADS(attn_heads_avx2, T256H, attn_heads8, 8)
+DEFINE_VEC_HEADS(attn_heads_avx512, T512, attn_heads16, 16)
+
+/* Where rl_cpu_attention_heads' states start in its scratch: past the scores, [bs] */
+static size_t heads_states_at(uint32_t block_size)
+{
+	return ((size_t)block_size + 15) / 16 * 16;
+}
 
 /* Scratch of the tiled kernels, in floats: m [rows], l [rows, 16], kt [hd, bsp]. */
 static size_t tiled_scratch(uint32_t rows, uint32_t hd, uint32_t bs)
@@ -1023,10 +1196,12 @@ void rl_cpu_matmul(float *Y, size_t ldy, const float *X, size_t ldx, const float
 }
 
 /* Where kv->wide starts in the scratch: after the kernels' own floats, 16-float aligned */
+/* Where the widened blocks start: past the tiled kernels' scratch, or the row kernels' scores
+ * ([bs]), or rl_cpu_attention_heads' scores and its rows' states ([rows][hd + 16]). */
 static size_t wide_at(uint32_t rows, uint32_t hd, uint32_t block_size)
 {
-	size_t t = tiled_scratch(rows, hd, block_size);
-	return ((t > block_size ? t : block_size) + 15) / 16 * 16;
+	const size_t t = tiled_scratch(rows, hd, block_size), h = heads_states_at(block_size) + (size_t)rows * (hd + 16);
+	return ((t > h ? t : h) + 15) / 16 * 16;
 }
 
 void rl_cpu_attention_prefetch(const struct rl_cpu_kv_view *kv, uint32_t n_keys, uint32_t hd, uint32_t max_blocks)
@@ -1048,6 +1223,30 @@ void rl_cpu_attention(float *out, size_t ldo, const float *q, size_t ldq, uint32
 		v.wide = scratch + wide_at(q_len * n_qh, hd, kv->block_size);
 	(hd >= ROW_ATTN_MIN_HD ? attn_rows_impl : attn_impl)[cur_isa](out, ldo, q, ldq, q_len, n_qh,
 								     pos0, hd, &v, scratch);
+}
+
+void rl_cpu_attention_heads(float *out, const float *q, uint32_t n_kv, uint32_t group, uint32_t n_keys, uint32_t hd,
+			    const struct rl_cpu_kv_view *kv, float *scratch)
+{
+	typedef int heads_fn(float *, const float *, uint32_t, uint32_t, uint32_t, uint32_t,
+			     const struct rl_cpu_kv_view *, float *, float *);
+	static heads_fn *const heads_impl[] = { NULL, attn_heads_avx2, attn_heads_avx512 };
+	if (hd >= ROW_ATTN_MIN_HD && heads_impl[cur_isa] &&
+	    heads_impl[cur_isa](out, q, n_kv, group, n_keys, hd, kv, scratch, scratch + heads_states_at(kv->block_size)) == 0)
+		return;
+	for (uint32_t kh = 0; kh < n_kv; kh++) {       /* head by head: the scalar ISA, other head dims */
+		const size_t o = (size_t)kh * kv->block_size * hd;
+		struct rl_cpu_kv_view v = *kv;
+		if (kv->hk) {
+			v.hk += o;
+			v.hv += o;
+		} else {
+			v.k += o;
+			v.v += o;
+		}
+		rl_cpu_attention(out + (size_t)kh * group * hd, group * hd, q + (size_t)kh * group * hd, group * hd, 1,
+				 group, n_keys - 1, hd, &v, scratch);
+	}
 }
 
 void rl_cpu_f32_to_f16(uint16_t *dst, const float *src, uint32_t n)

@@ -106,6 +106,15 @@ struct rl_cpu_kv_view {
 void rl_cpu_attention(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
 		      uint32_t n_qh, uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv,
 		      float *scratch);
+/* One decode row (the last position of n_keys) of a sequence over the view's n_kv KV heads
+ * at once: the view's pools point at the first one's tile, the others follow it in each block
+ * (bs * hd elements apart, the backend's [block, KV head, bs, hd] layout); KV head kh serves
+ * query heads kh * group .. + group - 1, whose rows are q + r * hd and out + r * hd. The same
+ * results, bit for bit, as rl_cpu_attention head by head, which it is on the scalar ISA, but
+ * a block's heads are read as one run (see attn_heads16). scratch:
+ * rl_cpu_attention_scratch(n_kv * group, hd, block_size) floats. */
+void rl_cpu_attention_heads(float *out, const float *q, uint32_t n_kv, uint32_t group, uint32_t n_keys, uint32_t hd,
+			    const struct rl_cpu_kv_view *kv, float *scratch);
 /* Start bringing into L2 the first blocks of the n_keys positions an rl_cpu_attention call
  * over kv will read (its own loop prefetches the later ones), at most max_blocks of them (0:
  * as many as that loop runs ahead): a caller with several calls to make names the next while

@@ -271,6 +271,73 @@ static void attention_every_isa_matches_loops(void)
 	rl_cpu_set_isa(saved);
 }
 
+/* rl_cpu_attention_heads (a decode row over several KV heads, a block at a time) against
+ * rl_cpu_attention head by head, bit for bit, for every ISA and both pool types: the backend's
+ * [block, KV head, bs, hd] layout, blocks back to back or not, a block table of runs and jumps
+ * (the heads kernel prefetches only where the next block does not follow), GQA groups, head dims its vector kernels take and ones they pass back (6,
+ * 256); slots past the context hold NaN. */
+static void attention_heads_match_head_by_head(void)
+{
+	static const uint32_t hds[] = { 6, 8, 24, 64, 72, 128, 256 }, nks[] = { 1, 15, 16, 17, 100 };
+	static const uint32_t bss[] = { 16, 7 }, groups[] = { 1, 3 }, nkvs[] = { 1, 3 };
+	static const uint32_t table[] = { 5, 6, 7, 2, 9, 10, 0, 1, 12, 3, 4, 13, 8, 11, 15, 14 };
+	const uint32_t n_blocks = 16;
+	enum rl_cpu_isa saved = rl_cpu_isa();
+	for (int isa = RL_CPU_SCALAR; isa <= (int)rl_cpu_isa_best(); isa++) {
+		REQUIRE(rl_cpu_set_isa(isa) == 0);
+		for (size_t a = 0; a < sizeof hds / sizeof *hds; a++)
+		for (size_t b = 0; b < sizeof nks / sizeof *nks; b++)
+		for (size_t e = 0; e < sizeof bss / sizeof *bss; e++)
+		for (size_t f = 0; f < sizeof groups / sizeof *groups; f++)
+		for (size_t h = 0; h < sizeof nkvs / sizeof *nkvs; h++)
+		for (int pad = 0; pad < 2; pad++)               /* blocks back to back, or apart */
+		for (int half = 0; half < 2; half++) {
+			uint32_t hd = hds[a], n_keys = nks[b], bs = bss[e], g = groups[f], nkv = nkvs[h];
+			if ((n_keys + bs - 1) / bs > n_blocks)
+				continue;
+			size_t tile = (size_t)bs * hd, stride = nkv * tile + 16 * pad, n = n_blocks * stride;
+			size_t rows = (size_t)nkv * g;
+			float *K = malloc(n * 4), *V = malloc(n * 4), *Q = malloc(rows * hd * 4);
+			float *O = malloc(rows * hd * 4), *R = malloc(rows * hd * 4);
+			float *scratch = malloc(rl_cpu_attention_scratch((uint32_t)rows, hd, bs) * 4);
+			uint16_t *HK = malloc(n * 2), *HV = malloc(n * 2);
+			for (size_t i = 0; i < n; i++)
+				K[i] = V[i] = NAN;
+			for (uint32_t p = 0; p < n_keys; p++)
+				for (uint32_t kh = 0; kh < nkv; kh++)
+					for (uint32_t d = 0; d < hd; d++) {
+						size_t at = table[p / bs] * stride + kh * tile + (p % bs) * hd + d;
+						K[at] = rnd_f();
+						V[at] = rnd_f();
+					}
+			rl_cpu_f32_to_f16(HK, K, (uint32_t)n);
+			rl_cpu_f32_to_f16(HV, V, (uint32_t)n);
+			for (size_t i = 0; i < rows * hd; i++)
+				Q[i] = rnd_f() * 4.0f;
+			struct rl_cpu_kv_view kv = { .k = half ? NULL : K, .v = half ? NULL : V,
+						     .hk = half ? HK : NULL, .hv = half ? HV : NULL,
+						     .block_table = table, .block_size = bs, .block_stride = stride };
+			rl_cpu_attention_heads(O, Q, nkv, g, n_keys, hd, &kv, scratch);
+			for (uint32_t kh = 0; kh < nkv; kh++) {
+				struct rl_cpu_kv_view v = kv;
+				if (half) {
+					v.hk += kh * tile;
+					v.hv += kh * tile;
+				} else {
+					v.k += kh * tile;
+					v.v += kh * tile;
+				}
+				rl_cpu_attention(R + kh * g * hd, g * hd, Q + kh * g * hd, g * hd, 1, g, n_keys - 1, hd, &v,
+						 scratch);
+			}
+			CHECKF(memcmp(O, R, rows * hd * 4) == 0, "isa %s %s hd %u keys %u bs %u group %u kv heads %u: differs",
+			       rl_cpu_isa_name(isa), half ? "f16" : "f32", hd, n_keys, bs, g, nkv);
+			free(K); free(V); free(HK); free(HV); free(Q); free(O); free(R); free(scratch);
+		}
+	}
+	rl_cpu_set_isa(saved);
+}
+
 /* ------------------------------------------------------------------ sampler ------ */
 
 /* rl_sample_argmax (vectorised where the CPU has AVX2) against the plain loop: the first index
@@ -819,6 +886,7 @@ int main(void)
 	RUN(silu_every_isa_matches_loops);
 	RUN(norm_and_rope_match_the_formula);
 	RUN(attention_every_isa_matches_loops);
+	RUN(attention_heads_match_head_by_head);
 	RUN(argmax_matches_the_plain_loop);
 	RUN(sampler_greedy_and_cuts_agree);
 	RUN(sampler_is_keyed_by_seed_and_position);
