@@ -384,6 +384,14 @@ AI void kv_prefetch_tile(const struct rl_cpu_kv_view *kv, size_t at, size_t tile
 		_mm_prefetch(v + l, _MM_HINT_T1);
 	}
 }
+/* Whether a walk over n_kv heads' tiles (tile elements each) of block bi must fetch the next
+ * block by hand (attn_heads16): there is one, and it does not continue the run the hardware
+ * prefetcher follows, i.e. the walk takes part of a block, or the next is elsewhere. */
+AI int kv_next_jumps(const struct rl_cpu_kv_view *kv, uint32_t bi, uint32_t n_keys, uint32_t n_kv, size_t tile)
+{
+	return (size_t)(bi + 1) * kv->block_size < n_keys &&
+	       !(n_kv * tile == kv->block_stride && kv->block_table[bi + 1] == kv->block_table[bi] + 1);
+}
 AI void kv_prefetch_blocks(const struct rl_cpu_kv_view *kv, uint32_t b0, uint32_t b1, uint32_t n_keys, uint32_t hd)
 {
 	for (uint32_t b = b0; b < b1 && (size_t)b * kv->block_size < n_keys; b++)
@@ -636,6 +644,10 @@ T512 AI void attn_row16(float *o, const float *qi, uint32_t n_keys, float scale,
 		_mm512_storeu_ps(o + 16 * v, _mm512_mul_ps(ov[v], inv));
 }
 
+/* Floats of one query head's state in rl_cpu_attention_heads' scratch: output [hd], then its
+ * running max and sum, padded to whole vectors */
+#define HEAD_STATE(hd) ((size_t)(hd) + 16)
+
 /* One decode row's query heads over the view's n_kv KV heads (adjacent in every block, bs * hd
  * elements apart; KV head kh serves query heads kh * group .. + group - 1, at q + r * hd and
  * out + r * hd), a block at a time: all the heads' tiles of a block, one contiguous run per
@@ -643,12 +655,13 @@ T512 AI void attn_row16(float *o, const float *qi, uint32_t n_keys, float scale,
  * half) scattered a block's width apart, which the hardware prefetcher cannot follow; whole
  * blocks it can, on into the next when that lies right after, so only a jump (to a block
  * elsewhere, or past the heads of the block that another call takes) is prefetched by hand,
- * head by head a block ahead. st: [n_kv * group][hd + 16], the rows' states (output, max,
- * sum) between blocks. */
+ * head by head a block ahead. st: [n_kv * group][HEAD_STATE(hd)], the rows' states between
+ * blocks. */
 T512 AI void attn_heads16(float *out, const float *q, uint32_t n_kv, uint32_t group, uint32_t n_keys, float scale,
 			  const int NV, const int F16, const struct rl_cpu_kv_view *kv, float *s, float *st)
 {
-	const uint32_t bs = kv->block_size, hd = 16 * (uint32_t)NV, sl = hd + 16;
+	const uint32_t bs = kv->block_size, hd = 16 * (uint32_t)NV;
+	const size_t sl = HEAD_STATE(hd);
 	const size_t tile = (size_t)bs * hd;
 	for (uint32_t r = 0; r < n_kv * group; r++) {
 		float *sr = st + (size_t)r * sl;
@@ -661,8 +674,7 @@ T512 AI void attn_heads16(float *out, const float *q, uint32_t n_kv, uint32_t gr
 	for (uint32_t p0 = 0; p0 < n_keys; p0 += bs) {
 		const uint32_t bi = p0 / bs, n = n_keys - p0 < bs ? n_keys - p0 : bs;
 		const size_t blk = (size_t)kv->block_table[bi] * kv->block_stride;
-		const int jump = p0 + bs < n_keys && !(n_kv * tile == kv->block_stride &&
-						       kv->block_table[bi + 1] == kv->block_table[bi] + 1);
+		const int jump = kv_next_jumps(kv, bi, n_keys, n_kv, tile);
 		for (uint32_t kh = 0; kh < n_kv; kh++) {
 			const size_t at = blk + kh * tile;
 			if (jump)
@@ -781,7 +793,8 @@ T256H AI void attn_row8(float *o, const float *qi, uint32_t n_keys, float scale,
 T256H AI void attn_heads8(float *out, const float *q, uint32_t n_kv, uint32_t group, uint32_t n_keys, float scale,
 			  const int NV, const int F16, const struct rl_cpu_kv_view *kv, float *s, float *st)
 {
-	const uint32_t bs = kv->block_size, hd = 8 * (uint32_t)NV, sl = hd + 16;
+	const uint32_t bs = kv->block_size, hd = 8 * (uint32_t)NV;
+	const size_t sl = HEAD_STATE(hd);
 	const size_t tile = (size_t)bs * hd;
 	for (uint32_t r = 0; r < n_kv * group; r++) {
 		float *sr = st + (size_t)r * sl;
@@ -794,8 +807,7 @@ T256H AI void attn_heads8(float *out, const float *q, uint32_t n_kv, uint32_t gr
 	for (uint32_t p0 = 0; p0 < n_keys; p0 += bs) {
 		const uint32_t bi = p0 / bs, n = n_keys - p0 < bs ? n_keys - p0 : bs;
 		const size_t blk = (size_t)kv->block_table[bi] * kv->block_stride;
-		const int jump = p0 + bs < n_keys && !(n_kv * tile == kv->block_stride &&
-						       kv->block_table[bi + 1] == kv->block_table[bi] + 1);
+		const int jump = kv_next_jumps(kv, bi, n_keys, n_kv, tile);
 		for (uint32_t kh = 0; kh < n_kv; kh++) {
 			const size_t at = blk + kh * tile;
 			if (jump)
@@ -1195,12 +1207,12 @@ void rl_cpu_matmul(float *Y, size_t ldy, const float *X, size_t ldx, const float
 	mm_impl[cur_isa](Y, ldy, X, ldx, W, bias, n_rows, in, o_begin, o_end, accumulate);
 }
 
-/* Where kv->wide starts in the scratch: after the kernels' own floats, 16-float aligned */
-/* Where the widened blocks start: past the tiled kernels' scratch, or the row kernels' scores
- * ([bs]), or rl_cpu_attention_heads' scores and its rows' states ([rows][hd + 16]). */
+/* Where kv->wide (the widened blocks) starts in the scratch, 16-float aligned: past the tiled
+ * kernels' scratch, or the row kernels' scores ([bs]), or rl_cpu_attention_heads' scores and
+ * its rows' states ([rows][HEAD_STATE(hd)]). */
 static size_t wide_at(uint32_t rows, uint32_t hd, uint32_t block_size)
 {
-	const size_t t = tiled_scratch(rows, hd, block_size), h = heads_states_at(block_size) + (size_t)rows * (hd + 16);
+	const size_t t = tiled_scratch(rows, hd, block_size), h = heads_states_at(block_size) + rows * HEAD_STATE(hd);
 	return ((t > h ? t : h) + 15) / 16 * 16;
 }
 
