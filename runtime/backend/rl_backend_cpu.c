@@ -39,6 +39,10 @@
 #define SPIN_PAUSES 1000               /* pure spinning first: a barrier usually opens within µs */
 #define SPIN_YIELD_NS 200000           /* then yield (lets an oversubscribed peer run) up to this */
 
+/* Steps of at most this many rows have every worker norm all of them into a buffer of its own
+ * (norm_rows) */
+#define OWN_ROWS 16
+
 /* One piece of a step's attention: KV heads [kh, kh + n_kv) of batch sequence seq */
 struct att_item {
 	uint32_t seq, kh, n_kv;
@@ -54,6 +58,7 @@ struct cpu {
 	void *kpool, *vpool;           /* [nl, n_blocks, nkv, bs, hd] of uint16_t or float */
 	float *x;                      /* [max_tokens, dim] residual stream */
 	float *xb;                     /* [max_tokens, dim] normed input of a sublayer */
+	float *xb_own;                 /* [n_threads, OWN_ROWS, dim] the same, each worker's (norm_rows) */
 	float *q;                      /* [max_tokens, qd] */
 	float *k, *v;                  /* [max_tokens, kvd] this step's keys/values before paging */
 	float *att;                    /* [max_tokens, qd] attention output */
@@ -69,6 +74,7 @@ struct cpu {
 	void  *samp_scratch;           /* [n_threads] x rl_sample_scratch_size(vocab) */
 	size_t samp_scratch_size;
 	uint32_t *samp_seq;            /* [max_seqs] batch seq of each logits row */
+	uint32_t *samp_row;            /* [max_seqs] the x row it comes from: its seq's last */
 	int32_t  *logit_row;           /* [max_seqs] logits row of each batch seq, -1 if none */
 	int32_t  *tok_out;             /* [max_seqs] sampled token per batch seq, -1 if none */
 	uint32_t n_samp;
@@ -97,7 +103,7 @@ static long futex(_Atomic uint32_t *w, int op, uint32_t val)
 
 /* Waits until *w != old: spin, then yield, then sleep. Sleeping is the last resort because
  * waking a sleeping thread costs tens of µs (far more on a VM, where the vCPU halts), which
- * would dominate a decode step with its hundred barriers. Wakers check `sleepers` after their store
+ * would dominate a decode step with its ~75 barriers. Wakers check `sleepers` after their store
  * (both seq_cst), so a waiter counted before the store is woken, one counted after sees it. */
 static void wait_change(struct cpu *c, _Atomic uint32_t *w, uint32_t old)
 {
@@ -186,17 +192,18 @@ static size_t kv_slot(const struct cpu *c, const struct rl_batch *b, uint32_t r)
 	return ((size_t)s->block_table[p / c->bs] * c->nkv * c->bs + p % c->bs) * c->hd;
 }
 
-/* Row r's K and V slots in one layer's pools, for writing: asked for before the q/k/v
- * matmuls so that the stores after them find the lines (a slot is a few lines of a block
- * anywhere in the pool, last touched steps ago). Inlined: GCC's IPA drops calls to a
- * function that only prefetches (see kv_prefetch_blocks in cpu_ops.c). */
+/* Row r's K and V slots of KV heads [h0, h1) in one layer's pools, for writing: asked for
+ * before the q/k/v matmuls by the worker that writes them after (the same (row, KV head)
+ * units), so that the stores find the lines (a slot is a few lines of a block anywhere in the
+ * pool, last touched steps ago). Inlined: GCC's IPA drops calls to a function that only
+ * prefetches (see kv_prefetch_blocks in cpu_ops.c). */
 static inline __attribute__((always_inline)) void kv_slot_prefetch(const struct cpu *c, const struct rl_batch *b,
-								   uint32_t r, const char *kl, const char *vl,
-								   size_t es)
+								   uint32_t r, uint32_t h0, uint32_t h1,
+								   const char *kl, const char *vl, size_t es)
 {
 	const uint32_t hd = c->hd;
 	const size_t slot = kv_slot(c, b, r);
-	for (uint32_t h = 0; h < c->nkv; h++) {
+	for (uint32_t h = h0; h < h1; h++) {
 		const size_t at = (slot + (size_t)h * c->bs * hd) * es;
 		for (size_t l = 0; l < hd * es; l += 64) {
 			__builtin_prefetch(kl + at + l, 1, 3);
@@ -239,6 +246,29 @@ static void plan_attention(struct cpu *c, const struct rl_batch *b)
 	}
 }
 
+/* The rows that a sublayer's matmuls read, normed by w: row j is x row rows[j] (rows NULL:
+ * row j). Steps of at most OWN_ROWS rows have every worker norm all of them into its own
+ * buffer and go on (a few µs of duplicated work), where splitting them left the other workers
+ * at a barrier and the rows' lines to cross cores: 110M Q4_K_M decode at two threads on the
+ * Zen 4 VM spent 12-17% of a batch-1 step waiting at barriers, and this took two of the eight
+ * a layer away (in one process, alternating: batch 1 +0-4%, batch 8 +0.5%). Larger steps
+ * split the rows into the shared buffer, then wait. Returns the buffer. */
+static const float *norm_rows(struct cpu *c, int t, const float *w, uint32_t n, const uint32_t *rows, float *shared)
+{
+	const uint32_t dim = c->dim;
+	const int own = n <= OWN_ROWS;
+	float *out = own ? c->xb_own + (size_t)t * OWN_ROWS * dim : shared;
+	uint32_t j0 = 0, j1 = n;
+	if (!own)
+		split(n, 1, t, c->n_active, &j0, &j1);
+	for (uint32_t j = j0; j < j1; j++)
+		rl_cpu_rmsnorm(out + (size_t)j * dim, c->x + (size_t)(rows ? rows[j] : j) * dim, w, dim,
+			       c->m->cfg.norm_eps);
+	if (!own)
+		barrier(c);
+	return out;
+}
+
 /* One step, run by every worker t. */
 static void forward(struct cpu *c, int t)
 {
@@ -250,6 +280,9 @@ static void forward(struct cpu *c, int t)
 	int nt = c->n_active;
 
 	split(T, 1, t, nt, &r0, &r1);
+	/* the (row, KV head) units of this worker's RoPE and KV writes */
+	uint32_t u0, u1;
+	split(T * c->nkv, 1, t, nt, &u0, &u1);
 	for (uint32_t r = r0; r < r1; r++) {
 		rl_cpu_wmat_row(&m->mtok_emb, b->tokens[r], c->x + (size_t)r * dim);
 		/* the same rows' angles for every layer (this thread's rows in the RoPE loop too) */
@@ -263,45 +296,44 @@ static void forward(struct cpu *c, int t)
 		char *kl = (char *)c->kpool + l * c->layer_stride * es;   /* [n_blocks, nkv, bs, hd] */
 		char *vl = (char *)c->vpool + l * c->layer_stride * es;
 
-		/* ahead of the q/k/v matmuls, which hide the misses: the rows' KV slots to write, and
-		 * the first block of every attention item (this thread's share of them; the item's
-		 * own loop runs ahead from there). The pool was last read a step ago, before a whole
+		/* ahead of the q/k/v matmuls, which hide the misses: the KV slots this worker writes
+		 * after them (its (row, KV head) units), and the first block of every attention item
+		 * (this thread's share of them; the item's own loop runs ahead from there). The pool was last read a step ago, before a whole
 		 * model's weights streamed through the caches. 110M Q4_K_M, one core, interleaved:
 		 * batch 8 at depth 16 1204 -> 1216 tok/s (median of 4), batch 64 at depth 64 898-929 ->
 		 * 953-966; all of a call's first blocks (up to 4) instead of one were no better
 		 * beyond the noise */
-		for (uint32_t r = r0; r < r1; r++) {
-			rl_cpu_rmsnorm(c->xb + (size_t)r * dim, c->x + (size_t)r * dim, L->attn_norm, dim, cfg->norm_eps);
-			kv_slot_prefetch(c, b, r, kl, vl, es);
-		}
+		for (uint32_t u = u0; u < u1; u++)
+			kv_slot_prefetch(c, b, u / c->nkv, u % c->nkv, u % c->nkv + 1, kl, vl, es);
 		uint32_t i0, i1;
 		split(c->n_items, 1, t, nt, &i0, &i1);
 		for (uint32_t it = i0; it < i1; it++)
 			item_prefetch(c, b, kl, vl, it, 1);
-		barrier(c);
-		matmul_part(c, t, c->q, qd, c->xb, dim, &L->mq, L->bq, T, 0);
-		matmul_part(c, t, c->k, kvd, c->xb, dim, &L->mk, L->bk, T, 0);
-		matmul_part(c, t, c->v, kvd, c->xb, dim, &L->mv, L->bv, T, 0);
+		const float *xb = norm_rows(c, t, L->attn_norm, T, NULL, c->xb);
+		matmul_part(c, t, c->q, qd, xb, dim, &L->mq, L->bq, T, 0);
+		matmul_part(c, t, c->k, kvd, xb, dim, &L->mk, L->bk, T, 0);
+		matmul_part(c, t, c->v, kvd, xb, dim, &L->mv, L->bv, T, 0);
 		if (t == 0)
 			atomic_store_explicit(&c->next_item, 0, memory_order_relaxed);
 		barrier(c);
 
-		/* RoPE at each row's position, then k, v into the row's slot of its block */
-		for (uint32_t r = r0; r < r1; r++) {
+		/* RoPE at each row's position, then k, v into the row's slot of its block: by
+		 * (row, KV head) units, so that a batch-1 step's heads are shared out too (by rows,
+		 * one worker did them all while the others waited) */
+		for (uint32_t u = u0; u < u1; u++) {
+			const uint32_t r = u / c->nkv, h = u % c->nkv;
 			const float *cs = c->rope_cs + (size_t)r * hd;
-			float *qr = c->q + (size_t)r * qd, *kr = c->k + (size_t)r * kvd, *vr = c->v + (size_t)r * kvd;
-			rl_cpu_rope(qr, c->nh, hd, cs, cfg->rope_halves);
-			rl_cpu_rope(kr, c->nkv, hd, cs, cfg->rope_halves);
-			const size_t slot = kv_slot(c, b, r);
-			for (uint32_t h = 0; h < c->nkv; h++) {
-				size_t at = (slot + (size_t)h * c->bs * hd) * es;
-				if (c->kv_f16) {
-					rl_cpu_f32_to_f16((uint16_t *)(kl + at), kr + h * hd, hd);
-					rl_cpu_f32_to_f16((uint16_t *)(vl + at), vr + h * hd, hd);
-				} else {
-					memcpy(kl + at, kr + h * hd, hd * sizeof(float));
-					memcpy(vl + at, vr + h * hd, hd * sizeof(float));
-				}
+			float *qh = c->q + (size_t)r * qd + (size_t)h * group * hd;           /* [group, hd] */
+			float *kh = c->k + (size_t)r * kvd + (size_t)h * hd, *vh = c->v + (size_t)r * kvd + (size_t)h * hd;
+			rl_cpu_rope(qh, group, hd, cs, cfg->rope_halves);
+			rl_cpu_rope(kh, 1, hd, cs, cfg->rope_halves);
+			const size_t at = (kv_slot(c, b, r) + (size_t)h * c->bs * hd) * es;
+			if (c->kv_f16) {
+				rl_cpu_f32_to_f16((uint16_t *)(kl + at), kh, hd);
+				rl_cpu_f32_to_f16((uint16_t *)(vl + at), vh, hd);
+			} else {
+				memcpy(kl + at, kh, hd * sizeof(float));
+				memcpy(vl + at, vh, hd * sizeof(float));
 			}
 		}
 		barrier(c);
@@ -331,17 +363,15 @@ static void forward(struct cpu *c, int t)
 		matmul_part(c, t, c->x, dim, c->att, qd, &L->mo, NULL, T, 1);  /* x += wo att */
 		barrier(c);
 
-		for (uint32_t r = r0; r < r1; r++)
-			rl_cpu_rmsnorm(c->xb + (size_t)r * dim, c->x + (size_t)r * dim, L->ffn_norm, dim, cfg->norm_eps);
-		barrier(c);
+		xb = norm_rows(c, t, L->ffn_norm, T, NULL, c->xb);
 		/* gate and up over the same column range, so silu-mul needs no barrier */
 		uint32_t h0, h1;
 		uint32_t gg = rl_cpu_wmat_grain(&L->mgate), gu = rl_cpu_wmat_grain(&L->mup);
 		split(hid, gg > gu ? gg : gu, t, nt, &h0, &h1);     /* 4 | 16 | 48: the larger serves both */
 		if (h0 < h1) {
 			void *qs = (char *)c->qscratch + (size_t)t * c->qscratch_size;
-			rl_cpu_qmatmul(c->hb, hid, c->xb, dim, &L->mgate, NULL, T, h0, h1, 0, qs);
-			rl_cpu_qmatmul(c->hb2, hid, c->xb, dim, &L->mup, NULL, T, h0, h1, 0, qs);
+			rl_cpu_qmatmul(c->hb, hid, xb, dim, &L->mgate, NULL, T, h0, h1, 0, qs);
+			rl_cpu_qmatmul(c->hb2, hid, xb, dim, &L->mup, NULL, T, h0, h1, 0, qs);
 			for (uint32_t r = 0; r < T; r++)
 				rl_cpu_silu_mul(c->hb + (size_t)r * hid + h0, c->hb2 + (size_t)r * hid + h0, h1 - h0);
 		}
@@ -351,16 +381,11 @@ static void forward(struct cpu *c, int t)
 	}
 
 	/* final norm and LM head only for the last row of each sampling sequence */
+	const float *xs = norm_rows(c, t, m->out_norm, c->n_samp, c->samp_row, c->xs);
+	matmul_part(c, t, c->logits, c->vocab, xs, dim, &m->mwcls, NULL, c->n_samp, 0);
+	barrier(c);
 	uint32_t s0, s1;
 	split(c->n_samp, 1, t, nt, &s0, &s1);
-	for (uint32_t j = s0; j < s1; j++) {
-		const struct rl_batch_seq *s = &b->seqs[c->samp_seq[j]];
-		rl_cpu_rmsnorm(c->xs + (size_t)j * dim, c->x + (size_t)(s->q_start + s->q_len - 1) * dim,
-			       m->out_norm, dim, cfg->norm_eps);
-	}
-	barrier(c);
-	matmul_part(c, t, c->logits, c->vocab, c->xs, dim, &m->mwcls, NULL, c->n_samp, 0);
-	barrier(c);
 	for (uint32_t j = s0; j < s1; j++) {
 		const struct rl_batch_seq *s = &b->seqs[c->samp_seq[j]];
 		c->tok_out[c->samp_seq[j]] = (int32_t)rl_sample(c->logits + (size_t)j * c->vocab, c->vocab,
@@ -411,6 +436,7 @@ static int validate(struct cpu *c, const struct rl_batch *b)
 		c->tok_out[i] = -1;
 		if (s->sample) {
 			c->logit_row[i] = (int32_t)c->n_samp;
+			c->samp_row[c->n_samp] = s->q_start + s->q_len - 1;
 			c->samp_seq[c->n_samp++] = i;
 		}
 	}
@@ -432,7 +458,7 @@ static int cpu_launch(struct rl_backend *be, const struct rl_batch *b)
 	int rc = validate(c, b);
 	if (rc)
 		return rc;
-	/* A worker is worth its ~16 barriers per layer only with enough work per phase: about
+	/* A worker is worth its barriers (six a layer in a small step) only with enough work per phase: about
 	 * min_work FLOPs of matmul per layer each (small models and small steps run on fewer
 	 * workers, where they are faster). */
 	uint64_t w = c->layer_flops * (b->n_tokens ? b->n_tokens : 1) / c->min_work;
@@ -482,9 +508,9 @@ static void *amalloc(size_t n)
 
 static void free_all(struct cpu *c)
 {
-	free(c->kpool); free(c->vpool); free(c->x); free(c->xb); free(c->q); free(c->k); free(c->v);
+	free(c->kpool); free(c->vpool); free(c->x); free(c->xb); free(c->xb_own); free(c->q); free(c->k); free(c->v);
 	free(c->att); free(c->hb); free(c->hb2); free(c->xs); free(c->logits); free(c->inv_freq); free(c->rope_cs);
-	free(c->attn_scratch); free(c->qscratch); free(c->samp_scratch); free(c->samp_seq); free(c->items); free(c->logit_row);
+	free(c->attn_scratch); free(c->qscratch); free(c->samp_scratch); free(c->samp_seq); free(c->samp_row); free(c->items); free(c->logit_row);
 	free(c->tok_out); free(c->th); free(c);
 }
 
@@ -577,6 +603,7 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	c->vpool = amalloc(kv * (c->kv_f16 ? 2 : 4));
 	c->x = amalloc(T * c->dim * sizeof(float));
 	c->xb = amalloc(T * c->dim * sizeof(float));
+	c->xb_own = amalloc((size_t)c->n_threads * OWN_ROWS * c->dim * sizeof(float));
 	c->q = amalloc(T * c->qd * sizeof(float));
 	c->k = amalloc(T * c->kvd * sizeof(float));
 	c->v = amalloc(T * c->kvd * sizeof(float));
@@ -597,13 +624,14 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	c->qscratch_size = (rl_cpu_qmatmul_scratch(max_in, c->max_tokens) + 63) & ~(size_t)63;
 	c->qscratch = malloc((size_t)c->n_threads * c->qscratch_size);
 	c->samp_seq = malloc(S * sizeof(uint32_t));
+	c->samp_row = malloc(S * sizeof(uint32_t));
 	c->items = malloc((size_t)S * c->nkv * sizeof *c->items);
 	c->logit_row = malloc(S * sizeof(int32_t));
 	c->tok_out = malloc(S * sizeof(int32_t));
 	c->th = calloc(c->n_threads, sizeof(pthread_t));
-	if (!c->kpool || !c->vpool || !c->x || !c->xb || !c->q || !c->k || !c->v || !c->att ||
+	if (!c->kpool || !c->vpool || !c->x || !c->xb || !c->xb_own || !c->q || !c->k || !c->v || !c->att ||
 	    !c->hb || !c->hb2 || !c->xs || !c->logits || !c->inv_freq || !c->rope_cs || !c->attn_scratch ||
-	    !c->samp_scratch || !c->qscratch || !c->samp_seq || !c->items || !c->logit_row || !c->tok_out || !c->th) {
+	    !c->samp_scratch || !c->qscratch || !c->samp_seq || !c->samp_row || !c->items || !c->logit_row || !c->tok_out || !c->th) {
 		snprintf(err, errlen, "cpu backend: cannot allocate %.1f GiB of KV cache and buffers; lower --kv-blocks or --max-batch-tokens",
 			 2.0 * kv * (c->kv_f16 ? 2 : 4) / (1 << 30));
 		free_all(c);
