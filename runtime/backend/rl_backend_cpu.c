@@ -253,7 +253,8 @@ static void plan_attention(struct cpu *c, const struct rl_batch *b)
  * Zen 4 VM spent 12-17% of a batch-1 step waiting at barriers, and this took two of the eight
  * a layer away (in one process, alternating: batch 1 +0-4%, batch 8 +0.5%). Larger steps
  * split the rows into the shared buffer, then wait. Returns the buffer. */
-static const float *norm_rows(struct cpu *c, int t, const float *w, uint32_t n, const uint32_t *rows, float *shared)
+static const float *norm_rows(struct cpu *c, int t, const float *w, uint32_t n, const uint32_t *rows,
+			      float *shared)
 {
 	const uint32_t dim = c->dim;
 	const int own = n <= OWN_ROWS;
@@ -298,11 +299,12 @@ static void forward(struct cpu *c, int t)
 
 		/* ahead of the q/k/v matmuls, which hide the misses: the KV slots this worker writes
 		 * after them (its (row, KV head) units), and the first block of every attention item
-		 * (this thread's share of them; the item's own loop runs ahead from there). The pool was last read a step ago, before a whole
-		 * model's weights streamed through the caches. 110M Q4_K_M, one core, interleaved:
-		 * batch 8 at depth 16 1204 -> 1216 tok/s (median of 4), batch 64 at depth 64 898-929 ->
-		 * 953-966; all of a call's first blocks (up to 4) instead of one were no better
-		 * beyond the noise */
+		 * (this thread's share of them; the item's own loop runs ahead from there). The pool
+		 * was last read a step ago, before a whole model's weights streamed through the
+		 * caches. 110M Q4_K_M, one core, interleaved: batch 8 at depth 16 1204 -> 1216 tok/s
+		 * (median of 4), batch 64 at depth 64 898-929 -> 953-966; all of a call's first blocks
+		 * (up to 4) instead of one were no better beyond the noise (again in one process,
+		 * tenth session: 0.98-1.00, as was the next layer's during the FFN) */
 		for (uint32_t u = u0; u < u1; u++)
 			kv_slot_prefetch(c, b, u / c->nkv, u % c->nkv, u % c->nkv + 1, kl, vl, es);
 		uint32_t i0, i1;
@@ -458,9 +460,9 @@ static int cpu_launch(struct rl_backend *be, const struct rl_batch *b)
 	int rc = validate(c, b);
 	if (rc)
 		return rc;
-	/* A worker is worth its barriers (six a layer in a small step) only with enough work per phase: about
-	 * min_work FLOPs of matmul per layer each (small models and small steps run on fewer
-	 * workers, where they are faster). */
+	/* A worker is worth its barriers (six a layer in a small step) only with enough work per
+	 * phase: about min_work FLOPs of matmul per layer each (small models and small steps run
+	 * on fewer workers, where they are faster). */
 	uint64_t w = c->layer_flops * (b->n_tokens ? b->n_tokens : 1) / c->min_work;
 	c->n_active = w < 1 ? 1 : w < (uint64_t)c->n_threads ? (int)w : c->n_threads;
 	plan_attention(c, b);
@@ -510,7 +512,8 @@ static void free_all(struct cpu *c)
 {
 	free(c->kpool); free(c->vpool); free(c->x); free(c->xb); free(c->xb_own); free(c->q); free(c->k); free(c->v);
 	free(c->att); free(c->hb); free(c->hb2); free(c->xs); free(c->logits); free(c->inv_freq); free(c->rope_cs);
-	free(c->attn_scratch); free(c->qscratch); free(c->samp_scratch); free(c->samp_seq); free(c->samp_row); free(c->items); free(c->logit_row);
+	free(c->attn_scratch); free(c->qscratch); free(c->samp_scratch); free(c->samp_seq); free(c->samp_row);
+	free(c->items); free(c->logit_row);
 	free(c->tok_out); free(c->th); free(c);
 }
 
@@ -631,7 +634,8 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	c->th = calloc(c->n_threads, sizeof(pthread_t));
 	if (!c->kpool || !c->vpool || !c->x || !c->xb || !c->xb_own || !c->q || !c->k || !c->v || !c->att ||
 	    !c->hb || !c->hb2 || !c->xs || !c->logits || !c->inv_freq || !c->rope_cs || !c->attn_scratch ||
-	    !c->samp_scratch || !c->qscratch || !c->samp_seq || !c->samp_row || !c->items || !c->logit_row || !c->tok_out || !c->th) {
+	    !c->samp_scratch || !c->qscratch || !c->samp_seq || !c->samp_row || !c->items || !c->logit_row ||
+	    !c->tok_out || !c->th) {
 		snprintf(err, errlen, "cpu backend: cannot allocate %.1f GiB of KV cache and buffers; lower --kv-blocks or --max-batch-tokens",
 			 2.0 * kv * (c->kv_f16 ? 2 : 4) / (1 << 30));
 		free_all(c);
