@@ -103,7 +103,7 @@ static long futex(_Atomic uint32_t *w, int op, uint32_t val)
 
 /* Waits until *w != old: spin, then yield, then sleep. Sleeping is the last resort because
  * waking a sleeping thread costs tens of µs (far more on a VM, where the vCPU halts), which
- * would dominate a decode step with its ~75 barriers. Wakers check `sleepers` after their store
+ * would dominate a decode step with its six barriers a layer. Wakers check `sleepers` after their store
  * (both seq_cst), so a waiter counted before the store is woken, one counted after sees it. */
 static void wait_change(struct cpu *c, _Atomic uint32_t *w, uint32_t old)
 {
@@ -192,23 +192,19 @@ static size_t kv_slot(const struct cpu *c, const struct rl_batch *b, uint32_t r)
 	return ((size_t)s->block_table[p / c->bs] * c->nkv * c->bs + p % c->bs) * c->hd;
 }
 
-/* Row r's K and V slots of KV heads [h0, h1) in one layer's pools, for writing: asked for
- * before the q/k/v matmuls by the worker that writes them after (the same (row, KV head)
- * units), so that the stores find the lines (a slot is a few lines of a block anywhere in the
- * pool, last touched steps ago). Inlined: GCC's IPA drops calls to a function that only
- * prefetches (see kv_prefetch_blocks in cpu_ops.c). */
+/* Row r's K and V slots of KV head h in one layer's pools, for writing: asked for before the
+ * q/k/v matmuls by the worker that writes them after (its (row, KV head) units), so that the
+ * stores find the lines (a slot is a few lines of a block anywhere in the pool, last touched
+ * steps ago). Inlined: GCC's IPA drops calls to a function that only prefetches (see
+ * kv_prefetch_blocks in cpu_ops.c). */
 static inline __attribute__((always_inline)) void kv_slot_prefetch(const struct cpu *c, const struct rl_batch *b,
-								   uint32_t r, uint32_t h0, uint32_t h1,
-								   const char *kl, const char *vl, size_t es)
+								   uint32_t r, uint32_t h, const char *kl,
+								   const char *vl, size_t es)
 {
-	const uint32_t hd = c->hd;
-	const size_t slot = kv_slot(c, b, r);
-	for (uint32_t h = h0; h < h1; h++) {
-		const size_t at = (slot + (size_t)h * c->bs * hd) * es;
-		for (size_t l = 0; l < hd * es; l += 64) {
-			__builtin_prefetch(kl + at + l, 1, 3);
-			__builtin_prefetch(vl + at + l, 1, 3);
-		}
+	const size_t at = (kv_slot(c, b, r) + (size_t)h * c->bs * c->hd) * es;
+	for (size_t l = 0; l < c->hd * es; l += 64) {
+		__builtin_prefetch(kl + at + l, 1, 3);
+		__builtin_prefetch(vl + at + l, 1, 3);
 	}
 }
 
@@ -306,7 +302,7 @@ static void forward(struct cpu *c, int t)
 		 * (up to 4) instead of one were no better beyond the noise (again in one process,
 		 * tenth session: 0.98-1.00, as was the next layer's during the FFN) */
 		for (uint32_t u = u0; u < u1; u++)
-			kv_slot_prefetch(c, b, u / c->nkv, u % c->nkv, u % c->nkv + 1, kl, vl, es);
+			kv_slot_prefetch(c, b, u / c->nkv, u % c->nkv, kl, vl, es);
 		uint32_t i0, i1;
 		split(c->n_items, 1, t, nt, &i0, &i1);
 		for (uint32_t it = i0; it < i1; it++)
