@@ -13,6 +13,9 @@
 #   `bench model --isa`; llama.cpp runs as it was built, so say so beside such a table)
 #   DEPTH=512: decode from that many tokens of context (`bench model --depth`, llama-bench -d;
 #   both keep a half KV cache by default); unset, ringlm decodes from 16 and llama.cpp from 0
+#   LLAMA_BATCHED=/path/to/llama-batched-bench: also llama.cpp's own batch-1 and batch-8 decode
+#   (`-npl 1,8`: one and eight parallel sequences, each 16 tokens after a 16-token prompt, or
+#   after DEPTH), beside ringlm's batch 8 over batch 1
 # Prints a markdown table; writes bench/out/cpu_vs_llamacpp.csv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +34,10 @@ for m in "$@"; do
 			echo "ringlm	$m	$t	$j" >> "$raw"
 			l=$("$LLAMA_BENCH" -m "$m" -p 128 -n 64 -r 1 -t "$t" ${DEPTH:+-d "$DEPTH"} -o csv 2>/dev/null)
 			echo "llama	$m	$t	$(echo "$l" | tr '\n' '|')" >> "$raw"
+			if [ -n "${LLAMA_BATCHED:-}" ]; then
+				l=$("$LLAMA_BATCHED" -m "$m" -c 2048 -npp "${DEPTH:-16}" -ntg 16 -npl 1,8 -t "$t" --output-format jsonl 2>/dev/null)
+				echo "batched	$m	$t	$(echo "$l" | grep '^{' | tr '\n' '|')" >> "$raw"
+			fi
 		done
 	done
 done
@@ -49,6 +56,11 @@ for line in open(sys.argv[1]):
         keep(key + ("r_tg8",), j["decode_tok_s"]["8"])
         best[key + ("rss",)] = j["peak_rss_mb"]; best[key + ("file",)] = j["file_mb"]
         best[key + ("kv",)] = j["kv_mb"]; best[key + ("isa",)] = j["isa"]; best[key + ("w",)] = j["weights"]
+    elif who == "batched":
+        for r in rest.split("|"):
+            if r.strip():
+                j = json.loads(r)
+                keep(key + ("l_b%d" % j["pl"],), j["speed_tg"])
     else:
         for row in csv.DictReader(io.StringIO(rest.replace("|", "\n"))):
             if int(row["n_prompt"]) == 128 and int(row["n_gen"]) == 0:
@@ -58,6 +70,9 @@ for line in open(sys.argv[1]):
 keys = sorted({k[:2] for k in best})
 cols = ["model", "threads", "isa", "pp128 ringlm", "pp128 llama.cpp", "pp ratio", "tg ringlm", "tg llama.cpp",
         "tg ratio", "decode b8 ringlm", "b8 / b1", "peak RSS MB", "file MB", "KV pool MB"]
+batched = any(k[2] == "l_b8" for k in best)
+if batched:
+    cols += ["llama.cpp batched b1", "llama.cpp batched b8", "llama.cpp b8 / b1"]
 out = open("bench/out/cpu_vs_llamacpp.csv", "w")
 w = csv.writer(out)
 w.writerow(cols)
@@ -69,6 +84,8 @@ for k in keys:
            "%.2f" % (g("r_pp") / g("l_pp") if g("l_pp") else 0), "%.1f" % g("r_tg"), "%.1f" % g("l_tg"),
            "%.2f" % (g("r_tg") / g("l_tg") if g("l_tg") else 0), "%.1f" % g("r_tg8"),
            "%.2f" % (g("r_tg8") / g("r_tg") if g("r_tg") else 0), "%.0f" % g("rss"), "%.0f" % g("file"), "%.0f" % g("kv")]
+    if batched:
+        row += ["%.1f" % g("l_b1"), "%.1f" % g("l_b8"), "%.2f" % (g("l_b8") / g("l_b1") if g("l_b1") else 0)]
     w.writerow(row)
     print("| " + " | ".join(str(x) for x in row) + " |")
 EOF
