@@ -35,7 +35,9 @@ for m in "$@"; do
 			l=$("$LLAMA_BENCH" -m "$m" -p 128 -n 64 -r 1 -t "$t" ${DEPTH:+-d "$DEPTH"} -o csv 2>/dev/null)
 			echo "llama	$m	$t	$(echo "$l" | tr '\n' '|')" >> "$raw"
 			if [ -n "${LLAMA_BATCHED:-}" ]; then
-				l=$("$LLAMA_BATCHED" -m "$m" -c 2048 -npp "${DEPTH:-16}" -ntg 16 -npl 1,8 -t "$t" --output-format jsonl 2>/dev/null)
+				# room for all 8 sequences' prompts and tokens
+				l=$("$LLAMA_BATCHED" -m "$m" -c $((8 * (${DEPTH:-16} + 16))) -npp "${DEPTH:-16}" -ntg 16 -npl 1,8 -t "$t" \
+					--output-format jsonl 2>/dev/null)
 				echo "batched	$m	$t	$(echo "$l" | grep '^{' | tr '\n' '|')" >> "$raw"
 			fi
 		done
