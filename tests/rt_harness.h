@@ -313,6 +313,19 @@ static inline int rt_settle(struct ringlm *c, const char *key, long long want)
 	return 0;
 }
 
+/* Waits (up to 10 s, polling the shared stats) until stat key exceeds floor: for a runtime
+ * event whose timing a loaded or sanitized machine stretches, e.g. the runtime going to sleep. */
+static inline int rt_settle_above(struct ringlm *c, const char *key, long long floor)
+{
+	for (int i = 0; i < 10000; i++) {
+		if (rt_stat(c, key) > floor)
+			return 1;
+		usleep(1000);
+	}
+	fprintf(stderr, "  %s stayed at %lld, want above %lld\n", key, rt_stat(c, key), floor);
+	return 0;
+}
+
 /* A client of the sim backend: n_req requests (prompts of 1..max_prompt ids, 1..max_new
  * tokens, at most depth in flight), every token checked against the sim oracle for order
  * and value, every request ending DONE(length). Returns 0 when all is well (an exit code). */

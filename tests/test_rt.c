@@ -339,10 +339,15 @@ static void wake_paths(const char *wake, int fallback)
 	struct ringlm_info info;
 	ringlm_get_info(c, &info);
 	CHECK(info.futex_wake == !fallback);
+	long long sleeps_at_submit = 0;
 	for (int round = 0; round < 3; round++) {
-		long long sleeps0 = rt_stat(c, "sleeps");
-		usleep(30000);         /* the runtime is idle and asleep now */
-		CHECK(rt_stat(c, "sleeps") > sleeps0 || round == 0);
+		/* Idle (spin 0), the runtime sleeps again after the last round's work: wait for that
+		 * count to pass the one read at that round's submit. A count read after the last
+		 * event is no baseline: the runtime may already be asleep by then (a sanitized run
+		 * on a loaded machine showed it), and a fixed wait is no proof either. */
+		CHECK(rt_settle_above(c, "sleeps", sleeps_at_submit));
+		usleep(2000);
+		sleeps_at_submit = rt_stat(c, "sleeps");
 		uint32_t prompt[2] = { 7, (uint32_t)round }, want[3];
 		sim_expect(prompt, 2, 3, VOCAB, want);
 		struct ringlm_request r = ringlm_default_request();
