@@ -301,30 +301,22 @@ static inline void *raw_racer_main(void *arg)
 	return NULL;
 }
 
-/* Waits for a stat to reach a value: a ~10 s hang guard, not a timing check. */
-static inline int rt_settle(struct ringlm *c, const char *key, long long want)
+/* Waits for a stat to reach a value (above = 0) or to pass it (above = 1), polling the shared
+ * stats: a ~10 s hang guard, not a timing check. Passing is for events whose timing a loaded
+ * or sanitized machine stretches, e.g. the runtime going to sleep. */
+static inline int rt_settle_to(struct ringlm *c, const char *key, long long want, int above)
 {
 	for (int i = 0; i < 10000; i++) {
-		if (rt_stat(c, key) == want)
+		long long v = rt_stat(c, key);
+		if (above ? v > want : v == want)
 			return 1;
 		usleep(1000);
 	}
-	fprintf(stderr, "  %s stayed at %lld, want %lld\n", key, rt_stat(c, key), want);
+	fprintf(stderr, "  %s stayed at %lld, want %s%lld\n", key, rt_stat(c, key), above ? "above " : "", want);
 	return 0;
 }
-
-/* Waits (up to 10 s, polling the shared stats) until stat key exceeds floor: for a runtime
- * event whose timing a loaded or sanitized machine stretches, e.g. the runtime going to sleep. */
-static inline int rt_settle_above(struct ringlm *c, const char *key, long long floor)
-{
-	for (int i = 0; i < 10000; i++) {
-		if (rt_stat(c, key) > floor)
-			return 1;
-		usleep(1000);
-	}
-	fprintf(stderr, "  %s stayed at %lld, want above %lld\n", key, rt_stat(c, key), floor);
-	return 0;
-}
+static inline int rt_settle(struct ringlm *c, const char *key, long long want) { return rt_settle_to(c, key, want, 0); }
+static inline int rt_settle_above(struct ringlm *c, const char *key, long long floor) { return rt_settle_to(c, key, floor, 1); }
 
 /* A client of the sim backend: n_req requests (prompts of 1..max_prompt ids, 1..max_new
  * tokens, at most depth in flight), every token checked against the sim oracle for order
