@@ -82,12 +82,12 @@ print("| " + " | ".join(cols) + " |")
 print("|" + "---|" * len(cols))
 for k in keys:
     g = lambda f: best.get(k + (f,), 0.0)
-    row = [k[0], k[1], g("isa"), "%.1f" % g("r_pp"), "%.1f" % g("l_pp"),
-           "%.2f" % (g("r_pp") / g("l_pp") if g("l_pp") else 0), "%.1f" % g("r_tg"), "%.1f" % g("l_tg"),
-           "%.2f" % (g("r_tg") / g("l_tg") if g("l_tg") else 0), "%.1f" % g("r_tg8"),
-           "%.2f" % (g("r_tg8") / g("r_tg") if g("r_tg") else 0), "%.0f" % g("rss"), "%.0f" % g("file"), "%.0f" % g("kv")]
+    ratio = lambda a, b: "%.2f" % (g(a) / g(b) if g(b) else 0)
+    row = [k[0], k[1], g("isa"), "%.1f" % g("r_pp"), "%.1f" % g("l_pp"), ratio("r_pp", "l_pp"),
+           "%.1f" % g("r_tg"), "%.1f" % g("l_tg"), ratio("r_tg", "l_tg"), "%.1f" % g("r_tg8"), ratio("r_tg8", "r_tg"),
+           "%.0f" % g("rss"), "%.0f" % g("file"), "%.0f" % g("kv")]
     if batched:
-        row += ["%.1f" % g("l_b1"), "%.1f" % g("l_b8"), "%.2f" % (g("l_b8") / g("l_b1") if g("l_b1") else 0)]
+        row += ["%.1f" % g("l_b1"), "%.1f" % g("l_b8"), ratio("l_b8", "l_b1")]
     w.writerow(row)
     print("| " + " | ".join(str(x) for x in row) + " |")
 EOF
