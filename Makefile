@@ -58,12 +58,21 @@ endif
 NVCCFLAGS ?= -O2 -g -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I. -MMD -MP \
 	$(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
 # FlashInfer (the field's attention kernels): header-only, from the pinned flashinfer-python wheel
-# that .ci/flashinfer fetches into a cache outside git. When present its batch decode is compiled
-# into librlcuda.so (bf16/fp16 x head dim 64/128, one object each so make -j builds them side by
-# side) and --cuda-attn flashinfer is available; without it the in-house attention only. Its
-# own CCCL goes before the toolkit's (the headers use libcu++ newer than CUDA 13.0's).
+# that .ci/flashinfer fetches into a cache outside git ($RINGLM_CACHE, default ~/.cache/ringlm;
+# FLASHINFER_DIR names the unpacked folder itself). FLASHINFER=auto builds it in when the
+# headers are there, FLASHINFER=1 stops the build when they are not (the GPU session: a build
+# that quietly left it out would make every FlashInfer test skip), FLASHINFER=0 leaves it out.
+# Built in: its batch decode goes into librlcuda.so (bf16/fp16 x head dim 64/128, one object
+# each so make -j builds them side by side) and --cuda-attn flashinfer is available. Its own
+# CCCL goes before the toolkit's (the headers use libcu++ newer than CUDA 13.0's).
+FLASHINFER ?= auto
 FLASHINFER_DIR ?= $(shell .ci/flashinfer --dir 2>/dev/null)
-ifneq ($(wildcard $(FLASHINFER_DIR)/include/flashinfer/attention/decode.cuh),)
+FI_FOUND := $(wildcard $(FLASHINFER_DIR)/include/flashinfer/attention/decode.cuh)
+ifeq ($(FLASHINFER)$(FI_FOUND),1)
+$(error FLASHINFER=1 but no FlashInfer headers in '$(FLASHINFER_DIR)': run .ci/flashinfer (it fetches them), or point RINGLM_CACHE or FLASHINFER_DIR at the copy that travelled with the tree)
+endif
+ifneq ($(FLASHINFER),0)
+ifneq ($(FI_FOUND),)
 FI_INC = -I$(FLASHINFER_DIR)/cccl/libcudacxx/include -I$(FLASHINFER_DIR)/cccl/cub \
 	-I$(FLASHINFER_DIR)/cccl/thrust -I$(FLASHINFER_DIR)/include
 # the flags FlashInfer's own JIT compiles these headers with
@@ -73,6 +82,22 @@ FI_VARIANTS = bf16_64 bf16_128 fp16_64 fp16_128
 FI_OBJ = $(BUILD)/obj/fi/fi_dispatch.cu.o $(FI_VARIANTS:%=$(BUILD)/obj/fi/fi_decode_%.cu.o)
 FI_DEF = -DRL_HAVE_FLASHINFER=1
 endif
+endif
+# Whether FlashInfer is in is a prerequisite of what it changes (runtime/cuda/*.o compile its
+# calls under RL_HAVE_FLASHINFER; librlcuda.so links its objects): the stamp's content is the
+# setting, rewritten only when it changes, so switching it rebuilds those and nothing else
+# (objects of one setting linked with the other's would leave rl_cuda_fi_* undefined, or a
+# library that silently lacks FlashInfer).
+FI_STAMP = $(BUILD)/flashinfer.stamp
+ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),all)),)
+$(shell mkdir -p $(BUILD); s='$(if $(FI_DEF),flashinfer $(FLASHINFER_DIR),none)'; \
+	[ "$$(cat $(FI_STAMP) 2>/dev/null)" = "$$s" ] || echo "$$s" > $(FI_STAMP))
+endif
+$(FI_STAMP): ;
+# librlcuda.so is linked with -z defs: a symbol that no object or library defines (such a
+# mismatch, or a kernel declared and never built) fails the link instead of the dlopen on the
+# GPU machine. Not in sanitizer builds, whose runtime only the executable carries.
+CUDA_LDEFS = $(if $(SAN),,-Xlinker -z -Xlinker defs)
 # the model loaders build the byte-level BPE vocabulary blob, whose owner is clients/rl_bpe.c
 CUDA_SHARED_OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard runtime/model/*.c runtime/cuda/host/*.c) clients/rl_bpe.c clients/rl_chat.c)
 
@@ -91,7 +116,7 @@ endif
 # without a device, so they build (and run) everywhere.
 GPU_TEST_SRC = $(wildcard tests/gpu/test_*.c)
 GPU_TESTS    = $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/%)
-TESTS       += $(GPU_TESTS) $(BUILD)/tests/test_cli
+TESTS       += $(GPU_TESTS) $(BUILD)/tests/test_cli $(BUILD)/tests/test_gpu_session
 
 .PHONY: all build-all check-deps deps demo test test-gpu test-cudasim-asan test-asan test-tsan install clean fuzz fuzz-bins soak bench
 all: check-deps
@@ -129,7 +154,7 @@ $(BUILD)/tests/%: tests/gpu/%.c $(LIB_OBJ)
 $(BUILD)/obj/%.cu.o: %.cu Makefile
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
-$(BUILD)/obj/cuda/%.o: %.c Makefile
+$(BUILD)/obj/cuda/%.o: %.c Makefile $(FI_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(FI_DEF) -I$(CUDA_HOME)/include -c $< -o $@
 $(BUILD)/obj/fi/fi_decode_%.cu.o: kernels/flashinfer/fi_decode.cu Makefile
@@ -139,8 +164,8 @@ $(BUILD)/obj/fi/fi_decode_%.cu.o: kernels/flashinfer/fi_decode.cu Makefile
 $(BUILD)/obj/fi/fi_dispatch.cu.o: kernels/flashinfer/fi_dispatch.cu Makefile
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
-$(BUILD)/librlcuda.so: $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(CUH_SRC:%.c=$(BUILD)/obj/cuda/%.o) $(CUDA_SHARED_OBJ) $(FI_OBJ)
-	$(NVCC) -shared -o $@ $^ -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 \
+$(BUILD)/librlcuda.so: $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(CUH_SRC:%.c=$(BUILD)/obj/cuda/%.o) $(CUDA_SHARED_OBJ) $(FI_OBJ) $(FI_STAMP)
+	$(NVCC) -shared -o $@ $(filter-out $(FI_STAMP),$^) -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 $(CUDA_LDEFS) \
 		-lcublasLt -lcublas -lcudart -luring -ljansson -lpcre2-8 -lpthread -lm
 
 # --- cudasim: the CUDA backend built for the CPU emulator (tests/cudasim) -----------------
@@ -162,7 +187,7 @@ $(SIM)/obj/host/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SIM_UBSAN) -Itests/cudasim/include -c $< -o $@
 $(SIM)/librlcuda.so: $(CU_SRC:kernels/%.cu=$(SIM)/obj/%.o) $(CUH_SRC:%.c=$(SIM)/obj/host/%.o) $(SIM)/obj/cudasim.o $(CUDA_SHARED_OBJ)
-	$(CXX) -shared -o $@ $^ $(SIM_UBSAN) -luring -ljansson -lpcre2-8 -lpthread -lm
+	$(CXX) -shared -o $@ $^ $(SIM_UBSAN) -Wl,-z,defs -luring -ljansson -lpcre2-8 -lpthread -lm
 $(SIM)/gen/selftest_kernels.cc: tests/cudasim/selftest_kernels.cu tests/cudasim/cu2cc.sh
 	@mkdir -p $(dir $@)
 	sh tests/cudasim/cu2cc.sh $< $@
@@ -175,6 +200,9 @@ $(BUILD)/tests/test_bench_gpu_cudasim: tests/cudasim/test_bench_gpu_cudasim.sh
 	@mkdir -p $(dir $@)
 	install -m 755 $< $@
 $(BUILD)/tests/test_cli: tests/cli/test_cli.sh
+	@mkdir -p $(dir $@)
+	install -m 755 $< $@
+$(BUILD)/tests/test_gpu_session: tests/cli/test_gpu_session.sh
 	@mkdir -p $(dir $@)
 	install -m 755 $< $@
 $(BUILD)/tests/test_gpu_cudasim: tests/cudasim/test_gpu_cudasim.sh
