@@ -31,10 +31,13 @@ extern "C" {
 
 #define RL_CUDA_FI_VERSION "0.7.2.post1"   /* the pinned flashinfer-python (.ci/flashinfer) */
 
-/* FlashInfer's DecodePlanInfo, as its ToVector() lists it */
+/* FlashInfer's DecodePlanInfo, as its ToVector() lists it (scheduler.cuh): padded batch,
+ * six workspace offsets, enable_cuda_graph, split_kv */
 struct rl_cuda_fi_plan {
 	int64_t v[10];
 };
+#define RL_CUDA_FI_PLAN_PADDED_BATCH 0
+#define RL_CUDA_FI_PLAN_SPLIT_KV 9
 
 /* Workspaces of one decode attention: device float and int buffers and a pinned host copy of
  * the int one, sized by rl_cuda_fi_decode_sizes for the largest batch. */

@@ -129,6 +129,14 @@ static const char *fi_err(void)
 #endif
 }
 
+/* Records why a step failed (rl_backend_cuda_last_error) and returns rc. */
+static int step_fail(struct rl_cuda *c, int rc, const char *what, cudaError_t e)
+{
+	snprintf(c->err, sizeof c->err, "cuda backend: %s: %s", what,
+		 e != cudaSuccess ? cudaGetErrorString(e) : *fi_err() ? fi_err() : strerror(-rc));
+	return rc;
+}
+
 /* FlashInfer's plan of a decode-only step padded to `rows` (graph mode) into c->fi_plan,
  * from the CSR the packer wrote into the host image. */
 static int fi_plan(struct rl_cuda *c, uint32_t rows)
@@ -155,7 +163,7 @@ static int cuda_launch(struct rl_backend *be, const struct rl_batch *b)
 	size_t bytes;
 	int rc = rl_cuda_host_pack(&c->g, &c->lay, b, rows, c->meta_h, &bytes, c->samp_seq);
 	if (rc)
-		return rc;
+		return step_fail(c, rc, "packing the step", cudaSuccess);
 	const struct rl_cuda_hdr *h = c->meta_h;
 	c->n_samp = h->n_samp;
 	c->n_seqs = b->n_seqs;
@@ -163,32 +171,37 @@ static int cuda_launch(struct rl_backend *be, const struct rl_batch *b)
 	/* FlashInfer plans on the host from the image's CSR and copies its own int workspace */
 	int fi = c->fi && h->fi_decode && rows <= c->fi_rows;
 	if (fi && (rc = fi_plan(c, rows)))
-		return rc;
-	if (cudaMemcpyAsync(c->meta_d, c->meta_h, bytes, cudaMemcpyHostToDevice, c->st) != cudaSuccess)
-		return -EIO;
+		return step_fail(c, rc, "FlashInfer decode plan", cudaSuccess);
+	cudaError_t e = cudaMemcpyAsync(c->meta_d, c->meta_h, bytes, cudaMemcpyHostToDevice, c->st);
+	if (e != cudaSuccess)
+		return step_fail(c, -EIO, "step metadata copy", e);
+	c->stats.steps++;
 	if (fi) {
-		c->fi_steps++;
 		if (bi >= 0 && c->use_graphs && c->graph_fi[bi] &&
 		    !memcmp(&c->fi_plan, &c->fi_graph_plan[bi], sizeof c->fi_plan)) {
-			if (cudaGraphLaunch(c->graph_fi[bi], c->st) != cudaSuccess)
-				return -EIO;
+			c->stats.fi_graph_steps++;
+			if ((e = cudaGraphLaunch(c->graph_fi[bi], c->st)) != cudaSuccess)
+				return step_fail(c, -EIO, "FlashInfer decode graph launch", e);
 		} else {
-			c->fi_eager++;
+			c->stats.fi_eager_steps++;
 			c->fi_step = 1;
 			rc = rl_cuda_forward(c, rows);
 			c->fi_step = 0;
 			if (rc)
-				return rc;
+				return step_fail(c, rc, "eager FlashInfer decode step", cudaPeekAtLastError());
 		}
 	} else if (bi >= 0 && c->use_graphs) {
-		if (cudaGraphLaunch(c->graph[bi], c->st) != cudaSuccess)
-			return -EIO;
-	} else if ((rc = rl_cuda_forward(c, rows))) {
-		return rc;
+		c->stats.graph_steps++;
+		if ((e = cudaGraphLaunch(c->graph[bi], c->st)) != cudaSuccess)
+			return step_fail(c, -EIO, "graph launch", e);
+	} else {
+		c->stats.eager_steps++;
+		if ((rc = rl_cuda_forward(c, rows)))
+			return step_fail(c, rc, "eager step", cudaPeekAtLastError());
 	}
-	if (cudaMemcpyAsync(c->ids_h, c->ids, samp * sizeof(int32_t), cudaMemcpyDeviceToHost, c->st) != cudaSuccess ||
-	    cudaEventRecord(c->done, c->st) != cudaSuccess)
-		return -EIO;
+	if ((e = cudaMemcpyAsync(c->ids_h, c->ids, samp * sizeof(int32_t), cudaMemcpyDeviceToHost, c->st)) != cudaSuccess ||
+	    (e = cudaEventRecord(c->done, c->st)) != cudaSuccess)
+		return step_fail(c, -EIO, "sampled id copy", e);
 	c->cur = b;
 	c->last_valid = 0;
 	return 0;
@@ -209,8 +222,9 @@ static int cuda_finish(struct rl_backend *be, int32_t *out)
 	if (!c->cur)
 		return -EINVAL;
 	c->cur = NULL;
-	if (cudaEventSynchronize(c->done) != cudaSuccess)
-		return -EIO;
+	cudaError_t e = cudaEventSynchronize(c->done);
+	if (e != cudaSuccess)           /* a kernel of the step failed: the sticky error says which */
+		return step_fail(c, -EIO, "step", e);
 	for (uint32_t i = 0; i < c->n_seqs; i++)
 		out[i] = -1;
 	for (uint32_t j = 0; j < c->n_samp; j++)
@@ -283,6 +297,26 @@ EXPORT int rl_backend_cuda_set_graphs(struct rl_backend *be, int on)
 	c->use_graphs = on && c->n_buckets > 0;
 	return 0;
 }
+
+EXPORT int rl_backend_cuda_stats(struct rl_backend *be, struct rl_cuda_stats *out)
+{
+	if (be->ops != &cuda_ops)
+		return -EINVAL;
+	*out = ((struct rl_cuda *)be->priv)->stats;
+	return 0;
+}
+
+EXPORT const char *rl_backend_cuda_last_error(struct rl_backend *be)
+{
+	return be->ops == &cuda_ops ? ((struct rl_cuda *)be->priv)->err : "not a cuda backend";
+}
+
+#ifdef RL_HAVE_FLASHINFER
+EXPORT const char *rl_cuda_flashinfer_version(void)
+{
+	return RL_CUDA_FI_VERSION;
+}
+#endif
 
 EXPORT int rl_cuda_device_check(char *why, size_t n)
 {
@@ -547,6 +581,12 @@ static int fi_setup(struct rl_cuda *c, const struct rl_backend_params *p, char *
 			 c->fi_ws.float_bytes, c->fi_ws.int_bytes);
 		return -ENOMEM;
 	}
+	/* zeroed once, so no read of it meets uninitialised memory: graph-mode plans launch
+	 * padded work items (the valid mask skips them) and a padding row (no keys) must come
+	 * out finite, since the wo GEMM reads every padded row; test_fi_decode checks it */
+	cudaError_t e = cudaMemsetAsync(c->fi_ws.float_ws, 0, c->fi_ws.float_bytes, c->st);
+	if (e != cudaSuccess)
+		return cu_fail(err, errlen, "FlashInfer float workspace", e);
 	c->fi = 1;
 	return 0;
 #endif

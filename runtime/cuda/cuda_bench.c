@@ -11,7 +11,17 @@
  *   itl      per-step latency (ITL) of 32 decoding streams while 8k-token prompts keep arriving,
  *            chunked (512-token chunks beside the decodes) vs unchunked (whole prompts)
  * Times are medians of wall-clock launch..finish (the runtime's view of a step). Never fails on
- * time; prints a table, or with --json one line (also written to bench/out/gpu.json).
+ * time; prints a table, or with --json one line (also written to bench/out/gpu.json), with the
+ * steps the backend ran by path (graph, eager, FlashInfer graph, FlashInfer eager).
+ * --batches LIST picks the decode batches, --decode-only skips prefill, host and itl.
+ * For a GPU session, where a run that passes by skipping is worthless:
+ *   --check              prints the device and the FlashInfer build of this library, runs nothing
+ *   --require-device     no device is an error (exit 1), not "skipped"
+ *   --require-flashinfer a library built without FlashInfer is an error (exit 1)
+ * With --cuda-attn flashinfer, a run in which FlashInfer decoded nothing is an error.
+ * --profile decode1|decode64|prefill2048|mixed runs that one step (after warm-ups) between
+ * cudaProfilerStart and cudaProfilerStop and nothing else, for a profiler started with
+ * profiling off (`ncu --profile-from-start off`, bench/gpu_session.sh's profile stage).
  */
 #include <errno.h>
 #include <math.h>
@@ -20,6 +30,7 @@
 #include <string.h>
 #include <time.h>
 #include <cuda_runtime_api.h>
+#include <cuda_profiler_api.h>
 #include "runtime/backend/rl_backend.h"
 #include "runtime/cuda/rl_cuda_api.h"
 #include "kernels/rl_cuda_ops.h"
@@ -149,7 +160,8 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 	const char *shape = "llama3-8b";
 	uint32_t ctx = 1024, reps = 20, prompt = 8192, streams = 32, max_b = 256, chunk = 512, nsteps = 64, copy_mb = 1024;
 	int json = 0, attn = 0;        /* --cuda-attn: 0 in-house, 1 FlashInfer (decode steps) */
-	const char *upload = NULL;
+	int check = 0, need_dev = 0, need_fi = 0, decode_only = 0;
+	const char *upload = NULL, *batch_list = NULL, *profile = NULL;
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--json"))
@@ -176,12 +188,61 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 			upload = argv[++i];
 		else if (!strcmp(a, "--cuda-attn") && v && (!strcmp(v, "ringlm") || !strcmp(v, "flashinfer")))
 			attn = !strcmp(argv[++i], "flashinfer");
+		else if (!strcmp(a, "--batches") && v)
+			batch_list = argv[++i];
+		else if (!strcmp(a, "--profile") && v && (!strcmp(v, "decode1") || !strcmp(v, "decode64") ||
+							 !strcmp(v, "prefill2048") || !strcmp(v, "mixed")))
+			profile = argv[++i];
+		else if (!strcmp(a, "--decode-only"))
+			decode_only = 1;
+		else if (!strcmp(a, "--check"))
+			check = 1;
+		else if (!strcmp(a, "--require-device"))
+			need_dev = 1;
+		else if (!strcmp(a, "--require-flashinfer"))
+			need_fi = 1;
 		else {
 			fprintf(stderr, "usage: ringlm bench gpu [--shape tiny|110m|1b|llama3-8b] [--ctx N] [--reps N] "
-				"[--prompt N] [--chunk N] [--streams N] [--max-batch 8|64|256] [--itl-steps N] [--copy-mb N] [--upload MODEL] "
-				"[--cuda-attn ringlm|flashinfer] [--json]\n");
+				"[--prompt N] [--chunk N] [--streams N] [--max-batch 8|64|256] [--batches N,N,...] [--decode-only] "
+				"[--itl-steps N] [--copy-mb N] [--upload MODEL] [--cuda-attn ringlm|flashinfer] [--json] "
+				"[--check] [--require-device] [--require-flashinfer] [--profile decode1|decode64|prefill2048|mixed]\n");
 			return 2;
 		}
+	}
+	/* decode batches: --batches, else 1, 8, 64, 256 up to --max-batch */
+	uint32_t batches[8] = { 1, 8, 64, 256 };
+	int n_dec = max_b == 8 ? 2 : max_b == 64 ? 3 : 4;
+	if (batch_list) {
+		n_dec = 0;
+		for (const char *q = batch_list; *q;) {
+			char *end;
+			unsigned long b = strtoul(q, &end, 10);
+			if (end == q || !b || b > 256 || n_dec == 8 || (*end && *end != ',')) {
+				fprintf(stderr, "ringlm bench gpu: --batches takes up to 8 decode batch sizes of 1..256 "
+					"separated by commas (got '%s')\n", batch_list);
+				return 2;
+			}
+			batches[n_dec++] = (uint32_t)b;
+			if (b > max_b)     /* the backend holds the largest batch asked for */
+				max_b = b <= 8 ? 8 : b <= 64 ? 64 : 256;
+			q = *end ? end + 1 : end;
+		}
+		if (!n_dec) {
+			fprintf(stderr, "ringlm bench gpu: --batches is empty\n");
+			return 2;
+		}
+	}
+#ifdef RL_HAVE_FLASHINFER
+	const char *fi_version = RL_CUDA_FI_VERSION;
+#else
+	const char *fi_version = NULL;
+#endif
+	if ((need_fi || check) && !fi_version) {
+		fprintf(stderr, "ringlm bench gpu: this librlcuda.so was built without FlashInfer (its headers were not "
+			"found at build time: run .ci/flashinfer, or point RINGLM_CACHE or FLASHINFER_DIR at them, "
+			"and build with FLASHINFER=1)\n");
+		if (need_fi)
+			return 1;
 	}
 	if (!ctx || ctx > 8192 || !reps || reps > 1000 || !chunk || chunk % 16 || chunk > 8192 || prompt < chunk ||
 	    prompt > 32768 || prompt % chunk || !streams || streams > 256 || (max_b != 8 && max_b != 64 && max_b != 256) ||
@@ -193,6 +254,10 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 	}
 	char why[256], err[512];
 	if (rl_cuda_device_check(why, sizeof why)) {
+		if (check || need_dev) {
+			fprintf(stderr, "ringlm bench gpu: %s; this run needs one\n", why);
+			return 1;
+		}
 		printf("skipped: no CUDA device (%s)\n", why);
 		return 0;
 	}
@@ -202,7 +267,20 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 		return 2;
 	}
 	struct cudaDeviceProp prop;
-	cudaGetDeviceProperties(&prop, 0);
+	cudaError_t pe = cudaGetDeviceProperties(&prop, 0);
+	if (pe != cudaSuccess) {
+		fprintf(stderr, "ringlm bench gpu: cudaGetDeviceProperties: %s\n", cudaGetErrorString(pe));
+		return 1;
+	}
+	if (check) {
+		int drv = 0, rt = 0;
+		cudaDriverGetVersion(&drv);
+		cudaRuntimeGetVersion(&rt);
+		printf("device %s (sm_%d%d, %d SMs, %.0f GiB), driver %d, runtime %d; FlashInfer %s\n", prop.name,
+		       prop.major, prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, drv, rt,
+		       fi_version ? fi_version : "not built in");
+		return fi_version || !need_fi ? 0 : 1;
+	}
 	double bw = copy_bw((size_t)copy_mb << 20);
 	/* --upload: backend creation streaming a model file (io_uring reads -> pinned staging ->
 	 * async copies), timed; the file is read once before, so this is the page-cache rate */
@@ -260,22 +338,47 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 		return 1;
 	}
 
+	if (profile) {
+		bstep_reset(&s, bs);
+		uint32_t T = prompt < 2048 ? prompt : 2048, n = !strcmp(profile, "decode1") ? 1 : 64;
+		if (!strcmp(profile, "prefill2048"))
+			bstep_add(&s, T, T, 0, bs, c->vocab);
+		else if (!strcmp(profile, "mixed")) {    /* a prompt's chunk beside the decode streams */
+			bstep_add(&s, chunk, 2 * chunk, max_b * ((ctx + bs - 1) / bs + 1), bs, c->vocab);
+			for (uint32_t i = 0; i < streams; i++)
+				bstep_add(&s, 1, ctx, i * ((ctx + bs - 1) / bs + 1), bs, c->vocab);
+		} else
+			for (uint32_t i = 0; i < n; i++)
+				bstep_add(&s, 1, ctx, i * ((ctx + bs - 1) / bs + 1), bs, c->vocab);
+		time_step(be, &s.b, 2, NULL, &rc);      /* warm-ups, unprofiled */
+		int32_t *o = malloc(max_b * sizeof *o);
+		cudaProfilerStart();
+		if (!rc && !(rc = rl_backend_launch(be, &s.b)))
+			rc = rl_backend_finish(be, o);
+		cudaProfilerStop();
+		free(o);
+		if (rc)
+			fprintf(stderr, "ringlm bench gpu: --profile %s: %s\n", profile, c->err);
+		else
+			printf("profiled one %s step: %u rows, %u sequences\n", profile, s.b.n_tokens, s.b.n_seqs);
+		rl_backend_destroy(be);
+		free(s.seqs); free(s.tokens); free(s.pos); free(s.row_seq); free(s.bt);
+		return rc ? 1 : 0;
+	}
+
 	/* bytes of the weights every step streams (the embedding is gathered, not streamed) */
 	double wbytes = 2.0 * ((double)c->nl * ((double)c->dim * (c->qd + 2 * c->kvd) + (double)c->dim * c->qd +
 				3.0 * c->dim * c->hid) + (double)c->vocab * c->dim);
-	uint32_t batches[] = { 1, 8, 64, 256 };
-	double dec_t[4], dec_roof[4], graph_launch = 0, eager_launch = 0, graph_step = 0, eager_step = 0;
-	int n_dec = max_b == 8 ? 2 : max_b == 64 ? 3 : 4;
-	for (int k = 0; k < 4; k++)
-		dec_t[k] = dec_roof[k] = 0;
+	double dec_t[8] = { 0 }, dec_roof[8] = { 0 }, graph_launch = 0, eager_launch = 0, graph_step = 0, eager_step = 0;
 	for (int k = 0; k < n_dec && !rc; k++) {
 		bstep_reset(&s, bs);
 		for (uint32_t i = 0; i < batches[k]; i++)
 			bstep_add(&s, 1, ctx, i * ((ctx + bs - 1) / bs + 1), bs, c->vocab);
 		double kv = 2.0 * 2.0 * batches[k] * (double)ctx * c->nl * c->kvd;
-		dec_t[k] = time_step(be, &s.b, (int)reps, k == 1 ? &graph_launch : NULL, &rc);
+		int host = batches[k] == 8 && !decode_only;
+		dec_t[k] = time_step(be, &s.b, (int)reps, host ? &graph_launch : NULL, &rc);
 		dec_roof[k] = (wbytes + kv) / bw;
-		if (k == 1 && !rc) {                   /* batch 8: graph vs eager host overhead */
+		if (host && !rc) {                     /* batch 8: graph vs eager host overhead */
 			graph_step = dec_t[k];
 			rl_backend_cuda_set_graphs(be, 0);
 			eager_step = time_step(be, &s.b, (int)reps, &eager_launch, &rc);
@@ -284,8 +387,8 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 	}
 
 	uint32_t pf_len[] = { prompt < 512 ? prompt : 512, prompt < 2048 ? prompt : 2048 };
-	double pf_t[2], pf_simt[2], pf_flops[2], gemm_tflops[2];
-	for (int k = 0; k < 2 && !rc; k++) {
+	double pf_t[2] = { 0 }, pf_simt[2] = { 0 }, pf_flops[2] = { 0 }, gemm_tflops[2] = { 0 };
+	for (int k = 0; k < 2 && !rc && !decode_only; k++) {
 		uint32_t T = pf_len[k];
 		bstep_reset(&s, bs);
 		bstep_add(&s, T, T, 0, bs, c->vocab);
@@ -318,11 +421,11 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 	}
 
 	/* ITL: decode streams at context ctx, plus a prompt on the blocks after them */
-	double itl[2][2];
+	double itl[2][2] = { { 0 } };
 	uint32_t pblk = max_b * ((ctx + bs - 1) / bs + 1);
 	double *lat = malloc(nsteps * sizeof *lat);
 	int32_t *out = malloc(max_b * sizeof *out);
-	for (int mode = 0; mode < 2 && !rc; mode++) {     /* 0 chunked, 1 unchunked */
+	for (int mode = 0; mode < 2 && !rc && !decode_only; mode++) {     /* 0 chunked, 1 unchunked */
 		uint32_t done = 0;
 		for (uint32_t st = 0; st < nsteps + 4 && !rc; st++) {
 			bstep_reset(&s, bs);
@@ -349,22 +452,33 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 		}
 	}
 	free(lat); free(out);
+	struct rl_cuda_stats cs;
+	rl_backend_cuda_stats(be, &cs);
+	if (rc)
+		fprintf(stderr, "ringlm bench gpu: a step failed (%s)\n", *c->err ? c->err : strerror(-rc));
 	rl_backend_destroy(be);
 	free(s.seqs); free(s.tokens); free(s.pos); free(s.row_seq); free(s.bt);
-	if (rc) {
-		fprintf(stderr, "ringlm bench gpu: a step failed (%s)\n", strerror(-rc));
+	if (rc)
+		return 1;
+	if (attn && !cs.fi_graph_steps && !cs.fi_eager_steps) {
+		fprintf(stderr, "ringlm bench gpu: --cuda-attn flashinfer, but FlashInfer ran no decode step\n");
 		return 1;
 	}
 
 	char js[4096];
 	int n = snprintf(js, sizeof js,
-		"{\"device\":\"%s\",\"shape\":\"%s\",\"attention\":\"%s\",\"ctx\":%u,\"copy_gbps\":%.1f,\"upload_gbps\":%.2f,\"decode\":[",
-		prop.name, shape, attn ? "flashinfer" : "ringlm", ctx, bw / 1e9, up_s > 0 ? up_bytes / 1e9 / up_s : 0.0);
+		"{\"device\":\"%s\",\"shape\":\"%s\",\"attention\":\"%s\",\"flashinfer\":%s%s%s,\"ctx\":%u,"
+		"\"copy_gbps\":%.1f,\"upload_gbps\":%.2f,\"steps\":{\"graph\":%llu,\"eager\":%llu,\"fi_graph\":%llu,"
+		"\"fi_eager\":%llu},\"decode\":[",
+		prop.name, shape, attn ? "flashinfer" : "ringlm", fi_version ? "\"" : "", fi_version ? fi_version : "null",
+		fi_version ? "\"" : "", ctx, bw / 1e9, up_s > 0 ? up_bytes / 1e9 / up_s : 0.0,
+		(unsigned long long)cs.graph_steps, (unsigned long long)cs.eager_steps,
+		(unsigned long long)cs.fi_graph_steps, (unsigned long long)cs.fi_eager_steps);
 	for (int k = 0; k < n_dec; k++)
 		n += snprintf(js + n, sizeof js - n, "%s{\"batch\":%u,\"step_ms\":%.3f,\"roofline_ms\":%.3f,\"efficiency\":%.3f}",
 			      k ? "," : "", batches[k], dec_t[k] * 1e3, dec_roof[k] * 1e3, dec_roof[k] / dec_t[k]);
 	n += snprintf(js + n, sizeof js - n, "],\"prefill\":[");
-	for (int k = 0; k < 2; k++)
+	for (int k = 0; k < (decode_only ? 0 : 2); k++)
 		n += snprintf(js + n, sizeof js - n, "%s{\"tokens\":%u,\"ms\":%.2f,\"tflops\":%.1f,\"gemm_tflops\":%.1f,\"simt_attention_ms\":%.2f}",
 			      k ? "," : "", pf_len[k], pf_t[k] * 1e3, pf_flops[k] / pf_t[k] / 1e12, gemm_tflops[k], pf_simt[k] * 1e3);
 	n += snprintf(js + n, sizeof js - n,
@@ -390,13 +504,19 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 	for (int k = 0; k < n_dec; k++)
 		printf("batch %-4u (ctx %-5u) %10.3f %12.3f %9.0f%%\n", batches[k], ctx, dec_t[k] * 1e3,
 		       dec_roof[k] * 1e3, 100 * dec_roof[k] / dec_t[k]);
-	printf("%-22s %10s %12s %10s %14s\n", "prefill", "ms", "TFLOP/s", "GEMM TF/s", "CUDA-core attn");
-	for (int k = 0; k < 2; k++)
-		printf("%-5u tokens           %10.2f %12.1f %10.1f %11.2f ms\n", pf_len[k], pf_t[k] * 1e3,
-		       pf_flops[k] / pf_t[k] / 1e12, gemm_tflops[k], pf_simt[k] * 1e3);
-	printf("host per step (batch 8): launch %.1f us graph, %.1f us eager; step %.3f / %.3f ms\n",
-	       graph_launch * 1e6, eager_launch * 1e6, graph_step * 1e3, eager_step * 1e3);
-	printf("ITL, %u streams + %u-token prompts: chunked(%u) p50 %.2f p99 %.2f ms; unchunked p50 %.2f p99 %.2f ms\n",
-	       streams, prompt, chunk, itl[0][0] * 1e3, itl[0][1] * 1e3, itl[1][0] * 1e3, itl[1][1] * 1e3);
+	if (!decode_only) {
+		printf("%-22s %10s %12s %10s %14s\n", "prefill", "ms", "TFLOP/s", "GEMM TF/s", "CUDA-core attn");
+		for (int k = 0; k < 2; k++)
+			printf("%-5u tokens           %10.2f %12.1f %10.1f %11.2f ms\n", pf_len[k], pf_t[k] * 1e3,
+			       pf_flops[k] / pf_t[k] / 1e12, gemm_tflops[k], pf_simt[k] * 1e3);
+		printf("host per step (batch 8): launch %.1f us graph, %.1f us eager; step %.3f / %.3f ms\n",
+		       graph_launch * 1e6, eager_launch * 1e6, graph_step * 1e3, eager_step * 1e3);
+		printf("ITL, %u streams + %u-token prompts: chunked(%u) p50 %.2f p99 %.2f ms; unchunked p50 %.2f p99 %.2f ms\n",
+		       streams, prompt, chunk, itl[0][0] * 1e3, itl[0][1] * 1e3, itl[1][0] * 1e3, itl[1][1] * 1e3);
+	}
+	printf("steps: %llu graph, %llu eager; FlashInfer (%s) %llu graph, %llu eager\n",
+	       (unsigned long long)cs.graph_steps, (unsigned long long)cs.eager_steps,
+	       fi_version ? fi_version : "not built in", (unsigned long long)cs.fi_graph_steps,
+	       (unsigned long long)cs.fi_eager_steps);
 	return 0;
 }

@@ -9,6 +9,7 @@
 #include "kernels/rl_model.h"
 #include "runtime/cuda/host/cuda_host.h"
 #include "kernels/rl_cuda_fi.h"
+#include "runtime/cuda/rl_cuda_api.h"
 
 struct rl_cuda_layer {
 	uint16_t *wqkv;                /* [qd + 2 kvd, dim] in the weight dtype (wdt) */
@@ -62,7 +63,9 @@ struct rl_cuda {
 	struct rl_cuda_fi_plan fi_graph_plan[RL_CUDA_MAX_BUCKETS];
 	cudaGraphExec_t graph_fi[RL_CUDA_MAX_BUCKETS];
 	uint32_t fi_rows;              /* decode steps of up to this many (padded) rows use it */
-	uint64_t fi_steps, fi_eager;   /* decode steps it ran; of those, eager ones */
+
+	struct rl_cuda_stats stats;    /* steps by path (rl_backend_cuda_stats) */
+	char err[256];                 /* why the last launch/finish failed (rl_backend_cuda_last_error) */
 
 	const struct rl_batch *cur;    /* launched, not finished */
 	uint32_t *samp_seq;            /* [max_seqs] batch seq of each sampling row */

@@ -1,8 +1,12 @@
 /* cuda_testapi.c — kernel test entry points for tests/gpu (see rl_cuda_api.h): each uploads
  * host arrays (outputs too, so a test's poison reaches the device), packs the step metadata
- * with the backend's own packer, runs one launcher and copies the outputs back. */
+ * with the backend's own packer, runs one launcher and copies the outputs back. The first
+ * call that fails in a scope is named with its message in this thread's last error, which
+ * the tests print: a GPU run is too rare to come back with a bare -EIO. */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
@@ -18,29 +22,61 @@ struct scope {                         /* device buffers of one call, freed toge
 	int n, failed;
 };
 
+static __thread char last_err[512];
+
+static const char *t_last_error(void)
+{
+	return last_err;
+}
+
+/* Marks the scope failed; the first failure of a call names itself in last_err. */
+static void failf(struct scope *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void failf(struct scope *s, const char *fmt, ...)
+{
+	if (!s->failed) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(last_err, sizeof last_err, fmt, ap);
+		va_end(ap);
+	}
+	s->failed = 1;
+}
+
+/* e != cudaSuccess fails the scope as "what: message"; returns whether it is still good. */
+static int ok(struct scope *s, cudaError_t e, const char *what)
+{
+	if (e != cudaSuccess)
+		failf(s, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+	return !s->failed;
+}
+
 static void *up(struct scope *s, const void *host, size_t bytes)
 {
 	void *d = NULL;
-	if (s->failed || s->n == MAXBUF || cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) {
-		s->failed = 1;
+	if (s->failed)
+		return NULL;
+	if (s->n == MAXBUF) {
+		failf(s, "test scope: more than %d device buffers", MAXBUF);
 		return NULL;
 	}
+	if (!ok(s, cudaMalloc(&d, bytes ? bytes : 1), "cudaMalloc"))
+		return NULL;
 	s->dev[s->n++] = d;
-	if (host && cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess)
-		s->failed = 1;
+	if (host)
+		ok(s, cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the device");
 	return d;
 }
 
 static void down(struct scope *s, void *host, const void *dev, size_t bytes)
 {
-	if (!s->failed && cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
-		s->failed = 1;
+	if (!s->failed)
+		ok(s, cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to the host");
 }
 
 static int end(struct scope *s)
 {
-	if (!s->failed && (cudaGetLastError() != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess))
-		s->failed = 1;
+	if (!s->failed && ok(s, cudaGetLastError(), "a kernel launch"))
+		ok(s, cudaDeviceSynchronize(), "a kernel (cudaDeviceSynchronize)");
 	for (int i = 0; i < s->n; i++)
 		cudaFree(s->dev[i]);
 	return s->failed ? -EIO : 0;
@@ -56,7 +92,9 @@ static int meta(struct scope *s, const struct rl_cuda_geom *g, const struct rl_b
 	uint32_t *samp_seq = malloc(g->max_seqs * sizeof *samp_seq);
 	size_t bytes = 0;
 	int rc = img && samp_seq ? rl_cuda_host_pack(g, &l, b, rows, img, &bytes, samp_seq) : -ENOMEM;
-	if (!rc) {
+	if (rc)
+		failf(s, "packing the step: %s", strerror(-rc));
+	else {
 		void *d = up(s, img, l.max_bytes);
 		*m = rl_cuda_host_meta_at(&l, d);
 		if (hdr)
@@ -150,8 +188,8 @@ static int t_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, con
 	uint16_t *dq = up(&s, q, (size_t)rows * nh * hd * 2);
 	uint16_t *dk = up(&s, kc, cache_elems * 2), *dv = up(&s, vc, cache_elems * 2);
 	float *po = up(&s, NULL, (size_t)(P ? P : 1) * nh * hd * 4), *pml = up(&s, NULL, (size_t)(P ? P : 1) * nh * 8);
-	if (!s.failed && rl_cuda_attention_prepare(hd, dt))
-		s.failed = 1;
+	if (!s.failed)
+		ok(&s, (cudaError_t)rl_cuda_attention_prepare(hd, dt), "attention shared memory");
 	if (!s.failed)
 		rl_cuda_attention(dout, po, pml, dq, dk, dv, m, rl_cuda_host_items_cap(g, rows), rows, nh,
 				  g->n_kv_heads, hd, g->block_size, dt, 0);
@@ -179,89 +217,130 @@ static int t_sample(int32_t *ids, const float *logits, const struct rl_cuda_geom
 }
 
 #ifdef RL_HAVE_FLASHINFER
+/* FlashInfer's own message after one of its calls failed */
+static int fi_ok(struct scope *s, int rc, const char *what)
+{
+	if (rc)
+		failf(s, "%s: %s", what, rl_cuda_fi_last_error());
+	return !s->failed;
+}
+
 static int t_fi_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
 			  size_t cache_elems, const struct rl_cuda_geom *g, const struct rl_batch *b,
-			  uint32_t rows, uint32_t nh, uint32_t hd, int graph, enum rl_cuda_dtype dt)
+			  uint32_t rows, uint32_t nh, uint32_t hd, int graph, enum rl_cuda_dtype dt,
+			  struct rl_cuda_fi_info *info)
 {
 	struct scope s = { .n = 0 };
 	struct rl_cuda_layout l;
 	rl_cuda_host_layout(g, &l);
 	void *img = NULL, *ih = NULL;
 	uint32_t *samp_seq = malloc(g->max_seqs * sizeof *samp_seq);
+	int32_t *synth = malloc((rows + 1) * sizeof *synth);
 	size_t bytes = 0;
-	int rc = samp_seq && cudaMallocHost(&img, l.max_bytes) == cudaSuccess ? 0 : -ENOMEM;
-	if (!rc)
-		rc = rl_cuda_host_pack(g, &l, b, rows, img, &bytes, samp_seq);
-	if (!rc && !((const struct rl_cuda_hdr *)img)->fi_decode)
-		rc = -EINVAL;
-	uint32_t max_pages = 1;
+	uint32_t max_pages = 1, nkv = g->n_kv_heads;
 	for (uint32_t i = 0; i < b->n_seqs; i++)
 		if ((b->seqs[i].ctx_len + g->block_size - 1) / g->block_size > max_pages)
 			max_pages = (b->seqs[i].ctx_len + g->block_size - 1) / g->block_size;
 	struct rl_cuda_fi_ws ws = { 0 };
-	if (!rc)
-		rc = rl_cuda_fi_decode_sizes(dt, hd, nh, g->n_kv_heads, g->block_size, rows, max_pages,
-					     &ws.float_bytes, &ws.int_bytes);
-	if (rc) {
+	if (!samp_seq || !synth)
+		failf(&s, "out of host memory");
+	else if (ok(&s, cudaMallocHost(&img, l.max_bytes), "cudaMallocHost (step image)")) {
+		int rc = rl_cuda_host_pack(g, &l, b, rows, img, &bytes, samp_seq);
+		if (rc)
+			failf(&s, "packing the step: %s", strerror(-rc));
+		else if (!((const struct rl_cuda_hdr *)img)->fi_decode)
+			failf(&s, "not a decode-only step (no FlashInfer CSR)");
+	}
+	if (!s.failed)
+		fi_ok(&s, rl_cuda_fi_decode_sizes(dt, hd, nh, nkv, g->block_size, rows, max_pages, &ws.float_bytes,
+						  &ws.int_bytes), "workspace sizes");
+	if (s.failed) {
+		int rc = strstr(last_err, "decode-only") ? -EINVAL : -EIO;
 		free(samp_seq);
+		free(synth);
 		cudaFreeHost(img);
 		return rc;
 	}
 	struct rl_cuda_meta m = rl_cuda_host_meta_at(&l, up(&s, img, l.max_bytes));
 	ws.float_ws = up(&s, NULL, ws.float_bytes);
 	ws.int_ws = up(&s, NULL, ws.int_bytes);
-	if (cudaMallocHost(&ih, ws.int_bytes ? ws.int_bytes : 1) != cudaSuccess)
-		s.failed = 1;
-	ws.int_host = ih;
+	if (ok(&s, cudaMallocHost(&ih, ws.int_bytes ? ws.int_bytes : 1), "cudaMallocHost (int workspace)"))
+		ws.int_host = ih;
 	uint16_t *dout = up(&s, out, (size_t)rows * nh * hd * 2);
 	uint16_t *dq = up(&s, q, (size_t)rows * nh * hd * 2);
 	uint16_t *dk = up(&s, kc, cache_elems * 2), *dv = up(&s, vc, cache_elems * 2);
-	struct rl_cuda_fi_plan plan;
+	if (ws.float_ws)               /* as the backend: zeroed once */
+		ok(&s, cudaMemset(ws.float_ws, 0, ws.float_bytes), "cudaMemset (float workspace)");
+	/* cudaMemcpy from pageable memory may return before its DMA lands; the stream below is
+	 * non-blocking, so nothing else orders its work after those uploads */
+	ok(&s, cudaDeviceSynchronize(), "the uploads (cudaDeviceSynchronize)");
+	struct rl_cuda_fi_plan plan = { { 0 } }, real = { { 0 } };
 	const int32_t *indptr = (const int32_t *)((const char *)img + l.fi_indptr);
+	for (uint32_t r = 0; r <= rows; r++)
+		synth[r] = (int32_t)r;         /* the backend's capture plan: one block each */
 	cudaStream_t st = NULL;
-	if (!s.failed && cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess)
-		s.failed = 1;
-	if (!s.failed && rl_cuda_fi_decode_plan(dt, hd, nh, g->n_kv_heads, g->block_size, &ws, indptr, rows, 1, &plan, st))
-		s.failed = 1;
+	if (!s.failed)
+		ok(&s, cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+	/* eager: planned from the real page index; graph: captured under the synthetic plan */
+	if (!s.failed)
+		fi_ok(&s, rl_cuda_fi_decode_plan(dt, hd, nh, nkv, g->block_size, &ws, graph ? synth : indptr, rows, 1,
+						 &plan, st), graph ? "plan (synthetic, for the capture)" : "plan");
 	float scale = 1.0f / sqrtf((float)hd);
-#define RUN_FI() rl_cuda_fi_decode_run(dt, hd, nh, g->n_kv_heads, g->block_size, &ws, &plan, dout, dq, nh * hd, \
-				      dk, dv, m.fi_indptr, m.bt, m.fi_last, rows, scale, st)
-	if (!s.failed && !graph && RUN_FI())
-		s.failed = 1;
-	if (!s.failed && graph) {      /* captured once, replayed: what the backend does */
-		cudaGraph_t gr;
-		cudaGraphExec_t ge;
-		if (cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
-			s.failed = 1;
-		int frc = s.failed ? 0 : RUN_FI();
-		if (s.failed || cudaStreamEndCapture(st, &gr) != cudaSuccess || frc)
-			s.failed = 1;
-		else {
-			if (cudaGraphInstantiate(&ge, gr, 0) != cudaSuccess || cudaGraphLaunch(ge, st) != cudaSuccess)
-				s.failed = 1;
-			else
-				cudaGraphExecDestroy(ge);
-			cudaGraphDestroy(gr);
+#define RUN_FI(what) fi_ok(&s, rl_cuda_fi_decode_run(dt, hd, nh, nkv, g->block_size, &ws, &plan, dout, dq, \
+						     nh * hd, dk, dv, m.fi_indptr, m.bt, m.fi_last, rows, scale, st), what)
+	if (!s.failed && !graph)
+		RUN_FI("run");
+	if (!s.failed && graph) {
+		cudaGraph_t gr = NULL;
+		cudaGraphExec_t ge = NULL;
+		if (ok(&s, cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture")) {
+			RUN_FI("run (captured)");
+			ok(&s, cudaStreamEndCapture(st, &gr), "cudaStreamEndCapture");
 		}
+		if (!s.failed)
+			ok(&s, cudaGraphInstantiate(&ge, gr, 0), "cudaGraphInstantiate");
+		/* the backend's step: plan from the real page index, which must equal the captured
+		 * plan (the graph's launch geometry), then replay */
+		if (!s.failed)
+			fi_ok(&s, rl_cuda_fi_decode_plan(dt, hd, nh, nkv, g->block_size, &ws, indptr, rows, 1, &real, st),
+			      "plan (real page index)");
+		if (!s.failed && memcmp(&real, &plan, sizeof plan)) {
+			failf(&s, "the real plan differs from the captured one (padded batch %lld/%lld, split %lld/%lld)",
+			      (long long)real.v[RL_CUDA_FI_PLAN_PADDED_BATCH], (long long)plan.v[RL_CUDA_FI_PLAN_PADDED_BATCH],
+			      (long long)real.v[RL_CUDA_FI_PLAN_SPLIT_KV], (long long)plan.v[RL_CUDA_FI_PLAN_SPLIT_KV]);
+			s.failed = 2;
+		}
+		if (!s.failed)
+			ok(&s, cudaGraphLaunch(ge, st), "cudaGraphLaunch");
+		if (ge)
+			cudaGraphExecDestroy(ge);
+		if (gr)
+			cudaGraphDestroy(gr);
 	}
 #undef RUN_FI
 	if (st) {
-		if (cudaStreamSynchronize(st) != cudaSuccess)
-			s.failed = 1;
+		if (!s.failed)
+			ok(&s, cudaStreamSynchronize(st), "the FlashInfer kernels (cudaStreamSynchronize)");
 		cudaStreamDestroy(st);
 	}
+	if (info) {
+		info->padded_batch = plan.v[RL_CUDA_FI_PLAN_PADDED_BATCH];
+		info->split_kv = (int)plan.v[RL_CUDA_FI_PLAN_SPLIT_KV];
+	}
+	int mismatch = s.failed == 2;
 	down(&s, out, dout, (size_t)rows * nh * hd * 2);
-	rc = end(&s);
+	int rc = end(&s);
 	cudaFreeHost(ih);
 	cudaFreeHost(img);
 	free(samp_seq);
-	return rc;
+	free(synth);
+	return mismatch ? -EPROTO : rc;
 }
 #endif
 
 static const struct rl_cuda_testapi api = {
 	.embed = t_embed, .add_rmsnorm = t_add_rmsnorm, .rope_kv = t_rope_kv, .swiglu = t_swiglu,
-	.attention = t_attention, .sample = t_sample,
+	.attention = t_attention, .sample = t_sample, .last_error = t_last_error,
 #ifdef RL_HAVE_FLASHINFER
 	.fi_attention = t_fi_attention,
 #endif

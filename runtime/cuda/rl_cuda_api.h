@@ -10,6 +10,12 @@
 
 struct rl_model;
 
+/* What FlashInfer's plan decided for a decode step (the test entry point reports it). */
+struct rl_cuda_fi_info {
+	int64_t padded_batch;          /* work items the kernel launches (graph mode: fixed per batch) */
+	int split_kv;                  /* 1: the split-KV kernel plus its merge; 0: one pass per row */
+};
+
 /* The cuda backend over m (fp32, converted to p->cuda_dtype on upload); with m NULL, over
  * random weights of synthetic_shape made on the device, or else over the model file
  * p->model_path (+ p->tokenizer_path), whose weights are streamed to the device through
@@ -27,6 +33,23 @@ int rl_backend_cuda_logits(struct rl_backend *be, uint32_t seq_index, float *out
 int rl_backend_cuda_set_graphs(struct rl_backend *be, int on);
 /* 0 when a CUDA device is usable; else -ENODEV and the reason in why. */
 int rl_cuda_device_check(char *why, size_t n);
+/* The FlashInfer version built into this librlcuda.so (kernels/rl_cuda_fi.h). Defined only
+ * in a build with FlashInfer, so a library without it lacks the symbol (dlsym NULL, and
+ * bench/gpu_session.sh's check refuses it). */
+const char *rl_cuda_flashinfer_version(void);
+
+/* Steps the backend ran, by path. A decode-only step under --cuda-attn flashinfer is an
+ * fi step: replayed from its bucket's FlashInfer graph (fi_graph_steps) or enqueued eagerly
+ * (fi_eager_steps: no bucket held it, graphs were off, or its plan differed from the one
+ * captured). Every other step is a graph replay (graph_steps) or eager (eager_steps). */
+struct rl_cuda_stats {
+	uint64_t steps, graph_steps, eager_steps, fi_graph_steps, fi_eager_steps;
+};
+/* Test and bench hook: copies the counters. 0, or -EINVAL for another backend. */
+int rl_backend_cuda_stats(struct rl_backend *be, struct rl_cuda_stats *out);
+/* Why the backend's last failed launch or finish failed: the CUDA call or FlashInfer step and
+ * its message, one line ("" when none failed). */
+const char *rl_backend_cuda_last_error(struct rl_backend *be);
 
 /* Kernel test entry points: host arrays in and out (outputs are uploaded first, so a test can
  * poison them), the metadata packed from (g, b, rows) with rl_cuda_host_pack. The 2-byte
@@ -50,11 +73,19 @@ struct rl_cuda_testapi {
 	int (*sample)(int32_t *ids, const float *logits, const struct rl_cuda_geom *g,
 		      const struct rl_batch *b, uint32_t rows, uint32_t vocab);
 	/* FlashInfer's decode attention (kernels/rl_cuda_fi.h) on a decode-only b, planned in
-	 * graph mode; graph = 1 also captures the run in a CUDA graph and replays that. NULL when
-	 * librlcuda.so was built without FlashInfer. -EINVAL when b is not decode-only. */
+	 * graph mode as the backend plans. graph = 0 runs it eagerly; graph = 1 does what the
+	 * backend does: captures the run under a synthetic plan for `rows` (one block each),
+	 * plans again from b's real page index, requires the two plans equal (else -EPROTO), and
+	 * replays the graph. The float workspace is zeroed once before, as the backend's. *info:
+	 * the plan's padded batch and split flag. NULL when librlcuda.so was built without
+	 * FlashInfer. -EINVAL when b is not decode-only. */
 	int (*fi_attention)(uint16_t *out, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
 			    size_t cache_elems, const struct rl_cuda_geom *g, const struct rl_batch *b,
-			    uint32_t rows, uint32_t nh, uint32_t hd, int graph, enum rl_cuda_dtype dt);
+			    uint32_t rows, uint32_t nh, uint32_t hd, int graph, enum rl_cuda_dtype dt,
+			    struct rl_cuda_fi_info *info);
+	/* Why this thread's last failed call above failed: the CUDA call (or FlashInfer step) and
+	 * its message, one line. */
+	const char *(*last_error)(void);
 };
 const struct rl_cuda_testapi *rl_cuda_testapi(void);
 

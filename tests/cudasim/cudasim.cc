@@ -593,6 +593,9 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
 	return cudaSuccess;
 }
 
+cudaError_t cudaDriverGetVersion(int *version) { *version = 0; return cudaSuccess; }
+cudaError_t cudaRuntimeGetVersion(int *version) { *version = 0; return cudaSuccess; }
+
 cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : ret(cudaErrorInvalidValue); }
 cudaError_t cudaGetDevice(int *device) { *device = 0; return cudaSuccess; }
 

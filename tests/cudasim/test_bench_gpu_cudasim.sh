@@ -12,9 +12,9 @@ rc=$?
 ok=1
 [ $rc -eq 0 ] || { echo "  bench gpu exited with $rc: $out" | tail -3; ok=0; }
 for key in '"device":"cudasim' '"decode":[{"batch":1,' '{"batch":8,' '"prefill":[{"tokens":64,' \
-           '"graph_launch_us":' '"chunked_p50_ms":' '"unchunked_p99_ms":'; do
+           '"graph_launch_us":' '"chunked_p50_ms":' '"unchunked_p99_ms":' '"steps":{"graph":' '"flashinfer":null'; do
   case $out in *"$key"*) ;; *) echo "  missing $key in: $out"; ok=0 ;; esac
 done
-case $out in *nan*|*inf*) echo "  non-finite value in: $out"; ok=0 ;; esac
+case $out in *:nan*|*:-nan*|*:inf*|*:-inf*) echo "  non-finite value in: $out"; ok=0 ;; esac
 if [ $ok -eq 1 ]; then echo "PASS bench_gpu_on_emulator"; echo "1 passed, 0 failed, 0 skipped"; exit 0; fi
 echo "FAIL bench_gpu_on_emulator"; echo "0 passed, 1 failed, 0 skipped"; exit 1

@@ -30,27 +30,34 @@ static const struct rl_cuda_testapi *api;
 static rl_cuda_create_fn cuda_create;
 static int (*cuda_logits)(struct rl_backend *, uint32_t, float *);
 static int (*cuda_set_graphs)(struct rl_backend *, int);
+static int (*cuda_stats)(struct rl_backend *, struct rl_cuda_stats *);
+static const char *(*cuda_last_error)(struct rl_backend *);
+static const char *(*fi_version)(void);
 static const char *no_gpu = "skipped: no CUDA device";
+static int gpu_required;               /* RL_GPU_REQUIRED=1: a skip is a failure */
 
 static void open_lib(void)
 {
 	char path[4096];
+	gpu_required = getenv("RL_GPU_REQUIRED") && !strcmp(getenv("RL_GPU_REQUIRED"), "1");
 	/* RINGLM_CUDA_LIB: another build of the backend, e.g. build/cudasim's (the CPU emulator) */
 	const char *env = getenv("RINGLM_CUDA_LIB");
 	ssize_t n = env ? -1 : readlink("/proc/self/exe", path, sizeof path - 64);
 	if (env) {
-		fprintf(stderr, "test_gpu: backend library %s\n", env);
-		lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
-		if (!lib)
-			fprintf(stderr, "test_gpu: RINGLM_CUDA_LIB=%s: %s\n", env, dlerror());
+		snprintf(path, sizeof path, "%s", env);
 	} else if (n > 0) {
 		path[n] = 0;
 		char *slash = strrchr(path, '/');
 		strcpy(slash ? slash + 1 : path, "../librlcuda.so");
-		lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	} else {
+		snprintf(path, sizeof path, "librlcuda.so");
 	}
+	fprintf(stderr, "test_gpu: backend library %s\n", path);
+	lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!lib) {
-		fprintf(stderr, "test_gpu: librlcuda.so not built (CUDA=0 or no nvcc)\n");
+		/* dlerror tells a missing file (a CUDA=0 build, no nvcc) from an undefined symbol or a
+		 * missing libcudart */
+		fprintf(stderr, "test_gpu: cannot load it: %s\n", dlerror());
 		return;
 	}
 	int (*check)(char *, size_t) = (int (*)(char *, size_t))dlsym(lib, "rl_cuda_device_check");
@@ -58,17 +65,33 @@ static void open_lib(void)
 	cuda_create = (rl_cuda_create_fn)dlsym(lib, "rl_backend_cuda_create");
 	cuda_logits = (int (*)(struct rl_backend *, uint32_t, float *))dlsym(lib, "rl_backend_cuda_logits");
 	cuda_set_graphs = (int (*)(struct rl_backend *, int))dlsym(lib, "rl_backend_cuda_set_graphs");
+	cuda_stats = (int (*)(struct rl_backend *, struct rl_cuda_stats *))dlsym(lib, "rl_backend_cuda_stats");
+	cuda_last_error = (const char *(*)(struct rl_backend *))dlsym(lib, "rl_backend_cuda_last_error");
+	fi_version = (const char *(*)(void))dlsym(lib, "rl_cuda_flashinfer_version");
 	char why[256];
-	if (!check || !get || !cuda_create || !cuda_logits || !cuda_set_graphs) {
-		fprintf(stderr, "test_gpu: librlcuda.so lacks its entry points\n");
+	if (!check || !get || !cuda_create || !cuda_logits || !cuda_set_graphs || !cuda_stats || !cuda_last_error) {
+		fprintf(stderr, "test_gpu: %s lacks its entry points (a stale build?)\n", path);
 	} else if (check(why, sizeof why)) {
 		fprintf(stderr, "test_gpu: %s\n", why);
 	} else {
 		api = get();
+		fprintf(stderr, "test_gpu: FlashInfer %s\n", fi_version ? fi_version() : "not built in");
 	}
 }
 
-#define NEED_GPU() do { if (!api) SKIP("%s", no_gpu); } while (0)
+/* No usable device or library: skip, or fail under RL_GPU_REQUIRED=1. */
+#define NEED_GPU() do { if (!api) { if (gpu_required) { rl_t_failed_now++; \
+	fprintf(stderr, "  no usable CUDA device or librlcuda.so (above), and RL_GPU_REQUIRED=1\n"); return; } \
+	SKIP("%s", no_gpu); } } while (0)
+/* A library without FlashInfer: skip, or fail under RL_GPU_REQUIRED=1. */
+#define FI_SKIP_WHY "this librlcuda.so has no FlashInfer kernels (cudasim never has; a GPU build gets them from .ci/flashinfer's headers)"
+#define NEED_FI() do { NEED_GPU(); if (!api->fi_attention || !fi_version) { if (gpu_required) { \
+	rl_t_failed_now++; fprintf(stderr, "  %s, and RL_GPU_REQUIRED=1\n", FI_SKIP_WHY); return; } \
+	SKIP(FI_SKIP_WHY); } } while (0)
+/* A kernel entry point's call, REQUIREd to succeed, with the failing CUDA call named. */
+#define REQUIRE_API(call) do { int rc_ = (call); if (rc_) { rl_t_failed_now++; \
+	fprintf(stderr, "  %s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call, strerror(-rc_), api->last_error()); \
+	return; } } while (0)
 
 /* ---------------------------------------------------------------- helpers --------- */
 
@@ -107,11 +130,12 @@ static double rel_l2(const float *a, const float *b, size_t n)
 }
 
 /* A step under test: sequences with their own blocks, rows packed as rl_batch wants. */
+#define TSEQS 1024                     /* FlashInfer's non-split case needs hundreds of rows */
 struct tstep {
 	struct rl_batch b;
-	struct rl_batch_seq seqs[64];
+	struct rl_batch_seq seqs[TSEQS];
 	uint32_t tokens[8192], pos[8192], row_seq[8192];
-	uint32_t bt[64][1024];
+	uint32_t bt[TSEQS][1024];
 };
 
 /* Adds sequence i = n_seqs with q_len rows ending at ctx_len, on blocks 64 i, 64 i + 1, ...
@@ -162,7 +186,7 @@ static void test_embed(void)
 		emb[i] = enc(frand());
 	for (size_t i = 0; i < (size_t)rows * dim; i++)
 		x[i] = NAN;
-	REQUIRE(api->embed(x, emb, vocab, &g, &t.b, rows, dim, dt) == 0);
+	REQUIRE_API(api->embed(x, emb, vocab, &g, &t.b, rows, dim, dt));
 	for (uint32_t r = 0; r < rows; r++) {
 		uint32_t tok = r < t.b.n_tokens ? t.tokens[r] : 0;     /* padding gathers token 0 */
 		for (uint32_t d = 0; d < dim; d++)
@@ -191,7 +215,7 @@ static void test_add_rmsnorm(void)
 			out[i] = 0xffff;                        /* NaN */
 		for (uint32_t i = 0; i < rows; i++)
 			map[i] = i % 5 == 4 ? -1 : (int32_t)((i * 7) % rows);
-		REQUIRE(api->add_rmsnorm(out, x, dl, w, pass ? map : NULL, rows, rows, dim, 1e-5f, !pass, dt) == 0);
+		REQUIRE_API(api->add_rmsnorm(out, x, dl, w, pass ? map : NULL, rows, rows, dim, 1e-5f, !pass, dt));
 		for (uint32_t i = 0; i < rows; i++) {
 			int r = pass ? map[i] : (int)i;
 			if (r < 0) {
@@ -242,7 +266,7 @@ static void test_rope_kv(void)
 			kc[i] = vc[i] = 0xffff;
 		for (size_t i = 0; i < (size_t)rows * nh * hd; i++)
 			q[i] = 0xffff;
-		REQUIRE(api->rope_kv(q, kc, vc, ce, qkv, bias, inv, &g, &t.b, rows, nh, hd, 2.0f, halves, dt) == 0);
+		REQUIRE_API(api->rope_kv(q, kc, vc, ce, qkv, bias, inv, &g, &t.b, rows, nh, hd, 2.0f, halves, dt));
 		size_t written = 0;
 		for (uint32_t r = 0; r < t.b.n_tokens; r++) {
 			for (uint32_t i = 0; i < width; i++)
@@ -284,7 +308,7 @@ static void test_swiglu(void)
 		gu[i] = enc(4 * frand());
 	for (size_t i = 0; i < (size_t)rows * hid; i++)
 		h[i] = 0xffff;
-	REQUIRE(api->swiglu(h, gu, rows, hid, dt) == 0);
+	REQUIRE_API(api->swiglu(h, gu, rows, hid, dt));
 	for (uint32_t r = 0; r < rows; r++) {
 		for (uint32_t i = 0; i < hid; i++) {
 			g[i] = dec(gu[(size_t)r * 2 * hid + i]);
@@ -344,7 +368,7 @@ static void attention_case(uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs, 
 		out[i] = 0xffff;
 	}
 	uint32_t n_parts = 0;
-	REQUIRE(api->attention(out, q, kc, vc, ce, &g, &t.b, rows, nh, hd, &n_parts, dt) == 0);
+	REQUIRE_API(api->attention(out, q, kc, vc, ce, &g, &t.b, rows, nh, hd, &n_parts, dt));
 	CHECKF(!want_split || n_parts > 0, "expected the split-KV path");
 	attention_ref(&t, nh, nkv, hd, bs, kf, vf, qf, ref, scratch);
 	for (uint32_t r = 0; r < t.b.n_tokens; r++) {
@@ -386,35 +410,47 @@ static void test_attention_long(void)
 }
 
 /* FlashInfer's decode (--cuda-attn flashinfer) against the CPU reference and the in-house
- * kernel on the same decode-only step: ragged contexts (one key, block edges, long rows that
- * FlashInfer splits), padding rows, eager and graph-captured runs. */
+ * kernel on one decode-only step: ragged contexts (one key, block edges, long rows), padding
+ * rows. Run twice: eagerly, and as the backend runs it (captured under a synthetic plan,
+ * re-planned from the real page index, which must give the same plan, then replayed); the
+ * replay must equal the eager run bit for bit and padding rows must come out finite.
+ * want_split: the plan's split flag this case must get (-1: either); *info: what it got. */
 static void fi_case(uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs, uint32_t nblk, const uint32_t *ctxs,
-		    uint32_t n_seqs, uint32_t pad, int graph)
+		    uint32_t n_seqs, uint32_t pad, int want_split, struct rl_cuda_fi_info *info)
 {
 	static struct tstep t;
 	struct rl_cuda_geom g;
-	rl_cuda_host_geom(&g, 2048, 64, nblk, bs, 8192, nh, nkv, 1000, 264);
+	rl_cuda_host_geom(&g, 2048, TSEQS, nblk, bs, 8192, nh, nkv, 1000, 264);
 	tstep_init(&t, bs);
 	for (uint32_t i = 0; i < n_seqs; i++)
 		add_seq(&t, 1, ctxs[i], bs, nblk, 1, 1000, 1);
 	uint32_t rows = n_seqs + pad, qd = nh * hd;
-	size_t ce = (size_t)nblk * nkv * bs * hd;
-	uint16_t *kc = malloc(ce * 2), *vc = malloc(ce * 2), *q = malloc((size_t)rows * qd * 2);
-	uint16_t *o_fi = malloc((size_t)rows * qd * 2), *o_rl = malloc((size_t)rows * qd * 2);
-	float *kf = malloc(ce * 4), *vf = malloc(ce * 4), *qf = malloc((size_t)rows * qd * 4);
-	float *ref = malloc((size_t)rows * qd * 4), *a = malloc(qd * 4), *b = malloc(qd * 4);
+	size_t ce = (size_t)nblk * nkv * bs * hd, od = (size_t)rows * qd;
+	uint16_t *kc = malloc(ce * 2), *vc = malloc(ce * 2), *q = malloc(od * 2);
+	uint16_t *o_fi = malloc(od * 2), *o_gr = malloc(od * 2), *o_rl = malloc(od * 2);
+	float *kf = malloc(ce * 4), *vf = malloc(ce * 4), *qf = malloc(od * 4);
+	float *ref = malloc(od * 4), *a = malloc(qd * 4), *b = malloc(qd * 4);
 	float *scratch = malloc(rl_cpu_attention_scratch(rows, hd, bs) * sizeof(float));
 	for (size_t i = 0; i < ce; i++) {
 		kc[i] = enc(frand()); vc[i] = enc(frand());
 		kf[i] = dec(kc[i]); vf[i] = dec(vc[i]);
 	}
-	for (size_t i = 0; i < (size_t)rows * qd; i++) {
+	for (size_t i = 0; i < od; i++) {
 		q[i] = enc(2 * frand());
 		qf[i] = dec(q[i]);
-		o_fi[i] = o_rl[i] = 0xffff;
+		o_fi[i] = o_gr[i] = o_rl[i] = 0xffff;     /* NaN */
 	}
-	REQUIRE(api->attention(o_rl, q, kc, vc, ce, &g, &t.b, rows, nh, hd, NULL, dt) == 0);
-	REQUIRE(api->fi_attention(o_fi, q, kc, vc, ce, &g, &t.b, rows, nh, hd, graph, dt) == 0);
+	struct rl_cuda_fi_info ie = { -1, -1 }, ig = { -1, -1 };
+	REQUIRE_API(api->attention(o_rl, q, kc, vc, ce, &g, &t.b, rows, nh, hd, NULL, dt));
+	REQUIRE_API(api->fi_attention(o_fi, q, kc, vc, ce, &g, &t.b, rows, nh, hd, 0, dt, &ie));
+	REQUIRE_API(api->fi_attention(o_gr, q, kc, vc, ce, &g, &t.b, rows, nh, hd, 1, dt, &ig));
+	*info = ie;
+	printf("  FlashInfer %s, %u query / %u KV heads, head dim %u, block %u: %u rows (%u padding): padded batch "
+	       "%lld, %s\n", dt_name(), nh, nkv, hd, bs, rows, pad, (long long)ie.padded_batch,
+	       ie.split_kv ? "split KV" : "not split");
+	CHECKF(ie.padded_batch == ig.padded_batch && ie.split_kv == ig.split_kv, "eager and graph plans differ");
+	CHECKF(want_split < 0 || ie.split_kv == want_split, "%u rows: expected the %s kernel", rows,
+	       want_split ? "split-KV" : "non-split");
 	attention_ref(&t, nh, nkv, hd, bs, kf, vf, qf, ref, scratch);
 	for (uint32_t r = 0; r < n_seqs; r++) {
 		for (uint32_t i = 0; i < qd; i++) {
@@ -422,29 +458,63 @@ static void fi_case(uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs, uint32_
 			b[i] = dec(o_rl[(size_t)r * qd + i]);
 		}
 		double e = rel_l2(a, ref + (size_t)r * qd, qd), x = rel_l2(a, b, qd);
-		CHECKF(e < tol(1e-2) && x < tol(1e-2), "%s nh %u nkv %u hd %u row %u (ctx %u%s): FlashInfer vs "
-		       "reference %g, vs in-house %g", dt_name(), nh, nkv, hd, r, ctxs[r], graph ? ", graph" : "", e, x);
+		CHECKF(e < tol(1e-2) && x < tol(1e-2), "%s nh %u nkv %u hd %u row %u (ctx %u): FlashInfer vs "
+		       "reference %g, vs in-house %g", dt_name(), nh, nkv, hd, r, ctxs[r], e, x);
 		if (e >= tol(1e-2) || x >= tol(1e-2))
 			break;
 	}
-	free(kc); free(vc); free(q); free(o_fi); free(o_rl); free(kf); free(vf); free(qf); free(ref);
+	size_t differ = 0, nonfinite = 0;
+	for (size_t i = 0; i < od; i++)
+		differ += o_fi[i] != o_gr[i];
+	for (size_t i = (size_t)n_seqs * qd; i < od; i++)
+		nonfinite += !isfinite(dec(o_fi[i])) + !isfinite(dec(o_gr[i]));
+	CHECKF(!differ, "graph replay differs from the eager run in %zu of %zu values", differ, od);
+	CHECKF(!nonfinite, "%zu values of the %u padding rows are not finite", nonfinite, pad);
+	free(kc); free(vc); free(q); free(o_fi); free(o_gr); free(o_rl); free(kf); free(vf); free(qf); free(ref);
 	free(a); free(b); free(scratch);
 }
 
+/* Each head shape first runs a lone long row, which always splits (graph-mode plans split
+ * when rows x KV heads < the kernel's resident CTAs, FlashInfer's scheduler.cuh): its padded
+ * batch P is that CTA count over the KV heads. Steps of fewer rows than P must split, of more
+ * must not; the llama3-8b shape also runs a step of more than P rows (at least 40), so the
+ * non-split kernel, which production uses from about 132 rows up on an H100, runs too. */
 static void test_fi_decode(void)
 {
-	NEED_GPU();
-	if (!api->fi_attention)
-		SKIP("this librlcuda.so has no FlashInfer kernels (cudasim never has; a GPU build gets them via .ci/flashinfer)");
-	uint32_t ctx[] = { 1, 15, 16, 17, 300, 2049, 8192, 33, 1000 };
-	for (int graph = 0; graph < 2; graph++) {
-		fi_case(32, 8, 128, 16, 4096, ctx, 9, 7, graph);   /* llama3-8b heads: group 4 */
-		fi_case(8, 8, 64, 16, 4096, ctx, 9, 0, graph);     /* MHA, head dim 64 */
-		fi_case(32, 4, 128, 16, 4096, ctx, 9, 3, graph);   /* group 8 */
-		fi_case(8, 2, 64, 32, 2048, ctx, 9, 1, graph);     /* block 32 */
+	NEED_FI();
+	static const struct { uint32_t nh, nkv, hd, bs, nblk, pad; } shapes[] = {
+		{ 32, 8, 128, 16, 4096, 7 },    /* llama3-8b heads: group 4 */
+		{ 8, 8, 64, 16, 4096, 0 },      /* MHA, head dim 64 */
+		{ 32, 4, 128, 16, 4096, 3 },    /* group 8 */
+		{ 8, 2, 64, 32, 2048, 1 },      /* block 32 */
+	};
+	uint32_t ctx[] = { 1, 15, 16, 17, 300, 2049, 8192, 33, 1000 }, one[] = { 5000 };
+	static uint32_t many[TSEQS];
+	int ran[2] = { 0, 0 };
+	for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+		uint32_t nh = shapes[k].nh, nkv = shapes[k].nkv, hd = shapes[k].hd, bs = shapes[k].bs, nb = shapes[k].nblk;
+		struct rl_cuda_fi_info lone, nine;
+		lone.split_kv = nine.split_kv = -1;
+		fi_case(nh, nkv, hd, bs, nb, one, 1, 0, 1, &lone);
+		REQUIRE(lone.split_kv == 1 && lone.padded_batch >= 1);
+		ran[1] = 1;
+		uint32_t rows = 9 + shapes[k].pad, P = (uint32_t)lone.padded_batch;
+		fi_case(nh, nkv, hd, bs, nb, ctx, 9, shapes[k].pad, rows < P ? 1 : rows > P ? 0 : -1, &nine);
+		if (nine.split_kv >= 0)
+			ran[nine.split_kv] = 1;
+		if (k == 0) {
+			uint32_t n = P + 8 > 40 ? P + 8 : 40;
+			REQUIRE(n + 3 <= TSEQS);
+			for (uint32_t i = 0; i < n; i++)
+				many[i] = ctx[i % 9] % 700 + 1 + i;   /* ragged, up to ~1.2k keys */
+			struct rl_cuda_fi_info big = { -1, -1 };
+			fi_case(nh, nkv, hd, bs, nb, many, n, 3, n + 3 > P ? 0 : -1, &big);
+			if (big.split_kv >= 0)
+				ran[big.split_kv] = 1;
+		}
 	}
-	uint32_t one[] = { 5000 };
-	fi_case(32, 8, 128, 16, 4096, one, 1, 0, 1);           /* a lone long row: split KV */
+	CHECKF(ran[0] && ran[1], "both FlashInfer decode kernels must run (split-KV %s, non-split %s)",
+	       ran[1] ? "ran" : "did not", ran[0] ? "ran" : "did not");
 }
 
 static void test_sample(void)
@@ -474,7 +544,7 @@ static void test_sample(void)
 		logits[7] = logits[9] = 50;                        /* a tie for greedy: lower id wins */
 		for (uint32_t i = 0; i < 64; i++)
 			ids[i] = -7;
-		REQUIRE(api->sample(ids, logits, &g, &t.b, n, vocab) == 0);
+		REQUIRE_API(api->sample(ids, logits, &g, &t.b, n, vocab));
 		for (uint32_t i = 0; i < n; i++) {
 			const float *lg = logits + (size_t)i * vocab;
 			uint32_t want = rl_sample(lg, vocab, &t.seqs[i].sp, t.seqs[i].ctx_len, scratch);
@@ -525,10 +595,17 @@ static int open_pair(struct pair *pr, struct rl_model *m, const char *buckets)
 	return rc;
 }
 
+/* One step; a failure prints the backend's own account of it (the CUDA call, FlashInfer's
+ * message) for the cuda backend. */
 static int run(struct rl_backend *be, const struct rl_batch *b, int32_t *out)
 {
 	int rc = rl_backend_launch(be, b);
-	return rc ? rc : rl_backend_finish(be, out);
+	if (!rc)
+		rc = rl_backend_finish(be, out);
+	if (rc)
+		fprintf(stderr, "  %s step of %u rows failed: %s (%s)\n", be->info.name, b->n_tokens, strerror(-rc),
+			!strcmp(be->info.name, "cuda") ? cuda_last_error(be) : "-");
+	return rc;
 }
 
 /* Prefill a prompt in two chunks, then greedy-decode n steps on both backends; logits of every
@@ -537,11 +614,13 @@ static int run(struct rl_backend *be, const struct rl_batch *b, int32_t *out)
  * weights legitimately flip those: test_e2e_model measures one). The cpu's token is fed to
  * both, so a flip does not carry on. With want_tokens, a step that does not agree fails. */
 static uint32_t compare_model(struct rl_model *m, uint32_t n_decode, double tol, int want_tokens,
-			      float near_tie)
+			      float near_tie, struct rl_cuda_stats *stats)
 {
 	struct pair pr;
-	if (open_pair(&pr, m, NULL))
+	if (open_pair(&pr, m, NULL)) {
+		CHECKF(0, "%s: creating the backends failed (above)", dt_name());
 		return 0;
+	}
 	static struct tstep t;
 	uint32_t V = m->cfg.vocab_size, prompt = 45, tok_cpu = 0, tok_gpu = 0, matched = 0;
 	float *lc = malloc(V * 4), *lg = malloc(V * 4);
@@ -574,6 +653,8 @@ static uint32_t compare_model(struct rl_model *m, uint32_t n_decode, double tol,
 			break;
 	}
 	free(lc); free(lg);
+	if (stats)
+		CHECK(cuda_stats(pr.gpu, stats) == 0);
 	rl_backend_destroy(pr.cpu);
 	rl_backend_destroy(pr.gpu);
 	return matched;
@@ -590,7 +671,7 @@ static void test_model_stories260k(void)
 	REQUIRE(rl_model_load(path, tok, &m, err, sizeof err) == 0);
 	/* near-ties: on the emulator, other random prompts flipped cpu margins of 0.003..0.023 under
 	 * bf16 and of 0.002 under fp16 (this one flips none) */
-	uint32_t matched = compare_model(m, 40, tol(2e-2), 1, (float)tol(0.05));
+	uint32_t matched = compare_model(m, 40, tol(2e-2), 1, (float)tol(0.05), NULL);
 	CHECKF(matched == 41, "%s greedy tokens: %u of 41 agree with the cpu's", dt_name(), matched);
 	rl_model_destroy(m);
 }
@@ -607,17 +688,17 @@ static void test_model_synthetic(void)
 	char err[512];
 	REQUIRE(rl_model_alloc(&c, &m, err, sizeof err) == 0);
 	rl_model_fill_random(m, 7);
-	compare_model(m, 8, tol(3e-2), 0, 0);
+	compare_model(m, 8, tol(3e-2), 0, 0, NULL);
 	rl_model_destroy(m);
 }
 
 /* The same model through --cuda-attn flashinfer: its decode steps (graph replays) take
- * FlashInfer's kernel, its prefill chunks the in-house one; logits against the cpu's. */
+ * FlashInfer's kernel, its prefill chunks the in-house one; logits against the cpu's. Every
+ * decode step must have run FlashInfer from its captured graph: a plan that differed from the
+ * captured one would fall back to an eager step, and no step may quietly skip FlashInfer. */
 static void test_model_fi(void)
 {
-	NEED_GPU();
-	if (!api->fi_attention)
-		SKIP("this librlcuda.so has no FlashInfer kernels (cudasim never has; a GPU build gets them via .ci/flashinfer)");
+	NEED_FI();
 	struct rl_model_config c = { .dim = 512, .hidden_dim = 1376, .n_layers = 4, .n_heads = 8,
 		.n_kv_heads = 2, .head_dim = 64, .vocab_size = 4096, .max_ctx = 2048, .rope_theta = 500000.0f,
 		.rope_scale = 1.0f, .norm_eps = 1e-5f, .rope_halves = 1, .tied_embeddings = 0,
@@ -627,8 +708,16 @@ static void test_model_fi(void)
 	REQUIRE(rl_model_alloc(&c, &m, err, sizeof err) == 0);
 	rl_model_fill_random(m, 7);
 	use_fi = 1;
-	compare_model(m, 8, tol(3e-2), 0, 0);
+	struct rl_cuda_stats st = { 0 };
+	uint32_t n_decode = 8;
+	compare_model(m, n_decode, tol(3e-2), 0, 0, &st);
 	use_fi = 0;
+	printf("  steps: %llu graph, %llu eager, FlashInfer %llu graph, %llu eager\n", (unsigned long long)st.graph_steps,
+	       (unsigned long long)st.eager_steps, (unsigned long long)st.fi_graph_steps,
+	       (unsigned long long)st.fi_eager_steps);
+	CHECKF(st.fi_graph_steps == n_decode && st.fi_eager_steps == 0,
+	       "%s: %u decode steps, FlashInfer ran %llu from graphs and %llu eagerly", dt_name(), n_decode,
+	       (unsigned long long)st.fi_graph_steps, (unsigned long long)st.fi_eager_steps);
 	rl_model_destroy(m);
 }
 

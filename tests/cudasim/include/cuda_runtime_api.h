@@ -73,6 +73,8 @@ struct cudaDeviceProp {
 
 cudaError_t cudaGetDeviceCount(int *count);
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device);
+cudaError_t cudaDriverGetVersion(int *version);   /* 0: no driver (the emulator) */
+cudaError_t cudaRuntimeGetVersion(int *version);  /* 0: not the CUDA runtime */
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaDeviceSynchronize(void);
