@@ -118,7 +118,7 @@ GPU_TEST_SRC = $(wildcard tests/gpu/test_*.c)
 GPU_TESTS    = $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/%)
 TESTS       += $(GPU_TESTS) $(BUILD)/tests/test_cli $(BUILD)/tests/test_gpu_session
 
-.PHONY: all build-all check-deps deps demo test test-gpu test-cudasim-asan test-asan test-tsan install clean fuzz fuzz-bins soak bench
+.PHONY: all build-all check-deps deps demo test test-gpu test-cudasim-asan test-asan test-tsan install clean fuzz fuzz-bins soak
 all: check-deps
 	@$(MAKE) --no-print-directory build-all
 build-all: $(BUILD)/ringlmd $(BUILD)/ringlm $(BUILD)/ringlm-http $(BUILD)/libringlm.so $(BUILD)/libringlm.a $(CUDA_LIB) $(TESTS) $(CUDASIM_LIB)

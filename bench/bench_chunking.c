@@ -19,6 +19,13 @@
 #include "runtime/loop/rl_rt.h"
 #include "runtime/loop/rl_rt_fork.h"
 
+static char chunking_why[320];
+
+const char *rl_bench_chunking_error(void)
+{
+	return chunking_why;
+}
+
 static pid_t start_runtime(const char *sock, uint32_t budget)
 {
 	struct rl_rt_params p;
@@ -32,7 +39,7 @@ static pid_t start_runtime(const char *sock, uint32_t budget)
 	p.cpu = 1;             /* A spins on cpu 0; B sleeps; nobody preempts the runtime */
 	pid_t pid = rl_rt_fork(&p, err, sizeof err);
 	if (pid < 0)
-		fprintf(stderr, "bench chunking: %s\n", err);
+		snprintf(chunking_why, sizeof chunking_why, "%s", err);
 	return pid;
 }
 

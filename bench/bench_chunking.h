@@ -10,6 +10,8 @@ struct rl_chunking_result {
 };
 
 int  rl_bench_chunking(struct rl_chunking_result res[2]);
+/* why the last rl_bench_chunking failed, when its runtime said ("" otherwise) */
+const char *rl_bench_chunking_error(void);
 void rl_bench_chunking_print(FILE *f, const struct rl_chunking_result res[2]);
 void rl_bench_chunking_json(FILE *f, const struct rl_chunking_result res[2]);
 #endif

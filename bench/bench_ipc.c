@@ -116,6 +116,8 @@ static int bench_uds(int iters, uint64_t *lat)
 	return 0;
 }
 
+static char why[320];                  /* a path's own reason for failing, when it has one */
+
 /* runtime: a forked runtime process (sim backend, zero step cost) pinned to cpu 1 */
 static int bench_runtime(int iters, uint64_t *lat)
 {
@@ -130,7 +132,7 @@ static int bench_runtime(int iters, uint64_t *lat)
 	rp.idle_spin_ns = 50ull * 1000000;   /* stay awake between pings */
 	pid_t pid = rl_rt_fork(&rp, err, sizeof err);
 	if (pid < 0) {
-		fprintf(stderr, "bench ipc: runtime: %s\n", err);
+		snprintf(why, sizeof why, "%s", err);
 		return pid;
 	}
 	rl_bench_pin(0);
@@ -140,7 +142,7 @@ static int bench_runtime(int iters, uint64_t *lat)
 	struct ringlm *c;
 	int rc = ringlm_connect(&p, &c);
 	if (rc) {
-		fprintf(stderr, "bench ipc: %s\n", ringlm_last_error());
+		snprintf(why, sizeof why, "%s", ringlm_last_error());
 		kill(pid, SIGTERM);
 		waitpid(pid, NULL, 0);
 		return rc;
@@ -207,7 +209,7 @@ int rl_cmd_bench_ipc(int argc, char **argv)
 		int n = k == 1 ? runtime_iters : (k == 2 ? iters / 4 : iters);
 		int rc = fns[k](n, lat);
 		if (rc) {
-			fprintf(stderr, "ringlm bench ipc: %s path failed: %s\n", names[k], strerror(-rc));
+			fprintf(stderr, "ringlm bench ipc: %s path failed: %s\n", names[k], *why ? why : strerror(-rc));
 			free(lat);
 			return 1;
 		}

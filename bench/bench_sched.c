@@ -172,7 +172,8 @@ int rl_cmd_bench_sched(int argc, char **argv)
 	if (chunking) {
 		int rc = rl_bench_chunking(ch);
 		if (rc) {
-			fprintf(stderr, "ringlm bench sched: chunking run failed: %s\n", strerror(-rc));
+			fprintf(stderr, "ringlm bench sched: chunking run failed: %s\n",
+				*rl_bench_chunking_error() ? rl_bench_chunking_error() : strerror(-rc));
 			return 1;
 		}
 	}

@@ -5,7 +5,6 @@
 #include <stddef.h>
 #include <stdio.h>
 #include "runtime/loop/rl_rt.h"
-#include "runtime/loop/rl_rt_args.h"
 
 /* Parses ringlmd's options into p (which rl_rt_default_params filled). Returns 0, 1 for
  * --help (print rl_rt_usage), or -EINVAL with a one-line reason in err. */

@@ -1,6 +1,7 @@
 /* rl_rt_fork.c — a runtime in a child process, for tests and benchmarks that need a real
  * separate runtime process without exec'ing ringlmd (so sanitizer builds test their own code). */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -25,10 +26,18 @@ pid_t rl_rt_fork(const struct rl_rt_params *params, char *err, size_t errlen)
 		struct rl_rt_params p = *params;
 		char why[512] = "";
 		p.handle_signals = 1;
+		/* the runtime is a process of its own: it does not keep a pinning its parent made
+		 * for itself (a benchmark pins its measuring thread before forking); a full mask is
+		 * cut down by the kernel to the cpus this cgroup allows, and rl_rt_create pins to
+		 * p.cpu when one is set */
+		cpu_set_t all;
+		memset(&all, 0xff, sizeof all);
+		(void)sched_setaffinity(0, sizeof all, &all);
 		struct rl_rt *rt;
-		if (rl_rt_create(&p, &rt, why, sizeof why)) {
+		int rc = rl_rt_create(&p, &rt, why, sizeof why);
+		if (rc) {
 			(void)!write(pfd[1], why, strlen(why));
-			_exit(1);
+			_exit(rc < 0 && -rc < 256 ? -rc : 1);      /* the parent returns it */
 		}
 		(void)!write(pfd[1], "x", 1);
 		close(pfd[1]);
@@ -44,6 +53,7 @@ pid_t rl_rt_fork(const struct rl_rt_params *params, char *err, size_t errlen)
 		return pid;
 	buf[n > 0 ? n : 0] = 0;
 	snprintf(err, errlen, "%s", n > 0 ? buf : "the runtime process died while starting");
-	waitpid(pid, NULL, 0);
-	return -ECHILD;
+	int st = 0;
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) && WEXITSTATUS(st) > 1 ? -WEXITSTATUS(st) : -ECHILD;
 }

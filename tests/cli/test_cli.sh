@@ -77,7 +77,22 @@ out=$("$b/ringlm" stats --socket c32 2>&1); rc=$?
 if [ $rc -eq 0 ] && printf '%s\n' "$out" | grep -qE '^backend +cpu$' && ! has "$out" '"'; then ok stats_table; else bad stats_table "rc $rc: $out"; fi
 out=$("$b/ringlm" stats --socket c32 --json 2>&1); rc=$?
 if [ $rc -eq 0 ] && has "$out" '{"backend":"cpu"'; then ok stats_json; else bad stats_json "rc $rc: $out"; fi
+# top: the live table, refreshed until stopped (here by timeout: exit 124)
+out=$(timeout 1.5 "$b/ringlm" top --socket c32 --interval-ms 200 2>&1); rc=$?
+if [ $rc -eq 124 ] && has "$out" "ringlm top" && has "$out" "kv blocks"; then ok top_runs; else bad top_runs "rc $rc: $out"; fi
 kill $dpid; wait $dpid 2>/dev/null
+
+# -- every benchmark the README names runs, briefly (a documented command must not break
+# unseen: bench ipc and bench sched once failed on every 2-core machine, their forked runtime
+# inheriting the benchmark's own pinning)
+out=$("$b/ringlm" bench ipc --iters 2000 --json 2>&1); rc=$?
+if [ $rc -eq 0 ] && has "$out" '"runtime_rtt_ns":{"p50":'; then ok bench_ipc_runs; else bad bench_ipc_runs "rc $rc: $out"; fi
+out=$("$b/ringlm" bench sched --steps 20 --json 2>&1); rc=$?
+if [ $rc -eq 0 ] && has "$out" '"chunking"'; then ok bench_sched_runs; else bad bench_sched_runs "rc $rc: $out"; fi
+out=$("$b/ringlm" bench serve --users 2 --duration 1 --drain 5 --prompt 8 --output 4 --out "$dir/serve" --json \
+      -- --backend sim --sim-step-us 200 2>&1); rc=$?
+if [ $rc -eq 0 ] && has "$out" '"errors":0' && has "$out" '"incomplete":0' && [ -s "$dir/serve/serve.csv" ]; then ok bench_serve_runs
+else bad bench_serve_runs "rc $rc: $(printf '%s' "$out" | tail -3)"; fi
 
 # -- model paths: each message names the path given and what is wrong with it
 mkdir -p "$dir/emptyfolder"; head -c 65536 /dev/urandom > "$dir/rand.gguf"; echo hi > "$dir/tiny.bin"
