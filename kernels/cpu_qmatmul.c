@@ -2940,6 +2940,8 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 		    int accumulate, void *scratch)
 {
 	uint32_t in = W->cols;
+	if (!n_rows)                   /* e.g. the LM head of a step that samples nothing */
+		return;
 	if (W->dtype == RL_DT_F32) {
 		rl_cpu_matmul(Y, ldy, X, ldx, W->data, bias, n_rows, in, o_begin, o_end, accumulate);
 		return;

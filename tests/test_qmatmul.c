@@ -68,7 +68,9 @@ static int reduced_path(const struct rl_wmat *W, int dt, enum rl_cpu_isa isa, ui
 	       rl_cpu_qmatmul_bf16_acts(W, rows);
 }
 
-static const uint32_t row_counts[] = { 1, 2, 3, 5, 8, 9, 20 };
+/* 0: a step whose sequences all skip sampling (a prompt's middle chunk alone) asks the LM
+ * head for no rows: nothing may be read or written */
+static const uint32_t row_counts[] = { 0, 1, 2, 3, 5, 8, 9, 20 };
 #define NR (sizeof row_counts / sizeof *row_counts)
 
 /* Every ISA and row count of counts[n_counts] over W, columns [o0, o1) of Y's W->rows, with
@@ -86,9 +88,11 @@ static void check_paths(const struct rl_wmat *W, const float *dec, const float *
 		for (size_t rc = 0; rc < n_counts; rc++) {
 			uint32_t R = counts[rc];
 			for (int acc = 0; acc < 2; acc++) {
-				for (size_t i = 0; i < (size_t)R * ld; i++)
+				for (size_t i = 0; i < (size_t)(R ? R : 1) * ld; i++)
 					Y[i] = 0.25f;
 				rl_cpu_qmatmul(Y, ld, X, in, W, acc ? NULL : bias, R, o0, o1, acc, scratch);
+				for (uint32_t o = 0; !R && o < ld; o++)
+					CHECKF(Y[o] == 0.25f, "%s wrote with no rows", rl_dt_info(dt)->name);
 				for (uint32_t r = 0; r < R; r++)
 					for (uint32_t o = 0; o < ld; o++) {
 						double y = Y[(size_t)r * ld + o];
