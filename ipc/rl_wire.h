@@ -31,7 +31,8 @@
 #include "ipc/rl_ring.h"
 
 #define RL_WIRE_MAGIC   0x4d4c4752u  /* "RGLM" */
-#define RL_WIRE_VERSION 3u          /* 2: observer attach, refusal counters; 3: chat template family */
+#define RL_WIRE_VERSION 4u          /* 2: observer attach, refusal counters; 3: chat template family;
+				     * 4: the budget's five-feature step model, margin, calibration */
 #define RL_MAX_STOP_IDS 8            /* stop ids per request (rl_req.stop, rl_seq.stop) */
 
 /* Event types and finish codes: the numbers on the wire (rl_evt.type, rl_evt.code). The
@@ -126,9 +127,12 @@ struct rl_info_stats {                 /* written by the runtime (relaxed), read
 	_Atomic uint64_t budget, last_step_tokens, last_step_ns;
 	_Atomic uint64_t rejected_invalid, rejected_limit, rejected_busy, hostile_clients;
 	_Atomic uint64_t attaches, detaches, refused, sleeps;
-	/* automatic budget controller: step_ns ≈ c0 + c_tok·tokens + c_seq·seqs + c_ctx·ctx */
+	/* automatic budget (runtime/sched/rl_budget.h): step_ns ≈ c0 + c_dec·decode rows +
+	 * c_pf·prefill tokens + c_datt·decode ctx/1024 + c_patt·prefill attention pairs/1024 */
 	_Atomic uint64_t itl_target_ns;
-	_Atomic uint64_t coef_c0_ps, coef_tok_ps, coef_seq_ps, coef_ctx_ps;  /* picoseconds */
+	_Atomic uint64_t coef_c0_ps, coef_dec_ps, coef_pf_ps, coef_datt_ps, coef_patt_ps;  /* picoseconds */
+	_Atomic uint64_t budget_margin_ppm;  /* the relative error quantile the pick keeps below T */
+	_Atomic uint64_t budget_calib_ns;    /* the start-up calibration's wall time */
 	/* refusals before a slot is taken (all are also counted in refused) */
 	_Atomic uint64_t refused_uid;        /* peer uid/gid not allowed, refused at accept */
 	_Atomic uint64_t refused_full;       /* no free client slot (or the owner's reserved one) */

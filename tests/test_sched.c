@@ -216,10 +216,11 @@ static void check_batch(struct world *w, const struct rl_batch *b, uint32_t budg
 		CHECK(bq->ctx_len <= len && bq->sample == (bq->ctx_len == len));
 		if (i < b->n_prefill) {
 			CHECK(q->state == RL_SEQ_PREFILL);
-			/* a chunk that does not end the prompt ends on a block boundary, unless the
-			 * budget left could not reach one */
-			CHECK(bq->sample || bq->ctx_len % bs == 0 ||
-			      bq->ctx_len / bs * bs <= bq->ctx_len - bq->q_len);
+			/* a chunk that does not end the prompt ends on a block boundary, unless it is
+			 * shorter than a block or that boundary would have kept less than half of it */
+			uint32_t start = bq->ctx_len - bq->q_len, aligned = bq->ctx_len / bs * bs;
+			CHECK(bq->sample || bq->ctx_len % bs == 0 || bq->q_len < bs || aligned <= start ||
+			      2 * (aligned - start) < bq->q_len);
 		} else {
 			CHECK(q->state == RL_SEQ_DECODE && bq->q_len == 1 && bq->sample);
 		}

@@ -39,6 +39,7 @@
 #include <unistd.h>
 #include "runtime/backend/rl_backend.h"
 #include "runtime/sched/rl_budget.h"
+#include "runtime/loop/rl_calib.h"
 #include "ipc/rl_clock.h"
 #include "ipc/rl_ipc.h"
 #include "runtime/loop/rl_rt.h"
@@ -108,6 +109,7 @@ struct rl_rt {
 	struct rl_model *model;
 	struct rl_sched *sched;
 	struct rl_budget budget;
+	struct rl_calib_geom calib;    /* the budget calibration's limits (rl_rt_run runs it) */
 	struct rl_info *info;
 	int      info_fd;
 	size_t   info_size;
@@ -1116,7 +1118,10 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 		snprintf(err, errlen, "cannot create the scheduler: %s", strerror(-rc));
 		goto fail;
 	}
-	rl_budget_init(&rt->budget, p->itl_target_ns, p->block_size, sp.max_batch_tokens);
+	rl_budget_init(&rt->budget, p->itl_target_ns, sp.max_batch_tokens);
+	rt->calib = (struct rl_calib_geom){ .n_blocks = n_blocks, .block_size = p->block_size,
+		.max_seqs = p->max_seqs, .max_tokens = sp.max_batch_tokens, .max_ctx = bi->max_ctx,
+		.target_ns = p->itl_target_ns, .max_ns = 1000000000ull };
 	rt->clients = calloc(p->max_clients, sizeof *rt->clients);
 	rt->touched = calloc(p->max_clients, sizeof *rt->touched);
 	rt->out = calloc(p->max_seqs, sizeof *rt->out);
@@ -1201,6 +1206,21 @@ static void fail_all(struct rl_rt *rt, int err)
 int rl_rt_run(struct rl_rt *rt)
 {
 	pin(rt);
+	if (rt->p.budget_auto) {
+		/* on the thread, cpu and backend that will serve; clients that attach meanwhile wait
+		 * in their rings */
+		struct rl_calib_report rep;
+		int rc = rl_calib_run(&rt->budget, rt->be, &rt->calib, &rep);
+		if (rc)
+			SAY("warning: budget calibration stopped after %u steps: %s (the step model learns from "
+			    "served steps)", rep.steps, strerror(-rc));
+		const double *th = rt->budget.theta;
+		LOG(rt, "budget auto, ITL target %.1f ms: calibrated in %.0f ms over %u step shapes: step %.0f us "
+		    "+ %.1f us/decode row + %.1f us/prefill token + %.2f us/1k decode ctx + %.2f us/1k prefill pairs",
+		    rt->p.itl_target_ns / 1e6, rep.ns / 1e6, rep.steps, th[0] / 1e3, th[1] / 1e3, th[2] / 1e3,
+		    th[3] / 1e3, th[4] / 1e3);
+		rl_budget_publish(&rt->budget, &rt->info->st);
+	}
 	LOG(rt, "serving %s on %s (backend %s, vocab %u, %s wake-ups)", rt->be->info.model_name,
 	    rt->sock_path, rt->be->info.name, rt->vocab,
 	    rt->futex_ok ? "io_uring futex" : "eventfd fallback");

@@ -1,156 +1,244 @@
-/* rl_budget.c — online step-time model and budget choice (see rl_budget.h). */
+/* rl_budget.c — step-time model and budget choice (see rl_budget.h). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "runtime/sched/rl_budget.h"
 #include "runtime/sched/rl_sched.h"
 #include "ipc/rl_wire.h"
 
-#define P0         1e6     /* weak prior: coefficients start at 0 and move fast */
-#define WARMUP     8       /* observations before the fit is trusted */
-#define ERR_ALPHA  0.05    /* EWMA weight of the typical prediction error */
-#define MARGIN     2.0     /* the pick keeps this many typical errors below the target */
-#define CLIP       4.0     /* errors beyond this many typical errors are clipped */
-#define SEEN_DECAY 0.999   /* per step; a burst of big steps is remembered for ~1000 steps */
+#define WARMUP      8       /* observations (calibration included) before the fit is trusted */
+#define LAMBDA      0.998   /* forgetting per step: a memory of ~500 steps */
+#define PRIOR_W     4.0     /* a calibration step weighs as much as this many served steps */
+#define SWEEPS      40      /* coordinate-descent sweeps per refit (warm-started) */
+#define CLIP        4.0     /* errors beyond this many typical relative errors are clipped */
+#define TYP_ALPHA   0.05    /* EWMA weight of the typical relative error */
+#define MARGIN_Q    0.95    /* the pick keeps this quantile of relative errors under the target */
+#define MARGIN_MIN  0.05    /* and never less than 5% (a fresh or very regular model) */
+#define MARGIN_NEW  0.15    /* the margin before 8 prefill steps have been seen */
+#define RECOVER     1.1     /* the shrink after an overshoot recovers by this factor a step */
+#define SEEN_DECAY  0.999   /* per step; a burst of big steps is remembered for ~1000 steps */
+#define START       64      /* budget before the model is trusted (no calibration) */
 
-void rl_budget_init(struct rl_budget *b, uint64_t target_ns, uint32_t min_chunk, uint32_t max_budget)
+void rl_budget_init(struct rl_budget *b, uint64_t target_ns, uint32_t max_budget)
 {
 	memset(b, 0, sizeof *b);
 	b->target_ns = target_ns;
-	b->min_chunk = min_chunk ? min_chunk : 16;
-	b->max_budget = max_budget > b->min_chunk ? max_budget : b->min_chunk;
-	b->lambda = 0.998;      /* memory of ~500 steps: seconds at GPU step times */
-	for (int i = 0; i < RL_BUDGET_NF; i++)
-		b->P[i][i] = P0;
-	b->p_trace_max = RL_BUDGET_NF * P0;
-	/* start small: until the model has seen steps, a big first step could blow the target */
-	b->chosen = 4 * b->min_chunk < b->max_budget ? 4 * b->min_chunk : b->max_budget;
+	b->max_budget = max_budget ? max_budget : 1;
+	b->lambda = LAMBDA;
+	b->shrink = 1;
+	b->margin = MARGIN_NEW;
+	b->chosen = START < b->max_budget ? START : b->max_budget;
+}
+
+void rl_budget_step_features(uint32_t d, double dec_ctx, uint32_t prefix, uint32_t chunk,
+			     double f[RL_BUDGET_NF])
+{
+	f[0] = 1;
+	f[1] = d;
+	f[2] = chunk;
+	f[3] = dec_ctx / 1024.0;
+	f[4] = ((double)chunk * prefix + (double)chunk * (chunk + 1) / 2) / 1024.0;
 }
 
 void rl_budget_features(const struct rl_batch *bt, double f[RL_BUDGET_NF])
 {
-	double att = 0;
-	for (uint32_t i = 0; i < bt->n_seqs; i++)
-		att += (double)bt->seqs[i].q_len * bt->seqs[i].ctx_len;
-	f[0] = 1;
-	f[1] = bt->n_tokens;
-	f[2] = bt->n_seqs;
-	f[3] = att / 1024.0;
+	double pf = 0, pairs = 0, dec_ctx = 0;
+	uint32_t d = 0;
+	for (uint32_t i = 0; i < bt->n_seqs; i++) {
+		const struct rl_batch_seq *q = &bt->seqs[i];
+		if (i < bt->n_prefill) {              /* prefill chunks come first (rl_batch.h) */
+			double p = (double)q->ctx_len - q->q_len;
+			pf += q->q_len;
+			pairs += (double)q->q_len * p + (double)q->q_len * (q->q_len + 1) / 2;
+		} else {
+			d++;
+			dec_ctx += q->ctx_len;
+		}
+	}
+	rl_budget_step_features(d, dec_ctx, 0, 0, f);
+	f[2] = pf;
+	f[4] = pairs / 1024.0;
 }
 
 double rl_budget_predict(const struct rl_budget *b, const double f[RL_BUDGET_NF])
 {
-	double y = b->theta[0];
-	for (int i = 1; i < RL_BUDGET_NF; i++)
-		y += (b->theta[i] > 0 ? b->theta[i] : 0) * f[i];
+	double y = 0;
+	for (int i = 0; i < RL_BUDGET_NF; i++)
+		y += b->theta[i] * f[i];
 	return y;
 }
 
-/* RLS step: k = P f / (λ + fᵀ P f); θ += k (y − fᵀθ); P = (P − k fᵀ P) / λ.
- * The division by λ (forgetting) is skipped when it would push trace(P) past its bound:
- * otherwise directions no step excites grow as λ^-n until the numbers overflow. */
+/* Non-negative least squares on the normal equations (A + A0) θ = v + v0 by projected
+ * coordinate descent, warm-started from the current θ: each sweep minimises the weighted
+ * squared error exactly along one coefficient at a time, clipped at 0. A coefficient whose
+ * feature no observation has excited (zero diagonal) keeps its value. */
+static void refit(struct rl_budget *b)
+{
+	double M[RL_BUDGET_NF][RL_BUDGET_NF], r[RL_BUDGET_NF];
+	for (int i = 0; i < RL_BUDGET_NF; i++) {
+		r[i] = b->v[i] + b->v0[i];
+		for (int j = 0; j < RL_BUDGET_NF; j++)
+			M[i][j] = b->A[i][j] + b->A0[i][j];
+	}
+	for (int s = 0; s < SWEEPS; s++)
+		for (int i = 0; i < RL_BUDGET_NF; i++) {
+			if (!(M[i][i] > 0))
+				continue;
+			double g = r[i];
+			for (int j = 0; j < RL_BUDGET_NF; j++)
+				if (j != i)
+					g -= M[i][j] * b->theta[j];
+			b->theta[i] = g > 0 ? g / M[i][i] : 0;
+		}
+}
+
+/* Adds one observation with weight w to (A, v); relative weighting 1/y^2 (y in ms). */
+static void accumulate(double A[RL_BUDGET_NF][RL_BUDGET_NF], double v[RL_BUDGET_NF],
+		       const double f[RL_BUDGET_NF], double y, double w)
+{
+	double ms = y > 1e3 ? y / 1e6 : 1e-3;
+	w /= ms * ms;
+	for (int i = 0; i < RL_BUDGET_NF; i++) {
+		v[i] += w * f[i] * y;
+		for (int j = 0; j < RL_BUDGET_NF; j++)
+			A[i][j] += w * f[i] * f[j];
+	}
+}
+
+static void see(struct rl_budget *b, const double f[RL_BUDGET_NF])
+{
+	double tokens = f[1] + f[2];
+	b->seen_tokens *= SEEN_DECAY;
+	if (tokens > b->seen_tokens)
+		b->seen_tokens = tokens;
+}
+
+void rl_budget_prior(struct rl_budget *b, const double f[RL_BUDGET_NF], double y)
+{
+	accumulate(b->A0, b->v0, f, y, PRIOR_W);
+	see(b, f);
+	b->n_prior++;
+	refit(b);
+}
+
 void rl_budget_update(struct rl_budget *b, const double f[RL_BUDGET_NF], double y)
 {
-	double Pf[RL_BUDGET_NF], denom = b->lambda, err = y;
+	/* Outliers are one-sided (a preempted runtime thread, a page fault) and can be ten times
+	 * a step; least squares would chase them. Once the model is trusted, an error counts at
+	 * most CLIP typical relative errors (Huber-style). */
+	double pred = rl_budget_predict(b, f);
+	if (b->n_obs + b->n_prior >= WARMUP && pred > 0) {
+		double lim = CLIP * (b->typ_err > 0.005 ? b->typ_err : 0.005);
+		if (y > pred * (1 + lim))
+			y = pred * (1 + lim);
+		else if (y < pred * (1 - lim))
+			y = pred * (1 - lim) > 0 ? pred * (1 - lim) : y;
+		/* the typical error follows the clipped errors: a lasting change of the machine
+		 * (every step slower) widens it step by step until the fit can follow, while a rare
+		 * stall moves it little */
+		b->typ_err += TYP_ALPHA * (fabs(y - pred) / pred - b->typ_err);
+	}
 	for (int i = 0; i < RL_BUDGET_NF; i++) {
-		Pf[i] = 0;
+		b->v[i] *= b->lambda;
 		for (int j = 0; j < RL_BUDGET_NF; j++)
-			Pf[i] += b->P[i][j] * f[j];
-		denom += f[i] * Pf[i];
-		err -= b->theta[i] * f[i];
+			b->A[i][j] *= b->lambda;
 	}
-	/* Outliers (the runtime thread preempted on a busy machine, a page fault) are one-sided
-	 * and can be ten times a step; least squares would chase them. Once the model is trusted,
-	 * an error counts at most CLIP typical errors (Huber-style robust RLS). The typical error
-	 * is a mean absolute error, not a variance, so rare stalls (which no budget can prevent)
-	 * do not widen the safety margin and starve prefill. */
-	if (b->n_obs >= WARMUP) {
-		double lim = CLIP * b->err_abs + 0.01 * fabs(y);
-		if (b->n_obs > WARMUP && fabs(err) > lim)
-			err = err > 0 ? lim : -lim;
-		b->err_abs += ERR_ALPHA * (fabs(err) - b->err_abs);
-	}
-	for (int i = 0; i < RL_BUDGET_NF; i++)
-		b->theta[i] += Pf[i] / denom * err;
-	double tr = 0;
-	for (int i = 0; i < RL_BUDGET_NF; i++)
-		for (int j = 0; j < RL_BUDGET_NF; j++) {
-			b->P[i][j] -= Pf[i] * Pf[j] / denom;
-			if (i == j)
-				tr += b->P[i][i];
-		}
-	/* and no single coefficient may become less certain than its prior */
-	for (int i = 0; i < RL_BUDGET_NF; i++)
-		if (b->P[i][i] / b->lambda > P0)
-			tr = INFINITY;
-	if (tr / b->lambda <= b->p_trace_max)
-		for (int i = 0; i < RL_BUDGET_NF; i++)
-			for (int j = 0; j < RL_BUDGET_NF; j++)
-				b->P[i][j] /= b->lambda;
+	accumulate(b->A, b->v, f, y, 1.0);
+	see(b, f);
 	b->n_obs++;
+	refit(b);
+}
+
+static int cmp_d(const void *x, const void *y)
+{
+	double a = *(const double *)x, c = *(const double *)y;
+	return a < c ? -1 : a > c;
+}
+
+/* The margin: the 95% quantile of the recent relative errors of prefill steps. */
+static void error_stats(struct rl_budget *b)
+{
+	double s[RL_BUDGET_NR];
+	uint32_t n = b->n_resid < RL_BUDGET_NR ? b->n_resid : RL_BUDGET_NR;
+	memcpy(s, b->resid, n * sizeof *s);
+	qsort(s, n, sizeof *s, cmp_d);
+	if (n < 8) {
+		b->margin = MARGIN_NEW > s[n - 1] ? MARGIN_NEW : s[n - 1];
+	} else {
+		double q = s[(uint32_t)(MARGIN_Q * (n - 1) + 0.5)];
+		b->margin = q < MARGIN_MIN ? MARGIN_MIN : q;
+	}
+	if (b->margin > 1)
+		b->margin = 1;
 }
 
 void rl_budget_observe(struct rl_budget *b, const struct rl_batch *bt, uint64_t step_ns)
 {
-	double f[RL_BUDGET_NF];
+	double f[RL_BUDGET_NF], y = (double)step_ns;
 	rl_budget_features(bt, f);
-	rl_budget_update(b, f, (double)step_ns);
-	b->seen_tokens *= SEEN_DECAY;
-	if (bt->n_tokens > b->seen_tokens)
-		b->seen_tokens = bt->n_tokens;
-	b->last_seqs = bt->n_seqs;
-	b->last_decodes = bt->n_seqs - bt->n_prefill;
-	b->last_dec_att = 0;
+	double pred = rl_budget_predict(b, f);
+	if (f[2] > 0 && pred > 0 && b->n_obs + b->n_prior >= WARMUP) {
+		/* the error the pick would have met: relative to the a-priori prediction */
+		b->resid[b->resid_pos] = (y - pred) / pred;
+		b->resid_pos = (b->resid_pos + 1) % RL_BUDGET_NR;
+		b->n_resid++;
+		error_stats(b);
+		/* an overshoot shrinks the next chunks at once; a step under the target lets the
+		 * shrink recover */
+		if (y > (double)b->target_ns)
+			b->shrink = fmin(b->shrink, (double)b->target_ns / y);
+		else
+			b->shrink = fmin(1.0, b->shrink * RECOVER);
+	}
+	rl_budget_update(b, f, y);
+	b->last_decodes = 0;
+	b->last_dec_ctx = 0;
 	b->last_prefix = 0;
 	for (uint32_t i = 0; i < bt->n_seqs; i++) {
 		const struct rl_batch_seq *q = &bt->seqs[i];
-		if (i >= bt->n_prefill)
-			b->last_dec_att += q->ctx_len;
-		else if (q->ctx_len - q->q_len > b->last_prefix)
-			b->last_prefix = q->ctx_len - q->q_len;
+		if (i >= bt->n_prefill) {
+			b->last_decodes++;
+			b->last_dec_ctx += q->ctx_len;
+		} else if (q->ctx_len > b->last_prefix) {
+			b->last_prefix = q->ctx_len;   /* where that sequence's next chunk starts */
+		}
 	}
 }
 
-static double predict_step(const struct rl_budget *b, uint32_t d, double dec_ctx, uint32_t prefix,
-			   uint32_t chunk)
-{
-	double f[RL_BUDGET_NF] = {
-		1, (double)d + chunk, (double)d + 1,
-		(dec_ctx + (double)chunk * ((double)prefix + chunk)) / 1024.0,
-	};
-	return rl_budget_predict(b, f);
-}
-
-/* Largest budget (decodes + chunk, chunk a multiple of min_chunk) predicted under target. */
 uint32_t rl_budget_choose(struct rl_budget *b, uint32_t d, double dec_ctx, uint32_t prefix)
 {
-	uint32_t floor_ = d < b->max_budget - b->min_chunk ? d + b->min_chunk : b->max_budget;
-	if (b->n_obs < WARMUP) {
-		/* too little data to trust: keep the small starting budget, but still let prefill in */
+	uint32_t floor_ = d < b->max_budget ? d + 1 : b->max_budget;
+	if (b->n_obs + b->n_prior < WARMUP) {
+		/* too little data to trust: keep the small starting budget, but let prefill in */
 		if (b->chosen < floor_)
 			b->chosen = floor_;
 		return b->chosen;
 	}
-	double target = (double)b->target_ns - MARGIN * b->err_abs;
+	if (!d) {                           /* no decoding sequence: no inter-token gap to keep */
+		b->chosen = b->max_budget;
+		return b->chosen;
+	}
+	double limit = (double)b->target_ns * b->shrink / (1 + b->margin);
 	uint32_t cap = b->max_budget;
-	/* trust the model only up to twice the largest step it has seen */
-	if (2.0 * b->seen_tokens < cap)
+	if (2.0 * b->seen_tokens < cap)     /* trust the model only up to twice what it has seen */
 		cap = (uint32_t)(2.0 * b->seen_tokens);
-	uint32_t lo = 1, hi = cap > d ? (cap - d) / b->min_chunk : 1;
-	if (hi < 1)
-		hi = 1;
-	/* binary search on the number of min_chunk units of prefill; the prediction is
-	 * non-decreasing in the chunk (rl_budget_predict) */
+	if (cap <= floor_) {
+		b->chosen = floor_;
+		return b->chosen;
+	}
+	/* the largest chunk predicted under the limit; the prediction is non-decreasing in the
+	 * chunk (non-negative coefficients over non-decreasing features) */
+	uint32_t lo = 1, hi = cap - d;
+	double f[RL_BUDGET_NF];
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo + 1) / 2;
-		if (predict_step(b, d, dec_ctx, prefix, mid * b->min_chunk) <= target)
+		rl_budget_step_features(d, dec_ctx, prefix, mid, f);
+		if (rl_budget_predict(b, f) <= limit)
 			lo = mid;
 		else
 			hi = mid - 1;
 	}
-	uint64_t budget = (uint64_t)d + (uint64_t)lo * b->min_chunk;
-	b->chosen = budget > b->max_budget ? b->max_budget : (uint32_t)budget;
-	if (b->chosen < floor_)
-		b->chosen = floor_;
+	b->chosen = d + lo;
 	return b->chosen;
 }
 
@@ -161,18 +249,21 @@ uint32_t rl_budget_pick(struct rl_budget *b, const struct rl_sched *s)
 	/* sequences past prefill decode next step; the last step's mean context stands in for
 	 * theirs (each has grown by one token since) */
 	uint32_t d = st.running > st.prefilling ? st.running - st.prefilling : 0;
-	double mean_ctx = b->last_decodes ? b->last_dec_att / b->last_decodes + 1 : b->last_prefix;
+	double mean_ctx = b->last_decodes ? b->last_dec_ctx / b->last_decodes + 1 : b->last_prefix;
 	return rl_budget_choose(b, d, mean_ctx * d, b->last_prefix);
 }
 
 void rl_budget_publish(const struct rl_budget *b, struct rl_info_stats *st)
 {
 	/* picoseconds, so sub-nanosecond per-unit costs survive the integer field */
-#define PS(i) (uint64_t)(b->theta[i] > 0 ? b->theta[i] * 1000.0 : 0)
+#define PS(i) (uint64_t)(b->theta[i] * 1000.0)
 	atomic_store_explicit(&st->coef_c0_ps, PS(0), memory_order_relaxed);
-	atomic_store_explicit(&st->coef_tok_ps, PS(1), memory_order_relaxed);
-	atomic_store_explicit(&st->coef_seq_ps, PS(2), memory_order_relaxed);
-	atomic_store_explicit(&st->coef_ctx_ps, PS(3), memory_order_relaxed);
+	atomic_store_explicit(&st->coef_dec_ps, PS(1), memory_order_relaxed);
+	atomic_store_explicit(&st->coef_pf_ps, PS(2), memory_order_relaxed);
+	atomic_store_explicit(&st->coef_datt_ps, PS(3), memory_order_relaxed);
+	atomic_store_explicit(&st->coef_patt_ps, PS(4), memory_order_relaxed);
+	atomic_store_explicit(&st->budget_margin_ppm, (uint64_t)(b->margin * 1e6), memory_order_relaxed);
+	atomic_store_explicit(&st->budget_calib_ns, b->calib_ns, memory_order_relaxed);
 	atomic_store_explicit(&st->budget, b->chosen, memory_order_relaxed);
 #undef PS
 }

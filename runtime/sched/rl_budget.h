@@ -1,59 +1,87 @@
 /* rl_budget.h — the automatic token budget (--max-batch-tokens auto --itl-target-us T).
  *
- * An online model of step time, fitted by recursive least squares with forgetting over the
- * steps the runtime has actually run:
- *     step_ns ≈ c0 + c_tok·tokens + c_seq·seqs + c_att·(Σ q_len·ctx_len / 1024)
- * (fixed cost; per-token projections and MLP; per-sequence overheads; attention work). Before
- * each step it picks the largest budget whose predicted step time, plus a margin of twice the
- * model's recent mean absolute prediction error, stays under T for the step it is
- * about to compose (the decodes it knows of plus one prefill chunk). It never goes below the
- * decodes plus one minimum chunk (a KV block), so prefill always moves even when T cannot be
- * met. Forgetting (λ) lets it follow changes in load and context length; the covariance is kept
- * bounded so that forgetting in directions no step excites (e.g. long decode-only phases)
- * cannot wind it up. The budget grows at most to twice the largest step seen recently, so a
- * model fitted on small steps is not trusted far outside what it has seen.
+ * A model of step time, linear in five features of the step
+ *     step_ns ≈ c0 + c_dec·(decode rows) + c_pf·(prefill tokens)
+ *                  + c_datt·(Σ decode ctx_len)/1024 + c_patt·(Σ prefill attention pairs)/1024
+ * where a prefill chunk of q rows after p cached tokens has q·p + q(q+1)/2 query-key pairs
+ * (causal). Decode rows and prefill tokens are separate because on real backends they cost
+ * differently (a decode row rides along a pass that reads every weight anyway; a prefill token
+ * of a long chunk is compute), and each has its own attention term.
+ *
+ * The fit is non-negative least squares: every coefficient is >= 0 in the fit itself, so the
+ * model that is fitted is the model that predicts (a coefficient fitted negative and clipped
+ * only when predicting would make the two differ). It is solved on weighted normal equations:
+ *   - a prior from the start-up calibration (a few timed steps of known shapes before serving,
+ *     rl_budget_prior), never forgotten, so a direction that serving has not excited lately
+ *     (prefill after a long decode-only phase) keeps its calibrated cost;
+ *   - the steps actually run (rl_budget_observe), forgotten with λ (a memory of ~500 steps), so
+ *     the fit follows load, context length and the machine.
+ * Each observation is weighted by 1/step_ns², so small and large steps are fitted to the same
+ * relative accuracy. Outliers (the runtime thread preempted, a page fault) beyond four typical
+ * relative errors are clipped before they enter the fit (the typical error is an EWMA of the
+ * clipped errors, so a lasting change of the machine widens it until the fit follows).
+ *
+ * The pick: before each step, the largest budget (the decodes the scheduler will run plus a
+ * prefill chunk, searched token by token) whose prediction times (1 + margin) stays under T,
+ * where the margin is a high quantile (95%) of the recent relative errors of steps that
+ * carried prefill: the tail, not the mean, is held under T. A step that overshoots T shrinks
+ * the next chunks at once (by T / its time), recovering over a few steps. The budget never
+ * falls below the decodes plus one prefill token, so prefill always moves even when T cannot
+ * be met, and grows at most to twice the largest step seen recently (the model is not
+ * trusted far outside what it has seen). A pick costs about 14 predictions (binary search)
+ * plus, after each step, one refit: ~30 sweeps of coordinate descent on a 5x5 system.
  */
 #ifndef RL_BUDGET_H
 #define RL_BUDGET_H
 #include <stdint.h>
 #include "kernels/rl_batch.h"
 
-#define RL_BUDGET_NF 4
+#define RL_BUDGET_NF 5                 /* features, in the order above */
+#define RL_BUDGET_NR 64                /* relative errors kept for the margin */
 
 struct rl_budget {
 	uint64_t target_ns;
-	uint32_t min_chunk, max_budget;
-	double   theta[RL_BUDGET_NF];          /* coefficients, ns per feature unit */
-	double   P[RL_BUDGET_NF][RL_BUDGET_NF];/* RLS inverse covariance */
-	double   p_trace_max;                  /* forgetting stops while trace(P) is above this */
-	double   lambda;                       /* forgetting factor */
-	double   err_abs;                      /* EWMA of |a-priori prediction error|, ns */
+	uint32_t max_budget;
+	double   theta[RL_BUDGET_NF];          /* coefficients, ns per feature unit, all >= 0 */
+	double   A[RL_BUDGET_NF][RL_BUDGET_NF], v[RL_BUDGET_NF];   /* online normal equations */
+	double   A0[RL_BUDGET_NF][RL_BUDGET_NF], v0[RL_BUDGET_NF]; /* calibration prior */
+	double   lambda;                       /* forgetting factor of the online part */
+	double   resid[RL_BUDGET_NR];          /* relative a-priori errors of prefill steps */
+	uint32_t n_resid, resid_pos;
+	double   margin;                       /* the 95% quantile of resid, >= 0 */
+	double   typ_err;                      /* EWMA of |relative error|, for the outlier clip */
+	double   shrink;                       /* <= 1 after an overshoot: scales the target */
 	double   seen_tokens;                  /* slowly decaying max of observed step tokens */
-	uint64_t n_obs;
+	uint64_t n_obs, n_prior;
+	uint64_t calib_ns;                     /* wall time the calibration took */
 	/* what the last step looked like, to predict the next */
-	uint32_t last_decodes, last_seqs, last_prefix;
-	double   last_dec_att;
+	uint32_t last_decodes, last_prefix;
+	double   last_dec_ctx;
 	uint32_t chosen;
 };
 
 struct rl_info_stats;
 struct rl_sched;
 
-/* min_chunk: smallest prefill chunk (the KV block size); max_budget: the ceiling. */
-void     rl_budget_init(struct rl_budget *b, uint64_t target_ns, uint32_t min_chunk, uint32_t max_budget);
-/* Features of a step: [1, tokens, seqs, Σ q_len·ctx_len / 1024]. */
+/* max_budget: the ceiling (the scheduler's max batch tokens). */
+void     rl_budget_init(struct rl_budget *b, uint64_t target_ns, uint32_t max_budget);
+/* Features of a step (the units above). */
 void     rl_budget_features(const struct rl_batch *bt, double f[RL_BUDGET_NF]);
 /* Feed one finished step and its measured time. */
 void     rl_budget_observe(struct rl_budget *b, const struct rl_batch *bt, uint64_t step_ns);
-/* One RLS update from raw features (observe calls it; tests drive it directly). */
+/* One online update from raw features (observe calls it; tests drive it directly). */
 void     rl_budget_update(struct rl_budget *b, const double f[RL_BUDGET_NF], double step_ns);
-/* Predicted step time. Negative per-unit coefficients (possible while features are collinear)
- * count as 0, so the prediction never falls as a step grows and the budget search is sound. */
+/* A calibration step: enters the prior (never forgotten), and refits. */
+void     rl_budget_prior(struct rl_budget *b, const double f[RL_BUDGET_NF], double step_ns);
+/* Predicted step time of features f. */
 double   rl_budget_predict(const struct rl_budget *b, const double f[RL_BUDGET_NF]);
-/* The budget for a step with `decodes` decode rows whose contexts sum to dec_ctx tokens and
- * a prefill chunk that starts after `prefix` cached tokens. Always within
- * [min(decodes + min_chunk, max_budget), max_budget]; stored in b->chosen. */
-uint32_t rl_budget_choose(struct rl_budget *b, uint32_t decodes, double dec_ctx, uint32_t prefix);
+/* Features of a step of d decode rows whose contexts sum to dec_ctx tokens and a prefill
+ * chunk of `chunk` rows after `prefix` cached tokens. */
+void     rl_budget_step_features(uint32_t d, double dec_ctx, uint32_t prefix, uint32_t chunk,
+				 double f[RL_BUDGET_NF]);
+/* The budget for such a step, its chunk chosen as above. Always within
+ * [min(d + 1, max_budget), max_budget]; stored in b->chosen. */
+uint32_t rl_budget_choose(struct rl_budget *b, uint32_t d, double dec_ctx, uint32_t prefix);
 /* rl_budget_choose for the step the scheduler is about to compose. */
 uint32_t rl_budget_pick(struct rl_budget *b, const struct rl_sched *s);
 void     rl_budget_publish(const struct rl_budget *b, struct rl_info_stats *st);

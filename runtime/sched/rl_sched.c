@@ -551,15 +551,18 @@ static uint32_t seq_len(const struct seqx *x)
 }
 
 /* Rows for the next prefill chunk of a sequence with rem tokens left, starting at position
- * start, given left rows of budget: end the chunk on a block boundary unless it ends the
- * prompt or the budget cannot reach the next boundary. */
+ * start, given left rows of budget: end the chunk on a block boundary (its full blocks enter
+ * the prefix cache, and the next chunk starts aligned) unless it ends the prompt, the budget
+ * left is less than a block, or the boundary would give up more than half of the rows. A
+ * budget below a block (the automatic budget under a tight target) would otherwise alternate
+ * a chunk with a sliver of one or two tokens, each a whole step. */
 static uint32_t chunk_len(uint32_t rem, uint32_t left, uint32_t start, uint32_t bs)
 {
 	if (rem <= left)
 		return rem;
 	uint32_t end = start + left;
 	uint32_t aligned = end - end % bs;
-	return aligned > start ? aligned - start : left;
+	return left >= bs && aligned > start && 2 * (aligned - start) >= left ? aligned - start : left;
 }
 
 static int reserve(struct rl_sched *s, struct seqx *x, uint32_t n)
@@ -806,8 +809,7 @@ void rl_sched_complete(struct rl_sched *s, const int32_t *out, uint64_t now_ns)
 void rl_sched_set_budget(struct rl_sched *s, uint32_t n)
 {
 	uint32_t hi = s->p.max_batch_tokens;
-	uint32_t lo = s->p.block_size < hi ? s->p.block_size : hi;
-	s->budget = n < lo ? lo : n > hi ? hi : n;
+	s->budget = n < 1 ? 1 : n > hi ? hi : n;
 }
 
 void rl_sched_get_stats(const struct rl_sched *s, struct rl_sched_stats *st)
