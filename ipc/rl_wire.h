@@ -127,10 +127,10 @@ struct rl_info_stats {                 /* written by the runtime (relaxed), read
 	_Atomic uint64_t budget, last_step_tokens, last_step_ns;
 	_Atomic uint64_t rejected_invalid, rejected_limit, rejected_busy, hostile_clients;
 	_Atomic uint64_t attaches, detaches, refused, sleeps;
-	/* automatic budget (runtime/sched/rl_budget.h): step_ns ≈ c0 + c_dec·decode rows +
+	/* automatic budget (runtime/sched/rl_budget.h): step_ns ≈ c0 + c_samp·sampled rows +
 	 * c_pf·prefill tokens + c_datt·decode ctx/1024 + c_patt·prefill attention pairs/1024 */
 	_Atomic uint64_t itl_target_ns;
-	_Atomic uint64_t coef_c0_ps, coef_dec_ps, coef_pf_ps, coef_datt_ps, coef_patt_ps;  /* picoseconds */
+	_Atomic uint64_t coef_c0_ps, coef_samp_ps, coef_pf_ps, coef_datt_ps, coef_patt_ps;  /* picoseconds */
 	_Atomic uint64_t budget_margin_ppm;  /* the relative error quantile the pick keeps below T */
 	_Atomic uint64_t budget_calib_ns;    /* the start-up calibration's wall time */
 	/* refusals before a slot is taken (all are also counted in refused) */

@@ -148,9 +148,9 @@ int rl_cmd_top(int argc, char **argv)
 			       (steps - last_steps) * 1000.0 / iv);
 		double tgt = jnum(buf, "itl_target_us");
 		if (tgt > 0 && (jnum(buf, "c0_ns") > 0 || jnum(buf, "calibration_ms") > 0))   /* the automatic budget's step model */
-			printf("budget auto, ITL target %.0f us: step %.0f us + %.1f us/decode row + %.1f us/prefill token"
+			printf("budget auto, ITL target %.0f us: step %.0f us + %.1f us/sampled row + %.1f us/prefill token"
 			       " + %.2f us/1k decode ctx + %.2f us/1k prefill pairs; margin %.0f%%, calibrated in %.0f ms\n",
-			       tgt, jnum(buf, "c0_ns") / 1e3, jnum(buf, "per_decode_row_ns") / 1e3,
+			       tgt, jnum(buf, "c0_ns") / 1e3, jnum(buf, "per_sampled_row_ns") / 1e3,
 			       jnum(buf, "per_prefill_token_ns") / 1e3, jnum(buf, "per_kctx_decode_ns") / 1e3,
 			       jnum(buf, "per_kpairs_prefill_ns") / 1e3, jnum(buf, "margin_pct"), jnum(buf, "calibration_ms"));
 		printf("rejected: invalid %.0f  limit %.0f  busy %.0f   hostile clients %.0f\n",

@@ -1216,7 +1216,7 @@ int rl_rt_run(struct rl_rt *rt)
 			    "served steps)", rep.steps, strerror(-rc));
 		const double *th = rt->budget.theta;
 		LOG(rt, "budget auto, ITL target %.1f ms: calibrated in %.0f ms over %u step shapes: step %.0f us "
-		    "+ %.1f us/decode row + %.1f us/prefill token + %.2f us/1k decode ctx + %.2f us/1k prefill pairs",
+		    "+ %.1f us/sampled row + %.1f us/prefill token + %.2f us/1k decode ctx + %.2f us/1k prefill pairs",
 		    rt->p.itl_target_ns / 1e6, rep.ns / 1e6, rep.steps, th[0] / 1e3, th[1] / 1e3, th[2] / 1e3,
 		    th[3] / 1e3, th[4] / 1e3);
 		rl_budget_publish(&rt->budget, &rt->info->st);

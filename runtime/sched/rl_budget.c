@@ -12,7 +12,6 @@
 #define SWEEPS      40      /* coordinate-descent sweeps per refit (warm-started) */
 #define CLIP        4.0     /* errors beyond this many typical relative errors are clipped */
 #define TYP_ALPHA   0.05    /* EWMA weight of the typical relative error */
-#define MARGIN_Q    0.95    /* the pick keeps this quantile of relative errors under the target */
 #define MARGIN_MIN  0.05    /* and never less than 5% (a fresh or very regular model) */
 #define MARGIN_NEW  0.15    /* the margin before 8 prefill steps have been seen */
 #define RECOVER     1.1     /* the shrink after an overshoot recovers by this factor a step */
@@ -50,6 +49,7 @@ void rl_budget_features(const struct rl_batch *bt, double f[RL_BUDGET_NF])
 			double p = (double)q->ctx_len - q->q_len;
 			pf += q->q_len;
 			pairs += (double)q->q_len * p + (double)q->q_len * (q->q_len + 1) / 2;
+			d += q->sample != 0;          /* a prompt's last chunk samples: an LM head row */
 		} else {
 			d++;
 			dec_ctx += q->ctx_len;
@@ -165,7 +165,9 @@ static void error_stats(struct rl_budget *b)
 	if (n < 8) {
 		b->margin = MARGIN_NEW > s[n - 1] ? MARGIN_NEW : s[n - 1];
 	} else {
-		double q = s[(uint32_t)(MARGIN_Q * (n - 1) + 0.5)];
+		/* 95% of prefill steps under T, and 99% under 1.1 T (the tail a p99 ITL reads) */
+		double q95 = s[(uint32_t)(0.95 * (n - 1) + 0.5)], q99 = s[(uint32_t)(0.99 * (n - 1) + 0.5)] - 0.1;
+		double q = q95 > q99 ? q95 : q99;
 		b->margin = q < MARGIN_MIN ? MARGIN_MIN : q;
 	}
 	if (b->margin > 1)
@@ -232,7 +234,8 @@ uint32_t rl_budget_choose(struct rl_budget *b, uint32_t d, double dec_ctx, uint3
 	double f[RL_BUDGET_NF];
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo + 1) / 2;
-		rl_budget_step_features(d, dec_ctx, prefix, mid, f);
+		/* the chunk may end its prompt and sample: count it as one more sampled row */
+		rl_budget_step_features(d + 1, dec_ctx, prefix, mid, f);
 		if (rl_budget_predict(b, f) <= limit)
 			lo = mid;
 		else
@@ -258,7 +261,7 @@ void rl_budget_publish(const struct rl_budget *b, struct rl_info_stats *st)
 	/* picoseconds, so sub-nanosecond per-unit costs survive the integer field */
 #define PS(i) (uint64_t)(b->theta[i] * 1000.0)
 	atomic_store_explicit(&st->coef_c0_ps, PS(0), memory_order_relaxed);
-	atomic_store_explicit(&st->coef_dec_ps, PS(1), memory_order_relaxed);
+	atomic_store_explicit(&st->coef_samp_ps, PS(1), memory_order_relaxed);
 	atomic_store_explicit(&st->coef_pf_ps, PS(2), memory_order_relaxed);
 	atomic_store_explicit(&st->coef_datt_ps, PS(3), memory_order_relaxed);
 	atomic_store_explicit(&st->coef_patt_ps, PS(4), memory_order_relaxed);

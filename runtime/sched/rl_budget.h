@@ -1,12 +1,14 @@
 /* rl_budget.h — the automatic token budget (--max-batch-tokens auto --itl-target-us T).
  *
  * A model of step time, linear in five features of the step
- *     step_ns ≈ c0 + c_dec·(decode rows) + c_pf·(prefill tokens)
+ *     step_ns ≈ c0 + c_samp·(sampled rows) + c_pf·(prefill tokens)
  *                  + c_datt·(Σ decode ctx_len)/1024 + c_patt·(Σ prefill attention pairs)/1024
  * where a prefill chunk of q rows after p cached tokens has q·p + q(q+1)/2 query-key pairs
- * (causal). Decode rows and prefill tokens are separate because on real backends they cost
- * differently (a decode row rides along a pass that reads every weight anyway; a prefill token
- * of a long chunk is compute), and each has its own attention term.
+ * (causal). Sampled rows (every decode row, and the last row of a prompt's final chunk) and
+ * prefill tokens are separate because on real backends they cost differently (a decode row
+ * rides along a pass that reads every weight anyway, and each sampled row adds an LM-head row
+ * and the sampler; a prefill token of a long chunk is compute), and each has its own attention
+ * term.
  *
  * The fit is non-negative least squares: every coefficient is >= 0 in the fit itself, so the
  * model that is fitted is the model that predicts (a coefficient fitted negative and clipped
@@ -23,8 +25,10 @@
  *
  * The pick: before each step, the largest budget (the decodes the scheduler will run plus a
  * prefill chunk, searched token by token) whose prediction times (1 + margin) stays under T,
- * where the margin is a high quantile (95%) of the recent relative errors of steps that
- * carried prefill: the tail, not the mean, is held under T. A step that overshoots T shrinks
+ * where the margin is the larger of the 95% quantile of the recent relative errors of steps
+ * that carried prefill and their 99% quantile less 10%: 95% of such steps under T and 99%
+ * under 1.1 T, the tail, not the mean. The chunk is predicted as if it ended its prompt (one
+ * more sampled row). A step that overshoots T shrinks
  * the next chunks at once (by T / its time), recovering over a few steps. The budget never
  * falls below the decodes plus one prefill token, so prefill always moves even when T cannot
  * be met, and grows at most to twice the largest step seen recently (the model is not
@@ -37,7 +41,7 @@
 #include "kernels/rl_batch.h"
 
 #define RL_BUDGET_NF 5                 /* features, in the order above */
-#define RL_BUDGET_NR 64                /* relative errors kept for the margin */
+#define RL_BUDGET_NR 128               /* relative errors kept for the margin */
 
 struct rl_budget {
 	uint64_t target_ns;

@@ -94,6 +94,31 @@ out=$("$b/ringlm" bench serve --users 2 --duration 1 --drain 5 --prompt 8 --outp
 if [ $rc -eq 0 ] && has "$out" '"errors":0' && has "$out" '"incomplete":0' && [ -s "$dir/serve/serve.csv" ]; then ok bench_serve_runs
 else bad bench_serve_runs "rc $rc: $(printf '%s' "$out" | tail -3)"; fi
 
+# -- the automatic budget calibrates on every backend before serving, says so, and shows its
+# step model in stats (sim: a known step cost; cpu: a real model; cuda on the emulator)
+budget_case() {   # name, socket, ringlmd args...
+  local name=$1 sock=$2; shift 2
+  env "${BENV[@]}" "$b/ringlmd" --socket "$sock" --max-batch-tokens auto --itl-target-us 20000 "$@" 2>"$dir/$sock.err" & local p=$!
+  local js=
+  for i in $(seq 400); do js=$("$b/ringlm" stats --socket "$sock" --json 2>/dev/null) && break; sleep 0.05; done
+  out=$("$b/ringlm" generate --socket "$sock" --prompt-ids "$(seq -s, 1 40)" -n 4 --ids 2>&1); rc=$?
+  js=$("$b/ringlm" stats --socket "$sock" --json 2>&1)
+  kill $p; wait $p 2>/dev/null
+  if [ $rc -eq 0 ] && grep -q "budget auto, ITL target 20.0 ms: calibrated in [0-9]* ms over [1-9]" "$dir/$sock.err" &&
+     printf '%s' "$js" | python3 -c 'import json,sys; m=json.load(sys.stdin)["step_model"]; sys.exit(0 if m["calibration_ms"] > 0 and m["c0_ns"] + m["per_prefill_token_ns"] > 0 and all(v >= 0 for v in m.values()) else 1)'
+  then ok "$name"; else bad "$name" "rc $rc: $(cat "$dir/$sock.err") $js"; fi
+}
+BENV=()
+budget_case budget_calibrates_sim bsim --backend sim --sim-step-us 2000 --sim-token-us 50
+budget_case budget_calibrates_cpu bcpu --model synthetic:tiny --threads 1
+if [ -f "$b/cudasim/librlcuda.so" ]; then
+  BENV=(RINGLM_CUDA_LIB="$b/cudasim/librlcuda.so")
+  budget_case budget_calibrates_cuda_emulated bcuda --backend cuda --model synthetic:tiny --max-seqs 4 --kv-blocks 64
+  BENV=()
+else
+  echo "SKIP budget_calibrates_cuda_emulated: no $b/cudasim/librlcuda.so"; skip=$((skip+1))
+fi
+
 # -- model paths: each message names the path given and what is wrong with it
 mkdir -p "$dir/emptyfolder"; head -c 65536 /dev/urandom > "$dir/rand.gguf"; echo hi > "$dir/tiny.bin"
 seq 1000 > "$dir/text.bin"
