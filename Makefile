@@ -1,7 +1,7 @@
 # ringlm — build, test, demo. `make` builds build/ringlmd, build/ringlm, build/libringlm.{so,a}
 # (and build/librlcuda.so when nvcc is found and CUDA!=0). See README.md.
 #
-# Layout of objects: everything in ipc/ runtime/*/ kernels/ clients/*.c goes into the internal
+# Layout of objects: everything in ipc/ tokenizer/ runtime/*/ kernels/ clients/*.c goes into the internal
 # object set, except the code that calls CUDA (runtime/cuda/*.c, only in librlcuda.so);
 # libringlm.{so,a} carry it all (embedded mode runs the runtime in-process) but export only
 # ringlm_* (clients/libringlm.map). ringlmd = runtime/loop/ringlmd.c + objects + jemalloc;
@@ -32,7 +32,7 @@ LDLIBS   = -luring -lnuma -ljansson -lpcre2-8 -lm -ldl -pthread
 
 CUH_SRC  = $(wildcard runtime/cuda/*.c)
 LIB_SRC  = $(filter-out runtime/loop/ringlmd.c $(CUH_SRC), \
-	$(wildcard ipc/*.c runtime/*/*.c runtime/cuda/host/*.c kernels/*.c clients/*.c))
+	$(wildcard ipc/*.c tokenizer/*.c runtime/*/*.c runtime/cuda/host/*.c kernels/*.c clients/*.c))
 CLI_SRC  = $(wildcard clients/cli/*.c bench/*.c)
 TEST_SRC = $(wildcard tests/test_*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -98,8 +98,8 @@ $(FI_STAMP): ;
 # mismatch, or a kernel declared and never built) fails the link instead of the dlopen on the
 # GPU machine. Not in sanitizer builds, whose runtime only the executable carries.
 CUDA_LDEFS = $(if $(SAN),,-Xlinker -z -Xlinker defs)
-# the model loaders build the byte-level BPE vocabulary blob, whose owner is clients/rl_bpe.c
-CUDA_SHARED_OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard runtime/model/*.c runtime/cuda/host/*.c) clients/rl_bpe.c clients/rl_chat.c)
+# the model loaders build the vocabulary blobs, whose owner is tokenizer/
+CUDA_SHARED_OBJ = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard runtime/model/*.c runtime/cuda/host/*.c tokenizer/*.c))
 
 # cudasim (rules below, with the emulator's notes)
 CUDASIM ?= 1

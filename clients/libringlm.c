@@ -23,7 +23,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include "clients/libringlm_internal.h"
-#include "clients/rl_tok.h"
+#include "tokenizer/rl_tok.h"
 #include "ipc/rl_clock.h"
 #include "runtime/loop/rl_rt.h"
 #include "runtime/loop/rl_rt_args.h"

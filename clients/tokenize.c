@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "clients/libringlm_internal.h"
-#include "clients/rl_tok.h"
+#include "tokenizer/rl_tok.h"
 
 static struct rl_tok *tok_of(struct ringlm *c)
 {

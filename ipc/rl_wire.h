@@ -12,7 +12,12 @@
  *                  a request names [arena_pos, arena_pos + n_prompt) modulo the arena (in ids)
  *
  * Info segment (memfd, F_SEAL_FUTURE_WRITE: clients can only map it read-only): struct
- * rl_info, then the vocabulary blob (llama2.c tokenizer.bin layout) at vocab_off.
+ * rl_info, then the model's vocabulary blob at vocab_off (vocab_size_bytes; none when 0), in
+ * one of the two formats tokenizer/ reads (tokenizer/rl_tok.h tells them apart by the magic):
+ *   SentencePiece-style (Llama 1/2, Mistral): llama2.c's tokenizer.bin, little-endian:
+ *     i32 max_token_length, then per token: f32 score, i32 len, len bytes;
+ *   byte-level BPE (Llama 3, Qwen2, GPT-2): "RLB1" (tokenizer/rl_bpe.h has the layout):
+ *     header, the pre-tokenizer regex, the tokens with their types, the merges by rank.
  *
  * Doorbells (Dekker-style; seq_cst fences order each side's store before its load):
  *   client → runtime: the client publishes a request (ring release), fence, then reads
@@ -148,7 +153,7 @@ struct rl_info {
 	_Atomic uint64_t heartbeat_ns; /* CLOCK_MONOTONIC, refreshed by a timer */
 	_Alignas(RL_CACHELINE) char backend[16];
 	char     model[64];
-	char     chat_template[16];    /* family name (clients/rl_chat.h), "" when none */
+	char     chat_template[16];    /* family name (tokenizer/rl_chat.h), "" when none */
 	uint32_t vocab_size, max_ctx, bos_id, eos_id;
 	uint32_t max_prompt, max_new, max_inflight, max_clients;
 	uint32_t block_size, wake_mode;

@@ -89,7 +89,7 @@ struct rl_layer {
 struct rl_model {
 	struct rl_model_config cfg;
 	char   name[64];
-	char   chat_template[16];      /* chat template family ("llama3", "chatml", "mistral"; clients/rl_chat.h), "" */
+	char   chat_template[16];      /* chat template family ("llama3", "chatml", "mistral"; tokenizer/rl_chat.h), "" */
 	float *tok_emb;                /* [vocab_size, dim] */
 	struct rl_layer *layers;       /* [n_layers] */
 	float *out_norm;               /* [dim] */
@@ -97,7 +97,7 @@ struct rl_model {
 	struct rl_wmat mtok_emb, mwcls;   /* as the layers' mq ...; mwcls == mtok_emb when tied */
 	/* Tokenizer vocabulary: llama2.c tokenizer.bin layout (int32 max_token_length, then per
 	 * token: float score, int32 len, len bytes) for SentencePiece vocabularies, or the
-	 * byte-level BPE blob of clients/rl_bpe.h ("RLB1"); NULL when the model file has none. */
+	 * byte-level BPE blob of tokenizer/rl_bpe.h ("RLB1"); NULL when the model file has none. */
 	void    *vocab_blob;
 	uint32_t vocab_blob_size;
 	void    *mem;                  /* owned storage for all of the above */

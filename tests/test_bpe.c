@@ -1,17 +1,17 @@
-/* test_bpe.c — byte-level BPE (clients/rl_bpe.c) against Hugging Face `tokenizers`, an
+/* test_bpe.c — byte-level BPE (tokenizer/rl_bpe.c) against Hugging Face `tokenizers`, an
  * independent implementation: a vocabulary trained with Llama 3's pre-tokenizer, read both
  * from its tokenizer.json and from a vocab-only GGUF carrying the same vocabulary with the
  * keys llama.cpp's converter writes (made here from the JSON: no model file in git),
  * must give tokenizers' ids on 2000 strings (many scripts, emoji with modifiers, digit runs,
  * whitespace and newline runs, contractions in both cases, control tokens parsed and as
  * text), and decode back to the same bytes. Fixtures: tests/fixtures/bpe (gen_bpe_fixture.py).
- * Tests: clients (rl_bpe, rl_tok), runtime/model (GGUF vocabulary, tokenizer.json).
+ * Tests: tokenizer (rl_bpe, rl_tok), runtime/model (GGUF vocabulary, tokenizer.json).
  */
 #include <errno.h>
 #include <jansson.h>
 #include "tests/rl_test.h"
-#include "clients/rl_bpe.h"
-#include "clients/rl_tok.h"
+#include "tokenizer/rl_bpe.h"
+#include "tokenizer/rl_tok.h"
 #include "runtime/model/rl_model_io.h"
 
 #define DIR "tests/fixtures/bpe/"

@@ -1,11 +1,11 @@
-/* test_chat.c — chat template families (clients/rl_chat.c): detection from the marker tokens
+/* test_chat.c — chat template families (tokenizer/rl_chat.c): detection from the marker tokens
  * of the real templates' text, and the formatted prompt each family's template renders for
  * the same conversations (written out by hand from the published templates: Llama 3.0,
  * Qwen2's ChatML with its default system message, Mistral v1), and the refusals.
- * Tests: clients (rl_chat). */
+ * Tests: tokenizer (rl_chat). */
 #include <errno.h>
 #include "tests/rl_test.h"
-#include "clients/rl_chat.h"
+#include "tokenizer/rl_chat.h"
 
 static void chat_detects_families(void)
 {

@@ -7,7 +7,7 @@
  *   - the cuda backend on the CPU emulator serves client processes with the cpu's tokens, with
  *     bf16 weights and with --cuda-dtype fp16.
  * Skips cleanly when ../shared/models is absent.
- * Tests: runtime/loop, runtime/sched, runtime/backend (cpu, cuda on cudasim), runtime/model, clients (libringlm, tokenizer).
+ * Tests: runtime/loop, runtime/sched, runtime/backend (cpu, cuda on cudasim), runtime/model, clients (libringlm), tokenizer.
  */
 #include "tests/rl_test.h"
 #include "tests/rt_harness.h"

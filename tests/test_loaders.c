@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include "tests/rl_test.h"
 #include "runtime/model/rl_model_io.h"
-#include "clients/rl_tok.h"
+#include "tokenizer/rl_tok.h"
 
 static int same_floats(const float *a, const float *b, size_t n, float tol)
 {

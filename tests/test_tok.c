@@ -1,13 +1,13 @@
 /* test_tok.c — rl_tok against llama2.c's encode(): ids from the fixture that our independent
  * Python port (tests/ref/llama2c_encode.py) produced for tokenizer.bin and tok512.bin, decode
  * round trips, a synthetic vocabulary (always runs), and malformed blobs.
- * Tests: clients (rl_tok).
+ * Tests: tokenizer (rl_tok).
  */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include "tests/rl_test.h"
-#include "clients/rl_tok.h"
+#include "tokenizer/rl_tok.h"
 
 static int unhex(const char *h, char *out)
 {

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 #include "clients/cli/cli.h"
-#include "clients/rl_chat.h"
+#include "tokenizer/rl_chat.h"
 #include "runtime/model/rl_model_io.h"
 
 struct shape {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "clients/cli/cli.h"
-#include "clients/rl_tok.h"
+#include "tokenizer/rl_tok.h"
 #include "runtime/model/rl_model_io.h"
 #include "runtime/model/rl_model_plan.h"
 

@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "clients/ringlm.h"
-#include "clients/rl_chat.h"
+#include "tokenizer/rl_chat.h"
 
 #define MAX_BODY   (1u << 20)          /* bytes of a request body */
 #define MAX_STOPS  4                   /* stop strings per request (as OpenAI) */

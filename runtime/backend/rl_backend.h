@@ -25,7 +25,7 @@ struct rl_backend_info {
 	uint32_t vocab_size;
 	uint32_t max_ctx;              /* longest sequence (prompt + generated) */
 	uint32_t bos_id, eos_id;       /* UINT32_MAX when the model has none */
-	const void *vocab_blob;        /* tokenizer in llama2.c tokenizer.bin layout, or NULL */
+	const void *vocab_blob;        /* vocabulary blob (either format of ipc/rl_wire.h), or NULL */
 	uint32_t vocab_blob_size;
 	/* 1: finish() computes a share of the step on the calling thread (cpu: few cores, no
 	 * thread should only wait), so poll() stays 0 until finish() is called; the runtime calls

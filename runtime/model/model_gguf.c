@@ -8,8 +8,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "clients/rl_bpe.h"
-#include "clients/rl_chat.h"
+#include "tokenizer/rl_bpe.h"
+#include "tokenizer/rl_chat.h"
 #include "runtime/model/model_internal.h"
 
 enum { GT_U8, GT_I8, GT_U16, GT_I16, GT_U32, GT_I32, GT_F32, GT_BOOL, GT_STR, GT_ARR, GT_U64,

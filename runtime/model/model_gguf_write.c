@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-#include "clients/rl_bpe.h"
-#include "clients/rl_chat.h"
+#include "tokenizer/rl_bpe.h"
+#include "tokenizer/rl_chat.h"
 #include "runtime/model/model_internal.h"
 
 #define ALIGN 32

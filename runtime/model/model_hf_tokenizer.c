@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "clients/rl_bpe.h"
+#include "tokenizer/rl_bpe.h"
 #include "runtime/model/model_internal.h"
 
 /* The regex of the first Split pre-tokenizer, or GPT-2's when a ByteLevel one has use_regex;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "clients/rl_chat.h"
+#include "tokenizer/rl_chat.h"
 #include "runtime/model/model_internal.h"
 #include <jansson.h>
 

@@ -85,7 +85,7 @@ int  rl_model_load(const char *path, const char *tokenizer_path, struct rl_model
  * as a llama2.c tokenizer.bin blob (malloc'd; BOS/EOS pieces wrapped in newlines as llama2.c
  * does), without loading the weights. -ENOENT when the file has none. */
 int  rl_gguf_read_vocab(const char *path, void **blob, uint32_t *size, char *err, size_t errlen);
-/* A Hugging Face tokenizer.json (byte-level BPE) as the clients/rl_bpe.h blob
+/* A Hugging Face tokenizer.json (byte-level BPE) as the tokenizer/rl_bpe.h blob
  * (model_hf_tokenizer.c). n_vocab 0 takes the vocabulary size from the file. 0; -ENOTSUP when
  * it is another kind of tokenizer; -EINVAL/-ENOMEM with one line in err. */
 int  rl_hf_tokenizer_blob(const char *path, uint32_t n_vocab, uint32_t bos, uint32_t eos,

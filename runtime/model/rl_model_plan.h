@@ -75,7 +75,7 @@ struct rl_tread {
 struct rl_model_plan {
 	struct rl_model_config cfg;
 	char     name[64];
-	char     chat_template[16];    /* the template's family (clients/rl_chat.h), "" when none */
+	char     chat_template[16];    /* the template's family (tokenizer/rl_chat.h), "" when none */
 	void    *vocab_blob;           /* llama2.c tokenizer.bin layout (malloc'd), or NULL */
 	uint32_t vocab_blob_size;
 	struct rl_tread *reads;        /* [n_reads]: every weight exactly once, checked against

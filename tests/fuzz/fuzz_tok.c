@@ -2,10 +2,10 @@
  * tokenizer.bin layout) and text to encode. Input: u16 little-endian blob length, the blob,
  * then the text. Properties: encode returns the documented count (<= len + 3) and every id
  * it writes is in the vocabulary and decodes.
- * Tests: clients (rl_tok).
+ * Tests: tokenizer (rl_tok).
  */
 #include "tests/fuzz/fuzz_common.h"
-#include "clients/rl_tok.h"
+#include "tokenizer/rl_tok.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "clients/rl_bpe.h"
-#include "clients/rl_tok.h"
+#include "tokenizer/rl_bpe.h"
+#include "tokenizer/rl_tok.h"
 
 struct rl_tok {
 	uint32_t  n;

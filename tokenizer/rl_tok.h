@@ -1,4 +1,5 @@
-/* rl_tok.h — the clients' tokenizer. Two kinds of vocabulary blob: a llama2.c tokenizer.bin
+/* rl_tok.h — the tokenizer: clients tokenize with it, the model loaders build its vocabulary
+ * blobs. Two kinds of blob: a llama2.c tokenizer.bin
  * (int32 max_token_length, then per token: float score, int32 len, len bytes) for
  * SentencePiece-style vocabularies, whose encoding reproduces llama2.c's encode() token for
  * token; and a byte-level BPE blob (rl_bpe.h: Llama 3, Qwen2, GPT-2), encoded as Hugging

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "clients/rl_bpe.h"
+#include "tokenizer/rl_bpe.h"
 
 /* The pre-tokenizer patterns, as llama.cpp's llama-vocab.cpp and the models' tokenizer.json
  * spell them. */

@@ -10,7 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include "clients/rl_chat.h"
+#include "tokenizer/rl_chat.h"
 
 enum rl_chat_family rl_chat_detect(const char *t)
 {
