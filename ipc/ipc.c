@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #include "ipc/rl_ipc.h"
@@ -118,8 +119,8 @@ int rl_sock_path(const char *name, char *out, size_t len)
 		n = snprintf(out, len, "%s/%s", getenv("RINGLM_SOCKET_DIR"), name);
 	else
 		n = snprintf(out, len, "/tmp/ringlm-%u/%s", (unsigned)getuid(), name);
-	/* sun_path holds 108 bytes including the NUL */
-	return n < 0 || (size_t)n >= len || n >= 108 ? -ENAMETOOLONG : 0;
+	/* a socket address holds sizeof sun_path bytes including the NUL */
+	return n < 0 || (size_t)n >= len || (size_t)n >= sizeof(((struct sockaddr_un *)0)->sun_path) ? -ENAMETOOLONG : 0;
 }
 
 int rl_sock_dir(const char *path, char *dir, size_t len)

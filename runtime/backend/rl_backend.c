@@ -105,7 +105,7 @@ int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct
 		.cuda_dtype = p->cuda_dtype,
 		.cuda_attn = p->cuda_attn,
 		.sim_vocab = p->sim_vocab,
-		.sim_max_ctx = p->ctx ? p->ctx : 8192,
+		.sim_max_ctx = p->ctx,
 		.sim_step_ns = p->sim_step_ns,
 		.sim_token_ns = p->sim_token_ns,
 	};

@@ -34,6 +34,8 @@ struct rl_backend_info {
 	int      finish_works;
 };
 
+#define RL_SIM_DEFAULT_CTX 8192        /* the sim backend's context when none is asked for */
+
 struct rl_backend_params {
 	uint32_t n_kv_blocks;          /* KV pool size in blocks */
 	uint32_t block_size;           /* tokens per block */
@@ -59,7 +61,7 @@ struct rl_backend_params {
 	const char *tokenizer_path;     /* its tokenizer.bin, when the file has no vocabulary */
 	/* sim backend */
 	uint32_t sim_vocab;            /* default 32000 */
-	uint32_t sim_max_ctx;          /* default 8192 */
+	uint32_t sim_max_ctx;          /* 0: RL_SIM_DEFAULT_CTX */
 	uint64_t sim_step_ns;          /* fixed cost per step */
 	uint64_t sim_token_ns;         /* cost per row */
 };

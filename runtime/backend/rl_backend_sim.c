@@ -118,7 +118,7 @@ int rl_backend_sim_create(const struct rl_backend_params *p, struct rl_backend *
 	snprintf(s->be.info.name, sizeof s->be.info.name, "sim");
 	snprintf(s->be.info.model_name, sizeof s->be.info.model_name, "sim");
 	s->be.info.vocab_size = s->vocab;
-	s->be.info.max_ctx = p->sim_max_ctx ? p->sim_max_ctx : 8192;
+	s->be.info.max_ctx = p->sim_max_ctx ? p->sim_max_ctx : RL_SIM_DEFAULT_CTX;
 	s->be.info.bos_id = 1;
 	s->be.info.eos_id = UINT32_MAX;
 	*out = &s->be;

@@ -101,7 +101,7 @@ struct handshake {
 
 struct rl_rt {
 	struct rl_rt_params p;
-	char     sock_path[108], sock_dir[108];
+	char     sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)], sock_dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int      listen_fd, sig_fd, stop_fd;
 	struct io_uring ring;
 	int      futex_ok;             /* IORING_OP_FUTEX_WAIT supported and chosen */
@@ -945,7 +945,7 @@ static int make_listener(struct rl_rt *rt, char *err, size_t errlen)
 	if (fd < 0)
 		return -errno;
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	strcpy(a.sun_path, rt->sock_path);
+	memcpy(a.sun_path, rt->sock_path, sizeof a.sun_path);   /* same size, NUL-terminated */
 	/* a stale socket from a dead runtime is replaced; a live one is not */
 	if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
 		close(fd);
