@@ -320,7 +320,7 @@ int rl_cmd_bench_kernels(int argc, char **argv)
 		for (int r = 0; r < 16; r++)
 			mix_xr[k][r] = mix_x[8 * (r % 8) + k];
 	const int vec = rl_cpu_isa() != RL_CPU_SCALAR;
-	const int vnni = rl_cpu_isa() == RL_CPU_AVX512 && __builtin_cpu_supports("avx512vnni");
+	const int vnni = rl_cpu_isa() == RL_CPU_AVX512 && (rl_cpu_features() & RL_CPUF_VNNI);
 	const double m_fma = vec ? mix_fma256() : 0, m_i8s = vec ? mix_i8_signed() : 0;
 	const double m_i8u = vec ? mix_i8_unsigned() : 0, m_vnni = vnni ? mix_vnni() : 0;
 	const double m_i16 = vec ? mix_i16_pairs() : 0;

@@ -1164,47 +1164,11 @@ static attn_fn *const attn_rows_impl[] = { attn_scalar, attn_rows_avx2, attn_row
  * the model only, never on the batch, so a row's arithmetic is the same however it is chunked
  * or batched. */
 #define ROW_ATTN_MIN_HD 32
-static enum rl_cpu_isa cur_isa;
-
-enum rl_cpu_isa rl_cpu_isa_best(void)
-{
-	__builtin_cpu_init();
-	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-	    __builtin_cpu_supports("fma"))
-		return RL_CPU_AVX512;
-	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-		return RL_CPU_AVX2;
-	return RL_CPU_SCALAR;
-}
-
-__attribute__((constructor)) static void pick_isa(void)
-{
-	cur_isa = rl_cpu_isa_best();
-}
-
-int rl_cpu_set_isa(enum rl_cpu_isa isa)
-{
-	if (isa > rl_cpu_isa_best())
-		return -ENOTSUP;
-	cur_isa = isa;
-	return 0;
-}
-
-enum rl_cpu_isa rl_cpu_isa(void)
-{
-	return cur_isa;
-}
-
-const char *rl_cpu_isa_name(enum rl_cpu_isa isa)
-{
-	return isa == RL_CPU_AVX512 ? "avx512" : isa == RL_CPU_AVX2 ? "avx2" : "scalar";
-}
-
 void rl_cpu_matmul(float *Y, size_t ldy, const float *X, size_t ldx, const float *W,
 		   const float *bias, uint32_t n_rows, uint32_t in, uint32_t o_begin,
 		   uint32_t o_end, int accumulate)
 {
-	mm_impl[cur_isa](Y, ldy, X, ldx, W, bias, n_rows, in, o_begin, o_end, accumulate);
+	mm_impl[rl_cpu_isa()](Y, ldy, X, ldx, W, bias, n_rows, in, o_begin, o_end, accumulate);
 }
 
 /* Where kv->wide (the widened blocks) starts in the scratch, 16-float aligned: past the tiled
@@ -1233,7 +1197,7 @@ void rl_cpu_attention(float *out, size_t ldo, const float *q, size_t ldq, uint32
 	struct rl_cpu_kv_view v = *kv;
 	if (kv->hk)
 		v.wide = scratch + wide_at(q_len * n_qh, hd, kv->block_size);
-	(hd >= ROW_ATTN_MIN_HD ? attn_rows_impl : attn_impl)[cur_isa](out, ldo, q, ldq, q_len, n_qh,
+	(hd >= ROW_ATTN_MIN_HD ? attn_rows_impl : attn_impl)[rl_cpu_isa()](out, ldo, q, ldq, q_len, n_qh,
 								     pos0, hd, &v, scratch);
 }
 
@@ -1243,8 +1207,9 @@ void rl_cpu_attention_heads(float *out, const float *q, uint32_t n_kv, uint32_t 
 	typedef int heads_fn(float *, const float *, uint32_t, uint32_t, uint32_t, uint32_t,
 			     const struct rl_cpu_kv_view *, float *, float *);
 	static heads_fn *const heads_impl[] = { NULL, attn_heads_avx2, attn_heads_avx512 };
-	if (hd >= ROW_ATTN_MIN_HD && heads_impl[cur_isa] &&
-	    heads_impl[cur_isa](out, q, n_kv, group, n_keys, hd, kv, scratch, scratch + heads_states_at(kv->block_size)) == 0)
+	enum rl_cpu_isa isa = rl_cpu_isa();
+	if (hd >= ROW_ATTN_MIN_HD && heads_impl[isa] &&
+	    heads_impl[isa](out, q, n_kv, group, n_keys, hd, kv, scratch, scratch + heads_states_at(kv->block_size)) == 0)
 		return;
 	for (uint32_t kh = 0; kh < n_kv; kh++) {       /* head by head: the scalar ISA, other head dims */
 		const size_t o = (size_t)kh * kv->block_size * hd;

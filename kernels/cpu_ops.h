@@ -2,23 +2,14 @@
  * RMSNorm, RoPE, SwiGLU and attention over the paged KV cache. Each kernel works on a slice
  * its caller chooses (rows or output columns) so a thread pool can split the work.
  *
- * SIMD: AVX-512 or AVX2+FMA, picked once at run time (__builtin_cpu_supports), with a scalar
- * fallback; rl_cpu_set_isa lets tests run every implementation against the reference.
+ * SIMD: AVX-512 or AVX2+FMA with a scalar fallback, by the ISA of kernels/cpu_features.h
+ * (rl_cpu_set_isa lets tests run every implementation against the reference).
  */
 #ifndef RL_CPU_OPS_H
 #define RL_CPU_OPS_H
 #include <stddef.h>
 #include <stdint.h>
-
-enum rl_cpu_isa { RL_CPU_SCALAR = 0, RL_CPU_AVX2 = 1, RL_CPU_AVX512 = 2 };
-
-/* The best ISA this CPU runs. */
-enum rl_cpu_isa rl_cpu_isa_best(void);
-/* Selects the implementation for all later calls (process-wide; the default is the best).
- * -ENOTSUP when this CPU cannot run isa. */
-int rl_cpu_set_isa(enum rl_cpu_isa isa);
-enum rl_cpu_isa rl_cpu_isa(void);
-const char *rl_cpu_isa_name(enum rl_cpu_isa isa);
+#include "kernels/cpu_features.h"
 
 /* Y[r, o] (=, or += when accumulate) sum_i X[r, i] * W[o, i] (+ bias[o]) for r < n_rows and
  * o in [o_begin, o_end).  X: [n_rows, in] row stride ldx; W: [out, in] dense; Y: row stride
@@ -126,8 +117,5 @@ size_t rl_cpu_attention_scratch(uint32_t rows, uint32_t hd, uint32_t block_size)
 /* dst[n] = src[n] rounded to IEEE half (F16C where the CPU has it, else rl_f32_to_f16:
  * the same bits). The half KV cache's writer. */
 void rl_cpu_f32_to_f16(uint16_t *dst, const float *src, uint32_t n);
-
-/* Whether the CPU converts halves in hardware (CPUID F16C), cached. */
-int rl_cpu_has_f16c(void);
 
 #endif

@@ -38,7 +38,6 @@
  * matmul; the q8 activation path adds the activations' 8-bit rounding (relative error of a
  * row's dot about 0.3% of the row's magnitude), the same trade ggml makes.
  */
-#include <cpuid.h>
 #include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -1521,32 +1520,6 @@ TBF static void to_bf16_avx512(uint16_t *o, const float *x, uint32_t n)
 										  _mm512_loadu_ps(x + i)));
 }
 
-/* A CPUID feature bit (reg 0..3: EAX, EBX, ECX, EDX of leaf/sub), cached in *v (-1: not
- * asked yet), since CPUID traps to the hypervisor in a VM. Relaxed: every thread computes the
- * same value. (clang 14's __builtin_cpu_supports knows neither "f16c" nor "avx512bf16".) */
-static int cpuid_bit(_Atomic int *v, unsigned leaf, unsigned sub, int reg, unsigned bit)
-{
-	int r = atomic_load_explicit(v, memory_order_relaxed);
-	if (r < 0) {
-		unsigned e[4] = { 0, 0, 0, 0 };
-		r = __get_cpuid_count(leaf, sub, &e[0], &e[1], &e[2], &e[3]) && (e[reg] >> bit & 1) ? 1 : 0;
-		atomic_store_explicit(v, r, memory_order_relaxed);
-	}
-	return r;
-}
-
-static int has_avx512bf16(void)
-{
-	static _Atomic int v = -1;
-	return cpuid_bit(&v, 7, 1, 0, 5);      /* CPUID.(7,1):EAX bit 5 */
-}
-
-static int has_avx512vnni(void)
-{
-	static _Atomic int v = -1;
-	return cpuid_bit(&v, 7, 0, 2, 11);     /* CPUID.(7,0):ECX bit 11 */
-}
-
 /* ------------------------------------------------------------ 2..8 rows, VNNI ---- */
 
 /* Decode steps of 2..8 rows over Q8_0 on AVX512-VNNI, sixteen weight rows at a time, one
@@ -2504,12 +2477,6 @@ TVNNI static void q6k_rows_t16(float *Y, size_t ldy, const struct q8k *const *xk
 
 /* ------------------------------------------------------------ rows --------------- */
 
-int rl_cpu_has_f16c(void)
-{
-	static _Atomic int v = -1;
-	return cpuid_bit(&v, 1, 0, 2, 29);     /* CPUID.1:ECX bit 29 */
-}
-
 /* Row decoders for the tile path, 8 weights per instruction: the same values as the
  * table's scalar decoders (products of the same two floats, or exact conversions). */
 T256 static int row_avx2(const struct rl_wmat *W, const uint8_t *row, float *out)
@@ -2633,7 +2600,7 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows)
 	/* one path per call, so the largest of their layouts; the bf16 path's (rl_cpu_qmatmul):
 	 * bf16 activation rows, an fp32 row, a bf16 tile, each 64-byte aligned */
 	size_t bf = 0;
-	if (rl_cpu_isa_best() == RL_CPU_AVX512 && has_avx512bf16())
+	if (rl_cpu_isa_best() == RL_CPU_AVX512 && (rl_cpu_features() & RL_CPUF_BF16))
 		bf = (size_t)max_rows * in * 2 + 64 + (size_t)in * 4 + (size_t)TILE * in * 2 + 64;
 	/* the q8 blocks, then their seeds (VNNI) or int16 pairs (AVX2), 64-byte aligned */
 	size_t q8 = (size_t)Q8_ROWS * (in / 32 + 1) * (sizeof(struct q8x) + 32 * sizeof(int16_t)) + 192 +
@@ -2699,7 +2666,7 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 		 * (110M Q8_0 batch-1 decode, Zen 4 VM: ~215 tok/s the rows unpacked, ~185 packed
 		 * with VNNI, ~237 packed with AVX2) */
 		uint32_t pe = nr > 1 ? o1 : o1 < W->packed_rows ? o1 : W->packed_rows;
-		if (nr > 1 && rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni()) {
+		if (nr > 1 && rl_cpu_isa() == RL_CPU_AVX512 && (rl_cpu_features() & RL_CPUF_VNNI)) {
 			int32_t *seed = (int32_t *)(xq[0] + (size_t)nr * nb);
 			q8_0_rows_vnni(Y, ldy, xq, seed, W, bias, nr, o0, pe, accumulate);
 		} else {
@@ -2735,7 +2702,7 @@ T256 static void dots_avx2(float *Y, size_t ldy, const float *X, size_t ldx, con
 	if (dt == RL_DT_Q4_K || dt == RL_DT_Q6_K) {
 		/* the lane-per-row kernels' per-call sums, after the q8k blocks */
 		int32_t *aux = (int32_t *)(((uintptr_t)(xk[0] + (size_t)nr * nb) + 63) & ~(uintptr_t)63);
-		const int vnni = rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni();
+		const int vnni = rl_cpu_isa() == RL_CPU_AVX512 && (rl_cpu_features() & RL_CPUF_VNNI);
 		kq_aux(dt, vnni, xk, nr, nb, aux);
 		if (vnni) {
 			(dt == RL_DT_Q4_K ? q4k_rows_t16 : q6k_rows_t16)(Y, ldy, xk, aux, W, bias, nr, o0, o1, accumulate);
@@ -2831,7 +2798,7 @@ static void kq_packed_many(float *Y, size_t ldy, const float *X, size_t ldx, con
 			   void *scratch)
 {
 	const uint32_t in = W->cols, nb = in / 256;
-	const int vnni = rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni();
+	const int vnni = rl_cpu_isa() == RL_CPU_AVX512 && (rl_cpu_features() & RL_CPUF_VNNI);
 	struct q8k *q = (struct q8k *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
 	int32_t *aux = (int32_t *)(((uintptr_t)(q + (size_t)n_rows * nb) + 63) & ~(uintptr_t)63);
 	/* AVX2: each whole chunk of 8 rows rotated, after the sums */
@@ -2876,7 +2843,7 @@ static void q8_0_packed_many(float *Y, size_t ldy, const float *X, size_t ldx, c
 			     void *scratch)
 {
 	const uint32_t in = W->cols, nb = in / 32;
-	const int vnni = rl_cpu_isa() == RL_CPU_AVX512 && has_avx512vnni();
+	const int vnni = rl_cpu_isa() == RL_CPU_AVX512 && (rl_cpu_features() & RL_CPUF_VNNI);
 	struct q8x *q = (struct q8x *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
 	void *aux = (void *)(((uintptr_t)(q + (size_t)n_rows * nb) + 63) & ~(uintptr_t)63);
 	int16_t *pairs = aux;          /* AVX2: [n_rows][nb][32], then each whole chunk of 8 rotated */
@@ -2928,7 +2895,7 @@ int rl_cpu_qmatmul_bf16_acts(const struct rl_wmat *W, uint32_t n_rows)
 	 * (batch-1 decode streams the weights at memory speed either way); packed Q8_0 and
 	 * K-quant rows take 8-bit activations instead (q8_0_packed_many, kq_packed_many), so such
 	 * a matrix never rounds to bf16 */
-	if (W->cols % 32 || rl_cpu_isa() != RL_CPU_AVX512 || !has_avx512bf16())
+	if (W->cols % 32 || rl_cpu_isa() != RL_CPU_AVX512 || !(rl_cpu_features() & RL_CPUF_BF16))
 		return 0;
 	if (W->dtype == RL_DT_BF16 && W->packed_rows)
 		return n_rows > 1;

@@ -6,6 +6,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include "kernels/cpu_features.h"
 #include "kernels/rl_sample.h"
 
 static uint32_t argmax_scalar(const float *logits, uint32_t n)
@@ -56,7 +57,7 @@ __attribute__((target("avx2"))) static uint32_t argmax_avx2(const float *logits,
 uint32_t rl_sample_argmax(const float *logits, uint32_t n)
 {
 #if defined(__x86_64__)
-	if (__builtin_cpu_supports("avx2"))
+	if (rl_cpu_isa() != RL_CPU_SCALAR)
 		return argmax_avx2(logits, n);
 #endif
 	return argmax_scalar(logits, n);

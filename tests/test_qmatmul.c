@@ -76,7 +76,7 @@ static const uint32_t row_counts[] = { 0, 1, 2, 3, 5, 8, 9, 20 };
 /* Every ISA and row count of counts[n_counts] over W, columns [o0, o1) of Y's W->rows, with
  * and without bias and accumulate; the worst errors of the fp32 and the reduced-activation
  * paths into worst[]. */
-static void check_paths(const struct rl_wmat *W, const float *dec, const float *X, float *Y, const float *bias,
+static void check_isas(const struct rl_wmat *W, const float *dec, const float *X, float *Y, const float *bias,
 			void *scratch, uint32_t o0, uint32_t o1, double worst[2], const uint32_t *counts,
 			size_t n_counts)
 {
@@ -114,7 +114,25 @@ static void check_paths(const struct rl_wmat *W, const float *dec, const float *
 			}
 		}
 	}
-	rl_cpu_set_isa(best);
+}
+
+/* check_isas under every feature set this CPU can be narrowed to: AVX-512 without VNNI or
+ * BF16, and without those and F16C (a mask that removes nothing here is skipped), so every
+ * kernel path runs on one machine. */
+static void check_paths(const struct rl_wmat *W, const float *dec, const float *X, float *Y, const float *bias,
+			void *scratch, uint32_t o0, uint32_t o1, double worst[2], const uint32_t *counts,
+			size_t n_counts)
+{
+	static const uint32_t masks[] = { RL_CPUF_ALL, RL_CPUF_ALL & ~RL_CPUF_VNNI, RL_CPUF_ALL & ~RL_CPUF_BF16,
+					  RL_CPUF_ALL & ~(RL_CPUF_VNNI | RL_CPUF_BF16 | RL_CPUF_F16C) };
+	for (size_t m = 0; m < sizeof masks / sizeof *masks; m++) {
+		if (m && !(rl_cpu_features_detected() & ~masks[m]))
+			continue;
+		rl_cpu_set_features(masks[m]);
+		check_isas(W, dec, X, Y, bias, scratch, o0, o1, worst, counts, n_counts);
+	}
+	rl_cpu_set_features(RL_CPUF_ALL);
+	rl_cpu_set_isa(rl_cpu_isa_best());
 }
 
 /* in: 2048 also takes the matmuls' long-row slicing; 288 (nine blocks of 32, no whole
