@@ -317,6 +317,13 @@ static inline int rt_settle_to(struct ringlm *c, const char *key, long long want
 }
 static inline int rt_settle(struct ringlm *c, const char *key, long long want) { return rt_settle_to(c, key, want, 0); }
 static inline int rt_settle_above(struct ringlm *c, const char *key, long long floor) { return rt_settle_to(c, key, floor, 1); }
+/* The runtime at rest: no request active and every KV block back in the pool (the check after
+ * any run that must lose nothing). 1 when both settle. */
+static inline int rt_expect_idle(struct ringlm *c)
+{
+	int a = rt_settle(c, "active_requests", 0);
+	return rt_settle(c, "kv_blocks_free", rt_stat(c, "kv_blocks_total")) && a;
+}
 
 /* A client of the sim backend: n_req requests (prompts of 1..max_prompt ids, 1..max_new
  * tokens, at most depth in flight), every token checked against the sim oracle for order

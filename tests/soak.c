@@ -246,8 +246,7 @@ int main(int argc, char **argv)
 	}
 	int alive = kill(rt.pid, 0) == 0;
 	rt_settle(obs, "clients", 1);
-	rt_settle(obs, "active_requests", 0);
-	rt_settle(obs, "kv_blocks_free", total);
+	rt_expect_idle(obs);
 	long long leaked_blocks = total - rt_stat(obs, "kv_blocks_free");
 	for (int i = 0; i < 10000 && rt_nfds(rt.pid) != fds0; i++)
 		usleep(1000);

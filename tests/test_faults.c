@@ -122,7 +122,6 @@ static void faults_kill9_random_points(void)
 	REQUIRE(rt_start(&rt, "--sim-vocab 1000 --sim-step-us 200 --max-clients 8 --max-batch-tokens 256 --prefix-cache off") == 0);
 	struct ringlm *obs;
 	REQUIRE(rt_connect(&rt, &obs, 0) == 0);
-	long long total = rt_stat(obs, "kv_blocks_total");
 	int fds0 = rt_nfds(rt.pid);
 	REQUIRE(fds0 > 0);
 	_Atomic int *phase = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -144,8 +143,7 @@ static void faults_kill9_random_points(void)
 		}
 		hist[atomic_load(phase)]++;
 		bad += !rt_settle(obs, "clients", 1);
-		bad += !rt_settle(obs, "active_requests", 0);
-		bad += !rt_settle(obs, "kv_blocks_free", total);
+		bad += !rt_expect_idle(obs);
 		bad += !settle_fds(rt.pid, fds0);
 		if (round % 25 == 0)
 			bad += !serves(obs);
@@ -253,8 +251,7 @@ static void faults_sigstop_client_pauses_only_itself(void)
 	kill(sleeper, SIGCONT);
 	CHECK(wait_ok(sleeper));
 	CHECK(rt_settle(obs, "paused", 0));
-	CHECK(rt_settle(obs, "active_requests", 0));
-	CHECK(rt_settle(obs, "kv_blocks_free", rt_stat(obs, "kv_blocks_total")));
+	CHECK(rt_expect_idle(obs));
 	ringlm_close(obs);
 	CHECK(rt_stop(&rt) == 0);
 }
@@ -434,7 +431,6 @@ static void faults_hostile_racing_writer(void)
 	REQUIRE(rt_start(&rt, "--sim-vocab 1000 --sim-step-us 50") == 0);
 	struct ringlm *obs;
 	REQUIRE(rt_connect(&rt, &obs, 0) == 0);
-	long long total = rt_stat(obs, "kv_blocks_total");
 	int fds0 = rt_nfds(rt.pid);
 	pid_t good = fork();
 	if (good == 0)
@@ -463,8 +459,7 @@ static void faults_hostile_racing_writer(void)
 	CHECK(wait_ok(good));
 	CHECK(kill(rt.pid, 0) == 0);   /* still alive */
 	CHECK(rt_settle(obs, "clients", 1));
-	CHECK(rt_settle(obs, "active_requests", 0));
-	CHECK(rt_settle(obs, "kv_blocks_free", total));
+	CHECK(rt_expect_idle(obs));
 	CHECK(settle_fds(rt.pid, fds0));
 	CHECK(serves(obs));
 	printf("  %d racing clients: hostile_clients=%lld rejected_invalid=%lld rejected_busy=%lld rejected_limit=%lld\n",
