@@ -368,9 +368,8 @@ T256H static uint32_t narrow_f16c(uint16_t *dst, const float *src, uint32_t n)
  * n_keys positions; kv_prefetch_ahead, before block bi: block bi + KV_AHEAD (at bi 0, blocks
  * 1 .. KV_AHEAD too). The block table scatters a sequence's blocks over the pool, and one
  * (block, KV head)'s tile is only 2 KB (bs 16, hd 64, half), so the hardware prefetcher,
- * which follows streams, starts over at every block. 110M shapes (12 layers x 12 heads),
- * batch 8 at depth 256 on the Zen 4 VM: ~85 -> ~62 cycles a key and head (in cache: 23);
- * into L1 instead, or 2 blocks ahead, gained nothing (the L1's miss buffers fill). AI: GCC's
+ * which follows streams, starts over at every block. Into L2, one block ahead: into L1
+ * instead, or 2 blocks ahead, gained nothing (the L1's miss buffers fill). AI: GCC's
  * IPA deletes calls to a function whose body is only prefetches (it counts them as no side
  * effect), so this one must be inlined before that runs. */
 #define KV_AHEAD 4
@@ -558,9 +557,7 @@ T512 AI void expb_avx512(float *s, uint32_t n, float mx)
  * q are summed to one vector t[j], and a transpose-and-add tree turns W of those into one
  * vector of W scores (~3 shuffles and adds a key, against a full horizontal reduce each). The
  * scores get one vector exp; o += p_j v_j is NV FMAs a key into registers. DEFINE_ROW_ATTN
- * read and wrote o in memory for every key, a store-to-load chain: ~70 cycles a key at
- * head_dim 64 on the Zen 4 VM, which made attention ~10% of a batch-8 decode step at 24
- * positions. */
+ * read and wrote o in memory for every key, a store-to-load chain a key long. */
 
 /* 16 / 8 fp32 lanes at element e of a block: from the fp32 pool, or halves widened */
 #define LD16(f, h, e) (F16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((h) + (e)))) \

@@ -624,7 +624,7 @@ T256 static void q8r_make(const struct q8x *const *xq, const int16_t *const *xp,
  * before this one, bound by its 4 loads a step) 17.7, with k outside 13.8, int16 12.2; the
  * 8x8 transpose of unpacked rows adds ~4, which is why Q8_0 is packed too. With ROT (8 rows
  * of a packed half, xr: struct q8r) the pairs are plain loads of the rotations instead of
- * broadcasts: 768 x 768 in L2 69 -> 77-79 GMAC/s. */
+ * broadcasts. */
 T256 AI void q8_0_t8_group(float *Y, size_t ldy, const struct q8x *const *xq, const int16_t *const *xp,
 			   const struct q8r *xr, const int ROT, const struct rl_wmat *W, const float *bias,
 			   const int NR, const int PK, const struct t8g *G, uint32_t o, uint32_t l0, uint32_t n,
@@ -780,8 +780,7 @@ T256 AI __m256 q4k_t8_finish(__m256 acc, __m256i M, const __m256i *P, const int3
  * saturating), then one vpmaddwd by the lanes' 6-bit scale, which widens and scales at once.
  * The mins are q4k_t16_group's word pairs (vpmaddwd). One activation row takes this only
  * on packed groups (else the row-wise q4_k_tile), and there each nibble vector goes straight
- * into its vpmaddubsw: 768x768 in cache 44 -> 57 GMAC/s, 110M Q4_K_M batch-1 decode with
- * --isa avx2 on the Zen 4 VM 230 -> 301 tok/s. */
+ * into its vpmaddubsw (no unpacking pass through memory). */
 T256 AI void q4k_t8_group(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
 			  const struct rl_wmat *W, const float *bias, const int NR, const int PK,
 			  const struct t8g *G, uint32_t o, uint32_t l0, uint32_t n, int accumulate)
@@ -838,8 +837,7 @@ T256 AI void q4k_t8_group(float *Y, size_t ldy, const struct q8k *const *xk, con
 		for (int r = 0; r < NR; r++) {
 			const struct q8k *xb = &xk[r][b];
 			__m256i M = M1;
-			/* rolled: the whole super-block unrolled ran at 70.7 GMAC/s in cache (8 rows,
-			 * Zen 4 VM), a sub-block a turn at 78.7 */
+			/* rolled, a sub-block a turn: the whole super-block unrolled was slower */
 #pragma GCC unroll 1
 			for (int j = 0; j < 8 && NR > 1; j++) {
 				const i32u *x4 = (const i32u *)(xb->q + 32 * j);
@@ -867,10 +865,8 @@ T256 AI __m256i kq_act(const struct q8k *const *xk, const struct q8kr *xr, const
  * and masked once and meets every row's broadcast dword while the rows' 8 int16 sums stay in
  * registers (pinned as written: GCC reassociates them into spilling trees). With the rows
  * outside, the super-block's 64 nibble vectors went to the stack and each product cost a
- * reload beside its broadcast: 2 loads a vpmaddubsw where this takes 1 + 1/8. 768 x 768,
- * 8 rows in L2, Zen 4 VM: 91 GMAC/s (both halves at once, rows outside) -> 113. With ROT
- * (8 rows, xr) the sums are the rotations' and the activations plain loads (struct q8kr):
- * 115 -> 128-131. */
+ * reload beside its broadcast: 2 loads a vpmaddubsw where this takes 1 + 1/8. With ROT
+ * (8 rows, xr) the sums are the rotations' and the activations plain loads (struct q8kr). */
 T256 AI void q4k_t8k_half(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
 			  const struct q8kr *xr, const int ROT, const struct rl_wmat *W, const float *bias,
 			  const int NR, const struct t8g *G, uint32_t o, uint32_t l0, uint32_t n, int accumulate)
@@ -1082,8 +1078,7 @@ T256 AI void q6k_t8p_half(float *Y, const struct q8k *x, const struct rl_wmat *W
 /* The 6-bit q of 32-weight run m (0..3) of a packed Q6_K half block at dwords k, k + 1 (tl: its
  * low nibbles' run at dword k, th: the tops' at dword k): the low or high nibble, and the
  * 2-bit top at bits 2m shifted to bits 4, 5 by immediates (m a constant where inlined: a
- * shift by a register count cost more on Zen 4, 14.4 -> 17.9 cycles per 512 products in a
- * register-only replica) */
+ * shift by a register count costs more on Zen 4) */
 T256 AI void q6k_t8_q(const uint8_t *tl, const uint8_t *th, const int m, __m256i *Q)
 {
 #pragma GCC unroll 2
@@ -1098,8 +1093,7 @@ T256 AI void q6k_t8_q(const uint8_t *tl, const uint8_t *th, const int m, __m256i
  * runs of a half are unrolled inside a rolled loop over dword pairs, so that their shifts are
  * immediates (q6k_t8_q) and the super-block's code still fits (unrolled whole, GCC spilled).
  * With ROT (8 rows, xr) the sums are the rotations' and the activations plain loads (struct
- * q8kr). 768 x 768, 8 rows in L2, Zen 4 VM: 78 -> 88 GMAC/s (rows inside) -> 97 (ROT) ->
- * 100.6 (immediates). */
+ * q8kr). */
 T256 AI void q6k_t8k_half(float *Y, size_t ldy, const struct q8k *const *xk, const struct q8kr *xr, const int ROT,
 			  const struct rl_wmat *W, const float *bias, const int NR, const struct t8g *G, uint32_t o,
 			  uint32_t l0, uint32_t n, int accumulate)
@@ -1536,8 +1530,8 @@ TBF static void to_bf16_avx512(uint16_t *o, const float *x, uint32_t n)
 /* The next group of 16 rows is prefetched a slice per block, into L2 (measured on the Zen 4
  * VM, 2048x768 matrices from DRAM: Q8_0 two rows 19-21 GB/s into L2, 17-18 into L1; Q6_K one
  * row 15-18 into L2, 10 into L1), except Q4_K at one or two activation rows, which goes 1.3x
- * faster into L1 (one row: 14.5 -> 19.7 GB/s; two: 13.0 -> 15.9; but four: 10.9 -> 9.5 and
- * eight 105 -> 68 GMAC/s, where the longer work per block lets L1 evict the lines first). */
+ * faster into L1; from four rows the longer work per block lets L1 evict the lines before
+ * they are used, so those go into L2 like the rest (figures in NOTES). */
 #define T16_PREFETCH(p, l1) do { if (l1) _mm_prefetch((p), _MM_HINT_T0); else _mm_prefetch((p), _MM_HINT_T1); } while (0)
 
 /* The 16-row groups of the AVX-512 lane-per-row kernels: rp[l] = row o + l, a group past o1
@@ -1615,10 +1609,8 @@ TVNNI AI void t16_load(const uint8_t *const *rp, size_t off, __m512i *T)
  * [cols][width] halfs, so that the weights of `width` consecutive output rows at one
  * input k are one run of memory. The kernels then broadcast an activation and multiply it
  * into whole vectors of outputs, the outer-product form of a GEMM micro-kernel: no horizontal
- * sums at the end, and a block is one sequential stream whatever the batch. Against the
- * row-major 2x8 tile on the Zen 4 VM, 8 rows over 110M F16: in L2 48 -> 57 GMAC/s (the fp32
- * FMA's ceiling is 58), from DRAM 38.5 -> 53 (the 48-row blocks; three 16-row blocks a step
- * read as three streams gave 47-50). 110M BF16 with vdpbf16ps, 8 rows from DRAM: 41 -> 81. */
+ * sums at the end, and a block is one sequential stream whatever the batch (48-row blocks:
+ * three 16-row blocks a step are read as three streams, which the prefetcher follows worse). */
 #define H16_BW 48
 
 /* whether W's packed rows are 16-bit panels (else packed block groups: Q8_0, K-quants; or none) */
@@ -1697,10 +1689,9 @@ T256 AI void put_pair(float *y, __m256 e, __m256 o, const float *b, int accumula
 
 /* AVX2 over a BF16 block, 2..4 rows: 16 outputs per 32-byte load, widened exactly into the
  * even outputs (0, 2, .., 14: a shift) and the odd ones (a mask), two operations where
- * ld8_bf16 takes four; the sums are put back in order at the end. 110M BF16, 8 rows, --isa
- * avx2, against the generic kernel's 4x3 vectors: in L2 46.7 -> 48.7 GMAC/s, from DRAM 45.8
- * -> 47.6 (its 8 accumulators are just the FMA's latency times its rate; 4x3 pairs would not
- * fit the 16 registers). Otherwise as DEFINE_H16_PANEL with NV 2. */
+ * ld8_bf16 takes four; the sums are put back in order at the end. Its 8 accumulators are just
+ * the FMA's latency times its rate (4x3 pairs would not fit the 16 registers). Otherwise as
+ * DEFINE_H16_PANEL with NV 2. */
 T256 AI void bf16_pair256(float *Y, size_t ldy, const float *xt, size_t xs, const uint16_t *blk, uint32_t bw,
 			  uint32_t K, const int NR, const float *bias, int accumulate, const char *pf, uint32_t pfs)
 {
@@ -1903,7 +1894,7 @@ T256 static void h16_group256(float *Y, size_t ldy, const float *xt, size_t xs, 
 
 /* t[k * ng + r] = src[r * ld + k] for r < ng, k < n: ng rows of 32-bit elements, interleaved
  * for the panel kernels' broadcasts. Four or eight rows eight columns at a time in registers
- * (the element-wise loop was 4% of an AVX2 BF16 decode step at batch 8). */
+ * (an element-wise loop is a visible share of a small decode step). */
 T256 static void xpose32(float *t, const float *src, size_t ld, uint32_t ng, uint32_t n)
 {
 	uint32_t k = 0;
@@ -2008,8 +1999,7 @@ static void h16_panels(float *Y, size_t ldy, const float *X, size_t ldx, const s
 			}
 			/* Several passes over a block (AVX2's two halves, or more groups): only the
 			 * first reads DRAM, so the hardware prefetcher idles through the rest. Each
-			 * pass prefetches its share of the next 48-row block (--isa avx2, 110M F16
-			 * from DRAM, 8 rows: 40 -> 53 GMAC/s). One pass needs none: a block is one
+			 * pass prefetches its share of the next 48-row block. One pass needs none: a block is one
 			 * stream. bf16_tri256 makes two passes a call (a one-row group's
 			 * kernel one, over both shares). */
 			const uint32_t per = nv == 6 && kind == H16_BF16 ? 2 : 1;

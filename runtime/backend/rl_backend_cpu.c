@@ -225,9 +225,9 @@ static void item_prefetch(const struct cpu *c, const struct rl_batch *b, const c
 
 /* The step's attention items. A prefill chunk's rows take (sequence, KV head) items, whose
  * rows re-read a head's blocks from cache. A decode row takes its KV heads together
- * (rl_cpu_attention_heads reads each block's heads as one run; 110M Q4_K_M at depth 512, one
- * core, best of 2 interleaved: batch 8 433 -> 630 tok/s, batch 1 233 -> 275), in as few parts
- * as still give every worker two items (two cores: batch 8 817 -> 979, batch 1 342 -> 356). */
+ * (rl_cpu_attention_heads reads each block's heads as one run, which the hardware prefetcher
+ * follows where head-by-head tiles a block apart defeat it), in as few parts as still give
+ * every worker two items. */
 static void plan_attention(struct cpu *c, const struct rl_batch *b)
 {
 	const uint32_t n_dec = b->n_seqs - b->n_prefill, want = c->n_active > 1 ? 2 * (uint32_t)c->n_active : 1;
@@ -297,10 +297,8 @@ static void forward(struct cpu *c, int t)
 		 * after them (its (row, KV head) units), and the first block of every attention item
 		 * (this thread's share of them; the item's own loop runs ahead from there). The pool
 		 * was last read a step ago, before a whole model's weights streamed through the
-		 * caches. 110M Q4_K_M, one core, interleaved: batch 8 at depth 16 1204 -> 1216 tok/s
-		 * (median of 4), batch 64 at depth 64 898-929 -> 953-966; all of a call's first blocks
-		 * (up to 4) instead of one were no better beyond the noise (again in one process,
-		 * tenth session: 0.98-1.00, as was the next layer's during the FFN) */
+		 * caches. One first block per item: prefetching more of them, or the next layer's
+		 * during the FFN, measured no better (NOTES, "Models and kernels") */
 		for (uint32_t u = u0; u < u1; u++)
 			kv_slot_prefetch(c, b, u / c->nkv, u % c->nkv, kl, vl, es);
 		uint32_t i0, i1;

@@ -704,7 +704,8 @@ static void step_done(struct rl_rt *rt, uint64_t now)
 		for (uint32_t i = 0; i < rt->batch->n_seqs; i++)
 			rt->out[i] = -1;
 	}
-	rl_budget_observe(&rt->budget, rt->batch, dt);
+	if (rt->p.budget_auto)          /* a fixed budget needs no step model */
+		rl_budget_observe(&rt->budget, rt->batch, dt);
 	complete_step(rt, now);
 	rt->stepping = 0;
 	/* stats before events: a client that has read its DONE must not then read stats that

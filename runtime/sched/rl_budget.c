@@ -9,7 +9,7 @@
 #define WARMUP      8       /* observations (calibration included) before the fit is trusted */
 #define LAMBDA      0.998   /* forgetting per step: a memory of ~500 steps */
 #define PRIOR_W     4.0     /* a calibration step weighs as much as this many served steps */
-#define SWEEPS      40      /* coordinate-descent sweeps per refit (warm-started) */
+#define SWEEPS      40      /* coordinate-descent sweeps per refit at most (warm-started) */
 #define CLIP        4.0     /* errors beyond this many typical relative errors are clipped */
 #define TYP_ALPHA   0.05    /* EWMA weight of the typical relative error */
 #define MARGIN_MIN  0.05    /* and never less than 5% (a fresh or very regular model) */
@@ -80,7 +80,8 @@ static void refit(struct rl_budget *b)
 		for (int j = 0; j < RL_BUDGET_NF; j++)
 			M[i][j] = b->A[i][j] + b->A0[i][j];
 	}
-	for (int s = 0; s < SWEEPS; s++)
+	for (int s = 0; s < SWEEPS; s++) {
+		double moved = 0, size = 0;
 		for (int i = 0; i < RL_BUDGET_NF; i++) {
 			if (!(M[i][i] > 0))
 				continue;
@@ -88,8 +89,14 @@ static void refit(struct rl_budget *b)
 			for (int j = 0; j < RL_BUDGET_NF; j++)
 				if (j != i)
 					g -= M[i][j] * b->theta[j];
-			b->theta[i] = g > 0 ? g / M[i][i] : 0;
+			double t = g > 0 ? g / M[i][i] : 0;
+			moved += fabs(t - b->theta[i]);
+			size += t;
+			b->theta[i] = t;
 		}
+		if (moved <= 1e-9 * size)      /* converged: the warm start was already there */
+			break;
+	}
 }
 
 /* Adds one observation with weight w to (A, v); relative weighting 1/y^2 (y in ms). */

@@ -33,7 +33,8 @@
  * falls below the decodes plus one prefill token, so prefill always moves even when T cannot
  * be met, and grows at most to twice the largest step seen recently (the model is not
  * trusted far outside what it has seen). A pick costs about 14 predictions (binary search)
- * plus, after each step, one refit: ~30 sweeps of coordinate descent on a 5x5 system.
+ * plus, after each step, one refit: at most 40 sweeps of coordinate descent on a 5x5 system,
+ * fewer once the warm-started coefficients stop moving.
  */
 #ifndef RL_BUDGET_H
 #define RL_BUDGET_H
