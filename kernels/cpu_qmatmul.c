@@ -1531,7 +1531,8 @@ TBF static void to_bf16_avx512(uint16_t *o, const float *x, uint32_t n)
  * VM, 2048x768 matrices from DRAM: Q8_0 two rows 19-21 GB/s into L2, 17-18 into L1; Q6_K one
  * row 15-18 into L2, 10 into L1), except Q4_K at one or two activation rows, which goes 1.3x
  * faster into L1; from four rows the longer work per block lets L1 evict the lines before
- * they are used, so those go into L2 like the rest (figures in NOTES). */
+ * they are used, so those go into L2 like the rest (figures in
+ * bench/results/cpu-kernel-decisions-2026-11.md). */
 #define T16_PREFETCH(p, l1) do { if (l1) _mm_prefetch((p), _MM_HINT_T0); else _mm_prefetch((p), _MM_HINT_T1); } while (0)
 
 /* The 16-row groups of the AVX-512 lane-per-row kernels: rp[l] = row o + l, a group past o1

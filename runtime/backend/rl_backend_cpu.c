@@ -298,7 +298,7 @@ static void forward(struct cpu *c, int t)
 		 * (this thread's share of them; the item's own loop runs ahead from there). The pool
 		 * was last read a step ago, before a whole model's weights streamed through the
 		 * caches. One first block per item: prefetching more of them, or the next layer's
-		 * during the FFN, measured no better (NOTES, "Models and kernels") */
+		 * during the FFN, measured no better (bench/results/cpu-kernel-decisions-2026-11.md) */
 		for (uint32_t u = u0; u < u1; u++)
 			kv_slot_prefetch(c, b, u / c->nkv, u % c->nkv, kl, vl, es);
 		uint32_t i0, i1;
