@@ -26,7 +26,7 @@ endif
 CFLAGS  += $(CFLAGS_BASE)
 # NOSAN_OBJ: objects (paths under obj/) that a sanitizer build compiles without its -fsanitize
 # flags. The fuzz build names kernels/: no fuzzer reaches them, and clang -O1 with ASan and
-# UBSan spent ~7 minutes of CI on cpu_qmatmul.c alone.
+# UBSan spent ~7 minutes of CI on the integer matmul kernels alone.
 $(foreach o,$(NOSAN_OBJ),$(eval $(BUILD)/obj/$(o): CFLAGS_BASE := $(filter-out -fsanitize=%,$(CFLAGS_BASE))))
 LDLIBS   = -luring -lnuma -ljansson -lpcre2-8 -lm -ldl -pthread
 

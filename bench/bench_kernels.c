@@ -22,18 +22,17 @@
 #include "clients/cli/cli.h"
 #include "ipc/rl_clock.h"
 #include "kernels/cpu_ops.h"
+#include "kernels/cpu_simd.h"
 #include "kernels/rl_half.h"
 #include "kernels/rl_model.h"
 #include "runtime/model/rl_model_io.h"
 
-#define T256 __attribute__((target("avx2,fma")))
-#define T512 __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
 static double secs(void) { return (double)rl_now_ns() * 1e-9; }
 
 /* ------------------------------------------------------------ memory stream ----- */
 
-T256 static uint64_t stream_avx2(const uint8_t *p, size_t n)
+RL_TGT_AVX2 static uint64_t stream_avx2(const uint8_t *p, size_t n)
 {
 	__m256i a = _mm256_setzero_si256(), b = a;
 	for (size_t i = 0; i + 64 <= n; i += 64) {
@@ -80,7 +79,7 @@ static double stream_gbs(void)
 #define MIX_ITERS 4000000L
 
 /* fp32 FMA, 8 lanes: the 16-bit kernels once widened */
-T256 static double mix_fma256(void)
+RL_TGT_AVX2 static double mix_fma256(void)
 {
 	__m256 a[8], w[8];
 	for (int k = 0; k < 8; k++) {
@@ -101,7 +100,7 @@ T256 static double mix_fma256(void)
 /* signed int8 by signed int8 without VNNI (Q8_0): |w| by x signed with w's sign, vpmaddubsw,
  * vpmaddwd by ones, add; 32 multiply-adds, the activations broadcast from memory */
 static int32_t mix_x[64] __attribute__((aligned(64)));
-T256 static double mix_i8_signed(void)
+RL_TGT_AVX2 static double mix_i8_signed(void)
 {
 	__m256i s[8], w[8];
 	const __m256i ones = _mm256_set1_epi16(1);
@@ -126,7 +125,7 @@ T256 static double mix_i8_signed(void)
 	return 64.0 * 32 * (MIX_ITERS / 8) / t / 1e9;
 }
 
-/* The activations as the 8-row AVX2 kernels read them (struct q8kr, q8r in cpu_qmatmul.c):
+/* The activations as the 8-row AVX2 kernels read them (struct q8kr, q8r in kernels/cpu_qmm.h):
  * 16 dwords a step, the 32 bytes at dword r a rotation of 8 rows, one plain load each */
 static int32_t mix_xr[8][16] __attribute__((aligned(64)));
 #define MIX_ROT(k, r) _mm256_loadu_si256((const __m256i *)(mix_xr[k] + (r)))
@@ -136,7 +135,7 @@ static int32_t mix_xr[8][16] __attribute__((aligned(64)));
  * shifts, shared by the 8 rows; then per rotation 2 loaded int16 pairs, 2 vpmaddwd, 2 adds
  * into its sum, the rotations inside; 32 multiply-adds */
 static __m256i mix_w[8];
-T256 static double mix_i16_pairs(void)
+RL_TGT_AVX2 static double mix_i16_pairs(void)
 {
 	__m256i s[8];
 	for (int k = 0; k < 8; k++) {
@@ -166,7 +165,7 @@ T256 static double mix_i16_pairs(void)
 /* unsigned 4-bit by signed int8 (Q4_K, q4k_t8k_half): each weight vector loaded once for the
  * 8 rotations inside, vpmaddubsw against each loaded rotation into its 16-bit sum over a
  * sub-block (pinned as written, as the kernel's), then one vpmaddwd by the scale per 8 */
-T256 static double mix_i8_unsigned(void)
+RL_TGT_AVX2 static double mix_i8_unsigned(void)
 {
 	__m256i s[8];
 	const __m256i sc = _mm256_set1_epi16(3);
@@ -202,7 +201,7 @@ T256 static double mix_i8_unsigned(void)
 /* AVX512-VNNI vpdpbusd, 64 multiply-adds an instruction */
 #define MIX_BARRIER_Z(v) __asm__ volatile("" : "+v"(v[0]), "+v"(v[1]), "+v"(v[2]), "+v"(v[3]), \
 					  "+v"(v[4]), "+v"(v[5]), "+v"(v[6]), "+v"(v[7]))
-T512 static double mix_vnni(void)
+RL_TGT_AVX512_VNNI static double mix_vnni(void)
 {
 	__m512i s[8], w[8];
 	for (int k = 0; k < 8; k++) {
@@ -281,6 +280,7 @@ int rl_cmd_bench_kernels(int argc, char **argv)
 	const double bw = stream_gbs();
 	/* per type: GMAC/s at 1 and 8 rows in cache, bytes a weight, ns a weight at batch 1 at best */
 	double r1[8], r8[8], bpw[8], t1[8];
+	const char *k1[8], *k8[8];          /* the kernels that served them (cpu_qmm.c's table) */
 	int rc = 0;
 	for (int t = 0; t < nt; t++) {
 		const struct rl_dt_info *di = rl_dt_info(types[t]);
@@ -309,6 +309,8 @@ int rl_cmd_bench_kernels(int argc, char **argv)
 		rl_wmat_init(&W, w, types[t], rows, cols);
 		rl_cpu_wmat_pack(&W);          /* as the loader does (F16/BF16 panels, K-quant groups) */
 		bpw[t] = (double)di->blk_bytes / di->blk_elems;
+		k1[t] = rl_cpu_qmatmul_kernel(&W, 1, W.packed_rows > 0);
+		k8[t] = rl_cpu_qmatmul_kernel(&W, 8, W.packed_rows > 0);
 		r1[t] = kernel_gmacs(&W, 1, X, Y, scratch);
 		r8[t] = kernel_gmacs(&W, 8, X, Y, scratch);
 		t1[t] = 1 / r1[t] > bpw[t] / bw ? 1 / r1[t] : bpw[t] / bw;
@@ -325,13 +327,14 @@ int rl_cmd_bench_kernels(int argc, char **argv)
 	const double m_i8u = vec ? mix_i8_unsigned() : 0, m_vnni = vnni ? mix_vnni() : 0;
 	const double m_i16 = vec ? mix_i16_pairs() : 0;
 
-	char line[2048];
+	char line[4096];
 	int n = snprintf(line, sizeof line, "{\"bench\":\"kernels\",\"isa\":\"%s\",\"rows\":%u,\"cols\":%u,"
 			 "\"stream_gb_s\":%.2f,\"types\":{", rl_cpu_isa_name(rl_cpu_isa()), rows, cols, bw);
 	for (int t = 0; t < nt; t++)
 		n += snprintf(line + n, sizeof line - n, "%s\"%s\":{\"bytes_per_weight\":%.4f,\"gmac_s_1\":%.1f,"
-			      "\"gmac_s_8\":%.1f,\"b1_gmac_s\":%.1f,\"b8_over_b1_estimate\":%.2f}", t ? "," : "",
-			      rl_dt_info(types[t])->name, bpw[t], r1[t], r8[t], 1 / t1[t], r8[t] * t1[t]);
+			      "\"gmac_s_8\":%.1f,\"b1_gmac_s\":%.1f,\"b8_over_b1_estimate\":%.2f,\"kernel_1\":\"%s\","
+			      "\"kernel_8\":\"%s\"}", t ? "," : "", rl_dt_info(types[t])->name, bpw[t], r1[t], r8[t],
+			      1 / t1[t], r8[t] * t1[t], k1[t], k8[t]);
 	snprintf(line + n, sizeof line - n, "},\"ceilings_gmac_s\":{\"fp32_fma_8\":%.1f,\"int8_signed\":%.1f,"
 		 "\"int8_as_int16_pairs\":%.1f,\"int8_unsigned\":%.1f,\"vpdpbusd_16\":%.1f}}", m_fma, m_i8s, m_i16,
 		 m_i8u, m_vnni);
@@ -340,11 +343,11 @@ int rl_cmd_bench_kernels(int argc, char **argv)
 	} else {
 		printf("decode kernels, %u x %u in cache, %s, 1 thread; memory stream %.1f GB/s\n", rows, cols,
 		       rl_cpu_isa_name(rl_cpu_isa()), bw);
-		printf("%-6s %8s %14s %14s %16s %16s\n", "type", "bytes/w", "1 row GMAC/s", "8 rows GMAC/s",
-		       "b1 bound GMAC/s", "b8/b1 estimate");
+		printf("%-6s %8s %14s %14s %16s %16s  %s\n", "type", "bytes/w", "1 row GMAC/s", "8 rows GMAC/s",
+		       "b1 bound GMAC/s", "b8/b1 estimate", "kernels (1 row, 8 rows)");
 		for (int t = 0; t < nt; t++)
-			printf("%-6s %8.4f %14.1f %14.1f %16.1f %16.2f\n", rl_dt_info(types[t])->name, bpw[t], r1[t],
-			       r8[t], 1 / t1[t], r8[t] * t1[t]);
+			printf("%-6s %8.4f %14.1f %14.1f %16.1f %16.2f  %s, %s\n", rl_dt_info(types[t])->name, bpw[t], r1[t],
+			       r8[t], 1 / t1[t], r8[t] * t1[t], k1[t], k8[t]);
 		if (vec)
 			printf("instruction-mix ceilings, GMAC/s: fp32 FMA (8 lanes) %.1f, int8 signed (sign+maddubs+madd) %.1f, "
 			       "int8 as int16 pairs (madd+add, k outside, rotated) %.1f, 4-bit unsigned (maddubs+add16, rotated) %.1f%s", m_fma,

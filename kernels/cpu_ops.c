@@ -21,9 +21,6 @@
 #include "kernels/cpu_simd.h"
 
 #define MM_ROW_BLOCK 64
-#define AI static inline __attribute__((always_inline))
-#define T512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
-#define T256 __attribute__((target("avx2,fma")))
 
 typedef void mm_fn(float *Y, size_t ldy, const float *X, size_t ldx, const float *W,
 		   const float *bias, uint32_t n_rows, uint32_t in, uint32_t o0, uint32_t o1, int acc);
@@ -31,7 +28,7 @@ typedef void attn_fn(float *out, size_t ldo, const float *q, size_t ldq, uint32_
 		     uint32_t n_qh, uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv,
 		     float *scratch);
 
-AI void store_out(float *y, float s, const float *bias, int accumulate)
+RL_INLINE void store_out(float *y, float s, const float *bias, int accumulate)
 {
 	if (bias)
 		s += *bias;
@@ -55,7 +52,7 @@ static void mm_scalar(float *Y, size_t ldy, const float *X, size_t ldx, const fl
 	}
 }
 
-AI float dot_scalar(const float *a, const float *b, uint32_t n)
+RL_INLINE float dot_scalar(const float *a, const float *b, uint32_t n)
 {
 	float s = 0;
 	for (uint32_t i = 0; i < n; i++)
@@ -63,13 +60,13 @@ AI float dot_scalar(const float *a, const float *b, uint32_t n)
 	return s;
 }
 
-AI void scale_scalar(float *a, float f, uint32_t n)
+RL_INLINE void scale_scalar(float *a, float f, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++)
 		a[i] *= f;
 }
 
-AI void axpy_scalar(float *y, float a, const float *x, uint32_t n)
+RL_INLINE void axpy_scalar(float *y, float a, const float *x, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++)
 		y[i] += a * x[i];
@@ -80,12 +77,12 @@ AI void axpy_scalar(float *y, float a, const float *x, uint32_t n)
 static const int32_t mask_tab[16] = { -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0 };
 
 /* mask of the first k (< 8) lanes */
-T256 AI __m256i mask256(uint32_t k)
+RL_TGT_AVX2 RL_INLINE __m256i mask256(uint32_t k)
 {
 	return _mm256_loadu_si256((const __m256i *)(mask_tab + 8 - k));
 }
 
-T256 AI float hsum256(__m256 v)
+RL_TGT_AVX2 RL_INLINE float hsum256(__m256 v)
 {
 	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
 	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -94,7 +91,7 @@ T256 AI float hsum256(__m256 v)
 }
 
 /* NR activation rows x NC weight rows; NR*NC + NR + 1 <= 16 ymm registers. */
-T256 AI void tile256(float *Y, size_t ldy, const float *X, size_t ldx, const float *W, size_t ldw,
+RL_TGT_AVX2 RL_INLINE void tile256(float *Y, size_t ldy, const float *X, size_t ldx, const float *W, size_t ldw,
 		     const float *bias, uint32_t in, const int NR, const int NC, int accumulate)
 {
 	__m256 acc[3][4], x[3];
@@ -136,7 +133,7 @@ T256 AI void tile256(float *Y, size_t ldy, const float *X, size_t ldx, const flo
 			store_out(Y + r * ldy + c, hsum256(acc[r][c]), bias ? bias + c : NULL, accumulate);
 }
 
-T256 static void mm_avx2_k(float *Y, size_t ldy, const float *X, size_t ldx, const float *W, size_t ldw,
+RL_TGT_AVX2 static void mm_avx2_k(float *Y, size_t ldy, const float *X, size_t ldx, const float *W, size_t ldw,
 			   const float *bias, uint32_t n, uint32_t in, uint32_t o0, uint32_t o1, int acc)
 {
 	for (uint32_t rb = 0; rb < n; rb += MM_ROW_BLOCK) {
@@ -168,7 +165,7 @@ T256 static void mm_avx2_k(float *Y, size_t ldy, const float *X, size_t ldx, con
  * The slicing depends on the model only, never on the batch, so a row's sums are the same in
  * any batch. */
 #define MM_K_BLOCK 512
-T256 static void mm_avx2(float *Y, size_t ldy, const float *X, size_t ldx, const float *W,
+RL_TGT_AVX2 static void mm_avx2(float *Y, size_t ldy, const float *X, size_t ldx, const float *W,
 			 const float *bias, uint32_t n, uint32_t in, uint32_t o0, uint32_t o1, int acc)
 {
 	if (in <= MM_K_BLOCK + MM_K_BLOCK / 2) {
@@ -181,7 +178,7 @@ T256 static void mm_avx2(float *Y, size_t ldy, const float *X, size_t ldx, const
 	}
 }
 
-T256 AI float dot_avx2(const float *a, const float *b, uint32_t n)
+RL_TGT_AVX2 RL_INLINE float dot_avx2(const float *a, const float *b, uint32_t n)
 {
 	__m256 s = _mm256_setzero_ps();
 	uint32_t i = 0;
@@ -194,7 +191,7 @@ T256 AI float dot_avx2(const float *a, const float *b, uint32_t n)
 	return hsum256(s);
 }
 
-T256 AI void scale_avx2(float *a, float f, uint32_t n)
+RL_TGT_AVX2 RL_INLINE void scale_avx2(float *a, float f, uint32_t n)
 {
 	__m256 F = _mm256_set1_ps(f);
 	uint32_t i = 0;
@@ -204,7 +201,7 @@ T256 AI void scale_avx2(float *a, float f, uint32_t n)
 		a[i] *= f;
 }
 
-T256 AI void axpy_avx2(float *y, float a, const float *x, uint32_t n)
+RL_TGT_AVX2 RL_INLINE void axpy_avx2(float *y, float a, const float *x, uint32_t n)
 {
 	__m256 A = _mm256_set1_ps(a);
 	uint32_t i = 0;
@@ -217,7 +214,7 @@ T256 AI void axpy_avx2(float *y, float a, const float *x, uint32_t n)
 /* ---------------------------------------------------------------- AVX-512 --------- */
 
 /* NR activation rows x NC weight rows; NR*NC + NR + 1 <= 32 zmm registers. */
-T512 AI void tile512(float *Y, size_t ldy, const float *X, size_t ldx, const float *W,
+RL_TGT_AVX512 RL_INLINE void tile512(float *Y, size_t ldy, const float *X, size_t ldx, const float *W,
 		     const float *bias, uint32_t in, const int NR, const int NC, int accumulate)
 {
 	__m512 acc[4][4], x[4];
@@ -259,7 +256,7 @@ T512 AI void tile512(float *Y, size_t ldy, const float *X, size_t ldx, const flo
 			store_out(Y + r * ldy + c, _mm512_reduce_add_ps(acc[r][c]), bias ? bias + c : NULL, accumulate);
 }
 
-T512 static void mm_avx512(float *Y, size_t ldy, const float *X, size_t ldx, const float *W,
+RL_TGT_AVX512 static void mm_avx512(float *Y, size_t ldy, const float *X, size_t ldx, const float *W,
 			   const float *bias, uint32_t n, uint32_t in, uint32_t o0, uint32_t o1, int acc)
 {
 	for (uint32_t rb = 0; rb < n; rb += MM_ROW_BLOCK) {
@@ -285,7 +282,7 @@ T512 static void mm_avx512(float *Y, size_t ldy, const float *X, size_t ldx, con
 }
 
 
-T512 AI float dot_avx512(const float *a, const float *b, uint32_t n)
+RL_TGT_AVX512 RL_INLINE float dot_avx512(const float *a, const float *b, uint32_t n)
 {
 	__m512 s = _mm512_setzero_ps();
 	uint32_t i = 0;
@@ -298,7 +295,7 @@ T512 AI float dot_avx512(const float *a, const float *b, uint32_t n)
 	return _mm512_reduce_add_ps(s);
 }
 
-T512 AI void scale_avx512(float *a, float f, uint32_t n)
+RL_TGT_AVX512 RL_INLINE void scale_avx512(float *a, float f, uint32_t n)
 {
 	__m512 F = _mm512_set1_ps(f);
 	for (uint32_t i = 0; i < n; i += 16) {
@@ -307,7 +304,7 @@ T512 AI void scale_avx512(float *a, float f, uint32_t n)
 	}
 }
 
-T512 AI void axpy_avx512(float *y, float a, const float *x, uint32_t n)
+RL_TGT_AVX512 RL_INLINE void axpy_avx512(float *y, float a, const float *x, uint32_t n)
 {
 	__m512 A = _mm512_set1_ps(a);
 	for (uint32_t i = 0; i < n; i += 16) {
@@ -337,8 +334,7 @@ T512 AI void axpy_avx512(float *y, float a, const float *x, uint32_t n)
 
 /* The half KV cache: the kernels below read fp32 blocks; the vector row kernels widen halves
  * in registers, the others get each block they visit widened here. */
-#define T256H __attribute__((target("avx2,fma,f16c")))
-T256H static size_t widen_f16c(float *dst, const uint16_t *src, size_t n)
+RL_TGT_AVX2 static size_t widen_f16c(float *dst, const uint16_t *src, size_t n)
 {
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8)
@@ -355,7 +351,7 @@ static void widen(float *dst, const uint16_t *src, size_t n)
 }
 
 /* round to nearest even, as rl_f32_to_f16 */
-T256H static uint32_t narrow_f16c(uint16_t *dst, const float *src, uint32_t n)
+RL_TGT_AVX2 static uint32_t narrow_f16c(uint16_t *dst, const float *src, uint32_t n)
 {
 	uint32_t i = 0;
 	for (; i + 8 <= n; i += 8)
@@ -369,12 +365,12 @@ T256H static uint32_t narrow_f16c(uint16_t *dst, const float *src, uint32_t n)
  * 1 .. KV_AHEAD too). The block table scatters a sequence's blocks over the pool, and one
  * (block, KV head)'s tile is only 2 KB (bs 16, hd 64, half), so the hardware prefetcher,
  * which follows streams, starts over at every block. Into L2, one block ahead: into L1
- * instead, or 2 blocks ahead, gained nothing (the L1's miss buffers fill). AI: GCC's
+ * instead, or 2 blocks ahead, gained nothing (the L1's miss buffers fill). RL_INLINE: GCC's
  * IPA deletes calls to a function whose body is only prefetches (it counts them as no side
  * effect), so this one must be inlined before that runs. */
 #define KV_AHEAD 4
 /* the K and V tiles of tile elements at element at of the pools */
-AI void kv_prefetch_tile(const struct rl_cpu_kv_view *kv, size_t at, size_t tile)
+RL_INLINE void kv_prefetch_tile(const struct rl_cpu_kv_view *kv, size_t at, size_t tile)
 {
 	const char *k = kv->hk ? (const char *)(kv->hk + at) : (const char *)(kv->k + at);
 	const char *v = kv->hk ? (const char *)(kv->hv + at) : (const char *)(kv->v + at);
@@ -386,17 +382,17 @@ AI void kv_prefetch_tile(const struct rl_cpu_kv_view *kv, size_t at, size_t tile
 /* Whether a walk over n_kv heads' tiles (tile elements each) of block bi must fetch the next
  * block by hand (attn_heads16): there is one, and it does not continue the run the hardware
  * prefetcher follows, i.e. the walk takes part of a block, or the next is elsewhere. */
-AI int kv_next_jumps(const struct rl_cpu_kv_view *kv, uint32_t bi, uint32_t n_keys, uint32_t n_kv, size_t tile)
+RL_INLINE int kv_next_jumps(const struct rl_cpu_kv_view *kv, uint32_t bi, uint32_t n_keys, uint32_t n_kv, size_t tile)
 {
 	return (size_t)(bi + 1) * kv->block_size < n_keys &&
 	       !(n_kv * tile == kv->block_stride && kv->block_table[bi + 1] == kv->block_table[bi] + 1);
 }
-AI void kv_prefetch_blocks(const struct rl_cpu_kv_view *kv, uint32_t b0, uint32_t b1, uint32_t n_keys, uint32_t hd)
+RL_INLINE void kv_prefetch_blocks(const struct rl_cpu_kv_view *kv, uint32_t b0, uint32_t b1, uint32_t n_keys, uint32_t hd)
 {
 	for (uint32_t b = b0; b < b1 && (size_t)b * kv->block_size < n_keys; b++)
 		kv_prefetch_tile(kv, (size_t)kv->block_table[b] * kv->block_stride, (size_t)kv->block_size * hd);
 }
-AI void kv_prefetch_ahead(const struct rl_cpu_kv_view *kv, uint32_t bi, uint32_t n_keys, uint32_t hd)
+RL_INLINE void kv_prefetch_ahead(const struct rl_cpu_kv_view *kv, uint32_t bi, uint32_t n_keys, uint32_t hd)
 {
 	kv_prefetch_blocks(kv, bi ? bi + KV_AHEAD : 1, bi + KV_AHEAD + 1, n_keys, hd);
 }
@@ -421,7 +417,7 @@ static inline void kv_block(const struct rl_cpu_kv_view *kv, uint32_t bi, uint32
 
 /* The keys block as kt[d][j] = kb[j][d] for j < nb, zero for nb <= j < bsp (so padded lanes
  * score a finite 0, which the row's lane mask then drops). */
-AI void transpose_keys(float *kt, const float *kb, uint32_t nb, uint32_t bsp, uint32_t hd)
+RL_INLINE void transpose_keys(float *kt, const float *kb, uint32_t nb, uint32_t bsp, uint32_t hd)
 {
 	for (uint32_t d = 0; d < hd; d++) {
 		float *row = kt + (size_t)d * bsp;                 /* [bsp] */
@@ -491,7 +487,7 @@ TARGET static void NAME(float *out, size_t ldo, const float *q, size_t ldq, uint
 #define EXP_LN2_HI 0.693359375f
 #define EXP_LN2_LO -2.12194440e-4f
 
-T512 AI __m512 exp512(__m512 x)
+RL_TGT_AVX512 RL_INLINE __m512 exp512(__m512 x)
 {
 	x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
 	__m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
@@ -508,7 +504,7 @@ T512 AI __m512 exp512(__m512 x)
 	return _mm512_scalef_ps(p, n);
 }
 
-T256 AI __m256 exp256(__m256 x)
+RL_TGT_AVX2 RL_INLINE __m256 exp256(__m256 x)
 {
 	x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
 	__m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
@@ -533,7 +529,7 @@ static inline void expb_scalar(float *s, uint32_t n, float mx)
 	for (uint32_t j = 0; j < n; j++)
 		s[j] = expf(s[j] - mx);
 }
-T256 AI void expb_avx2(float *s, uint32_t n, float mx)
+RL_TGT_AVX2 RL_INLINE void expb_avx2(float *s, uint32_t n, float mx)
 {
 	__m256 m = _mm256_set1_ps(mx);
 	for (uint32_t j = 0; j < n; j += 8) {
@@ -541,7 +537,7 @@ T256 AI void expb_avx2(float *s, uint32_t n, float mx)
 		_mm256_maskstore_ps(s + j, k, exp256(_mm256_sub_ps(_mm256_maskload_ps(s + j, k), m)));
 	}
 }
-T512 AI void expb_avx512(float *s, uint32_t n, float mx)
+RL_TGT_AVX512 RL_INLINE void expb_avx512(float *s, uint32_t n, float mx)
 {
 	__m512 m = _mm512_set1_ps(mx);
 	uint32_t j = 0;
@@ -568,7 +564,7 @@ T512 AI void expb_avx512(float *s, uint32_t n, float mx)
 /* One row's online softmax over the first n keys of one block's tile (kb/hkb, vb/hvb: [bs, hd],
  * the pool's type): the query qv, the running output ov, max *pmx and sum *pl in and out. The
  * one body of the row kernel and of the heads kernel, so the two agree bit for bit. */
-T512 AI void attn_tile16(const __m512 *qv, __m512 *ov, float *pmx, float *pl, const float *kb, const uint16_t *hkb,
+RL_TGT_AVX512 RL_INLINE void attn_tile16(const __m512 *qv, __m512 *ov, float *pmx, float *pl, const float *kb, const uint16_t *hkb,
 			 const float *vb, const uint16_t *hvb, uint32_t n, float scale, const int NV, const int F16,
 			 float *s)
 {
@@ -617,7 +613,7 @@ T512 AI void attn_tile16(const __m512 *qv, __m512 *ov, float *pmx, float *pl, co
 	*pl = l;
 }
 
-T512 AI void attn_row16(float *o, const float *qi, uint32_t n_keys, float scale, const int NV,
+RL_TGT_AVX512 RL_INLINE void attn_row16(float *o, const float *qi, uint32_t n_keys, float scale, const int NV,
 			const int F16, const struct rl_cpu_kv_view *kv, float *s)
 {
 	const uint32_t bs = kv->block_size, hd = 16 * (uint32_t)NV;
@@ -654,7 +650,7 @@ T512 AI void attn_row16(float *o, const float *qi, uint32_t n_keys, float scale,
  * elsewhere, or past the heads of the block that another call takes) is prefetched by hand,
  * head by head a block ahead. st: [n_kv * group][HEAD_STATE(hd)], the rows' states between
  * blocks. */
-T512 AI void attn_heads16(float *out, const float *q, uint32_t n_kv, uint32_t group, uint32_t n_keys, float scale,
+RL_TGT_AVX512 RL_INLINE void attn_heads16(float *out, const float *q, uint32_t n_kv, uint32_t group, uint32_t n_keys, float scale,
 			  const int NV, const int F16, const struct rl_cpu_kv_view *kv, float *s, float *st)
 {
 	const uint32_t bs = kv->block_size, hd = 16 * (uint32_t)NV;
@@ -703,7 +699,7 @@ T512 AI void attn_heads16(float *out, const float *q, uint32_t n_kv, uint32_t gr
 	}
 }
 
-T256 AI float hmax256(__m256 v)
+RL_TGT_AVX2 RL_INLINE float hmax256(__m256 v)
 {
 	__m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
 	s = _mm_max_ps(s, _mm_movehl_ps(s, s));
@@ -712,7 +708,7 @@ T256 AI float hmax256(__m256 v)
 }
 
 /* 8-lane twin of attn_tile16 */
-T256H AI void attn_tile8(const __m256 *qv, __m256 *ov, float *pmx, float *pl, const float *kb, const uint16_t *hkb,
+RL_TGT_AVX2 RL_INLINE void attn_tile8(const __m256 *qv, __m256 *ov, float *pmx, float *pl, const float *kb, const uint16_t *hkb,
 			 const float *vb, const uint16_t *hvb, uint32_t n, float scale, const int NV, const int F16,
 			 float *s)
 {
@@ -762,7 +758,7 @@ T256H AI void attn_tile8(const __m256 *qv, __m256 *ov, float *pmx, float *pl, co
 }
 
 /* 8-lane twin of attn_row16 */
-T256H AI void attn_row8(float *o, const float *qi, uint32_t n_keys, float scale, const int NV,
+RL_TGT_AVX2 RL_INLINE void attn_row8(float *o, const float *qi, uint32_t n_keys, float scale, const int NV,
 		       const int F16, const struct rl_cpu_kv_view *kv, float *s)
 {
 	const uint32_t bs = kv->block_size, hd = 8 * (uint32_t)NV;
@@ -787,7 +783,7 @@ T256H AI void attn_row8(float *o, const float *qi, uint32_t n_keys, float scale,
 }
 
 /* 8-lane twin of attn_heads16 */
-T256H AI void attn_heads8(float *out, const float *q, uint32_t n_kv, uint32_t group, uint32_t n_keys, float scale,
+RL_TGT_AVX2 RL_INLINE void attn_heads8(float *out, const float *q, uint32_t n_kv, uint32_t group, uint32_t n_keys, float scale,
 			  const int NV, const int F16, const struct rl_cpu_kv_view *kv, float *s, float *st)
 {
 	const uint32_t bs = kv->block_size, hd = 8 * (uint32_t)NV;
@@ -874,10 +870,10 @@ TARGET static void NAME(float *out, size_t ldo, const float *q, size_t ldq, uint
 }
 
 DEFINE_ROW_ATTN(attn_scalar, , dot_scalar, scale_scalar, axpy_scalar, expb_scalar)
-DEFINE_ROW_ATTN(attn_keys_avx2, T256, dot_avx2, scale_avx2, axpy_avx2, expb_avx2)
-DEFINE_ROW_ATTN(attn_keys_avx512, T512, dot_avx512, scale_avx512, axpy_avx512, expb_avx512)
-DEFINE_VEC_ROWS(attn_rows_avx2, T256H, attn_row8, 8, attn_keys_avx2)
-DEFINE_VEC_ROWS(attn_rows_avx512, T512, attn_row16, 16, attn_keys_avx512)
+DEFINE_ROW_ATTN(attn_keys_avx2, RL_TGT_AVX2, dot_avx2, scale_avx2, axpy_avx2, expb_avx2)
+DEFINE_ROW_ATTN(attn_keys_avx512, RL_TGT_AVX512, dot_avx512, scale_avx512, axpy_avx512, expb_avx512)
+DEFINE_VEC_ROWS(attn_rows_avx2, RL_TGT_AVX2, attn_row8, 8, attn_keys_avx2)
+DEFINE_VEC_ROWS(attn_rows_avx512, RL_TGT_AVX512, attn_row16, 16, attn_keys_avx512)
 
 /* A decode row's heads through attn_heads16 / attn_heads8, NV = hd / lanes and the pool type
  * as constants; -ENOTSUP where the row kernels would fall back (the caller then goes head by
@@ -909,8 +905,8 @@ TARGET static int NAME(float *out, const float *q, uint32_t n_kv, uint32_t group
 		VEC_HEADS_NV(HEADS, LANES, 0);                                               \
 	return 0;                                                                            \
 }
-DEFINE_VEC_HEADS(attn_heads_avx2, T256H, attn_heads8, 8)
-DEFINE_VEC_HEADS(attn_heads_avx512, T512, attn_heads16, 16)
+DEFINE_VEC_HEADS(attn_heads_avx2, RL_TGT_AVX2, attn_heads8, 8)
+DEFINE_VEC_HEADS(attn_heads_avx512, RL_TGT_AVX512, attn_heads16, 16)
 
 /* Where rl_cpu_attention_heads' states start in its scratch: past the scores, [bs] */
 static size_t heads_states_at(uint32_t block_size)
@@ -925,14 +921,14 @@ static size_t tiled_scratch(uint32_t rows, uint32_t hd, uint32_t bs)
 }
 
 /* The rows of query row i that see block p0 and how many of its nb keys they see. */
-AI uint32_t keys_seen(uint32_t pos0, uint32_t i, uint32_t p0, uint32_t nb)
+RL_INLINE uint32_t keys_seen(uint32_t pos0, uint32_t i, uint32_t p0, uint32_t nb)
 {
 	uint32_t k = pos0 + i + 1 - p0;
 	return k < nb ? k : nb;
 }
 
 /* transpose_keys by gathers, 16 keys at a time; the lanes past nb are zeroed as there. */
-T512 AI void transpose_keys512(float *kt, const float *kb, uint32_t nb, uint32_t bsp, uint32_t hd)
+RL_TGT_AVX512 RL_INLINE void transpose_keys512(float *kt, const float *kb, uint32_t nb, uint32_t bsp, uint32_t hd)
 {
 	__m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
 					_mm512_set1_epi32((int)hd));
@@ -955,7 +951,7 @@ static const int32_t pair_spread[16 * 8] = {
 
 /* AVX-512, W = 16 keys per score vector. HD is a compile-time 8 (the packed o += P V below)
  * or 0 for any hd (o in 16-float chunks, the last masked). */
-T512 AI void tiled512(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
+RL_TGT_AVX512 RL_INLINE void tiled512(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
 		      uint32_t n_qh, uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv,
 		      float *scratch, const uint32_t HD)
 {
@@ -1059,7 +1055,7 @@ T512 AI void tiled512(float *out, size_t ldo, const float *q, size_t ldq, uint32
 			     1.0f / _mm512_reduce_add_ps(_mm512_loadu_ps(l + (size_t)r * W)), hd);
 }
 
-T512 static void attn_avx512(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
+RL_TGT_AVX512 static void attn_avx512(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
 			     uint32_t n_qh, uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv,
 			     float *scratch)
 {
@@ -1070,7 +1066,7 @@ T512 static void attn_avx512(float *out, size_t ldo, const float *q, size_t ldq,
 }
 
 /* AVX2, W = 8 keys per score vector; o in 8-float chunks, the last masked. */
-T256 static void tiled256(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
+RL_TGT_AVX2 static void tiled256(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
 			  uint32_t n_qh, uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv,
 			  float *scratch)
 {
@@ -1145,7 +1141,7 @@ T256 static void tiled256(float *out, size_t ldo, const float *q, size_t ldq, ui
 			   1.0f / hsum256(_mm256_loadu_ps(l + (size_t)r * 16)), hd);
 }
 
-T256 static void attn_avx2(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
+RL_TGT_AVX2 static void attn_avx2(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len,
 			   uint32_t n_qh, uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv,
 			   float *scratch)
 {
@@ -1236,7 +1232,7 @@ void rl_cpu_f32_to_f16(uint16_t *dst, const float *src, uint32_t n)
 
 /* Sum of squares in four 8-lane accumulators: the plain loop is one long chain of dependent
  * adds (~4 cycles an element), which made the norms ~3% of a batch-8 decode step. */
-T256 static float sumsq_avx2(const float *x, uint32_t n, uint32_t *done)
+RL_TGT_AVX2 static float sumsq_avx2(const float *x, uint32_t n, uint32_t *done)
 {
 	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 	uint32_t i = 0;
@@ -1253,7 +1249,7 @@ T256 static float sumsq_avx2(const float *x, uint32_t n, uint32_t *done)
 	*done = i;
 	return hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
 }
-T256 static uint32_t scale_mul_avx2(float *o, const float *x, const float *w, float s, uint32_t n)
+RL_TGT_AVX2 static uint32_t scale_mul_avx2(float *o, const float *x, const float *w, float s, uint32_t n)
 {
 	__m256 vs = _mm256_set1_ps(s);
 	uint32_t i = 0;
@@ -1339,7 +1335,7 @@ void rl_cpu_rope(float *v, uint32_t n_heads, uint32_t hd, const float *cs, int h
 /* g / (1 + e^-g) * u over whole vectors with the vector exp of the attention kernels; e^-g
  * is clamped at e^88 (exp256 builds 2^n in the exponent field), which leaves g / (1 + e^88)
  * ~ 0, the limit. Returns how many elements it did; rl_cpu_silu_mul does the rest. */
-T512 static uint32_t silu_mul_avx512(float *g, const float *u, uint32_t n)
+RL_TGT_AVX512 static uint32_t silu_mul_avx512(float *g, const float *u, uint32_t n)
 {
 	uint32_t i = 0;
 	for (; i + 16 <= n; i += 16) {
@@ -1350,7 +1346,7 @@ T512 static uint32_t silu_mul_avx512(float *g, const float *u, uint32_t n)
 	}
 	return i;
 }
-T256 static uint32_t silu_mul_avx2(float *g, const float *u, uint32_t n)
+RL_TGT_AVX2 static uint32_t silu_mul_avx2(float *g, const float *u, uint32_t n)
 {
 	uint32_t i = 0;
 	for (; i + 8 <= n; i += 8) {

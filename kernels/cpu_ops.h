@@ -19,7 +19,8 @@ void rl_cpu_matmul(float *Y, size_t ldy, const float *X, size_t ldx, const float
 		   const float *bias, uint32_t n_rows, uint32_t in, uint32_t o_begin,
 		   uint32_t o_end, int accumulate);
 
-/* The same product over a weight matrix kept as the file stores it (kernels/cpu_qmatmul.c):
+/* The same product over a weight matrix kept as the file stores it (kernels/cpu_qmm.c, whose
+ * table names the kernel for each stored type, layout, row count and ISA):
  * Y[r, o] (=, or +=) sum_i X[r, i] * W[o, i] (+ bias[o]), r < n_rows, o in [o_begin, o_end),
  * in = W->cols. F32 is rl_cpu_matmul; up to 8 rows compute on the stored form (16-bit floats
  * widened in registers; Q8_0, Q4_K, Q6_K as integer dots against activations quantized to
@@ -39,6 +40,9 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows);
  * the rows of them that are packed, as ggml does); the tests hold such calls to the 8-bit
  * activation paths' tolerance. */
 int rl_cpu_qmatmul_bf16_acts(const struct rl_wmat *W, uint32_t n_rows);
+/* The name of the kernel that serves W's packed rows (packed) or its others at n_rows
+ * activation rows on this CPU, as cpu_qmm.c's table and kernels/README.md name it. */
+const char *rl_cpu_qmatmul_kernel(const struct rl_wmat *W, uint32_t n_rows, int packed);
 /* Row r of W as fp32: out[W->cols]. */
 void rl_cpu_wmat_row(const struct rl_wmat *W, uint32_t r, float *out);
 /* Repacks W in place, once at load, into the layout the kernels stream best, where that pays
@@ -48,7 +52,7 @@ void rl_cpu_wmat_row(const struct rl_wmat *W, uint32_t r, float *out);
  *   48 rows over [0, 48 * floor(rows / 48)), then blocks of 16, then one of the last
  *   rows % 16. The block of rows [o, o + w) stays at data + o * row_bytes and holds [cols][w]
  *   halfs: weight (o + j, k) at element k * w + j (the outer-product kernels broadcast an
- *   activation into whole vectors of outputs; cpu_qmatmul.c's 16-bit panels).
+ *   activation into whole vectors of outputs; cpu_qmm_h16.c's panels).
  * - Q8_0, Q4_K and Q6_K, on AVX2 or AVX-512: each whole group of 16 rows (rows [16g,
  *   16g + 16), 16g + 16 <= rows) keeps its bytes where they were, reordered so that for each
  *   block b the 16 rows' block dwords j (4 * ndw bytes from byte head of a block; Q8_0 the 8

@@ -19,11 +19,11 @@ static uint32_t argmax_scalar(const float *logits, uint32_t n)
 }
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "kernels/cpu_simd.h"
 /* The same answer as argmax_scalar (the first index of the largest value; NaN never wins, a
  * NaN first element returns 0) in two vector passes, the maximum and then its first index:
  * the scalar loop's compare chain took ~9% of a 110M batch-8 decode step. */
-__attribute__((target("avx2"))) static uint32_t argmax_avx2(const float *logits, uint32_t n)
+RL_TGT_AVX2 static uint32_t argmax_avx2(const float *logits, uint32_t n)
 {
 	if (n < 32 || logits[0] != logits[0])
 		return argmax_scalar(logits, n);

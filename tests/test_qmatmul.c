@@ -1,4 +1,4 @@
-/* test_qmatmul.c — the cpu matmul over stored weights (kernels/cpu_qmatmul.c) against a
+/* test_qmatmul.c — the cpu matmul over stored weights (kernels/cpu_qmm*.c) against a
  * float64 product over the same weights decoded to fp32 (the table's decoders, which
  * test_quant checks bit for bit against gguf-py), for every weight type, every ISA this CPU
  * runs, 1..8 activation rows (the dot paths) and 9+ rows (the GEMM and decoded-tile paths),
@@ -15,7 +15,8 @@
  *   bf16 activations and weights (9+ rows over BF16 and block types, 2..8 rows over BF16,
  *   where the CPU has AVX512-BF16): the same 4e-3 (8 significant bits each; measured ~1e-3);
  *   packed Q8_0/Q4_K/Q6_K on any vector ISA: the same 4e-3 (9+ rows take the 8-bit kernels too).
- * Tests: kernels (cpu_qmatmul, cpu_ops), runtime/model (model_dtype's table and decoders).
+ * Also the dispatch table's choices for the cases kernels/README.md names.
+ * Tests: kernels (cpu_qmm*, cpu_ops), runtime/model (model_dtype's table and decoders).
  */
 #include <errno.h>
 #include <math.h>
@@ -269,10 +270,77 @@ static void wmat_rows_decode_as_the_table(void)
 	}
 }
 
+/* The table of cpu_qmm.c names a kernel for every case, and the ones kernels/README.md
+ * quotes, on each ISA and feature set this CPU can narrow to. */
+static void the_table_routes_each_case(void)
+{
+	static const int types[] = { RL_DT_F32, RL_DT_F16, RL_DT_BF16, RL_DT_Q8_0, RL_DT_Q4_K, RL_DT_Q6_K, RL_DT_Q4_0 };
+	static uint8_t data[32 * 256 * 4];
+	const uint32_t best = rl_cpu_features_detected();
+	struct rl_wmat W[7];
+	for (int t = 0; t < 7; t++)
+		rl_wmat_init(&W[t], data, types[t], 32, 256);
+#define ROUTE(i, n, pk, want) CHECKF(!strcmp(rl_cpu_qmatmul_kernel(&W[i], n, pk), want), "%s %u rows %s: %s, not %s", \
+				      rl_dt_info(types[i])->name, n, pk ? "packed" : "unpacked", \
+				      rl_cpu_qmatmul_kernel(&W[i], n, pk), want)
+	REQUIRE(rl_cpu_set_isa(RL_CPU_SCALAR) == 0);
+	ROUTE(0, 3, 0, "f32");
+	ROUTE(4, 3, 0, "rows_scalar");
+	ROUTE(4, 20, 1, "tiles_f32");
+	if (best & RL_CPUF_AVX2) {
+		REQUIRE(rl_cpu_set_isa(RL_CPU_AVX2) == 0);
+		ROUTE(5, 3, 0, "kq_tiles");
+		ROUTE(5, 3, 1, "q6k_t8p");
+		ROUTE(3, 1, 0, "q8_0_row1");
+		ROUTE(3, 3, 0, "q8_0_t8");
+		ROUTE(3, 20, 1, "q8_0_many_t8");
+		ROUTE(2, 20, 0, "tiles_f32");
+		ROUTE(6, 3, 0, "rows_avx2");
+		ROUTE(1, 1, 1, "h16");
+	}
+	if ((best & RL_CPUF_AVX512) && (best & RL_CPUF_VNNI)) {
+		rl_cpu_set_features(RL_CPUF_ALL & ~RL_CPUF_BF16);
+		REQUIRE(rl_cpu_set_isa(RL_CPU_AVX512) == 0);
+		ROUTE(3, 1, 1, "q8_0_t8");     /* one row over packed Q8_0 keeps the AVX2 kernel */
+		ROUTE(3, 3, 1, "q8_0_t16");
+		ROUTE(4, 1, 0, "kq_t16");
+		ROUTE(5, 20, 1, "kq_many_t16");
+		rl_cpu_set_features(RL_CPUF_ALL & ~RL_CPUF_VNNI & ~RL_CPUF_BF16);
+		REQUIRE(rl_cpu_set_isa(RL_CPU_AVX512) == 0);
+		ROUTE(4, 1, 0, "kq_row512");
+		ROUTE(4, 3, 0, "q4k_t8");
+	}
+	if ((best & RL_CPUF_AVX512) && (best & RL_CPUF_BF16)) {
+		rl_cpu_set_features(RL_CPUF_ALL);
+		REQUIRE(rl_cpu_set_isa(RL_CPU_AVX512) == 0);
+		ROUTE(2, 3, 1, "h16_dpbf");
+		ROUTE(2, 1, 1, "h16");
+		ROUTE(3, 20, 0, "tiles_bf16");
+		ROUTE(2, 20, 0, "bf16_direct");
+		CHECK(rl_cpu_qmatmul_bf16_acts(&W[3], 20));
+		CHECK(!rl_cpu_qmatmul_bf16_acts(&W[1], 20));
+	}
+#undef ROUTE
+	/* every case names a kernel, on every column this CPU can take */
+	for (uint32_t mask = 0; mask <= RL_CPUF_ALL; mask++) {
+		rl_cpu_set_features(mask);
+		for (int isa = 0; isa <= (int)rl_cpu_isa_best(); isa++) {
+			REQUIRE(rl_cpu_set_isa((enum rl_cpu_isa)isa) == 0);
+			for (int t = 0; t < 7; t++)
+				for (uint32_t n = 1; n <= 9; n += 4)
+					for (int pk = 0; pk < 2; pk++)
+						CHECK(rl_cpu_qmatmul_kernel(&W[t], n, pk) != NULL);
+		}
+	}
+	rl_cpu_set_features(RL_CPUF_ALL);
+	REQUIRE(rl_cpu_set_isa(rl_cpu_isa_best()) == 0);
+}
+
 int main(void)
 {
 	RUN(qmatmul_every_type_isa_and_row_count);
 	RUN(h16_panels_every_range);
 	RUN(wmat_rows_decode_as_the_table);
+	RUN(the_table_routes_each_case);
 	TEST_MAIN_END();
 }
