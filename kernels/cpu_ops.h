@@ -106,7 +106,7 @@ void rl_cpu_attention(float *out, size_t ldo, const float *q, size_t ldq, uint32
  * (bs * hd elements apart, the backend's [block, KV head, bs, hd] layout); KV head kh serves
  * query heads kh * group .. + group - 1, whose rows are q + r * hd and out + r * hd. The same
  * results, bit for bit, as rl_cpu_attention head by head, which it is on the scalar ISA, but
- * a block's heads are read as one run (see attn_heads16). scratch:
+ * a block's heads are read as one run (see attn_heads in cpu_attention_tmpl.h). scratch:
  * rl_cpu_attention_scratch(n_kv * group, hd, block_size) floats. */
 void rl_cpu_attention_heads(float *out, const float *q, uint32_t n_kv, uint32_t group, uint32_t n_keys, uint32_t hd,
 			    const struct rl_cpu_kv_view *kv, float *scratch);
