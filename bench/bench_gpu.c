@@ -1,5 +1,5 @@
 /* bench_gpu.c — `ringlm bench gpu`: loads librlcuda.so (beside the ringlm binary, like
- * runtime/backend/rl_backend.c does for ringlmd) and runs its rl_cuda_bench (runtime/cuda/cuda_bench.c).
+ * runtime/loop/rl_rt_backend.c does for ringlmd) and runs its rl_cuda_bench (runtime/cuda/cuda_bench.c).
  * Without the library: one line and exit 1; without a device: "skipped: no CUDA device", 0. */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -8,6 +8,7 @@
 #include "clients/cli/cli.h"
 #include "runtime/loop/rl_rt.h"
 #include "runtime/backend/rl_backend.h"
+#include "runtime/loop/rl_rt_backend.h"
 
 int rl_cmd_bench_gpu(int argc, char **argv)
 {

@@ -25,6 +25,7 @@
 #include "runtime/cuda/host/cuda_host.h"
 #include "runtime/cuda/host/cuda_stage.h"
 #include "runtime/backend/rl_backend.h"
+#include "runtime/loop/rl_rt_backend.h"
 #include "runtime/loop/rl_rt.h"
 #include "runtime/loop/rl_rt_args.h"
 
@@ -739,7 +740,7 @@ static void test_cuda_dtype_option(void)
 		struct rl_backend *be = NULL;
 		struct rl_model *m = NULL;
 		uint32_t nb = 0;
-		CHECK(rl_backend_open(&q, &be, &m, &nb, err, sizeof err) == -EINVAL && one_line(err, "--kv-type") &&
+		CHECK(rl_rt_backend_open(&q, &be, &m, &nb, err, sizeof err) == -EINVAL && one_line(err, "--kv-type") &&
 		      !be && !m);
 	}
 

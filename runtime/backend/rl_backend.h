@@ -100,15 +100,4 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
  * buffer is the one sampling reads anyway, so serving pays nothing for the hook. */
 int rl_backend_cpu_logits(struct rl_backend *be, uint32_t seq_index, float *out);
 
-/* ---- the factory (rl_backend.c) ---- */
-struct rl_rt_params;
-/* Builds the backend the runtime's params ask for (sim; cpu over a loaded or synthetic
- * model; cuda through librlcuda.so), sizing its KV pool; *n_blocks gets the pool size and
- * *model the loaded model (cpu; the caller destroys it after the backend). */
-int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct rl_model **model,
-		    uint32_t *n_blocks, char *err, size_t errlen);
-/* dlopen()s librlcuda.so (RINGLM_CUDA_LIB, else beside the running binary, else the library
- * path); NULL and a one-line reason in err when it is not there. */
-void *rl_cuda_lib_open(char *err, size_t errlen);
-
 #endif

@@ -1,5 +1,5 @@
 /* rl_cuda_api.h — what librlcuda.so exports (found with dlsym, so plain C types only): the
- * backend constructor that runtime/backend/rl_backend.c loads, test hooks, kernel test entry points for
+ * backend constructor that runtime/loop/rl_rt_backend.c loads, test hooks, kernel test entry points for
  * tests/gpu, and the `ringlm bench gpu` entry point. */
 #ifndef RL_CUDA_API_H
 #define RL_CUDA_API_H

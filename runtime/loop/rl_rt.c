@@ -38,6 +38,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include "runtime/backend/rl_backend.h"
+#include "runtime/loop/rl_rt_backend.h"
 #include "runtime/sched/rl_budget.h"
 #include "runtime/loop/rl_calib.h"
 #include "ipc/rl_clock.h"
@@ -46,101 +47,21 @@
 #include "runtime/sched/rl_sched.h"
 #include "runtime/model/rl_model_io.h"
 #include "runtime/loop/rl_validate.h"
-
-#ifndef IORING_OP_FUTEX_WAIT_NR
-#define IORING_OP_FUTEX_WAIT_NR 51     /* kernel 6.7; liburing 2.3 has no helper */
-#endif
-#define RL_FUTEX2_SIZE_U32 0x02
-#define RL_FUTEX_BITSET_ANY 0xffffffffu
-
-/* user_data: kind in the top byte, client slot and generation below */
-enum { UD_ACCEPT = 1, UD_HS, UD_HUP, UD_BELL, UD_SIGNAL, UD_TIMER, UD_STOP, UD_WAKE, UD_CANCEL };
-#define UD(kind, slot, gen) (((uint64_t)(kind) << 56) | ((uint64_t)(slot) << 32) | (uint32_t)(gen))
-#define UD_KIND(u) ((unsigned)((u) >> 56))
-#define UD_SLOT(u) ((uint32_t)(((u) >> 32) & 0xffffff))
-#define UD_GEN(u)  ((uint32_t)(u))
-
-/* Connections that have not sent their attach request yet. HS_MAX may wait at once; when a
- * new one arrives with all taken, the oldest connection of the uid holding the most (or of
- * the newcomer's own uid, on a tie) is cancelled, so a flood from one uid cannot starve
- * another, and a real client, which sends its request at once, is never the oldest for long.
- * Cancelled ones keep their entry until io_uring reports the cancel, hence 2x entries. */
-#define HS_MAX   64
-#define HS_SLOTS (2 * HS_MAX)
-#define HS_TIMEOUT_NS (500 * 1000000ll)   /* an attach request must come within 0.5 s */
-
-struct client {
-	int      used;
-	uint32_t gen;
-	int      sock, seg_fd, rt_efd, cl_efd;
-	pid_t    pid;
-	uid_t    uid;
-	uint8_t *seg;
-	size_t   seg_size;
-	struct rl_seg_ctl *ctl;
-	struct rl_ring_cons req;
-	struct rl_ring_prod evt;
-	const uint32_t *arena;         /* client-writable: copy before use */
-	uint32_t arena_mask;
-	struct rl_seq **by_rid;        /* [max_inflight] live request per id */
-	uint32_t reserved;             /* event slots promised to the scheduler this step */
-	uint32_t unpub;                /* events written but not yet published */
-	int      touched;              /* on the publish list */
-	int      bell_armed;
-	int      hostile;
-	uint32_t active;               /* live requests */
-};
-
-struct handshake {
-	int used;                      /* 0 free, 1 waiting for the request, 2 cancelled */
-	int fd;
-	uid_t uid;
-	uint64_t t_ns;                 /* accepted at (CLOCK_MONOTONIC) */
-	struct rl_attach_req req;
-};
-
-struct rl_rt {
-	struct rl_rt_params p;
-	char     sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)], sock_dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	int      listen_fd, sig_fd, stop_fd;
-	struct io_uring ring;
-	int      futex_ok;             /* IORING_OP_FUTEX_WAIT supported and chosen */
-	struct rl_backend *be;
-	struct rl_model *model;
-	struct rl_sched *sched;
-	struct rl_budget budget;
-	struct rl_calib_geom calib;    /* the budget calibration's limits (rl_rt_run runs it) */
-	struct rl_info *info;
-	int      info_fd;
-	size_t   info_size;
-	struct client *clients;        /* [max_clients] */
-	uint32_t *touched;             /* clients with unpublished events */
-	uint32_t n_touched;
-	struct handshake hs[HS_SLOTS];
-	int      accept_armed, timer_armed;
-	int      stepping;
-	const struct rl_batch *batch;
-	int32_t *out;
-	uint64_t step_t0;
-	uint32_t max_prompt, max_new, vocab;
-	_Atomic int stop_req;
-	int      draining;
-	uint64_t drain_deadline;
-	uint64_t last_work;
-	struct sockaddr_un acc_addr;
-	socklen_t acc_len;
-	struct __kernel_timespec timer_ts, hs_ts;
-	uint64_t sigbuf[16], stopbuf, bellbuf;
-};
-
-static const uint64_t one_u64 = 1;
-
-#define LOG(rt, ...) do { if ((rt)->p.verbose) { fprintf(stderr, "ringlmd: " __VA_ARGS__); fputc('\n', stderr); } } while (0)
-#define SAY(...) do { fprintf(stderr, "ringlmd: " __VA_ARGS__); fputc('\n', stderr); } while (0)
+#include "runtime/loop/rl_rt_internal.h"
 
 /* ---- io_uring helpers ----------------------------------------------------------------- */
 
-static struct io_uring_sqe *sqe_get(struct rl_rt *rt)
+static const uint64_t one_u64 = 1;
+
+void rt_cancel_ud(struct rl_rt *rt, uint64_t ud)
+{
+	struct io_uring_sqe *s = rt_sqe_get(rt);
+	io_uring_prep_cancel64(s, ud, 0);
+	io_uring_sqe_set_data64(s, UD(UD_CANCEL, 0, 0));
+}
+
+
+struct io_uring_sqe *rt_sqe_get(struct rl_rt *rt)
 {
 	struct io_uring_sqe *s = io_uring_get_sqe(&rt->ring);
 	if (!s) {
@@ -170,7 +91,7 @@ static int probe_futex(struct rl_rt *rt)
 	if (!ok)
 		return 0;
 	static _Atomic uint32_t word = 1;
-	struct io_uring_sqe *s = sqe_get(rt);
+	struct io_uring_sqe *s = rt_sqe_get(rt);
 	prep_futex_wait(s, &word, 0);
 	io_uring_sqe_set_data64(s, 0);
 	io_uring_submit(&rt->ring);
@@ -184,10 +105,7 @@ static int probe_futex(struct rl_rt *rt)
 
 /* ---- stats ---------------------------------------------------------------------------- */
 
-#define ST_SET(f, v) atomic_store_explicit(&rt->info->st.f, (uint64_t)(v), memory_order_relaxed)
-#define ST_ADD(f, v) atomic_fetch_add_explicit(&rt->info->st.f, (uint64_t)(v), memory_order_relaxed)
-
-static void publish_sched_stats(struct rl_rt *rt)
+void rt_publish_sched_stats(struct rl_rt *rt)
 {
 	struct rl_sched_stats s;
 	rl_sched_get_stats(rt->sched, &s);
@@ -291,7 +209,7 @@ static void publish_events(struct rl_rt *rt)
 		if (!atomic_load_explicit(&c->ctl->cl_sleeping, memory_order_relaxed))
 			continue;
 		atomic_fetch_add_explicit(&c->ctl->cl_bell, 1, memory_order_release);
-		struct io_uring_sqe *s = sqe_get(rt);
+		struct io_uring_sqe *s = rt_sqe_get(rt);
 		if (rt->futex_ok) {    /* IORING_OP_FUTEX_WAKE (52): same layout as the wait */
 			io_uring_prep_rw(IORING_OP_FUTEX_WAIT_NR + 1, s, RL_FUTEX2_SIZE_U32,
 					 (void *)&c->ctl->cl_bell, 0, 1);
@@ -309,266 +227,6 @@ static void publish_events(struct rl_rt *rt)
 	rt->n_touched = 0;
 	if (io_uring_sq_ready(&rt->ring))
 		io_uring_submit(&rt->ring);
-}
-
-/* ---- clients: attach, detach ---------------------------------------------------------- */
-
-static void arm_hup(struct rl_rt *rt, uint32_t slot)
-{
-	struct client *c = &rt->clients[slot];
-	struct io_uring_sqe *s = sqe_get(rt);
-	io_uring_prep_poll_add(s, c->sock, POLLIN | POLLRDHUP | POLLHUP | POLLERR);
-	io_uring_sqe_set_data64(s, UD(UD_HUP, slot, c->gen));
-}
-
-static void cancel_ud(struct rl_rt *rt, uint64_t ud)
-{
-	struct io_uring_sqe *s = sqe_get(rt);
-	io_uring_prep_cancel64(s, ud, 0);
-	io_uring_sqe_set_data64(s, UD(UD_CANCEL, 0, 0));
-}
-
-static void detach(struct rl_rt *rt, uint32_t slot, const char *why)
-{
-	struct client *c = &rt->clients[slot];
-	if (!c->used)
-		return;
-	LOG(rt, "client %u (pid %d) detached: %s", slot, (int)c->pid, why);
-	for (uint32_t r = 0; r < rt->p.max_inflight; r++) {
-		if (c->by_rid[r]) {
-			rl_sched_cancel(rt->sched, c->by_rid[r]);
-			c->by_rid[r] = NULL;
-		}
-	}
-	cancel_ud(rt, UD(UD_HUP, slot, c->gen));
-	if (c->bell_armed)
-		cancel_ud(rt, UD(UD_BELL, slot, c->gen));
-	io_uring_submit(&rt->ring);
-	munmap(c->seg, c->seg_size);
-	close(c->sock);
-	close(c->seg_fd);
-	close(c->rt_efd);
-	close(c->cl_efd);
-	c->used = 0;
-	c->gen++;
-	c->active = 0;
-	c->unpub = c->reserved = 0;
-	ST_ADD(detaches, 1);
-	ST_ADD(clients, -1);
-	if (c->hostile)
-		ST_ADD(hostile_clients, 1);
-	c->hostile = 0;
-	publish_sched_stats(rt);
-}
-
-static void refuse(struct rl_rt *rt, int fd, int err, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static struct rl_attach_policy attach_policy(const struct rl_rt *rt)
-{
-	uint32_t n_used = 0;
-	for (uint32_t i = 0; i < rt->p.max_clients; i++)
-		n_used += rt->clients[i].used != 0;
-	return (struct rl_attach_policy){
-		.self_uid = geteuid(), .allow_uid = rt->p.allow_uid, .n_allow_uid = rt->p.n_allow_uid,
-		.allow_gid = rt->p.allow_gid, .n_allow_gid = rt->p.n_allow_gid,
-		.draining = rt->draining, .n_clients = n_used, .max_clients = rt->p.max_clients,
-	};
-}
-
-static void refuse(struct rl_rt *rt, int fd, int err, const char *fmt, ...)
-{
-	struct rl_attach_rep rep = { .magic = RL_WIRE_MAGIC, .version = RL_WIRE_VERSION, .status = err };
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(rep.msg, sizeof rep.msg, fmt, ap);
-	va_end(ap);
-	rl_send_fds(fd, &rep, sizeof rep, NULL, 0);
-	LOG(rt, "refused attach: %s", rep.msg);
-	ST_ADD(refused, 1);
-	if (err == -EUSERS)
-		ST_ADD(refused_full, 1);
-	close(fd);
-}
-
-/* The attach request arrived on fd: check the peer, build its segment, hand it the fds. */
-static void attach(struct rl_rt *rt, int fd, const struct rl_attach_req *rq)
-{
-	struct ucred cr;
-	socklen_t cl = sizeof cr;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0)
-		return refuse(rt, fd, -EACCES, "cannot read the peer's credentials");
-	uint32_t slot = rt->p.max_clients;
-	for (uint32_t i = rt->p.max_clients; i-- > 0;)
-		if (!rt->clients[i].used)
-			slot = i;      /* the lowest free slot */
-	struct rl_attach_policy pol = attach_policy(rt);
-	char why[sizeof ((struct rl_attach_rep *)0)->msg];
-	int err = rl_rt_attach_decide(rq, cr.uid, cr.gid, &pol, why, sizeof why);
-	if (err)
-		return refuse(rt, fd, err, "%s", why);
-	if (rq->flags & RL_ATTACH_OBSERVE) {
-		/* the read-only info segment and nothing else; the connection ends here */
-		struct rl_attach_rep rep = { .magic = RL_WIRE_MAGIC, .version = RL_WIRE_VERSION, .status = 0,
-					     .client_id = UINT32_MAX, .seg_size = 0, .info_size = rt->info_size };
-		snprintf(rep.msg, sizeof rep.msg, "observer");
-		if (rl_send_fds(fd, &rep, sizeof rep, &rt->info_fd, 1) == 0)
-			ST_ADD(observers, 1);
-		close(fd);
-		return;
-	}
-
-	struct client *c = &rt->clients[slot];
-	struct rl_seg_hdr h = { .magic = RL_WIRE_MAGIC, .version = RL_WIRE_VERSION, .client_id = slot };
-	int64_t size = rl_seg_layout(&h, rt->p.req_cap, rt->p.evt_cap, rt->p.arena_ids);
-	h.wake_mode = (rt->futex_ok && !(rq->flags & RL_ATTACH_FALLBACK)) ? RL_WAKE_FUTEX : RL_WAKE_EVENTFD;
-	h.max_inflight = rt->p.max_inflight;
-	h.max_prompt = rt->max_prompt;
-	h.max_new = rt->max_new;
-	void *seg;
-	int seg_fd;
-	err = rl_shm_create("ringlm-client", (size_t)size, 0, &seg_fd, &seg);
-	if (err)
-		return refuse(rt, fd, err, "cannot create the client segment: %s", strerror(-err));
-	c->rt_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	c->cl_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (c->rt_efd < 0 || c->cl_efd < 0) {
-		err = -errno;
-		if (c->rt_efd >= 0) close(c->rt_efd);
-		if (c->cl_efd >= 0) close(c->cl_efd);
-		munmap(seg, size);
-		close(seg_fd);
-		return refuse(rt, fd, err, "cannot create eventfds: %s", strerror(-err));
-	}
-	memcpy(seg, &h, sizeof h);
-	c->seg = seg;
-	c->seg_size = (size_t)size;
-	c->seg_fd = seg_fd;
-	c->sock = fd;
-	c->pid = cr.pid;
-	c->uid = cr.uid;
-	c->ctl = (struct rl_seg_ctl *)(c->seg + h.ctl_off);
-	/* a client segment is fresh zeroed memory: rings start at 0 */
-	struct rl_ring_hdr *rq_h = (struct rl_ring_hdr *)(c->seg + h.req_off);
-	struct rl_ring_hdr *ev_h = (struct rl_ring_hdr *)(c->seg + h.evt_off);
-	rl_ring_cons_init(&c->req, rq_h, rq_h + 1, h.req_cap, sizeof(struct rl_req));
-	rl_ring_prod_init(&c->evt, ev_h, ev_h + 1, h.evt_cap, sizeof(struct rl_evt));
-	c->arena = (const uint32_t *)(c->seg + h.arena_off);
-	c->arena_mask = h.arena_ids - 1;
-	memset(c->by_rid, 0, rt->p.max_inflight * sizeof *c->by_rid);
-	/* touched is left alone: the slot may still be on the publish list from its last owner */
-	c->reserved = c->unpub = c->bell_armed = c->hostile = 0;
-	c->active = 0;
-
-	struct rl_attach_rep rep = { .magic = RL_WIRE_MAGIC, .version = RL_WIRE_VERSION, .status = 0,
-				     .client_id = slot, .seg_size = (uint64_t)size, .info_size = rt->info_size };
-	snprintf(rep.msg, sizeof rep.msg, "attached as client %u", slot);
-	int fds[4] = { seg_fd, rt->info_fd, c->rt_efd, c->cl_efd };
-	err = rl_send_fds(fd, &rep, sizeof rep, fds, 4);
-	if (err) {
-		munmap(seg, size);
-		close(seg_fd);
-		close(c->rt_efd);
-		close(c->cl_efd);
-		close(fd);
-		LOG(rt, "attach reply failed: %s", strerror(-err));
-		return;
-	}
-	c->used = 1;
-	arm_hup(rt, slot);
-	ST_ADD(attaches, 1);
-	ST_ADD(clients, 1);
-	LOG(rt, "client %u attached (pid %d uid %u, %s wake-ups)", slot, (int)cr.pid, (unsigned)cr.uid,
-	    h.wake_mode == RL_WAKE_FUTEX ? "futex" : "eventfd");
-}
-
-static void arm_accept(struct rl_rt *rt)
-{
-	/* still armed while draining: a late client is told -ESHUTDOWN at once instead of
-	 * waiting in the listen backlog until the runtime exits */
-	if (rt->accept_armed)
-		return;
-	struct io_uring_sqe *s = sqe_get(rt);
-	rt->acc_len = sizeof rt->acc_addr;
-	io_uring_prep_accept(s, rt->listen_fd, (struct sockaddr *)&rt->acc_addr, &rt->acc_len, SOCK_CLOEXEC);
-	io_uring_sqe_set_data64(s, UD(UD_ACCEPT, 0, 0));
-	rt->accept_armed = 1;
-}
-
-/* All HS_MAX pre-attach entries wait: cancel the oldest connection of the uid holding the
- * most of them, or of uid's own when it holds as many (see HS_MAX). */
-static void hs_evict_one(struct rl_rt *rt, uid_t uid)
-{
-	int n_new = 0, n_max = 0;
-	uid_t victim = uid;
-	for (int i = 0; i < HS_SLOTS; i++) {
-		if (rt->hs[i].used != 1)
-			continue;
-		int n = 0;
-		for (int j = 0; j < HS_SLOTS; j++)
-			n += rt->hs[j].used == 1 && rt->hs[j].uid == rt->hs[i].uid;
-		if (rt->hs[i].uid == uid)
-			n_new = n;
-		if (n > n_max) {
-			n_max = n;
-			victim = rt->hs[i].uid;
-		}
-	}
-	if (n_new >= n_max)
-		victim = uid;
-	int old = -1;
-	for (int i = 0; i < HS_SLOTS; i++)
-		if (rt->hs[i].used == 1 && rt->hs[i].uid == victim &&
-		    (old < 0 || rt->hs[i].t_ns < rt->hs[old].t_ns))
-			old = i;
-	if (old < 0)
-		return;        /* uid holds none and no other uid holds more: nothing to take */
-	rt->hs[old].used = 2;  /* the recv completes with -ECANCELED and closes it */
-	cancel_ud(rt, UD(UD_HS, old, 0));
-	ST_ADD(dropped_preattach, 1);
-	LOG(rt, "pre-attach slots full: dropped a silent connection of uid %u", (unsigned)victim);
-}
-
-/* A new connection. Its peer's credentials are checked first, so a uid that may not attach
- * never takes a pre-attach slot; then its attach request is read through io_uring, bounded
- * by a linked timeout so a peer that connects and says nothing soon loses its slot. */
-static void on_accept(struct rl_rt *rt, int fd)
-{
-	struct ucred cr;
-	socklen_t cl = sizeof cr;
-	char why[sizeof ((struct rl_attach_rep *)0)->msg];
-	struct rl_attach_policy pol = attach_policy(rt);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0) {
-		ST_ADD(refused_uid, 1);
-		return refuse(rt, fd, -EACCES, "cannot read the peer's credentials");
-	}
-	if (!rl_rt_peer_allowed(&pol, cr.uid, cr.gid, why, sizeof why)) {
-		ST_ADD(refused_uid, 1);
-		return refuse(rt, fd, -EACCES, "%s", why);
-	}
-	int waiting = 0, i = -1;
-	for (int j = 0; j < HS_SLOTS; j++) {
-		waiting += rt->hs[j].used == 1;
-		if (!rt->hs[j].used && i < 0)
-			i = j;
-	}
-	if (waiting >= HS_MAX)
-		hs_evict_one(rt, cr.uid);
-	if (i < 0) {       /* every entry waits for a cancel to complete: drop the newcomer */
-		ST_ADD(dropped_preattach, 1);
-		close(fd);
-		return;
-	}
-	rt->hs[i].used = 1;
-	rt->hs[i].fd = fd;
-	rt->hs[i].uid = cr.uid;
-	rt->hs[i].t_ns = rl_now_ns();
-	struct io_uring_sqe *s = sqe_get(rt);
-	io_uring_prep_recv(s, fd, &rt->hs[i].req, sizeof rt->hs[i].req, MSG_WAITALL);
-	io_uring_sqe_set_data64(s, UD(UD_HS, i, 0));
-	s->flags |= IOSQE_IO_LINK;
-	s = sqe_get(rt);
-	io_uring_prep_link_timeout(s, &rt->hs_ts, 0);
-	io_uring_sqe_set_data64(s, UD(UD_CANCEL, 0, 0));
 }
 
 /* ---- requests from clients ------------------------------------------------------------ */
@@ -598,7 +256,7 @@ static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, 
 			c->by_rid[rid] = NULL;
 			c->active--;
 			ST_ADD(requests_done, 1);
-			publish_sched_stats(rt);     /* before the DONE is published, as in step_done */
+			rt_publish_sched_stats(rt);     /* before the DONE is published, as in step_done */
 			put_evt(rt, slot, rid, RL_EV_DONE, 0, RL_FIN_CANCEL, n_gen);
 		}
 		return;        /* cancelling a finished request is not an error */
@@ -677,7 +335,7 @@ static int drain_all(struct rl_rt *rt, uint64_t now)
 			continue;
 		n += drain_client(rt, s, now);
 		if (rt->clients[s].hostile)
-			detach(rt, s, "impossible ring index (hostile or corrupted client)");
+			rt_conn_detach(rt, s, "impossible ring index (hostile or corrupted client)");
 	}
 	return n;
 }
@@ -711,7 +369,7 @@ static void step_done(struct rl_rt *rt, uint64_t now)
 	/* stats before events: a client that has read its DONE must not then read stats that
 	 * still count its request as active */
 	ST_SET(last_step_ns, dt);
-	publish_sched_stats(rt);
+	rt_publish_sched_stats(rt);
 	publish_events(rt);
 	if (rt->p.budget_auto)
 		rl_budget_publish(&rt->budget, &rt->info->st);
@@ -744,14 +402,14 @@ static int try_launch(struct rl_rt *rt, uint64_t now)
 
 static void arm_timer(struct rl_rt *rt)
 {
-	struct io_uring_sqe *s = sqe_get(rt);
+	struct io_uring_sqe *s = rt_sqe_get(rt);
 	io_uring_prep_timeout(s, &rt->timer_ts, 0, 0);
 	io_uring_sqe_set_data64(s, UD(UD_TIMER, 0, 0));
 }
 
 static void arm_read(struct rl_rt *rt, int fd, void *buf, unsigned len, unsigned kind)
 {
-	struct io_uring_sqe *s = sqe_get(rt);
+	struct io_uring_sqe *s = rt_sqe_get(rt);
 	io_uring_prep_read(s, fd, buf, len, 0);
 	io_uring_sqe_set_data64(s, UD(kind, 0, 0));
 }
@@ -775,13 +433,13 @@ static void handle_cqe(struct rl_rt *rt, struct io_uring_cqe *cqe)
 	case UD_ACCEPT:
 		rt->accept_armed = 0;
 		if (res >= 0)
-			on_accept(rt, res);
-		arm_accept(rt);
+			rt_conn_accepted(rt, res);
+		rt_conn_arm_accept(rt);
 		break;
 	case UD_HS: {
 		struct handshake *h = &rt->hs[slot];
 		if (res == (int)sizeof h->req && h->used == 1) {
-			attach(rt, h->fd, &h->req);
+			rt_conn_attach(rt, h->fd, &h->req);
 		} else {           /* short read, error, timed out or evicted (-ECANCELED) */
 			if (res == -ECANCELED && h->used == 1)
 				ST_ADD(dropped_preattach, 1);    /* the linked timeout fired */
@@ -795,7 +453,7 @@ static void handle_cqe(struct rl_rt *rt, struct io_uring_cqe *cqe)
 		if (!c->used || c->gen != UD_GEN(ud) || res == -ECANCELED)
 			break;
 		/* a client never sends after attaching: readable means EOF (it died or closed) */
-		detach(rt, slot, res & (POLLHUP | POLLRDHUP | POLLERR) ? "hang-up" : "unexpected data on the control socket");
+		rt_conn_detach(rt, slot, res & (POLLHUP | POLLRDHUP | POLLERR) ? "hang-up" : "unexpected data on the control socket");
 		break;
 	}
 	case UD_BELL: {
@@ -819,7 +477,7 @@ static void handle_cqe(struct rl_rt *rt, struct io_uring_cqe *cqe)
 		break;
 	case UD_TIMER:
 		atomic_store_explicit(&rt->info->heartbeat_ns, rl_now_ns(), memory_order_relaxed);
-		publish_sched_stats(rt);
+		rt_publish_sched_stats(rt);
 		arm_timer(rt);
 		break;
 	default:
@@ -869,7 +527,7 @@ static void sleep_until_work(struct rl_rt *rt)
 			struct client *c = &rt->clients[s];
 			if (!c->used || c->bell_armed)
 				continue;
-			struct io_uring_sqe *q = sqe_get(rt);
+			struct io_uring_sqe *q = rt_sqe_get(rt);
 			if (rt->futex_ok && rt->p.wake != RL_RT_WAKE_EVENTFD)
 				prep_futex_wait(q, &c->ctl->rt_bell, bell[s]);
 			else
@@ -883,95 +541,6 @@ static void sleep_until_work(struct rl_rt *rt)
 }
 
 /* ---- create / run / destroy ----------------------------------------------------------- */
-
-/* The socket's folder. The runtime never changes the mode of a folder that exists: several
- * daemons (and other programs) may share it. It creates only a missing folder, 0711 (others
- * may pass through to a socket whose own mode and SO_PEERCRED admit them, but not list it).
- * It refuses a folder where another user could replace the socket: writable by others
- * without the sticky bit, or (our own per-user folder) owned by someone else. */
-static int check_sock_dir(struct rl_rt *rt, char *err, size_t errlen)
-{
-	const char *d = rt->sock_dir;
-	int own_default = !strchr(rt->p.socket ? rt->p.socket : "", '/');   /* /tmp/ringlm-UID or $RINGLM_SOCKET_DIR */
-	struct stat st;
-	if (stat(d, &st) < 0) {
-		if (errno != ENOENT || !own_default) {
-			int e = errno;
-			snprintf(err, errlen, "socket folder %s: %s; create it or choose another --socket", d, strerror(e));
-			return -e;
-		}
-		mode_t um = umask(0);  /* the mode exactly (umask is restored at once) */
-		int r = mkdir(d, 0711);
-		umask(um);
-		if ((r < 0 && errno != EEXIST) || stat(d, &st) < 0) {
-			int e = errno;
-			snprintf(err, errlen, "cannot create socket folder %s: %s; choose another --socket", d, strerror(e));
-			return -e;
-		}
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen, "socket folder %s is not a folder; choose another --socket", d);
-		return -ENOTDIR;
-	}
-	if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
-		snprintf(err, errlen, "socket folder %s is writable by every user without the sticky bit, so anyone "
-			 "could replace the socket; use a folder only you can write (or chmod +t it)", d);
-		return -EPERM;
-	}
-	if (own_default && st.st_uid != geteuid()) {
-		snprintf(err, errlen, "socket folder %s belongs to uid %u, not to us (uid %u); remove it or set "
-			 "RINGLM_SOCKET_DIR", d, (unsigned)st.st_uid, (unsigned)geteuid());
-		return -EACCES;
-	}
-	if (rt->p.n_allow_uid && !(st.st_mode & S_IXOTH))
-		LOG(rt, "warning: socket folder %s is mode %03o, so --allow-uid users cannot reach the socket; "
-		    "chmod o+x it or choose another --socket", d, (unsigned)(st.st_mode & 0777));
-	else if (rt->p.n_allow_gid && !(st.st_mode & (S_IXOTH | S_IXGRP)))
-		LOG(rt, "warning: socket folder %s is mode %03o, so --allow-gid users cannot reach the socket; "
-		    "chmod g+x it or choose another --socket", d, (unsigned)(st.st_mode & 0777));
-	return 0;
-}
-
-static int make_listener(struct rl_rt *rt, char *err, size_t errlen)
-{
-	int rc = rl_sock_path(rt->p.socket, rt->sock_path, sizeof rt->sock_path);
-	if (rc) {
-		snprintf(err, errlen, "socket name '%s' is too long for a Unix socket path", rt->p.socket);
-		return rc;
-	}
-	rl_sock_dir(rt->sock_path, rt->sock_dir, sizeof rt->sock_dir);
-	if ((rc = check_sock_dir(rt, err, errlen)))
-		return rc;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	memcpy(a.sun_path, rt->sock_path, sizeof a.sun_path);   /* same size, NUL-terminated */
-	/* a stale socket from a dead runtime is replaced; a live one is not */
-	if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
-		close(fd);
-		snprintf(err, errlen, "a runtime is already serving %s; stop it or choose another --socket", rt->sock_path);
-		return -EADDRINUSE;
-	}
-	unlink(rt->sock_path);
-	if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 512) < 0) {
-		snprintf(err, errlen, "cannot listen on %s: %s", rt->sock_path, strerror(errno));
-		close(fd);
-		return -errno;
-	}
-	/* access is per daemon, on its own socket file (connect needs write permission on it);
-	 * SO_PEERCRED at accept is the check that counts, the mode keeps strangers out early */
-	mode_t mode = rt->p.n_allow_uid ? 0666 : rt->p.n_allow_gid ? 0660 : 0600;
-	if (chmod(rt->sock_path, mode) < 0 ||
-	    (rt->p.n_allow_gid && !rt->p.n_allow_uid && chown(rt->sock_path, (uid_t)-1, rt->p.allow_gid[0]) < 0)) {
-		snprintf(err, errlen, "cannot set the mode or group of %s: %s", rt->sock_path, strerror(errno));
-		close(fd);
-		unlink(rt->sock_path);
-		return -errno;
-	}
-	rt->listen_fd = fd;
-	return 0;
-}
 
 static int make_info(struct rl_rt *rt, char *err, size_t errlen)
 {
@@ -1083,7 +652,7 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 		goto fail;
 	}
 	uint32_t n_blocks = 0;
-	rc = rl_backend_open(&rt->p, &rt->be, &rt->model, &n_blocks, err, errlen);
+	rc = rl_rt_backend_open(&rt->p, &rt->be, &rt->model, &n_blocks, err, errlen);
 	if (rc)
 		goto fail;
 	const struct rl_backend_info *bi = &rt->be->info;
@@ -1137,7 +706,7 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 			goto fail;
 		}
 	}
-	if ((rc = make_info(rt, err, errlen)) || (rc = make_listener(rt, err, errlen)))
+	if ((rc = make_info(rt, err, errlen)) || (rc = rt_conn_listen(rt, err, errlen)))
 		goto fail;
 	rt->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (p->handle_signals)
@@ -1145,7 +714,7 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 	rt->timer_ts.tv_nsec = 100 * 1000000;    /* heartbeat and stats: 10 Hz */
 	rt->hs_ts.tv_sec = HS_TIMEOUT_NS / 1000000000;
 	rt->hs_ts.tv_nsec = HS_TIMEOUT_NS % 1000000000;
-	publish_sched_stats(rt);
+	rt_publish_sched_stats(rt);
 	*out = rt;
 	return 0;
 fail:
@@ -1225,11 +794,11 @@ int rl_rt_run(struct rl_rt *rt)
 	LOG(rt, "serving %s on %s (backend %s, vocab %u, %s wake-ups)", rt->be->info.model_name,
 	    rt->sock_path, rt->be->info.name, rt->vocab,
 	    rt->futex_ok ? "io_uring futex" : "eventfd fallback");
-	arm_accept(rt);
+	rt_conn_arm_accept(rt);
 	arm_timer(rt);
 	if (rt->sig_fd >= 0)
 		arm_read(rt, rt->sig_fd, rt->sigbuf, sizeof(struct signalfd_siginfo), UD_SIGNAL);
-	struct io_uring_sqe *s = sqe_get(rt);
+	struct io_uring_sqe *s = rt_sqe_get(rt);
 	io_uring_prep_poll_add(s, rt->stop_fd, POLLIN);
 	io_uring_sqe_set_data64(s, UD(UD_STOP, 0, 0));
 	io_uring_submit(&rt->ring);

@@ -1,4 +1,4 @@
-/* rl_backend.c — picks and builds the backend for a runtime: sim, cpu (over a model file or a
+/* rl_rt_backend.c — picks and builds the backend for a runtime: sim, cpu (over a model file or a
  * synthetic shape), or cuda (its own shared object, loaded only when asked for, so ringlmd and
  * libringlm run where the CUDA libraries are absent; it streams a model file's weights to the
  * GPU itself, so no fp32 copy of the model is made here). */
@@ -11,7 +11,7 @@
 #include "runtime/backend/rl_backend.h"
 #include "runtime/model/rl_model_io.h"
 #include "runtime/model/rl_model_plan.h"
-#include "runtime/loop/rl_rt.h"
+#include "runtime/loop/rl_rt_backend.h"
 
 typedef int (*cuda_create_fn)(const struct rl_model *m, const char *synthetic_shape,
 			      const struct rl_backend_params *p, struct rl_backend **out,
@@ -88,8 +88,8 @@ static int open_cuda(const struct rl_rt_params *p, const struct rl_model *m,
 	return fn(syn ? NULL : m, syn, bp, be, err, errlen);
 }
 
-int rl_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct rl_model **model,
-		    uint32_t *n_blocks, char *err, size_t errlen)
+int rl_rt_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct rl_model **model,
+		       uint32_t *n_blocks, char *err, size_t errlen)
 {
 	const char *name = p->backend ? p->backend : (p->model ? "cpu" : "sim");
 	struct rl_backend_params bp = {

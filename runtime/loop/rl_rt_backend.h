@@ -1,0 +1,21 @@
+/* rl_rt_backend.h — the runtime's backend factory (rl_rt_backend.c): the runtime's
+ * parameters (what the command line gave) turned into a backend and its KV pool. It lives in
+ * loop/ because it reads struct rl_rt_params; backend/ knows only struct rl_backend_params.
+ */
+#ifndef RL_RT_BACKEND_H
+#define RL_RT_BACKEND_H
+#include <stddef.h>
+#include <stdint.h>
+#include "runtime/backend/rl_backend.h"
+#include "runtime/loop/rl_rt.h"
+
+/* Builds the backend the runtime's params ask for (sim; cpu over a loaded or synthetic
+ * model; cuda through librlcuda.so), sizing its KV pool; *n_blocks gets the pool size and
+ * *model the loaded model (cpu; the caller destroys it after the backend). */
+int rl_rt_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct rl_model **model,
+		       uint32_t *n_blocks, char *err, size_t errlen);
+/* dlopen()s librlcuda.so (RINGLM_CUDA_LIB, else beside the running binary, else the library
+ * path); NULL and a one-line reason in err when it is not there. */
+void *rl_cuda_lib_open(char *err, size_t errlen);
+
+#endif
