@@ -628,6 +628,18 @@ int rl_gguf_read_vocab(const char *path, void **blob, uint32_t *size, char *err,
 	return rc;
 }
 
+struct gguf_walk {
+	struct gguf *g;
+	struct rl_model_plan *p;
+};
+
+/* rl_wnames_walk's step: GGUF lists dimensions innermost first, [cols, rows] or [rows] */
+static int gguf_plan_field(void *ctx, const char *name, int field, uint32_t layer, uint64_t rows, uint64_t cols)
+{
+	const struct gguf_walk *wk = ctx;
+	return plan_tensor(wk->g, name, cols ? cols : rows, cols ? rows : 1, field, layer, wk->p);
+}
+
 int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_model_plan *p,
 		       char *err, size_t errlen)
 {
@@ -733,23 +745,10 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 	}
 	if (!get_str(&g, "general.name", p->name, sizeof p->name))
 		snprintf(p->name, sizeof p->name, "%s", g.f.name);
-	/* every field the shape has (biases only where the architecture has them), named and
-	 * shaped by the one table; GGUF lists dimensions innermost first */
-	for (int64_t pass = -1; pass < (int64_t)c.n_layers; pass++)  /* globals, then layer by layer */
-	for (int f = 0; f < RL_W_NFIELDS; f++) {
-		const struct rl_wname *w = &rl_wnames[f];
-		uint32_t l = pass < 0 ? 0 : (uint32_t)pass;
-		if (w->per_layer != (pass >= 0))
-			continue;
-		uint64_t ne0 = rl_wdim(&c, w->cols == RL_WD_NONE ? w->rows : w->cols),
-			 ne1 = w->cols == RL_WD_NONE ? 1 : rl_wdim(&c, w->rows);
-		char name[64];
-		if (rl_model_field_off(&c, f, l) == UINT64_MAX)
-			continue;
-		rl_wname_format(f, l, 0, name, sizeof name);
-		if ((rc = plan_tensor(&g, name, ne0, ne1, f, l, p)))
-			goto out;
-	}
+	/* every field the shape has, named and shaped by the one table (rl_wnames_walk) */
+	struct gguf_walk wk = { &g, p };
+	if ((rc = rl_wnames_walk(&c, 0, gguf_plan_field, &wk)))
+		goto out;
 	if ((rc = rl_model_plan_check(p, err, errlen)))
 		goto out;
 	if (tokenizer_path)

@@ -50,6 +50,12 @@ extern const struct rl_wname rl_wnames[RL_W_NFIELDS];   /* indexed by enum rl_wf
 uint64_t rl_wdim(const struct rl_model_config *c, int dim);
 /* The tensor name of (field, layer) in GGUF (hf 0) or Hugging Face (hf 1) naming. */
 int rl_wname_format(int field, uint32_t layer, int hf, char *buf, size_t n);
+/* The planners' walk: every field the shape c has (biases only where the architecture has
+ * them, no wcls when tied), globals first, then layer by layer, each as fn(ctx, its name in
+ * GGUF (hf 0) or Hugging Face (hf 1) naming, field, layer, rows, cols; cols 0 for a vector).
+ * Stops at and returns fn's first non-zero result. */
+typedef int rl_wname_fn(void *ctx, const char *name, int field, uint32_t layer, uint64_t rows, uint64_t cols);
+int rl_wnames_walk(const struct rl_model_config *c, int hf, rl_wname_fn *fn, void *ctx);
 
 /* rl_model_alloc's shape check without allocating: 0, or -EINVAL and why (no file name). */
 int  rl_model_check_shape(const struct rl_model_config *c, char *err, size_t errlen);

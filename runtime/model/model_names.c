@@ -44,3 +44,21 @@ int rl_wname_format(int field, uint32_t layer, int hf, char *buf, size_t n)
 		: snprintf(buf, n, hf ? "model.layers.%u.%s" : "blk.%u.%s", layer, s);
 	return k < 0 || (size_t)k >= n ? -ENAMETOOLONG : 0;
 }
+
+int rl_wnames_walk(const struct rl_model_config *c, int hf, rl_wname_fn *fn, void *ctx)
+{
+	for (int64_t pass = -1; pass < (int64_t)c->n_layers; pass++)  /* globals, then layer by layer */
+		for (int f = 0; f < RL_W_NFIELDS; f++) {
+			const struct rl_wname *w = &rl_wnames[f];
+			const uint32_t l = pass < 0 ? 0 : (uint32_t)pass;
+			if (w->per_layer != (pass >= 0) || rl_model_field_off(c, f, l) == UINT64_MAX)
+				continue;
+			char name[96];
+			rl_wname_format(f, l, hf, name, sizeof name);
+			const uint64_t rows = rl_wdim(c, w->rows), cols = w->cols == RL_WD_NONE ? 0 : rl_wdim(c, w->cols);
+			int rc = fn(ctx, name, f, l, rows, cols);
+			if (rc)
+				return rc;
+		}
+	return 0;
+}

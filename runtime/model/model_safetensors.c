@@ -317,6 +317,18 @@ static int parse_config(const json_t *j, struct rl_model_config *c, char *err, s
 	return 0;
 }
 
+struct st_walk {
+	struct st *s;
+	struct rl_model_plan *p;
+};
+
+/* rl_wnames_walk's step */
+static int st_plan_field(void *ctx, const char *name, int field, uint32_t layer, uint64_t rows, uint64_t cols)
+{
+	const struct st_walk *wk = ctx;
+	return plan(wk->s, name, rows, cols, field, layer, wk->p);
+}
+
 int rl_model_plan_safetensors(const char *path, const char *tokenizer_path, struct rl_model_plan *p,
 			      char *err, size_t errlen)
 {
@@ -407,22 +419,11 @@ int rl_model_plan_safetensors(const char *path, const char *tokenizer_path, stru
 	for (int f = 0; f < s.nf; f++)
 		s.f[f] = p->files[f];
 	snprintf(p->name, sizeof p->name, "%s", rl_model_basename(dir));
-	/* every field the config has (biases only with them), named and shaped by the one
-	 * table; safetensors shapes are [rows, cols], or [rows] for a vector (cols 0 here) */
-	for (int64_t pass = -1; pass < (int64_t)c.n_layers; pass++)  /* globals, then layer by layer */
-	for (int f = 0; f < RL_W_NFIELDS; f++) {
-		const struct rl_wname *w = &rl_wnames[f];
-		uint32_t l = pass < 0 ? 0 : (uint32_t)pass;
-		if (w->per_layer != (pass >= 0))
-			continue;
-		uint64_t rows = rl_wdim(&c, w->rows), cols = w->cols == RL_WD_NONE ? 0 : rl_wdim(&c, w->cols);
-		char name[96];
-		if (rl_model_field_off(&c, f, l) == UINT64_MAX)
-			continue;
-		rl_wname_format(f, l, 1, name, sizeof name);
-		if ((rc = plan(&s, name, rows, cols, f, l, p)))
-			goto out;
-	}
+	/* every field the config has, named and shaped by the one table (rl_wnames_walk);
+	 * safetensors shapes are [rows, cols], or [rows] for a vector (cols 0 here) */
+	struct st_walk wk = { &s, p };
+	if ((rc = rl_wnames_walk(&c, 1, st_plan_field, &wk)))
+		goto out;
 	if ((rc = rl_model_plan_check(p, err, errlen)))
 		goto out;
 	/* the chat template's family, from tokenizer_config.json (a string, or a list of named
