@@ -132,9 +132,6 @@ static inline uint16_t ld16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 /* a block's f16 scale, by the F16C instruction on the AVX2 paths */
 #define H2F(p) _cvtsh_ss(ld16(p))
 
-/* F(n) with n = nr as a constant (1..8), so that a kernel's row loops unroll and its
- * accumulators stay in registers */
-#define QMM_ROWS_1_TO_8(nr, F) do { switch (nr) {                                                	case 1: F(1); break; case 2: F(2); break; case 3: F(3); break; case 4: F(4); break;       	case 5: F(5); break; case 6: F(6); break; case 7: F(7); break; default: F(8); break; }    } while (0)
 
 T256 AI int32_t hsum_i32(__m256i v)
 {

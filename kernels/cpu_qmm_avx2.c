@@ -449,7 +449,7 @@ RL_TGT_AVX2 void rl_qmm_q8_0_t8(float *Y, size_t ldy, const struct q8x *const *x
 			      uint32_t o0, uint32_t o1, int accumulate)
 {
 #define Q8_0_T8_N(n) q8_0_t8_body(Y, ldy, xq, xp, n == 8 ? xr : NULL, W, bias, n, o0, o1, accumulate)
-	QMM_ROWS_1_TO_8(nr, Q8_0_T8_N);
+	RL_CASES_1_TO_8(nr, Q8_0_T8_N);
 #undef Q8_0_T8_N
 }
 
@@ -688,7 +688,7 @@ RL_TGT_AVX2 void rl_qmm_q4k_t8(float *Y, size_t ldy, const struct q8k *const *xk
 			     uint32_t o0, uint32_t o1, int accumulate)
 {
 #define Q4K_T8_N(n) q4k_t8_body(Y, ldy, xk, bp, n == 8 ? xr : NULL, W, bias, n, o0, o1, accumulate)
-	QMM_ROWS_1_TO_8(nr, Q4K_T8_N);
+	RL_CASES_1_TO_8(nr, Q4K_T8_N);
 #undef Q4K_T8_N
 }
 
@@ -904,7 +904,7 @@ RL_TGT_AVX2 void rl_qmm_q6k_t8p(float *Y, size_t ldy, const struct q8k *const *x
 		o = s + n;                                                                         \
 	}                                                                                          \
 } while (0)
-	QMM_ROWS_1_TO_8(nr, Q6K_T8);
+	RL_CASES_1_TO_8(nr, Q6K_T8);
 #undef Q6K_T8
 }
 

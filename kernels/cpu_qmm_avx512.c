@@ -344,7 +344,7 @@ RL_TGT_AVX512_VNNI void rl_qmm_q8_0_t16(float *Y, size_t ldy, const struct q8x *
 					uint32_t o1, int accumulate)
 {
 #define Q8_0_T16_N(n) q8_0_t16_body(Y, ldy, xq, seed, W, bias, n, o0, o1, accumulate)
-	QMM_ROWS_1_TO_8(nr, Q8_0_T16_N);
+	RL_CASES_1_TO_8(nr, Q8_0_T16_N);
 #undef Q8_0_T16_N
 }
 
@@ -467,7 +467,7 @@ RL_TGT_AVX512_VNNI void rl_qmm_q4k_t16(float *Y, size_t ldy, const struct q8k *c
 			       int accumulate)
 {
 #define Q4K_T16_N(n) q4k_t16_body(Y, ldy, xk, bp, W, bias, n, o0, o1, accumulate)
-	QMM_ROWS_1_TO_8(nr, Q4K_T16_N);
+	RL_CASES_1_TO_8(nr, Q4K_T16_N);
 #undef Q4K_T16_N
 }
 
@@ -567,6 +567,6 @@ RL_TGT_AVX512_VNNI void rl_qmm_q6k_t16(float *Y, size_t ldy, const struct q8k *c
 			       int accumulate)
 {
 #define Q6K_T16_N(n) q6k_t16_body(Y, ldy, xk, seed, W, bias, n, o0, o1, accumulate)
-	QMM_ROWS_1_TO_8(nr, Q6K_T16_N);
+	RL_CASES_1_TO_8(nr, Q6K_T16_N);
 #undef Q6K_T16_N
 }
