@@ -25,7 +25,7 @@
 #include "kernels/cpu_qmm.h"
 
 /* One Q8_0 weight row against one activation row: four accumulators over consecutive blocks,
- * so the FMA latency is hidden inside the row and the row streams alone (see dots_avx2). */
+ * so the FMA latency is hidden inside the row and the row streams alone (cpu_qmm.c's table says why). */
 RL_TGT_AVX2 AI float q8_0_row1(const uint8_t *w, const struct q8x *x, uint32_t nb)
 {
 	__m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
