@@ -53,6 +53,7 @@ struct rl_model_config {
 	int      rope_halves;          /* 1: rotate (i, i+hd/2) (HF); 0: adjacent pairs */
 	int      tied_embeddings;      /* classifier shares tok_emb */
 	int      has_qkv_bias;         /* Qwen2-style biases on q/k/v */
+	int      has_qk_norm;          /* Qwen3-style RMSNorm of each q and k head before RoPE */
 	uint32_t bos_id, eos_id;       /* UINT32_MAX when none */
 	/* Per-pair frequency divisors (Llama 3's rope scaling: GGUF's rope_freqs.weight, or
 	 * computed from config.json's rope_scaling "llama3"); 0 pairs = none. */
@@ -75,6 +76,7 @@ struct rl_layer {
 	float *wk;                     /* [n_kv_heads*head_dim, dim] */
 	float *wv;                     /* [n_kv_heads*head_dim, dim] */
 	float *bq, *bk, *bv;           /* biases or NULL */
+	float *q_norm, *k_norm;        /* [head_dim] per-head RMSNorm weights (Qwen3), or NULL */
 	float *wo;                     /* [dim, n_heads*head_dim] */
 	float *ffn_norm;               /* [dim] */
 	float *w_gate;                 /* [hidden_dim, dim]  (llama2.c w1) */

@@ -102,6 +102,10 @@ void rl_ref_forward(const struct rl_model *m, struct rl_ref_state *st, uint32_t 
 		matvec(st->q, st->xb, L->wq, L->bq, dim, qd);            /* q[qd] */
 		matvec(k, st->xb, L->wk, L->bk, dim, kvd);
 		matvec(v, st->xb, L->wv, L->bv, dim, kvd);
+		for (uint32_t h = 0; h < c->n_heads && L->q_norm; h++)     /* Qwen3: each head normed */
+			rmsnorm(st->q + h * hd, st->q + h * hd, L->q_norm, hd, c->norm_eps);
+		for (uint32_t h = 0; h < c->n_kv_heads && L->k_norm; h++)
+			rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, c->norm_eps);
 		for (uint32_t h = 0; h < c->n_heads; h++)
 			rope(st->q + h * hd, hd, pos, c);
 		for (uint32_t h = 0; h < c->n_kv_heads; h++)

@@ -20,14 +20,17 @@ struct shape {
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: ringlm mkmodel --shape tiny|110m|1b|llama3-8b|custom [--dim D --hidden H --layers L\n"
-		"         --heads N --kv-heads K --vocab V --ctx C] [--theta T] --dtype TYPE\n"
+		"usage: ringlm mkmodel --shape tiny|110m|1b|llama3-8b|qwen3-0.6b|custom [--arch llama|qwen3]\n"
+		"         [--dim D --hidden H --layers L --heads N --kv-heads K --head-dim HD --vocab V --ctx C]\n"
+		"         [--theta T] --dtype TYPE\n"
 		"         [--seed S] [--rope-scaling llama3] [--chat-template llama3|chatml|mistral]\n"
 		"         --out FILE.gguf [--tokenizer tokenizer.bin]\n"
 		"TYPE: f32, f16, bf16, q8_0 (the random weights, rounded), or q4_0, q4_1, q5_0, q5_1,\n"
 		"q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs (seeded random blocks of that format)\n"
 		"--rope-scaling llama3: Llama 3.1's (factor 8, low 1, high 4, original context 8192),\n"
-		"written as rope_freqs.weight as llama.cpp's converter does\n");
+		"written as rope_freqs.weight as llama.cpp's converter does\n"
+		"--arch qwen3: per-head q/k norms and HF rotation, written as llama.cpp's qwen3 (the\n"
+		"qwen3-* shapes imply it)\n");
 }
 
 static int parse_u32(const char *opt, const char *s, uint32_t *out)
@@ -41,15 +44,6 @@ static int parse_u32(const char *opt, const char *s, uint32_t *out)
 	}
 	*out = (uint32_t)v;
 	return 0;
-}
-
-/* fp32 bytes the model takes in memory while it is generated */
-static double model_bytes(const struct rl_model_config *c)
-{
-	double d = c->dim, h = c->hidden_dim, qd = (double)c->n_heads * c->head_dim,
-	       kvd = (double)c->n_kv_heads * c->head_dim, v = c->vocab_size;
-	double per = 2 * d + 2 * qd * d + 2 * kvd * d + 3 * h * d;
-	return 4 * (v * d * (c->tied_embeddings ? 1 : 2) + per * c->n_layers + d);
 }
 
 static double mem_available(void)
@@ -72,9 +66,10 @@ int rl_cmd_mkmodel(int argc, char **argv)
 	const char *chat = NULL;
 	uint64_t seed = 1;
 	struct shape s = { "custom", 0, 0, 0, 0, 0, 0, 2048, 10000.0f, 0 };
-	uint32_t custom[7] = {0};
-	int have[7] = {0};
-	static const char *copts[7] = { "--dim", "--hidden", "--layers", "--heads", "--kv-heads", "--vocab", "--ctx" };
+	uint32_t custom[8] = {0};
+	int have[8] = {0}, qwen3 = -1;
+	static const char *copts[8] = { "--dim", "--hidden", "--layers", "--heads", "--kv-heads", "--vocab", "--ctx",
+					"--head-dim" };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -87,12 +82,18 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		}
 		const char *v = argv[++i];
 		int k;
-		for (k = 0; k < 7 && strcmp(a, copts[k]); k++)
+		for (k = 0; k < 8 && strcmp(a, copts[k]); k++)
 			;
-		if (k < 7) {
+		if (k < 8) {
 			if (parse_u32(a, v, &custom[k]))
 				return 2;
 			have[k] = 1;
+		} else if (!strcmp(a, "--arch")) {
+			if (strcmp(v, "llama") && strcmp(v, "qwen3")) {
+				fprintf(stderr, "ringlm mkmodel: --arch takes llama or qwen3, not '%s'\n", v);
+				return 2;
+			}
+			qwen3 = !strcmp(v, "qwen3");
 		} else if (!strcmp(a, "--shape")) {
 			shape = v;
 		} else if (!strcmp(a, "--dtype")) {
@@ -139,8 +140,8 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		fprintf(stderr, "ringlm mkmodel: --dtype must be one of %s, not '%s'\n", names, dt);
 		return 2;
 	}
+	struct rl_model_config sc = { 0 };
 	if (strcmp(shape, "custom")) {
-		struct rl_model_config sc;
 		if (rl_model_shape(shape, &sc)) {
 			fprintf(stderr, "ringlm mkmodel: unknown shape '%s'\n", shape);
 			return 2;
@@ -163,14 +164,17 @@ int rl_cmd_mkmodel(int argc, char **argv)
 	}
 	if (!s.kv)
 		s.kv = s.heads;
+	if (qwen3 < 0)                 /* the shape's family unless --arch says otherwise */
+		qwen3 = sc.has_qk_norm;
+	uint32_t hd = have[7] ? custom[7] : !have[0] && !have[3] && sc.head_dim ? sc.head_dim : s.heads ? s.dim / s.heads : 0;
 	struct rl_model_config c = {
 		.dim = s.dim, .hidden_dim = s.hidden, .n_layers = s.layers, .n_heads = s.heads,
-		.n_kv_heads = s.kv, .head_dim = s.heads ? s.dim / s.heads : 0, .vocab_size = s.vocab,
-		.max_ctx = s.ctx, .rope_theta = s.theta, .rope_scale = 1.0f, .norm_eps = 1e-5f,
-		.tied_embeddings = s.tied, .bos_id = 1, .eos_id = 2,
+		.n_kv_heads = s.kv, .head_dim = hd, .vocab_size = s.vocab,
+		.max_ctx = s.ctx, .rope_theta = s.theta, .rope_scale = 1.0f, .norm_eps = qwen3 ? 1e-6f : 1e-5f,
+		.tied_embeddings = s.tied, .bos_id = 1, .eos_id = 2, .has_qk_norm = qwen3, .rope_halves = qwen3,
 	};
-	if (!s.heads || s.dim % s.heads) {
-		fprintf(stderr, "ringlm mkmodel: dim %u is not a multiple of heads %u\n", s.dim, s.heads);
+	if (!s.heads || (!have[7] && !sc.head_dim && s.dim % s.heads)) {
+		fprintf(stderr, "ringlm mkmodel: dim %u is not a multiple of heads %u (or give --head-dim)\n", s.dim, s.heads);
 		return 2;
 	}
 	if (rope_llama3 && rl_rope_llama3_freqs(&c, 8.0f, 1.0f, 4.0f, 8192.0f)) {
@@ -180,7 +184,7 @@ int rl_cmd_mkmodel(int argc, char **argv)
 	}
 	/* refuse before spending minutes: the file and the fp32 copy in memory must fit */
 	const struct rl_dt_info *di = rl_dt_info(dtype);
-	double bytes = model_bytes(&c), file = bytes / 4 * di->blk_bytes / di->blk_elems;
+	double bytes = 4.0 * (double)rl_model_weight_elems(&c), file = bytes / 4 * di->blk_bytes / di->blk_elems;
 	char err[512];
 	if (rl_model_check_space(out, (uint64_t)file, err, sizeof err)) {
 		fprintf(stderr, "ringlm mkmodel: %s\n", err);

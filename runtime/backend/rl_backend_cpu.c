@@ -321,6 +321,10 @@ static void forward(struct cpu *c, int t)
 			const float *cs = c->rope_cs + (size_t)r * hd;
 			float *qh = c->q + (size_t)r * qd + (size_t)h * group * hd;           /* [group, hd] */
 			float *kh = c->k + (size_t)r * kvd + (size_t)h * hd, *vh = c->v + (size_t)r * kvd + (size_t)h * hd;
+			for (uint32_t g = 0; g < group && L->q_norm; g++)   /* Qwen3: each head normed */
+				rl_cpu_rmsnorm(qh + (size_t)g * hd, qh + (size_t)g * hd, L->q_norm, hd, cfg->norm_eps);
+			if (L->k_norm)
+				rl_cpu_rmsnorm(kh, kh, L->k_norm, hd, cfg->norm_eps);
 			rl_cpu_rope(qh, group, hd, cs, cfg->rope_halves);
 			rl_cpu_rope(kh, 1, hd, cs, cfg->rope_halves);
 			const size_t at = (kv_slot(c, b, r) + (size_t)h * c->bs * hd) * es;

@@ -614,6 +614,10 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 		snprintf(err, errlen, "cuda backend: --kv-blocks, --block-size, --max-batch-tokens and max seqs must be positive");
 		return -EINVAL;
 	}
+	if (cfg.has_qk_norm) {
+		snprintf(err, errlen, "--backend cuda: this model's per-head q/k norms (Qwen3) are not in the cuda backend yet; use --backend cpu");
+		return -ENOTSUP;
+	}
 	uint32_t group = cfg.n_kv_heads ? cfg.n_heads / cfg.n_kv_heads : 0;
 	if (!group || group > 8 || cfg.head_dim % 2 || cfg.head_dim > 256) {
 		snprintf(err, errlen, "cuda backend: unsupported shape (heads %u per kv head, head_dim %u; needs <= 8 and even <= 256)",

@@ -11,12 +11,9 @@
 
 uint64_t rl_model_weight_elems(const struct rl_model_config *c)
 {
-	uint64_t d = c->dim, h = c->hidden_dim, qd = (uint64_t)c->n_heads * c->head_dim,
-		 kvd = (uint64_t)c->n_kv_heads * c->head_dim, v = c->vocab_size;
-	uint64_t per_layer = d + qd * d + 2 * kvd * d + d * qd + d + 3 * h * d;
-	if (c->has_qkv_bias)
-		per_layer += qd + 2 * kvd;
-	return v * d + per_layer * c->n_layers + d + (c->tied_embeddings ? 0 : v * d);
+	/* the end of the canonical layout (rl_model_field_off owns which fields a shape has) */
+	uint64_t v = c->vocab_size, d = c->dim;
+	return rl_model_field_off(c, RL_W_OUT_NORM, 0) + d + (c->tied_embeddings ? 0 : v * d);
 }
 
 int rl_model_weights_fit(const struct rl_model_config *c, uint64_t file_bytes, const char *name,
@@ -80,14 +77,16 @@ int rl_rope_llama3_freqs(struct rl_model_config *c, float factor, float low, flo
 
 /* The fields of one layer, in canonical order. */
 static const uint8_t layer_fields[] = {
-	RL_W_ATTN_NORM, RL_W_WQ, RL_W_WK, RL_W_WV, RL_W_BQ, RL_W_BK, RL_W_BV, RL_W_WO,
-	RL_W_FFN_NORM, RL_W_GATE, RL_W_DOWN, RL_W_UP,
+	RL_W_ATTN_NORM, RL_W_WQ, RL_W_WK, RL_W_WV, RL_W_BQ, RL_W_BK, RL_W_BV, RL_W_QNORM, RL_W_KNORM,
+	RL_W_WO, RL_W_FFN_NORM, RL_W_GATE, RL_W_DOWN, RL_W_UP,
 };
 
 static int has_field(const struct rl_model_config *c, int f)
 {
 	if (f == RL_W_BQ || f == RL_W_BK || f == RL_W_BV)
 		return c->has_qkv_bias;
+	if (f == RL_W_QNORM || f == RL_W_KNORM)
+		return c->has_qk_norm;
 	return f != RL_W_WCLS || !c->tied_embeddings;
 }
 
@@ -164,6 +163,8 @@ float **rl_model_field_slot(struct rl_model *m, int f, uint32_t l)
 	case RL_W_BQ:        return &L->bq;
 	case RL_W_BK:        return &L->bk;
 	case RL_W_BV:        return &L->bv;
+	case RL_W_QNORM:     return &L->q_norm;
+	case RL_W_KNORM:     return &L->k_norm;
 	case RL_W_WO:        return &L->wo;
 	case RL_W_FFN_NORM:  return &L->ffn_norm;
 	case RL_W_GATE:      return &L->w_gate;
@@ -282,6 +283,10 @@ void rl_model_fill_random(struct rl_model *m, uint64_t seed)
 			fill(L->bq, qd, 0.1f, 0, &s);
 			fill(L->bk, kvd, 0.1f, 0, &s);
 			fill(L->bv, kvd, 0.1f, 0, &s);
+		}
+		if (L->q_norm) {       /* after the biases: the llama-shaped streams stay as they were */
+			fill(L->q_norm, c->head_dim, 0.3f, 1.0f, &s);
+			fill(L->k_norm, c->head_dim, 0.3f, 1.0f, &s);
 		}
 		fill(L->wo, d * qd, sq, 0, &s);
 		fill(L->ffn_norm, d, 0.1f, 1.0f, &s);

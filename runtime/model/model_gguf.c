@@ -651,13 +651,14 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 	char arch[32] = "", key[96], typ[32] = "";
 	if ((rc = get_str(&g, "general.architecture", arch, sizeof arch)) < 0)
 		goto out;
-	int halves = !strcmp(arch, "qwen2");  /* llama.cpp's converter permutes llama Q/K, not qwen2 */
-	if (strcmp(arch, "llama") && strcmp(arch, "mistral") && !halves) {
-		GERR(&g, "architecture \"%s\" not supported (llama, mistral, qwen2 are)", arch);
+	/* llama.cpp's converter permutes llama Q/K to adjacent pairs, not qwen2's or qwen3's */
+	const int qwen2 = !strcmp(arch, "qwen2"), qwen3 = !strcmp(arch, "qwen3");
+	if (strcmp(arch, "llama") && strcmp(arch, "mistral") && !qwen2 && !qwen3) {
+		GERR(&g, "architecture \"%s\" not supported (llama, mistral, qwen2, qwen3 are)", arch);
 		rc = -ENOTSUP;
 		goto out;
 	}
-	struct rl_model_config c = { .rope_halves = halves, .has_qkv_bias = halves };
+	struct rl_model_config c = { .rope_halves = qwen2 || qwen3, .has_qkv_bias = qwen2, .has_qk_norm = qwen3 };
 	uint32_t u;
 #define U(field, name, req, lo, hi, dflt) do { snprintf(key, sizeof key, "%s." name, arch); \
 	if ((rc = get_uint(&g, key, req, lo, hi, dflt, &u))) { goto out; } c.field = u; } while (0)
@@ -668,6 +669,15 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 	U(n_kv_heads, "attention.head_count_kv", 0, 1, 4096, c.n_heads);
 	U(max_ctx, "context_length", 0, 1, 1 << 24, 2048);
 	U(head_dim, "attention.key_length", 0, 2, 4096, c.dim / c.n_heads);
+	uint32_t vlen;
+	snprintf(key, sizeof key, "%s.attention.value_length", arch);
+	if ((rc = get_uint(&g, key, 0, 1, 4096, c.head_dim, &vlen)))
+		goto out;
+	if (vlen != c.head_dim) {
+		GERR(&g, "value heads of %u and key heads of %u: different sizes not supported", vlen, c.head_dim);
+		rc = -ENOTSUP;
+		goto out;
+	}
 	uint32_t rope_dims;
 	snprintf(key, sizeof key, "%s.rope.dimension_count", arch);
 	if ((rc = get_uint(&g, key, 0, 0, 4096, c.head_dim, &rope_dims)))

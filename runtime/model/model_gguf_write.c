@@ -217,7 +217,8 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 		x->ne0 = bias ? 1 : vec ? rows : cols;
 		x->ne1 = bias ? rows : vec ? 1 : rows;
 		x->type = vec ? RL_DT_F32 : cols % rl_dt_info(dtype)->blk_elems ? RL_DT_F16 : (int)dtype;
-		x->permute = c->rope_halves && (f == RL_W_WQ || f == RL_W_WK || f == RL_W_BQ || f == RL_W_BK);
+		x->permute = c->rope_halves && !c->has_qk_norm &&   /* qwen3 files keep HF's order */
+			     (f == RL_W_WQ || f == RL_W_WK || f == RL_W_BQ || f == RL_W_BK);
 	}
 	if (c->n_rope_freqs) {         /* Llama 3 rope scaling, where llama.cpp's converter puts it */
 		struct wt *x = &t[k++];
@@ -253,7 +254,12 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 	put32(&w, 3);
 	put64(&w, k);
 	put64(&w, n_kv);
-	kv_str(&w, "general.architecture", "llama");
+	/* "llama" (Q/K permuted to adjacent pairs for HF-ordered models), or "qwen3" for a model
+	 * with q/k norms, which llama.cpp reads with HF's (NEOX) rotation */
+	const char *arch = c->has_qk_norm ? "qwen3" : "llama";
+	char ak[64];
+#define AK(k) (snprintf(ak, sizeof ak, "%s." k, arch), ak)
+	kv_str(&w, "general.architecture", arch);
 	kv_str(&w, "general.name", m->name[0] ? m->name : "ringlm");
 	kv_u32(&w, "general.alignment", ALIGN);
 	/* llama_ftype (llama.h), the "mostly" type llama.cpp reports */
@@ -264,20 +270,21 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 		[RL_DT_IQ4_NL] = 25, [RL_DT_IQ4_XS] = 30,
 	};
 	kv_u32(&w, "general.file_type", ftype[dtype]);
-	kv_u32(&w, "llama.context_length", c->max_ctx);
-	kv_u32(&w, "llama.embedding_length", c->dim);
-	kv_u32(&w, "llama.feed_forward_length", c->hidden_dim);
-	kv_u32(&w, "llama.block_count", c->n_layers);
-	kv_u32(&w, "llama.attention.head_count", c->n_heads);
-	kv_u32(&w, "llama.attention.head_count_kv", c->n_kv_heads);
-	kv_u32(&w, "llama.attention.key_length", c->head_dim);
-	kv_u32(&w, "llama.rope.dimension_count", c->head_dim);
-	kv_f32(&w, "llama.rope.freq_base", c->rope_theta);
-	kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", c->norm_eps);
+	kv_u32(&w, AK("context_length"), c->max_ctx);
+	kv_u32(&w, AK("embedding_length"), c->dim);
+	kv_u32(&w, AK("feed_forward_length"), c->hidden_dim);
+	kv_u32(&w, AK("block_count"), c->n_layers);
+	kv_u32(&w, AK("attention.head_count"), c->n_heads);
+	kv_u32(&w, AK("attention.head_count_kv"), c->n_kv_heads);
+	kv_u32(&w, AK("attention.key_length"), c->head_dim);
+	kv_u32(&w, AK("rope.dimension_count"), c->head_dim);
+	kv_f32(&w, AK("rope.freq_base"), c->rope_theta);
+	kv_f32(&w, AK("attention.layer_norm_rms_epsilon"), c->norm_eps);
 	if (c->rope_scale != 1.0f) {
-		kv_str(&w, "llama.rope.scaling.type", "linear");
-		kv_f32(&w, "llama.rope.scaling.factor", c->rope_scale);
+		kv_str(&w, AK("rope.scaling.type"), "linear");
+		kv_f32(&w, AK("rope.scaling.factor"), c->rope_scale);
 	}
+#undef AK
 	if (nv) {
 		kv_str(&w, "tokenizer.ggml.model", "llama");
 		key(&w, "tokenizer.ggml.tokens", GT_ARR); put32(&w, GT_STR); put64(&w, nv);

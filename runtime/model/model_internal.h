@@ -39,7 +39,7 @@ int  rl_model_vocab_check(const void *blob, size_t size, uint32_t n_vocab, const
 /* Shapes in config units. A matrix is [rows = outputs][cols = inputs] (y = W x); a vector
  * (norm, bias) has cols RL_WD_NONE. GGUF lists dimensions innermost first: [cols, rows],
  * or [rows] for a vector. */
-enum rl_wdim { RL_WD_NONE, RL_WD_DIM, RL_WD_HIDDEN, RL_WD_QD, RL_WD_KVD, RL_WD_VOCAB };
+enum rl_wdim { RL_WD_NONE, RL_WD_DIM, RL_WD_HIDDEN, RL_WD_QD, RL_WD_KVD, RL_WD_VOCAB, RL_WD_HD };
 struct rl_wname {
 	uint8_t rows, cols;            /* enum rl_wdim */
 	uint8_t per_layer;             /* 1: "blk.L." / "model.layers.L." precedes the name */

@@ -22,6 +22,8 @@ const struct rl_wname rl_wnames[RL_W_NFIELDS] = {
 	[RL_W_UP]        = { RL_WD_HIDDEN, RL_WD_DIM,    1, "ffn_up.weight",      "mlp.up_proj.weight" },
 	[RL_W_OUT_NORM]  = { RL_WD_DIM,    RL_WD_NONE,   0, "output_norm.weight", "model.norm.weight" },
 	[RL_W_WCLS]      = { RL_WD_VOCAB,  RL_WD_DIM,    0, "output.weight",      "lm_head.weight" },
+	[RL_W_QNORM]     = { RL_WD_HD,     RL_WD_NONE,   1, "attn_q_norm.weight", "self_attn.q_norm.weight" },
+	[RL_W_KNORM]     = { RL_WD_HD,     RL_WD_NONE,   1, "attn_k_norm.weight", "self_attn.k_norm.weight" },
 };
 
 uint64_t rl_wdim(const struct rl_model_config *c, int dim)
@@ -32,6 +34,7 @@ uint64_t rl_wdim(const struct rl_model_config *c, int dim)
 	case RL_WD_QD:     return (uint64_t)c->n_heads * c->head_dim;
 	case RL_WD_KVD:    return (uint64_t)c->n_kv_heads * c->head_dim;
 	case RL_WD_VOCAB:  return c->vocab_size;
+	case RL_WD_HD:     return c->head_dim;
 	}
 	return 1;                      /* RL_WD_NONE: a vector's missing dimension */
 }

@@ -284,8 +284,15 @@ static int parse_config(const json_t *j, struct rl_model_config *c, char *err, s
 	if (c->eos_id >= c->vocab_size)
 		c->eos_id = UINT32_MAX;
 	c->tied_embeddings = json_is_true(json_object_get(j, "tie_word_embeddings"));
+	/* the families this loader reads; any other model_type is refused by name rather than
+	 * read as a Llama with the wrong arithmetic */
 	const char *mt = json_string_value(json_object_get(j, "model_type"));
+	if (mt && strcmp(mt, "llama") && strcmp(mt, "mistral") && strcmp(mt, "qwen2") && strcmp(mt, "qwen3")) {
+		rl_model_err(err, errlen, "config.json", "model_type \"%s\" not supported (llama, mistral, qwen2, qwen3 are)", mt);
+		return -ENOTSUP;
+	}
 	c->has_qkv_bias = (mt && !strcmp(mt, "qwen2")) || json_is_true(json_object_get(j, "attention_bias"));
+	c->has_qk_norm = mt && !strcmp(mt, "qwen3");
 	c->rope_halves = 1;
 	c->rope_scale = 1.0f;
 	const json_t *rs = json_object_get(j, "rope_scaling");

@@ -1,0 +1,326 @@
+/* test_families.c — model families beyond Llama against llama.cpp on the same files: small
+ * random-weight GGUFs written by PyPI's gguf (tests/fixtures/families/gen_families.py, not by
+ * ringlm's writer), with llama.cpp's greedy tokens after a 48-token prompt as the oracle. For
+ * each file, the plain reference forward (kernels/rl_ref.c, float64) and ringlm as a user runs
+ * it (libringlm, the cpu backend) must give llama.cpp's tokens up to the first near-tie.
+ *
+ * Near-tie: a generated position where llama.cpp's two largest logits are closer than the
+ * file's arithmetic can order them: 0.01 for F32 files (fp32 sums in a different order), 0.1
+ * for Q8_0 files (llama.cpp and ringlm both round activations to 8 bits, in different blocks
+ * and orders). Past the first one the sequences may part legitimately, so only the tokens
+ * before it are compared; at least 8 must be.
+ * The same weights written as a Hugging Face folder (model.safetensors, config.json) load to
+ * the same model and the same tokens; families ringlm does not read are refused by name.
+ * Tests: runtime/model (GGUF and safetensors loaders: qwen3), kernels (rl_ref),
+ * runtime/backend (cpu).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include "tests/rl_test.h"
+#include "clients/ringlm.h"
+#include "kernels/rl_ref.h"
+#include "runtime/model/rl_model_io.h"
+
+#ifndef FIXTURES
+#define FIXTURES "tests/fixtures"
+#endif
+
+#define MAXT 64
+
+struct expected {
+	uint32_t prompt[MAXT], tokens[MAXT];
+	float gaps[MAXT];
+	uint32_t np, nt, ng;
+};
+
+static uint32_t read_list(const char *line, const char *tag, void *out, int is_float)
+{
+	size_t tl = strlen(tag);
+	if (strncmp(line, tag, tl) || line[tl] != ' ')
+		return 0;
+	uint32_t n = 0;
+	const char *p = line + tl;
+	while (n < MAXT) {
+		char *end;
+		double v = strtod(p, &end);
+		if (end == p)
+			break;
+		if (is_float)
+			((float *)out)[n++] = (float)v;
+		else
+			((uint32_t *)out)[n++] = (uint32_t)v;
+		p = end;
+	}
+	return n;
+}
+
+static int load_expected(const char *path, struct expected *e)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	char line[4096];
+	memset(e, 0, sizeof *e);
+	while (fgets(line, sizeof line, f)) {
+		uint32_t n;
+		if ((n = read_list(line, "prompt", e->prompt, 0)))
+			e->np = n;
+		else if ((n = read_list(line, "tokens", e->tokens, 0)))
+			e->nt = n;
+		else if ((n = read_list(line, "gaps", e->gaps, 1)))
+			e->ng = n;
+	}
+	fclose(f);
+	return e->np && e->nt && e->ng == e->nt ? 0 : -1;
+}
+
+/* how many of llama.cpp's tokens come before the first near-tie */
+static uint32_t comparable(const struct expected *e, float tie)
+{
+	uint32_t k = 0;
+	while (k < e->nt && e->gaps[k] >= tie)
+		k++;
+	return k;
+}
+
+/* the reference's greedy tokens after the prompt, out[n] */
+static int ref_greedy(const char *path, const struct expected *e, uint32_t n, uint32_t *out)
+{
+	struct rl_model *m;
+	char err[512];
+	if (rl_model_load(path, NULL, &m, err, sizeof err)) {
+		fprintf(stderr, "  %s\n", err);
+		return -1;
+	}
+	struct rl_ref_state st;
+	float *logits = malloc(m->cfg.vocab_size * sizeof *logits);
+	if (!logits || rl_ref_state_init(&st, m, e->np + n)) {
+		free(logits);
+		rl_model_destroy(m);
+		return -1;
+	}
+	uint32_t tok = e->prompt[0];
+	for (uint32_t pos = 0; pos + 1 < e->np + n; pos++) {
+		rl_ref_forward(m, &st, tok, pos, logits);
+		if (pos + 1 < e->np) {
+			tok = e->prompt[pos + 1];
+			continue;
+		}
+		uint32_t best = 0;
+		for (uint32_t v = 1; v < m->cfg.vocab_size; v++)
+			if (logits[v] > logits[best])
+				best = v;
+		out[pos + 1 - e->np] = tok = best;
+	}
+	rl_ref_state_free(&st);
+	free(logits);
+	rl_model_destroy(m);
+	return 0;
+}
+
+/* ringlm's greedy tokens (libringlm, embedded runtime, cpu backend), out[n] */
+static int ringlm_greedy(const char *path, const struct expected *e, uint32_t n, uint32_t *out)
+{
+	struct ringlm_params p = ringlm_default_params();
+	p.model = path;
+	p.backend = "cpu";
+	struct ringlm *cl;
+	if (ringlm_connect(&p, &cl)) {
+		fprintf(stderr, "  %s\n", ringlm_last_error());
+		return -1;
+	}
+	struct ringlm_request r = ringlm_default_request();
+	r.prompt = e->prompt;
+	r.n_prompt = e->np;
+	r.max_new = n;
+	int rc = ringlm_submit(cl, &r, NULL);
+	uint32_t got = 0;
+	for (int done = rc != 0; !done;) {
+		struct ringlm_event ev[64];
+		int k = ringlm_wait(cl, ev, 64, 30000);
+		if (k <= 0) {
+			rc = -1;
+			break;
+		}
+		for (int i = 0; i < k; i++) {
+			if (ev[i].type == RINGLM_EV_TOKEN && got < n)
+				out[got++] = ev[i].token;
+			else if (ev[i].type != RINGLM_EV_TOKEN)
+				done = 1;
+		}
+	}
+	ringlm_close(cl);
+	return rc || got != n ? -1 : 0;
+}
+
+/* path: the model (a GGUF, or a folder); exp: its llama.cpp expectations */
+static void family_case(const char *name, const char *gguf, const char *exp, float tie)
+{
+	struct expected e;
+	REQUIRE(load_expected(exp, &e) == 0);
+	const uint32_t k = comparable(&e, tie);
+	CHECKF(k >= 8, "%s: only %u tokens before the first near-tie; regenerate with another seed", name, k);
+	uint32_t ref[MAXT], got[MAXT];
+	REQUIRE(ref_greedy(gguf, &e, e.nt, ref) == 0);
+	REQUIRE(ringlm_greedy(gguf, &e, e.nt, got) == 0);
+	uint32_t ref_same = 0, got_same = 0;
+	while (ref_same < k && ref[ref_same] == e.tokens[ref_same])
+		ref_same++;
+	while (got_same < k && got[got_same] == e.tokens[got_same])
+		got_same++;
+	CHECKF(ref_same == k, "%s: the reference parts from llama.cpp at generated token %u (%u vs %u)", name,
+	       ref_same, ref[ref_same], e.tokens[ref_same]);
+	CHECKF(got_same == k, "%s: ringlm parts from llama.cpp at generated token %u (%u vs %u)", name, got_same,
+	       got[got_same], e.tokens[got_same]);
+	printf("  %-12s %u of %u tokens before the first near-tie (gap < %g): reference and cpu backend equal llama.cpp's\n",
+	       name, k, e.nt, tie);
+}
+
+static void fixture(char *buf, size_t n, const char *name, const char *ext)
+{
+	snprintf(buf, n, "%s/families/%s.%s", FIXTURES, name, ext);
+}
+
+static void qwen3_matches_llama_cpp(void)
+{
+	static const struct { const char *name; float tie; } cases[] = { { "qwen3_f32", 0.01f }, { "qwen3_q8_0", 0.1f } };
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		char g[256], e[256];
+		fixture(g, sizeof g, cases[i].name, "gguf");
+		fixture(e, sizeof e, cases[i].name, "expected");
+		family_case(cases[i].name, g, e, cases[i].tie);
+	}
+}
+
+/* m's weights as a Hugging Face Qwen3 folder (F32, names of the HF checkpoint; a qwen3 GGUF
+ * keeps HF's row order, so nothing is permuted) */
+static void write_hf_qwen3(const struct rl_model *m, const char *dir)
+{
+	const struct rl_model_config *c = &m->cfg;
+	const size_t d = c->dim, h = c->hidden_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+	struct { char name[80]; size_t r, cl; const float *p; } t[64];
+	int n = 0;
+#define T(nm, R, C, P) do { snprintf(t[n].name, 80, "%s", nm); t[n].r = R; t[n].cl = C; t[n].p = P; n++; } while (0)
+	T("model.embed_tokens.weight", c->vocab_size, d, m->tok_emb);
+	T("model.norm.weight", d, 0, m->out_norm);
+	T("lm_head.weight", c->vocab_size, d, m->wcls);
+	for (uint32_t l = 0; l < c->n_layers; l++) {
+		const struct rl_layer *L = &m->layers[l];
+		char b[80];
+#define TL(s, R, C, P) do { snprintf(b, 80, "model.layers.%u.%s", l, s); T(b, R, C, P); } while (0)
+		TL("input_layernorm.weight", d, 0, L->attn_norm);
+		TL("self_attn.q_proj.weight", qd, d, L->wq);
+		TL("self_attn.k_proj.weight", kvd, d, L->wk);
+		TL("self_attn.v_proj.weight", kvd, d, L->wv);
+		TL("self_attn.q_norm.weight", hd, 0, L->q_norm);
+		TL("self_attn.k_norm.weight", hd, 0, L->k_norm);
+		TL("self_attn.o_proj.weight", d, qd, L->wo);
+		TL("post_attention_layernorm.weight", d, 0, L->ffn_norm);
+		TL("mlp.gate_proj.weight", h, d, L->w_gate);
+		TL("mlp.down_proj.weight", d, h, L->w_down);
+		TL("mlp.up_proj.weight", h, d, L->w_up);
+#undef TL
+	}
+#undef T
+	char *hdr = malloc(1 << 16), path[600];
+	REQUIRE(hdr);
+	size_t o = 0, off = 0;
+	o += (size_t)sprintf(hdr + o, "{\"__metadata__\":{\"format\":\"pt\"}");
+	for (int i = 0; i < n; i++) {
+		const size_t bytes = t[i].r * (t[i].cl ? t[i].cl : 1) * 4;
+		if (t[i].cl)
+			o += (size_t)sprintf(hdr + o, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%zu,%zu],\"data_offsets\":[%zu,%zu]}",
+					     t[i].name, t[i].r, t[i].cl, off, off + bytes);
+		else
+			o += (size_t)sprintf(hdr + o, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
+					     t[i].name, t[i].r, off, off + bytes);
+		off += bytes;
+	}
+	o += (size_t)sprintf(hdr + o, "}");
+	snprintf(path, sizeof path, "%s/model.safetensors", dir);
+	FILE *f = fopen(path, "wb");
+	REQUIRE(f);
+	const uint64_t hl = o;
+	fwrite(&hl, 8, 1, f);
+	fwrite(hdr, 1, o, f);
+	for (int i = 0; i < n; i++)
+		fwrite(t[i].p, 4, t[i].r * (t[i].cl ? t[i].cl : 1), f);
+	fclose(f);
+	free(hdr);
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	f = fopen(path, "w");
+	REQUIRE(f);
+	fprintf(f, "{\"architectures\": [\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\", \"hidden_size\": %u,\n"
+		" \"intermediate_size\": %u, \"num_hidden_layers\": %u, \"num_attention_heads\": %u,\n"
+		" \"num_key_value_heads\": %u, \"head_dim\": %u, \"rms_norm_eps\": %g, \"rope_theta\": %.1f,\n"
+		" \"max_position_embeddings\": %u, \"vocab_size\": %u, \"tie_word_embeddings\": false,\n"
+		" \"attention_bias\": false, \"bos_token_id\": 1, \"eos_token_id\": 2}\n",
+		c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, (double)c->norm_eps,
+		(double)c->rope_theta, c->max_ctx, c->vocab_size);
+	fclose(f);
+}
+
+/* The F32 fixture as a Hugging Face folder: the same config and weights, and llama.cpp's
+ * tokens again (the folder carries no vocabulary, which generation by ids does not need) */
+static void qwen3_hf_folder_loads_the_same(void)
+{
+	char g[256], e[256], err[512];
+	fixture(g, sizeof g, "qwen3_f32", "gguf");
+	fixture(e, sizeof e, "qwen3_f32", "expected");
+	struct rl_model *a, *b;
+	REQUIRE(rl_model_load(g, NULL, &a, err, sizeof err) == 0);
+	const char *dir = rl_t_tmp("qwen3_hf");
+	mkdir(dir, 0755);
+	write_hf_qwen3(a, dir);
+	int rc = rl_model_load(dir, NULL, &b, err, sizeof err);
+	CHECKF(rc == 0, "%s", err);
+	if (!rc) {
+		const struct rl_model_config *x = &a->cfg, *y = &b->cfg;
+		CHECK(y->has_qk_norm && !y->has_qkv_bias && y->rope_halves && y->head_dim == x->head_dim &&
+		      y->head_dim * y->n_heads != y->dim && y->n_kv_heads == x->n_kv_heads && y->norm_eps == x->norm_eps &&
+		      y->rope_theta == x->rope_theta);
+		CHECK(b->mem_size == a->mem_size && !memcmp(b->mem, a->mem, a->mem_size));
+		rl_model_destroy(b);
+		family_case("qwen3_f32 (HF folder)", dir, e, 0.01f);
+	}
+	rl_model_destroy(a);
+}
+
+/* Variants ringlm does not read are refused by name, in one line */
+static void unsupported_families_refused(void)
+{
+	char err[512];
+	struct rl_model *m;
+	const char *dir = rl_t_tmp("gemma3_hf");
+	mkdir(dir, 0755);
+	char path[600];
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	FILE *f = fopen(path, "w");
+	REQUIRE(f);
+	fprintf(f, "{\"model_type\": \"gemma3_text\", \"hidden_size\": 64, \"intermediate_size\": 64,"
+		   " \"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"vocab_size\": 300}\n");
+	fclose(f);
+	snprintf(path, sizeof path, "%s/model.safetensors", dir);
+	f = fopen(path, "wb");
+	REQUIRE(f);
+	const char *h = "{}";
+	uint64_t hl = 2;
+	fwrite(&hl, 8, 1, f);
+	fwrite(h, 1, 2, f);
+	fclose(f);
+	int rc = rl_model_load(dir, NULL, &m, err, sizeof err);
+	CHECKF(rc == -ENOTSUP && strstr(err, "gemma3_text") && !strchr(err, '\n'), "rc %d: %s", rc, err);
+}
+
+int main(void)
+{
+	if (rl_t_tmpdir_make("families"))
+		return 1;
+	RUN(qwen3_matches_llama_cpp);
+	RUN(qwen3_hf_folder_loads_the_same);
+	RUN(unsupported_families_refused);
+	rl_t_tmpdir_remove();
+	TEST_MAIN_END();
+}
