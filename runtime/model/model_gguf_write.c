@@ -249,7 +249,7 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 	}
 	setvbuf(w.f, NULL, _IOFBF, 4 << 20);
 	const char *chat = rl_chat_template_text(rl_chat_from_name(m->chat_template));
-	uint32_t n_kv = 14 + (c->rope_scale != 1.0f ? 2 : 0) + (nv ? 6 : 0) + (nv && chat[0] ? 1 : 0);
+	uint32_t n_kv = 15 + (c->rope_scale != 1.0f ? 2 : 0) + (nv ? 6 : 0) + (nv && chat[0] ? 1 : 0);
 	put(&w, "GGUF", 4);
 	put32(&w, 3);
 	put64(&w, k);
@@ -277,6 +277,7 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 	kv_u32(&w, AK("attention.head_count"), c->n_heads);
 	kv_u32(&w, AK("attention.head_count_kv"), c->n_kv_heads);
 	kv_u32(&w, AK("attention.key_length"), c->head_dim);
+	kv_u32(&w, AK("attention.value_length"), c->head_dim);   /* llama.cpp's default is dim / heads */
 	kv_u32(&w, AK("rope.dimension_count"), c->head_dim);
 	kv_f32(&w, AK("rope.freq_base"), c->rope_theta);
 	kv_f32(&w, AK("attention.layer_norm_rms_epsilon"), c->norm_eps);
