@@ -54,6 +54,7 @@ struct rl_model_config {
 	int      tied_embeddings;      /* classifier shares tok_emb */
 	int      has_qkv_bias;         /* Qwen2-style biases on q/k/v */
 	int      has_qk_norm;          /* Qwen3-style RMSNorm of each q and k head before RoPE */
+	int      fused_proj;           /* the file fuses q/k/v into one matrix and gate/up into one (Phi-3) */
 	uint32_t bos_id, eos_id;       /* UINT32_MAX when none */
 	/* Per-pair frequency divisors (Llama 3's rope scaling: GGUF's rope_freqs.weight, or
 	 * computed from config.json's rope_scaling "llama3"); 0 pairs = none. */
@@ -91,7 +92,7 @@ struct rl_layer {
 struct rl_model {
 	struct rl_model_config cfg;
 	char   name[64];
-	char   chat_template[16];      /* chat template family ("llama3", "chatml", "mistral"; tokenizer/rl_chat.h), "" */
+	char   chat_template[16];      /* chat template family (rl_chat_name: "llama3", "chatml", ...; tokenizer/rl_chat.h), "" */
 	float *tok_emb;                /* [vocab_size, dim] */
 	struct rl_layer *layers;       /* [n_layers] */
 	float *out_norm;               /* [dim] */

@@ -19,7 +19,13 @@ static void chat_detects_families(void)
 			     "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% endif %}{% endfor %}") == RL_CHAT_MISTRAL);
 	CHECK(rl_chat_detect("{% for m in messages %}<|user|>{{ m.content }}{% endfor %}") == RL_CHAT_NONE);
 	CHECK(rl_chat_detect(NULL) == RL_CHAT_NONE);
-	for (int f = RL_CHAT_LLAMA3; f <= RL_CHAT_MISTRAL; f++) {
+	/* Phi-3-mini-4k-instruct's */
+	CHECK(rl_chat_detect("{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + "
+			     "message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + "
+			     "message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + "
+			     "message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}{% if add_generation_prompt %}"
+			     "{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}") == RL_CHAT_PHI3);
+	for (int f = RL_CHAT_LLAMA3; f <= RL_CHAT_LAST; f++) {
 		CHECK(rl_chat_from_name(rl_chat_name(f)) == f);
 		CHECK(rl_chat_detect(rl_chat_template_text(f)) == f);   /* what mkmodel writes */
 	}
@@ -55,6 +61,9 @@ static void chat_formats_like_the_templates(void)
 	CHECK(rl_chat_format(RL_CHAT_MISTRAL, two_users, 2, out, sizeof out) == -EINVAL);
 	CHECK(rl_chat_format(RL_CHAT_MISTRAL, multi, 2, out, sizeof out) == -EINVAL);  /* ends with assistant */
 	CHECK(rl_chat_format(RL_CHAT_NONE, su, 2, out, sizeof out) == -EINVAL);
+	CHECK(rl_chat_format(RL_CHAT_PHI3, su, 2, out, sizeof out) > 0 &&
+	      !strcmp(out, "<|system|>\nBe brief.<|end|>\n<|user|>\nHi!<|end|>\n<|assistant|>\n"));
+	CHECK(!strcmp(rl_chat_end(RL_CHAT_PHI3), "<|end|>"));
 	CHECK(!strcmp(rl_chat_end(RL_CHAT_LLAMA3), "<|eot_id|>") && !strcmp(rl_chat_end(RL_CHAT_CHATML), "<|im_end|>"));
 }
 

@@ -11,7 +11,9 @@
  * before it are compared; at least 8 must be.
  * The same weights written as a Hugging Face folder (model.safetensors, config.json) load to
  * the same model and the same tokens; families ringlm does not read are refused by name.
- * Tests: runtime/model (GGUF and safetensors loaders: qwen3), kernels (rl_ref),
+ * Families: Qwen3 (per-head q/k norms, head_dim apart from dim / heads), Phi-3 (fused qkv and
+ * gate_up, head_dim 16: the tiled attention kernel).
+ * Tests: runtime/model (GGUF and safetensors loaders: qwen3, phi3), kernels (rl_ref),
  * runtime/backend (cpu).
  */
 #include <errno.h>
@@ -183,9 +185,11 @@ static void fixture(char *buf, size_t n, const char *name, const char *ext)
 	snprintf(buf, n, "%s/families/%s.%s", FIXTURES, name, ext);
 }
 
-static void qwen3_matches_llama_cpp(void)
+static void families_match_llama_cpp(void)
 {
-	static const struct { const char *name; float tie; } cases[] = { { "qwen3_f32", 0.01f }, { "qwen3_q8_0", 0.1f } };
+	static const struct { const char *name; float tie; } cases[] = {
+		{ "qwen3_f32", 0.01f }, { "qwen3_q8_0", 0.1f }, { "phi3_f32", 0.01f }, { "phi3_q8_0", 0.1f },
+	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		char g[256], e[256];
 		fixture(g, sizeof g, cases[i].name, "gguf");
@@ -194,15 +198,20 @@ static void qwen3_matches_llama_cpp(void)
 	}
 }
 
-/* m's weights as a Hugging Face Qwen3 folder (F32, names of the HF checkpoint; a qwen3 GGUF
- * keeps HF's row order, so nothing is permuted) */
-static void write_hf_qwen3(const struct rl_model *m, const char *dir)
+/* m's weights as a Hugging Face Qwen3 or Phi-3 folder (F32, names of the HF checkpoints;
+ * qwen3 and phi3 GGUFs keep HF's row order, so nothing is permuted; Phi-3's q/k/v and
+ * gate/up fused as its checkpoints hold them) */
+static void write_hf(const struct rl_model *m, const char *dir)
 {
 	const struct rl_model_config *c = &m->cfg;
 	const size_t d = c->dim, h = c->hidden_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
-	struct { char name[80]; size_t r, cl; const float *p; } t[64];
+	const int phi3 = c->fused_proj;
+	/* rows r of p, then (fused) r2 rows of p2 */
+	struct { char name[80]; size_t r, cl, r2; const float *p, *p2; } t[64];
 	int n = 0;
-#define T(nm, R, C, P) do { snprintf(t[n].name, 80, "%s", nm); t[n].r = R; t[n].cl = C; t[n].p = P; n++; } while (0)
+#define T2(nm, R, C, P, R2, P2) do { snprintf(t[n].name, 80, "%s", nm); t[n].r = R; t[n].cl = C; t[n].p = P; \
+	t[n].r2 = R2; t[n].p2 = P2; n++; } while (0)
+#define T(nm, R, C, P) T2(nm, R, C, P, 0, NULL)
 	T("model.embed_tokens.weight", c->vocab_size, d, m->tok_emb);
 	T("model.norm.weight", d, 0, m->out_norm);
 	T("lm_head.weight", c->vocab_size, d, m->wcls);
@@ -211,28 +220,35 @@ static void write_hf_qwen3(const struct rl_model *m, const char *dir)
 		char b[80];
 #define TL(s, R, C, P) do { snprintf(b, 80, "model.layers.%u.%s", l, s); T(b, R, C, P); } while (0)
 		TL("input_layernorm.weight", d, 0, L->attn_norm);
-		TL("self_attn.q_proj.weight", qd, d, L->wq);
-		TL("self_attn.k_proj.weight", kvd, d, L->wk);
-		TL("self_attn.v_proj.weight", kvd, d, L->wv);
-		TL("self_attn.q_norm.weight", hd, 0, L->q_norm);
-		TL("self_attn.k_norm.weight", hd, 0, L->k_norm);
+		if (phi3) {            /* q, k, v adjacent in the canonical layout */
+			TL("self_attn.qkv_proj.weight", qd + 2 * kvd, d, L->wq);
+			snprintf(b, 80, "model.layers.%u.mlp.gate_up_proj.weight", l);
+			T2(b, h, d, L->w_gate, h, L->w_up);
+		} else {
+			TL("self_attn.q_proj.weight", qd, d, L->wq);
+			TL("self_attn.k_proj.weight", kvd, d, L->wk);
+			TL("self_attn.v_proj.weight", kvd, d, L->wv);
+			TL("self_attn.q_norm.weight", hd, 0, L->q_norm);
+			TL("self_attn.k_norm.weight", hd, 0, L->k_norm);
+			TL("mlp.gate_proj.weight", h, d, L->w_gate);
+			TL("mlp.up_proj.weight", h, d, L->w_up);
+		}
 		TL("self_attn.o_proj.weight", d, qd, L->wo);
 		TL("post_attention_layernorm.weight", d, 0, L->ffn_norm);
-		TL("mlp.gate_proj.weight", h, d, L->w_gate);
 		TL("mlp.down_proj.weight", d, h, L->w_down);
-		TL("mlp.up_proj.weight", h, d, L->w_up);
 #undef TL
 	}
 #undef T
+#undef T2
 	char *hdr = malloc(1 << 16), path[600];
 	REQUIRE(hdr);
 	size_t o = 0, off = 0;
 	o += (size_t)sprintf(hdr + o, "{\"__metadata__\":{\"format\":\"pt\"}");
 	for (int i = 0; i < n; i++) {
-		const size_t bytes = t[i].r * (t[i].cl ? t[i].cl : 1) * 4;
+		const size_t bytes = (t[i].r + t[i].r2) * (t[i].cl ? t[i].cl : 1) * 4;
 		if (t[i].cl)
 			o += (size_t)sprintf(hdr + o, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%zu,%zu],\"data_offsets\":[%zu,%zu]}",
-					     t[i].name, t[i].r, t[i].cl, off, off + bytes);
+					     t[i].name, t[i].r + t[i].r2, t[i].cl, off, off + bytes);
 		else
 			o += (size_t)sprintf(hdr + o, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
 					     t[i].name, t[i].r, off, off + bytes);
@@ -245,47 +261,55 @@ static void write_hf_qwen3(const struct rl_model *m, const char *dir)
 	const uint64_t hl = o;
 	fwrite(&hl, 8, 1, f);
 	fwrite(hdr, 1, o, f);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		fwrite(t[i].p, 4, t[i].r * (t[i].cl ? t[i].cl : 1), f);
+		if (t[i].p2)
+			fwrite(t[i].p2, 4, t[i].r2 * t[i].cl, f);
+	}
 	fclose(f);
 	free(hdr);
 	snprintf(path, sizeof path, "%s/config.json", dir);
 	f = fopen(path, "w");
 	REQUIRE(f);
-	fprintf(f, "{\"architectures\": [\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\", \"hidden_size\": %u,\n"
+	fprintf(f, "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"hidden_size\": %u,\n"
 		" \"intermediate_size\": %u, \"num_hidden_layers\": %u, \"num_attention_heads\": %u,\n"
 		" \"num_key_value_heads\": %u, \"head_dim\": %u, \"rms_norm_eps\": %g, \"rope_theta\": %.1f,\n"
 		" \"max_position_embeddings\": %u, \"vocab_size\": %u, \"tie_word_embeddings\": false,\n"
 		" \"attention_bias\": false, \"bos_token_id\": 1, \"eos_token_id\": 2}\n",
-		c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, (double)c->norm_eps,
+		phi3 ? "Phi3ForCausalLM" : "Qwen3ForCausalLM", phi3 ? "phi3" : "qwen3", c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, (double)c->norm_eps,
 		(double)c->rope_theta, c->max_ctx, c->vocab_size);
 	fclose(f);
 }
 
-/* The F32 fixture as a Hugging Face folder: the same config and weights, and llama.cpp's
- * tokens again (the folder carries no vocabulary, which generation by ids does not need) */
-static void qwen3_hf_folder_loads_the_same(void)
+/* The F32 fixtures as Hugging Face folders: the same config and weights, and llama.cpp's
+ * tokens again (a folder without tokenizer files has no vocabulary, which generation by ids
+ * does not need) */
+static void hf_folders_load_the_same(void)
 {
-	char g[256], e[256], err[512];
-	fixture(g, sizeof g, "qwen3_f32", "gguf");
-	fixture(e, sizeof e, "qwen3_f32", "expected");
-	struct rl_model *a, *b;
-	REQUIRE(rl_model_load(g, NULL, &a, err, sizeof err) == 0);
-	const char *dir = rl_t_tmp("qwen3_hf");
-	mkdir(dir, 0755);
-	write_hf_qwen3(a, dir);
-	int rc = rl_model_load(dir, NULL, &b, err, sizeof err);
-	CHECKF(rc == 0, "%s", err);
-	if (!rc) {
-		const struct rl_model_config *x = &a->cfg, *y = &b->cfg;
-		CHECK(y->has_qk_norm && !y->has_qkv_bias && y->rope_halves && y->head_dim == x->head_dim &&
-		      y->head_dim * y->n_heads != y->dim && y->n_kv_heads == x->n_kv_heads && y->norm_eps == x->norm_eps &&
-		      y->rope_theta == x->rope_theta);
-		CHECK(b->mem_size == a->mem_size && !memcmp(b->mem, a->mem, a->mem_size));
-		rl_model_destroy(b);
-		family_case("qwen3_f32 (HF folder)", dir, e, 0.01f);
+	static const char *const names[] = { "qwen3_f32", "phi3_f32" };
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		char g[256], e[256], err[512], label[64];
+		fixture(g, sizeof g, names[i], "gguf");
+		fixture(e, sizeof e, names[i], "expected");
+		struct rl_model *a, *b;
+		REQUIRE(rl_model_load(g, NULL, &a, err, sizeof err) == 0);
+		const char *dir = rl_t_tmp(names[i]);
+		mkdir(dir, 0755);
+		write_hf(a, dir);
+		int rc = rl_model_load(dir, NULL, &b, err, sizeof err);
+		CHECKF(rc == 0, "%s: %s", names[i], err);
+		if (!rc) {
+			const struct rl_model_config *x = &a->cfg, *y = &b->cfg;
+			CHECK(y->has_qk_norm == x->has_qk_norm && y->fused_proj == x->fused_proj && !y->has_qkv_bias &&
+			      y->rope_halves && y->head_dim == x->head_dim && y->n_kv_heads == x->n_kv_heads &&
+			      y->norm_eps == x->norm_eps && y->rope_theta == x->rope_theta);
+			CHECK(b->mem_size == a->mem_size && !memcmp(b->mem, a->mem, a->mem_size));
+			rl_model_destroy(b);
+			snprintf(label, sizeof label, "%s (HF)", names[i]);
+			family_case(label, dir, e, 0.01f);
+		}
+		rl_model_destroy(a);
 	}
-	rl_model_destroy(a);
 }
 
 /* Variants ringlm does not read are refused by name, in one line */
@@ -318,8 +342,8 @@ int main(void)
 {
 	if (rl_t_tmpdir_make("families"))
 		return 1;
-	RUN(qwen3_matches_llama_cpp);
-	RUN(qwen3_hf_folder_loads_the_same);
+	RUN(families_match_llama_cpp);
+	RUN(hf_folders_load_the_same);
 	RUN(unsupported_families_refused);
 	rl_t_tmpdir_remove();
 	TEST_MAIN_END();

@@ -5,7 +5,8 @@
  *   ChatML:   <|im_start|>ROLE\nCONTENT<|im_end|>\n ... then <|im_start|>assistant\n
  *             (Qwen2's template adds a default system message when there is none)
  *   Mistral:  <s>[INST] USER [/INST] ASSISTANT</s>[INST] USER [/INST]; a system message is
- *             put before the first user message, as Mistral's v1 template does. */
+ *             put before the first user message, as Mistral's v1 template does.
+ *   Phi-3:    <|ROLE|>\nCONTENT<|end|>\n ... then <|assistant|>\n */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,19 +23,21 @@ enum rl_chat_family rl_chat_detect(const char *t)
 		return RL_CHAT_CHATML;
 	if (strstr(t, "[INST]") && strstr(t, "[/INST]"))
 		return RL_CHAT_MISTRAL;
+	if (strstr(t, "<|user|>") && strstr(t, "<|assistant|>") && strstr(t, "<|end|>"))
+		return RL_CHAT_PHI3;
 	return RL_CHAT_NONE;
 }
 
-static const char *const names[] = { "", "llama3", "chatml", "mistral" };
+static const char *const names[] = { "", "llama3", "chatml", "mistral", "phi3" };
 
 const char *rl_chat_name(enum rl_chat_family f)
 {
-	return f >= RL_CHAT_NONE && f <= RL_CHAT_MISTRAL ? names[f] : "";
+	return f >= RL_CHAT_NONE && f <= RL_CHAT_LAST ? names[f] : "";
 }
 
 enum rl_chat_family rl_chat_from_name(const char *s)
 {
-	for (int f = RL_CHAT_LLAMA3; f <= RL_CHAT_MISTRAL; f++)
+	for (int f = RL_CHAT_LLAMA3; f <= RL_CHAT_LAST; f++)
 		if (s && !strcmp(s, names[f]))
 			return (enum rl_chat_family)f;
 	return RL_CHAT_NONE;
@@ -42,7 +45,8 @@ enum rl_chat_family rl_chat_from_name(const char *s)
 
 const char *rl_chat_end(enum rl_chat_family f)
 {
-	return f == RL_CHAT_LLAMA3 ? "<|eot_id|>" : f == RL_CHAT_CHATML ? "<|im_end|>" : f == RL_CHAT_MISTRAL ? "</s>" : "";
+	return f == RL_CHAT_LLAMA3 ? "<|eot_id|>" : f == RL_CHAT_CHATML ? "<|im_end|>" : f == RL_CHAT_MISTRAL ? "</s>"
+	       : f == RL_CHAT_PHI3 ? "<|end|>" : "";
 }
 
 const char *rl_chat_template_text(enum rl_chat_family f)
@@ -58,6 +62,11 @@ const char *rl_chat_template_text(enum rl_chat_family f)
 	case RL_CHAT_MISTRAL:
 		return "{{- bos_token }}{%- for message in messages %}{%- if message['role'] == 'user' %}{{- '[INST] ' + "
 		       "message['content'] + ' [/INST]' }}{%- else %}{{- ' ' + message['content'] + eos_token }}{%- endif %}{%- endfor %}";
+	case RL_CHAT_PHI3:
+		return "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + message['content'] + "
+		       "'<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}"
+		       "{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}"
+		       "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
 	default:
 		return "";
 	}
@@ -127,6 +136,11 @@ long rl_chat_format(enum rl_chat_family f, const struct rl_chat_msg *m, size_t n
 			return -EINVAL;    /* the assistant's turn must be the one to generate */
 		break;
 	}
+	case RL_CHAT_PHI3:
+		for (size_t i = 0; i < n; i++)
+			put(&b, "<|%s|>\n%s<|end|>\n", m[i].role, m[i].content);
+		put(&b, "<|assistant|>\n");
+		break;
 	default:
 		return -EINVAL;
 	}

@@ -1,7 +1,7 @@
 /* rl_chat.h — chat templates: which family a model's tokenizer.chat_template (a Jinja text in
  * the GGUF or tokenizer_config.json) belongs to, and formatting a conversation the way that
  * family's template does. ringlm does not run Jinja: it recognises the families users bring
- * (Llama 3, ChatML as Qwen2 uses it, Mistral's [INST]) by their marker tokens and formats those
+ * (Llama 3, ChatML as Qwen2 and Qwen3 use it, Mistral's [INST], Phi-3's) by their marker tokens and formats those
  * itself; any other template is "unknown" and the HTTP front answers /v1/chat/completions with
  * a 400 that points at /v1/completions. The model loader detects, the runtime publishes the
  * family name in its info segment, the HTTP front formats. */
@@ -9,11 +9,12 @@
 #define RL_CHAT_H
 #include <stddef.h>
 
-enum rl_chat_family { RL_CHAT_NONE = 0, RL_CHAT_LLAMA3, RL_CHAT_CHATML, RL_CHAT_MISTRAL };
+enum rl_chat_family { RL_CHAT_NONE = 0, RL_CHAT_LLAMA3, RL_CHAT_CHATML, RL_CHAT_MISTRAL, RL_CHAT_PHI3 };
+#define RL_CHAT_LAST RL_CHAT_PHI3
 
 /* The family of a template text (NULL or unrecognised: RL_CHAT_NONE). */
 enum rl_chat_family rl_chat_detect(const char *tmpl);
-/* "llama3", "chatml", "mistral", or "" for RL_CHAT_NONE. */
+/* "llama3", "chatml", "mistral", "phi3", or "" for RL_CHAT_NONE. */
 const char *rl_chat_name(enum rl_chat_family f);
 /* The family of a name rl_chat_name gave; RL_CHAT_NONE otherwise. */
 enum rl_chat_family rl_chat_from_name(const char *name);
@@ -34,7 +35,7 @@ long rl_chat_format(enum rl_chat_family f, const struct rl_chat_msg *m, size_t n
  * to store as tokenizer.chat_template, so test models carry a family; "" for none. */
 const char *rl_chat_template_text(enum rl_chat_family f);
 /* The text that ends the assistant's turn (a stop string for generation): "<|eot_id|>",
- * "<|im_end|>", "</s>". */
+ * "<|im_end|>", "</s>", "<|end|>". */
 const char *rl_chat_end(enum rl_chat_family f);
 
 #endif

@@ -20,17 +20,19 @@ struct shape {
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: ringlm mkmodel --shape tiny|110m|1b|llama3-8b|qwen3-0.6b|custom [--arch llama|qwen3]\n"
+		"usage: ringlm mkmodel --shape tiny|110m|1b|llama3-8b|qwen3-0.6b|phi3-mini|custom\n"
+		"         [--arch llama|qwen3|phi3]\n"
 		"         [--dim D --hidden H --layers L --heads N --kv-heads K --head-dim HD --vocab V --ctx C]\n"
 		"         [--theta T] --dtype TYPE\n"
-		"         [--seed S] [--rope-scaling llama3] [--chat-template llama3|chatml|mistral]\n"
+		"         [--seed S] [--rope-scaling llama3] [--chat-template llama3|chatml|mistral|phi3]\n"
 		"         --out FILE.gguf [--tokenizer tokenizer.bin]\n"
 		"TYPE: f32, f16, bf16, q8_0 (the random weights, rounded), or q4_0, q4_1, q5_0, q5_1,\n"
 		"q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs (seeded random blocks of that format)\n"
 		"--rope-scaling llama3: Llama 3.1's (factor 8, low 1, high 4, original context 8192),\n"
 		"written as rope_freqs.weight as llama.cpp's converter does\n"
-		"--arch qwen3: per-head q/k norms and HF rotation, written as llama.cpp's qwen3 (the\n"
-		"qwen3-* shapes imply it)\n");
+		"--arch qwen3: per-head q/k norms and HF rotation, written as llama.cpp's qwen3; --arch\n"
+		"phi3: fused qkv and gate_up, HF rotation, written as llama.cpp's phi3 (the qwen3-* and\n"
+		"phi3-* shapes imply theirs)\n");
 }
 
 static int parse_u32(const char *opt, const char *s, uint32_t *out)
@@ -67,7 +69,7 @@ int rl_cmd_mkmodel(int argc, char **argv)
 	uint64_t seed = 1;
 	struct shape s = { "custom", 0, 0, 0, 0, 0, 0, 2048, 10000.0f, 0 };
 	uint32_t custom[8] = {0};
-	int have[8] = {0}, qwen3 = -1;
+	int have[8] = {0}, qwen3 = -1, phi3 = -1;
 	static const char *copts[8] = { "--dim", "--hidden", "--layers", "--heads", "--kv-heads", "--vocab", "--ctx",
 					"--head-dim" };
 	for (int i = 1; i < argc; i++) {
@@ -89,11 +91,12 @@ int rl_cmd_mkmodel(int argc, char **argv)
 				return 2;
 			have[k] = 1;
 		} else if (!strcmp(a, "--arch")) {
-			if (strcmp(v, "llama") && strcmp(v, "qwen3")) {
-				fprintf(stderr, "ringlm mkmodel: --arch takes llama or qwen3, not '%s'\n", v);
+			if (strcmp(v, "llama") && strcmp(v, "qwen3") && strcmp(v, "phi3")) {
+				fprintf(stderr, "ringlm mkmodel: --arch takes llama, qwen3 or phi3, not '%s'\n", v);
 				return 2;
 			}
 			qwen3 = !strcmp(v, "qwen3");
+			phi3 = !strcmp(v, "phi3");
 		} else if (!strcmp(a, "--shape")) {
 			shape = v;
 		} else if (!strcmp(a, "--dtype")) {
@@ -111,7 +114,7 @@ int rl_cmd_mkmodel(int argc, char **argv)
 			tok = v;
 		} else if (!strcmp(a, "--chat-template")) {
 			if (rl_chat_from_name(v) == RL_CHAT_NONE) {
-				fprintf(stderr, "ringlm mkmodel: --chat-template takes llama3, chatml or mistral, not '%s'\n", v);
+				fprintf(stderr, "ringlm mkmodel: --chat-template takes llama3, chatml, mistral or phi3, not '%s'\n", v);
 				return 2;
 			}
 			chat = v;
@@ -164,14 +167,17 @@ int rl_cmd_mkmodel(int argc, char **argv)
 	}
 	if (!s.kv)
 		s.kv = s.heads;
-	if (qwen3 < 0)                 /* the shape's family unless --arch says otherwise */
+	if (qwen3 < 0) {               /* the shape's family unless --arch says otherwise */
 		qwen3 = sc.has_qk_norm;
+		phi3 = sc.fused_proj;
+	}
 	uint32_t hd = have[7] ? custom[7] : !have[0] && !have[3] && sc.head_dim ? sc.head_dim : s.heads ? s.dim / s.heads : 0;
 	struct rl_model_config c = {
 		.dim = s.dim, .hidden_dim = s.hidden, .n_layers = s.layers, .n_heads = s.heads,
 		.n_kv_heads = s.kv, .head_dim = hd, .vocab_size = s.vocab,
 		.max_ctx = s.ctx, .rope_theta = s.theta, .rope_scale = 1.0f, .norm_eps = qwen3 ? 1e-6f : 1e-5f,
-		.tied_embeddings = s.tied, .bos_id = 1, .eos_id = 2, .has_qk_norm = qwen3, .rope_halves = qwen3,
+		.tied_embeddings = s.tied, .bos_id = 1, .eos_id = 2, .has_qk_norm = qwen3, .fused_proj = phi3,
+		.rope_halves = qwen3 || phi3,
 	};
 	if (!s.heads || (!have[7] && !sc.head_dim && s.dim % s.heads)) {
 		fprintf(stderr, "ringlm mkmodel: dim %u is not a multiple of heads %u (or give --head-dim)\n", s.dim, s.heads);

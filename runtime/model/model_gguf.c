@@ -361,32 +361,36 @@ static const struct tinfo *find_tensor(const struct gguf *g, const char *name)
 
 /* Checks tensor `name` has shape {ne0, ne1} (ne1 = 1: a vector), a supported type and data
  * inside the file, and appends its read, as weight (field, layer), to p. */
+/* Appends the read of tensor `name` [ne1 rows of ne0] as weight (field, layer), or with fu of
+ * its rows [row0, row0 + ne1) out of fu->total (a fused matrix). */
 static int plan_tensor(struct gguf *g, const char *name, uint64_t ne0, uint64_t ne1, int field,
-		       uint32_t layer, struct rl_model_plan *p)
+		       uint32_t layer, struct rl_model_plan *p, const struct rl_wfused *fu)
 {
+	const uint64_t total = fu ? fu->total : ne1, row0 = fu ? fu->row0 : 0;
 	const struct tinfo *ti = find_tensor(g, name);
 	if (!ti) {
 		GERR(g, "missing tensor %s", name);
 		return -EINVAL;
 	}
-	if (ti->ne[0] != ne0 || ti->ne[1] != ne1 || ti->ne[2] != 1 || ti->ne[3] != 1) {
+	if (ti->ne[0] != ne0 || ti->ne[1] != total || ti->ne[2] != 1 || ti->ne[3] != 1) {
 		GERR(g, "tensor %s has shape [%llu, %llu, %llu, %llu], expected [%llu, %llu]", name,
 		     (unsigned long long)ti->ne[0], (unsigned long long)ti->ne[1],
 		     (unsigned long long)ti->ne[2], (unsigned long long)ti->ne[3],
-		     (unsigned long long)ne0, (unsigned long long)ne1);
+		     (unsigned long long)ne0, (unsigned long long)total);
 		return -EINVAL;
 	}
 	int dt = rl_dt_of_ggml(ti->type);      /* known: checked when the infos were read */
-	uint64_t nel = ne0 * ne1, nbytes, off, end;
-	if (ne0 % rl_dt_info(dt)->blk_elems || rl_dt_size(dt, nel, &nbytes)) {
+	uint64_t nel = ne0 * ne1, nbytes, skip, off, end;
+	if (ne0 % rl_dt_info(dt)->blk_elems || rl_dt_size(dt, nel, &nbytes) || rl_dt_size(dt, ne0 * row0, &skip) ||
+	    __builtin_add_overflow(ti->off, skip, &skip)) {
 		GERR(g, "tensor %s: rows of %llu weights are not whole %s blocks of %u", name,
 		     (unsigned long long)ne0, rl_dt_info(dt)->name, rl_dt_info(dt)->blk_elems);
 		return -EINVAL;
 	}
-	if (__builtin_add_overflow(g->data_start, ti->off, &off) ||
+	if (__builtin_add_overflow(g->data_start, skip, &off) ||
 	    __builtin_add_overflow(off, nbytes, &end) || end > g->f.size) {
 		GERR(g, "tensor %s extends past end of file (offset %llu, size %llu, file %llu)", name,
-		     (unsigned long long)ti->off, (unsigned long long)nbytes, (unsigned long long)g->f.size);
+		     (unsigned long long)skip, (unsigned long long)nbytes, (unsigned long long)g->f.size);
 		return -EINVAL;
 	}
 	return rl_model_plan_add(p, 0, off, nbytes, nel, dt, field, layer, g->err, g->errlen);
@@ -634,10 +638,11 @@ struct gguf_walk {
 };
 
 /* rl_wnames_walk's step: GGUF lists dimensions innermost first, [cols, rows] or [rows] */
-static int gguf_plan_field(void *ctx, const char *name, int field, uint32_t layer, uint64_t rows, uint64_t cols)
+static int gguf_plan_field(void *ctx, const char *name, int field, uint32_t layer, uint64_t rows, uint64_t cols,
+			   const struct rl_wfused *fu)
 {
 	const struct gguf_walk *wk = ctx;
-	return plan_tensor(wk->g, name, cols ? cols : rows, cols ? rows : 1, field, layer, wk->p);
+	return plan_tensor(wk->g, name, cols ? cols : rows, cols ? rows : 1, field, layer, wk->p, fu);
 }
 
 int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_model_plan *p,
@@ -652,13 +657,20 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 	if ((rc = get_str(&g, "general.architecture", arch, sizeof arch)) < 0)
 		goto out;
 	/* llama.cpp's converter permutes llama Q/K to adjacent pairs, not qwen2's or qwen3's */
-	const int qwen2 = !strcmp(arch, "qwen2"), qwen3 = !strcmp(arch, "qwen3");
-	if (strcmp(arch, "llama") && strcmp(arch, "mistral") && !qwen2 && !qwen3) {
-		GERR(&g, "architecture \"%s\" not supported (llama, mistral, qwen2, qwen3 are)", arch);
+	const int qwen2 = !strcmp(arch, "qwen2"), qwen3 = !strcmp(arch, "qwen3"), phi3 = !strcmp(arch, "phi3");
+	if (strcmp(arch, "llama") && strcmp(arch, "mistral") && !qwen2 && !qwen3 && !phi3) {
+		GERR(&g, "architecture \"%s\" not supported (llama, mistral, qwen2, qwen3, phi3 are)", arch);
 		rc = -ENOTSUP;
 		goto out;
 	}
-	struct rl_model_config c = { .rope_halves = qwen2 || qwen3, .has_qkv_bias = qwen2, .has_qk_norm = qwen3 };
+	if (phi3 && (find_tensor(&g, "rope_factors_long.weight") || find_tensor(&g, "rope_factors_short.weight"))) {
+		GERR(&g, "LongRoPE (rope_factors_long/short.weight: Phi-3 128k, Phi-4-mini) is not supported yet");
+		rc = -ENOTSUP;
+		goto out;
+	}
+	/* phi3's q/k/v and gate/up are fused, as llama.cpp's converter writes them */
+	struct rl_model_config c = { .rope_halves = qwen2 || qwen3 || phi3, .has_qkv_bias = qwen2, .has_qk_norm = qwen3,
+				     .fused_proj = phi3 };
 	uint32_t u;
 #define U(field, name, req, lo, hi, dflt) do { snprintf(key, sizeof key, "%s." name, arch); \
 	if ((rc = get_uint(&g, key, req, lo, hi, dflt, &u))) { goto out; } c.field = u; } while (0)

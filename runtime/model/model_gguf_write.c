@@ -20,6 +20,8 @@ struct wt {                       /* one tensor to write */
 	char name[48];
 	uint64_t ne0, ne1;            /* ne0 = in (fastest), ne1 = out rows */
 	const float *src;
+	const float *src2;            /* rows from split on (a fused gate_up's up half), or NULL */
+	uint64_t split;
 	int type;                     /* enum rl_dt */
 	int permute;                  /* rows HF halves -> adjacent pairs, head size permute */
 	uint64_t off;
@@ -134,7 +136,8 @@ static void put_tensor(struct w *w, const struct wt *t, uint64_t hd, uint16_t *t
 {
 	uint64_t rng = 0x9e3779b97f4a7c15ull ^ t->off;   /* reproducible per tensor */
 	for (uint64_t r = 0; r < t->ne1 && !w->bad; r++) {
-		const float *row = t->src + src_row(r, hd, t->permute) * t->ne0;
+		const float *row = t->src2 && r >= t->split ? t->src2 + (r - t->split) * t->ne0
+							      : t->src + src_row(r, hd, t->permute) * t->ne0;
 		if (t->type == RL_DT_F32) {
 			put(w, row, t->ne0 * 4);
 			continue;
@@ -208,6 +211,11 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 		uint32_t l = pass < 0 ? 0 : (uint32_t)pass;
 		if (wn->per_layer != (pass >= 0) || rl_model_field_off(c, f, l) == UINT64_MAX)
 			continue;
+		struct rl_wfused fu;
+		char fname[sizeof t->name];
+		const int fused = rl_wname_fused(c, f, l, 0, fname, sizeof fname, &fu);
+		if (fused && fu.row0)           /* k, v, up: written inside the fused matrix */
+			continue;
 		struct wt *x = &t[k++];
 		rl_wname_format(f, l, 0, x->name, sizeof x->name);
 		x->src = *rl_model_field_slot((struct rl_model *)m, f, l);
@@ -217,8 +225,16 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 		x->ne0 = bias ? 1 : vec ? rows : cols;
 		x->ne1 = bias ? rows : vec ? 1 : rows;
 		x->type = vec ? RL_DT_F32 : cols % rl_dt_info(dtype)->blk_elems ? RL_DT_F16 : (int)dtype;
-		x->permute = c->rope_halves && !c->has_qk_norm &&   /* qwen3 files keep HF's order */
+		x->permute = c->rope_halves && !c->has_qk_norm && !c->fused_proj &&   /* qwen3, phi3 keep HF's order */
 			     (f == RL_W_WQ || f == RL_W_WK || f == RL_W_BQ || f == RL_W_BK);
+		if (fused) {                   /* q then k, v (contiguous in the canonical layout); gate then up */
+			snprintf(x->name, sizeof x->name, "%s", fname);
+			x->ne1 = fu.total;
+			if (f == RL_W_GATE) {
+				x->src2 = m->layers[l].w_up;
+				x->split = rows;
+			}
+		}
 	}
 	if (c->n_rope_freqs) {         /* Llama 3 rope scaling, where llama.cpp's converter puts it */
 		struct wt *x = &t[k++];
@@ -254,9 +270,9 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 	put32(&w, 3);
 	put64(&w, k);
 	put64(&w, n_kv);
-	/* "llama" (Q/K permuted to adjacent pairs for HF-ordered models), or "qwen3" for a model
-	 * with q/k norms, which llama.cpp reads with HF's (NEOX) rotation */
-	const char *arch = c->has_qk_norm ? "qwen3" : "llama";
+	/* "llama" (Q/K permuted to adjacent pairs for HF-ordered models), "qwen3" for a model with
+	 * q/k norms, "phi3" for one with fused projections: both read with HF's (NEOX) rotation */
+	const char *arch = c->has_qk_norm ? "qwen3" : c->fused_proj ? "phi3" : "llama";
 	char ak[64];
 #define AK(k) (snprintf(ak, sizeof ak, "%s." k, arch), ak)
 	kv_str(&w, "general.architecture", arch);

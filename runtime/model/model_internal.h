@@ -50,11 +50,23 @@ extern const struct rl_wname rl_wnames[RL_W_NFIELDS];   /* indexed by enum rl_wf
 uint64_t rl_wdim(const struct rl_model_config *c, int dim);
 /* The tensor name of (field, layer) in GGUF (hf 0) or Hugging Face (hf 1) naming. */
 int rl_wname_format(int field, uint32_t layer, int hf, char *buf, size_t n);
+/* A field stored as rows [row0, row0 + rows) of a fused matrix of `total` rows (Phi-3's qkv
+ * and gate_up). */
+struct rl_wfused {
+	uint64_t total, row0;
+};
+/* Whether field f of layer lives in a fused matrix for c (c->fused_proj: q, k, v rows of
+ * attn_qkv / qkv_proj; gate, then up, rows of ffn_up / gate_up_proj): 1 with the matrix's
+ * name (GGUF hf 0, Hugging Face hf 1) and where the field's rows lie; else 0. */
+int rl_wname_fused(const struct rl_model_config *c, int f, uint32_t layer, int hf, char *buf, size_t n,
+		   struct rl_wfused *out);
 /* The planners' walk: every field the shape c has (biases only where the architecture has
  * them, no wcls when tied), globals first, then layer by layer, each as fn(ctx, its name in
- * GGUF (hf 0) or Hugging Face (hf 1) naming, field, layer, rows, cols; cols 0 for a vector).
+ * GGUF (hf 0) or Hugging Face (hf 1) naming, field, layer, rows, cols; cols 0 for a vector;
+ * fused: where a field kept in a fused matrix lies, name then being the matrix's, or NULL).
  * Stops at and returns fn's first non-zero result. */
-typedef int rl_wname_fn(void *ctx, const char *name, int field, uint32_t layer, uint64_t rows, uint64_t cols);
+typedef int rl_wname_fn(void *ctx, const char *name, int field, uint32_t layer, uint64_t rows, uint64_t cols,
+			const struct rl_wfused *fused);
 int rl_wnames_walk(const struct rl_model_config *c, int hf, rl_wname_fn *fn, void *ctx);
 
 /* rl_model_alloc's shape check without allocating: 0, or -EINVAL and why (no file name). */

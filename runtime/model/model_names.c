@@ -48,6 +48,29 @@ int rl_wname_format(int field, uint32_t layer, int hf, char *buf, size_t n)
 	return k < 0 || (size_t)k >= n ? -ENAMETOOLONG : 0;
 }
 
+int rl_wname_fused(const struct rl_model_config *c, int f, uint32_t layer, int hf, char *buf, size_t n,
+		   struct rl_wfused *out)
+{
+	const uint64_t qd = (uint64_t)c->n_heads * c->head_dim, kvd = (uint64_t)c->n_kv_heads * c->head_dim;
+	const uint64_t h = c->hidden_dim;
+	if (!c->fused_proj)
+		return 0;
+	switch (f) {
+	case RL_W_WQ: *out = (struct rl_wfused){ qd + 2 * kvd, 0 }; break;
+	case RL_W_WK: *out = (struct rl_wfused){ qd + 2 * kvd, qd }; break;
+	case RL_W_WV: *out = (struct rl_wfused){ qd + 2 * kvd, qd + kvd }; break;
+	case RL_W_GATE: *out = (struct rl_wfused){ 2 * h, 0 }; break;
+	case RL_W_UP: *out = (struct rl_wfused){ 2 * h, h }; break;
+	default: return 0;
+	}
+	const int qkv = f == RL_W_WQ || f == RL_W_WK || f == RL_W_WV;
+	if (hf)
+		snprintf(buf, n, qkv ? "model.layers.%u.self_attn.qkv_proj.weight" : "model.layers.%u.mlp.gate_up_proj.weight", layer);
+	else
+		snprintf(buf, n, qkv ? "blk.%u.attn_qkv.weight" : "blk.%u.ffn_up.weight", layer);
+	return 1;
+}
+
 int rl_wnames_walk(const struct rl_model_config *c, int hf, rl_wname_fn *fn, void *ctx)
 {
 	for (int64_t pass = -1; pass < (int64_t)c->n_layers; pass++)  /* globals, then layer by layer */
@@ -57,9 +80,12 @@ int rl_wnames_walk(const struct rl_model_config *c, int hf, rl_wname_fn *fn, voi
 			if (w->per_layer != (pass >= 0) || rl_model_field_off(c, f, l) == UINT64_MAX)
 				continue;
 			char name[96];
-			rl_wname_format(f, l, hf, name, sizeof name);
+			struct rl_wfused fu;
+			const int fused = rl_wname_fused(c, f, l, hf, name, sizeof name, &fu);
+			if (!fused)
+				rl_wname_format(f, l, hf, name, sizeof name);
 			const uint64_t rows = rl_wdim(c, w->rows), cols = w->cols == RL_WD_NONE ? 0 : rl_wdim(c, w->cols);
-			int rc = fn(ctx, name, f, l, rows, cols);
+			int rc = fn(ctx, name, f, l, rows, cols, fused ? &fu : NULL);
 			if (rc)
 				return rc;
 		}

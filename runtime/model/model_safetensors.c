@@ -198,8 +198,9 @@ static const struct st_tensor *find(const struct st *s, const char *name)
 /* Appends the read of tensor `name`, shaped [rows, cols] (cols 0: a vector of rows), as
  * weight (field, layer). The plan's files are the shards, in the same order. */
 static int plan(struct st *s, const char *name, uint64_t rows, uint64_t cols, int field,
-		uint32_t layer, struct rl_model_plan *p)
+		uint32_t layer, struct rl_model_plan *p, const struct rl_wfused *fu)
 {
+	const uint64_t total = fu ? fu->total : rows, row0 = fu ? fu->row0 : 0;
 	const struct st_tensor *x = find(s, name);
 	const char *fn = s->f[0].name;
 	if (!x) {
@@ -207,18 +208,20 @@ static int plan(struct st *s, const char *name, uint64_t rows, uint64_t cols, in
 		return -EINVAL;
 	}
 	fn = s->f[x->shard].name;
-	if (x->ndim != (cols ? 2u : 1u) || x->shape[0] != rows || (cols && x->shape[1] != cols)) {
+	if (x->ndim != (cols ? 2u : 1u) || x->shape[0] != total || (cols && x->shape[1] != cols)) {
 		rl_model_err(s->err, s->errlen, fn, "tensor %s has shape [%llu, %llu] (%llu dims), expected [%llu, %llu]",
 			     name, (unsigned long long)x->shape[0], (unsigned long long)x->shape[1],
-			     (unsigned long long)x->ndim, (unsigned long long)rows, (unsigned long long)cols);
+			     (unsigned long long)x->ndim, (unsigned long long)total, (unsigned long long)cols);
 		return -EINVAL;
 	}
 	if (x->dtype < 0) {
 		rl_model_err(s->err, s->errlen, fn, "tensor %s has an unsupported dtype (F32, F16, BF16 are)", name);
 		return -ENOTSUP;
 	}
-	return rl_model_plan_add(p, x->shard, x->off, x->nbytes, rows * (cols ? cols : 1), x->dtype,
-				 field, layer, s->err, s->errlen);
+	/* a fused matrix's rows [row0, row0 + rows): whole rows of its bytes */
+	const uint64_t per_row = x->nbytes / total;
+	return rl_model_plan_add(p, x->shard, x->off + row0 * per_row, fu ? rows * per_row : x->nbytes,
+				 rows * (cols ? cols : 1), x->dtype, field, layer, s->err, s->errlen);
 }
 
 /* An integer config field in [lo, hi] (absent: dflt; required: error). Llama 3 lists several
@@ -287,10 +290,12 @@ static int parse_config(const json_t *j, struct rl_model_config *c, char *err, s
 	/* the families this loader reads; any other model_type is refused by name rather than
 	 * read as a Llama with the wrong arithmetic */
 	const char *mt = json_string_value(json_object_get(j, "model_type"));
-	if (mt && strcmp(mt, "llama") && strcmp(mt, "mistral") && strcmp(mt, "qwen2") && strcmp(mt, "qwen3")) {
-		rl_model_err(err, errlen, "config.json", "model_type \"%s\" not supported (llama, mistral, qwen2, qwen3 are)", mt);
+	if (mt && strcmp(mt, "llama") && strcmp(mt, "mistral") && strcmp(mt, "qwen2") && strcmp(mt, "qwen3") &&
+	    strcmp(mt, "phi3")) {
+		rl_model_err(err, errlen, "config.json", "model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, phi3 are)", mt);
 		return -ENOTSUP;
 	}
+	c->fused_proj = mt && !strcmp(mt, "phi3");
 	c->has_qkv_bias = (mt && !strcmp(mt, "qwen2")) || json_is_true(json_object_get(j, "attention_bias"));
 	c->has_qk_norm = mt && !strcmp(mt, "qwen3");
 	c->rope_halves = 1;
@@ -330,10 +335,11 @@ struct st_walk {
 };
 
 /* rl_wnames_walk's step */
-static int st_plan_field(void *ctx, const char *name, int field, uint32_t layer, uint64_t rows, uint64_t cols)
+static int st_plan_field(void *ctx, const char *name, int field, uint32_t layer, uint64_t rows, uint64_t cols,
+			 const struct rl_wfused *fu)
 {
 	const struct st_walk *wk = ctx;
-	return plan(wk->s, name, rows, cols, field, layer, wk->p);
+	return plan(wk->s, name, rows, cols, field, layer, wk->p, fu);
 }
 
 int rl_model_plan_safetensors(const char *path, const char *tokenizer_path, struct rl_model_plan *p,
