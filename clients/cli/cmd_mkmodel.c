@@ -208,7 +208,9 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		fprintf(stderr, "ringlm mkmodel: %s\n", err);
 		return 1;
 	}
-	snprintf(m->name, sizeof m->name, "ringlm-random-%s", s.name);
+	/* llama.cpp applies Phi-3's vocabulary fix-ups to any model whose name says phi3, and they
+	 * need tokens (<|endoftext|>) a random vocabulary does not have */
+	snprintf(m->name, sizeof m->name, "ringlm-random-%s", c.fused_proj ? "fused-qkv" : s.name);
 	if (chat)
 		snprintf(m->chat_template, sizeof m->chat_template, "%s", chat);
 	rl_model_fill_random(m, seed);

@@ -82,3 +82,23 @@ def mistral():
     s.model_path = m
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="session", params=[("qwen3", "chatml"), ("phi3", "phi3")])
+def family(request):
+    """a tiny random model of another family (ringlm mkmodel --arch), with that family's chat
+    template, served by ringlmd behind ringlm-http"""
+    arch, chat = request.param
+    t = os.path.join(MODELS, "tok512.bin")
+    if not os.path.exists(t):
+        pytest.skip("../shared/models/tok512.bin not found")
+    d = tempfile.mkdtemp(prefix="rl-http-f-")
+    m = os.path.join(d, "tiny-%s.gguf" % arch)
+    subprocess.run([os.path.join(BUILD, "ringlm"), "mkmodel", "--shape", "tiny", "--arch", arch, "--seed", "5",
+                    "--dtype", "q8_0", "--tokenizer", t, "--chat-template", chat, "--out", m], check=True,
+                   stdout=subprocess.DEVNULL)
+    s = Server(m)
+    s.model_path, s.chat = m, chat
+    yield s
+    s.stop()
+

@@ -126,6 +126,25 @@ def test_chat_with_a_template(mistral):
     assert code == 400 and "alternate" in json.loads(body)["error"]["message"]
 
 
+def test_chat_families(family):
+    """Qwen3 (ChatML) and Phi-3 models stream through ringlmd and the HTTP front with their
+    family's template"""
+    req = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+           "max_tokens": 8, "temperature": 0}
+    code, body = curl(family.url + "/v1/chat/completions", data=json.dumps(req))
+    assert code == 200, body
+    j = json.loads(body)
+    text = {"chatml": "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+            "phi3": "<|system|>\nBe brief.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\n"}[family.chat]
+    ids = subprocess.run([os.path.join(BUILD, "ringlm"), "tokenize", "--model", family.model_path, "--special",
+                          "--no-bos", "--text", text], stdout=subprocess.PIPE, check=True).stdout.split()
+    assert j["usage"]["prompt_tokens"] == len(ids)
+    assert j["usage"]["completion_tokens"] >= 1
+    code, body = curl("-N", family.url + "/v1/chat/completions", data=json.dumps(dict(req, stream=True)))
+    ev = sse_events(body)
+    assert "".join(e["choices"][0]["delta"].get("content", "") for e in ev[:-1]) == j["choices"][0]["message"]["content"]
+
+
 def test_openai_package(stories, mistral):
     openai = pytest.importorskip("openai")
     c = openai.OpenAI(base_url=stories.url + "/v1", api_key="unused")
