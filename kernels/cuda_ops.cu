@@ -86,13 +86,26 @@ __global__ void add_rmsnorm_kernel(T *out, float *x, const float *delta, const f
 template <typename T>
 __global__ void rope_kv_kernel(T *q_out, T *kc, T *vc, const T *qkv, const float *bias,
 			       const float *inv_freq, rl_cuda_meta m, uint32_t nh, uint32_t nkv,
-			       uint32_t hd, uint32_t bs, float rope_scale, int halves)
+			       uint32_t hd, uint32_t bs, float rope_scale, int halves, const float *qk_norm,
+			       float eps)
 {
+	__shared__ float inv_rms[RL_CUDA_QK_NORM_HEADS];       // per q, then k, head (qk_norm)
 	uint32_t r = blockIdx.x;
 	if (r >= m.hdr->n_tokens)
 		return;
 	uint32_t qd = nh * hd, kvd = nkv * hd, half = hd / 2;
 	const T *row = qkv + (size_t)r * (qd + 2 * kvd);       // [q | k | v]
+	if (qk_norm) {                                          // uniform over the block
+		for (uint32_t h = threadIdx.x; h < nh + nkv; h += blockDim.x) {
+			float ss = 0.0f;
+			for (uint32_t i = 0; i < hd; i++) {
+				float v = rl_f32(row[h * hd + i]) + (bias ? bias[h * hd + i] : 0.0f);
+				ss += v * v;
+			}
+			inv_rms[h] = 1.0f / sqrtf(ss / hd + eps);   // as rl_cpu_rmsnorm
+		}
+		__syncthreads();
+	}
 	int slot = m.slot[r];
 	float ps = (float)m.pos[r] / rope_scale;
 	size_t blk = slot >= 0 ? (size_t)(slot / (int)bs) : 0, off = slot >= 0 ? (size_t)(slot % (int)bs) : 0;
@@ -104,6 +117,11 @@ __global__ void rope_kv_kernel(T *q_out, T *kc, T *vc, const T *qkv, const float
 		if (bias) {
 			v0 += bias[base + i0];
 			v1 += bias[base + i1];
+		}
+		if (qk_norm) {
+			const float *w = qk_norm + (h < nh ? 0 : hd);
+			v0 = v0 * inv_rms[h] * w[i0];
+			v1 = v1 * inv_rms[h] * w[i1];
 		}
 		float sn, cs;
 		sincosf(ps * inv_freq[i], &sn, &cs);
@@ -179,10 +197,11 @@ static void add_rmsnorm(uint16_t *out, float *x, const float *delta, const float
 template <typename T>
 static void rope_kv(uint16_t *q_out, uint16_t *kc, uint16_t *vc, const uint16_t *qkv, const float *bias,
 		    const float *inv_freq, rl_cuda_meta m, uint32_t rows, uint32_t nh, uint32_t nkv,
-		    uint32_t hd, uint32_t bs, float rope_scale, int halves, cudaStream_t st)
+		    uint32_t hd, uint32_t bs, float rope_scale, int halves, const float *qk_norm, float eps,
+		    cudaStream_t st)
 {
 	rope_kv_kernel<T><<<rows, 128, 0, st>>>((T *)q_out, (T *)kc, (T *)vc, (const T *)qkv, bias,
-						inv_freq, m, nh, nkv, hd, bs, rope_scale, halves);
+						inv_freq, m, nh, nkv, hd, bs, rope_scale, halves, qk_norm, eps);
 }
 
 template <typename T>
@@ -217,10 +236,10 @@ void rl_cuda_add_rmsnorm(uint16_t *out, float *x, const float *delta, const floa
 void rl_cuda_rope_kv(uint16_t *q_out, uint16_t *kc, uint16_t *vc, const uint16_t *qkv,
 		     const float *bias, const float *inv_freq, rl_cuda_meta m, uint32_t rows,
 		     uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs, float rope_scale,
-		     int halves, rl_cuda_dtype dt, cudaStream_t st)
+		     int halves, const float *qk_norm, float eps, rl_cuda_dtype dt, cudaStream_t st)
 {
 	rl_by_dtype(dt, rope_kv)(q_out, kc, vc, qkv, bias, inv_freq, m, rows, nh, nkv, hd, bs, rope_scale,
-				 halves, st);
+				 halves, qk_norm, eps, st);
 }
 
 void rl_cuda_swiglu(uint16_t *h, const uint16_t *gu, uint32_t rows, uint32_t hid, rl_cuda_dtype dt,

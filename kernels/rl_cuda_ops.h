@@ -36,11 +36,14 @@ void rl_cuda_add_rmsnorm(uint16_t *out, float *x, const float *delta, const floa
 /* Live rows r of qkv [rows, (nh + 2 nkv) hd] st (+ bias [(nh + 2 nkv) hd] fp32 or NULL): q
  * rotated to q_out [rows, nh hd] st; k rotated and v written to slot m.slot[r] (none when -1)
  * of the layer's caches kc, vc [n_blocks, nkv, bs, hd] st. inv_freq [hd/2]; angle =
- * (pos / rope_scale) inv_freq. CPU: rl_cpu_rope and the KV memcpy in rl_backend_cpu.c forward(). */
+ * (pos / rope_scale) inv_freq. qk_norm [2 hd] (q's weights, then k's) or NULL: each q and k
+ * head RMS-normed (eps) before the rotation (Qwen3); at most RL_CUDA_QK_NORM_HEADS heads.
+ * CPU: rl_cpu_rmsnorm, rl_cpu_rope and the KV memcpy in rl_backend_cpu.c forward(). */
+#define RL_CUDA_QK_NORM_HEADS 256
 void rl_cuda_rope_kv(uint16_t *q_out, uint16_t *kc, uint16_t *vc, const uint16_t *qkv,
 		     const float *bias, const float *inv_freq, struct rl_cuda_meta m, uint32_t rows,
 		     uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs, float rope_scale,
-		     int halves, enum rl_cuda_dtype dt, cudaStream_t st);
+		     int halves, const float *qk_norm, float eps, enum rl_cuda_dtype dt, cudaStream_t st);
 
 /* h[rows, hid] st = silu(gu[r, 0:hid]) * gu[r, hid:2 hid] (gu [rows, 2 hid] st).
  * CPU: rl_cpu_silu_mul. */

@@ -92,7 +92,7 @@ int rl_cuda_forward(struct rl_cuda *c, uint32_t rows)
 		rl_cuda_add_rmsnorm(c->xb, c->x, l ? c->delta : NULL, L->attn_norm, NULL, rows, dim, eps, l > 0, dt, c->st);
 		rc |= rl_cuda_gemm(c, c->qkv, 0, c->xb, L->wqkv, rows, dim, qd + 2 * kvd);
 		rl_cuda_rope_kv(c->q, kc, vc, c->qkv, L->bqkv, c->inv_freq, m, rows, c->nh, c->nkv, c->hd,
-				c->g.block_size, c->cfg.rope_scale, c->cfg.rope_halves, dt, c->st);
+				c->g.block_size, c->cfg.rope_scale, c->cfg.rope_halves, L->qknorm, c->cfg.norm_eps, dt, c->st);
 #ifdef RL_HAVE_FLASHINFER
 		if (c->fi_step)        /* decode-only step: FlashInfer over the packed CSR */
 			rc |= rl_cuda_fi_decode_run(dt, c->hd, c->nh, c->nkv, c->g.block_size, &c->fi_ws, &c->fi_plan,
@@ -444,6 +444,8 @@ static int fill_synthetic(struct rl_cuda *c, char *err, size_t errlen)
 		rl_cuda_fill_uniform(L->wdown, d * c->hid, sh, 0.0f, seed++, dt, c->st);
 		rl_cuda_fill_uniform_f32(L->attn_norm, d, 0.1f, 1.0f, seed++, c->st);
 		rl_cuda_fill_uniform_f32(L->ffn_norm, d, 0.1f, 1.0f, seed++, c->st);
+		if (L->qknorm)
+			rl_cuda_fill_uniform_f32(L->qknorm, 2 * (size_t)c->hd, 0.3f, 1.0f, seed++, c->st);
 	}
 	CU(cudaGetLastError(), "random weights");
 	CU(cudaStreamSynchronize(c->st), "random weights");
@@ -473,6 +475,7 @@ static size_t place_weights(struct rl_cuda *c, char *base)
 		L->attn_norm = (float *)(lb + w.attn_norm);
 		L->ffn_norm = (float *)(lb + w.ffn_norm);
 		L->bqkv = c->cfg.has_qkv_bias ? (float *)(lb + w.bqkv) : NULL;
+		L->qknorm = c->cfg.has_qk_norm ? (float *)(lb + w.qknorm) : NULL;
 	}
 	return w.bytes;
 }
@@ -614,8 +617,9 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 		snprintf(err, errlen, "cuda backend: --kv-blocks, --block-size, --max-batch-tokens and max seqs must be positive");
 		return -EINVAL;
 	}
-	if (cfg.has_qk_norm) {
-		snprintf(err, errlen, "--backend cuda: this model's per-head q/k norms (Qwen3) are not in the cuda backend yet; use --backend cpu");
+	if (cfg.has_qk_norm && cfg.n_heads + cfg.n_kv_heads > RL_CUDA_QK_NORM_HEADS) {
+		snprintf(err, errlen, "--backend cuda: per-head q/k norms over %u heads (at most %u)", cfg.n_heads + cfg.n_kv_heads,
+			 RL_CUDA_QK_NORM_HEADS);
 		return -ENOTSUP;
 	}
 	uint32_t group = cfg.n_kv_heads ? cfg.n_heads / cfg.n_kv_heads : 0;

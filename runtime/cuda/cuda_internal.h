@@ -18,6 +18,7 @@ struct rl_cuda_layer {
 	uint16_t *wdown;               /* [dim, hid] */
 	float *attn_norm, *ffn_norm;   /* [dim] */
 	float *bqkv;                   /* [qd + 2 kvd] or NULL */
+	float *qknorm;                 /* [2 hd]: q's, then k's per-head norm weights (Qwen3), or NULL */
 };
 
 struct rl_cuda {

@@ -156,7 +156,7 @@ static int t_rope_kv(uint16_t *q_out, uint16_t *kc, uint16_t *vc, size_t cache_e
 	float *df = up(&s, inv_freq, hd / 2 * 4);
 	if (!s.failed)
 		rl_cuda_rope_kv(dq, dk, dv, dqkv, db, df, m, rows, nh, nkv, hd, g->block_size, rope_scale, halves,
-				dt, 0);
+				NULL, 0.0f, dt, 0);
 	down(&s, q_out, dq, (size_t)rows * nh * hd * 2);
 	down(&s, kc, dk, cache_elems * 2);
 	down(&s, vc, dv, cache_elems * 2);

@@ -692,6 +692,23 @@ static void test_model_synthetic(void)
 	rl_model_destroy(m);
 }
 
+/* Qwen3: per-head q/k norms before RoPE (in rope_kv), 8 heads of 64 over a width of 256
+ * (head_dim is not dim / heads), GQA 4; logits against the cpu backend's. */
+static void test_model_qwen3(void)
+{
+	NEED_GPU();
+	struct rl_model_config c = { .dim = 256, .hidden_dim = 512, .n_layers = 3, .n_heads = 8,
+		.n_kv_heads = 2, .head_dim = 64, .vocab_size = 2048, .max_ctx = 2048, .rope_theta = 1000000.0f,
+		.rope_scale = 1.0f, .norm_eps = 1e-6f, .rope_halves = 1, .has_qk_norm = 1, .tied_embeddings = 1,
+		.bos_id = 1, .eos_id = 2 };
+	struct rl_model *m;
+	char err[512];
+	REQUIRE(rl_model_alloc(&c, &m, err, sizeof err) == 0);
+	rl_model_fill_random(m, 9);
+	compare_model(m, 8, tol(3e-2), 0, 0, NULL);
+	rl_model_destroy(m);
+}
+
 /* The same model through --cuda-attn flashinfer: its decode steps (graph replays) take
  * FlashInfer's kernel, its prefill chunks the in-house one; logits against the cpu's. Every
  * decode step must have run FlashInfer from its captured graph: a plan that differed from the
@@ -834,6 +851,7 @@ BOTH_DTYPES(test_fi_decode)
 BOTH_DTYPES(test_model_fi)
 BOTH_DTYPES(test_model_stories260k)
 BOTH_DTYPES(test_model_synthetic)
+BOTH_DTYPES(test_model_qwen3)
 BOTH_DTYPES(test_graph_equals_eager)
 BOTH_DTYPES(test_mixed_equals_alone)
 
@@ -859,6 +877,8 @@ int main(void)
 	RUN(test_model_stories260k_fp16);
 	RUN(test_model_synthetic_bf16);
 	RUN(test_model_synthetic_fp16);
+	RUN(test_model_qwen3_bf16);
+	RUN(test_model_qwen3_fp16);
 	RUN(test_model_fi_bf16);
 	RUN(test_model_fi_fp16);
 	RUN(test_graph_equals_eager_bf16);

@@ -29,6 +29,7 @@ void rl_cuda_stage_layout(const struct rl_model_config *c, struct rl_cuda_wlayou
 	w->attn_norm = take(&p, d, 4);
 	w->ffn_norm = take(&p, d, 4);
 	w->bqkv = c->has_qkv_bias ? take(&p, qd + 2 * kvd, 4) : SIZE_MAX;
+	w->qknorm = c->has_qk_norm ? take(&p, 2 * (size_t)c->head_dim, 4) : SIZE_MAX;
 	w->layer_stride = p - l0;
 	w->bytes = l0 + w->layer_stride * c->n_layers;
 }
@@ -54,6 +55,8 @@ size_t rl_cuda_stage_dest(const struct rl_model_config *c, const struct rl_cuda_
 	case RL_W_GATE:      return L + w->wgu + 2 * i;
 	case RL_W_UP:        return L + w->wgu + 2 * ((size_t)c->hidden_dim * d + i);
 	case RL_W_DOWN:      return L + w->wdown + 2 * i;
+	case RL_W_QNORM:     return L + w->qknorm + 4 * i;
+	case RL_W_KNORM:     return L + w->qknorm + 4 * ((size_t)c->head_dim + i);
 	}
 	return SIZE_MAX;
 }

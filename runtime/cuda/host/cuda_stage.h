@@ -22,6 +22,7 @@
 struct rl_cuda_wlayout {
 	size_t emb, wcls, out_norm, inv_freq;
 	size_t wqkv, wo, wgu, wdown, attn_norm, ffn_norm, bqkv;
+	size_t qknorm;                 /* [2 hd] f32: q's, then k's per-head norm weights (Qwen3), or SIZE_MAX */
 	size_t layer_stride;
 	size_t bytes;                  /* the whole allocation */
 };
