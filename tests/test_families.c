@@ -10,7 +10,9 @@
  * and orders). Past the first one the sequences may part legitimately, so only the tokens
  * before it are compared; at least 8 must be.
  * The same weights written as a Hugging Face folder (model.safetensors, config.json) load to
- * the same model and the same tokens; families ringlm does not read are refused by name.
+ * the same model and the same tokens; families ringlm does not read are refused by name,
+ * mixture-of-experts files (Mixtral's, Qwen3-MoE's; fixtures with llama.cpp's tokens, for when
+ * ringlm runs them) as such.
  * Families: Qwen3 (per-head q/k norms, head_dim apart from dim / heads), Phi-3 (fused qkv and
  * gate_up, head_dim 16: the tiled attention kernel).
  * Tests: runtime/model (GGUF and safetensors loaders: qwen3, phi3), kernels (rl_ref),
@@ -336,6 +338,31 @@ static void unsupported_families_refused(void)
 	fclose(f);
 	int rc = rl_model_load(dir, NULL, &m, err, sizeof err);
 	CHECKF(rc == -ENOTSUP && strstr(err, "gemma3_text") && !strchr(err, '\n'), "rc %d: %s", rc, err);
+	/* a Mixtral config (model_type mistral with experts) */
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	f = fopen(path, "w");
+	REQUIRE(f);
+	fprintf(f, "{\"model_type\": \"mixtral\", \"hidden_size\": 64, \"intermediate_size\": 64,"
+		   " \"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"vocab_size\": 300, \"num_local_experts\": 8}\n");
+	fclose(f);
+	rc = rl_model_load(dir, NULL, &m, err, sizeof err);
+	CHECKF(rc == -ENOTSUP && strstr(err, "mixtral") && !strchr(err, '\n'), "rc %d: %s", rc, err);
+	f = fopen(path, "w");
+	REQUIRE(f);
+	fprintf(f, "{\"model_type\": \"mistral\", \"hidden_size\": 64, \"intermediate_size\": 64,"
+		   " \"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"vocab_size\": 300, \"num_local_experts\": 8}\n");
+	fclose(f);
+	rc = rl_model_load(dir, NULL, &m, err, sizeof err);
+	CHECKF(rc == -ENOTSUP && strstr(err, "mixture of experts (8 experts)") && !strchr(err, '\n'), "rc %d: %s", rc, err);
+	/* mixture-of-experts GGUFs (the MoE fixtures, with llama.cpp's tokens for when ringlm runs
+	 * them): Mixtral's (llama with a router and stacked experts) and Qwen3-MoE's */
+	static const char *const moe[] = { "mixtral_f32", "qwen3moe_f32" };
+	for (size_t i = 0; i < sizeof moe / sizeof *moe; i++) {
+		char g[256];
+		fixture(g, sizeof g, moe[i], "gguf");
+		rc = rl_model_load(g, NULL, &m, err, sizeof err);
+		CHECKF(rc == -ENOTSUP && strstr(err, "mixture of experts") && !strchr(err, '\n'), "%s: rc %d: %s", moe[i], rc, err);
+	}
 }
 
 int main(void)

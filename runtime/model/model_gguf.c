@@ -656,6 +656,17 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 	char arch[32] = "", key[96], typ[32] = "";
 	if ((rc = get_str(&g, "general.architecture", arch, sizeof arch)) < 0)
 		goto out;
+	/* mixture of experts (Mixtral is stored as llama with a router and stacked experts; qwen3moe): refused
+	 * as such, not as a file missing its dense feed-forward */
+	uint32_t n_exp = 0;
+	snprintf(key, sizeof key, "%s.expert_count", arch);
+	if ((rc = get_uint(&g, key, 0, 0, 1 << 16, 0, &n_exp)))
+		goto out;
+	if (n_exp || find_tensor(&g, "blk.0.ffn_gate_inp.weight")) {
+		GERR(&g, "mixture of experts (%s, %u experts) is not supported yet", arch, n_exp);
+		rc = -ENOTSUP;
+		goto out;
+	}
 	/* llama.cpp's converter permutes llama Q/K to adjacent pairs, not qwen2's or qwen3's */
 	const int qwen2 = !strcmp(arch, "qwen2"), qwen3 = !strcmp(arch, "qwen3"), phi3 = !strcmp(arch, "phi3");
 	if (strcmp(arch, "llama") && strcmp(arch, "mistral") && !qwen2 && !qwen3 && !phi3) {

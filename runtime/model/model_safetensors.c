@@ -296,6 +296,14 @@ static int parse_config(const json_t *j, struct rl_model_config *c, char *err, s
 		return -ENOTSUP;
 	}
 	c->fused_proj = mt && !strcmp(mt, "phi3");
+	const json_t *ne = json_object_get(j, "num_local_experts");
+	if (!ne)
+		ne = json_object_get(j, "num_experts");
+	if (json_integer_value(ne) > 0) {
+		rl_model_err(err, errlen, "config.json", "mixture of experts (%lld experts) is not supported yet",
+			     (long long)json_integer_value(ne));
+		return -ENOTSUP;
+	}
 	c->has_qkv_bias = (mt && !strcmp(mt, "qwen2")) || json_is_true(json_object_get(j, "attention_bias"));
 	c->has_qk_norm = mt && !strcmp(mt, "qwen3");
 	c->rope_halves = 1;
