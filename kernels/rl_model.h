@@ -38,6 +38,8 @@ struct rl_wmat {
 	uint32_t packed_rows;
 };
 
+#define RL_MAX_EXPERTS_USED 16       /* experts a token may take (Mixtral 2, Qwen3-MoE 8) */
+
 struct rl_model_config {
 	uint32_t dim;                  /* model width */
 	uint32_t hidden_dim;           /* SwiGLU inner width */
@@ -55,6 +57,9 @@ struct rl_model_config {
 	int      has_qkv_bias;         /* Qwen2-style biases on q/k/v */
 	int      has_qk_norm;          /* Qwen3-style RMSNorm of each q and k head before RoPE */
 	int      fused_proj;           /* the file fuses q/k/v into one matrix and gate/up into one (Phi-3) */
+	uint32_t n_experts;            /* mixture of experts: experts per layer (0: a dense feed-forward); */
+	uint32_t n_experts_used;       /* each row takes the top n_experts_used by router softmax, renormalised; */
+	                               /* hidden_dim is then each expert's width */
 	uint32_t bos_id, eos_id;       /* UINT32_MAX when none */
 	/* Per-pair frequency divisors (Llama 3's rope scaling: GGUF's rope_freqs.weight, or
 	 * computed from config.json's rope_scaling "llama3"); 0 pairs = none. */
@@ -83,10 +88,15 @@ struct rl_layer {
 	float *w_gate;                 /* [hidden_dim, dim]  (llama2.c w1) */
 	float *w_down;                 /* [dim, hidden_dim]  (llama2.c w2) */
 	float *w_up;                   /* [hidden_dim, dim]  (llama2.c w3) */
+	/* mixture of experts (n_experts > 0) instead of w_gate/w_down/w_up: */
+	float *router;                 /* [n_experts, dim] */
+	float *gate_exps, *up_exps;    /* [n_experts * hidden_dim, dim]: expert e's rows from e * hidden_dim */
+	float *down_exps;              /* [n_experts * dim, hidden_dim]: expert e's rows from e * dim */
 	/* The same matrices as stored: fp32 views of the arrays above after rl_model_alloc, the
 	 * file's own bytes after rl_model_load_stored (where the float pointers above are NULL
 	 * unless the file's type is F32). */
 	struct rl_wmat mq, mk, mv, mo, mgate, mdown, mup;
+	struct rl_wmat mrouter, mgate_exps, mup_exps, mdown_exps;
 };
 
 struct rl_model {

@@ -80,6 +80,56 @@ static void rope(double *v, uint32_t hd, uint32_t pos, const struct rl_model_con
 	}
 }
 
+/* xb2[dim] = down(silu(gate xb) * (up xb)): gate, up [hid, dim], down [dim, hid] */
+static void ffn(struct rl_ref_state *st, const float *gate, const float *up, const float *down, uint32_t dim,
+		uint32_t hid)
+{
+	matvec(st->hb, st->xb, gate, NULL, dim, hid);            /* hb[hid] */
+	matvec(st->hb2, st->xb, up, NULL, dim, hid);             /* hb2[hid] */
+	for (uint32_t i = 0; i < hid; i++) {
+		double g = st->hb[i];
+		st->hb[i] = g / (1.0 + exp(-g)) * st->hb2[i];
+	}
+	matvec(st->xb2, st->hb, down, NULL, hid, dim);           /* xb2[dim] */
+}
+
+/* Mixture of experts: router logits [n_experts] = router xb; the top n_experts_used by
+ * logit (ties: the lower index), weighted by their softmax renormalised over those chosen
+ * (Mixtral's softmax of the top logits, Qwen3-MoE's norm_topk_prob: the same numbers);
+ * x += sum_e w_e ffn_e(xb). */
+static void moe_ffn(const struct rl_model_config *c, const struct rl_layer *L, struct rl_ref_state *st, double *x)
+{
+	const uint32_t dim = c->dim, hid = c->hidden_dim, ne = c->n_experts, k = c->n_experts_used;
+	double logit[1024] = { 0 };
+	uint32_t pick[RL_MAX_EXPERTS_USED];
+	int taken[1024] = { 0 };
+	matvec(logit, st->xb, L->router, NULL, dim, ne);
+	double mx = -INFINITY, sum = 0, w[RL_MAX_EXPERTS_USED];
+	for (uint32_t j = 0; j < k; j++) {
+		uint32_t best = UINT32_MAX;
+		for (uint32_t e = 0; e < ne; e++)
+			if (!taken[e] && (best == UINT32_MAX || logit[e] > logit[best]))
+				best = e;
+		taken[best] = 1;
+		pick[j] = best;
+		mx = logit[best] > mx ? logit[best] : mx;
+	}
+	double next = -INFINITY;               /* the best expert left out */
+	for (uint32_t e = 0; e < ne; e++)
+		if (!taken[e] && logit[e] > next)
+			next = logit[e];
+	if (logit[pick[k - 1]] - next < st->route_margin)
+		st->route_margin = logit[pick[k - 1]] - next;
+	for (uint32_t j = 0; j < k; j++)
+		sum += w[j] = exp(logit[pick[j]] - mx);
+	for (uint32_t j = 0; j < k; j++) {
+		const size_t e = pick[j];
+		ffn(st, L->gate_exps + e * hid * dim, L->up_exps + e * hid * dim, L->down_exps + e * dim * hid, dim, hid);
+		for (uint32_t i = 0; i < dim; i++)
+			x[i] += w[j] / sum * st->xb2[i];
+	}
+}
+
 void rl_ref_forward(const struct rl_model *m, struct rl_ref_state *st, uint32_t token,
 		    uint32_t pos, float *logits)
 {
@@ -88,6 +138,7 @@ void rl_ref_forward(const struct rl_model *m, struct rl_ref_state *st, uint32_t 
 	uint32_t qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
 	uint32_t group = c->n_heads / c->n_kv_heads;
 	double *x = st->x;                                         /* [dim] */
+	st->route_margin = INFINITY;
 
 	for (uint32_t i = 0; i < dim; i++)
 		x[i] = m->tok_emb[(size_t)token * dim + i];
@@ -145,13 +196,11 @@ void rl_ref_forward(const struct rl_model *m, struct rl_ref_state *st, uint32_t 
 			x[i] += st->xb2[i];
 
 		rmsnorm(st->xb, x, L->ffn_norm, dim, c->norm_eps);
-		matvec(st->hb, st->xb, L->w_gate, NULL, dim, hid);       /* hb[hid] */
-		matvec(st->hb2, st->xb, L->w_up, NULL, dim, hid);        /* hb2[hid] */
-		for (uint32_t i = 0; i < hid; i++) {
-			double g = st->hb[i];
-			st->hb[i] = g / (1.0 + exp(-g)) * st->hb2[i];
+		if (c->n_experts) {
+			moe_ffn(c, L, st, x);
+			continue;
 		}
-		matvec(st->xb2, st->hb, L->w_down, NULL, hid, dim);      /* xb2[dim] */
+		ffn(st, L->w_gate, L->w_up, L->w_down, dim, hid);         /* xb2[dim] */
 		for (uint32_t i = 0; i < dim; i++)
 			x[i] += st->xb2[i];
 	}

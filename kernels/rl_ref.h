@@ -22,6 +22,11 @@ struct rl_ref_state {
 	double *logits;                /* [vocab_size] */
 	double *k_cache;               /* [n_layers, max_ctx, n_kv_heads * head_dim] */
 	double *v_cache;               /* [n_layers, max_ctx, n_kv_heads * head_dim] */
+	/* Mixture of experts: the last forward's smallest router margin over its layers (the
+	 * last chosen expert's logit less the best unchosen one's); a margin this small is a
+	 * near-tie another implementation's rounding may break the other way. INFINITY when
+	 * the model has no experts. */
+	double route_margin;
 };
 
 /* Allocates the state for positions [0, max_ctx). 0 or -ENOMEM. */

@@ -20,7 +20,8 @@ struct shape {
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: ringlm mkmodel --shape tiny|110m|1b|llama3-8b|qwen3-0.6b|phi3-mini|custom\n"
+		"usage: ringlm mkmodel --shape tiny|110m|1b|llama3-8b|qwen3-0.6b|phi3-mini|qwen3-30b-a3b|\n"
+		"         mixtral-8x7b|custom\n"
 		"         [--arch llama|qwen3|phi3]\n"
 		"         [--dim D --hidden H --layers L --heads N --kv-heads K --head-dim HD --vocab V --ctx C]\n"
 		"         [--theta T] --dtype TYPE\n"
@@ -177,7 +178,7 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		.n_kv_heads = s.kv, .head_dim = hd, .vocab_size = s.vocab,
 		.max_ctx = s.ctx, .rope_theta = s.theta, .rope_scale = 1.0f, .norm_eps = qwen3 ? 1e-6f : 1e-5f,
 		.tied_embeddings = s.tied, .bos_id = 1, .eos_id = 2, .has_qk_norm = qwen3, .fused_proj = phi3,
-		.rope_halves = qwen3 || phi3,
+		.rope_halves = qwen3 || phi3, .n_experts = sc.n_experts, .n_experts_used = sc.n_experts_used,
 	};
 	if (!s.heads || (!have[7] && !sc.head_dim && s.dim % s.heads)) {
 		fprintf(stderr, "ringlm mkmodel: dim %u is not a multiple of heads %u (or give --head-dim)\n", s.dim, s.heads);

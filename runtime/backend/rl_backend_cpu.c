@@ -63,6 +63,13 @@ struct cpu {
 	float *k, *v;                  /* [max_tokens, kvd] this step's keys/values before paging */
 	float *att;                    /* [max_tokens, qd] attention output */
 	float *hb, *hb2;               /* [max_tokens, hid] gate / up */
+	/* mixture of experts (moe_ffn) */
+	uint32_t ne, ne_used;          /* experts, used per row; 0 for a dense model */
+	float *rlog;                   /* [max_tokens, ne] router logits */
+	uint32_t *exp_n;               /* [ne] rows routed to each expert this layer */
+	uint32_t *exp_rows;            /* [ne, max_tokens] their row indices */
+	float *exp_w;                  /* [ne, max_tokens] and weights */
+	float *xg, *xd;                /* [max_tokens, dim] an expert's gathered inputs / outputs */
 	float *xs;                     /* [max_seqs, dim] final-normed last rows of sampling seqs */
 	float *logits;                 /* [max_seqs, vocab] LM head output of those rows */
 	float *inv_freq;               /* [hd/2] RoPE frequencies */
@@ -165,6 +172,89 @@ static void matmul_part(struct cpu *c, int t, float *Y, size_t ldy, const float 
 	if (lo < hi)
 		rl_cpu_qmatmul(Y, ldy, X, ldx, W, bias, rows, lo, hi, acc,
 			       (char *)c->qscratch + (size_t)t * c->qscratch_size);
+}
+
+/* Y[r, o - o0] for the outputs [o0 + lo, o0 + hi) of W: one expert's rows of a stacked matrix
+ * into a buffer of its own width (rl_cpu_qmatmul indexes Y by the output row). */
+static void expert_matmul(struct cpu *c, int t, float *Y, size_t ldy, const float *X, size_t ldx,
+			  const struct rl_wmat *W, uint32_t rows, uint32_t o0, uint32_t lo, uint32_t hi)
+{
+	if (lo < hi)
+		rl_cpu_qmatmul((float *)((uintptr_t)Y - (uintptr_t)o0 * sizeof(float)), ldy, X, ldx, W, NULL, rows,
+			       o0 + lo, o0 + hi, 0, (char *)c->qscratch + (size_t)t * c->qscratch_size);
+}
+
+/* Mixture of experts (rl_ref.c's moe_ffn): router logits for every row, then each row's top
+ * ne_used experts weighted by their renormalised softmax. Rows are grouped by expert, so each
+ * expert's weights stream once per step whatever the batch: a decode batch of B rows and a
+ * prefill chunk alike are, per expert, the rows routed to it gathered into xg [n_e, dim]; the
+ * expert's gate/up [n_e, hid] (workers split hid), silu-mul, down [n_e, dim] (workers split
+ * dim) into xd; then x[row] += w * xd (workers split the rows: an expert holds a row once). */
+static void moe_ffn(struct cpu *c, int t, const struct rl_layer *L, const float *xb, uint32_t T)
+{
+	const uint32_t dim = c->dim, hid = c->hid, ne = c->ne, k = c->ne_used;
+	const int nt = c->n_active;
+	uint32_t a0, a1;
+	split(ne, 1, t, nt, &a0, &a1);
+	expert_matmul(c, t, c->rlog, ne, xb, dim, &L->mrouter, T, 0, a0, a1);
+	barrier(c);
+	if (t == 0) {                  /* the routing: T * ne compares, small beside the matmuls */
+		memset(c->exp_n, 0, ne * sizeof *c->exp_n);
+		for (uint32_t r = 0; r < T; r++) {
+			const float *lg = c->rlog + (size_t)r * ne;
+			uint32_t pick[RL_MAX_EXPERTS_USED];
+			float w[RL_MAX_EXPERTS_USED], mx = -INFINITY, sum = 0;
+			for (uint32_t j = 0; j < k; j++) {
+				uint32_t best = UINT32_MAX;
+				for (uint32_t e = 0; e < ne; e++) {
+					int taken = 0;
+					for (uint32_t i = 0; i < j; i++)
+						taken |= pick[i] == e;
+					if (!taken && (best == UINT32_MAX || lg[e] > lg[best]))
+						best = e;
+				}
+				pick[j] = best;
+				mx = lg[best] > mx ? lg[best] : mx;
+			}
+			for (uint32_t j = 0; j < k; j++)
+				sum += w[j] = expf(lg[pick[j]] - mx);
+			for (uint32_t j = 0; j < k; j++) {
+				const uint32_t e = pick[j], n = c->exp_n[e]++;
+				c->exp_rows[(size_t)e * c->max_tokens + n] = r;
+				c->exp_w[(size_t)e * c->max_tokens + n] = w[j] / sum;
+			}
+		}
+	}
+	barrier(c);
+	for (uint32_t e = 0; e < ne; e++) {
+		const uint32_t n = c->exp_n[e];
+		if (!n)
+			continue;
+		const uint32_t *rows = c->exp_rows + (size_t)e * c->max_tokens;
+		const float *w = c->exp_w + (size_t)e * c->max_tokens;
+		uint32_t r0, r1;
+		split(n, 1, t, nt, &r0, &r1);
+		for (uint32_t i = r0; i < r1; i++)
+			memcpy(c->xg + (size_t)i * dim, xb + (size_t)rows[i] * dim, dim * sizeof(float));
+		barrier(c);
+		uint32_t h0, h1, d0, d1;
+		split(hid, 16, t, nt, &h0, &h1);
+		expert_matmul(c, t, c->hb, hid, c->xg, dim, &L->mgate_exps, n, e * hid, h0, h1);
+		expert_matmul(c, t, c->hb2, hid, c->xg, dim, &L->mup_exps, n, e * hid, h0, h1);
+		for (uint32_t r = 0; r < n && h0 < h1; r++)
+			rl_cpu_silu_mul(c->hb + (size_t)r * hid + h0, c->hb2 + (size_t)r * hid + h0, h1 - h0);
+		barrier(c);
+		split(dim, 16, t, nt, &d0, &d1);
+		expert_matmul(c, t, c->xd, dim, c->hb, hid, &L->mdown_exps, n, e * dim, d0, d1);
+		barrier(c);
+		for (uint32_t i = r0; i < r1; i++) {
+			float *x = c->x + (size_t)rows[i] * dim;
+			const float *y = c->xd + (size_t)i * dim;
+			for (uint32_t j = 0; j < dim; j++)
+				x[j] += w[i] * y[j];
+		}
+		barrier(c);
+	}
 }
 
 /* The attention view of sequence s's KV head kh in one layer's pools (kl, vl; each
@@ -364,6 +454,10 @@ static void forward(struct cpu *c, int t)
 		barrier(c);
 
 		xb = norm_rows(c, t, L->ffn_norm, T, NULL, c->xb);
+		if (c->ne) {
+			moe_ffn(c, t, L, xb, T);
+			continue;
+		}
 		/* gate and up over the same column range, so silu-mul needs no barrier */
 		uint32_t h0, h1;
 		uint32_t gg = rl_cpu_wmat_grain(&L->mgate), gu = rl_cpu_wmat_grain(&L->mup);
@@ -509,6 +603,7 @@ static void *amalloc(size_t n)
 static void free_all(struct cpu *c)
 {
 	free(c->kpool); free(c->vpool); free(c->x); free(c->xb); free(c->xb_own); free(c->q); free(c->k); free(c->v);
+	free(c->rlog); free(c->exp_n); free(c->exp_rows); free(c->exp_w); free(c->xg); free(c->xd);
 	free(c->att); free(c->hb); free(c->hb2); free(c->xs); free(c->logits); free(c->inv_freq); free(c->rope_cs);
 	free(c->attn_scratch); free(c->qscratch); free(c->samp_scratch); free(c->samp_seq); free(c->samp_row);
 	free(c->items); free(c->logit_row);
@@ -563,7 +658,8 @@ static int pack_model(struct rl_model *m)
 		rc = rl_cpu_wmat_pack(&m->mwcls);
 	for (uint32_t l = 0; l < m->cfg.n_layers && rc >= 0; l++) {
 		struct rl_layer *L = &m->layers[l];
-		struct rl_wmat *w[] = { &L->mq, &L->mk, &L->mv, &L->mo, &L->mgate, &L->mup, &L->mdown };
+		struct rl_wmat *w[] = { &L->mq, &L->mk, &L->mv, &L->mo, &L->mgate, &L->mup, &L->mdown,
+					&L->mrouter, &L->mgate_exps, &L->mup_exps, &L->mdown_exps };
 		for (size_t i = 0; i < sizeof w / sizeof *w && rc >= 0; i++)
 			rc = rl_cpu_wmat_pack(w[i]);
 	}
@@ -611,6 +707,21 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	c->att = amalloc(T * c->qd * sizeof(float));
 	c->hb = amalloc(T * c->hid * sizeof(float));
 	c->hb2 = amalloc(T * c->hid * sizeof(float));
+	c->ne = cfg->n_experts;
+	c->ne_used = cfg->n_experts_used;
+	if (c->ne) {
+		c->rlog = amalloc(T * c->ne * sizeof(float));
+		c->exp_n = malloc(c->ne * sizeof *c->exp_n);
+		c->exp_rows = malloc(c->ne * T * sizeof *c->exp_rows);
+		c->exp_w = malloc(c->ne * T * sizeof *c->exp_w);
+		c->xg = amalloc(T * c->dim * sizeof(float));
+		c->xd = amalloc(T * c->dim * sizeof(float));
+		if (!c->rlog || !c->exp_n || !c->exp_rows || !c->exp_w || !c->xg || !c->xd) {
+			snprintf(err, errlen, "cpu backend: cannot allocate the mixture-of-experts buffers");
+			free_all(c);
+			return -ENOMEM;
+		}
+	}
 	c->xs = amalloc(S * c->dim * sizeof(float));
 	c->logits = amalloc(S * c->vocab * sizeof(float));
 	c->inv_freq = malloc(c->hd / 2 * sizeof(float));

@@ -617,6 +617,11 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 		snprintf(err, errlen, "cuda backend: --kv-blocks, --block-size, --max-batch-tokens and max seqs must be positive");
 		return -EINVAL;
 	}
+	if (cfg.n_experts) {
+		snprintf(err, errlen, "--backend cuda: mixture-of-experts models (%u experts) are not in the cuda backend yet; use --backend cpu",
+			 cfg.n_experts);
+		return -ENOTSUP;
+	}
 	if (cfg.has_qk_norm && cfg.n_heads + cfg.n_kv_heads > RL_CUDA_QK_NORM_HEADS) {
 		snprintf(err, errlen, "--backend cuda: per-head q/k norms over %u heads (at most %u)", cfg.n_heads + cfg.n_kv_heads,
 			 RL_CUDA_QK_NORM_HEADS);

@@ -45,6 +45,12 @@ int rl_model_check_shape(const struct rl_model_config *c, char *err, size_t errl
 			 c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->vocab_size);
 		return -EINVAL;
 	}
+	if (c->n_experts > 1024 || (c->n_experts && (!c->n_experts_used || c->n_experts_used > c->n_experts ||
+						     c->n_experts_used > RL_MAX_EXPERTS_USED))) {
+		snprintf(err, errlen, "bad mixture of experts (%u experts, %u used per token; at most 1024 and %u)",
+			 c->n_experts, c->n_experts_used, RL_MAX_EXPERTS_USED);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -79,6 +85,7 @@ int rl_rope_llama3_freqs(struct rl_model_config *c, float factor, float low, flo
 static const uint8_t layer_fields[] = {
 	RL_W_ATTN_NORM, RL_W_WQ, RL_W_WK, RL_W_WV, RL_W_BQ, RL_W_BK, RL_W_BV, RL_W_QNORM, RL_W_KNORM,
 	RL_W_WO, RL_W_FFN_NORM, RL_W_GATE, RL_W_DOWN, RL_W_UP,
+	RL_W_ROUTER, RL_W_GATE_EXPS, RL_W_UP_EXPS, RL_W_DOWN_EXPS,
 };
 
 static int has_field(const struct rl_model_config *c, int f)
@@ -87,6 +94,10 @@ static int has_field(const struct rl_model_config *c, int f)
 		return c->has_qkv_bias;
 	if (f == RL_W_QNORM || f == RL_W_KNORM)
 		return c->has_qk_norm;
+	if (f == RL_W_GATE || f == RL_W_UP || f == RL_W_DOWN)
+		return !c->n_experts;
+	if (f == RL_W_ROUTER || f == RL_W_GATE_EXPS || f == RL_W_UP_EXPS || f == RL_W_DOWN_EXPS)
+		return c->n_experts != 0;
 	return f != RL_W_WCLS || !c->tied_embeddings;
 }
 
@@ -165,6 +176,10 @@ float **rl_model_field_slot(struct rl_model *m, int f, uint32_t l)
 	case RL_W_BV:        return &L->bv;
 	case RL_W_QNORM:     return &L->q_norm;
 	case RL_W_KNORM:     return &L->k_norm;
+	case RL_W_ROUTER:    return &L->router;
+	case RL_W_GATE_EXPS: return &L->gate_exps;
+	case RL_W_UP_EXPS:   return &L->up_exps;
+	case RL_W_DOWN_EXPS: return &L->down_exps;
 	case RL_W_WO:        return &L->wo;
 	case RL_W_FFN_NORM:  return &L->ffn_norm;
 	case RL_W_GATE:      return &L->w_gate;
@@ -187,6 +202,10 @@ struct rl_wmat *rl_model_field_wmat(struct rl_model *m, int f, uint32_t l)
 	case RL_W_GATE:    return &L->mgate;
 	case RL_W_DOWN:    return &L->mdown;
 	case RL_W_UP:      return &L->mup;
+	case RL_W_ROUTER:    return &L->mrouter;
+	case RL_W_GATE_EXPS: return &L->mgate_exps;
+	case RL_W_UP_EXPS:   return &L->mup_exps;
+	case RL_W_DOWN_EXPS: return &L->mdown_exps;
 	}
 	return NULL;
 }
@@ -290,6 +309,14 @@ void rl_model_fill_random(struct rl_model *m, uint64_t seed)
 		}
 		fill(L->wo, d * qd, sq, 0, &s);
 		fill(L->ffn_norm, d, 0.1f, 1.0f, &s);
+		if (c->n_experts) {
+			const size_t e = c->n_experts;
+			fill(L->router, e * d, sd, 0, &s);
+			fill(L->gate_exps, e * h * d, sd, 0, &s);
+			fill(L->down_exps, e * d * h, sh, 0, &s);
+			fill(L->up_exps, e * h * d, sd, 0, &s);
+			continue;
+		}
 		fill(L->w_gate, h * d, sd, 0, &s);
 		fill(L->w_down, d * h, sh, 0, &s);
 		fill(L->w_up, h * d, sd, 0, &s);

@@ -361,9 +361,10 @@ static const struct tinfo *find_tensor(const struct gguf *g, const char *name)
 
 /* Checks tensor `name` has shape {ne0, ne1} (ne1 = 1: a vector), a supported type and data
  * inside the file, and appends its read, as weight (field, layer), to p. */
-/* Appends the read of tensor `name` [ne1 rows of ne0] as weight (field, layer), or with fu of
- * its rows [row0, row0 + ne1) out of fu->total (a fused matrix). */
-static int plan_tensor(struct gguf *g, const char *name, uint64_t ne0, uint64_t ne1, int field,
+/* Appends the read of tensor `name` [ne2 x ne1 rows of ne0] (ne2 > 1: stacked experts) as
+ * weight (field, layer), or with fu of its rows [row0, row0 + ne1) out of fu->total (a fused
+ * matrix). */
+static int plan_tensor(struct gguf *g, const char *name, uint64_t ne0, uint64_t ne1, uint64_t ne2, int field,
 		       uint32_t layer, struct rl_model_plan *p, const struct rl_wfused *fu)
 {
 	const uint64_t total = fu ? fu->total : ne1, row0 = fu ? fu->row0 : 0;
@@ -372,15 +373,15 @@ static int plan_tensor(struct gguf *g, const char *name, uint64_t ne0, uint64_t 
 		GERR(g, "missing tensor %s", name);
 		return -EINVAL;
 	}
-	if (ti->ne[0] != ne0 || ti->ne[1] != total || ti->ne[2] != 1 || ti->ne[3] != 1) {
-		GERR(g, "tensor %s has shape [%llu, %llu, %llu, %llu], expected [%llu, %llu]", name,
+	if (ti->ne[0] != ne0 || ti->ne[1] != total || ti->ne[2] != ne2 || ti->ne[3] != 1) {
+		GERR(g, "tensor %s has shape [%llu, %llu, %llu, %llu], expected [%llu, %llu, %llu]", name,
 		     (unsigned long long)ti->ne[0], (unsigned long long)ti->ne[1],
 		     (unsigned long long)ti->ne[2], (unsigned long long)ti->ne[3],
-		     (unsigned long long)ne0, (unsigned long long)total);
+		     (unsigned long long)ne0, (unsigned long long)total, (unsigned long long)ne2);
 		return -EINVAL;
 	}
 	int dt = rl_dt_of_ggml(ti->type);      /* known: checked when the infos were read */
-	uint64_t nel = ne0 * ne1, nbytes, skip, off, end;
+	uint64_t nel = ne0 * ne1 * ne2, nbytes, skip, off, end;
 	if (ne0 % rl_dt_info(dt)->blk_elems || rl_dt_size(dt, nel, &nbytes) || rl_dt_size(dt, ne0 * row0, &skip) ||
 	    __builtin_add_overflow(ti->off, skip, &skip)) {
 		GERR(g, "tensor %s: rows of %llu weights are not whole %s blocks of %u", name,
@@ -635,6 +636,7 @@ int rl_gguf_read_vocab(const char *path, void **blob, uint32_t *size, char *err,
 struct gguf_walk {
 	struct gguf *g;
 	struct rl_model_plan *p;
+	uint32_t n_experts;
 };
 
 /* rl_wnames_walk's step: GGUF lists dimensions innermost first, [cols, rows] or [rows] */
@@ -642,7 +644,9 @@ static int gguf_plan_field(void *ctx, const char *name, int field, uint32_t laye
 			   const struct rl_wfused *fu)
 {
 	const struct gguf_walk *wk = ctx;
-	return plan_tensor(wk->g, name, cols ? cols : rows, cols ? rows : 1, field, layer, wk->p, fu);
+	const int exps = field == RL_W_GATE_EXPS || field == RL_W_UP_EXPS || field == RL_W_DOWN_EXPS;
+	const uint64_t ne2 = exps ? wk->n_experts : 1;          /* stacked: [experts, rows, cols] */
+	return plan_tensor(wk->g, name, cols ? cols : rows, (cols ? rows : 1) / ne2, ne2, field, layer, wk->p, fu);
 }
 
 int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_model_plan *p,
@@ -656,21 +660,30 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 	char arch[32] = "", key[96], typ[32] = "";
 	if ((rc = get_str(&g, "general.architecture", arch, sizeof arch)) < 0)
 		goto out;
-	/* mixture of experts (Mixtral is stored as llama with a router and stacked experts; qwen3moe): refused
-	 * as such, not as a file missing its dense feed-forward */
-	uint32_t n_exp = 0;
-	snprintf(key, sizeof key, "%s.expert_count", arch);
-	if ((rc = get_uint(&g, key, 0, 0, 1 << 16, 0, &n_exp)))
-		goto out;
-	if (n_exp || find_tensor(&g, "blk.0.ffn_gate_inp.weight")) {
-		GERR(&g, "mixture of experts (%s, %u experts) is not supported yet", arch, n_exp);
+	/* llama.cpp's converter permutes llama Q/K to adjacent pairs, not qwen2's or qwen3's */
+	const int qwen2 = !strcmp(arch, "qwen2"), qwen3moe = !strcmp(arch, "qwen3moe"),
+		  qwen3 = !strcmp(arch, "qwen3") || qwen3moe, phi3 = !strcmp(arch, "phi3");
+	if (strcmp(arch, "llama") && strcmp(arch, "mistral") && !qwen2 && !qwen3 && !phi3) {
+		GERR(&g, "architecture \"%s\" not supported (llama, mistral, qwen2, qwen3, qwen3moe, phi3 are)", arch);
 		rc = -ENOTSUP;
 		goto out;
 	}
-	/* llama.cpp's converter permutes llama Q/K to adjacent pairs, not qwen2's or qwen3's */
-	const int qwen2 = !strcmp(arch, "qwen2"), qwen3 = !strcmp(arch, "qwen3"), phi3 = !strcmp(arch, "phi3");
-	if (strcmp(arch, "llama") && strcmp(arch, "mistral") && !qwen2 && !qwen3 && !phi3) {
-		GERR(&g, "architecture \"%s\" not supported (llama, mistral, qwen2, qwen3, phi3 are)", arch);
+	/* mixture of experts: Mixtral is stored as llama with a router (ffn_gate_inp) and stacked
+	 * experts; qwen3moe names each expert's width apart from the (unused) dense one */
+	uint32_t n_exp = 0, n_used = 0, exp_ff = 0;
+	snprintf(key, sizeof key, "%s.expert_count", arch);
+	if ((rc = get_uint(&g, key, 0, 0, 1024, 0, &n_exp)))
+		goto out;
+	snprintf(key, sizeof key, "%s.expert_used_count", arch);
+	if ((rc = get_uint(&g, key, 0, 0, 1024, 0, &n_used)))
+		goto out;
+	snprintf(key, sizeof key, "%s.expert_feed_forward_length", arch);
+	if ((rc = get_uint(&g, key, 0, 0, 1 << 22, 0, &exp_ff)))
+		goto out;
+	if ((n_exp && (!n_used || n_used > n_exp || n_used > RL_MAX_EXPERTS_USED)) || (!n_exp && qwen3moe) ||
+	    (!n_exp && find_tensor(&g, "blk.0.ffn_gate_inp.weight"))) {
+		GERR(&g, "mixture of experts with %u experts, %u used per token: not supported (1..%u used of at least as many)",
+		     n_exp, n_used, RL_MAX_EXPERTS_USED);
 		rc = -ENOTSUP;
 		goto out;
 	}
@@ -681,12 +694,14 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 	}
 	/* phi3's q/k/v and gate/up are fused, as llama.cpp's converter writes them */
 	struct rl_model_config c = { .rope_halves = qwen2 || qwen3 || phi3, .has_qkv_bias = qwen2, .has_qk_norm = qwen3,
-				     .fused_proj = phi3 };
+				     .fused_proj = phi3, .n_experts = n_exp, .n_experts_used = n_used };
 	uint32_t u;
 #define U(field, name, req, lo, hi, dflt) do { snprintf(key, sizeof key, "%s." name, arch); \
 	if ((rc = get_uint(&g, key, req, lo, hi, dflt, &u))) { goto out; } c.field = u; } while (0)
 	U(dim, "embedding_length", 1, 1, 1 << 20, 0);
-	U(hidden_dim, "feed_forward_length", 1, 1, 1 << 22, 0);
+	U(hidden_dim, "feed_forward_length", !exp_ff, 1, 1 << 22, 0);
+	if (exp_ff)
+		c.hidden_dim = exp_ff;
 	U(n_layers, "block_count", 1, 1, 4096, 0);
 	U(n_heads, "attention.head_count", 1, 1, 4096, 0);
 	U(n_kv_heads, "attention.head_count_kv", 0, 1, 4096, c.n_heads);
@@ -779,7 +794,7 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 	if (!get_str(&g, "general.name", p->name, sizeof p->name))
 		snprintf(p->name, sizeof p->name, "%s", g.f.name);
 	/* every field the shape has, named and shaped by the one table (rl_wnames_walk) */
-	struct gguf_walk wk = { &g, p };
+	struct gguf_walk wk = { &g, p, c.n_experts };
 	if ((rc = rl_wnames_walk(&c, 0, gguf_plan_field, &wk)))
 		goto out;
 	if ((rc = rl_model_plan_check(p, err, errlen)))

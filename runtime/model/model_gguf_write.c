@@ -22,6 +22,7 @@ struct wt {                       /* one tensor to write */
 	const float *src;
 	const float *src2;            /* rows from split on (a fused gate_up's up half), or NULL */
 	uint64_t split;
+	uint32_t experts;             /* > 1: ne1 rows are that many experts' stacked (a 3-D tensor) */
 	int type;                     /* enum rl_dt */
 	int permute;                  /* rows HF halves -> adjacent pairs, head size permute */
 	uint64_t off;
@@ -227,6 +228,8 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 		x->type = vec ? RL_DT_F32 : cols % rl_dt_info(dtype)->blk_elems ? RL_DT_F16 : (int)dtype;
 		x->permute = c->rope_halves && !c->has_qk_norm && !c->fused_proj &&   /* qwen3, phi3 keep HF's order */
 			     (f == RL_W_WQ || f == RL_W_WK || f == RL_W_BQ || f == RL_W_BK);
+		if (f == RL_W_GATE_EXPS || f == RL_W_UP_EXPS || f == RL_W_DOWN_EXPS)
+			x->experts = c->n_experts;
 		if (fused) {                   /* q then k, v (contiguous in the canonical layout); gate then up */
 			snprintf(x->name, sizeof x->name, "%s", fname);
 			x->ne1 = fu.total;
@@ -265,14 +268,17 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 	}
 	setvbuf(w.f, NULL, _IOFBF, 4 << 20);
 	const char *chat = rl_chat_template_text(rl_chat_from_name(m->chat_template));
-	uint32_t n_kv = 15 + (c->rope_scale != 1.0f ? 2 : 0) + (nv ? 6 : 0) + (nv && chat[0] ? 1 : 0);
+	const int moe_qwen = c->n_experts && c->has_qk_norm;
+	uint32_t n_kv = 15 + (c->rope_scale != 1.0f ? 2 : 0) + (nv ? 6 : 0) + (nv && chat[0] ? 1 : 0) +
+			(c->n_experts ? 2 + moe_qwen : 0);
 	put(&w, "GGUF", 4);
 	put32(&w, 3);
 	put64(&w, k);
 	put64(&w, n_kv);
-	/* "llama" (Q/K permuted to adjacent pairs for HF-ordered models), "qwen3" for a model with
-	 * q/k norms, "phi3" for one with fused projections: both read with HF's (NEOX) rotation */
-	const char *arch = c->has_qk_norm ? "qwen3" : c->fused_proj ? "phi3" : "llama";
+	/* "llama" (Q/K permuted to adjacent pairs for HF-ordered models; with experts, Mixtral's),
+	 * "qwen3" for a model with q/k norms ("qwen3moe" with experts), "phi3" for one with fused
+	 * projections: those read with HF's (NEOX) rotation */
+	const char *arch = moe_qwen ? "qwen3moe" : c->has_qk_norm ? "qwen3" : c->fused_proj ? "phi3" : "llama";
 	char ak[64];
 #define AK(k) (snprintf(ak, sizeof ak, "%s." k, arch), ak)
 	kv_str(&w, "general.architecture", arch);
@@ -290,6 +296,12 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 	kv_u32(&w, AK("embedding_length"), c->dim);
 	kv_u32(&w, AK("feed_forward_length"), c->hidden_dim);
 	kv_u32(&w, AK("block_count"), c->n_layers);
+	if (c->n_experts) {            /* Mixtral's llama, or qwen3moe (each expert's width apart) */
+		kv_u32(&w, AK("expert_count"), c->n_experts);
+		kv_u32(&w, AK("expert_used_count"), c->n_experts_used);
+		if (moe_qwen)
+			kv_u32(&w, AK("expert_feed_forward_length"), c->hidden_dim);
+	}
 	kv_u32(&w, AK("attention.head_count"), c->n_heads);
 	kv_u32(&w, AK("attention.head_count_kv"), c->n_kv_heads);
 	kv_u32(&w, AK("attention.key_length"), c->head_dim);
@@ -326,6 +338,11 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 		} else if (t[i].ne1 == 1) {   /* norm: 1-D */
 			put32(&w, 1);
 			put64(&w, t[i].ne0);
+		} else if (t[i].experts > 1) {   /* stacked experts: [cols, rows of one, experts] */
+			put32(&w, 3);
+			put64(&w, t[i].ne0);
+			put64(&w, t[i].ne1 / t[i].experts);
+			put64(&w, t[i].experts);
 		} else {
 			put32(&w, 2);
 			put64(&w, t[i].ne0);

@@ -39,7 +39,9 @@ int  rl_model_vocab_check(const void *blob, size_t size, uint32_t n_vocab, const
 /* Shapes in config units. A matrix is [rows = outputs][cols = inputs] (y = W x); a vector
  * (norm, bias) has cols RL_WD_NONE. GGUF lists dimensions innermost first: [cols, rows],
  * or [rows] for a vector. */
-enum rl_wdim { RL_WD_NONE, RL_WD_DIM, RL_WD_HIDDEN, RL_WD_QD, RL_WD_KVD, RL_WD_VOCAB, RL_WD_HD };
+/* RL_WD_EXP: experts; RL_WD_EXP_HIDDEN, RL_WD_EXP_DIM: experts x hidden, experts x dim (stacked) */
+enum rl_wdim { RL_WD_NONE, RL_WD_DIM, RL_WD_HIDDEN, RL_WD_QD, RL_WD_KVD, RL_WD_VOCAB, RL_WD_HD, RL_WD_EXP,
+	       RL_WD_EXP_HIDDEN, RL_WD_EXP_DIM };
 struct rl_wname {
 	uint8_t rows, cols;            /* enum rl_wdim */
 	uint8_t per_layer;             /* 1: "blk.L." / "model.layers.L." precedes the name */

@@ -24,6 +24,12 @@ const struct rl_wname rl_wnames[RL_W_NFIELDS] = {
 	[RL_W_WCLS]      = { RL_WD_VOCAB,  RL_WD_DIM,    0, "output.weight",      "lm_head.weight" },
 	[RL_W_QNORM]     = { RL_WD_HD,     RL_WD_NONE,   1, "attn_q_norm.weight", "self_attn.q_norm.weight" },
 	[RL_W_KNORM]     = { RL_WD_HD,     RL_WD_NONE,   1, "attn_k_norm.weight", "self_attn.k_norm.weight" },
+	/* mixture of experts: GGUF stacks the experts in one [experts, rows, cols] tensor; Hugging
+	 * Face checkpoints keep each expert apart (not read yet) */
+	[RL_W_ROUTER]    = { RL_WD_EXP,        RL_WD_DIM,    1, "ffn_gate_inp.weight",  "mlp.gate.weight" },
+	[RL_W_GATE_EXPS] = { RL_WD_EXP_HIDDEN, RL_WD_DIM,    1, "ffn_gate_exps.weight", "" },
+	[RL_W_UP_EXPS]   = { RL_WD_EXP_HIDDEN, RL_WD_DIM,    1, "ffn_up_exps.weight",   "" },
+	[RL_W_DOWN_EXPS] = { RL_WD_EXP_DIM,    RL_WD_HIDDEN, 1, "ffn_down_exps.weight", "" },
 };
 
 uint64_t rl_wdim(const struct rl_model_config *c, int dim)
@@ -35,6 +41,9 @@ uint64_t rl_wdim(const struct rl_model_config *c, int dim)
 	case RL_WD_KVD:    return (uint64_t)c->n_kv_heads * c->head_dim;
 	case RL_WD_VOCAB:  return c->vocab_size;
 	case RL_WD_HD:     return c->head_dim;
+	case RL_WD_EXP:    return c->n_experts;
+	case RL_WD_EXP_HIDDEN: return (uint64_t)c->n_experts * c->hidden_dim;
+	case RL_WD_EXP_DIM: return (uint64_t)c->n_experts * c->dim;
 	}
 	return 1;                      /* RL_WD_NONE: a vector's missing dimension */
 }

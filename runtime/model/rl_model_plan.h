@@ -27,7 +27,7 @@
 enum rl_wfield {
 	RL_W_TOK_EMB, RL_W_ATTN_NORM, RL_W_WQ, RL_W_WK, RL_W_WV, RL_W_BQ, RL_W_BK, RL_W_BV,
 	RL_W_WO, RL_W_FFN_NORM, RL_W_GATE, RL_W_DOWN, RL_W_UP, RL_W_OUT_NORM, RL_W_WCLS,
-	RL_W_QNORM, RL_W_KNORM,
+	RL_W_QNORM, RL_W_KNORM, RL_W_ROUTER, RL_W_GATE_EXPS, RL_W_UP_EXPS, RL_W_DOWN_EXPS,
 	RL_W_NFIELDS
 };
 
@@ -39,7 +39,7 @@ struct rl_wseg {
 };
 
 /* Most segments a model of n_layers layers has. */
-#define RL_MODEL_MAX_SEGS(n_layers) (3 + 14 * (size_t)(n_layers))
+#define RL_MODEL_MAX_SEGS(n_layers) (3 + 18 * (size_t)(n_layers))
 /* Writes the segments of c's layout in order (contiguous, from 0 to rl_model_weight_elems)
  * into segs (RL_MODEL_MAX_SEGS entries, or NULL to count) and returns how many. The shape
  * must have passed rl_model_alloc's checks (rl_model_check_shape). */
