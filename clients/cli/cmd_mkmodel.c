@@ -24,6 +24,7 @@ static void usage(void)
 		"         mixtral-8x7b|custom\n"
 		"         [--arch llama|qwen3|phi3]\n"
 		"         [--dim D --hidden H --layers L --heads N --kv-heads K --head-dim HD --vocab V --ctx C]\n"
+		"         [--experts E --experts-used U] (a mixture of experts: H is then an expert's width)\n"
 		"         [--theta T] --dtype TYPE\n"
 		"         [--seed S] [--rope-scaling llama3] [--chat-template llama3|chatml|mistral|phi3]\n"
 		"         --out FILE.gguf [--tokenizer tokenizer.bin]\n"
@@ -69,10 +70,10 @@ int rl_cmd_mkmodel(int argc, char **argv)
 	const char *chat = NULL;
 	uint64_t seed = 1;
 	struct shape s = { "custom", 0, 0, 0, 0, 0, 0, 2048, 10000.0f, 0 };
-	uint32_t custom[8] = {0};
-	int have[8] = {0}, qwen3 = -1, phi3 = -1;
-	static const char *copts[8] = { "--dim", "--hidden", "--layers", "--heads", "--kv-heads", "--vocab", "--ctx",
-					"--head-dim" };
+	uint32_t custom[10] = {0};
+	int have[10] = {0}, qwen3 = -1, phi3 = -1;
+	static const char *copts[10] = { "--dim", "--hidden", "--layers", "--heads", "--kv-heads", "--vocab", "--ctx",
+					 "--head-dim", "--experts", "--experts-used" };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -85,9 +86,9 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		}
 		const char *v = argv[++i];
 		int k;
-		for (k = 0; k < 8 && strcmp(a, copts[k]); k++)
+		for (k = 0; k < 10 && strcmp(a, copts[k]); k++)
 			;
-		if (k < 8) {
+		if (k < 10) {
 			if (parse_u32(a, v, &custom[k]))
 				return 2;
 			have[k] = 1;
@@ -178,7 +179,8 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		.n_kv_heads = s.kv, .head_dim = hd, .vocab_size = s.vocab,
 		.max_ctx = s.ctx, .rope_theta = s.theta, .rope_scale = 1.0f, .norm_eps = qwen3 ? 1e-6f : 1e-5f,
 		.tied_embeddings = s.tied, .bos_id = 1, .eos_id = 2, .has_qk_norm = qwen3, .fused_proj = phi3,
-		.rope_halves = qwen3 || phi3, .n_experts = sc.n_experts, .n_experts_used = sc.n_experts_used,
+		.rope_halves = qwen3 || phi3, .n_experts = have[8] ? custom[8] : sc.n_experts,
+		.n_experts_used = have[9] ? custom[9] : sc.n_experts_used,
 	};
 	if (!s.heads || (!have[7] && !sc.head_dim && s.dim % s.heads)) {
 		fprintf(stderr, "ringlm mkmodel: dim %u is not a multiple of heads %u (or give --head-dim)\n", s.dim, s.heads);

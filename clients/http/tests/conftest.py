@@ -84,18 +84,19 @@ def mistral():
     s.stop()
 
 
-@pytest.fixture(scope="session", params=[("qwen3", "chatml"), ("phi3", "phi3")])
+@pytest.fixture(scope="session", params=[("qwen3", "chatml", []), ("phi3", "phi3", []),
+                                        ("qwen3", "chatml", ["--experts", "4", "--experts-used", "2"])])
 def family(request):
-    """a tiny random model of another family (ringlm mkmodel --arch), with that family's chat
-    template, served by ringlmd behind ringlm-http"""
-    arch, chat = request.param
+    """a tiny random model of another family (ringlm mkmodel --arch; the last a Qwen3-MoE), with
+    that family's chat template, served by ringlmd behind ringlm-http"""
+    arch, chat, extra = request.param
     t = os.path.join(MODELS, "tok512.bin")
     if not os.path.exists(t):
         pytest.skip("../shared/models/tok512.bin not found")
     d = tempfile.mkdtemp(prefix="rl-http-f-")
-    m = os.path.join(d, "tiny-%s.gguf" % arch)
+    m = os.path.join(d, "tiny-%s%s.gguf" % (arch, "-moe" if extra else ""))
     subprocess.run([os.path.join(BUILD, "ringlm"), "mkmodel", "--shape", "tiny", "--arch", arch, "--seed", "5",
-                    "--dtype", "q8_0", "--tokenizer", t, "--chat-template", chat, "--out", m], check=True,
+                    "--dtype", "q8_0", "--tokenizer", t, "--chat-template", chat, "--out", m] + extra, check=True,
                    stdout=subprocess.DEVNULL)
     s = Server(m)
     s.model_path, s.chat = m, chat
