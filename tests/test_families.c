@@ -1,6 +1,7 @@
 /* test_families.c — model families beyond Llama against llama.cpp on the same files: small
- * random-weight GGUFs written by PyPI's gguf (tests/fixtures/families/gen_families.py, not by
- * ringlm's writer), with llama.cpp's greedy tokens after a 48-token prompt as the oracle. For
+ * random-weight GGUFs (`ringlm mkmodel`, the command in each tests/fixtures/families/NAME.expected)
+ * with llama.cpp's greedy tokens after a 48-token prompt as the oracle (gen_families.py there;
+ * llama.cpp reads the file with its own loader, so a writer or loader error shows). For
  * each file, the plain reference forward (kernels/rl_ref.c, float64) and ringlm as a user runs
  * it (libringlm, the cpu backend) must give llama.cpp's tokens up to the first near-tie.
  *
@@ -36,6 +37,7 @@
 #define MAXT 64
 
 struct expected {
+	char mkmodel[512];             /* the `ringlm mkmodel` arguments of the model */
 	uint32_t prompt[MAXT], tokens[MAXT];
 	float gaps[MAXT];
 	uint32_t np, nt, ng;
@@ -77,6 +79,8 @@ static int load_expected(const char *path, struct expected *e)
 			e->nt = n;
 		else if ((n = read_list(line, "gaps", e->gaps, 1)))
 			e->ng = n;
+		else if (!strncmp(line, "mkmodel ", 8))
+			snprintf(e->mkmodel, sizeof e->mkmodel, "%.*s", (int)strcspn(line + 8, "\n"), line + 8);
 	}
 	fclose(f);
 	return e->np && e->nt && e->ng == e->nt ? 0 : -1;
@@ -190,22 +194,32 @@ static void family_case(const char *name, const char *gguf, const char *exp, flo
 	       name, k, e.nt, tie);
 }
 
-static void fixture(char *buf, size_t n, const char *name, const char *ext)
+/* e[]: name's expectations (FIXTURES/families/NAME.expected); g[]: its model, made by the
+ * `ringlm mkmodel` command the expectations name, in the scratch folder (no model file is
+ * committed: the oracle was run on the file this command writes). 0, or -1. */
+static int fixture(const char *name, char *g, size_t gn, char *e, size_t en)
 {
-	snprintf(buf, n, "%s/families/%s.%s", FIXTURES, name, ext);
+	struct expected x;
+	snprintf(e, en, "%s/families/%s.expected", FIXTURES, name);
+	snprintf(g, gn, "%s", rl_t_tmp(name));
+	if (load_expected(e, &x) || !x.mkmodel[0])
+		return -1;
+	char cmd[1200];
+	snprintf(cmd, sizeof cmd, "build/ringlm mkmodel %s --out '%s.gguf' >/dev/null", x.mkmodel, g);
+	strncat(g, ".gguf", gn - strlen(g) - 1);
+	return system(cmd) == 0 ? 0 : -1;
 }
 
 static void families_match_llama_cpp(void)
 {
 	/* near-ties: of llama.cpp's final logits, and of the reference's routing */
 	static const struct { const char *name; float tie; double route_tie; } cases[] = {
-		{ "qwen3_f32", 0.01f, 0 }, { "qwen3_q8_0", 0.1f, 0 }, { "phi3_f32", 0.01f, 0 }, { "phi3_q8_0", 0.1f, 0 },
+		{ "qwen3_f32", 0.01f, 0 }, { "qwen3_q8_0", 0.1f, 0 }, { "phi3_f32", 0.01f, 0 }, { "phi3_f16", 0.02f, 0 },
 		{ "mixtral_f32", 0.01f, 0.01 }, { "qwen3moe_f32", 0.01f, 0.01 }, { "mixtral_q8_0", 0.1f, 0.05 },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		char g[256], e[256];
-		fixture(g, sizeof g, cases[i].name, "gguf");
-		fixture(e, sizeof e, cases[i].name, "expected");
+		REQUIRE(fixture(cases[i].name, g, sizeof g, e, sizeof e) == 0);
 		family_case(cases[i].name, g, e, cases[i].tie, cases[i].route_tie);
 	}
 }
@@ -301,8 +315,7 @@ static void hf_folders_load_the_same(void)
 	static const char *const names[] = { "qwen3_f32", "phi3_f32" };
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
 		char g[256], e[256], err[512], label[64];
-		fixture(g, sizeof g, names[i], "gguf");
-		fixture(e, sizeof e, names[i], "expected");
+		REQUIRE(fixture(names[i], g, sizeof g, e, sizeof e) == 0);
 		struct rl_model *a, *b;
 		REQUIRE(rl_model_load(g, NULL, &a, err, sizeof err) == 0);
 		const char *dir = rl_t_tmp(names[i]);
