@@ -126,6 +126,13 @@ RL_INLINE void transpose_keys8(float *kt, const float *kb, uint32_t nb, uint32_t
 	}
 }
 
+/* The first of n_keys positions (those before the query's own, and it) that the query sees:
+ * 0, or the start of its sliding window */
+RL_INLINE uint32_t kv_first_key(const struct rl_cpu_kv_view *kv, uint32_t n_keys)
+{
+	return kv->window && n_keys > kv->window ? n_keys - kv->window : 0;
+}
+
 /* The per-row kernel: query head g of row i at q + i*ldq + g*hd attends to positions
  * [0, pos0 + i], key by key, with an online softmax (s: [block_size] scores, then their
  * weights, exponentiated a block at a time by EXPB: the vector exp of the tiled kernels, or
@@ -143,16 +150,17 @@ TARGET static void NAME(float *out, size_t ldo, const float *q, size_t ldq, uint
 		uint32_t i = r / n_qh, g = r % n_qh;                                         \
 		const float *qi = q + i * ldq + g * hd;        /* [hd] */                    \
 		float *o = out + i * ldo + g * hd;             /* [hd] */                    \
-		uint32_t n_keys = pos0 + i + 1;                                              \
+		uint32_t n_keys = pos0 + i + 1, lo = kv_first_key(kv, n_keys);               \
 		float mx = -INFINITY, l = 0;                                                 \
 		memset(o, 0, hd * sizeof(float));                                            \
-		for (uint32_t p0 = 0; p0 < n_keys; p0 += bs) {                               \
+		for (uint32_t p0 = lo / bs * bs; p0 < n_keys; p0 += bs) {                    \
 			uint32_t n = n_keys - p0 < bs ? n_keys - p0 : bs;                    \
+			uint32_t j0 = lo > p0 ? lo - p0 : 0;     /* the window's first */   \
 			const float *kb, *vb;                            /* [n, hd] */       \
 			kv_prefetch_ahead(kv, p0 / bs, n_keys, hd);                          \
 			kv_block(kv, p0 / bs, n, hd, &kb, &vb);                              \
 			float bm = mx;                                                       \
-			for (uint32_t j = 0; j < n; j++) {                                   \
+			for (uint32_t j = j0; j < n; j++) {                                  \
 				s[j] = DOT(qi, kb + (size_t)j * hd, hd) * scale;             \
 				bm = s[j] > bm ? s[j] : bm;                                  \
 			}                                                                    \
@@ -162,8 +170,8 @@ TARGET static void NAME(float *out, size_t ldo, const float *q, size_t ldq, uint
 				l *= corr;                                                   \
 				mx = bm;                                                     \
 			}                                                                    \
-			EXPB(s, n, mx);                /* s[j] = exp(s[j] - mx), j < n */     \
-			for (uint32_t j = 0; j < n; j++) {                                   \
+			EXPB(s + j0, n - j0, mx);      /* s[j] = exp(s[j] - mx), j0 <= j < n */ \
+			for (uint32_t j = j0; j < n; j++) {                                  \
 				l += s[j];                                                   \
 				AXPY(o, s[j], vb + (size_t)j * hd, hd);                      \
 			}                                                                    \
@@ -317,7 +325,8 @@ static size_t wide_at(uint32_t rows, uint32_t hd, uint32_t block_size)
 
 void rl_cpu_attention_prefetch(const struct rl_cpu_kv_view *kv, uint32_t n_keys, uint32_t hd, uint32_t max_blocks)
 {
-	kv_prefetch_blocks(kv, 0, max_blocks && max_blocks < KV_AHEAD ? max_blocks : KV_AHEAD, n_keys, hd);
+	const uint32_t b0 = kv_first_key(kv, n_keys) / kv->block_size;
+	kv_prefetch_blocks(kv, b0, b0 + (max_blocks && max_blocks < KV_AHEAD ? max_blocks : KV_AHEAD), n_keys, hd);
 }
 
 size_t rl_cpu_attention_scratch(uint32_t rows, uint32_t hd, uint32_t block_size)

@@ -61,16 +61,17 @@ DEFINE_ROW_ATTN(W_(attn_keys), TGT, W_(dot), W_(scale), W_(axpy), W_(expb))
 /* VW fp32 lanes at element e of a block: from the fp32 pool, or halves widened */
 #define LDW(f, h, e) (F16 ? V(load_h)((h) + (e)) : V(load)((f) + (e)))
 
-/* One row's online softmax over the first n keys of one block's tile (kb/hkb, vb/hvb: [bs, hd],
- * the pool's type): the query qv, the running output ov, max *pmx and sum *pl in and out. The
- * one body of the row kernel and of the heads kernel, so the two agree bit for bit. */
+/* One row's online softmax over keys [jlo, n) of one block's tile (kb/hkb, vb/hvb: [bs, hd],
+ * the pool's type; jlo > 0 where a sliding window starts inside the block): the query qv, the
+ * running output ov, max *pmx and sum *pl in and out. The one body of the row kernel and of
+ * the heads kernel, so the two agree bit for bit. */
 TGT RL_INLINE void W_(attn_tile)(const VT *qv, VT *ov, float *pmx, float *pl, const float *kb, const uint16_t *hkb,
-				 const float *vb, const uint16_t *hvb, uint32_t n, float scale, const int NV,
+				 const float *vb, const uint16_t *hvb, uint32_t jlo, uint32_t n, float scale, const int NV,
 				 const int F16, float *s)
 {
 	const uint32_t hd = VW * (uint32_t)NV;
 	float mx = *pmx, l = *pl;
-	for (uint32_t j0 = 0; j0 < n; j0 += VW) {
+	for (uint32_t j0 = jlo / VW * VW; j0 < n; j0 += VW) {
 		const uint32_t m = n - j0 < VW ? n - j0 : VW;
 		const size_t e0 = (size_t)j0 * hd;
 		VT u[VW / 4];
@@ -88,7 +89,10 @@ TGT RL_INLINE void W_(attn_tile)(const VT *qv, VT *ov, float *pmx, float *pl, co
 			}
 			u[g] = V(tree4)(t);
 		}
-		const VT sv = V(mul)(V(join)(u), V(set1)(scale));   /* lane j: key j */
+		const uint32_t below = jlo > j0 ? jlo - j0 : 0;     /* lanes before the window */
+		VT sv = V(mul)(V(join)(u), V(set1)(scale));         /* lane j: key j */
+		if (below)
+			sv = V(fill_lo)(sv, below, -INFINITY);
 		const float bm = V(max)(V(fill_n)(sv, m, -INFINITY));
 		if (bm > mx) {
 			const float corr = expf(mx - bm);
@@ -98,7 +102,9 @@ TGT RL_INLINE void W_(attn_tile)(const VT *qv, VT *ov, float *pmx, float *pl, co
 			l *= corr;
 			mx = bm;
 		}
-		const VT pv = V(keep_n)(V(exp)(V(sub)(sv, V(set1)(mx))), m);
+		VT pv = V(keep_n)(V(exp)(V(sub)(sv, V(set1)(mx))), m);
+		if (below)
+			pv = V(fill_lo)(pv, below, 0.0f);
 		l += V(sum)(pv);
 		V(store)(s, pv);
 		for (uint32_t j = 0; j < m; j++) {
@@ -123,12 +129,14 @@ TGT RL_INLINE void W_(attn_row)(float *o, const float *qi, uint32_t n_keys, floa
 		ov[v] = V(zero)();
 	}
 	float mx = -INFINITY, l = 0;
-	for (uint32_t p0 = 0; p0 < n_keys; p0 += bs) {
+	const uint32_t lo = kv_first_key(kv, n_keys);
+	for (uint32_t p0 = lo / bs * bs; p0 < n_keys; p0 += bs) {
 		kv_prefetch_ahead(kv, p0 / bs, n_keys, hd);
 		const size_t blk = (size_t)kv->block_table[p0 / bs] * kv->block_stride;
 		const float *kb = F16 ? NULL : kv->k + blk, *vb = F16 ? NULL : kv->v + blk;  /* [bs, hd] */
 		const uint16_t *hkb = F16 ? kv->hk + blk : NULL, *hvb = F16 ? kv->hv + blk : NULL;
-		W_(attn_tile)(qv, ov, &mx, &l, kb, hkb, vb, hvb, n_keys - p0 < bs ? n_keys - p0 : bs, scale, NV, F16, s);
+		W_(attn_tile)(qv, ov, &mx, &l, kb, hkb, vb, hvb, lo > p0 ? lo - p0 : 0, n_keys - p0 < bs ? n_keys - p0 : bs,
+			      scale, NV, F16, s);
 	}
 	const VT inv = V(set1)(1.0f / l);
 #pragma GCC unroll 8
@@ -159,7 +167,8 @@ TGT RL_INLINE void W_(attn_heads)(float *out, const float *q, uint32_t n_kv, uin
 		sr[hd] = -INFINITY;
 		sr[hd + 1] = 0;
 	}
-	for (uint32_t p0 = 0; p0 < n_keys; p0 += bs) {
+	const uint32_t lo = kv_first_key(kv, n_keys);
+	for (uint32_t p0 = lo / bs * bs; p0 < n_keys; p0 += bs) {
 		const uint32_t bi = p0 / bs, n = n_keys - p0 < bs ? n_keys - p0 : bs;
 		const size_t blk = (size_t)kv->block_table[bi] * kv->block_stride;
 		const int jump = kv_next_jumps(kv, bi, n_keys, n_kv, tile);
@@ -178,7 +187,8 @@ TGT RL_INLINE void W_(attn_heads)(float *out, const float *q, uint32_t n_kv, uin
 					qv[v] = V(load)(q + (size_t)r * hd + VW * v);
 					ov[v] = V(load)(sr + VW * v);
 				}
-				W_(attn_tile)(qv, ov, sr + hd, sr + hd + 1, kb, hkb, vb, hvb, n, scale, NV, F16, s);
+				W_(attn_tile)(qv, ov, sr + hd, sr + hd + 1, kb, hkb, vb, hvb, lo > p0 ? lo - p0 : 0, n, scale,
+					      NV, F16, s);
 #pragma GCC unroll 8
 				for (int v = 0; v < NV; v++)
 					V(store)(sr + VW * v, ov[v]);
@@ -254,19 +264,23 @@ TGT RL_INLINE void W_(tiled)(float *out, size_t ldo, const float *q, size_t ldq,
 		V(store)(l + (size_t)r * 16, V(zero)());
 		memset(out + (r / n_qh) * ldo + (r % n_qh) * hd, 0, hd * sizeof(float));
 	}
-	for (uint32_t p0 = 0; p0 < n_ctx; p0 += bs) {
+	for (uint32_t p0 = kv_first_key(kv, pos0 + 1) / bs * bs; p0 < n_ctx; p0 += bs) {
 		const uint32_t nb = n_ctx - p0 < bs ? n_ctx - p0 : bs;
 		const float *kb, *vb;                                    /* [nb, hd] */
 		kv_prefetch_ahead(kv, p0 / bs, n_ctx, hd);
 		kv_block(kv, p0 / bs, nb, hd, &kb, &vb);
 		W_(transpose_keys)(kt, kb, nb, bsp, hd);
 		for (uint32_t i = p0 > pos0 ? p0 - pos0 : 0; i < q_len; i++) {
-			const uint32_t seen = keys_seen(pos0, i, p0, nb);
+			const uint32_t seen = keys_seen(pos0, i, p0, nb), lo = kv_first_key(kv, pos0 + i + 1);
+			if (lo >= p0 + nb)       /* the block is behind this row's window (and the next rows') */
+				continue;
+			const uint32_t jlo = lo > p0 ? lo - p0 : 0;
 			for (uint32_t g = 0; g < n_qh; g++) {
 				const uint32_t r = i * n_qh + g;
 				const float *qi = q + i * ldq + g * hd;   /* [hd] */
 				float *o = out + i * ldo + g * hd;        /* [hd] */
-				for (uint32_t t0 = 0; t0 < seen; t0 += VW) {
+				for (uint32_t t0 = jlo / VW * VW; t0 < seen; t0 += VW) {
+					const uint32_t below = jlo > t0 ? jlo - t0 : 0;   /* lanes before the window */
 					const uint32_t n = seen - t0 < VW ? seen - t0 : VW;
 					/* s[j] = q . k[t0 + j], two accumulators for latency */
 					VT a0 = V(zero)(), a1 = V(zero)();
@@ -277,14 +291,18 @@ TGT RL_INLINE void W_(tiled)(float *out, size_t ldo, const float *q, size_t ldq,
 					}
 					if (d < hd)
 						a0 = V(fma)(V(set1)(qi[d]), V(load)(kt + (size_t)d * bsp + t0), a0);
-					const VT sc = V(fill_n)(V(mul)(V(add)(a0, a1), scale), n, -INFINITY);
+					VT sc = V(fill_n)(V(mul)(V(add)(a0, a1), scale), n, -INFINITY);
+					if (below)
+						sc = V(fill_lo)(sc, below, -INFINITY);
 					float corr = 1.0f;
 					if (V(any_gt)(sc, m[r])) {
 						const float bm = V(max)(sc);
 						corr = expf(m[r] - bm);
 						m[r] = bm;
 					}
-					const VT p = V(keep_n)(V(exp)(V(sub)(sc, V(set1)(m[r]))), n);
+					VT p = V(keep_n)(V(exp)(V(sub)(sc, V(set1)(m[r]))), n);
+					if (below)
+						p = V(fill_lo)(p, below, 0.0f);
 					const VT C = V(set1)(corr);
 					float *lr = l + (size_t)r * 16;
 					V(store)(lr, V(fma)(V(load)(lr), C, p));

@@ -159,30 +159,54 @@ void rl_cpu_rope(float *v, uint32_t n_heads, uint32_t hd, const float *cs, int h
 	}
 }
 
-/* g / (1 + e^-g) * u over whole vectors with the vector exp of the attention kernels; e^-g
- * is clamped at e^88 (rl_v8_exp builds 2^n in the exponent field), which leaves g / (1 + e^88)
- * ~ 0, the limit. Returns how many elements it did; rl_cpu_silu_mul does the rest. */
-RL_TGT_AVX512 static uint32_t silu_mul_avx512(float *g, const float *u, uint32_t n)
+/* g / (1 + e^-a) * u over whole vectors with the vector exp of the attention kernels, a = g
+ * for SiLU, a = 2 sqrt(2/pi) (g + 0.044715 g^3) for GELU's tanh form (0.5 (1 + tanh(a/2)) is
+ * 1 / (1 + e^-a)); e^-a is clamped at e^88 (rl_v8_exp builds 2^n in the exponent field), which
+ * leaves g / (1 + e^88) ~ 0, the limit. Returns how many elements it did; rl_cpu_silu_mul and
+ * rl_cpu_gelu_mul do the rest. */
+#define GELU_K 1.5957691216057308f    /* 2 sqrt(2/pi) */
+#define GELU_C 0.044715f
+RL_TGT_AVX512 RL_INLINE uint32_t act_mul_avx512(float *g, const float *u, uint32_t n, const int gelu)
 {
 	uint32_t i = 0;
 	for (; i + 16 <= n; i += 16) {
-		__m512 x = _mm512_loadu_ps(g + i);
-		__m512 e = rl_v16_exp(_mm512_min_ps(_mm512_sub_ps(_mm512_setzero_ps(), x), _mm512_set1_ps(88.0f)));
+		__m512 x = _mm512_loadu_ps(g + i), a = x;
+		if (gelu)
+			a = _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(GELU_K)),
+					  _mm512_fmadd_ps(_mm512_mul_ps(x, x), _mm512_set1_ps(GELU_C), _mm512_set1_ps(1.0f)));
+		__m512 e = rl_v16_exp(_mm512_min_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), _mm512_set1_ps(88.0f)));
 		_mm512_storeu_ps(g + i, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e)),
 						      _mm512_loadu_ps(u + i)));
 	}
 	return i;
 }
-RL_TGT_AVX2 static uint32_t silu_mul_avx2(float *g, const float *u, uint32_t n)
+RL_TGT_AVX2 RL_INLINE uint32_t act_mul_avx2(float *g, const float *u, uint32_t n, const int gelu)
 {
 	uint32_t i = 0;
 	for (; i + 8 <= n; i += 8) {
-		__m256 x = _mm256_loadu_ps(g + i);
-		__m256 e = rl_v8_exp(_mm256_min_ps(_mm256_sub_ps(_mm256_setzero_ps(), x), _mm256_set1_ps(88.0f)));
+		__m256 x = _mm256_loadu_ps(g + i), a = x;
+		if (gelu)
+			a = _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(GELU_K)),
+					  _mm256_fmadd_ps(_mm256_mul_ps(x, x), _mm256_set1_ps(GELU_C), _mm256_set1_ps(1.0f)));
+		__m256 e = rl_v8_exp(_mm256_min_ps(_mm256_sub_ps(_mm256_setzero_ps(), a), _mm256_set1_ps(88.0f)));
 		_mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)),
 						      _mm256_loadu_ps(u + i)));
 	}
 	return i;
+}
+RL_TGT_AVX512 static uint32_t silu_mul_avx512(float *g, const float *u, uint32_t n) { return act_mul_avx512(g, u, n, 0); }
+RL_TGT_AVX2 static uint32_t silu_mul_avx2(float *g, const float *u, uint32_t n) { return act_mul_avx2(g, u, n, 0); }
+RL_TGT_AVX512 static uint32_t gelu_mul_avx512(float *g, const float *u, uint32_t n) { return act_mul_avx512(g, u, n, 1); }
+RL_TGT_AVX2 static uint32_t gelu_mul_avx2(float *g, const float *u, uint32_t n) { return act_mul_avx2(g, u, n, 1); }
+
+void rl_cpu_gelu_mul(float *g, const float *u, uint32_t n)
+{
+	enum rl_cpu_isa isa = rl_cpu_isa();
+	uint32_t i = isa == RL_CPU_AVX512 ? gelu_mul_avx512(g, u, n) : isa == RL_CPU_AVX2 ? gelu_mul_avx2(g, u, n) : 0;
+	for (; i < n; i++) {
+		float a = GELU_K * g[i] * (1.0f + GELU_C * g[i] * g[i]);
+		g[i] = g[i] / (1.0f + expf(-a)) * u[i];
+	}
 }
 
 void rl_cpu_silu_mul(float *g, const float *u, uint32_t n)

@@ -80,6 +80,8 @@ void rl_cpu_rope(float *v, uint32_t n_heads, uint32_t hd, const float *cs, int h
 
 /* g[n] = silu(g[n]) * u[n] */
 void rl_cpu_silu_mul(float *g, const float *u, uint32_t n);
+/* g[n] = gelu(g[n]) * u[n], GELU's tanh approximation (Gemma's gelu_pytorch_tanh) */
+void rl_cpu_gelu_mul(float *g, const float *u, uint32_t n);
 
 /* Paged KV cache of one layer and one KV head, as attention reads it: the key of position p
  * is at k + block_table[p / block_size] * block_stride + (p % block_size) * hd (v alike). */
@@ -89,6 +91,7 @@ struct rl_cpu_kv_view {
 	const uint32_t *block_table;
 	uint32_t block_size;
 	size_t block_stride;           /* elements between consecutive physical blocks */
+	uint32_t window;               /* sliding window: the query at position p sees keys [p + 1 - window, p]; 0: [0, p] */
 	float *wide;                   /* rl_cpu_attention's own: [2, bs, hd] widened half blocks */
 };
 

@@ -109,6 +109,12 @@ RL_TGT_AVX2 RL_INLINE __m256 rl_v8_fill_n(__m256 v, uint32_t n, float f)
 	return _mm256_blendv_ps(_mm256_set1_ps(f), v, _mm256_castsi256_ps(rl_v8_mask(n)));
 }
 RL_TGT_AVX512 RL_INLINE __m512 rl_v16_fill_n(__m512 v, uint32_t n, float f) { return _mm512_mask_blend_ps(rl_v16_mask(n), _mm512_set1_ps(f), v); }
+/* lanes < n set to f (the keys before a sliding window) */
+RL_TGT_AVX2 RL_INLINE __m256 rl_v8_fill_lo(__m256 v, uint32_t n, float f)
+{
+	return _mm256_blendv_ps(v, _mm256_set1_ps(f), _mm256_castsi256_ps(rl_v8_mask(n)));
+}
+RL_TGT_AVX512 RL_INLINE __m512 rl_v16_fill_lo(__m512 v, uint32_t n, float f) { return _mm512_mask_blend_ps(rl_v16_mask(n), v, _mm512_set1_ps(f)); }
 RL_TGT_AVX2 RL_INLINE float rl_v8_sum(__m256 v)
 {
 	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
