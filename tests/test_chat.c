@@ -64,6 +64,14 @@ static void chat_formats_like_the_templates(void)
 	CHECK(rl_chat_format(RL_CHAT_PHI3, su, 2, out, sizeof out) > 0 &&
 	      !strcmp(out, "<|system|>\nBe brief.<|end|>\n<|user|>\nHi!<|end|>\n<|assistant|>\n"));
 	CHECK(!strcmp(rl_chat_end(RL_CHAT_PHI3), "<|end|>"));
+	/* Gemma 3's: the system message opens the first user turn; the assistant is "model" */
+	CHECK(rl_chat_format(RL_CHAT_GEMMA, su, 2, out, sizeof out) > 0 &&
+	      !strcmp(out, "<bos><start_of_turn>user\nBe brief.\n\nHi!<end_of_turn>\n<start_of_turn>model\n"));
+	CHECK(rl_chat_format(RL_CHAT_GEMMA, multi, 3, out, sizeof out) > 0 &&
+	      !strcmp(out, "<bos><start_of_turn>user\nA<end_of_turn>\n<start_of_turn>model\nB<end_of_turn>\n"
+			   "<start_of_turn>user\nC<end_of_turn>\n<start_of_turn>model\n"));
+	CHECK(rl_chat_format(RL_CHAT_GEMMA, two_users, 2, out, sizeof out) == -EINVAL);
+	CHECK(!strcmp(rl_chat_end(RL_CHAT_GEMMA), "<end_of_turn>"));
 	CHECK(!strcmp(rl_chat_end(RL_CHAT_LLAMA3), "<|eot_id|>") && !strcmp(rl_chat_end(RL_CHAT_CHATML), "<|im_end|>"));
 }
 

@@ -6,7 +6,10 @@
  *             (Qwen2's template adds a default system message when there is none)
  *   Mistral:  <s>[INST] USER [/INST] ASSISTANT</s>[INST] USER [/INST]; a system message is
  *             put before the first user message, as Mistral's v1 template does.
- *   Phi-3:    <|ROLE|>\nCONTENT<|end|>\n ... then <|assistant|>\n */
+ *   Phi-3:    <|ROLE|>\nCONTENT<|end|>\n ... then <|assistant|>\n
+ *   Gemma:    <bos><start_of_turn>user\nCONTENT<end_of_turn>\n<start_of_turn>model\n... then
+ *             <start_of_turn>model\n; a system message opens the first user turn, followed by
+ *             a blank line, and the roles alternate, as Gemma 3's template has them. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,10 +28,12 @@ enum rl_chat_family rl_chat_detect(const char *t)
 		return RL_CHAT_MISTRAL;
 	if (strstr(t, "<|user|>") && strstr(t, "<|assistant|>") && strstr(t, "<|end|>"))
 		return RL_CHAT_PHI3;
+	if (strstr(t, "<start_of_turn>") && strstr(t, "<end_of_turn>"))
+		return RL_CHAT_GEMMA;
 	return RL_CHAT_NONE;
 }
 
-static const char *const names[] = { "", "llama3", "chatml", "mistral", "phi3" };
+static const char *const names[] = { "", "llama3", "chatml", "mistral", "phi3", "gemma" };
 
 const char *rl_chat_name(enum rl_chat_family f)
 {
@@ -46,7 +51,7 @@ enum rl_chat_family rl_chat_from_name(const char *s)
 const char *rl_chat_end(enum rl_chat_family f)
 {
 	return f == RL_CHAT_LLAMA3 ? "<|eot_id|>" : f == RL_CHAT_CHATML ? "<|im_end|>" : f == RL_CHAT_MISTRAL ? "</s>"
-	       : f == RL_CHAT_PHI3 ? "<|end|>" : "";
+	       : f == RL_CHAT_PHI3 ? "<|end|>" : f == RL_CHAT_GEMMA ? "<end_of_turn>" : "";
 }
 
 const char *rl_chat_template_text(enum rl_chat_family f)
@@ -67,6 +72,14 @@ const char *rl_chat_template_text(enum rl_chat_family f)
 		       "'<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}"
 		       "{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}"
 		       "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
+	case RL_CHAT_GEMMA:
+		return "{{ bos_token }}{%- if messages[0]['role'] == 'system' -%}{%- set first_user_prefix = messages[0]['content'] + "
+		       "'\n\n' -%}{%- set loop_messages = messages[1:] -%}{%- else -%}{%- set first_user_prefix = \"\" -%}{%- set "
+		       "loop_messages = messages -%}{%- endif -%}{%- for message in loop_messages -%}{%- if (message['role'] == "
+		       "'assistant') -%}{%- set role = \"model\" -%}{%- else -%}{%- set role = message['role'] -%}{%- endif -%}"
+		       "{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else \"\") }}{{ message['content'] | "
+		       "trim }}{{ '<end_of_turn>\n' }}{%- endfor -%}{%- if add_generation_prompt -%}{{'<start_of_turn>model\n'}}"
+		       "{%- endif -%}";
 	default:
 		return "";
 	}
@@ -141,6 +154,24 @@ long rl_chat_format(enum rl_chat_family f, const struct rl_chat_msg *m, size_t n
 			put(&b, "<|%s|>\n%s<|end|>\n", m[i].role, m[i].content);
 		put(&b, "<|assistant|>\n");
 		break;
+	case RL_CHAT_GEMMA: {
+		size_t i = 0;
+		const char *sys = NULL;
+		if (n && !strcmp(m[0].role, "system"))
+			sys = m[i++].content;
+		put(&b, "<bos>");
+		for (int want_user = 1; i < n; i++, want_user = !want_user) {
+			if (strcmp(m[i].role, want_user ? "user" : "assistant"))
+				return -EINVAL;
+			put(&b, "<start_of_turn>%s\n%s%s%s<end_of_turn>\n", want_user ? "user" : "model", sys ? sys : "",
+			    sys ? "\n\n" : "", m[i].content);
+			sys = NULL;
+		}
+		if (n && !strcmp(m[n - 1].role, "assistant"))
+			return -EINVAL;    /* the model's turn must be the one to generate */
+		put(&b, "<start_of_turn>model\n");
+		break;
+	}
 	default:
 		return -EINVAL;
 	}
