@@ -60,6 +60,15 @@ struct rl_model_config {
 	uint32_t n_experts;            /* mixture of experts: experts per layer (0: a dense feed-forward); */
 	uint32_t n_experts_used;       /* each row takes the top n_experts_used by router softmax, renormalised; */
 	                               /* hidden_dim is then each expert's width */
+	/* Gemma 3 (all off for the other families): */
+	float    emb_scale;            /* token embeddings are multiplied by this (sqrt(dim)); 0: by 1 */
+	int      post_norms;           /* each sublayer's output is RMS-normed before the residual add */
+	int      ffn_gelu;             /* gate activation GELU (tanh approximation) instead of SiLU */
+	float    attn_scale;           /* softmax scale of q.k; 0: 1/sqrt(head_dim) */
+	uint32_t sliding_window;       /* local layers see the last this many positions, 0: none */
+	uint32_t swa_period;           /* with a window, layer l is global iff l % swa_period == swa_period - 1 */
+	                               /* (0: every layer local), as llama.cpp's sliding_window_pattern */
+	float    rope_theta_local;     /* RoPE base of the local layers, which rope_scale does not scale */
 	uint32_t bos_id, eos_id;       /* UINT32_MAX when none */
 	/* Per-pair frequency divisors (Llama 3's rope scaling: GGUF's rope_freqs.weight, or
 	 * computed from config.json's rope_scaling "llama3"); 0 pairs = none. */
@@ -76,6 +85,28 @@ static inline float rl_rope_inv_freq(const struct rl_model_config *c, uint32_t i
 	return c->n_rope_freqs ? f / c->rope_freqs[i] : f;
 }
 
+/* The sliding window of layer l: the positions a query there sees (its own and the
+ * window - 1 before it), or 0 for a global layer, which sees them all. */
+static inline uint32_t rl_layer_window(const struct rl_model_config *c, uint32_t l)
+{
+	if (!c->sliding_window || (c->swa_period && l % c->swa_period == c->swa_period - 1))
+		return 0;
+	return c->sliding_window;
+}
+
+/* A local layer's RoPE pair frequency: its own base, no frequency factors (Gemma 3 has none;
+ * llama.cpp's freq_base_swa); positions there are not scaled either. */
+static inline float rl_rope_inv_freq_local(const struct rl_model_config *c, uint32_t i)
+{
+	return 1.0f / powf(c->rope_theta_local, (float)(2 * i) / (float)c->head_dim);
+}
+
+/* The softmax scale of q.k. */
+static inline float rl_attn_scale(const struct rl_model_config *c)
+{
+	return c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)c->head_dim);
+}
+
 struct rl_layer {
 	float *attn_norm;              /* [dim] */
 	float *wq;                     /* [n_heads*head_dim, dim] */
@@ -84,7 +115,9 @@ struct rl_layer {
 	float *bq, *bk, *bv;           /* biases or NULL */
 	float *q_norm, *k_norm;        /* [head_dim] per-head RMSNorm weights (Qwen3), or NULL */
 	float *wo;                     /* [dim, n_heads*head_dim] */
+	float *attn_post_norm;         /* [dim] the attention output's norm (post_norms), or NULL */
 	float *ffn_norm;               /* [dim] */
+	float *ffn_post_norm;          /* [dim] the feed-forward output's norm (post_norms), or NULL */
 	float *w_gate;                 /* [hidden_dim, dim]  (llama2.c w1) */
 	float *w_down;                 /* [dim, hidden_dim]  (llama2.c w2) */
 	float *w_up;                   /* [hidden_dim, dim]  (llama2.c w3) */

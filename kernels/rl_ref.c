@@ -64,13 +64,14 @@ static void matvec(double *y, const double *x, const float *W, const float *b, u
 
 /* Rotates one head v[hd] to position pos. Pair i (i < hd/2) is (2i, 2i+1) for adjacent
  * pairing, (i, i + hd/2) for halves; both use frequency theta^(-2i/hd), divided by the pair's
- * factor when the model has them (Llama 3 rope scaling). */
-static void rope(double *v, uint32_t hd, uint32_t pos, const struct rl_model_config *c)
+ * factor when the model has them (Llama 3 rope scaling). A local (sliding-window) layer
+ * rotates by its own base, positions unscaled and no factors (Gemma 3). */
+static void rope(double *v, uint32_t hd, uint32_t pos, const struct rl_model_config *c, int local)
 {
-	double p = (double)pos / c->rope_scale;
+	double p = local ? (double)pos : (double)pos / c->rope_scale;
 	for (uint32_t i = 0; i < hd / 2; i++) {
-		double freq = pow((double)c->rope_theta, -(double)(2 * i) / (double)hd);
-		if (c->n_rope_freqs)
+		double freq = pow((double)(local ? c->rope_theta_local : c->rope_theta), -(double)(2 * i) / (double)hd);
+		if (c->n_rope_freqs && !local)
 			freq /= c->rope_freqs[i];
 		double a = p * freq, cs = cos(a), sn = sin(a);
 		uint32_t i0 = c->rope_halves ? i : 2 * i, i1 = c->rope_halves ? i + hd / 2 : 2 * i + 1;
@@ -80,15 +81,18 @@ static void rope(double *v, uint32_t hd, uint32_t pos, const struct rl_model_con
 	}
 }
 
-/* xb2[dim] = down(silu(gate xb) * (up xb)): gate, up [hid, dim], down [dim, hid] */
+/* xb2[dim] = down(act(gate xb) * (up xb)): gate, up [hid, dim], down [dim, hid]; act is SiLU,
+ * or (gelu) GELU's tanh approximation 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) */
 static void ffn(struct rl_ref_state *st, const float *gate, const float *up, const float *down, uint32_t dim,
-		uint32_t hid)
+		uint32_t hid, int gelu)
 {
 	matvec(st->hb, st->xb, gate, NULL, dim, hid);            /* hb[hid] */
 	matvec(st->hb2, st->xb, up, NULL, dim, hid);             /* hb2[hid] */
 	for (uint32_t i = 0; i < hid; i++) {
 		double g = st->hb[i];
-		st->hb[i] = g / (1.0 + exp(-g)) * st->hb2[i];
+		double a = gelu ? 0.5 * g * (1.0 + tanh(sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)))
+				: g / (1.0 + exp(-g));
+		st->hb[i] = a * st->hb2[i];
 	}
 	matvec(st->xb2, st->hb, down, NULL, hid, dim);           /* xb2[dim] */
 }
@@ -124,7 +128,8 @@ static void moe_ffn(const struct rl_model_config *c, const struct rl_layer *L, s
 		sum += w[j] = exp(logit[pick[j]] - mx);
 	for (uint32_t j = 0; j < k; j++) {
 		const size_t e = pick[j];
-		ffn(st, L->gate_exps + e * hid * dim, L->up_exps + e * hid * dim, L->down_exps + e * dim * hid, dim, hid);
+		ffn(st, L->gate_exps + e * hid * dim, L->up_exps + e * hid * dim, L->down_exps + e * dim * hid, dim, hid,
+		    c->ffn_gelu);
 		for (uint32_t i = 0; i < dim; i++)
 			x[i] += w[j] / sum * st->xb2[i];
 	}
@@ -141,9 +146,11 @@ void rl_ref_forward(const struct rl_model *m, struct rl_ref_state *st, uint32_t 
 	st->route_margin = INFINITY;
 
 	for (uint32_t i = 0; i < dim; i++)
-		x[i] = m->tok_emb[(size_t)token * dim + i];
+		x[i] = m->tok_emb[(size_t)token * dim + i] * (c->emb_scale > 0 ? (double)c->emb_scale : 1.0);
 	for (uint32_t l = 0; l < c->n_layers; l++) {
 		const struct rl_layer *L = &m->layers[l];
+		const uint32_t window = rl_layer_window(c, l);            /* 0: sees every position */
+		const uint32_t t0 = window && pos + 1 > window ? pos + 1 - window : 0;
 		double *kc = st->k_cache + (size_t)l * st->max_ctx * kvd; /* [max_ctx, kvd] */
 		double *vc = st->v_cache + (size_t)l * st->max_ctx * kvd; /* [max_ctx, kvd] */
 		double *k = kc + (size_t)pos * kvd;                      /* [kvd] */
@@ -158,33 +165,34 @@ void rl_ref_forward(const struct rl_model *m, struct rl_ref_state *st, uint32_t 
 		for (uint32_t h = 0; h < c->n_kv_heads && L->k_norm; h++)
 			rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, c->norm_eps);
 		for (uint32_t h = 0; h < c->n_heads; h++)
-			rope(st->q + h * hd, hd, pos, c);
+			rope(st->q + h * hd, hd, pos, c, window != 0);
 		for (uint32_t h = 0; h < c->n_kv_heads; h++)
-			rope(k + h * hd, hd, pos, c);
+			rope(k + h * hd, hd, pos, c, window != 0);
+		const double scale = c->attn_scale > 0 ? c->attn_scale : 1.0 / sqrt((double)hd);
 
 		for (uint32_t h = 0; h < c->n_heads; h++) {
 			const double *qh = st->q + h * hd;               /* [hd] */
 			uint32_t kh = h / group;
-			double *att = st->att;                           /* [pos + 1] */
+			double *att = st->att;                           /* [pos + 1], from t0 */
 			double mx = -INFINITY;
-			for (uint32_t t = 0; t <= pos; t++) {
+			for (uint32_t t = t0; t <= pos; t++) {
 				const double *kt = kc + (size_t)t * kvd + kh * hd;
 				double s = 0;
 				for (uint32_t i = 0; i < hd; i++)
 					s += qh[i] * kt[i];
-				att[t] = s / sqrt((double)hd);
+				att[t] = s * scale;
 				if (att[t] > mx)
 					mx = att[t];
 			}
 			double sum = 0;
-			for (uint32_t t = 0; t <= pos; t++) {
+			for (uint32_t t = t0; t <= pos; t++) {
 				att[t] = exp(att[t] - mx);
 				sum += att[t];
 			}
 			double *o = st->att_out + h * hd;                /* [hd] */
 			for (uint32_t i = 0; i < hd; i++)
 				o[i] = 0;
-			for (uint32_t t = 0; t <= pos; t++) {
+			for (uint32_t t = t0; t <= pos; t++) {
 				const double *vt = vc + (size_t)t * kvd + kh * hd;
 				double a = att[t] / sum;
 				for (uint32_t i = 0; i < hd; i++)
@@ -192,6 +200,8 @@ void rl_ref_forward(const struct rl_model *m, struct rl_ref_state *st, uint32_t 
 			}
 		}
 		matvec(st->xb2, st->att_out, L->wo, NULL, qd, dim);      /* xb2[dim] */
+		if (L->attn_post_norm)                                  /* Gemma 3: the output normed */
+			rmsnorm(st->xb2, st->xb2, L->attn_post_norm, dim, c->norm_eps);
 		for (uint32_t i = 0; i < dim; i++)
 			x[i] += st->xb2[i];
 
@@ -200,7 +210,9 @@ void rl_ref_forward(const struct rl_model *m, struct rl_ref_state *st, uint32_t 
 			moe_ffn(c, L, st, x);
 			continue;
 		}
-		ffn(st, L->w_gate, L->w_up, L->w_down, dim, hid);         /* xb2[dim] */
+		ffn(st, L->w_gate, L->w_up, L->w_down, dim, hid, c->ffn_gelu);   /* xb2[dim] */
+		if (L->ffn_post_norm)
+			rmsnorm(st->xb2, st->xb2, L->ffn_post_norm, dim, c->norm_eps);
 		for (uint32_t i = 0; i < dim; i++)
 			x[i] += st->xb2[i];
 	}

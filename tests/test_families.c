@@ -216,6 +216,7 @@ static void families_match_llama_cpp(void)
 	static const struct { const char *name; float tie; double route_tie; } cases[] = {
 		{ "qwen3_f32", 0.01f, 0 }, { "qwen3_q8_0", 0.1f, 0 }, { "phi3_f32", 0.01f, 0 }, { "phi3_f16", 0.02f, 0 },
 		{ "mixtral_f32", 0.01f, 0.01 }, { "qwen3moe_f32", 0.01f, 0.01 }, { "mixtral_q8_0", 0.1f, 0.05 },
+		{ "gemma3_f32", 0.01f, 0 }, { "gemma3_q8_0", 0.1f, 0 },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		char g[256], e[256];

@@ -21,12 +21,12 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: ringlm mkmodel --shape tiny|110m|1b|llama3-8b|qwen3-0.6b|phi3-mini|qwen3-30b-a3b|\n"
-		"         mixtral-8x7b|custom\n"
-		"         [--arch llama|qwen3|phi3]\n"
+		"         mixtral-8x7b|gemma3-1b|custom\n"
+		"         [--arch llama|qwen3|phi3|gemma3] [--window W] (gemma3: local layers' sliding window)\n"
 		"         [--dim D --hidden H --layers L --heads N --kv-heads K --head-dim HD --vocab V --ctx C]\n"
 		"         [--experts E --experts-used U] (a mixture of experts: H is then an expert's width)\n"
 		"         [--theta T] --dtype TYPE\n"
-		"         [--seed S] [--rope-scaling llama3] [--chat-template llama3|chatml|mistral|phi3]\n"
+		"         [--seed S] [--rope-scaling llama3] [--chat-template llama3|chatml|mistral|phi3|gemma]\n"
 		"         --out FILE.gguf [--tokenizer tokenizer.bin]\n"
 		"TYPE: f32, f16, bf16, q8_0 (the random weights, rounded), or q4_0, q4_1, q5_0, q5_1,\n"
 		"q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs (seeded random blocks of that format)\n"
@@ -34,7 +34,9 @@ static void usage(void)
 		"written as rope_freqs.weight as llama.cpp's converter does\n"
 		"--arch qwen3: per-head q/k norms and HF rotation, written as llama.cpp's qwen3; --arch\n"
 		"phi3: fused qkv and gate_up, HF rotation, written as llama.cpp's phi3 (the qwen3-* and\n"
-		"phi3-* shapes imply theirs)\n");
+		"phi3-* shapes imply theirs); --arch gemma3: Gemma 3 (q/k norms, post-norms, GELU,\n"
+		"embeddings times sqrt(dim), every sixth layer global, the others local with window W,\n"
+		"default 512, and RoPE base 10000), written as llama.cpp's gemma3\n");
 }
 
 static int parse_u32(const char *opt, const char *s, uint32_t *out)
@@ -70,10 +72,10 @@ int rl_cmd_mkmodel(int argc, char **argv)
 	const char *chat = NULL;
 	uint64_t seed = 1;
 	struct shape s = { "custom", 0, 0, 0, 0, 0, 0, 2048, 10000.0f, 0 };
-	uint32_t custom[10] = {0};
-	int have[10] = {0}, qwen3 = -1, phi3 = -1;
-	static const char *copts[10] = { "--dim", "--hidden", "--layers", "--heads", "--kv-heads", "--vocab", "--ctx",
-					 "--head-dim", "--experts", "--experts-used" };
+	uint32_t custom[11] = {0};
+	int have[11] = {0}, qwen3 = -1, phi3 = -1, gemma3 = -1;
+	static const char *copts[11] = { "--dim", "--hidden", "--layers", "--heads", "--kv-heads", "--vocab", "--ctx",
+					 "--head-dim", "--experts", "--experts-used", "--window" };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -86,19 +88,20 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		}
 		const char *v = argv[++i];
 		int k;
-		for (k = 0; k < 10 && strcmp(a, copts[k]); k++)
+		for (k = 0; k < 11 && strcmp(a, copts[k]); k++)
 			;
-		if (k < 10) {
+		if (k < 11) {
 			if (parse_u32(a, v, &custom[k]))
 				return 2;
 			have[k] = 1;
 		} else if (!strcmp(a, "--arch")) {
-			if (strcmp(v, "llama") && strcmp(v, "qwen3") && strcmp(v, "phi3")) {
-				fprintf(stderr, "ringlm mkmodel: --arch takes llama, qwen3 or phi3, not '%s'\n", v);
+			if (strcmp(v, "llama") && strcmp(v, "qwen3") && strcmp(v, "phi3") && strcmp(v, "gemma3")) {
+				fprintf(stderr, "ringlm mkmodel: --arch takes llama, qwen3, phi3 or gemma3, not '%s'\n", v);
 				return 2;
 			}
 			qwen3 = !strcmp(v, "qwen3");
 			phi3 = !strcmp(v, "phi3");
+			gemma3 = !strcmp(v, "gemma3");
 		} else if (!strcmp(a, "--shape")) {
 			shape = v;
 		} else if (!strcmp(a, "--dtype")) {
@@ -116,7 +119,7 @@ int rl_cmd_mkmodel(int argc, char **argv)
 			tok = v;
 		} else if (!strcmp(a, "--chat-template")) {
 			if (rl_chat_from_name(v) == RL_CHAT_NONE) {
-				fprintf(stderr, "ringlm mkmodel: --chat-template takes llama3, chatml, mistral or phi3, not '%s'\n", v);
+				fprintf(stderr, "ringlm mkmodel: --chat-template takes llama3, chatml, mistral, phi3 or gemma, not '%s'\n", v);
 				return 2;
 			}
 			chat = v;
@@ -170,7 +173,8 @@ int rl_cmd_mkmodel(int argc, char **argv)
 	if (!s.kv)
 		s.kv = s.heads;
 	if (qwen3 < 0) {               /* the shape's family unless --arch says otherwise */
-		qwen3 = sc.has_qk_norm;
+		gemma3 = sc.post_norms;
+		qwen3 = sc.has_qk_norm && !gemma3;
 		phi3 = sc.fused_proj;
 	}
 	uint32_t hd = have[7] ? custom[7] : !have[0] && !have[3] && sc.head_dim ? sc.head_dim : s.heads ? s.dim / s.heads : 0;
@@ -182,6 +186,17 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		.rope_halves = qwen3 || phi3, .n_experts = have[8] ? custom[8] : sc.n_experts,
 		.n_experts_used = have[9] ? custom[9] : sc.n_experts_used,
 	};
+	if (gemma3) {
+		rl_model_gemma3(&c);
+		c.norm_eps = 1e-6f;
+		c.tied_embeddings = 1;         /* as every Gemma 3 */
+		c.sliding_window = have[10] ? custom[10] : sc.sliding_window ? sc.sliding_window : 512;
+		c.swa_period = 6;
+		c.rope_theta_local = 10000.0f;
+	} else if (have[10]) {
+		fprintf(stderr, "ringlm mkmodel: --window is for --arch gemma3\n");
+		return 2;
+	}
 	if (!s.heads || (!have[7] && !sc.head_dim && s.dim % s.heads)) {
 		fprintf(stderr, "ringlm mkmodel: dim %u is not a multiple of heads %u (or give --head-dim)\n", s.dim, s.heads);
 		return 2;

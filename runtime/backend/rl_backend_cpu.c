@@ -72,8 +72,12 @@ struct cpu {
 	float *xg, *xd;                /* [max_tokens, dim] an expert's gathered inputs / outputs */
 	float *xs;                     /* [max_seqs, dim] final-normed last rows of sampling seqs */
 	float *logits;                 /* [max_seqs, vocab] LM head output of those rows */
-	float *inv_freq;               /* [hd/2] RoPE frequencies */
-	float *rope_cs;                /* [max_tokens, hd/2, 2] each row's RoPE cos, sin this step */
+	float *inv_freq;               /* [2, hd/2] RoPE frequencies: the global layers', the local ones' */
+	float *rope_cs;                /* [2, max_tokens, hd/2, 2] each row's RoPE cos, sin this step, */
+	                               /* for the global layers, then (has_local) the local ones */
+	int has_local;                 /* some layer has a sliding window (rl_layer_window) */
+	float q_rescale;               /* queries times this before attention, whose scale is */
+	                               /* 1/sqrt(hd) (rl_attn_scale), 1 when it is the model's */
 	float *attn_scratch;           /* [n_threads, attn_scratch_size] */
 	void  *qscratch;               /* [n_threads] x qscratch_size bytes: rl_cpu_qmatmul's */
 	size_t qscratch_size;
@@ -356,6 +360,22 @@ static const float *norm_rows(struct cpu *c, int t, const float *w, uint32_t n, 
 	return out;
 }
 
+/* x[r] += rmsnorm(y[r]) w for the step's T rows, by rows (Gemma 3's norms of a sublayer's
+ * output, y [T, dim], normed in place); then the barrier. */
+static void add_normed(struct cpu *c, int t, float *y, const float *w, uint32_t T)
+{
+	const uint32_t dim = c->dim;
+	uint32_t r0, r1;
+	split(T, 1, t, c->n_active, &r0, &r1);
+	for (uint32_t r = r0; r < r1; r++) {
+		float *yr = y + (size_t)r * dim, *xr = c->x + (size_t)r * dim;
+		rl_cpu_rmsnorm(yr, yr, w, dim, c->m->cfg.norm_eps);
+		for (uint32_t i = 0; i < dim; i++)
+			xr[i] += yr[i];
+	}
+	barrier(c);
+}
+
 /* One step, run by every worker t. */
 static void forward(struct cpu *c, int t)
 {
@@ -371,15 +391,25 @@ static void forward(struct cpu *c, int t)
 	uint32_t u0, u1;
 	split(T * c->nkv, 1, t, nt, &u0, &u1);
 	for (uint32_t r = r0; r < r1; r++) {
-		rl_cpu_wmat_row(&m->mtok_emb, b->tokens[r], c->x + (size_t)r * dim);
-		/* the same rows' angles for every layer (this thread's rows in the RoPE loop too) */
+		float *xr = c->x + (size_t)r * dim;
+		rl_cpu_wmat_row(&m->mtok_emb, b->tokens[r], xr);
+		if (cfg->emb_scale > 0)                          /* Gemma: times sqrt(dim) */
+			for (uint32_t i = 0; i < dim; i++)
+				xr[i] *= cfg->emb_scale;
+		/* the same rows' angles for every layer (this thread's rows in the RoPE loop too);
+		 * local layers' positions are unscaled */
 		rl_cpu_rope_angles(c->rope_cs + (size_t)r * hd, hd, (float)b->pos[r] / cfg->rope_scale, c->inv_freq);
+		if (c->has_local)
+			rl_cpu_rope_angles(c->rope_cs + ((size_t)c->max_tokens + r) * hd, hd, (float)b->pos[r],
+					   c->inv_freq + hd / 2);
 	}
 	barrier(c);
 
 	for (uint32_t l = 0; l < c->nl; l++) {
 		const struct rl_layer *L = &m->layers[l];
 		const size_t es = c->kv_f16 ? 2 : 4;                 /* bytes an element */
+		const uint32_t window = rl_layer_window(cfg, l);     /* 0: a global layer */
+		const float *rope_cs = c->rope_cs + (window ? (size_t)c->max_tokens * hd : 0);
 		char *kl = (char *)c->kpool + l * c->layer_stride * es;   /* [n_blocks, nkv, bs, hd] */
 		char *vl = (char *)c->vpool + l * c->layer_stride * es;
 
@@ -408,7 +438,7 @@ static void forward(struct cpu *c, int t)
 		 * one worker did them all while the others waited) */
 		for (uint32_t u = u0; u < u1; u++) {
 			const uint32_t r = u / c->nkv, h = u % c->nkv;
-			const float *cs = c->rope_cs + (size_t)r * hd;
+			const float *cs = rope_cs + (size_t)r * hd;
 			float *qh = c->q + (size_t)r * qd + (size_t)h * group * hd;           /* [group, hd] */
 			float *kh = c->k + (size_t)r * kvd + (size_t)h * hd, *vh = c->v + (size_t)r * kvd + (size_t)h * hd;
 			for (uint32_t g = 0; g < group && L->q_norm; g++)   /* Qwen3: each head normed */
@@ -417,6 +447,9 @@ static void forward(struct cpu *c, int t)
 				rl_cpu_rmsnorm(kh, kh, L->k_norm, hd, cfg->norm_eps);
 			rl_cpu_rope(qh, group, hd, cs, cfg->rope_halves);
 			rl_cpu_rope(kh, 1, hd, cs, cfg->rope_halves);
+			if (c->q_rescale != 1.0f)                 /* Gemma 3 27B's query_pre_attn_scalar */
+				for (uint32_t i = 0; i < group * hd; i++)
+					qh[i] *= c->q_rescale;
 			const size_t at = (kv_slot(c, b, r) + (size_t)h * c->bs * hd) * es;
 			if (c->kv_f16) {
 				rl_cpu_f32_to_f16((uint16_t *)(kl + at), kh, hd);
@@ -439,6 +472,7 @@ static void forward(struct cpu *c, int t)
 			const struct rl_batch_seq *s = &b->seqs[a->seq];
 			const size_t h = (size_t)a->kh * group * hd;
 			struct rl_cpu_kv_view kv = kv_view(c, kl, vl, s, a->kh);
+			kv.window = window;
 			float *scr = c->attn_scratch + (size_t)t * c->attn_scratch_size;
 			if (it + 1 < c->n_items)       /* the next item's first blocks, while this one runs */
 				item_prefetch(c, b, kl, vl, it + 1, 0);
@@ -450,8 +484,14 @@ static void forward(struct cpu *c, int t)
 						 qd, s->q_len, group, s->ctx_len - s->q_len, hd, &kv, scr);
 		}
 		barrier(c);
-		matmul_part(c, t, c->x, dim, c->att, qd, &L->mo, NULL, T, 1);  /* x += wo att */
-		barrier(c);
+		if (L->attn_post_norm) {                            /* x += norm(wo att) */
+			matmul_part(c, t, c->xb, dim, c->att, qd, &L->mo, NULL, T, 0);
+			barrier(c);
+			add_normed(c, t, c->xb, L->attn_post_norm, T);
+		} else {
+			matmul_part(c, t, c->x, dim, c->att, qd, &L->mo, NULL, T, 1);  /* x += wo att */
+			barrier(c);
+		}
 
 		xb = norm_rows(c, t, L->ffn_norm, T, NULL, c->xb);
 		if (c->ne) {
@@ -467,9 +507,16 @@ static void forward(struct cpu *c, int t)
 			rl_cpu_qmatmul(c->hb, hid, xb, dim, &L->mgate, NULL, T, h0, h1, 0, qs);
 			rl_cpu_qmatmul(c->hb2, hid, xb, dim, &L->mup, NULL, T, h0, h1, 0, qs);
 			for (uint32_t r = 0; r < T; r++)
-				rl_cpu_silu_mul(c->hb + (size_t)r * hid + h0, c->hb2 + (size_t)r * hid + h0, h1 - h0);
+				(cfg->ffn_gelu ? rl_cpu_gelu_mul : rl_cpu_silu_mul)(c->hb + (size_t)r * hid + h0,
+										   c->hb2 + (size_t)r * hid + h0, h1 - h0);
 		}
 		barrier(c);
+		if (L->ffn_post_norm) {                             /* x += norm(down) */
+			matmul_part(c, t, c->xb, dim, c->hb, hid, &L->mdown, NULL, T, 0);
+			barrier(c);
+			add_normed(c, t, c->xb, L->ffn_post_norm, T);
+			continue;
+		}
 		matmul_part(c, t, c->x, dim, c->hb, hid, &L->mdown, NULL, T, 1); /* x += down */
 		barrier(c);
 	}
@@ -724,8 +771,8 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	}
 	c->xs = amalloc(S * c->dim * sizeof(float));
 	c->logits = amalloc(S * c->vocab * sizeof(float));
-	c->inv_freq = malloc(c->hd / 2 * sizeof(float));
-	c->rope_cs = malloc(T * c->hd * sizeof(float));
+	c->inv_freq = malloc(c->hd * sizeof(float));
+	c->rope_cs = malloc(2 * T * c->hd * sizeof(float));
 	/* rounded to 64 bytes so threads never share a cache line */
 	const uint32_t att_rows = c->max_tokens * (c->nh / c->nkv);        /* a chunk's rows, or a decode row's heads */
 	c->attn_scratch_size = (rl_cpu_attention_scratch(att_rows > c->nh ? att_rows : c->nh, c->hd, c->bs) + 15) & ~(size_t)15;
@@ -750,8 +797,13 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 		free_all(c);
 		return -ENOMEM;
 	}
-	for (uint32_t i = 0; i < c->hd / 2; i++)
+	for (uint32_t i = 0; i < c->hd / 2; i++) {
 		c->inv_freq[i] = rl_rope_inv_freq(cfg, i);
+		c->inv_freq[c->hd / 2 + i] = cfg->rope_theta_local > 0 ? rl_rope_inv_freq_local(cfg, i) : c->inv_freq[i];
+	}
+	for (uint32_t l = 0; l < c->nl; l++)
+		c->has_local |= rl_layer_window(cfg, l) != 0;
+	c->q_rescale = rl_attn_scale(cfg) * sqrtf((float)c->hd);
 	c->be.ops = &cpu_ops;
 	c->be.priv = c;
 	for (int t = 1; t < c->n_threads; t++) {   /* participant 0 is finish()'s caller */

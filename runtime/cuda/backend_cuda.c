@@ -622,6 +622,11 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 			 cfg.n_experts);
 		return -ENOTSUP;
 	}
+	if (cfg.post_norms || cfg.ffn_gelu || cfg.sliding_window || cfg.emb_scale > 0 || cfg.attn_scale > 0) {
+		snprintf(err, errlen, "--backend cuda: Gemma 3 (post-norms, GELU, sliding-window attention) is not in the cuda "
+			 "backend yet; use --backend cpu");
+		return -ENOTSUP;
+	}
 	if (cfg.has_qk_norm && cfg.n_heads + cfg.n_kv_heads > RL_CUDA_QK_NORM_HEADS) {
 		snprintf(err, errlen, "--backend cuda: per-head q/k norms over %u heads (at most %u)", cfg.n_heads + cfg.n_kv_heads,
 			 RL_CUDA_QK_NORM_HEADS);

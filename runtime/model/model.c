@@ -84,8 +84,8 @@ int rl_rope_llama3_freqs(struct rl_model_config *c, float factor, float low, flo
 /* The fields of one layer, in canonical order. */
 static const uint8_t layer_fields[] = {
 	RL_W_ATTN_NORM, RL_W_WQ, RL_W_WK, RL_W_WV, RL_W_BQ, RL_W_BK, RL_W_BV, RL_W_QNORM, RL_W_KNORM,
-	RL_W_WO, RL_W_FFN_NORM, RL_W_GATE, RL_W_DOWN, RL_W_UP,
-	RL_W_ROUTER, RL_W_GATE_EXPS, RL_W_UP_EXPS, RL_W_DOWN_EXPS,
+	RL_W_WO, RL_W_ATTN_POST_NORM, RL_W_FFN_NORM, RL_W_GATE, RL_W_DOWN, RL_W_UP,
+	RL_W_ROUTER, RL_W_GATE_EXPS, RL_W_UP_EXPS, RL_W_DOWN_EXPS, RL_W_FFN_POST_NORM,
 };
 
 static int has_field(const struct rl_model_config *c, int f)
@@ -94,6 +94,8 @@ static int has_field(const struct rl_model_config *c, int f)
 		return c->has_qkv_bias;
 	if (f == RL_W_QNORM || f == RL_W_KNORM)
 		return c->has_qk_norm;
+	if (f == RL_W_ATTN_POST_NORM || f == RL_W_FFN_POST_NORM)
+		return c->post_norms;
 	if (f == RL_W_GATE || f == RL_W_UP || f == RL_W_DOWN)
 		return !c->n_experts;
 	if (f == RL_W_ROUTER || f == RL_W_GATE_EXPS || f == RL_W_UP_EXPS || f == RL_W_DOWN_EXPS)
@@ -160,6 +162,21 @@ size_t rl_model_layout_find(const struct rl_wseg *segs, size_t n, uint64_t e)
 	return lo;
 }
 
+void rl_model_norms_add_one(struct rl_model *m)
+{
+	const struct rl_model_config *c = &m->cfg;
+	static const uint8_t norms[] = { RL_W_ATTN_NORM, RL_W_QNORM, RL_W_KNORM, RL_W_ATTN_POST_NORM, RL_W_FFN_NORM,
+					 RL_W_FFN_POST_NORM };
+	for (uint32_t l = 0; l < c->n_layers; l++)
+		for (size_t i = 0; i < sizeof norms; i++) {
+			float *w = *rl_model_field_slot(m, norms[i], l);
+			for (uint64_t j = 0; w && j < rl_model_field_elems(c, norms[i]); j++)
+				w[j] += 1.0f;
+		}
+	for (uint32_t j = 0; j < c->dim; j++)
+		m->out_norm[j] += 1.0f;
+}
+
 float **rl_model_field_slot(struct rl_model *m, int f, uint32_t l)
 {
 	struct rl_layer *L = &m->layers[l];
@@ -182,6 +199,8 @@ float **rl_model_field_slot(struct rl_model *m, int f, uint32_t l)
 	case RL_W_DOWN_EXPS: return &L->down_exps;
 	case RL_W_WO:        return &L->wo;
 	case RL_W_FFN_NORM:  return &L->ffn_norm;
+	case RL_W_ATTN_POST_NORM: return &L->attn_post_norm;
+	case RL_W_FFN_POST_NORM:  return &L->ffn_post_norm;
 	case RL_W_GATE:      return &L->w_gate;
 	case RL_W_DOWN:      return &L->w_down;
 	case RL_W_UP:        return &L->w_up;
@@ -291,7 +310,10 @@ void rl_model_fill_random(struct rl_model *m, uint64_t seed)
 	uint64_t s = seed * 0x2545F4914F6CDD1Dull + 1;
 	/* uniform(-a, a) has std a/sqrt(3): a = sqrt(3/fan_in) keeps activations O(1) */
 	float sd = sqrtf(3.0f / d), sq = sqrtf(3.0f / qd), sh = sqrtf(3.0f / h);
-	fill(m->tok_emb, v * d, 1.0f, 0.0f, &s);
+	/* a scaled embedding (Gemma's sqrt(dim)) filled as large as the others would be the whole
+	 * residual stream of a random model, and with tied weights every greedy token would repeat
+	 * the one before: scaled, it enters at 3x the others' size */
+	fill(m->tok_emb, v * d, c->emb_scale > 0 ? 1.0f / c->emb_scale : 1.0f, 0.0f, &s);
 	for (uint32_t l = 0; l < c->n_layers; l++) {
 		struct rl_layer *L = &m->layers[l];
 		fill(L->attn_norm, d, 0.1f, 1.0f, &s);
@@ -308,7 +330,11 @@ void rl_model_fill_random(struct rl_model *m, uint64_t seed)
 			fill(L->k_norm, c->head_dim, 0.3f, 1.0f, &s);
 		}
 		fill(L->wo, d * qd, sq, 0, &s);
+		if (L->attn_post_norm)
+			fill(L->attn_post_norm, d, 0.1f, 1.0f, &s);
 		fill(L->ffn_norm, d, 0.1f, 1.0f, &s);
+		if (L->ffn_post_norm)   /* drawn here, its layout place is after the FFN */
+			fill(L->ffn_post_norm, d, 0.1f, 1.0f, &s);
 		if (c->n_experts) {
 			const size_t e = c->n_experts;
 			fill(L->router, e * d, sd, 0, &s);

@@ -633,6 +633,60 @@ int rl_gguf_read_vocab(const char *path, void **blob, uint32_t *size, char *err,
 	return rc;
 }
 
+/* Gemma 3's keys beyond the common ones, as llama.cpp reads them: the sliding window and its
+ * layer pattern (a period, 6 when not stated, or a per-layer list that repeats one), the local
+ * layers' RoPE base, the embedding scale sqrt(dim), and the 27B's query scale (1/sqrt(dim /
+ * heads), where the others take 1/sqrt(head_dim)). A final logit soft-cap is refused. */
+static int gemma3_config(struct gguf *g, struct rl_model_config *c)
+{
+	double v;
+	int rc;
+	rl_model_gemma3(c);
+	if (c->n_layers == 62)
+		c->attn_scale = 1.0f / sqrtf((float)(c->dim / c->n_heads));
+	if ((rc = get_num(g, "gemma3.final_logit_softcapping", &v)) < 0)
+		return rc;
+	if (rc && v != 0) {
+		GERR(g, "gemma3.final_logit_softcapping %g: a final logit soft-cap is not supported", v);
+		return -ENOTSUP;
+	}
+	if ((rc = get_uint(g, "gemma3.attention.sliding_window", 0, 0, 1 << 24, 0, &c->sliding_window)))
+		return rc;
+	if (!c->sliding_window)
+		return 0;
+	c->swa_period = 6;
+	const struct kv *k = find_kv(g, "gemma3.attention.sliding_window_pattern");
+	if (k && k->type == GT_ARR) {           /* per layer: true for a local one */
+		if (k->atype != GT_BOOL || k->n != c->n_layers) {
+			GERR(g, "gemma3.attention.sliding_window_pattern is not one bool per layer");
+			return -EINVAL;
+		}
+		const uint8_t *b = g->buf + k->val;
+		uint32_t p = 0;
+		while (p < c->n_layers && b[p])
+			p++;
+		c->swa_period = p < c->n_layers ? p + 1 : 0;
+		for (uint32_t l = 0; l < c->n_layers; l++)
+			if (!b[l] != (rl_layer_window(c, l) == 0)) {
+				GERR(g, "gemma3.attention.sliding_window_pattern: local and global layers that do not repeat "
+				     "with one period are not supported");
+				return -ENOTSUP;
+			}
+	} else if ((rc = get_uint(g, "gemma3.attention.sliding_window_pattern", 0, 0, 4096, 6, &c->swa_period))) {
+		return rc;
+	}
+	c->rope_theta_local = 10000.0f;
+	if ((rc = get_num(g, "gemma3.rope.freq_base_swa", &v)) < 0)
+		return rc;
+	if (rc)
+		c->rope_theta_local = (float)v;
+	if (!(c->rope_theta_local > 0)) {
+		GERR(g, "gemma3.rope.freq_base_swa %g is not a positive number", c->rope_theta_local);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 struct gguf_walk {
 	struct gguf *g;
 	struct rl_model_plan *p;
@@ -662,9 +716,9 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 		goto out;
 	/* llama.cpp's converter permutes llama Q/K to adjacent pairs, not qwen2's or qwen3's */
 	const int qwen2 = !strcmp(arch, "qwen2"), qwen3moe = !strcmp(arch, "qwen3moe"),
-		  qwen3 = !strcmp(arch, "qwen3") || qwen3moe, phi3 = !strcmp(arch, "phi3");
-	if (strcmp(arch, "llama") && strcmp(arch, "mistral") && !qwen2 && !qwen3 && !phi3) {
-		GERR(&g, "architecture \"%s\" not supported (llama, mistral, qwen2, qwen3, qwen3moe, phi3 are)", arch);
+		  qwen3 = !strcmp(arch, "qwen3") || qwen3moe, phi3 = !strcmp(arch, "phi3"), gemma3 = !strcmp(arch, "gemma3");
+	if (strcmp(arch, "llama") && strcmp(arch, "mistral") && !qwen2 && !qwen3 && !phi3 && !gemma3) {
+		GERR(&g, "architecture \"%s\" not supported (llama, mistral, qwen2, qwen3, qwen3moe, phi3, gemma3 are)", arch);
 		rc = -ENOTSUP;
 		goto out;
 	}
@@ -693,8 +747,9 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 		goto out;
 	}
 	/* phi3's q/k/v and gate/up are fused, as llama.cpp's converter writes them */
-	struct rl_model_config c = { .rope_halves = qwen2 || qwen3 || phi3, .has_qkv_bias = qwen2, .has_qk_norm = qwen3,
-				     .fused_proj = phi3, .n_experts = n_exp, .n_experts_used = n_used };
+	struct rl_model_config c = { .rope_halves = qwen2 || qwen3 || phi3, .has_qkv_bias = qwen2,
+				     .has_qk_norm = qwen3, .fused_proj = phi3, .n_experts = n_exp,
+				     .n_experts_used = n_used };
 	uint32_t u;
 #define U(field, name, req, lo, hi, dflt) do { snprintf(key, sizeof key, "%s." name, arch); \
 	if ((rc = get_uint(&g, key, req, lo, hi, dflt, &u))) { goto out; } c.field = u; } while (0)
@@ -752,6 +807,8 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 		goto out;
 	if (rc && strcmp(typ, "none"))
 		c.rope_scale = (float)v;
+	if (gemma3 && (rc = gemma3_config(&g, &c)))
+		goto out;
 	rc = 0;
 	if (!(c.rope_theta > 0) || !(c.norm_eps > 0) || !(c.rope_scale > 0) || c.n_heads % c.n_kv_heads) {
 		GERR(&g, "bad hyperparameters (rope theta %g scale %g eps %g heads %u/%u)",
@@ -776,7 +833,7 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 		goto out;
 	if ((rc = rl_model_weights_fit(&c, g.f.size, g.f.name, err, errlen)))
 		goto out;
-	if ((rc = rl_model_plan_init(p, &c, 4 + 12 * (size_t)c.n_layers, 1, g.f.name, err, errlen)))
+	if ((rc = rl_model_plan_init(p, &c, 4 + 16 * (size_t)c.n_layers, 1, g.f.name, err, errlen)))
 		goto out;
 	rl_model_plan_own_file(p, 0, &g.f);
 	g.f = p->files[0];             /* still g's to read metadata through; the plan closes it */

@@ -170,6 +170,14 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 		rl_model_err(err, errlen, name, "weight type %d not writable (%s are)", (int)dtype, names);
 		return -EINVAL;
 	}
+	/* gemma3 implies these (llama.cpp derives them from the name): refuse a mix it would misread */
+	if ((c->post_norms || c->ffn_gelu || c->sliding_window || c->emb_scale > 0) &&
+	    (!c->post_norms || !c->ffn_gelu || !c->has_qk_norm || c->emb_scale != sqrtf((float)c->dim) ||
+	     c->n_experts || c->attn_scale > 0 || (c->sliding_window && !(c->rope_theta_local > 0)))) {
+		rl_model_err(err, errlen, name, "a model with some of Gemma 3's traits but not all of them cannot be written "
+			     "as GGUF (gemma3 implies post-norms, GELU, q/k norms, embeddings times sqrt(dim))");
+		return -ENOTSUP;
+	}
 	uint32_t nv = 0;
 	struct piece *pc = NULL;
 	if (m->vocab_blob && m->vocab_blob_size >= 4 && !memcmp(m->vocab_blob, RL_BPE_MAGIC, 4)) {
@@ -269,16 +277,20 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 	setvbuf(w.f, NULL, _IOFBF, 4 << 20);
 	const char *chat = rl_chat_template_text(rl_chat_from_name(m->chat_template));
 	const int moe_qwen = c->n_experts && c->has_qk_norm;
+	const int swa = c->post_norms && c->sliding_window;
 	uint32_t n_kv = 15 + (c->rope_scale != 1.0f ? 2 : 0) + (nv ? 6 : 0) + (nv && chat[0] ? 1 : 0) +
-			(c->n_experts ? 2 + moe_qwen : 0);
+			(c->n_experts ? 2 + moe_qwen : 0) + (swa ? 3 : 0);
 	put(&w, "GGUF", 4);
 	put32(&w, 3);
 	put64(&w, k);
 	put64(&w, n_kv);
 	/* "llama" (Q/K permuted to adjacent pairs for HF-ordered models; with experts, Mixtral's),
-	 * "qwen3" for a model with q/k norms ("qwen3moe" with experts), "phi3" for one with fused
-	 * projections: those read with HF's (NEOX) rotation */
-	const char *arch = moe_qwen ? "qwen3moe" : c->has_qk_norm ? "qwen3" : c->fused_proj ? "phi3" : "llama";
+	 * "gemma3" for one with post-norms, "qwen3" for a model with q/k norms ("qwen3moe" with
+	 * experts), "phi3" for one with fused projections: those read with HF's (NEOX) rotation.
+	 * gemma3's embedding scale, GELU and query scale are implied by the name, as llama.cpp
+	 * reads it; this writer cannot state others. */
+	const char *arch = c->post_norms ? "gemma3" : moe_qwen ? "qwen3moe" : c->has_qk_norm ? "qwen3" :
+			   c->fused_proj ? "phi3" : "llama";
 	char ak[64];
 #define AK(k) (snprintf(ak, sizeof ak, "%s." k, arch), ak)
 	kv_str(&w, "general.architecture", arch);
@@ -312,6 +324,11 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 	if (c->rope_scale != 1.0f) {
 		kv_str(&w, AK("rope.scaling.type"), "linear");
 		kv_f32(&w, AK("rope.scaling.factor"), c->rope_scale);
+	}
+	if (swa) {
+		kv_u32(&w, AK("attention.sliding_window"), c->sliding_window);
+		kv_u32(&w, AK("attention.sliding_window_pattern"), c->swa_period);
+		kv_f32(&w, AK("rope.freq_base_swa"), c->rope_theta_local);
 	}
 #undef AK
 	if (nv) {

@@ -71,6 +71,10 @@ typedef int rl_wname_fn(void *ctx, const char *name, int field, uint32_t layer, 
 			const struct rl_wfused *fused);
 int rl_wnames_walk(const struct rl_model_config *c, int hf, rl_wname_fn *fn, void *ctx);
 
+/* Adds one to every norm weight of m (a plan's norm_plus_one: Hugging Face Gemma stores w for
+ * a norm that scales by 1 + w; GGUF, and every backend, hold 1 + w). */
+void rl_model_norms_add_one(struct rl_model *m);
+
 /* rl_model_alloc's shape check without allocating: 0, or -EINVAL and why (no file name). */
 int  rl_model_check_shape(const struct rl_model_config *c, char *err, size_t errlen);
 /* Canonical element offset of field (enum rl_wfield) of layer; UINT64_MAX for a field the

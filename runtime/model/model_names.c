@@ -24,6 +24,10 @@ const struct rl_wname rl_wnames[RL_W_NFIELDS] = {
 	[RL_W_WCLS]      = { RL_WD_VOCAB,  RL_WD_DIM,    0, "output.weight",      "lm_head.weight" },
 	[RL_W_QNORM]     = { RL_WD_HD,     RL_WD_NONE,   1, "attn_q_norm.weight", "self_attn.q_norm.weight" },
 	[RL_W_KNORM]     = { RL_WD_HD,     RL_WD_NONE,   1, "attn_k_norm.weight", "self_attn.k_norm.weight" },
+	/* Gemma 3's norms of the sublayer outputs (there HF's post_attention_layernorm is this
+	 * first one, and ffn_norm is its pre_feedforward_layernorm: rl_wnames_walk) */
+	[RL_W_ATTN_POST_NORM] = { RL_WD_DIM, RL_WD_NONE, 1, "post_attention_norm.weight", "post_attention_layernorm.weight" },
+	[RL_W_FFN_POST_NORM]  = { RL_WD_DIM, RL_WD_NONE, 1, "post_ffw_norm.weight",       "post_feedforward_layernorm.weight" },
 	/* mixture of experts: GGUF stacks the experts in one [experts, rows, cols] tensor; Hugging
 	 * Face checkpoints keep each expert apart (not read yet) */
 	[RL_W_ROUTER]    = { RL_WD_EXP,        RL_WD_DIM,    1, "ffn_gate_inp.weight",  "mlp.gate.weight" },
@@ -91,7 +95,11 @@ int rl_wnames_walk(const struct rl_model_config *c, int hf, rl_wname_fn *fn, voi
 			char name[96];
 			struct rl_wfused fu;
 			const int fused = rl_wname_fused(c, f, l, hf, name, sizeof name, &fu);
-			if (!fused)
+			if (fused)
+				;
+			else if (hf && c->post_norms && f == RL_W_FFN_NORM)   /* Gemma's name for it */
+				snprintf(name, sizeof name, "model.layers.%u.pre_feedforward_layernorm.weight", l);
+			else
 				rl_wname_format(f, l, hf, name, sizeof name);
 			const uint64_t rows = rl_wdim(c, w->rows), cols = w->cols == RL_WD_NONE ? 0 : rl_wdim(c, w->cols);
 			int rc = fn(ctx, name, f, l, rows, cols, fused ? &fu : NULL);

@@ -152,6 +152,8 @@ int rl_model_plan_load(struct rl_model_plan *p, struct rl_model **out, char *err
 		rl_model_destroy(m);
 		return rc;
 	}
+	if (p->norm_plus_one)
+		rl_model_norms_add_one(m);
 	memcpy(m->name, p->name, sizeof m->name);
 	memcpy(m->chat_template, p->chat_template, sizeof m->chat_template);
 	m->vocab_blob = p->vocab_blob;

@@ -432,7 +432,7 @@ int rl_model_plan_safetensors(const char *path, const char *tokenizer_path, stru
 		shard_bytes += s.f[f].size;
 	if ((rc = rl_model_weights_fit(&c, shard_bytes, s.f[0].name, err, errlen)))
 		goto out;
-	if ((rc = rl_model_plan_init(p, &c, 3 + 12 * (size_t)c.n_layers, s.nf, "config.json", err, errlen)))
+	if ((rc = rl_model_plan_init(p, &c, 3 + 16 * (size_t)c.n_layers, s.nf, "config.json", err, errlen)))
 		goto out;
 	for (int f = 0; f < s.nf; f++)
 		rl_model_plan_own_file(p, f, &s.f[f]);

@@ -97,6 +97,8 @@ int rl_model_plan_load_stored(struct rl_model_plan *p, struct rl_model **out, ch
 		m->wcls = m->tok_emb;
 		m->mwcls = m->mtok_emb;
 	}
+	if (p->norm_plus_one)
+		rl_model_norms_add_one(m);
 	memcpy(m->name, p->name, sizeof m->name);
 	memcpy(m->chat_template, p->chat_template, sizeof m->chat_template);
 	m->vocab_blob = p->vocab_blob;

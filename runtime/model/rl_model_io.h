@@ -59,6 +59,10 @@ void rl_model_destroy(struct rl_model *m);
 /* The config of a named shape (tiny = stories260K, 110m, 1b, llama3-8b; head_dim = dim/heads,
  * rope_scale 1, norm_eps 1e-5, bos 1, eos 2). 0, or -ENOENT for an unknown name. */
 int  rl_model_shape(const char *name, struct rl_model_config *cfg);
+/* Makes cfg (dim set) a Gemma 3: q/k norms, HF rotation, post-norms, GELU, embeddings times
+ * sqrt(dim); the window, its layer period and the local RoPE base are the caller's (Gemma 3:
+ * every sixth layer global, local base 10000). */
+void rl_model_gemma3(struct rl_model_config *cfg);
 /* Fills every weight with deterministic random values (norms near 1, projections scaled by
  * 1/sqrt(fan_in)), for tests and benchmarks at real shapes. */
 void rl_model_fill_random(struct rl_model *m, uint64_t seed);

@@ -10,8 +10,11 @@
  * Canonical layout: the order rl_model_alloc places the fp32 weights in one block:
  *   tok_emb [vocab, dim]
  *   per layer: attn_norm [dim], wq [qd, dim], wk [kvd, dim], wv [kvd, dim],
- *              (bq [qd], bk [kvd], bv [kvd] when has_qkv_bias), wo [dim, qd],
- *              ffn_norm [dim], w_gate [hid, dim], w_down [dim, hid], w_up [hid, dim]
+ *              (bq [qd], bk [kvd], bv [kvd] when has_qkv_bias),
+ *              (q_norm [hd], k_norm [hd] when has_qk_norm), wo [dim, qd],
+ *              (attn_post_norm [dim] when post_norms), ffn_norm [dim],
+ *              w_gate [hid, dim], w_down [dim, hid], w_up [hid, dim] (or, with experts,
+ *              router [ne, dim] and the stacked gate/up/down), (ffn_post_norm [dim])
  *   out_norm [dim], wcls [vocab, dim] (absent when tied_embeddings)
  * (qd = n_heads * head_dim, kvd = n_kv_heads * head_dim), so an element offset names one
  * weight of one field, and a consumer maps any element range to its own destination.
@@ -28,6 +31,7 @@ enum rl_wfield {
 	RL_W_TOK_EMB, RL_W_ATTN_NORM, RL_W_WQ, RL_W_WK, RL_W_WV, RL_W_BQ, RL_W_BK, RL_W_BV,
 	RL_W_WO, RL_W_FFN_NORM, RL_W_GATE, RL_W_DOWN, RL_W_UP, RL_W_OUT_NORM, RL_W_WCLS,
 	RL_W_QNORM, RL_W_KNORM, RL_W_ROUTER, RL_W_GATE_EXPS, RL_W_UP_EXPS, RL_W_DOWN_EXPS,
+	RL_W_ATTN_POST_NORM, RL_W_FFN_POST_NORM,
 	RL_W_NFIELDS
 };
 
@@ -39,7 +43,7 @@ struct rl_wseg {
 };
 
 /* Most segments a model of n_layers layers has. */
-#define RL_MODEL_MAX_SEGS(n_layers) (3 + 18 * (size_t)(n_layers))
+#define RL_MODEL_MAX_SEGS(n_layers) (3 + 20 * (size_t)(n_layers))
 /* Writes the segments of c's layout in order (contiguous, from 0 to rl_model_weight_elems)
  * into segs (RL_MODEL_MAX_SEGS entries, or NULL to count) and returns how many. The shape
  * must have passed rl_model_alloc's checks (rl_model_check_shape). */
@@ -51,7 +55,8 @@ size_t rl_model_layout_find(const struct rl_wseg *segs, size_t n, uint64_t e);
 static inline int rl_wfield_is_vector(int f)
 {
 	return f == RL_W_ATTN_NORM || f == RL_W_FFN_NORM || f == RL_W_OUT_NORM ||
-	       f == RL_W_BQ || f == RL_W_BK || f == RL_W_BV || f == RL_W_QNORM || f == RL_W_KNORM;
+	       f == RL_W_BQ || f == RL_W_BK || f == RL_W_BV || f == RL_W_QNORM || f == RL_W_KNORM ||
+	       f == RL_W_ATTN_POST_NORM || f == RL_W_FFN_POST_NORM;
 }
 
 /* ---- plans ---- */
@@ -77,6 +82,8 @@ struct rl_model_plan {
 	struct rl_model_config cfg;
 	char     name[64];
 	char     chat_template[16];    /* the template's family (tokenizer/rl_chat.h), "" when none */
+	int      norm_plus_one;        /* the file's norm weights w scale by 1 + w (Hugging Face Gemma): the
+					* loads add the one, so every backend multiplies by what it holds */
 	void    *vocab_blob;           /* llama2.c tokenizer.bin layout (malloc'd), or NULL */
 	uint32_t vocab_blob_size;
 	struct rl_tread *reads;        /* [n_reads]: every weight exactly once, checked against
