@@ -225,28 +225,43 @@ static void families_match_llama_cpp(void)
 	}
 }
 
-/* m's weights as a Hugging Face Qwen3 or Phi-3 folder (F32, names of the HF checkpoints;
- * qwen3 and phi3 GGUFs keep HF's row order, so nothing is permuted; Phi-3's q/k/v and
- * gate/up fused as its checkpoints hold them) */
+/* m's weights as a Hugging Face Qwen3, Phi-3 or Gemma 3 folder (F32, names of the HF
+ * checkpoints; qwen3, phi3 and gemma3 GGUFs keep HF's row order, so nothing is permuted;
+ * Phi-3's q/k/v and gate/up fused as its checkpoints hold them; Gemma's norms less the one HF
+ * adds in its forward, its embedding tied) */
+static const float *hf_norm(float *buf, size_t *used, const float *w, size_t n)
+{
+	float *o = buf + *used;
+	for (size_t i = 0; i < n; i++)
+		o[i] = w[i] - 1.0f;
+	*used += n;
+	return o;
+}
+
 static void write_hf(const struct rl_model *m, const char *dir)
 {
 	const struct rl_model_config *c = &m->cfg;
 	const size_t d = c->dim, h = c->hidden_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
-	const int phi3 = c->fused_proj;
+	const int phi3 = c->fused_proj, gemma = c->post_norms;
+	/* Gemma's norms as HF stores them: w - 1 (exact for weights in [0.5, 2]) */
+	float *g1 = gemma ? malloc(((size_t)c->n_layers * (4 * d + 2 * hd) + d) * sizeof(float)) : NULL;
+	size_t g1n = 0;
+#define HFN(P, N) (gemma ? hf_norm(g1, &g1n, P, N) : (P))
 	/* rows r of p, then (fused) r2 rows of p2 */
-	struct { char name[80]; size_t r, cl, r2; const float *p, *p2; } t[64];
+	struct { char name[80]; size_t r, cl, r2; const float *p, *p2; } t[256];
 	int n = 0;
 #define T2(nm, R, C, P, R2, P2) do { snprintf(t[n].name, 80, "%s", nm); t[n].r = R; t[n].cl = C; t[n].p = P; \
 	t[n].r2 = R2; t[n].p2 = P2; n++; } while (0)
 #define T(nm, R, C, P) T2(nm, R, C, P, 0, NULL)
 	T("model.embed_tokens.weight", c->vocab_size, d, m->tok_emb);
-	T("model.norm.weight", d, 0, m->out_norm);
-	T("lm_head.weight", c->vocab_size, d, m->wcls);
+	T("model.norm.weight", d, 0, HFN(m->out_norm, d));
+	if (!c->tied_embeddings)
+		T("lm_head.weight", c->vocab_size, d, m->wcls);
 	for (uint32_t l = 0; l < c->n_layers; l++) {
 		const struct rl_layer *L = &m->layers[l];
 		char b[80];
 #define TL(s, R, C, P) do { snprintf(b, 80, "model.layers.%u.%s", l, s); T(b, R, C, P); } while (0)
-		TL("input_layernorm.weight", d, 0, L->attn_norm);
+		TL("input_layernorm.weight", d, 0, HFN(L->attn_norm, d));
 		if (phi3) {            /* q, k, v adjacent in the canonical layout */
 			TL("self_attn.qkv_proj.weight", qd + 2 * kvd, d, L->wq);
 			snprintf(b, 80, "model.layers.%u.mlp.gate_up_proj.weight", l);
@@ -255,18 +270,25 @@ static void write_hf(const struct rl_model *m, const char *dir)
 			TL("self_attn.q_proj.weight", qd, d, L->wq);
 			TL("self_attn.k_proj.weight", kvd, d, L->wk);
 			TL("self_attn.v_proj.weight", kvd, d, L->wv);
-			TL("self_attn.q_norm.weight", hd, 0, L->q_norm);
-			TL("self_attn.k_norm.weight", hd, 0, L->k_norm);
+			TL("self_attn.q_norm.weight", hd, 0, HFN(L->q_norm, hd));
+			TL("self_attn.k_norm.weight", hd, 0, HFN(L->k_norm, hd));
 			TL("mlp.gate_proj.weight", h, d, L->w_gate);
 			TL("mlp.up_proj.weight", h, d, L->w_up);
 		}
 		TL("self_attn.o_proj.weight", d, qd, L->wo);
-		TL("post_attention_layernorm.weight", d, 0, L->ffn_norm);
+		if (gemma) {
+			TL("post_attention_layernorm.weight", d, 0, HFN(L->attn_post_norm, d));
+			TL("pre_feedforward_layernorm.weight", d, 0, HFN(L->ffn_norm, d));
+			TL("post_feedforward_layernorm.weight", d, 0, HFN(L->ffn_post_norm, d));
+		} else {
+			TL("post_attention_layernorm.weight", d, 0, L->ffn_norm);
+		}
 		TL("mlp.down_proj.weight", d, h, L->w_down);
 #undef TL
 	}
 #undef T
 #undef T2
+#undef HFN
 	char *hdr = malloc(1 << 16), path[600];
 	REQUIRE(hdr);
 	size_t o = 0, off = 0;
@@ -295,16 +317,29 @@ static void write_hf(const struct rl_model *m, const char *dir)
 	}
 	fclose(f);
 	free(hdr);
+	free(g1);
 	snprintf(path, sizeof path, "%s/config.json", dir);
 	f = fopen(path, "w");
 	REQUIRE(f);
 	fprintf(f, "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"hidden_size\": %u,\n"
 		" \"intermediate_size\": %u, \"num_hidden_layers\": %u, \"num_attention_heads\": %u,\n"
 		" \"num_key_value_heads\": %u, \"head_dim\": %u, \"rms_norm_eps\": %g, \"rope_theta\": %.1f,\n"
-		" \"max_position_embeddings\": %u, \"vocab_size\": %u, \"tie_word_embeddings\": false,\n"
-		" \"attention_bias\": false, \"bos_token_id\": 1, \"eos_token_id\": 2}\n",
-		phi3 ? "Phi3ForCausalLM" : "Qwen3ForCausalLM", phi3 ? "phi3" : "qwen3", c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, (double)c->norm_eps,
-		(double)c->rope_theta, c->max_ctx, c->vocab_size);
+		" \"max_position_embeddings\": %u, \"vocab_size\": %u, \"tie_word_embeddings\": %s,\n"
+		" \"attention_bias\": false, \"bos_token_id\": 1, \"eos_token_id\": [2, 106]",
+		gemma ? "Gemma3ForCausalLM" : phi3 ? "Phi3ForCausalLM" : "Qwen3ForCausalLM",
+		gemma ? "gemma3_text" : phi3 ? "phi3" : "qwen3", c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads,
+		c->head_dim, (double)c->norm_eps, (double)c->rope_theta, c->max_ctx, c->vocab_size,
+		c->tied_embeddings ? "true" : "false");
+	if (gemma) {                   /* Gemma 3 1B's, with this model's window; layer types as the newer configs list them */
+		fprintf(f, ",\n \"hidden_activation\": \"gelu_pytorch_tanh\", \"query_pre_attn_scalar\": %u,"
+			" \"sliding_window\": %u, \"rope_local_base_freq\": %.1f, \"final_logit_softcapping\": null,"
+			" \"attn_logit_softcapping\": null, \"rope_scaling\": null, \"layer_types\": [",
+			c->head_dim, c->sliding_window, (double)c->rope_theta_local);
+		for (uint32_t l = 0; l < c->n_layers; l++)
+			fprintf(f, "%s\"%s\"", l ? ", " : "", rl_layer_window(c, l) ? "sliding_attention" : "full_attention");
+		fprintf(f, "]");
+	}
+	fprintf(f, "}\n");
 	fclose(f);
 }
 
@@ -313,7 +348,7 @@ static void write_hf(const struct rl_model *m, const char *dir)
  * does not need) */
 static void hf_folders_load_the_same(void)
 {
-	static const char *const names[] = { "qwen3_f32", "phi3_f32" };
+	static const char *const names[] = { "qwen3_f32", "phi3_f32", "gemma3_f32" };
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
 		char g[256], e[256], err[512], label[64];
 		REQUIRE(fixture(names[i], g, sizeof g, e, sizeof e) == 0);
@@ -329,6 +364,10 @@ static void hf_folders_load_the_same(void)
 			CHECK(y->has_qk_norm == x->has_qk_norm && y->fused_proj == x->fused_proj && !y->has_qkv_bias &&
 			      y->rope_halves && y->head_dim == x->head_dim && y->n_kv_heads == x->n_kv_heads &&
 			      y->norm_eps == x->norm_eps && y->rope_theta == x->rope_theta);
+			CHECK(y->post_norms == x->post_norms && y->ffn_gelu == x->ffn_gelu && y->emb_scale == x->emb_scale &&
+			      y->attn_scale == x->attn_scale && y->sliding_window == x->sliding_window &&
+			      y->swa_period == x->swa_period && y->rope_theta_local == x->rope_theta_local &&
+			      y->tied_embeddings == x->tied_embeddings);
 			CHECK(b->mem_size == a->mem_size && !memcmp(b->mem, a->mem, a->mem_size));
 			rl_model_destroy(b);
 			snprintf(label, sizeof label, "%s (HF)", names[i]);
@@ -420,14 +459,13 @@ static void unsupported_families_refused(void)
 {
 	char err[512];
 	struct rl_model *m;
-	const char *dir = rl_t_tmp("gemma3_hf");
+	const char *dir = rl_t_tmp("refused_hf");
 	mkdir(dir, 0755);
 	char path[600];
 	snprintf(path, sizeof path, "%s/config.json", dir);
 	FILE *f = fopen(path, "w");
 	REQUIRE(f);
-	fprintf(f, "{\"model_type\": \"gemma3_text\", \"hidden_size\": 64, \"intermediate_size\": 64,"
-		   " \"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"vocab_size\": 300}\n");
+	fprintf(f, "{\"model_type\": \"gemma3\", \"text_config\": {\"hidden_size\": 64}, \"vision_config\": {}}\n");
 	fclose(f);
 	snprintf(path, sizeof path, "%s/model.safetensors", dir);
 	f = fopen(path, "wb");
@@ -438,7 +476,17 @@ static void unsupported_families_refused(void)
 	fwrite(h, 1, 2, f);
 	fclose(f);
 	int rc = rl_model_load(dir, NULL, &m, err, sizeof err);
-	CHECKF(rc == -ENOTSUP && strstr(err, "gemma3_text") && !strchr(err, '\n'), "rc %d: %s", rc, err);
+	CHECKF(rc == -ENOTSUP && strstr(err, "vision tower") && !strchr(err, '\n'), "rc %d: %s", rc, err);
+	/* a Gemma 3 text config asking for what is not there */
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	f = fopen(path, "w");
+	REQUIRE(f);
+	fprintf(f, "{\"model_type\": \"gemma3_text\", \"hidden_size\": 64, \"intermediate_size\": 64,"
+		   " \"num_hidden_layers\": 6, \"num_attention_heads\": 4, \"vocab_size\": 300,"
+		   " \"final_logit_softcapping\": 30.0}\n");
+	fclose(f);
+	rc = rl_model_load(dir, NULL, &m, err, sizeof err);
+	CHECKF(rc == -ENOTSUP && strstr(err, "final_logit_softcapping") && !strchr(err, '\n'), "rc %d: %s", rc, err);
 	/* a Mixtral config (model_type mistral with experts) */
 	snprintf(path, sizeof path, "%s/config.json", dir);
 	f = fopen(path, "w");

@@ -265,10 +265,85 @@ static int cfg_f32(const json_t *c, const char *key, float dflt, float *out, cha
 	return 0;
 }
 
+/* Gemma 3's config.json fields beyond the common ones (model_type gemma3_text): the GELU it
+ * states, no soft-caps, the query scale 1/sqrt(query_pre_attn_scalar), the sliding window and
+ * which layers are global (sliding_window_pattern: every Nth; or layer_types, which must repeat
+ * one period), the local RoPE base. */
+static int gemma3_config(const json_t *j, struct rl_model_config *c, char *err, size_t errlen)
+{
+	int rc;
+	rl_model_gemma3(c);
+	const char *act = json_string_value(json_object_get(j, "hidden_activation"));
+	if (!act)
+		act = json_string_value(json_object_get(j, "hidden_act"));
+	if (act && strcmp(act, "gelu_pytorch_tanh")) {
+		rl_model_err(err, errlen, "config.json", "hidden_activation \"%.32s\" not supported (gelu_pytorch_tanh is)", act);
+		return -ENOTSUP;
+	}
+	static const char *const caps[] = { "final_logit_softcapping", "attn_logit_softcapping" };
+	for (int i = 0; i < 2; i++) {
+		const json_t *v = json_object_get(j, caps[i]);
+		if (v && !json_is_null(v)) {
+			rl_model_err(err, errlen, "config.json", "%s: soft-capping is not supported", caps[i]);
+			return -ENOTSUP;
+		}
+	}
+	float qpas;
+	if ((rc = cfg_f32(j, "query_pre_attn_scalar", (float)c->head_dim, &qpas, err, errlen)) ||
+	    (rc = cfg_u32(j, "sliding_window", 0, 1, 1 << 24, 4096, &c->sliding_window, err, errlen)) ||
+	    (rc = cfg_u32(j, "sliding_window_pattern", 0, 1, 4096, 6, &c->swa_period, err, errlen)) ||
+	    (rc = cfg_f32(j, "rope_local_base_freq", 10000.0f, &c->rope_theta_local, err, errlen)))
+		return rc;
+	if (qpas != (float)c->head_dim)
+		c->attn_scale = 1.0f / sqrtf(qpas);
+	const json_t *lt = json_object_get(j, "layer_types");
+	if (json_is_array(lt)) {               /* newer configs: one entry per layer */
+		if (json_array_size(lt) != c->n_layers) {
+			rl_model_err(err, errlen, "config.json", "layer_types has %zu entries for %u layers",
+				     json_array_size(lt), c->n_layers);
+			return -EINVAL;
+		}
+		uint32_t p = 0;
+		while (p < c->n_layers && !strcmp(json_string_value(json_array_get(lt, p)) ?: "", "sliding_attention"))
+			p++;
+		c->swa_period = p < c->n_layers ? p + 1 : 0;
+		for (uint32_t l = 0; l < c->n_layers; l++) {
+			const char *t = json_string_value(json_array_get(lt, l)) ?: "";
+			if (strcmp(t, "sliding_attention") && strcmp(t, "full_attention")) {
+				rl_model_err(err, errlen, "config.json", "layer_types entry \"%.32s\" not supported "
+					     "(sliding_attention and full_attention are)", t);
+				return -ENOTSUP;
+			}
+			if (!strcmp(t, "full_attention") != (rl_layer_window(c, l) == 0)) {
+				rl_model_err(err, errlen, "config.json", "layer_types: local and global layers that do not "
+					     "repeat with one period are not supported");
+				return -ENOTSUP;
+			}
+		}
+	}
+	return 0;
+}
+
 static int parse_config(const json_t *j, struct rl_model_config *c, char *err, size_t errlen)
 {
 	int rc;
 	memset(c, 0, sizeof *c);
+	/* the families this loader reads; any other model_type is refused by name rather than
+	 * read as a Llama with the wrong arithmetic */
+	const char *mt = json_string_value(json_object_get(j, "model_type"));
+	if (mt && !strcmp(mt, "gemma3")) {
+		rl_model_err(err, errlen, "config.json", "model_type \"gemma3\" is Gemma 3 with its vision tower "
+			     "(Gemma3ForConditionalGeneration), not supported; its GGUF, or a text-only checkpoint "
+			     "(model_type gemma3_text), is");
+		return -ENOTSUP;
+	}
+	if (mt && strcmp(mt, "llama") && strcmp(mt, "mistral") && strcmp(mt, "qwen2") && strcmp(mt, "qwen3") &&
+	    strcmp(mt, "phi3") && strcmp(mt, "gemma3_text")) {
+		rl_model_err(err, errlen, "config.json", "model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, "
+			     "phi3, gemma3_text are)", mt);
+		return -ENOTSUP;
+	}
+	const int gemma3 = mt && !strcmp(mt, "gemma3_text");
 	if ((rc = cfg_u32(j, "hidden_size", 1, 1, 1 << 20, 0, &c->dim, err, errlen)) ||
 	    (rc = cfg_u32(j, "intermediate_size", 1, 1, 1 << 22, 0, &c->hidden_dim, err, errlen)) ||
 	    (rc = cfg_u32(j, "num_hidden_layers", 1, 1, 4096, 0, &c->n_layers, err, errlen)) ||
@@ -287,14 +362,6 @@ static int parse_config(const json_t *j, struct rl_model_config *c, char *err, s
 	if (c->eos_id >= c->vocab_size)
 		c->eos_id = UINT32_MAX;
 	c->tied_embeddings = json_is_true(json_object_get(j, "tie_word_embeddings"));
-	/* the families this loader reads; any other model_type is refused by name rather than
-	 * read as a Llama with the wrong arithmetic */
-	const char *mt = json_string_value(json_object_get(j, "model_type"));
-	if (mt && strcmp(mt, "llama") && strcmp(mt, "mistral") && strcmp(mt, "qwen2") && strcmp(mt, "qwen3") &&
-	    strcmp(mt, "phi3")) {
-		rl_model_err(err, errlen, "config.json", "model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, phi3 are)", mt);
-		return -ENOTSUP;
-	}
 	c->fused_proj = mt && !strcmp(mt, "phi3");
 	const json_t *ne = json_object_get(j, "num_local_experts");
 	if (!ne)
@@ -307,6 +374,8 @@ static int parse_config(const json_t *j, struct rl_model_config *c, char *err, s
 	c->has_qkv_bias = (mt && !strcmp(mt, "qwen2")) || json_is_true(json_object_get(j, "attention_bias"));
 	c->has_qk_norm = mt && !strcmp(mt, "qwen3");
 	c->rope_halves = 1;
+	if (gemma3 && (rc = gemma3_config(j, c, err, errlen)))
+		return rc;
 	c->rope_scale = 1.0f;
 	const json_t *rs = json_object_get(j, "rope_scaling");
 	if (rs && !json_is_null(rs)) {
@@ -434,6 +503,7 @@ int rl_model_plan_safetensors(const char *path, const char *tokenizer_path, stru
 		goto out;
 	if ((rc = rl_model_plan_init(p, &c, 3 + 16 * (size_t)c.n_layers, s.nf, "config.json", err, errlen)))
 		goto out;
+	p->norm_plus_one = c.post_norms;   /* Gemma: HF's norms scale by 1 + w */
 	for (int f = 0; f < s.nf; f++)
 		rl_model_plan_own_file(p, f, &s.f[f]);
 	/* s.f[] are the plan's now; error messages name the shards through the plan */
