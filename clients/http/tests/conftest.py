@@ -85,16 +85,18 @@ def mistral():
 
 
 @pytest.fixture(scope="session", params=[("qwen3", "chatml", []), ("phi3", "phi3", []),
-                                        ("qwen3", "chatml", ["--experts", "4", "--experts-used", "2"])])
+                                        ("qwen3", "chatml", ["--experts", "4", "--experts-used", "2"]),
+                                        ("gemma3", "gemma", ["--window", "16"])])
 def family(request):
-    """a tiny random model of another family (ringlm mkmodel --arch; the last a Qwen3-MoE), with
-    that family's chat template, served by ringlmd behind ringlm-http"""
+    """a tiny random model of another family (ringlm mkmodel --arch; a Qwen3-MoE; a Gemma 3 whose
+    prompts outrun its window), with that family's chat template, served by ringlmd behind
+    ringlm-http"""
     arch, chat, extra = request.param
     t = os.path.join(MODELS, "tok512.bin")
     if not os.path.exists(t):
         pytest.skip("../shared/models/tok512.bin not found")
     d = tempfile.mkdtemp(prefix="rl-http-f-")
-    m = os.path.join(d, "tiny-%s%s.gguf" % (arch, "-moe" if extra else ""))
+    m = os.path.join(d, "tiny-%s-%d.gguf" % (arch, request.param_index))
     subprocess.run([os.path.join(BUILD, "ringlm"), "mkmodel", "--shape", "tiny", "--arch", arch, "--seed", "5",
                     "--dtype", "q8_0", "--tokenizer", t, "--chat-template", chat, "--out", m] + extra, check=True,
                    stdout=subprocess.DEVNULL)

@@ -127,15 +127,16 @@ def test_chat_with_a_template(mistral):
 
 
 def test_chat_families(family):
-    """Qwen3 (ChatML) and Phi-3 models stream through ringlmd and the HTTP front with their
-    family's template"""
+    """Qwen3 (ChatML), Phi-3 and Gemma 3 models stream through ringlmd and the HTTP front with
+    their family's template"""
     req = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
            "max_tokens": 8, "temperature": 0}
     code, body = curl(family.url + "/v1/chat/completions", data=json.dumps(req))
     assert code == 200, body
     j = json.loads(body)
     text = {"chatml": "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
-            "phi3": "<|system|>\nBe brief.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\n"}[family.chat]
+            "phi3": "<|system|>\nBe brief.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\n",
+            "gemma": "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n"}[family.chat]
     ids = subprocess.run([os.path.join(BUILD, "ringlm"), "tokenize", "--model", family.model_path, "--special",
                           "--no-bos", "--text", text], stdout=subprocess.PIPE, check=True).stdout.split()
     assert j["usage"]["prompt_tokens"] == len(ids)
