@@ -229,6 +229,22 @@ static void families_match_llama_cpp(void)
  * checkpoints; qwen3, phi3 and gemma3 GGUFs keep HF's row order, so nothing is permuted;
  * Phi-3's q/k/v and gate/up fused as its checkpoints hold them; Gemma's norms less the one HF
  * adds in its forward, its embedding tied) */
+/* Rows of a llama GGUF's q or k matrix ([heads * hd, cols], each head's pairs adjacent:
+ * llama.cpp's converter interleaves HF's halves) in HF's order: head row i < hd/2 is GGUF row
+ * 2i, row hd/2 + i is 2i + 1 */
+struct perm { float *buf; size_t used; };
+static const float *hf_rows(struct perm *pm, const float *w, uint32_t heads, size_t hd, size_t cols)
+{
+	float *o = pm->buf + pm->used;
+	for (uint32_t h = 0; h < heads; h++)
+		for (size_t r = 0; r < hd; r++) {
+			const size_t src = h * hd + (r < hd / 2 ? 2 * r : 2 * (r - hd / 2) + 1);
+			memcpy(o + (h * hd + r) * cols, w + src * cols, cols * sizeof(float));
+		}
+	pm->used += heads * hd * cols;
+	return o;
+}
+
 static const float *hf_norm(float *buf, size_t *used, const float *w, size_t n)
 {
 	float *o = buf + *used;
@@ -246,11 +262,13 @@ static void write_hf(const struct rl_model *m, const char *dir)
 	/* Gemma's norms as HF stores them: w - 1 (exact for weights in [0.5, 2]) */
 	float *g1 = gemma ? malloc(((size_t)c->n_layers * (4 * d + 2 * hd) + d) * sizeof(float)) : NULL;
 	size_t g1n = 0;
+	/* a llama GGUF (Mixtral's) holds q/k rows in adjacent pairs: HF's halves order back */
+	struct perm perm = { c->rope_halves ? NULL : malloc((size_t)c->n_layers * (qd + kvd) * d * sizeof(float)), 0 };
 #define HFN(P, N) (gemma ? hf_norm(g1, &g1n, P, N) : (P))
 	/* rows r of p, then (fused) r2 rows of p2 */
-	struct { char name[80]; size_t r, cl, r2; const float *p, *p2; } t[256];
+	struct { char name[128]; size_t r, cl, r2; const float *p, *p2; } t[256];
 	int n = 0;
-#define T2(nm, R, C, P, R2, P2) do { snprintf(t[n].name, 80, "%s", nm); t[n].r = R; t[n].cl = C; t[n].p = P; \
+#define T2(nm, R, C, P, R2, P2) do { snprintf(t[n].name, 128, "%s", nm); t[n].r = R; t[n].cl = C; t[n].p = P; \
 	t[n].r2 = R2; t[n].p2 = P2; n++; } while (0)
 #define T(nm, R, C, P) T2(nm, R, C, P, 0, NULL)
 	T("model.embed_tokens.weight", c->vocab_size, d, m->tok_emb);
@@ -259,21 +277,38 @@ static void write_hf(const struct rl_model *m, const char *dir)
 		T("lm_head.weight", c->vocab_size, d, m->wcls);
 	for (uint32_t l = 0; l < c->n_layers; l++) {
 		const struct rl_layer *L = &m->layers[l];
-		char b[80];
-#define TL(s, R, C, P) do { snprintf(b, 80, "model.layers.%u.%s", l, s); T(b, R, C, P); } while (0)
+		char b[128];
+#define TL(s, R, C, P) do { snprintf(b, 128, "model.layers.%u.%s", l, s); T(b, R, C, P); } while (0)
 		TL("input_layernorm.weight", d, 0, HFN(L->attn_norm, d));
 		if (phi3) {            /* q, k, v adjacent in the canonical layout */
 			TL("self_attn.qkv_proj.weight", qd + 2 * kvd, d, L->wq);
-			snprintf(b, 80, "model.layers.%u.mlp.gate_up_proj.weight", l);
+			snprintf(b, 128, "model.layers.%u.mlp.gate_up_proj.weight", l);
 			T2(b, h, d, L->w_gate, h, L->w_up);
 		} else {
-			TL("self_attn.q_proj.weight", qd, d, L->wq);
-			TL("self_attn.k_proj.weight", kvd, d, L->wk);
+			TL("self_attn.q_proj.weight", qd, d, c->rope_halves ? L->wq : hf_rows(&perm, L->wq, c->n_heads, hd, d));
+			TL("self_attn.k_proj.weight", kvd, d, c->rope_halves ? L->wk : hf_rows(&perm, L->wk, c->n_kv_heads, hd, d));
 			TL("self_attn.v_proj.weight", kvd, d, L->wv);
-			TL("self_attn.q_norm.weight", hd, 0, HFN(L->q_norm, hd));
-			TL("self_attn.k_norm.weight", hd, 0, HFN(L->k_norm, hd));
-			TL("mlp.gate_proj.weight", h, d, L->w_gate);
-			TL("mlp.up_proj.weight", h, d, L->w_up);
+			if (c->has_qk_norm) {
+				TL("self_attn.q_norm.weight", hd, 0, HFN(L->q_norm, hd));
+				TL("self_attn.k_norm.weight", hd, 0, HFN(L->k_norm, hd));
+			}
+			if (!c->n_experts) {
+				TL("mlp.gate_proj.weight", h, d, L->w_gate);
+				TL("mlp.up_proj.weight", h, d, L->w_up);
+			}
+		}
+		/* experts one by one, as the checkpoints keep them: Qwen3-MoE's names, or Mixtral's */
+		for (uint32_t e = 0; e < c->n_experts; e++) {
+			const int q = c->has_qk_norm;
+			if (!e)
+				TL(q ? "mlp.gate.weight" : "block_sparse_moe.gate.weight", c->n_experts, d, L->router);
+			char x[64];
+#define TE(qn, mn, R, C, P) do { snprintf(x, sizeof x, q ? "mlp.experts.%u." qn ".weight" \
+					  : "block_sparse_moe.experts.%u." mn ".weight", e); TL(x, R, C, P); } while (0)
+			TE("gate_proj", "w1", h, d, L->gate_exps + e * h * d);
+			TE("up_proj", "w3", h, d, L->up_exps + e * h * d);
+			TE("down_proj", "w2", d, h, L->down_exps + e * d * h);
+#undef TE
 		}
 		TL("self_attn.o_proj.weight", d, qd, L->wo);
 		if (gemma) {
@@ -283,7 +318,8 @@ static void write_hf(const struct rl_model *m, const char *dir)
 		} else {
 			TL("post_attention_layernorm.weight", d, 0, L->ffn_norm);
 		}
-		TL("mlp.down_proj.weight", d, h, L->w_down);
+		if (!c->n_experts)
+			TL("mlp.down_proj.weight", d, h, L->w_down);
 #undef TL
 	}
 #undef T
@@ -318,6 +354,7 @@ static void write_hf(const struct rl_model *m, const char *dir)
 	fclose(f);
 	free(hdr);
 	free(g1);
+	free(perm.buf);
 	snprintf(path, sizeof path, "%s/config.json", dir);
 	f = fopen(path, "w");
 	REQUIRE(f);
@@ -326,10 +363,17 @@ static void write_hf(const struct rl_model *m, const char *dir)
 		" \"num_key_value_heads\": %u, \"head_dim\": %u, \"rms_norm_eps\": %g, \"rope_theta\": %.1f,\n"
 		" \"max_position_embeddings\": %u, \"vocab_size\": %u, \"tie_word_embeddings\": %s,\n"
 		" \"attention_bias\": false, \"bos_token_id\": 1, \"eos_token_id\": [2, 106]",
-		gemma ? "Gemma3ForCausalLM" : phi3 ? "Phi3ForCausalLM" : "Qwen3ForCausalLM",
-		gemma ? "gemma3_text" : phi3 ? "phi3" : "qwen3", c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads,
+		gemma ? "Gemma3ForCausalLM" : phi3 ? "Phi3ForCausalLM" : !c->n_experts ? "Qwen3ForCausalLM"
+		: c->has_qk_norm ? "Qwen3MoeForCausalLM" : "MixtralForCausalLM",
+		gemma ? "gemma3_text" : phi3 ? "phi3" : !c->n_experts ? "qwen3" : c->has_qk_norm ? "qwen3_moe" : "mixtral", c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads,
 		c->head_dim, (double)c->norm_eps, (double)c->rope_theta, c->max_ctx, c->vocab_size,
 		c->tied_embeddings ? "true" : "false");
+	if (c->n_experts && c->has_qk_norm)
+		fprintf(f, ",\n \"num_experts\": %u, \"num_experts_per_tok\": %u, \"moe_intermediate_size\": %u,"
+			" \"norm_topk_prob\": true, \"decoder_sparse_step\": 1, \"mlp_only_layers\": []",
+			c->n_experts, c->n_experts_used, c->hidden_dim);
+	else if (c->n_experts)
+		fprintf(f, ",\n \"num_local_experts\": %u, \"num_experts_per_tok\": %u", c->n_experts, c->n_experts_used);
 	if (gemma) {                   /* Gemma 3 1B's, with this model's window; layer types as the newer configs list them */
 		fprintf(f, ",\n \"hidden_activation\": \"gelu_pytorch_tanh\", \"query_pre_attn_scalar\": %u,"
 			" \"sliding_window\": %u, \"rope_local_base_freq\": %.1f, \"final_logit_softcapping\": null,"
@@ -348,7 +392,7 @@ static void write_hf(const struct rl_model *m, const char *dir)
  * does not need) */
 static void hf_folders_load_the_same(void)
 {
-	static const char *const names[] = { "qwen3_f32", "phi3_f32", "gemma3_f32" };
+	static const char *const names[] = { "qwen3_f32", "phi3_f32", "gemma3_f32", "qwen3moe_f32", "mixtral_f32" };
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
 		char g[256], e[256], err[512], label[64];
 		REQUIRE(fixture(names[i], g, sizeof g, e, sizeof e) == 0);
@@ -367,11 +411,13 @@ static void hf_folders_load_the_same(void)
 			CHECK(y->post_norms == x->post_norms && y->ffn_gelu == x->ffn_gelu && y->emb_scale == x->emb_scale &&
 			      y->attn_scale == x->attn_scale && y->sliding_window == x->sliding_window &&
 			      y->swa_period == x->swa_period && y->rope_theta_local == x->rope_theta_local &&
-			      y->tied_embeddings == x->tied_embeddings);
-			CHECK(b->mem_size == a->mem_size && !memcmp(b->mem, a->mem, a->mem_size));
+			      y->tied_embeddings == x->tied_embeddings && y->n_experts == x->n_experts &&
+			      y->n_experts_used == x->n_experts_used && y->hidden_dim == x->hidden_dim);
+			/* the same bytes, but where q/k rows were reordered (Mixtral's llama GGUF) */
+			CHECK(b->mem_size == a->mem_size && (!x->rope_halves || !memcmp(b->mem, a->mem, a->mem_size)));
 			rl_model_destroy(b);
 			snprintf(label, sizeof label, "%s (HF)", names[i]);
-			family_case(label, dir, e, 0.01f, 0);
+			family_case(label, dir, e, 0.01f, 0.01);
 		}
 		rl_model_destroy(a);
 	}
@@ -487,15 +533,23 @@ static void unsupported_families_refused(void)
 	fclose(f);
 	rc = rl_model_load(dir, NULL, &m, err, sizeof err);
 	CHECKF(rc == -ENOTSUP && strstr(err, "final_logit_softcapping") && !strchr(err, '\n'), "rc %d: %s", rc, err);
-	/* a Mixtral config (model_type mistral with experts) */
+	/* Qwen2-MoE (a shared expert beside the routed ones), and a Qwen3-MoE asking for it */
 	snprintf(path, sizeof path, "%s/config.json", dir);
 	f = fopen(path, "w");
 	REQUIRE(f);
-	fprintf(f, "{\"model_type\": \"mixtral\", \"hidden_size\": 64, \"intermediate_size\": 64,"
-		   " \"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"vocab_size\": 300, \"num_local_experts\": 8}\n");
+	fprintf(f, "{\"model_type\": \"qwen2_moe\", \"hidden_size\": 64, \"intermediate_size\": 64,"
+		   " \"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"vocab_size\": 300, \"num_experts\": 8}\n");
 	fclose(f);
 	rc = rl_model_load(dir, NULL, &m, err, sizeof err);
-	CHECKF(rc == -ENOTSUP && strstr(err, "mixtral") && !strchr(err, '\n'), "rc %d: %s", rc, err);
+	CHECKF(rc == -ENOTSUP && strstr(err, "qwen2_moe") && !strchr(err, '\n'), "rc %d: %s", rc, err);
+	f = fopen(path, "w");
+	REQUIRE(f);
+	fprintf(f, "{\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"intermediate_size\": 64,"
+		   " \"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"vocab_size\": 300, \"num_experts\": 8,"
+		   " \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32, \"norm_topk_prob\": false}\n");
+	fclose(f);
+	rc = rl_model_load(dir, NULL, &m, err, sizeof err);
+	CHECKF(rc == -ENOTSUP && strstr(err, "norm_topk_prob") && !strchr(err, '\n'), "rc %d: %s", rc, err);
 	f = fopen(path, "w");
 	REQUIRE(f);
 	fprintf(f, "{\"model_type\": \"mistral\", \"hidden_size\": 64, \"intermediate_size\": 64,"

@@ -51,6 +51,10 @@ extern const struct rl_wname rl_wnames[RL_W_NFIELDS];   /* indexed by enum rl_wf
 /* The size of one dimension for c (RL_WD_NONE: 1). */
 uint64_t rl_wdim(const struct rl_model_config *c, int dim);
 /* The tensor name of (field, layer) in GGUF (hf 0) or Hugging Face (hf 1) naming. */
+/* The Hugging Face name of expert e's part of a stacked expert field (GGUF stacks them in one
+ * tensor): Mixtral's block_sparse_moe.experts.E.w1/w3/w2, or Qwen3-MoE's (c has q/k norms)
+ * mlp.experts.E.gate_proj/up_proj/down_proj. */
+int rl_wname_expert(const struct rl_model_config *c, int field, uint32_t layer, uint32_t e, char *buf, size_t n);
 int rl_wname_format(int field, uint32_t layer, int hf, char *buf, size_t n);
 /* A field stored as rows [row0, row0 + rows) of a fused matrix of `total` rows (Phi-3's qkv
  * and gate_up). */
@@ -96,8 +100,12 @@ int  rl_model_plan_init(struct rl_model_plan *p, const struct rl_model_config *c
 void rl_model_plan_own_file(struct rl_model_plan *p, int i, struct rl_mfile *f);
 int  rl_model_plan_add(struct rl_model_plan *p, int file, uint64_t off, uint64_t nbytes,
 		       uint64_t nelem, int dtype, int field, uint32_t layer, char *err, size_t errlen);
-/* Checks a finished plan reads every segment of the layout exactly once (a loader bug
- * otherwise: -EINVAL). */
+/* As add, for nelem weights at element `part` of the field: a field read in parts (Hugging
+ * Face keeps each expert of a stacked matrix apart), each part in order, whole rows. */
+int  rl_model_plan_add_part(struct rl_model_plan *p, int file, uint64_t off, uint64_t nbytes, uint64_t nelem,
+			    int dtype, int field, uint32_t layer, uint64_t part, char *err, size_t errlen);
+/* Checks a finished plan reads every segment of the layout exactly once, whole or in
+ * consecutive parts (a loader bug otherwise: -EINVAL). */
 int  rl_model_plan_check(const struct rl_model_plan *p, char *err, size_t errlen);
 /* rl_model_load_X: planner, then rl_model_plan_load. */
 int  rl_model_load_planned(int (*planner)(const char *, const char *, struct rl_model_plan *, char *, size_t),

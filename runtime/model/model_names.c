@@ -29,7 +29,8 @@ const struct rl_wname rl_wnames[RL_W_NFIELDS] = {
 	[RL_W_ATTN_POST_NORM] = { RL_WD_DIM, RL_WD_NONE, 1, "post_attention_norm.weight", "post_attention_layernorm.weight" },
 	[RL_W_FFN_POST_NORM]  = { RL_WD_DIM, RL_WD_NONE, 1, "post_ffw_norm.weight",       "post_feedforward_layernorm.weight" },
 	/* mixture of experts: GGUF stacks the experts in one [experts, rows, cols] tensor; Hugging
-	 * Face checkpoints keep each expert apart (not read yet) */
+	 * Face checkpoints keep each expert apart (rl_wname_expert); Mixtral names its router
+	 * block_sparse_moe.gate (rl_wnames_walk) */
 	[RL_W_ROUTER]    = { RL_WD_EXP,        RL_WD_DIM,    1, "ffn_gate_inp.weight",  "mlp.gate.weight" },
 	[RL_W_GATE_EXPS] = { RL_WD_EXP_HIDDEN, RL_WD_DIM,    1, "ffn_gate_exps.weight", "" },
 	[RL_W_UP_EXPS]   = { RL_WD_EXP_HIDDEN, RL_WD_DIM,    1, "ffn_up_exps.weight",   "" },
@@ -58,6 +59,16 @@ int rl_wname_format(int field, uint32_t layer, int hf, char *buf, size_t n)
 	const char *s = hf ? w->hf : w->gguf;
 	int k = !w->per_layer ? snprintf(buf, n, "%s", s)
 		: snprintf(buf, n, hf ? "model.layers.%u.%s" : "blk.%u.%s", layer, s);
+	return k < 0 || (size_t)k >= n ? -ENAMETOOLONG : 0;
+}
+
+int rl_wname_expert(const struct rl_model_config *c, int f, uint32_t layer, uint32_t e, char *buf, size_t n)
+{
+	const int qwen = c->has_qk_norm;
+	const char *part = f == RL_W_GATE_EXPS ? (qwen ? "gate_proj" : "w1") : f == RL_W_UP_EXPS ? (qwen ? "up_proj" : "w3")
+			 : qwen ? "down_proj" : "w2";
+	int k = snprintf(buf, n, qwen ? "model.layers.%u.mlp.experts.%u.%s.weight"
+				     : "model.layers.%u.block_sparse_moe.experts.%u.%s.weight", layer, e, part);
 	return k < 0 || (size_t)k >= n ? -ENAMETOOLONG : 0;
 }
 
@@ -99,6 +110,8 @@ int rl_wnames_walk(const struct rl_model_config *c, int hf, rl_wname_fn *fn, voi
 				;
 			else if (hf && c->post_norms && f == RL_W_FFN_NORM)   /* Gemma's name for it */
 				snprintf(name, sizeof name, "model.layers.%u.pre_feedforward_layernorm.weight", l);
+			else if (hf && f == RL_W_ROUTER && !c->has_qk_norm)   /* Mixtral's */
+				snprintf(name, sizeof name, "model.layers.%u.block_sparse_moe.gate.weight", l);
 			else
 				rl_wname_format(f, l, hf, name, sizeof name);
 			const uint64_t rows = rl_wdim(c, w->rows), cols = w->cols == RL_WD_NONE ? 0 : rl_wdim(c, w->cols);

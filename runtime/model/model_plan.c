@@ -43,12 +43,23 @@ void rl_model_plan_own_file(struct rl_model_plan *p, int i, struct rl_mfile *f)
 int rl_model_plan_add(struct rl_model_plan *p, int file, uint64_t off, uint64_t nbytes,
 		      uint64_t nelem, int dtype, int field, uint32_t layer, char *err, size_t errlen)
 {
+	if (nelem != rl_model_field_elems(&p->cfg, field)) {
+		rl_model_err(err, errlen, p->files[file].name, "internal error: bad read of field %d layer %u (%llu weights)",
+			     field, layer, (unsigned long long)nelem);
+		return -EINVAL;
+	}
+	return rl_model_plan_add_part(p, file, off, nbytes, nelem, dtype, field, layer, 0, err, errlen);
+}
+
+int rl_model_plan_add_part(struct rl_model_plan *p, int file, uint64_t off, uint64_t nbytes, uint64_t nelem,
+			   int dtype, int field, uint32_t layer, uint64_t part, char *err, size_t errlen)
+{
 	const struct rl_mfile *f = &p->files[file];
 	uint64_t elem = rl_model_field_off(&p->cfg, field, layer), want, end;
 	/* the loaders check all of this with their own messages first: reaching one of these
 	 * means a loader planned something inconsistent */
-	if (p->n_reads == p->reads_cap || elem == UINT64_MAX ||
-	    nelem != rl_model_field_elems(&p->cfg, field)) {
+	if (p->n_reads == p->reads_cap || elem == UINT64_MAX || part > rl_model_field_elems(&p->cfg, field) ||
+	    nelem > rl_model_field_elems(&p->cfg, field) - part) {
 		rl_model_err(err, errlen, f->name, "internal error: bad read of field %d layer %u (%llu weights)",
 			     field, layer, (unsigned long long)nelem);
 		return -EINVAL;
@@ -60,7 +71,7 @@ int rl_model_plan_add(struct rl_model_plan *p, int file, uint64_t off, uint64_t 
 		return -EINVAL;
 	}
 	p->reads[p->n_reads++] = (struct rl_tread){ .off = off, .nbytes = nbytes, .nelem = nelem,
-						    .elem = elem, .dtype = dtype, .file = file };
+						    .elem = elem + part, .dtype = dtype, .file = file };
 	return 0;
 }
 
@@ -68,7 +79,7 @@ int rl_model_plan_check(const struct rl_model_plan *p, char *err, size_t errlen)
 {
 	size_t nseg = rl_model_layout(&p->cfg, NULL);
 	struct rl_wseg *segs = calloc(nseg, sizeof *segs);
-	uint8_t *seen = calloc(nseg, 1);
+	uint64_t *seen = calloc(nseg, sizeof *seen);     /* weights of each segment read so far */
 	int rc = 0;
 	const char *name = p->n_files ? p->files[0].name : NULL;
 	if (!segs || !seen) {
@@ -80,11 +91,14 @@ int rl_model_plan_check(const struct rl_model_plan *p, char *err, size_t errlen)
 	for (size_t i = 0; i < p->n_reads && !rc; i++) {
 		const struct rl_tread *t = &p->reads[i];
 		size_t k = rl_model_layout_find(segs, nseg, t->elem);
-		if (t->elem >= p->n_elems || segs[k].off != t->elem || segs[k].n != t->nelem || seen[k]++)
+		/* a segment is read whole, or in parts in order (a Hugging Face expert each) */
+		if (t->elem >= p->n_elems || segs[k].off + seen[k] != t->elem || t->nelem > segs[k].n - seen[k])
 			rc = -EINVAL;
+		else
+			seen[k] += t->nelem;
 	}
 	for (size_t k = 0; k < nseg && !rc; k++)
-		if (!seen[k])
+		if (seen[k] != segs[k].n)
 			rc = -EINVAL;
 	if (rc)
 		rl_model_err(err, errlen, name, "internal error: the plan does not cover every weight once");

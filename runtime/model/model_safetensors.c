@@ -197,8 +197,10 @@ static const struct st_tensor *find(const struct st *s, const char *name)
 
 /* Appends the read of tensor `name`, shaped [rows, cols] (cols 0: a vector of rows), as
  * weight (field, layer). The plan's files are the shards, in the same order. */
+/* Plans tensor `name` [rows, cols] ([rows] when cols is 0) as weights [part, part + rows *
+ * cols) of (field, layer), or with fu as its rows [row0, row0 + rows) of a fused matrix */
 static int plan(struct st *s, const char *name, uint64_t rows, uint64_t cols, int field,
-		uint32_t layer, struct rl_model_plan *p, const struct rl_wfused *fu)
+		uint32_t layer, struct rl_model_plan *p, const struct rl_wfused *fu, uint64_t part)
 {
 	const uint64_t total = fu ? fu->total : rows, row0 = fu ? fu->row0 : 0;
 	const struct st_tensor *x = find(s, name);
@@ -220,8 +222,8 @@ static int plan(struct st *s, const char *name, uint64_t rows, uint64_t cols, in
 	}
 	/* a fused matrix's rows [row0, row0 + rows): whole rows of its bytes */
 	const uint64_t per_row = x->nbytes / total;
-	return rl_model_plan_add(p, x->shard, x->off + row0 * per_row, fu ? rows * per_row : x->nbytes,
-				 rows * (cols ? cols : 1), x->dtype, field, layer, s->err, s->errlen);
+	return rl_model_plan_add_part(p, x->shard, x->off + row0 * per_row, fu ? rows * per_row : x->nbytes,
+				      rows * (cols ? cols : 1), x->dtype, field, layer, part, s->err, s->errlen);
 }
 
 /* An integer config field in [lo, hi] (absent: dflt; required: error). Llama 3 lists several
@@ -324,6 +326,38 @@ static int gemma3_config(const json_t *j, struct rl_model_config *c, char *err, 
 	return 0;
 }
 
+/* A mixture of experts' config.json fields (model_type mixtral or qwen3_moe): experts and
+ * experts per token, each expert's width (Qwen3-MoE's moe_intermediate_size; Mixtral's is
+ * intermediate_size), and what would make the model other than every layer's experts with
+ * renormalised top-k routing, refused by name. */
+static int moe_config(const json_t *j, struct rl_model_config *c, int qwen, char *err, size_t errlen)
+{
+	int rc;
+	uint32_t step;
+	if ((rc = cfg_u32(j, qwen ? "num_experts" : "num_local_experts", 1, 1, 1024, 0, &c->n_experts, err, errlen)) ||
+	    (rc = cfg_u32(j, "num_experts_per_tok", 1, 1, RL_MAX_EXPERTS_USED, 0, &c->n_experts_used, err, errlen)) ||
+	    (qwen && (rc = cfg_u32(j, "moe_intermediate_size", 1, 1, 1 << 22, 0, &c->hidden_dim, err, errlen))) ||
+	    (rc = cfg_u32(j, "decoder_sparse_step", 0, 1, 4096, 1, &step, err, errlen)))
+		return rc;
+	if (c->n_experts_used > c->n_experts) {
+		rl_model_err(err, errlen, "config.json", "num_experts_per_tok %u is more than the %u experts",
+			     c->n_experts_used, c->n_experts);
+		return -EINVAL;
+	}
+	const json_t *mlp_only = json_object_get(j, "mlp_only_layers");
+	const json_t *norm = json_object_get(j, "norm_topk_prob");
+	const char *why = step != 1 ? "decoder_sparse_step other than 1 (dense layers between expert layers)"
+			: json_array_size(mlp_only) ? "mlp_only_layers (dense layers among expert layers)"
+			: qwen && norm && !json_is_true(norm) ? "norm_topk_prob false (routing weights not renormalised)"
+			: json_integer_value(json_object_get(j, "shared_expert_intermediate_size")) > 0 ? "a shared expert"
+			: NULL;
+	if (why) {
+		rl_model_err(err, errlen, "config.json", "mixture of experts with %s: not supported", why);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
 static int parse_config(const json_t *j, struct rl_model_config *c, char *err, size_t errlen)
 {
 	int rc;
@@ -338,9 +372,9 @@ static int parse_config(const json_t *j, struct rl_model_config *c, char *err, s
 		return -ENOTSUP;
 	}
 	if (mt && strcmp(mt, "llama") && strcmp(mt, "mistral") && strcmp(mt, "qwen2") && strcmp(mt, "qwen3") &&
-	    strcmp(mt, "phi3") && strcmp(mt, "gemma3_text")) {
+	    strcmp(mt, "phi3") && strcmp(mt, "gemma3_text") && strcmp(mt, "mixtral") && strcmp(mt, "qwen3_moe")) {
 		rl_model_err(err, errlen, "config.json", "model_type \"%s\" not supported (llama, mistral, qwen2, qwen3, "
-			     "phi3, gemma3_text are)", mt);
+			     "phi3, gemma3_text, mixtral, qwen3_moe are)", mt);
 		return -ENOTSUP;
 	}
 	const int gemma3 = mt && !strcmp(mt, "gemma3_text");
@@ -366,13 +400,16 @@ static int parse_config(const json_t *j, struct rl_model_config *c, char *err, s
 	const json_t *ne = json_object_get(j, "num_local_experts");
 	if (!ne)
 		ne = json_object_get(j, "num_experts");
-	if (json_integer_value(ne) > 0) {
-		rl_model_err(err, errlen, "config.json", "mixture of experts (%lld experts) is not supported yet",
-			     (long long)json_integer_value(ne));
+	const int mixtral = mt && !strcmp(mt, "mixtral"), qwen3moe = mt && !strcmp(mt, "qwen3_moe");
+	if (json_integer_value(ne) > 0 && !mixtral && !qwen3moe) {
+		rl_model_err(err, errlen, "config.json", "mixture of experts (%lld experts) with model_type %s: not supported "
+			     "(mixtral and qwen3_moe are)", (long long)json_integer_value(ne), mt ? mt : "(none)");
 		return -ENOTSUP;
 	}
+	if ((mixtral || qwen3moe) && (rc = moe_config(j, c, qwen3moe, err, errlen)))
+		return rc;
 	c->has_qkv_bias = (mt && !strcmp(mt, "qwen2")) || json_is_true(json_object_get(j, "attention_bias"));
-	c->has_qk_norm = mt && !strcmp(mt, "qwen3");
+	c->has_qk_norm = mt && (!strcmp(mt, "qwen3") || qwen3moe);
 	c->rope_halves = 1;
 	if (gemma3 && (rc = gemma3_config(j, c, err, errlen)))
 		return rc;
@@ -411,12 +448,23 @@ struct st_walk {
 	struct rl_model_plan *p;
 };
 
-/* rl_wnames_walk's step */
+/* rl_wnames_walk's step; a stacked expert field is read expert by expert, each its own
+ * tensor (rl_wname_expert) */
 static int st_plan_field(void *ctx, const char *name, int field, uint32_t layer, uint64_t rows, uint64_t cols,
 			 const struct rl_wfused *fu)
 {
 	const struct st_walk *wk = ctx;
-	return plan(wk->s, name, rows, cols, field, layer, wk->p, fu);
+	const struct rl_model_config *c = &wk->p->cfg;
+	if (field != RL_W_GATE_EXPS && field != RL_W_UP_EXPS && field != RL_W_DOWN_EXPS)
+		return plan(wk->s, name, rows, cols, field, layer, wk->p, fu, 0);
+	const uint64_t per = rows / c->n_experts;       /* one expert's rows */
+	for (uint32_t e = 0; e < c->n_experts; e++) {
+		char en[128];
+		int rc = rl_wname_expert(c, field, layer, e, en, sizeof en);
+		if (rc || (rc = plan(wk->s, en, per, cols, field, layer, wk->p, NULL, e * per * cols)))
+			return rc;
+	}
+	return 0;
 }
 
 int rl_model_plan_safetensors(const char *path, const char *tokenizer_path, struct rl_model_plan *p,
@@ -501,7 +549,7 @@ int rl_model_plan_safetensors(const char *path, const char *tokenizer_path, stru
 		shard_bytes += s.f[f].size;
 	if ((rc = rl_model_weights_fit(&c, shard_bytes, s.f[0].name, err, errlen)))
 		goto out;
-	if ((rc = rl_model_plan_init(p, &c, 3 + 16 * (size_t)c.n_layers, s.nf, "config.json", err, errlen)))
+	if ((rc = rl_model_plan_init(p, &c, 3 + (16 + 3 * (size_t)c.n_experts) * c.n_layers, s.nf, "config.json", err, errlen)))
 		goto out;
 	p->norm_plus_one = c.post_norms;   /* Gemma: HF's norms scale by 1 + w */
 	for (int f = 0; f < s.nf; f++)

@@ -12,10 +12,12 @@
 
 #define ALIGN 64                       /* each tensor on its own cache lines */
 
-static uint64_t stored_bytes(const struct rl_tread *r, int field)
+/* Bytes read r takes in the block: a tensor's last (or only) part ends on a cache line, so
+ * the parts of one matrix lie back to back */
+static uint64_t stored_bytes(const struct rl_tread *r, const struct rl_wseg *g)
 {
-	uint64_t b = rl_wfield_is_vector(field) ? r->nelem * 4 : r->nbytes;
-	return (b + ALIGN - 1) / ALIGN * ALIGN;
+	uint64_t b = rl_wfield_is_vector(g->field) ? r->nelem * 4 : r->nbytes;
+	return r->elem + r->nelem == g->off + g->n ? (b + ALIGN - 1) / ALIGN * ALIGN : b;
 }
 
 int rl_model_plan_load_stored(struct rl_model_plan *p, struct rl_model **out, char *err, size_t errlen)
@@ -37,17 +39,24 @@ int rl_model_plan_load_stored(struct rl_model_plan *p, struct rl_model **out, ch
 	m->cfg = *c;
 	m->layers = L;
 	rl_model_layout(c, segs);
-	/* every read is one whole tensor: one field of one layer */
+	/* every read is one whole tensor (one field of one layer), or the next part of the matrix
+	 * the read before began (a Hugging Face checkpoint's experts), in that one's type */
 	uint64_t total = 0, big_vec = 0;
 	for (size_t i = 0; i < p->n_reads; i++) {
-		const struct rl_tread *r = &p->reads[i];
+		const struct rl_tread *r = &p->reads[i], *prev = i ? r - 1 : NULL;
 		const struct rl_wseg *g = &segs[rl_model_layout_find(segs, nseg, r->elem)];
-		if (g->off != r->elem || g->n != r->nelem) {
+		if (g->off != r->elem && (rl_wfield_is_vector(g->field) || !prev || prev->elem + prev->nelem != r->elem)) {
 			rl_model_err(err, errlen, name, "internal error: read %zu is not one whole tensor", i);
 			rc = -EINVAL;
 			goto fail;
 		}
-		total += stored_bytes(r, g->field);
+		if (g->off != r->elem && prev->dtype != r->dtype) {
+			rl_model_err(err, errlen, name, "the experts of one matrix are stored in different types (%s and %s): "
+				     "not supported", rl_dt_info(prev->dtype)->name, rl_dt_info(r->dtype)->name);
+			rc = -ENOTSUP;
+			goto fail;
+		}
+		total += stored_bytes(r, g);
 		if (rl_wfield_is_vector(g->field) && r->dtype != RL_DT_F32 && r->nbytes > big_vec)
 			big_vec = r->nbytes;
 	}
@@ -81,6 +90,8 @@ int rl_model_plan_load_stored(struct rl_model_plan *p, struct rl_model **out, ch
 				rc = -EINVAL;
 			}
 			*rl_model_field_slot(m, g->field, g->layer) = (float *)at;
+		} else if (g->off != r->elem) {    /* the next part: right after the one before */
+			rc = rl_mfile_pread(f, at, r->nbytes, r->off, err, errlen);
 		} else {
 			rc = rl_mfile_pread(f, at, r->nbytes, r->off, err, errlen);
 			uint32_t rows = (uint32_t)rl_wdim(c, rl_wnames[g->field].rows);
@@ -89,7 +100,7 @@ int rl_model_plan_load_stored(struct rl_model_plan *p, struct rl_model **out, ch
 			if (r->dtype == RL_DT_F32)
 				*rl_model_field_slot(m, g->field, g->layer) = (float *)at;
 		}
-		at += stored_bytes(r, g->field);
+		at += stored_bytes(r, g);
 	}
 	if (rc)
 		goto fail;
