@@ -74,15 +74,32 @@ struct rl_model_config {
 	 * computed from config.json's rope_scaling "llama3"); 0 pairs = none. */
 	uint32_t n_rope_freqs;         /* 0 or head_dim / 2 */
 	float    rope_freqs[RL_ROPE_MAX_FREQS];
+	/* LongRoPE (Phi-3 128k): rope_freqs are the factors for contexts up to rope_orig_ctx,
+	 * these for longer ones (rl_rope_factors); rope_orig_ctx 0: no second set */
+	uint32_t rope_orig_ctx;
+	float    rope_attn_factor;     /* LongRoPE's: q and k rotated at this length (0: 1) */
+	float    rope_freqs_long[RL_ROPE_MAX_FREQS];
 };
 
+/* The RoPE factors for serving contexts of ctx positions: LongRoPE's long set past its
+ * original context (as llama.cpp picks by its context size, HF by the sequence's), else the
+ * model's one set; NULL when it has none. */
+static inline const float *rl_rope_factors(const struct rl_model_config *c, uint32_t ctx)
+{
+	if (!c->n_rope_freqs)
+		return NULL;
+	return c->rope_orig_ctx && ctx > c->rope_orig_ctx ? c->rope_freqs_long : c->rope_freqs;
+}
+
 /* The one definition of RoPE pair i's angular frequency (radians per scaled position) that
- * the fast backends use: theta^(-2i/hd), divided by the pair's factor when the model has
- * them. Position p is rotated by p / rope_scale * rl_rope_inv_freq(c, i). */
-static inline float rl_rope_inv_freq(const struct rl_model_config *c, uint32_t i)
+ * the fast backends use, serving contexts of ctx positions: theta^(-2i/hd), divided by the
+ * pair's factor when the model has them (rl_rope_factors). Position p is rotated by
+ * p / rope_scale * rl_rope_inv_freq(c, ctx, i). */
+static inline float rl_rope_inv_freq(const struct rl_model_config *c, uint32_t ctx, uint32_t i)
 {
 	float f = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
-	return c->n_rope_freqs ? f / c->rope_freqs[i] : f;
+	const float *fac = rl_rope_factors(c, ctx);
+	return fac ? f / fac[i] : f;
 }
 
 /* The sliding window of layer l: the positions a query there sees (its own and the
@@ -101,10 +118,11 @@ static inline float rl_rope_inv_freq_local(const struct rl_model_config *c, uint
 	return 1.0f / powf(c->rope_theta_local, (float)(2 * i) / (float)c->head_dim);
 }
 
-/* The softmax scale of q.k. */
+/* The softmax scale of q.k, LongRoPE's attention factor on q and on k included. */
 static inline float rl_attn_scale(const struct rl_model_config *c)
 {
-	return c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)c->head_dim);
+	const float af = c->rope_attn_factor > 0 ? c->rope_attn_factor : 1.0f;
+	return (c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)c->head_dim)) * af * af;
 }
 
 struct rl_layer {

@@ -64,15 +64,16 @@ static void matvec(double *y, const double *x, const float *W, const float *b, u
 
 /* Rotates one head v[hd] to position pos. Pair i (i < hd/2) is (2i, 2i+1) for adjacent
  * pairing, (i, i + hd/2) for halves; both use frequency theta^(-2i/hd), divided by the pair's
- * factor when the model has them (Llama 3 rope scaling). A local (sliding-window) layer
+ * factor when the model has them (fac: Llama 3 rope scaling, LongRoPE's set for the
+ * context the state holds). A local (sliding-window) layer
  * rotates by its own base, positions unscaled and no factors (Gemma 3). */
-static void rope(double *v, uint32_t hd, uint32_t pos, const struct rl_model_config *c, int local)
+static void rope(double *v, uint32_t hd, uint32_t pos, const struct rl_model_config *c, int local, const float *fac)
 {
 	double p = local ? (double)pos : (double)pos / c->rope_scale;
 	for (uint32_t i = 0; i < hd / 2; i++) {
 		double freq = pow((double)(local ? c->rope_theta_local : c->rope_theta), -(double)(2 * i) / (double)hd);
-		if (c->n_rope_freqs && !local)
-			freq /= c->rope_freqs[i];
+		if (fac && !local)
+			freq /= fac[i];
 		double a = p * freq, cs = cos(a), sn = sin(a);
 		uint32_t i0 = c->rope_halves ? i : 2 * i, i1 = c->rope_halves ? i + hd / 2 : 2 * i + 1;
 		double v0 = v[i0], v1 = v[i1];
@@ -164,11 +165,14 @@ void rl_ref_forward(const struct rl_model *m, struct rl_ref_state *st, uint32_t 
 			rmsnorm(st->q + h * hd, st->q + h * hd, L->q_norm, hd, c->norm_eps);
 		for (uint32_t h = 0; h < c->n_kv_heads && L->k_norm; h++)
 			rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, c->norm_eps);
+		const float *fac = rl_rope_factors(c, st->max_ctx);
 		for (uint32_t h = 0; h < c->n_heads; h++)
-			rope(st->q + h * hd, hd, pos, c, window != 0);
+			rope(st->q + h * hd, hd, pos, c, window != 0, fac);
 		for (uint32_t h = 0; h < c->n_kv_heads; h++)
-			rope(k + h * hd, hd, pos, c, window != 0);
-		const double scale = c->attn_scale > 0 ? c->attn_scale : 1.0 / sqrt((double)hd);
+			rope(k + h * hd, hd, pos, c, window != 0, fac);
+		/* LongRoPE rotates q and k at length af: their products af^2 larger */
+		const double af = c->rope_attn_factor > 0 ? c->rope_attn_factor : 1.0;
+		const double scale = (c->attn_scale > 0 ? c->attn_scale : 1.0 / sqrt((double)hd)) * af * af;
 
 		for (uint32_t h = 0; h < c->n_heads; h++) {
 			const double *qh = st->q + h * hd;               /* [hd] */

@@ -10,7 +10,7 @@
 #include "kernels/rl_model.h"              /* the one model struct (the data contract runtime/model/ fills); the oracle reads it as is */
 
 struct rl_ref_state {
-	uint32_t max_ctx;              /* positions the caches hold */
+	uint32_t max_ctx;              /* positions the caches hold (LongRoPE picks its factors by it) */
 	double *x;                     /* [dim] residual stream */
 	double *xb;                    /* [dim] normed input of a sublayer */
 	double *xb2;                   /* [dim] sublayer output before the residual add */

@@ -132,12 +132,14 @@ static int ref_greedy(const char *path, const struct expected *e, uint32_t n, ui
 	return 0;
 }
 
-/* ringlm's greedy tokens (libringlm, embedded runtime, cpu backend), out[n] */
-static int ringlm_greedy(const char *path, const struct expected *e, uint32_t n, uint32_t *out)
+/* ringlm's greedy tokens (libringlm, embedded runtime, cpu backend, with ringlmd options
+ * rt_args or none), out[n] */
+static int ringlm_greedy(const char *path, const struct expected *e, uint32_t n, uint32_t *out, const char *rt_args)
 {
 	struct ringlm_params p = ringlm_default_params();
 	p.model = path;
 	p.backend = "cpu";
+	p.runtime_args = rt_args;
 	struct ringlm *cl;
 	if (ringlm_connect(&p, &cl)) {
 		fprintf(stderr, "  %s\n", ringlm_last_error());
@@ -167,8 +169,10 @@ static int ringlm_greedy(const char *path, const struct expected *e, uint32_t n,
 	return rc || got != n ? -1 : 0;
 }
 
-/* path: the model (a GGUF, or a folder); exp: its llama.cpp expectations */
-static void family_case(const char *name, const char *gguf, const char *exp, float tie, double route_tie)
+/* path: the model (a GGUF, or a folder); exp: its llama.cpp expectations; rt_args: ringlmd
+ * options (the context llama.cpp served, where the model's RoPE depends on it) */
+static void family_case(const char *name, const char *gguf, const char *exp, float tie, double route_tie,
+			const char *rt_args)
 {
 	struct expected e;
 	REQUIRE(load_expected(exp, &e) == 0);
@@ -180,7 +184,7 @@ static void family_case(const char *name, const char *gguf, const char *exp, flo
 		if (margin[i] < route_tie)
 			k = i;
 	CHECKF(k >= 8, "%s: only %u tokens before the first near-tie; regenerate with another seed", name, k);
-	REQUIRE(ringlm_greedy(gguf, &e, e.nt, got) == 0);
+	REQUIRE(ringlm_greedy(gguf, &e, e.nt, got, rt_args) == 0);
 	uint32_t ref_same = 0, got_same = 0;
 	while (ref_same < k && ref[ref_same] == e.tokens[ref_same])
 		ref_same++;
@@ -213,15 +217,19 @@ static int fixture(const char *name, char *g, size_t gn, char *e, size_t en)
 static void families_match_llama_cpp(void)
 {
 	/* near-ties: of llama.cpp's final logits, and of the reference's routing */
-	static const struct { const char *name; float tie; double route_tie; } cases[] = {
-		{ "qwen3_f32", 0.01f, 0 }, { "qwen3_q8_0", 0.1f, 0 }, { "phi3_f32", 0.01f, 0 }, { "phi3_f16", 0.02f, 0 },
-		{ "mixtral_f32", 0.01f, 0.01 }, { "qwen3moe_f32", 0.01f, 0.01 }, { "mixtral_q8_0", 0.1f, 0.05 },
-		{ "gemma3_f32", 0.01f, 0 }, { "gemma3_q8_0", 0.1f, 0 },
+	/* LongRoPE: llama.cpp served 256 positions, past the long set's original 64, short of
+	 * the short set's 256; ringlm serves the same (the reference's 80 fall alike) */
+	static const struct { const char *name; float tie; double route_tie; const char *rt; } cases[] = {
+		{ "qwen3_f32", 0.01f, 0, NULL }, { "qwen3_q8_0", 0.1f, 0, NULL }, { "phi3_f32", 0.01f, 0, NULL },
+		{ "phi3_f16", 0.02f, 0, NULL }, { "phi3_longrope_f32", 0.01f, 0, NULL },
+		{ "phi3_shortrope_f32", 0.01f, 0, "--ctx 256" }, { "mixtral_f32", 0.01f, 0.01, NULL },
+		{ "qwen3moe_f32", 0.01f, 0.01, NULL }, { "mixtral_q8_0", 0.1f, 0.05, NULL },
+		{ "gemma3_f32", 0.01f, 0, NULL }, { "gemma3_q8_0", 0.1f, 0, NULL },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		char g[256], e[256];
 		REQUIRE(fixture(cases[i].name, g, sizeof g, e, sizeof e) == 0);
-		family_case(cases[i].name, g, e, cases[i].tie, cases[i].route_tie);
+		family_case(cases[i].name, g, e, cases[i].tie, cases[i].route_tie, cases[i].rt);
 	}
 }
 
@@ -368,6 +376,17 @@ static void write_hf(const struct rl_model *m, const char *dir)
 		gemma ? "gemma3_text" : phi3 ? "phi3" : !c->n_experts ? "qwen3" : c->has_qk_norm ? "qwen3_moe" : "mixtral", c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads,
 		c->head_dim, (double)c->norm_eps, (double)c->rope_theta, c->max_ctx, c->vocab_size,
 		c->tied_embeddings ? "true" : "false");
+	if (c->rope_orig_ctx) {        /* Phi-3 128k's LongRoPE */
+		fprintf(f, ",\n \"original_max_position_embeddings\": %u, \"rope_scaling\": {\"type\": \"longrope\"",
+			c->rope_orig_ctx);
+		for (int k = 0; k < 2; k++) {
+			fprintf(f, ", \"%s_factor\": [", k ? "long" : "short");
+			for (uint32_t i = 0; i < c->n_rope_freqs; i++)
+				fprintf(f, "%s%.9g", i ? ", " : "", (double)(k ? c->rope_freqs_long : c->rope_freqs)[i]);
+			fprintf(f, "]");
+		}
+		fprintf(f, "}");
+	}
 	if (c->n_experts && c->has_qk_norm)
 		fprintf(f, ",\n \"num_experts\": %u, \"num_experts_per_tok\": %u, \"moe_intermediate_size\": %u,"
 			" \"norm_topk_prob\": true, \"decoder_sparse_step\": 1, \"mlp_only_layers\": []",
@@ -392,7 +411,8 @@ static void write_hf(const struct rl_model *m, const char *dir)
  * does not need) */
 static void hf_folders_load_the_same(void)
 {
-	static const char *const names[] = { "qwen3_f32", "phi3_f32", "gemma3_f32", "qwen3moe_f32", "mixtral_f32" };
+	static const char *const names[] = { "qwen3_f32", "phi3_f32", "phi3_longrope_f32", "gemma3_f32", "qwen3moe_f32",
+					     "mixtral_f32" };
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
 		char g[256], e[256], err[512], label[64];
 		REQUIRE(fixture(names[i], g, sizeof g, e, sizeof e) == 0);
@@ -413,11 +433,15 @@ static void hf_folders_load_the_same(void)
 			      y->swa_period == x->swa_period && y->rope_theta_local == x->rope_theta_local &&
 			      y->tied_embeddings == x->tied_embeddings && y->n_experts == x->n_experts &&
 			      y->n_experts_used == x->n_experts_used && y->hidden_dim == x->hidden_dim);
+			CHECK(y->rope_orig_ctx == x->rope_orig_ctx && y->rope_attn_factor == x->rope_attn_factor &&
+			      y->n_rope_freqs == x->n_rope_freqs &&
+			      !memcmp(y->rope_freqs, x->rope_freqs, sizeof x->rope_freqs[0] * x->n_rope_freqs) &&
+			      !memcmp(y->rope_freqs_long, x->rope_freqs_long, sizeof x->rope_freqs[0] * x->n_rope_freqs));
 			/* the same bytes, but where q/k rows were reordered (Mixtral's llama GGUF) */
 			CHECK(b->mem_size == a->mem_size && (!x->rope_halves || !memcmp(b->mem, a->mem, a->mem_size)));
 			rl_model_destroy(b);
 			snprintf(label, sizeof label, "%s (HF)", names[i]);
-			family_case(label, dir, e, 0.01f, 0.01);
+			family_case(label, dir, e, 0.01f, 0.01, NULL);
 		}
 		rl_model_destroy(a);
 	}
@@ -489,7 +513,7 @@ static void moe_unaligned_experts_serve_like_the_reference(void)
 			k++;
 		CHECKF(k >= 8, "%s: only %u tokens before the first near-tie", rl_dt_info(types[ti])->name, k);
 		uint32_t got[MAXT];
-		REQUIRE(ringlm_greedy(path, &e, e.nt - 1, got) == 0);
+		REQUIRE(ringlm_greedy(path, &e, e.nt - 1, got, NULL) == 0);
 		uint32_t same = 0;
 		while (same < k && got[same] == e.tokens[same])
 			same++;

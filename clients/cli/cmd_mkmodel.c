@@ -26,12 +26,13 @@ static void usage(void)
 		"         [--dim D --hidden H --layers L --heads N --kv-heads K --head-dim HD --vocab V --ctx C]\n"
 		"         [--experts E --experts-used U] (a mixture of experts: H is then an expert's width)\n"
 		"         [--theta T] --dtype TYPE\n"
-		"         [--seed S] [--rope-scaling llama3] [--chat-template llama3|chatml|mistral|phi3|gemma]\n"
+		"         [--seed S] [--rope-scaling llama3|longrope] [--chat-template llama3|chatml|mistral|phi3|gemma]\n"
 		"         --out FILE.gguf [--tokenizer tokenizer.bin]\n"
 		"TYPE: f32, f16, bf16, q8_0 (the random weights, rounded), or q4_0, q4_1, q5_0, q5_1,\n"
 		"q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs (seeded random blocks of that format)\n"
 		"--rope-scaling llama3: Llama 3.1's (factor 8, low 1, high 4, original context 8192),\n"
-		"written as rope_freqs.weight as llama.cpp's converter does\n"
+		"written as rope_freqs.weight as llama.cpp's converter does; longrope (phi3): Phi-3\n"
+		"128k's kind, short factors up to a quarter of --ctx and long ones past it\n"
 		"--arch qwen3: per-head q/k norms and HF rotation, written as llama.cpp's qwen3; --arch\n"
 		"phi3: fused qkv and gate_up, HF rotation, written as llama.cpp's phi3 (the qwen3-* and\n"
 		"phi3-* shapes imply theirs); --arch gemma3: Gemma 3 (q/k norms, post-norms, GELU,\n"
@@ -124,11 +125,11 @@ int rl_cmd_mkmodel(int argc, char **argv)
 			}
 			chat = v;
 		} else if (!strcmp(a, "--rope-scaling")) {
-			if (strcmp(v, "llama3")) {
-				fprintf(stderr, "ringlm mkmodel: --rope-scaling takes llama3, not '%s'\n", v);
+			if (strcmp(v, "llama3") && strcmp(v, "longrope")) {
+				fprintf(stderr, "ringlm mkmodel: --rope-scaling takes llama3 or longrope, not '%s'\n", v);
 				return 2;
 			}
-			rope_llama3 = 1;
+			rope_llama3 = !strcmp(v, "llama3") ? 1 : 2;
 		} else if (!strcmp(a, "--theta")) {
 			s.theta = strtof(v, NULL);
 		} else {
@@ -201,7 +202,12 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		fprintf(stderr, "ringlm mkmodel: dim %u is not a multiple of heads %u (or give --head-dim)\n", s.dim, s.heads);
 		return 2;
 	}
-	if (rope_llama3 && rl_rope_llama3_freqs(&c, 8.0f, 1.0f, 4.0f, 8192.0f)) {
+	if (rope_llama3 == 2 && (!c.fused_proj || rl_rope_longrope_synth(&c, c.max_ctx / 4))) {
+		fprintf(stderr, "ringlm mkmodel: --rope-scaling longrope is for --arch phi3 with head_dim <= %u\n",
+			2 * RL_ROPE_MAX_FREQS);
+		return 2;
+	}
+	if (rope_llama3 == 1 && rl_rope_llama3_freqs(&c, 8.0f, 1.0f, 4.0f, 8192.0f)) {
 		fprintf(stderr, "ringlm mkmodel: --rope-scaling llama3 needs head_dim <= %u (has %u)\n",
 			2 * RL_ROPE_MAX_FREQS, c.head_dim);
 		return 2;

@@ -797,8 +797,9 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 		free_all(c);
 		return -ENOMEM;
 	}
+	const uint32_t ctx = p->max_ctx ? p->max_ctx : cfg->max_ctx;   /* served (--ctx), or as trained */
 	for (uint32_t i = 0; i < c->hd / 2; i++) {
-		c->inv_freq[i] = rl_rope_inv_freq(cfg, i);
+		c->inv_freq[i] = rl_rope_inv_freq(cfg, ctx, i);
 		c->inv_freq[c->hd / 2 + i] = cfg->rope_theta_local > 0 ? rl_rope_inv_freq_local(cfg, i) : c->inv_freq[i];
 	}
 	for (uint32_t l = 0; l < c->nl; l++)
@@ -828,7 +829,7 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	snprintf(c->be.info.model_name, sizeof c->be.info.model_name, "%s", m->name);
 	snprintf(c->be.info.chat_template, sizeof c->be.info.chat_template, "%s", m->chat_template);
 	c->be.info.vocab_size = c->vocab;
-	c->be.info.max_ctx = cfg->max_ctx;
+	c->be.info.max_ctx = ctx;
 	c->be.info.bos_id = cfg->bos_id;
 	c->be.info.eos_id = cfg->eos_id;
 	c->be.info.vocab_blob = m->vocab_blob;

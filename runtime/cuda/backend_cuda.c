@@ -622,6 +622,10 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 			 cfg.n_experts);
 		return -ENOTSUP;
 	}
+	if (cfg.rope_orig_ctx) {
+		snprintf(err, errlen, "--backend cuda: LongRoPE (Phi-3 128k) is not in the cuda backend yet; use --backend cpu");
+		return -ENOTSUP;
+	}
 	if (cfg.post_norms || cfg.ffn_gelu || cfg.sliding_window || cfg.emb_scale > 0 || cfg.attn_scale > 0) {
 		snprintf(err, errlen, "--backend cuda: Gemma 3 (post-norms, GELU, sliding-window attention) is not in the cuda "
 			 "backend yet; use --backend cpu");
@@ -715,7 +719,7 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 		goto fail;
 	}
 	for (uint32_t i = 0; i < c->hd / 2; i++)
-		inv[i] = rl_rope_inv_freq(&cfg, i);
+		inv[i] = rl_rope_inv_freq(&cfg, 0, i);   /* LongRoPE is refused above */
 	cudaError_t e = cudaMemcpy(c->inv_freq, inv, c->hd / 2 * sizeof(float), cudaMemcpyHostToDevice);
 	free(inv);
 	CU(e, "RoPE table");

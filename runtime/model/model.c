@@ -81,6 +81,31 @@ int rl_rope_llama3_freqs(struct rl_model_config *c, float factor, float low, flo
 	return 0;
 }
 
+int rl_rope_longrope_synth(struct rl_model_config *c, uint32_t orig_ctx)
+{
+	const uint32_t n = c->head_dim / 2;
+	if (n > RL_ROPE_MAX_FREQS)
+		return -ENOTSUP;
+	if (!orig_ctx || orig_ctx >= c->max_ctx)
+		return -EINVAL;
+	/* low-frequency pairs stretched most, as Phi-3-128k's factors are */
+	for (uint32_t i = 0; i < n; i++) {
+		const double x = (double)i / n;
+		c->rope_freqs[i] = (float)(1.0 + 0.5 * x * x);
+		c->rope_freqs_long[i] = (float)(1.0 + 7.0 * pow(x, 1.5));
+	}
+	c->n_rope_freqs = n;
+	c->rope_orig_ctx = orig_ctx;
+	c->rope_attn_factor = (float)rl_longrope_attn_factor(c->max_ctx, orig_ctx);
+	return 0;
+}
+
+double rl_longrope_attn_factor(uint32_t max_ctx, uint32_t orig_ctx)
+{
+	const double scale = (double)max_ctx / orig_ctx;
+	return scale > 1 ? sqrt(1 + log(scale) / log((double)orig_ctx)) : 1.0;
+}
+
 /* The fields of one layer, in canonical order. */
 static const uint8_t layer_fields[] = {
 	RL_W_ATTN_NORM, RL_W_WQ, RL_W_WK, RL_W_WV, RL_W_BQ, RL_W_BK, RL_W_BV, RL_W_QNORM, RL_W_KNORM,

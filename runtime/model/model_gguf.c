@@ -397,36 +397,62 @@ static int plan_tensor(struct gguf *g, const char *name, uint64_t ne0, uint64_t 
 	return rl_model_plan_add(p, 0, off, nbytes, nel, dt, field, layer, g->err, g->errlen);
 }
 
-/* Llama 3's rope scaling as llama.cpp's converter stores it: rope_freqs.weight, f32
- * [head_dim / 2], one divisor per RoPE pair's frequency. Into c->rope_freqs. */
-static int read_rope_freqs(struct gguf *g, const struct tinfo *ti, struct rl_model_config *c)
+/* RoPE factors as llama.cpp's converter stores them, f32 [head_dim / 2], one divisor per
+ * RoPE pair's frequency: Llama 3's rope_freqs.weight, LongRoPE's rope_factors_short/long.weight.
+ * Tensor `name` into dst[]. */
+static int read_rope_freqs(struct gguf *g, const char *name, struct rl_model_config *c, float *dst)
 {
+	const struct tinfo *ti = find_tensor(g, name);
 	uint64_t n = c->head_dim / 2, off;
+	if (!ti) {
+		GERR(g, "missing tensor %s", name);
+		return -EINVAL;
+	}
 	if (ti->type != 0 /* GGML F32 */ || ti->ne[0] != n || ti->ne[1] != 1 || ti->ne[2] != 1 || ti->ne[3] != 1) {
-		GERR(g, "tensor rope_freqs.weight must be F32 [%llu] (one factor per RoPE pair), has type %s and shape [%llu, %llu]",
-		     (unsigned long long)n, rl_ggml_type_name(ti->type), (unsigned long long)ti->ne[0],
+		GERR(g, "tensor %s must be F32 [%llu] (one factor per RoPE pair), has type %s and shape [%llu, %llu]",
+		     name, (unsigned long long)n, rl_ggml_type_name(ti->type), (unsigned long long)ti->ne[0],
 		     (unsigned long long)ti->ne[1]);
 		return -EINVAL;
 	}
 	if (n > RL_ROPE_MAX_FREQS) {
-		GERR(g, "rope_freqs.weight with head_dim %u: at most %u RoPE factors are supported",
-		     c->head_dim, RL_ROPE_MAX_FREQS);
+		GERR(g, "%s with head_dim %u: at most %u RoPE factors are supported", name, c->head_dim, RL_ROPE_MAX_FREQS);
 		return -ENOTSUP;
 	}
 	if (__builtin_add_overflow(g->data_start, ti->off, &off) || off > g->f.size || g->f.size - off < n * 4) {
-		GERR(g, "tensor rope_freqs.weight extends past end of file");
+		GERR(g, "tensor %s extends past end of file", name);
 		return -EINVAL;
 	}
-	int rc = rl_mfile_pread(&g->f, c->rope_freqs, n * 4, off, g->err, g->errlen);
+	int rc = rl_mfile_pread(&g->f, dst, n * 4, off, g->err, g->errlen);
 	if (rc)
 		return rc;
 	for (uint64_t i = 0; i < n; i++)
-		if (!(c->rope_freqs[i] > 0) || !isfinite(c->rope_freqs[i])) {
-			GERR(g, "rope_freqs.weight[%llu] = %g: RoPE factors must be positive and finite",
-			     (unsigned long long)i, c->rope_freqs[i]);
+		if (!(dst[i] > 0) || !isfinite(dst[i])) {
+			GERR(g, "%s[%llu] = %g: RoPE factors must be positive and finite", name, (unsigned long long)i, dst[i]);
 			return -EINVAL;
 		}
 	c->n_rope_freqs = (uint32_t)n;
+	return 0;
+}
+
+/* Phi-3's LongRoPE as llama.cpp's converter writes it: the short and long factor sets, the
+ * original context the short ones serve, and the attention factor. */
+static int read_longrope(struct gguf *g, struct rl_model_config *c)
+{
+	double v;
+	int rc;
+	if ((rc = read_rope_freqs(g, "rope_factors_short.weight", c, c->rope_freqs)) ||
+	    (rc = read_rope_freqs(g, "rope_factors_long.weight", c, c->rope_freqs_long)) ||
+	    (rc = get_uint(g, "phi3.rope.scaling.original_context_length", 0, 1, 1 << 24, c->max_ctx, &c->rope_orig_ctx)))
+		return rc;
+	c->rope_attn_factor = 1.0f;
+	if ((rc = get_num(g, "phi3.rope.scaling.attn_factor", &v)) < 0)
+		return rc;
+	if (rc && !(v > 0 && v < 100)) {
+		GERR(g, "phi3.rope.scaling.attn_factor %g is not a positive factor", v);
+		return -EINVAL;
+	}
+	if (rc)
+		c->rope_attn_factor = (float)v;
 	return 0;
 }
 
@@ -741,11 +767,6 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 		rc = -ENOTSUP;
 		goto out;
 	}
-	if (phi3 && (find_tensor(&g, "rope_factors_long.weight") || find_tensor(&g, "rope_factors_short.weight"))) {
-		GERR(&g, "LongRoPE (rope_factors_long/short.weight: Phi-3 128k, Phi-4-mini) is not supported yet");
-		rc = -ENOTSUP;
-		goto out;
-	}
 	/* phi3's q/k/v and gate/up are fused, as llama.cpp's converter writes them */
 	struct rl_model_config c = { .rope_halves = qwen2 || qwen3 || phi3, .has_qkv_bias = qwen2,
 				     .has_qk_norm = qwen3, .fused_proj = phi3, .n_experts = n_exp,
@@ -825,8 +846,10 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 	}
 	c.vocab_size = (uint32_t)emb->ne[1];
 	c.tied_embeddings = !find_tensor(&g, rl_wnames[RL_W_WCLS].gguf);
-	const struct tinfo *rf = find_tensor(&g, "rope_freqs.weight");
-	if (rf && (rc = read_rope_freqs(&g, rf, &c)))
+	if (find_tensor(&g, "rope_freqs.weight") && (rc = read_rope_freqs(&g, "rope_freqs.weight", &c, c.rope_freqs)))
+		goto out;
+	if (phi3 && (find_tensor(&g, "rope_factors_long.weight") || find_tensor(&g, "rope_factors_short.weight")) &&
+	    (rc = read_longrope(&g, &c)))
 		goto out;
 	if ((rc = special_id(&g, "tokenizer.ggml.bos_token_id", c.vocab_size, &c.bos_id)) ||
 	    (rc = special_id(&g, "tokenizer.ggml.eos_token_id", c.vocab_size, &c.eos_id)))

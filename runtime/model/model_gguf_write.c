@@ -178,6 +178,10 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 			     "as GGUF (gemma3 implies post-norms, GELU, q/k norms, embeddings times sqrt(dim))");
 		return -ENOTSUP;
 	}
+	if (c->rope_orig_ctx && (!c->fused_proj || !c->n_rope_freqs)) {
+		rl_model_err(err, errlen, name, "LongRoPE is written for phi3 models (fused projections) with factors only");
+		return -ENOTSUP;
+	}
 	uint32_t nv = 0;
 	struct piece *pc = NULL;
 	if (m->vocab_blob && m->vocab_blob_size >= 4 && !memcmp(m->vocab_blob, RL_BPE_MAGIC, 4)) {
@@ -203,7 +207,7 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 		}
 	}
 	uint64_t hd = c->head_dim;
-	size_t nt = RL_MODEL_MAX_SEGS(c->n_layers) + 1, k = 0;   /* + rope_freqs */
+	size_t nt = RL_MODEL_MAX_SEGS(c->n_layers) + 2, k = 0;   /* + rope_freqs, or LongRoPE's two sets */
 	struct wt *t = calloc(nt, sizeof *t);
 	uint16_t *tmp = malloc(4096 * sizeof *tmp);
 	if (!t || !tmp) {
@@ -247,10 +251,13 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 			}
 		}
 	}
-	if (c->n_rope_freqs) {         /* Llama 3 rope scaling, where llama.cpp's converter puts it */
+	/* RoPE factors where llama.cpp's converter puts them: Llama 3's rope_freqs, or LongRoPE's
+	 * short and long sets */
+	for (int set = 0; set < (c->rope_orig_ctx ? 2 : 1) && c->n_rope_freqs; set++) {
 		struct wt *x = &t[k++];
-		snprintf(x->name, sizeof x->name, "rope_freqs.weight");
-		x->src = c->rope_freqs;
+		snprintf(x->name, sizeof x->name, "%s", !c->rope_orig_ctx ? "rope_freqs.weight"
+			 : set ? "rope_factors_long.weight" : "rope_factors_short.weight");
+		x->src = set ? c->rope_freqs_long : c->rope_freqs;
 		x->ne0 = c->n_rope_freqs;
 		x->ne1 = 1;
 		x->type = RL_DT_F32;
@@ -278,7 +285,7 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 	const char *chat = rl_chat_template_text(rl_chat_from_name(m->chat_template));
 	const int moe_qwen = c->n_experts && c->has_qk_norm;
 	const int swa = c->post_norms && c->sliding_window;
-	uint32_t n_kv = 15 + (c->rope_scale != 1.0f ? 2 : 0) + (nv ? 6 : 0) + (nv && chat[0] ? 1 : 0) +
+	uint32_t n_kv = 15 + (c->rope_scale != 1.0f ? 2 : 0) + (c->rope_orig_ctx ? 2 : 0) + (nv ? 6 : 0) + (nv && chat[0] ? 1 : 0) +
 			(c->n_experts ? 2 + moe_qwen : 0) + (swa ? 3 : 0);
 	put(&w, "GGUF", 4);
 	put32(&w, 3);
@@ -324,6 +331,10 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 	if (c->rope_scale != 1.0f) {
 		kv_str(&w, AK("rope.scaling.type"), "linear");
 		kv_f32(&w, AK("rope.scaling.factor"), c->rope_scale);
+	}
+	if (c->rope_orig_ctx) {        /* LongRoPE, as llama.cpp's converter writes Phi-3 128k's */
+		kv_u32(&w, AK("rope.scaling.original_context_length"), c->rope_orig_ctx);
+		kv_f32(&w, AK("rope.scaling.attn_factor"), c->rope_attn_factor > 0 ? c->rope_attn_factor : 1.0f);
 	}
 	if (swa) {
 		kv_u32(&w, AK("attention.sliding_window"), c->sliding_window);

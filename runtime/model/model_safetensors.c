@@ -358,6 +358,37 @@ static int moe_config(const json_t *j, struct rl_model_config *c, int qwen, char
 	return 0;
 }
 
+/* LongRoPE (Phi-3 128k: rope_scaling longrope or su): the short and long factor lists, the
+ * original context they part at, and the attention factor as Phi-3 derives it */
+static int longrope_config(const json_t *j, const json_t *rs, struct rl_model_config *c, char *err, size_t errlen)
+{
+	int rc;
+	const uint32_t n = c->head_dim / 2;
+	if ((rc = cfg_u32(j, "original_max_position_embeddings", 1, 1, 1 << 24, 0, &c->rope_orig_ctx, err, errlen)))
+		return rc;
+	static const char *const keys[] = { "short_factor", "long_factor" };
+	for (int k = 0; k < 2; k++) {
+		const json_t *a = json_object_get(rs, keys[k]);
+		if (!json_is_array(a) || json_array_size(a) != n || n > RL_ROPE_MAX_FREQS) {
+			rl_model_err(err, errlen, "config.json", "rope_scaling %s is not a list of %u factors (head_dim / 2, at most %u)",
+				     keys[k], n, RL_ROPE_MAX_FREQS);
+			return -EINVAL;
+		}
+		float *dst = k ? c->rope_freqs_long : c->rope_freqs;
+		for (uint32_t i = 0; i < n; i++) {
+			const double v = json_number_value(json_array_get(a, i));
+			if (!(v > 0) || !isfinite(v)) {
+				rl_model_err(err, errlen, "config.json", "rope_scaling %s[%u] is not a positive number", keys[k], i);
+				return -EINVAL;
+			}
+			dst[i] = (float)v;
+		}
+	}
+	c->n_rope_freqs = n;
+	c->rope_attn_factor = (float)rl_longrope_attn_factor(c->max_ctx, c->rope_orig_ctx);
+	return 0;
+}
+
 static int parse_config(const json_t *j, struct rl_model_config *c, char *err, size_t errlen)
 {
 	int rc;
@@ -432,9 +463,12 @@ static int parse_config(const json_t *j, struct rl_model_config *c, char *err, s
 					     f, lo, hi, orig, c->head_dim, rc == -ENOTSUP ? "head_dim too large" : "needs factor >= 1, 0 < low < high");
 				return rc;
 			}
+		} else if (tys && (!strcmp(tys, "longrope") || !strcmp(tys, "su"))) {
+			if ((rc = longrope_config(j, rs, c, err, errlen)))
+				return rc;
 		} else if (!tys || strcmp(tys, "linear")) {
-			rl_model_err(err, errlen, "config.json", "rope_scaling type \"%.32s\" not supported (linear and llama3 are)",
-				     tys ? tys : "?");
+			rl_model_err(err, errlen, "config.json", "rope_scaling type \"%.32s\" not supported (linear, llama3 and "
+				     "longrope are)", tys ? tys : "?");
 			return -ENOTSUP;
 		} else if ((rc = cfg_f32(rs, "factor", 1.0f, &c->rope_scale, err, errlen))) {
 			return rc;

@@ -74,6 +74,14 @@ void rl_model_fill_random(struct rl_model *m, uint64_t seed);
  * factors out of range, -ENOTSUP when head_dim / 2 > RL_ROPE_MAX_FREQS. */
 int  rl_rope_llama3_freqs(struct rl_model_config *cfg, float factor, float low_freq_factor,
 			  float high_freq_factor, float original_max_ctx);
+/* LongRoPE's attention factor for a model trained to max_ctx from orig_ctx, as Phi-3's (HF
+ * and llama.cpp's converter): sqrt(1 + ln(max / orig) / ln(orig)), 1 when not longer. */
+double rl_longrope_attn_factor(uint32_t max_ctx, uint32_t orig_ctx);
+/* Synthetic LongRoPE for test models (`mkmodel --rope-scaling longrope`): short and long
+ * factor sets shaped like Phi-3-128k's, the short ones serving up to orig_ctx (< max_ctx),
+ * and the attention factor. 0, -EINVAL for orig_ctx out of range, -ENOTSUP for head_dim / 2
+ * > RL_ROPE_MAX_FREQS. */
+int  rl_rope_longrope_synth(struct rl_model_config *cfg, uint32_t orig_ctx);
 /* As rl_model_load, but every matrix stays as the file stores it (F16, BF16, Q8_0, Q4_K ...:
  * the rl_wmat fields of kernels/rl_model.h; the fp32 matrix pointers are NULL except for F32
  * ones); norms and biases are fp32. One block of memory about the size of the file's weights.
