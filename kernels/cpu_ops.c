@@ -98,12 +98,12 @@ void rl_cpu_rmsnorm(float *o, const float *x, const float *w, uint32_t n, float 
 		o[i] = x[i] * s * w[i];
 }
 
-void rl_cpu_rope_angles(float *cs, uint32_t hd, float pos_scaled, const float *inv_freq)
+void rl_cpu_rope_angles(float *cs, uint32_t rot, float pos_scaled, const float *inv_freq, float mscale)
 {
-	for (uint32_t i = 0; i < hd / 2; i++) {
+	for (uint32_t i = 0; i < rot / 2; i++) {
 		float a = pos_scaled * inv_freq[i];
-		cs[2 * i] = cosf(a);
-		cs[2 * i + 1] = sinf(a);
+		cs[2 * i] = cosf(a) * mscale;
+		cs[2 * i + 1] = sinf(a) * mscale;
 	}
 }
 
@@ -112,11 +112,11 @@ void rl_cpu_rope_angles(float *cs, uint32_t hd, float pos_scaled, const float *i
  * is deinterleaved once per run of pairs and serves every head. One step's rows (110M, batch
  * 8) rotated strided scalars for ~1% of a decode step. */
 __attribute__((target("avx2")))   /* no "fma": GCC would contract x0 c - x1 s into one */
-static uint32_t rope_avx2(float *v, uint32_t n_heads, uint32_t hd, const float *cs, int halves)
+static uint32_t rope_avx2(float *v, uint32_t n_heads, uint32_t hd, uint32_t rot, const float *cs, int halves)
 {
-	const uint32_t np = hd / 2;
+	const uint32_t np = rot / 2;
 	uint32_t i = 0;
-	if (halves) {                   /* pairs (i, i + hd/2): 8 a vector from each half */
+	if (halves) {                   /* pairs (i, i + rot/2): 8 a vector from each half */
 		for (; i + 8 <= np; i += 8) {
 			const __m256 a = _mm256_loadu_ps(cs + 2 * i), b = _mm256_loadu_ps(cs + 2 * i + 8);
 			/* per 128-bit lane (a0 a2 b0 b2), (a1 a3 b1 b3); then the 64-bit halves in order */
@@ -145,11 +145,11 @@ static uint32_t rope_avx2(float *v, uint32_t n_heads, uint32_t hd, const float *
 	return i;
 }
 
-void rl_cpu_rope(float *v, uint32_t n_heads, uint32_t hd, const float *cs, int halves)
+void rl_cpu_rope(float *v, uint32_t n_heads, uint32_t hd, uint32_t rot, const float *cs, int halves)
 {
-	for (uint32_t i = rl_cpu_isa() != RL_CPU_SCALAR ? rope_avx2(v, n_heads, hd, cs, halves) : 0; i < hd / 2; i++) {
+	for (uint32_t i = rl_cpu_isa() != RL_CPU_SCALAR ? rope_avx2(v, n_heads, hd, rot, cs, halves) : 0; i < rot / 2; i++) {
 		float c = cs[2 * i], sn = cs[2 * i + 1];
-		uint32_t i0 = halves ? i : 2 * i, i1 = halves ? i + hd / 2 : 2 * i + 1;
+		uint32_t i0 = halves ? i : 2 * i, i1 = halves ? i + rot / 2 : 2 * i + 1;
 		for (uint32_t h = 0; h < n_heads; h++) {
 			float *vh = v + (size_t)h * hd;            /* [hd] */
 			float v0 = vh[i0], v1 = vh[i1];

@@ -70,13 +70,14 @@ uint32_t rl_cpu_wmat_grain(const struct rl_wmat *W);
 /* o[n] = x[n] * w[n] / sqrt(mean(x^2) + eps); o may be x. */
 void rl_cpu_rmsnorm(float *o, const float *x, const float *w, uint32_t n, float eps);
 
-/* cs[hd/2][2] = cos, sin of pos_scaled * inv_freq[i] (pos_scaled = position / rope_scale,
- * inv_freq[hd/2] = theta^(-2i/hd)): made once per row and step, used by every layer. */
-void rl_cpu_rope_angles(float *cs, uint32_t hd, float pos_scaled, const float *inv_freq);
+/* cs[rot/2][2] = mscale times cos, sin of pos_scaled * inv_freq[i] (pos_scaled = position /
+ * rope_scale, inv_freq[rot/2] = theta^(-2i/rot); mscale: LongRoPE's attention factor, which
+ * scales the rotated dims only, else 1): made once per row and step, used by every layer. */
+void rl_cpu_rope_angles(float *cs, uint32_t rot, float pos_scaled, const float *inv_freq, float mscale);
 
-/* Rotates n_heads heads v[n_heads, hd] by the angles cs (rl_cpu_rope_angles).
- * halves: pairs (i, i+hd/2), else (2i, 2i+1). */
-void rl_cpu_rope(float *v, uint32_t n_heads, uint32_t hd, const float *cs, int halves);
+/* Rotates the first rot dims of n_heads heads v[n_heads, hd] by the angles cs
+ * (rl_cpu_rope_angles of rot); the others stay. halves: pairs (i, i+rot/2), else (2i, 2i+1). */
+void rl_cpu_rope(float *v, uint32_t n_heads, uint32_t hd, uint32_t rot, const float *cs, int halves);
 
 /* g[n] = silu(g[n]) * u[n] */
 void rl_cpu_silu_mul(float *g, const float *u, uint32_t n);

@@ -51,6 +51,8 @@ struct rl_model_config {
 	uint32_t max_ctx;              /* trained context length */
 	float    rope_theta;           /* 10000 for Llama 2, 500000 for Llama 3 */
 	float    rope_scale;           /* linear position scaling factor, 1 = none */
+	uint32_t rope_dims;            /* dims of a head RoPE rotates, the first ones (Phi-4-mini: 96 of */
+	                               /* 128); 0: all (rl_rope_dims) */
 	float    norm_eps;             /* RMSNorm epsilon */
 	int      rope_halves;          /* 1: rotate (i, i+hd/2) (HF); 0: adjacent pairs */
 	int      tied_embeddings;      /* classifier shares tok_emb */
@@ -72,14 +74,21 @@ struct rl_model_config {
 	uint32_t bos_id, eos_id;       /* UINT32_MAX when none */
 	/* Per-pair frequency divisors (Llama 3's rope scaling: GGUF's rope_freqs.weight, or
 	 * computed from config.json's rope_scaling "llama3"); 0 pairs = none. */
-	uint32_t n_rope_freqs;         /* 0 or head_dim / 2 */
+	uint32_t n_rope_freqs;         /* 0 or rl_rope_dims / 2 */
 	float    rope_freqs[RL_ROPE_MAX_FREQS];
 	/* LongRoPE (Phi-3 128k): rope_freqs are the factors for contexts up to rope_orig_ctx,
 	 * these for longer ones (rl_rope_factors); rope_orig_ctx 0: no second set */
 	uint32_t rope_orig_ctx;
-	float    rope_attn_factor;     /* LongRoPE's: q and k rotated at this length (0: 1) */
+	float    rope_attn_factor;     /* LongRoPE's: the rotated dims of q and k scaled by it (0: 1) */
 	float    rope_freqs_long[RL_ROPE_MAX_FREQS];
 };
+
+/* The dims of a head that RoPE rotates: the first rl_rope_dims(c), pairs (i, i + dims/2) or
+ * (2i, 2i+1) among them; the rest pass unrotated. */
+static inline uint32_t rl_rope_dims(const struct rl_model_config *c)
+{
+	return c->rope_dims ? c->rope_dims : c->head_dim;
+}
 
 /* The RoPE factors for serving contexts of ctx positions: LongRoPE's long set past its
  * original context (as llama.cpp picks by its context size, HF by the sequence's), else the
@@ -92,12 +101,12 @@ static inline const float *rl_rope_factors(const struct rl_model_config *c, uint
 }
 
 /* The one definition of RoPE pair i's angular frequency (radians per scaled position) that
- * the fast backends use, serving contexts of ctx positions: theta^(-2i/hd), divided by the
+ * the fast backends use, serving contexts of ctx positions: theta^(-2i/dims), divided by the
  * pair's factor when the model has them (rl_rope_factors). Position p is rotated by
  * p / rope_scale * rl_rope_inv_freq(c, ctx, i). */
 static inline float rl_rope_inv_freq(const struct rl_model_config *c, uint32_t ctx, uint32_t i)
 {
-	float f = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
+	float f = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)rl_rope_dims(c));
 	const float *fac = rl_rope_factors(c, ctx);
 	return fac ? f / fac[i] : f;
 }
@@ -115,14 +124,13 @@ static inline uint32_t rl_layer_window(const struct rl_model_config *c, uint32_t
  * llama.cpp's freq_base_swa); positions there are not scaled either. */
 static inline float rl_rope_inv_freq_local(const struct rl_model_config *c, uint32_t i)
 {
-	return 1.0f / powf(c->rope_theta_local, (float)(2 * i) / (float)c->head_dim);
+	return 1.0f / powf(c->rope_theta_local, (float)(2 * i) / (float)rl_rope_dims(c));
 }
 
-/* The softmax scale of q.k, LongRoPE's attention factor on q and on k included. */
+/* The softmax scale of q.k. */
 static inline float rl_attn_scale(const struct rl_model_config *c)
 {
-	const float af = c->rope_attn_factor > 0 ? c->rope_attn_factor : 1.0f;
-	return (c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)c->head_dim)) * af * af;
+	return c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)c->head_dim);
 }
 
 struct rl_layer {

@@ -62,20 +62,24 @@ static void matvec(double *y, const double *x, const float *W, const float *b, u
 	}
 }
 
-/* Rotates one head v[hd] to position pos. Pair i (i < hd/2) is (2i, 2i+1) for adjacent
- * pairing, (i, i + hd/2) for halves; both use frequency theta^(-2i/hd), divided by the pair's
+/* Rotates one head v[hd] to position pos: its first rot = rl_rope_dims dims (all but for
+ * partial RoPE). Pair i (i < rot/2) is (2i, 2i+1) for adjacent pairing, (i, i + rot/2) for
+ * halves; both use frequency theta^(-2i/rot), divided by the pair's
  * factor when the model has them (fac: Llama 3 rope scaling, LongRoPE's set for the
  * context the state holds). A local (sliding-window) layer
  * rotates by its own base, positions unscaled and no factors (Gemma 3). */
-static void rope(double *v, uint32_t hd, uint32_t pos, const struct rl_model_config *c, int local, const float *fac)
+static void rope(double *v, uint32_t pos, const struct rl_model_config *c, int local, const float *fac)
 {
+	const uint32_t rot = rl_rope_dims(c);                  /* the first rot dims turn */
 	double p = local ? (double)pos : (double)pos / c->rope_scale;
-	for (uint32_t i = 0; i < hd / 2; i++) {
-		double freq = pow((double)(local ? c->rope_theta_local : c->rope_theta), -(double)(2 * i) / (double)hd);
+	for (uint32_t i = 0; i < rot / 2; i++) {
+		double freq = pow((double)(local ? c->rope_theta_local : c->rope_theta), -(double)(2 * i) / (double)rot);
 		if (fac && !local)
 			freq /= fac[i];
-		double a = p * freq, cs = cos(a), sn = sin(a);
-		uint32_t i0 = c->rope_halves ? i : 2 * i, i1 = c->rope_halves ? i + hd / 2 : 2 * i + 1;
+		/* LongRoPE's attention factor scales the rotated dims (only) */
+		const double af = c->rope_attn_factor > 0 ? c->rope_attn_factor : 1.0;
+		double a = p * freq, cs = cos(a) * af, sn = sin(a) * af;
+		uint32_t i0 = c->rope_halves ? i : 2 * i, i1 = c->rope_halves ? i + rot / 2 : 2 * i + 1;
 		double v0 = v[i0], v1 = v[i1];
 		v[i0] = v0 * cs - v1 * sn;
 		v[i1] = v0 * sn + v1 * cs;
@@ -167,12 +171,10 @@ void rl_ref_forward(const struct rl_model *m, struct rl_ref_state *st, uint32_t 
 			rmsnorm(k + h * hd, k + h * hd, L->k_norm, hd, c->norm_eps);
 		const float *fac = rl_rope_factors(c, st->max_ctx);
 		for (uint32_t h = 0; h < c->n_heads; h++)
-			rope(st->q + h * hd, hd, pos, c, window != 0, fac);
+			rope(st->q + h * hd, pos, c, window != 0, fac);
 		for (uint32_t h = 0; h < c->n_kv_heads; h++)
-			rope(k + h * hd, hd, pos, c, window != 0, fac);
-		/* LongRoPE rotates q and k at length af: their products af^2 larger */
-		const double af = c->rope_attn_factor > 0 ? c->rope_attn_factor : 1.0;
-		const double scale = (c->attn_scale > 0 ? c->attn_scale : 1.0 / sqrt((double)hd)) * af * af;
+			rope(k + h * hd, pos, c, window != 0, fac);
+		const double scale = c->attn_scale > 0 ? c->attn_scale : 1.0 / sqrt((double)hd);
 
 		for (uint32_t h = 0; h < c->n_heads; h++) {
 			const double *qh = st->q + h * hd;               /* [hd] */

@@ -221,7 +221,7 @@ static void families_match_llama_cpp(void)
 	 * the short set's 256; ringlm serves the same (the reference's 80 fall alike) */
 	static const struct { const char *name; float tie; double route_tie; const char *rt; } cases[] = {
 		{ "qwen3_f32", 0.01f, 0, NULL }, { "qwen3_q8_0", 0.1f, 0, NULL }, { "phi3_f32", 0.01f, 0, NULL },
-		{ "phi3_f16", 0.02f, 0, NULL }, { "phi3_longrope_f32", 0.01f, 0, NULL },
+		{ "phi3_f16", 0.02f, 0, NULL }, { "phi3_longrope_f32", 0.01f, 0, NULL }, { "phi3_partial_f32", 0.01f, 0, NULL },
 		{ "phi3_shortrope_f32", 0.01f, 0, "--ctx 256" }, { "mixtral_f32", 0.01f, 0.01, NULL },
 		{ "qwen3moe_f32", 0.01f, 0.01, NULL }, { "mixtral_q8_0", 0.1f, 0.05, NULL },
 		{ "gemma3_f32", 0.01f, 0, NULL }, { "gemma3_q8_0", 0.1f, 0, NULL },
@@ -387,6 +387,8 @@ static void write_hf(const struct rl_model *m, const char *dir)
 		}
 		fprintf(f, "}");
 	}
+	if (c->rope_dims)              /* Phi-4-mini's partial RoPE */
+		fprintf(f, ",\n \"partial_rotary_factor\": %.9g", (double)c->rope_dims / c->head_dim);
 	if (c->n_experts && c->has_qk_norm)
 		fprintf(f, ",\n \"num_experts\": %u, \"num_experts_per_tok\": %u, \"moe_intermediate_size\": %u,"
 			" \"norm_topk_prob\": true, \"decoder_sparse_step\": 1, \"mlp_only_layers\": []",
@@ -411,8 +413,8 @@ static void write_hf(const struct rl_model *m, const char *dir)
  * does not need) */
 static void hf_folders_load_the_same(void)
 {
-	static const char *const names[] = { "qwen3_f32", "phi3_f32", "phi3_longrope_f32", "gemma3_f32", "qwen3moe_f32",
-					     "mixtral_f32" };
+	static const char *const names[] = { "qwen3_f32", "phi3_f32", "phi3_longrope_f32", "phi3_partial_f32", "gemma3_f32",
+					     "qwen3moe_f32", "mixtral_f32" };
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
 		char g[256], e[256], err[512], label[64];
 		REQUIRE(fixture(names[i], g, sizeof g, e, sizeof e) == 0);
@@ -433,7 +435,7 @@ static void hf_folders_load_the_same(void)
 			      y->swa_period == x->swa_period && y->rope_theta_local == x->rope_theta_local &&
 			      y->tied_embeddings == x->tied_embeddings && y->n_experts == x->n_experts &&
 			      y->n_experts_used == x->n_experts_used && y->hidden_dim == x->hidden_dim);
-			CHECK(y->rope_orig_ctx == x->rope_orig_ctx && y->rope_attn_factor == x->rope_attn_factor &&
+			CHECK(y->rope_dims == x->rope_dims && y->rope_orig_ctx == x->rope_orig_ctx && y->rope_attn_factor == x->rope_attn_factor &&
 			      y->n_rope_freqs == x->n_rope_freqs &&
 			      !memcmp(y->rope_freqs, x->rope_freqs, sizeof x->rope_freqs[0] * x->n_rope_freqs) &&
 			      !memcmp(y->rope_freqs_long, x->rope_freqs_long, sizeof x->rope_freqs[0] * x->n_rope_freqs));

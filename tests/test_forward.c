@@ -153,37 +153,41 @@ static void norm_and_rope_match_the_formula(void)
 	CHECKF(worst < 1e-5, "rmsnorm off by %g relative", worst);
 
 	/* RoPE against the formula, and every ISA bit for bit against the scalar one (the vector
-	 * path keeps its arithmetic); head dims whose pairs fill the vectors, or leave a tail */
+	 * path keeps its arithmetic); head dims whose pairs fill the vectors, or leave a tail;
+	 * partial RoPE (the first ROT dims turn, the rest stay: Phi-4-mini's 96 of 128) */
 	enum { MAXHD = 72, NH = 3 };
-	static const uint32_t hds[] = { 64, 24, 72, 6 };
+	static const uint32_t hds[] = { 64, 24, 72, 6, 64, 24 }, rots[] = { 64, 24, 72, 6, 48, 18 };
 	for (size_t k = 0; k < sizeof hds / sizeof *hds; k++) {
-		const uint32_t HD = hds[k];
+		const uint32_t HD = hds[k], ROT = rots[k];
 		float inv[MAXHD / 2], cs[MAXHD], v[NH * MAXHD], v0[NH * MAXHD], vs[NH * MAXHD];
-		for (uint32_t i = 0; i < HD / 2; i++)
-			inv[i] = 1.0f / powf(10000.0f, (float)(2 * i) / HD);
+		for (uint32_t i = 0; i < ROT / 2; i++)
+			inv[i] = 1.0f / powf(10000.0f, (float)(2 * i) / ROT);
 		for (int halves = 0; halves < 2; halves++) {
 			const float pos = 37.0f / 2.0f;
 			for (uint32_t i = 0; i < NH * HD; i++)
 				v0[i] = (float)(i % 13) - 6.0f + 0.37f * (float)(i % 5);
-			rl_cpu_rope_angles(cs, HD, pos, inv);
+			rl_cpu_rope_angles(cs, ROT, pos, inv, 1.0f);
 			for (int isa = RL_CPU_SCALAR; isa <= (int)rl_cpu_isa_best(); isa++) {
 				REQUIRE(rl_cpu_set_isa((enum rl_cpu_isa)isa) == 0);
 				memcpy(v, v0, NH * HD * sizeof(float));
-				rl_cpu_rope(v, NH, HD, cs, halves);
+				rl_cpu_rope(v, NH, HD, ROT, cs, halves);
 				if (isa == RL_CPU_SCALAR)
 					memcpy(vs, v, NH * HD * sizeof(float));
 				CHECKF(!memcmp(v, vs, NH * HD * sizeof(float)), "rope hd %u halves=%d: %s differs from scalar",
 				       HD, halves, rl_cpu_isa_name((enum rl_cpu_isa)isa));
 			}
 			rl_cpu_set_isa(rl_cpu_isa_best());
-			for (uint32_t h = 0; h < NH; h++)
-				for (uint32_t i = 0; i < HD / 2; i++) {
-					uint32_t a = halves ? i : 2 * i, b = halves ? i + HD / 2 : 2 * i + 1;
+			for (uint32_t h = 0; h < NH; h++) {
+				for (uint32_t i = ROT; i < HD; i++)
+					CHECKF(v[h * HD + i] == v0[h * HD + i], "rope hd %u rot %u: dim %u moved", HD, ROT, i);
+				for (uint32_t i = 0; i < ROT / 2; i++) {
+					uint32_t a = halves ? i : 2 * i, b = halves ? i + ROT / 2 : 2 * i + 1;
 					double th = (double)pos * inv[i], x0 = v0[h * HD + a], x1 = v0[h * HD + b];
 					CHECKF(fabs(v[h * HD + a] - (x0 * cos(th) - x1 * sin(th))) < 1e-4 &&
 					       fabs(v[h * HD + b] - (x0 * sin(th) + x1 * cos(th))) < 1e-4,
 					       "rope hd %u halves=%d head %u pair %u", HD, halves, h, i);
 				}
+			}
 		}
 	}
 }
@@ -485,6 +489,13 @@ static const struct shape shapes[] = {
 	{ "gqa-llama3-rope", { .dim = 64, .hidden_dim = 128, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2,
 	  .head_dim = 16, .vocab_size = 150, .max_ctx = 256, .rope_theta = 10000, .rope_scale = 1,
 	  .norm_eps = 1e-5f, .rope_halves = 1, .tied_embeddings = 0, .bos_id = 1, .eos_id = 2 } },
+	/* partial RoPE (the first 24 of 32 dims turn, Phi-4-mini's share), both pairings */
+	{ "partial-rope-halves", { .dim = 64, .hidden_dim = 96, .n_layers = 2, .n_heads = 2, .n_kv_heads = 2,
+	  .head_dim = 32, .vocab_size = 90, .max_ctx = 256, .rope_theta = 10000, .rope_scale = 1, .rope_dims = 24,
+	  .norm_eps = 1e-5f, .rope_halves = 1, .tied_embeddings = 0, .bos_id = 1, .eos_id = 2 } },
+	{ "partial-rope-adjacent", { .dim = 64, .hidden_dim = 96, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2,
+	  .head_dim = 16, .vocab_size = 90, .max_ctx = 256, .rope_theta = 10000, .rope_scale = 1, .rope_dims = 10,
+	  .norm_eps = 1e-5f, .rope_halves = 0, .tied_embeddings = 1, .bos_id = 1, .eos_id = 2 } },
 	/* Gemma 3's traits: post-norms, GELU, q/k norms, embeddings times sqrt(dim); layers 0 and
 	 * 1 local (window 5, their own RoPE base, unscaled), layer 2 global (scaled by 2); a query
 	 * scale of its own; head_dim 32 (the row kernels), then 16 (the tiled one) */

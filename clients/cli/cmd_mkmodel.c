@@ -25,6 +25,7 @@ static void usage(void)
 		"         [--arch llama|qwen3|phi3|gemma3] [--window W] (gemma3: local layers' sliding window)\n"
 		"         [--dim D --hidden H --layers L --heads N --kv-heads K --head-dim HD --vocab V --ctx C]\n"
 		"         [--experts E --experts-used U] (a mixture of experts: H is then an expert's width)\n"
+		"         [--rope-dims R] (RoPE on the first R dims of a head only, as Phi-4-mini's 96 of 128)\n"
 		"         [--theta T] --dtype TYPE\n"
 		"         [--seed S] [--rope-scaling llama3|longrope] [--chat-template llama3|chatml|mistral|phi3|gemma]\n"
 		"         --out FILE.gguf [--tokenizer tokenizer.bin]\n"
@@ -73,10 +74,10 @@ int rl_cmd_mkmodel(int argc, char **argv)
 	const char *chat = NULL;
 	uint64_t seed = 1;
 	struct shape s = { "custom", 0, 0, 0, 0, 0, 0, 2048, 10000.0f, 0 };
-	uint32_t custom[11] = {0};
-	int have[11] = {0}, qwen3 = -1, phi3 = -1, gemma3 = -1;
-	static const char *copts[11] = { "--dim", "--hidden", "--layers", "--heads", "--kv-heads", "--vocab", "--ctx",
-					 "--head-dim", "--experts", "--experts-used", "--window" };
+	uint32_t custom[12] = {0};
+	int have[12] = {0}, qwen3 = -1, phi3 = -1, gemma3 = -1;
+	static const char *copts[12] = { "--dim", "--hidden", "--layers", "--heads", "--kv-heads", "--vocab", "--ctx",
+					 "--head-dim", "--experts", "--experts-used", "--window", "--rope-dims" };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -89,9 +90,9 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		}
 		const char *v = argv[++i];
 		int k;
-		for (k = 0; k < 11 && strcmp(a, copts[k]); k++)
+		for (k = 0; k < 12 && strcmp(a, copts[k]); k++)
 			;
-		if (k < 11) {
+		if (k < 12) {
 			if (parse_u32(a, v, &custom[k]))
 				return 2;
 			have[k] = 1;
@@ -198,6 +199,11 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		fprintf(stderr, "ringlm mkmodel: --window is for --arch gemma3\n");
 		return 2;
 	}
+	if (have[11] && (!custom[11] || custom[11] % 2 || custom[11] > c.head_dim)) {
+		fprintf(stderr, "ringlm mkmodel: --rope-dims wants an even count of at most head_dim (%u)\n", c.head_dim);
+		return 2;
+	}
+	c.rope_dims = have[11] && custom[11] < c.head_dim ? custom[11] : 0;
 	if (!s.heads || (!have[7] && !sc.head_dim && s.dim % s.heads)) {
 		fprintf(stderr, "ringlm mkmodel: dim %u is not a multiple of heads %u (or give --head-dim)\n", s.dim, s.heads);
 		return 2;

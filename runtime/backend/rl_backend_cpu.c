@@ -76,6 +76,7 @@ struct cpu {
 	float *rope_cs;                /* [2, max_tokens, hd/2, 2] each row's RoPE cos, sin this step, */
 	                               /* for the global layers, then (has_local) the local ones */
 	int has_local;                 /* some layer has a sliding window (rl_layer_window) */
+	uint32_t rot;                  /* dims of a head RoPE rotates (rl_rope_dims) */
 	float q_rescale;               /* queries times this before attention, whose scale is */
 	                               /* 1/sqrt(hd) (rl_attn_scale), 1 when it is the model's */
 	float *attn_scratch;           /* [n_threads, attn_scratch_size] */
@@ -398,10 +399,11 @@ static void forward(struct cpu *c, int t)
 				xr[i] *= cfg->emb_scale;
 		/* the same rows' angles for every layer (this thread's rows in the RoPE loop too);
 		 * local layers' positions are unscaled */
-		rl_cpu_rope_angles(c->rope_cs + (size_t)r * hd, hd, (float)b->pos[r] / cfg->rope_scale, c->inv_freq);
+		rl_cpu_rope_angles(c->rope_cs + (size_t)r * hd, c->rot, (float)b->pos[r] / cfg->rope_scale, c->inv_freq,
+				   cfg->rope_attn_factor > 0 ? cfg->rope_attn_factor : 1.0f);
 		if (c->has_local)
-			rl_cpu_rope_angles(c->rope_cs + ((size_t)c->max_tokens + r) * hd, hd, (float)b->pos[r],
-					   c->inv_freq + hd / 2);
+			rl_cpu_rope_angles(c->rope_cs + ((size_t)c->max_tokens + r) * hd, c->rot, (float)b->pos[r],
+					   c->inv_freq + hd / 2, 1.0f);
 	}
 	barrier(c);
 
@@ -445,8 +447,8 @@ static void forward(struct cpu *c, int t)
 				rl_cpu_rmsnorm(qh + (size_t)g * hd, qh + (size_t)g * hd, L->q_norm, hd, cfg->norm_eps);
 			if (L->k_norm)
 				rl_cpu_rmsnorm(kh, kh, L->k_norm, hd, cfg->norm_eps);
-			rl_cpu_rope(qh, group, hd, cs, cfg->rope_halves);
-			rl_cpu_rope(kh, 1, hd, cs, cfg->rope_halves);
+			rl_cpu_rope(qh, group, hd, c->rot, cs, cfg->rope_halves);
+			rl_cpu_rope(kh, 1, hd, c->rot, cs, cfg->rope_halves);
 			if (c->q_rescale != 1.0f)                 /* Gemma 3 27B's query_pre_attn_scalar */
 				for (uint32_t i = 0; i < group * hd; i++)
 					qh[i] *= c->q_rescale;
@@ -798,7 +800,8 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 		return -ENOMEM;
 	}
 	const uint32_t ctx = p->max_ctx ? p->max_ctx : cfg->max_ctx;   /* served (--ctx), or as trained */
-	for (uint32_t i = 0; i < c->hd / 2; i++) {
+	c->rot = rl_rope_dims(cfg);
+	for (uint32_t i = 0; i < c->rot / 2; i++) {
 		c->inv_freq[i] = rl_rope_inv_freq(cfg, ctx, i);
 		c->inv_freq[c->hd / 2 + i] = cfg->rope_theta_local > 0 ? rl_rope_inv_freq_local(cfg, i) : c->inv_freq[i];
 	}

@@ -622,6 +622,11 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 			 cfg.n_experts);
 		return -ENOTSUP;
 	}
+	if (cfg.rope_dims && cfg.rope_dims != cfg.head_dim) {
+		snprintf(err, errlen, "--backend cuda: partial RoPE (%u of %u dims) is not in the cuda backend yet; use --backend cpu",
+			 cfg.rope_dims, cfg.head_dim);
+		return -ENOTSUP;
+	}
 	if (cfg.rope_orig_ctx) {
 		snprintf(err, errlen, "--backend cuda: LongRoPE (Phi-3 128k) is not in the cuda backend yet; use --backend cpu");
 		return -ENOTSUP;

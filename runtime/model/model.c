@@ -56,7 +56,7 @@ int rl_model_check_shape(const struct rl_model_config *c, char *err, size_t errl
 
 int rl_rope_llama3_freqs(struct rl_model_config *c, float factor, float low, float high, float orig)
 {
-	uint32_t n = c->head_dim / 2;
+	uint32_t n = rl_rope_dims(c) / 2;
 	if (!(factor >= 1) || !(low > 0) || !(high > low) || !(orig > 0) || !isfinite(factor) ||
 	    !isfinite(high) || !isfinite(orig) || !(c->rope_theta > 0))
 		return -EINVAL;
@@ -65,7 +65,7 @@ int rl_rope_llama3_freqs(struct rl_model_config *c, float factor, float low, flo
 	double low_wavelen = orig / low, high_wavelen = orig / high;
 	for (uint32_t i = 0; i < n; i++) {
 		/* the converter's float32 frequency, then its float64 arithmetic */
-		float freq = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)c->head_dim);
+		float freq = 1.0f / powf(c->rope_theta, (float)(2 * i) / (float)rl_rope_dims(c));
 		double wavelen = 2 * M_PI / freq, f;
 		if (wavelen < high_wavelen)
 			f = 1;
@@ -83,7 +83,7 @@ int rl_rope_llama3_freqs(struct rl_model_config *c, float factor, float low, flo
 
 int rl_rope_longrope_synth(struct rl_model_config *c, uint32_t orig_ctx)
 {
-	const uint32_t n = c->head_dim / 2;
+	const uint32_t n = rl_rope_dims(c) / 2;
 	if (n > RL_ROPE_MAX_FREQS)
 		return -ENOTSUP;
 	if (!orig_ctx || orig_ctx >= c->max_ctx)

@@ -397,13 +397,13 @@ static int plan_tensor(struct gguf *g, const char *name, uint64_t ne0, uint64_t 
 	return rl_model_plan_add(p, 0, off, nbytes, nel, dt, field, layer, g->err, g->errlen);
 }
 
-/* RoPE factors as llama.cpp's converter stores them, f32 [head_dim / 2], one divisor per
+/* RoPE factors as llama.cpp's converter stores them, f32 [rope dims / 2], one divisor per
  * RoPE pair's frequency: Llama 3's rope_freqs.weight, LongRoPE's rope_factors_short/long.weight.
  * Tensor `name` into dst[]. */
 static int read_rope_freqs(struct gguf *g, const char *name, struct rl_model_config *c, float *dst)
 {
 	const struct tinfo *ti = find_tensor(g, name);
-	uint64_t n = c->head_dim / 2, off;
+	uint64_t n = rl_rope_dims(c) / 2, off;
 	if (!ti) {
 		GERR(g, "missing tensor %s", name);
 		return -EINVAL;
@@ -796,11 +796,12 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 	snprintf(key, sizeof key, "%s.rope.dimension_count", arch);
 	if ((rc = get_uint(&g, key, 0, 0, 4096, c.head_dim, &rope_dims)))
 		goto out;
-	if (rope_dims != c.head_dim) {
-		GERR(&g, "partial RoPE (%u of %u head dims) not supported", rope_dims, c.head_dim);
-		rc = -ENOTSUP;
+	if (!rope_dims || rope_dims % 2 || rope_dims > c.head_dim) {
+		GERR(&g, "RoPE over %u of %u head dims: must be an even count, at most all of them", rope_dims, c.head_dim);
+		rc = -EINVAL;
 		goto out;
 	}
+	c.rope_dims = rope_dims < c.head_dim ? rope_dims : 0;   /* partial RoPE: Phi-4-mini's 96 of 128 */
 	double v;
 	c.rope_theta = 10000.0f;
 	snprintf(key, sizeof key, "%s.rope.freq_base", arch);

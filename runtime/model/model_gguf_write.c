@@ -325,7 +325,7 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 	kv_u32(&w, AK("attention.head_count_kv"), c->n_kv_heads);
 	kv_u32(&w, AK("attention.key_length"), c->head_dim);
 	kv_u32(&w, AK("attention.value_length"), c->head_dim);   /* llama.cpp's default is dim / heads */
-	kv_u32(&w, AK("rope.dimension_count"), c->head_dim);
+	kv_u32(&w, AK("rope.dimension_count"), rl_rope_dims(c));
 	kv_f32(&w, AK("rope.freq_base"), c->rope_theta);
 	kv_f32(&w, AK("attention.layer_norm_rms_epsilon"), c->norm_eps);
 	if (c->rope_scale != 1.0f) {

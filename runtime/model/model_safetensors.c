@@ -363,14 +363,14 @@ static int moe_config(const json_t *j, struct rl_model_config *c, int qwen, char
 static int longrope_config(const json_t *j, const json_t *rs, struct rl_model_config *c, char *err, size_t errlen)
 {
 	int rc;
-	const uint32_t n = c->head_dim / 2;
+	const uint32_t n = rl_rope_dims(c) / 2;
 	if ((rc = cfg_u32(j, "original_max_position_embeddings", 1, 1, 1 << 24, 0, &c->rope_orig_ctx, err, errlen)))
 		return rc;
 	static const char *const keys[] = { "short_factor", "long_factor" };
 	for (int k = 0; k < 2; k++) {
 		const json_t *a = json_object_get(rs, keys[k]);
 		if (!json_is_array(a) || json_array_size(a) != n || n > RL_ROPE_MAX_FREQS) {
-			rl_model_err(err, errlen, "config.json", "rope_scaling %s is not a list of %u factors (head_dim / 2, at most %u)",
+			rl_model_err(err, errlen, "config.json", "rope_scaling %s is not a list of %u factors (rotated dims / 2, at most %u)",
 				     keys[k], n, RL_ROPE_MAX_FREQS);
 			return -EINVAL;
 		}
@@ -442,6 +442,16 @@ static int parse_config(const json_t *j, struct rl_model_config *c, char *err, s
 	c->has_qkv_bias = (mt && !strcmp(mt, "qwen2")) || json_is_true(json_object_get(j, "attention_bias"));
 	c->has_qk_norm = mt && (!strcmp(mt, "qwen3") || qwen3moe);
 	c->rope_halves = 1;
+	const json_t *prf = json_object_get(j, "partial_rotary_factor");   /* Phi-4-mini: 0.75 */
+	if (prf && !json_is_null(prf)) {
+		const double f = json_number_value(prf), d = f * c->head_dim;
+		if (!json_is_number(prf) || !(f > 0 && f <= 1) || d != floor(d) || (uint32_t)d % 2) {
+			rl_model_err(err, errlen, "config.json", "partial_rotary_factor %g: not an even share of %u head dims",
+				     f, c->head_dim);
+			return -EINVAL;
+		}
+		c->rope_dims = (uint32_t)d < c->head_dim ? (uint32_t)d : 0;
+	}
 	if (gemma3 && (rc = gemma3_config(j, c, err, errlen)))
 		return rc;
 	c->rope_scale = 1.0f;

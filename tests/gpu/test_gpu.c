@@ -272,8 +272,8 @@ static void test_rope_kv(void)
 			for (uint32_t i = 0; i < width; i++)
 				row[i] = dec(qkv[(size_t)r * width + i]) + bias[i];
 			float cs[128];
-			rl_cpu_rope_angles(cs, hd, (float)t.pos[r] / 2.0f, inv);
-			rl_cpu_rope(row, nh + nkv, hd, cs, halves);
+			rl_cpu_rope_angles(cs, hd, (float)t.pos[r] / 2.0f, inv, 1.0f);
+			rl_cpu_rope(row, nh + nkv, hd, hd, cs, halves);
 			float got[768];
 			for (uint32_t i = 0; i < nh * hd; i++)
 				got[i] = dec(q[(size_t)r * nh * hd + i]);
