@@ -28,6 +28,7 @@
 #include "tests/rl_test.h"
 #include "clients/ringlm.h"
 #include "kernels/rl_ref.h"
+#include "tokenizer/rl_tok.h"
 #include "runtime/model/rl_model_io.h"
 
 #ifndef FIXTURES
@@ -526,6 +527,45 @@ static void moe_unaligned_experts_serve_like_the_reference(void)
 	}
 }
 
+/* Gemma's SentencePiece vocabulary puts no " " before the text (tokenizer.ggml.add_space_prefix
+ * false): the same pieces (tok512.bin) in a gemma3 file and in stories260K.gguf tokenize as
+ * llama.cpp tokenizes each (its ids, from llama-cpp-python 0.3.36), and the flag survives
+ * rl_gguf_write */
+static void gemma_vocabulary_has_no_dummy_prefix(void)
+{
+	const char *tok = rl_t_model("tok512.bin"), *stories = rl_t_model("stories260K.gguf");
+	if (!tok || !stories)
+		SKIP("../shared/models/tok512.bin or stories260K.gguf not found");
+	const char *g = rl_t_tmp("vocab_gemma.gguf");
+	char cmd[1200];
+	snprintf(cmd, sizeof cmd, "build/ringlm mkmodel --shape tiny --arch gemma3 --window 16 --seed 5 --dtype q8_0 "
+		 "--tokenizer '%s' --out '%s' >/dev/null", tok, g);
+	REQUIRE(system(cmd) == 0);
+	static const int32_t want_gemma[] = { 1, 440, 411, 306, 414, 263, 304, 341 };
+	static const int32_t want_stories[] = { 1, 346, 306, 414, 263, 304, 341 };
+	const char *paths[] = { g, stories };
+	for (int i = 0; i < 2; i++) {
+		void *blob;
+		uint32_t size;
+		char err[512];
+		struct rl_tok *t;
+		REQUIRE(rl_gguf_read_vocab(paths[i], &blob, &size, err, sizeof err) == 0 && blob);
+		CHECK(rl_model_vocab_prefixless(blob, size) == (i == 0));
+		REQUIRE(rl_tok_create(blob, size, &t, err, sizeof err) == 0);
+		int32_t ids[32];
+		long n = rl_tok_encode(t, "Hello world", 11, 1, 0, ids, 32);
+		const int32_t *want = i ? want_stories : want_gemma;
+		const long nw = i ? 7 : 8;
+		CHECKF(n == nw && !memcmp(ids, want, sizeof *ids * (size_t)nw), "%s: %ld ids, first %d %d", paths[i], n,
+		       ids[0], ids[1]);
+		size_t len;
+		const char *p = rl_tok_decode(t, 1, ids[1], &len);   /* no dummy prefix to drop */
+		CHECK(p && len >= 1);
+		rl_tok_destroy(t);
+		free(blob);
+	}
+}
+
 /* Variants ringlm does not read are refused by name, in one line */
 static void unsupported_families_refused(void)
 {
@@ -592,6 +632,7 @@ int main(void)
 	RUN(families_match_llama_cpp);
 	RUN(hf_folders_load_the_same);
 	RUN(moe_unaligned_experts_serve_like_the_reference);
+	RUN(gemma_vocabulary_has_no_dummy_prefix);
 	RUN(unsupported_families_refused);
 	rl_t_tmpdir_remove();
 	TEST_MAIN_END();

@@ -93,9 +93,14 @@ int rl_tok_create(const void *blob, size_t size, struct rl_tok **out, char *err,
 		snprintf(err, errlen, "tokenizer: max_token_length %d out of range", maxlen);
 		return -EINVAL;
 	}
-	/* first pass: validate and count */
+	/* first pass: validate and count, up to the trailer if there is one */
 	size_t off = 4, n = 0;
+	uint32_t spm_flags = 0;
 	while (off < size) {
+		if (size - off == 8 && !memcmp(p + off, RL_SPM_TRAILER, 4)) {
+			memcpy(&spm_flags, p + off + 4, 4);
+			break;
+		}
 		int32_t len;
 		float sc;
 		if (size - off < 8) {
@@ -157,7 +162,7 @@ int rl_tok_create(const void *blob, size_t size, struct rl_tok **out, char *err,
 		t->byte_id[b] = id >= 0 ? id : (b + 3 < (int)n ? b + 3 : 0);
 		t->bytes[b] = (unsigned char)b;
 	}
-	t->space_id = lookup(t, " ", 1);
+	t->space_id = spm_flags & RL_SPM_NO_PREFIX ? -1 : lookup(t, " ", 1);
 	*out = t;
 	return 0;
 nomem:
@@ -357,7 +362,7 @@ const char *rl_tok_decode(const struct rl_tok *t, int32_t prev, int32_t tok, siz
 	const char *p = rl_tok_piece(t, tok, &n, NULL);
 	if (!p)
 		return NULL;
-	if (prev >= 0 && (uint32_t)prev == t->bos && n && p[0] == ' ') {
+	if (prev >= 0 && (uint32_t)prev == t->bos && n && p[0] == ' ' && t->space_id >= 0) {
 		p++;
 		n--;
 	}

@@ -2,7 +2,8 @@
  * blobs. Two kinds of blob: a llama2.c tokenizer.bin
  * (int32 max_token_length, then per token: float score, int32 len, len bytes) for
  * SentencePiece-style vocabularies, whose encoding reproduces llama2.c's encode() token for
- * token; and a byte-level BPE blob (rl_bpe.h: Llama 3, Qwen2, GPT-2), encoded as Hugging
+ * token (a SentencePiece vocabulary without the dummy prefix, as Gemma's, ends in the
+ * trailer RL_SPM_TRAILER + uint32 RL_SPM_NO_PREFIX; llama2.c's files have none); and a byte-level BPE blob (rl_bpe.h: Llama 3, Qwen2, GPT-2), encoded as Hugging
  * Face tokenizers does. The runtime publishes the blob in its info segment, so clients
  * tokenize without the model file. */
 #ifndef RL_TOK_H
@@ -11,6 +12,10 @@
 #include <stdint.h>
 
 struct rl_tok;
+
+/* The SentencePiece blob's optional trailer: these 4 bytes, then uint32 flags */
+#define RL_SPM_TRAILER "RLSP"
+#define RL_SPM_NO_PREFIX 1u            /* no " " before the text (tokenizer.ggml.add_space_prefix false) */
 
 /* Builds a tokenizer from a blob (copied; the caller keeps its own). The blob is untrusted:
  * -EINVAL and a one-line reason in err when malformed. BOS/EOS default to 1/2 as in llama2.c. */
@@ -29,7 +34,8 @@ long rl_tok_encode(const struct rl_tok *t, const char *text, size_t len, int bos
 enum { RL_TOK_BOS = 1, RL_TOK_EOS = 2, RL_TOK_SPECIAL = 4 /* cut control tokens written in the text */ };
 long rl_tok_encode_ex(const struct rl_tok *t, const char *text, size_t len, unsigned flags,
 		      int32_t *ids, size_t cap);
-/* Text of token `tok` following `prev` (-1 for none): the leading space is dropped after BOS
+/* Text of token `tok` following `prev` (-1 for none): the leading space (the dummy prefix, where
+ * the vocabulary adds one) is dropped after BOS
  * and "<0xNN>" byte pieces become that raw byte. Not NUL-terminated; *len is set. NULL for
  * an id out of range. */
 const char *rl_tok_decode(const struct rl_tok *t, int32_t prev, int32_t tok, size_t *len);

@@ -249,6 +249,8 @@ int rl_cmd_mkmodel(int argc, char **argv)
 	} else if ((rc = rl_model_synth_vocab(c.vocab_size, &m->vocab_blob, &m->vocab_blob_size))) {
 		snprintf(err, sizeof err, "cannot synthesize a vocabulary of %u tokens (259 or more needed)", c.vocab_size);
 	}
+	if (!rc && c.post_norms && rl_model_vocab_no_prefix(&m->vocab_blob, &m->vocab_blob_size))
+		rc = -ENOMEM;          /* Gemma's vocabulary puts no " " before the text */
 	if (!rc)
 		rc = rl_gguf_write(m, out, dtype, err, sizeof err);
 	rl_model_destroy(m);

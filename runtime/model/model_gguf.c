@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include "tokenizer/rl_bpe.h"
 #include "tokenizer/rl_chat.h"
+#include "tokenizer/rl_tok.h"
 #include "runtime/model/model_internal.h"
 
 enum { GT_U8, GT_I8, GT_U16, GT_I16, GT_U32, GT_I32, GT_F32, GT_BOOL, GT_STR, GT_ARR, GT_U64,
@@ -579,6 +580,10 @@ static int build_vocab(struct gguf *g, uint32_t n_vocab, uint32_t bos, uint32_t 
 		total += 8 + out;
 		p += 8 + len;
 	}
+	/* Gemma's vocabulary puts no " " before the text: the blob's trailer says so */
+	const struct kv *asp = find_kv(g, "tokenizer.ggml.add_space_prefix");
+	const int no_prefix = asp && asp->type == GT_BOOL && !g->buf[asp->val];
+	total += no_prefix ? 8 : 0;
 	if (total > UINT32_MAX) {
 		GERR(g, "vocabulary too large");
 		return -EINVAL;
@@ -622,6 +627,12 @@ static int build_vocab(struct gguf *g, uint32_t n_vocab, uint32_t bos, uint32_t 
 		memcpy(b + lo, &l, 4);
 		o = w;
 		p += 8 + len;
+	}
+	if (no_prefix) {
+		const uint32_t fl = RL_SPM_NO_PREFIX;
+		memcpy(b + o, RL_SPM_TRAILER, 4);
+		memcpy(b + o + 4, &fl, 4);
+		o += 8;
 	}
 	*blob = b;
 	*size = (uint32_t)o;

@@ -14,7 +14,7 @@
 #include "runtime/model/model_internal.h"
 
 #define ALIGN 32
-enum { GT_U32 = 4, GT_I32 = 5, GT_F32 = 6, GT_STR = 8, GT_ARR = 9 };
+enum { GT_U32 = 4, GT_I32 = 5, GT_F32 = 6, GT_BOOL = 7, GT_STR = 8, GT_ARR = 9 };
 
 struct wt {                       /* one tensor to write */
 	char name[48];
@@ -45,6 +45,7 @@ static void key(struct w *w, const char *k, uint32_t type) { putstr(w, k, strlen
 static void kv_u32(struct w *w, const char *k, uint32_t v) { key(w, k, GT_U32); put32(w, v); }
 static void kv_f32(struct w *w, const char *k, float v) { key(w, k, GT_F32); put(w, &v, 4); }
 static void kv_str(struct w *w, const char *k, const char *v) { key(w, k, GT_STR); putstr(w, v, strlen(v)); }
+static void kv_bool(struct w *w, const char *k, int v) { uint8_t b = v != 0; key(w, k, GT_BOOL); put(w, &b, 1); }
 
 /* Vocabulary pieces back into SentencePiece form: spaces become ▁ and llama2.c's
  * "\n<s>\n"-style BOS/EOS lose their newlines. */
@@ -285,7 +286,8 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 	const char *chat = rl_chat_template_text(rl_chat_from_name(m->chat_template));
 	const int moe_qwen = c->n_experts && c->has_qk_norm;
 	const int swa = c->post_norms && c->sliding_window;
-	uint32_t n_kv = 15 + (c->rope_scale != 1.0f ? 2 : 0) + (c->rope_orig_ctx ? 2 : 0) + (nv ? 6 : 0) + (nv && chat[0] ? 1 : 0) +
+	const int no_prefix = nv && rl_model_vocab_prefixless(m->vocab_blob, m->vocab_blob_size);
+	uint32_t n_kv = 15 + no_prefix + (c->rope_scale != 1.0f ? 2 : 0) + (c->rope_orig_ctx ? 2 : 0) + (nv ? 6 : 0) + (nv && chat[0] ? 1 : 0) +
 			(c->n_experts ? 2 + moe_qwen : 0) + (swa ? 3 : 0);
 	put(&w, "GGUF", 4);
 	put32(&w, 3);
@@ -353,6 +355,8 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 		key(&w, "tokenizer.ggml.token_type", GT_ARR); put32(&w, GT_I32); put64(&w, nv);
 		for (uint32_t i = 0; i < nv; i++)
 			put32(&w, (uint32_t)token_type(&pc[i], i, c));
+		if (no_prefix)             /* Gemma's: no " " before the text */
+			kv_bool(&w, "tokenizer.ggml.add_space_prefix", 0);
 		kv_u32(&w, "tokenizer.ggml.bos_token_id", c->bos_id < nv ? c->bos_id : 1);
 		kv_u32(&w, "tokenizer.ggml.eos_token_id", c->eos_id < nv ? c->eos_id : 2);
 		if (chat[0])

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
+#include "tokenizer/rl_bpe.h"
+#include "tokenizer/rl_tok.h"
 #include "runtime/model/model_internal.h"
 
 
@@ -128,12 +130,36 @@ int rl_model_vocab_check(const void *blob, size_t size, uint32_t n_vocab, const 
 		}
 		off += len;
 	}
-	if (off != size) {
+	if (off != size && !(size - off == 8 && !memcmp(p + off, RL_SPM_TRAILER, 4))) {
 		rl_model_err(err, errlen, name, "tokenizer has %zu bytes after %u tokens (vocabulary size mismatch?)",
 			     size - off, n_vocab);
 		return -EINVAL;
 	}
 	return 0;
+}
+
+int rl_model_vocab_no_prefix(void **blob, uint32_t *size)
+{
+	if (!*blob || *size < 4 || !memcmp(*blob, RL_BPE_MAGIC, 4) || rl_model_vocab_prefixless(*blob, *size))
+		return 0;
+	uint8_t *b = realloc(*blob, (size_t)*size + 8);
+	if (!b)
+		return -ENOMEM;
+	const uint32_t fl = RL_SPM_NO_PREFIX;
+	memcpy(b + *size, RL_SPM_TRAILER, 4);
+	memcpy(b + *size + 4, &fl, 4);
+	*blob = b;
+	*size += 8;
+	return 0;
+}
+
+int rl_model_vocab_prefixless(const void *blob, uint32_t size)
+{
+	uint32_t fl;
+	if (size < 12 || memcmp((const uint8_t *)blob + size - 8, RL_SPM_TRAILER, 4))
+		return 0;
+	memcpy(&fl, (const uint8_t *)blob + size - 4, 4);
+	return (fl & RL_SPM_NO_PREFIX) != 0;
 }
 
 int rl_model_read_tokenizer(const char *path, uint32_t n_vocab, void **out, uint32_t *out_size,

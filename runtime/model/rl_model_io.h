@@ -59,6 +59,11 @@ void rl_model_destroy(struct rl_model *m);
 /* The config of a named shape (tiny = stories260K, 110m, 1b, llama3-8b; head_dim = dim/heads,
  * rope_scale 1, norm_eps 1e-5, bos 1, eos 2). 0, or -ENOENT for an unknown name. */
 int  rl_model_shape(const char *name, struct rl_model_config *cfg);
+/* A SentencePiece vocabulary blob without the dummy prefix (Gemma's): appends the trailer
+ * that says so (tokenizer/rl_tok.h) unless there; byte-level BPE blobs are left alone. 0 or
+ * -ENOMEM. prefixless: whether a blob carries it. */
+int  rl_model_vocab_no_prefix(void **blob, uint32_t *size);
+int  rl_model_vocab_prefixless(const void *blob, uint32_t size);
 /* Makes cfg (dim set) a Gemma 3: q/k norms, HF rotation, post-norms, GELU, embeddings times
  * sqrt(dim); the window, its layer period and the local RoPE base are the caller's (Gemma 3:
  * every sixth layer global, local base 10000). */
