@@ -9,6 +9,8 @@
  */
 #include <errno.h>
 #include <jansson.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 #include "tests/rl_test.h"
 #include "tokenizer/rl_bpe.h"
 #include "tokenizer/rl_tok.h"
@@ -195,6 +197,41 @@ static int first_id(const void *blob, uint32_t size, int32_t *first, long *n)
 	return 0;
 }
 
+/* GPT-4o's pre-tokenizer pattern (Phi-4-mini's GGUF names it "gpt-4o") splits as the Python
+ * `regex` module splits with the pattern of its tokenizer.json (expected pieces below, from
+ * regex 2026.5.9): case runs, contractions, digit triples, newline runs */
+static void bpe_gpt4o_pattern_splits(void)
+{
+	static const struct { const char *text, *pieces[8]; } c[] = {
+		{ "HelloWorld's 12345 abc", { "Hello", "World's", " ", "123", "45", " abc" } },
+		{ "I'M here\n\n  x/y", { "I'M", " here", "\n\n", " ", " x", "/y" } },
+		{ "\xc3\x89" "COLE \xc3\xa9t\xc3\xa9 2024!!", { "\xc3\x89" "COLE", " \xc3\xa9t\xc3\xa9", " ", "202", "4", "!!" } },
+		{ "camelCaseXMLParser don't", { "camel", "Case", "XMLParser", " don't" } },
+		{ "  \t tabs\r\nend", { "  \t", " tabs", "\r\n", "end" } },
+	};
+	const char *pat = rl_bpe_pattern("gpt-4o");
+	REQUIRE(pat && rl_bpe_pattern("llama4") == pat && rl_bpe_pattern("dbrx") == rl_bpe_pattern("llama-bpe"));
+	int e;
+	PCRE2_SIZE eo;
+	pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &e, &eo, NULL);
+	REQUIRE(re);
+	pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+	for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+		const size_t len = strlen(c[i].text);
+		size_t at = 0, k = 0;
+		while (at < len && pcre2_match(re, (PCRE2_SPTR)c[i].text, len, at, 0, md, NULL) > 0) {
+			const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+			const char *want = c[i].pieces[k++];
+			CHECKF(want && ov[1] - ov[0] == strlen(want) && !memcmp(c[i].text + ov[0], want, strlen(want)),
+			       "\"%s\": piece %zu is \"%.*s\"", c[i].text, k - 1, (int)(ov[1] - ov[0]), c[i].text + ov[0]);
+			at = ov[1];
+		}
+		CHECKF(at == len && !c[i].pieces[k], "\"%s\": %zu pieces", c[i].text, k);
+	}
+	pcre2_match_data_free(md);
+	pcre2_code_free(re);
+}
+
 static void bpe_bos_follows_the_vocabulary(void)
 {
 	if (access(DIR "tokenizer.json", R_OK))
@@ -275,6 +312,7 @@ int main(void)
 {
 	RUN(bpe_gguf_matches_tokenizers);
 	RUN(bpe_bos_follows_the_vocabulary);
+	RUN(bpe_gpt4o_pattern_splits);
 	RUN(bpe_tokenizer_json_matches_tokenizers);
 	RUN(bpe_bad_blobs_refused);
 	TEST_MAIN_END();

@@ -16,6 +16,12 @@ static const char PAT_GPT2[] =
 	"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 static const char PAT_LLAMA3[] =
 	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+/* GPT-4o's (Phi-4-mini, Llama 4), as its tokenizer.json writes it: case runs split, so
+ * "XMLParser" is one piece and "camelCase" two */
+static const char PAT_GPT4O[] =
+	"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+	"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+	"\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 static const char PAT_QWEN2[] =
 	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
@@ -23,7 +29,9 @@ const char *rl_bpe_pattern(const char *pre)
 {
 	static const struct { const char *name, *pat; } t[] = {
 		{ "llama-bpe", PAT_LLAMA3 }, { "llama3", PAT_LLAMA3 }, { "smaug-bpe", PAT_LLAMA3 },
-		{ "qwen2", PAT_QWEN2 }, { "gpt2", PAT_GPT2 }, { "default", PAT_GPT2 },
+		{ "dbrx", PAT_LLAMA3 } /* Phi-4's */, { "qwen2", PAT_QWEN2 }, { "gpt2", PAT_GPT2 }, { "gpt-2", PAT_GPT2 },
+		{ "phi-2", PAT_GPT2 }, { "default", PAT_GPT2 }, { "gpt-4o", PAT_GPT4O } /* Phi-4-mini's */,
+		{ "llama4", PAT_GPT4O },
 	};
 	for (size_t i = 0; i < sizeof t / sizeof *t; i++)
 		if (!strcmp(pre, t[i].name))

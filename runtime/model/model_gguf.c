@@ -500,7 +500,7 @@ static int build_bpe_vocab(struct gguf *g, uint32_t n_vocab, uint32_t bos, uint3
 		return rc;
 	const char *pat = rl_bpe_pattern(pre);
 	if (!pat) {
-		GERR(g, "tokenizer.ggml.pre \"%s\" is not a pre-tokenizer ringlm knows (llama-bpe, qwen2, gpt2 are)", pre);
+		GERR(g, "tokenizer.ggml.pre \"%s\" is not a pre-tokenizer ringlm knows (llama-bpe, dbrx, qwen2, gpt2, gpt-4o are)", pre);
 		return -ENOTSUP;
 	}
 	const char **tok = NULL, **mer = NULL;
