@@ -58,7 +58,7 @@ run_tests() {
   local log=$1; shift
   RL_GPU_REQUIRED=1 RL_TEST_TIMEOUT=300 RL_TEST_ONLY="${1:-}" bash tests/run.sh build "^test_gpu$" 2>&1 | tee "$log" | tail -40
   local last; last=$(grep -E "^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped" "$log" | tail -1)
-  echo "$last" | grep -qE "^[1-9][0-9]* passed, 0 failed, 0 skipped$" ||
+  echo "$last" | grep -E "^[1-9][0-9]* passed, 0 failed, 0 skipped$" >/dev/null ||
     die "GPU tests did not all pass (${last:-no closing line}); see $log"
 }
 
@@ -68,10 +68,10 @@ stage() {
   build)   make -j"$(nproc)" FLASHINFER=1 all > "$out/build.log" 2>&1 ||
              { tail -30 "$out/build.log"; die "the build failed (FLASHINFER=1; RINGLM_CACHE=$RINGLM_CACHE)"; } ;;
   check)   [ -f "$lib" ] || die "$lib is not built (no nvcc, or CUDA=0)"
-           nm -D --defined-only "$lib" | awk '{print $NF}' | grep -qx rl_cuda_flashinfer_version ||
+           nm -D --defined-only "$lib" | awk '{print $NF}' | grep -x rl_cuda_flashinfer_version >/dev/null ||
              die "$lib lacks FlashInfer (no rl_cuda_flashinfer_version): it was built without FlashInfer's headers; run bench/gpu_carry.sh and build with FLASHINFER=1"
            for s in rl_cuda_fi_decode_sizes rl_cuda_fi_decode_plan rl_cuda_fi_decode_run; do
-             nm --defined-only "$lib" | awk '{print $NF}' | grep -qx "$s" || die "$lib lacks FlashInfer's $s"
+             nm --defined-only "$lib" | awk '{print $NF}' | grep -x "$s" >/dev/null || die "$lib lacks FlashInfer's $s"
            done
            local undef; undef=$(ldd -r "$lib" 2>&1 | grep -E "undefined symbol|not found")
            [ -z "$undef" ] || die "$lib has unresolved symbols or libraries: $undef"
