@@ -170,7 +170,9 @@ static int setup(struct ringlm *c)
 	c->free_ids = malloc(h->max_inflight * sizeof *c->free_ids);
 	c->id_tag = calloc(h->max_inflight, sizeof *c->id_tag);
 	c->id_live = calloc(h->max_inflight, 1);
-	if (!c->arena_end || !c->free_ids || !c->id_tag || !c->id_live)
+	c->id_lp = calloc(h->max_inflight, 1);
+	c->lp = (const struct rl_lp *)(c->seg + h->lp_off);
+	if (!c->arena_end || !c->free_ids || !c->id_tag || !c->id_live || !c->id_lp)
 		return fail(-ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < h->max_inflight; i++)
 		c->free_ids[i] = h->max_inflight - 1 - i;
@@ -276,6 +278,7 @@ void ringlm_close(struct ringlm *c)
 	free(c->arena_end);
 	free(c->free_ids);
 	free(c->id_tag);
+	free((void *)c->id_lp);
 	free(c->id_live);
 	free(c);
 }
@@ -354,9 +357,11 @@ int ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id
 		return e ? e : fail(-ESHUTDOWN, "ringlm_submit: the runtime is shutting down; requests already accepted still finish");
 	}
 	if (!r || !r->prompt || !r->n_prompt || !r->max_new || r->n_stop > RL_MAX_STOP_IDS ||
-	    (r->n_stop && !r->stop))
+	    (r->n_stop && !r->stop) || r->top_logprobs > RINGLM_MAX_TOP_LOGPROBS || (r->top_logprobs && !r->logprobs))
 		return fail(-EINVAL, "ringlm_submit: %s", !r ? "no request" : !r->prompt || !r->n_prompt ? "empty prompt" :
-			    !r->max_new ? "max_new is 0" : "n_stop over RINGLM_MAX_STOP or stop is NULL");
+			    !r->max_new ? "max_new is 0" : r->top_logprobs > RINGLM_MAX_TOP_LOGPROBS ?
+			    "top_logprobs over RINGLM_MAX_TOP_LOGPROBS (20)" : r->top_logprobs ? "top_logprobs without logprobs" :
+			    "n_stop over RINGLM_MAX_STOP or stop is NULL");
 	if (r->n_prompt > c->hdr.max_prompt || r->n_prompt > c->arena_mask + 1)
 		return fail(-E2BIG, "ringlm_submit: prompt of %u tokens over the runtime's limit of %u (ringlmd --max-prompt)",
 			    r->n_prompt, c->hdr.max_prompt < c->arena_mask + 1 ? c->hdr.max_prompt : c->arena_mask + 1);
@@ -396,11 +401,13 @@ int ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id
 	q->priority = r->priority;
 	q->n_stop = r->n_stop;
 	q->deadline_ns = r->deadline_ns;
+	q->logprobs = r->logprobs ? (uint8_t)(1 + r->top_logprobs) : 0;
 	if (r->n_stop)
 		memcpy(q->stop, r->stop, r->n_stop * sizeof *r->stop);
 	c->arena_head += r->n_prompt;
 	c->arena_end[c->req.head & c->req.mask] = c->arena_head;
 	atomic_store_explicit(&c->id_tag[rid], r->tag, memory_order_relaxed);
+	atomic_store_explicit(&c->id_lp[rid], q->logprobs, memory_order_relaxed);
 	rl_ring_prod_publish(&c->req, 1);
 	ring_runtime_bell(c);
 	if (id)
@@ -443,6 +450,23 @@ int ringlm_cancel(struct ringlm *c, uint32_t id)
 
 int ringlm_poll(struct ringlm *c, struct ringlm_event *ev, int max)
 {
+	return ringlm_poll_ex(c, ev, NULL, max);
+}
+
+/* The slab slot of the consumer's event i, for request rid that asked for n_top + 1: copied
+ * before the event is released (rl_wire.h), n_top clamped (the runtime is not trusted) */
+static void copy_lp(const struct ringlm *c, uint32_t i, uint32_t asked, struct ringlm_logprobs *out)
+{
+	const struct rl_lp *s = &c->lp[rl_ring_cons_index(&c->evt, i)];
+	_Static_assert(sizeof *out == sizeof *s && RINGLM_MAX_TOP_LOGPROBS == RL_MAX_TOP_LOGPROBS,
+		       "ringlm_logprobs is the slab's rl_lp");
+	memcpy(out, s, sizeof *out);
+	const uint32_t n = asked - 1;
+	out->n_top = out->n_top < n ? out->n_top : n;
+}
+
+int ringlm_poll_ex(struct ringlm *c, struct ringlm_event *ev, struct ringlm_logprobs *lp, int max)
+{
 	if (c->observer)
 		return fail(-EPERM, "ringlm_poll: this connection only observes");
 	int64_t avail = rl_ring_cons_avail(&c->evt);
@@ -460,8 +484,15 @@ int ringlm_poll(struct ringlm *c, struct ringlm_event *ev, int max)
 		ev[i].code = e->code;
 		ev[i].index = e->index;
 		ev[i].tag = 0;
+		if (lp) {
+			lp[i].logprob = 0;
+			lp[i].n_top = 0;
+		}
 		if (rid < c->hdr.max_inflight) {
 			ev[i].tag = atomic_load_explicit(&c->id_tag[rid], memory_order_relaxed);
+			const uint32_t asked = atomic_load_explicit(&c->id_lp[rid], memory_order_relaxed);
+			if (lp && asked && e->type == RINGLM_EV_TOKEN)
+				copy_lp(c, i, asked, &lp[i]);
 			if (e->type != RINGLM_EV_TOKEN) {
 				ids_lock(c);
 				if (c->id_live[rid]) {
@@ -500,12 +531,17 @@ static void sleep_once(struct ringlm *c, uint64_t slice_ns)
 
 int ringlm_wait(struct ringlm *c, struct ringlm_event *ev, int max, int timeout_ms)
 {
+	return ringlm_wait_ex(c, ev, NULL, max, timeout_ms);
+}
+
+int ringlm_wait_ex(struct ringlm *c, struct ringlm_event *ev, struct ringlm_logprobs *lp, int max, int timeout_ms)
+{
 	if (c->observer)
 		return fail(-EPERM, "ringlm_wait: this connection only observes");
 	uint64_t t0 = rl_now_ns(), spin_end = t0 + (uint64_t)c->spin_us * 1000;
 	uint64_t end = timeout_ms < 0 ? UINT64_MAX : t0 + (uint64_t)timeout_ms * 1000000;
 	for (;;) {
-		int n = ringlm_poll(c, ev, max);
+		int n = ringlm_poll_ex(c, ev, lp, max);
 		if (n)
 			return n;
 		uint64_t now = rl_now_ns();
@@ -517,7 +553,7 @@ int ringlm_wait(struct ringlm *c, struct ringlm_event *ev, int max, int timeout_
 		}
 		int e = check_alive(c);
 		if (e)
-			return ringlm_poll(c, ev, max) ?: e;
+			return ringlm_poll_ex(c, ev, lp, max) ?: e;
 		/* sleep in slices so a runtime killed without a goodbye is noticed within ~20 ms */
 		uint64_t slice = 20 * 1000000ull;
 		if (end - now < slice)

@@ -37,6 +37,8 @@ struct ringlm {
 	uint32_t *free_ids, n_free;    /* request id free list */
 	_Atomic uint64_t *id_tag;      /* [max_inflight] */
 	uint8_t  *id_live;
+	_Atomic uint8_t *id_lp;        /* [max_inflight] rl_req.logprobs of the live request (as id_tag) */
+	const struct rl_lp *lp;        /* [evt_cap] the segment's log-probability slab */
 	int      spin_us;
 	_Atomic int dead;              /* set once by whichever side notices the runtime gone */
 	int      observer;             /* RL_ATTACH_OBSERVE: info segment only, no rings */

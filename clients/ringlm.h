@@ -67,6 +67,23 @@ struct ringlm_request {
 	int32_t  priority;       /* higher is admitted first (default 0) */
 	uint64_t deadline_ns;    /* CLOCK_MONOTONIC; must be admitted before it, 0 = none */
 	uint64_t tag;            /* echoed in every event */
+	uint8_t  logprobs;       /* 1: each generated token's log-probability (ringlm_poll_ex); 0: none */
+	uint8_t  top_logprobs;   /* with logprobs, also the n (<= RINGLM_MAX_TOP_LOGPROBS) most likely
+				  * tokens' at each position */
+};
+
+#define RINGLM_MAX_TOP_LOGPROBS 20
+
+/* A TOKEN event's log-probabilities, from ringlm_poll_ex / ringlm_wait_ex: over the model's
+ * distribution at that position (its logits at temperature 1, before top-k/top-p), the
+ * sampled token's, and the n_top most likely tokens' in decreasing order (ties: lower id
+ * first). They travel in a slab of the client segment, slot for slot with the event ring,
+ * so the 16-byte event record stays as it is and nothing is written when they are off. */
+struct ringlm_logprobs {
+	float    logprob;        /* of the event's token */
+	uint32_t n_top;          /* 0 for events without log-probabilities */
+	uint32_t top_id[RINGLM_MAX_TOP_LOGPROBS];
+	float    top_logprob[RINGLM_MAX_TOP_LOGPROBS];
 };
 
 struct ringlm_params {
@@ -132,6 +149,13 @@ RINGLM_API int  ringlm_poll(struct ringlm *c, struct ringlm_event *ev, int max);
 /* Spins spin_us, then sleeps until an event arrives or timeout_ms passes (-1 = forever).
  * Returns the count, 0 on timeout, -ECONNRESET if the runtime died. */
 RINGLM_API int  ringlm_wait(struct ringlm *c, struct ringlm_event *ev, int max, int timeout_ms);
+/* As ringlm_poll and ringlm_wait, with lp[i] the log-probabilities of ev[i] (lp may be NULL):
+ * set for the TOKEN events of requests submitted with logprobs, n_top 0 and logprob 0 for
+ * every other event. A backend without them (sim, cuda) answers such a request with an
+ * ERROR event, -ENOTSUP. */
+RINGLM_API int  ringlm_poll_ex(struct ringlm *c, struct ringlm_event *ev, struct ringlm_logprobs *lp, int max);
+RINGLM_API int  ringlm_wait_ex(struct ringlm *c, struct ringlm_event *ev, struct ringlm_logprobs *lp, int max,
+			       int timeout_ms);
 RINGLM_API int  ringlm_get_info(struct ringlm *c, struct ringlm_info *info);
 /* The runtime's live stats as one JSON object into buf; returns its length, or -ENOSPC
  * when buf is too small (4096 bytes always suffice). */

@@ -69,6 +69,9 @@ int64_t rl_seg_layout(struct rl_seg_hdr *h, uint32_t req_cap, uint32_t evt_cap, 
 	h->evt_cap = evt_cap;
 	off += sizeof(struct rl_ring_hdr) + (uint64_t)evt_cap * sizeof(struct rl_evt);
 	off = align_up((uint32_t)off, 4096);
+	h->lp_off = (uint32_t)off;
+	off += (uint64_t)evt_cap * sizeof(struct rl_lp);
+	off = align_up((uint32_t)off, 4096);
 	h->arena_off = (uint32_t)off;
 	h->arena_ids = arena_ids;
 	off += (uint64_t)arena_ids * 4;
@@ -83,7 +86,7 @@ int rl_seg_check(const struct rl_seg_hdr *h, size_t mapped)
 		return -EPROTO;
 	int64_t sz = rl_seg_layout(&t, h->req_cap, h->evt_cap, h->arena_ids);
 	if (sz < 0 || (uint64_t)sz != mapped || t.ctl_off != h->ctl_off || t.req_off != h->req_off ||
-	    t.evt_off != h->evt_off || t.arena_off != h->arena_off || !h->max_inflight)
+	    t.evt_off != h->evt_off || t.lp_off != h->lp_off || t.arena_off != h->arena_off || !h->max_inflight)
 		return -EPROTO;
 	return 0;
 }

@@ -111,6 +111,13 @@ static inline void *rl_ring_prod_slot(struct rl_ring_prod *p, uint32_t i)
 	return p->slots + (size_t)((p->head + i) & p->mask) * p->slot_size;
 }
 
+/* The slot number (0 .. cap-1) of slot i past the producer's head: where a companion array
+ * kept slot for slot with the ring (the log-probability slab) holds that slot's data. */
+static inline uint32_t rl_ring_prod_index(const struct rl_ring_prod *p, uint32_t i)
+{
+	return (p->head + i) & p->mask;
+}
+
 /* Make n written slots visible. */
 static inline void rl_ring_prod_publish(struct rl_ring_prod *p, uint32_t n)
 {
@@ -136,6 +143,12 @@ static inline int64_t rl_ring_cons_avail(struct rl_ring_cons *c)
 static inline const void *rl_ring_cons_slot(const struct rl_ring_cons *c, uint32_t i)
 {
 	return c->slots + (size_t)((c->tail + i) & c->mask) * c->slot_size;
+}
+
+/* The slot number of the consumer's slot i (as rl_ring_prod_index). */
+static inline uint32_t rl_ring_cons_index(const struct rl_ring_cons *c, uint32_t i)
+{
+	return (c->tail + i) & c->mask;
 }
 
 /* Hand n read slots back to the producer. */

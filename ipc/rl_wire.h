@@ -8,6 +8,14 @@
  *   [ctl_off]      struct rl_seg_ctl   doorbells and the client's sleeping flag
  *   [req_off]      request ring: rl_ring_hdr, then req_cap × struct rl_req
  *   [evt_off]      event ring:   rl_ring_hdr, then evt_cap × struct rl_evt
+ *   [lp_off]       log-probability slab: evt_cap × struct rl_lp, slot for slot with the event
+ *                  ring: a TOKEN event of a request that asked for log-probabilities
+ *                  (rl_req.logprobs) has them in the slab slot of its event slot. The runtime
+ *                  writes that slot before it publishes the event (the ring's P1), the client
+ *                  reads it after acquiring the event and before releasing it (C2), so the
+ *                  ring's own release/acquire pairs order the slab too, and a slot is reused
+ *                  only after its event is released (P0). Events of other requests leave their
+ *                  slab slot untouched (nothing is written or read when log-probabilities are off).
  *   [arena_off]    prompt arena: arena_size bytes of uint32 token ids, written by the client;
  *                  a request names [arena_pos, arena_pos + n_prompt) modulo the arena (in ids)
  *
@@ -36,8 +44,10 @@
 #include "ipc/rl_ring.h"
 
 #define RL_WIRE_MAGIC   0x4d4c4752u  /* "RGLM" */
-#define RL_WIRE_VERSION 4u          /* 2: observer attach, refusal counters; 3: chat template family;
-				     * 4: the budget's five-feature step model, margin, calibration */
+#define RL_WIRE_VERSION 5u          /* 2: observer attach, refusal counters; 3: chat template family;
+				     * 4: the budget's five-feature step model, margin, calibration;
+				     * 5: log-probabilities (rl_req.logprobs, the slab beside the event ring) */
+#define RL_MAX_TOP_LOGPROBS 20       /* alternatives a token's log-probabilities list (rl_lp) */
 #define RL_MAX_STOP_IDS 8            /* stop ids per request (rl_req.stop, rl_seq.stop) */
 
 /* Event types and finish codes: the numbers on the wire (rl_evt.type, rl_evt.code). The
@@ -77,6 +87,7 @@ struct rl_seg_hdr {
 	uint32_t ctl_off;
 	uint32_t req_off, req_cap;     /* ring header offset; slots follow it */
 	uint32_t evt_off, evt_cap;
+	uint32_t lp_off;               /* the log-probability slab: evt_cap × struct rl_lp */
 	uint32_t arena_off, arena_ids; /* arena size in uint32 ids (power of two) */
 	uint32_t max_inflight;         /* request ids are < max_inflight */
 	uint32_t max_prompt, max_new;
@@ -109,7 +120,9 @@ struct rl_req {
 	uint32_t n_stop;
 	uint64_t deadline_ns;
 	uint32_t stop[RL_MAX_STOP_IDS];
-	uint8_t  _pad[128 - 96];
+	uint8_t  logprobs;             /* 0: none; 1 + n: each generated token's log-probability and the
+					* n (<= RL_MAX_TOP_LOGPROBS) most likely tokens', in the slab */
+	uint8_t  _pad[128 - 97];
 };
 _Static_assert(sizeof(struct rl_req) == 128, "rl_req is one 128-byte slot");
 
@@ -122,6 +135,18 @@ struct rl_evt {
 	uint32_t index;                /* token index within the output */
 };
 _Static_assert(sizeof(struct rl_evt) == 16, "rl_evt is 16 bytes");
+
+/* One token's log-probabilities (slab slot), over the model's distribution (its logits at
+ * temperature 1, before any top-k/top-p cut): the sampled token's, and the n_top most likely
+ * tokens' in decreasing order (ties: lower id first). Written by the runtime, so a client
+ * checks n_top <= RL_MAX_TOP_LOGPROBS before trusting it. */
+struct rl_lp {
+	float    logprob;
+	uint32_t n_top;
+	uint32_t top_id[RL_MAX_TOP_LOGPROBS];
+	float    top_lp[RL_MAX_TOP_LOGPROBS];
+};
+_Static_assert(sizeof(struct rl_lp) == 168, "rl_lp is 168 bytes");
 
 /* ---- info segment (read-only to clients) ------------------------------------------- */
 struct rl_info_stats {                 /* written by the runtime (relaxed), read by anyone */

@@ -37,6 +37,8 @@ struct rl_batch_seq {
 	uint32_t sample;               /* 1: sample the token at position ctx_len from the last row */
 	uint32_t seq_id;               /* scheduler's pool index (stable while the sequence lives) */
 	struct rl_sampling sp;
+	uint32_t logprobs;             /* sampling seqs: 0, or 1 + n: keep the sampled token's
+					* log-probability and the n most likely (rl_backend logprobs) */
 };
 
 struct rl_batch {

@@ -151,3 +151,30 @@ uint32_t rl_sample(const float *logits, uint32_t vocab, const struct rl_sampling
 	}
 	return c[n - 1].id;                                 /* rounding left r just past the end */
 }
+
+float rl_sample_logprobs(const float *logits, uint32_t vocab, uint32_t tok, uint32_t n_top,
+			 uint32_t *top_id, float *top_lp)
+{
+	float mx = logits[rl_sample_argmax(logits, vocab)];
+	double sum = 0;
+	for (uint32_t v = 0; v < vocab; v++)
+		sum += exp((double)logits[v] - mx);
+	const double lse = mx + log(sum);
+	/* the n_top largest, kept sorted by insertion (n_top <= a few tens) */
+	uint32_t k = 0;
+	n_top = n_top < vocab ? n_top : vocab;
+	for (uint32_t v = 0; v < vocab && n_top; v++) {
+		const float l = logits[v];
+		if (k == n_top && !(l > logits[top_id[k - 1]]))
+			continue;
+		uint32_t at = k < n_top ? k++ : k - 1;
+		while (at > 0 && l > logits[top_id[at - 1]]) {
+			top_id[at] = top_id[at - 1];
+			at--;
+		}
+		top_id[at] = v;
+	}
+	for (uint32_t i = 0; i < k; i++)
+		top_lp[i] = (float)(logits[top_id[i]] - lse);
+	return (float)(logits[tok] - lse);
+}

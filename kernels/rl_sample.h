@@ -54,4 +54,11 @@ uint32_t rl_sample_argmax(const float *logits, uint32_t n);
 uint32_t rl_sample(const float *logits, uint32_t vocab, const struct rl_sampling *sp,
 		   uint32_t position, void *scratch);
 
+/* Log-probabilities over logits[vocab] at temperature 1 (log-softmax, the sum in double):
+ * returns token tok's, and writes the n_top most likely tokens (decreasing, ties: lower id
+ * first) to top_id[n_top] / top_lp[n_top]. One pass for the sum, one selection pass per
+ * alternative kept in a sorted list of n_top: O(vocab * log n_top)-ish, nothing allocated. */
+float rl_sample_logprobs(const float *logits, uint32_t vocab, uint32_t tok, uint32_t n_top,
+			 uint32_t *top_id, float *top_lp);
+
 #endif

@@ -19,6 +19,7 @@
 #include <arpa/inet.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <signal.h>
@@ -79,6 +80,14 @@ struct req {
 	char    *out;                  /* response bytes not yet handed to MHD */
 	size_t   out_len, out_cap, out_off;
 	uint32_t n_prompt, n_gen;
+	/* log-probabilities (completions' logprobs, chat's logprobs/top_logprobs): one item per
+	 * generated token, as chat answers them ({token, logprob, bytes, top_logprobs}), with its
+	 * text offset; completions' form is made from them (lp_json) */
+	int      lp_on, lp_top;
+	json_t  *lp_items;
+	size_t  *lp_off;               /* [items] where each token's text starts */
+	size_t   lp_sent;              /* items already streamed */
+	uint32_t lp_prev;              /* the token before the next (for its text) */
 	uint64_t t_start, t_last;      /* ns */
 	char     id[48];
 	long long created;
@@ -176,6 +185,9 @@ static void req_unref(struct req *r)
 		return;
 	free(r->text);
 	free(r->out);
+	if (r->lp_items)
+		json_decref(r->lp_items);
+	free(r->lp_off);
 	free(r);
 }
 
@@ -241,6 +253,56 @@ static void out_json(struct req *r, json_t *j, int sse)
 	free(s);
 }
 
+/* A token's text and bytes as OpenAI gives them: {token, logprob, bytes} */
+static json_t *lp_entry(uint32_t prev, uint32_t id, float lp)
+{
+	char buf[520];
+	const char *s = ringlm_detokenize(g.c, prev, id, buf, sizeof buf);
+	const size_t n = s ? strlen(s) : 0;
+	json_t *bytes = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(bytes, json_integer((unsigned char)s[i]));
+	return json_pack("{s:o, s:f, s:o}", "token", json_text(s, n), "logprob", (double)lp, "bytes", bytes);
+}
+
+/* The log-probabilities of items [from, to) in the endpoint's form: chat's {content: [...]},
+ * or completions' {tokens, token_logprobs, top_logprobs, text_offset} */
+static json_t *lp_json(const struct req *r, size_t from, size_t to)
+{
+	if (r->chat) {
+		json_t *a = json_array();
+		for (size_t i = from; i < to; i++)
+			json_array_append(a, json_array_get(r->lp_items, i));
+		return json_pack("{s:o}", "content", a);
+	}
+	json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+	for (size_t i = from; i < to; i++) {
+		json_t *it = json_array_get(r->lp_items, i), *top = json_object(), *x;
+		size_t k;
+		json_array_append(toks, json_object_get(it, "token"));
+		json_array_append(lps, json_object_get(it, "logprob"));
+		json_array_foreach(json_object_get(it, "top_logprobs"), k, x)
+			json_object_set(top, json_string_value(json_object_get(x, "token")), json_object_get(x, "logprob"));
+		json_array_append_new(tops, top);
+		json_array_append_new(offs, json_integer((json_int_t)r->lp_off[i]));
+	}
+	return json_pack("{s:o, s:o, s:o, s:o}", "tokens", toks, "token_logprobs", lps, "top_logprobs", tops,
+			 "text_offset", offs);
+}
+
+/* The items not streamed yet (all of them at the end of a non-streamed answer), or JSON null
+ * when the request asked for none */
+static json_t *lp_take(struct req *r, size_t upto)
+{
+	if (!r->lp_on)
+		return json_null();
+	size_t n = json_array_size(r->lp_items);
+	upto = upto < n ? upto : n;
+	json_t *j = lp_json(r, r->lp_sent < upto ? r->lp_sent : upto, upto);
+	r->lp_sent = upto;
+	return j;
+}
+
 static json_t *usage_json(const struct req *r)
 {
 	return json_pack("{s:i, s:i, s:i}", "prompt_tokens", (json_int_t)r->n_prompt, "completion_tokens",
@@ -259,11 +321,11 @@ static void sse_chunk(struct req *r, const char *text, size_t n, const char *fin
 			json_object_set_new(delta, "role", json_string("assistant"));
 			r->sent_role = 1;
 		}
-		choice = json_pack("{s:i, s:o, s:o}", "index", 0, "delta", delta,
-				   "finish_reason", finish ? json_string(finish) : json_null());
+		choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta, "logprobs",
+				   lp_take(r, SIZE_MAX), "finish_reason", finish ? json_string(finish) : json_null());
 	} else {
-		choice = json_pack("{s:o, s:i, s:n, s:o}", "text", json_text(text, n), "index", 0,
-				   "logprobs", "finish_reason", finish ? json_string(finish) : json_null());
+		choice = json_pack("{s:o, s:i, s:o, s:o}", "text", json_text(text, n), "index", 0,
+				   "logprobs", lp_take(r, SIZE_MAX), "finish_reason", finish ? json_string(finish) : json_null());
 	}
 	json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", r->id, "object",
 			      r->chat ? "chat.completion.chunk" : "text_completion", "created", r->created,
@@ -275,11 +337,15 @@ static void sse_chunk(struct req *r, const char *text, size_t n, const char *fin
 
 static void final_json(struct req *r)
 {
+	/* the tokens whose text starts before the end (a stop string cuts the rest) */
+	size_t keep = 0;
+	while (r->lp_on && keep < json_array_size(r->lp_items) && (r->lp_off[keep] < r->text_len || !keep))
+		keep++;
 	json_t *choice = r->chat ?
-		json_pack("{s:i, s:{s:s, s:o}, s:s}", "index", 0, "message", "role", "assistant", "content",
-			  json_text(r->text, r->text_len), "finish_reason", r->finish) :
-		json_pack("{s:o, s:i, s:n, s:s}", "text", json_text(r->text, r->text_len), "index", 0,
-			  "logprobs", "finish_reason", r->finish);
+		json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", 0, "message", "role", "assistant", "content",
+			  json_text(r->text, r->text_len), "logprobs", lp_take(r, keep), "finish_reason", r->finish) :
+		json_pack("{s:o, s:i, s:o, s:s}", "text", json_text(r->text, r->text_len), "index", 0,
+			  "logprobs", lp_take(r, keep), "finish_reason", r->finish);
 	json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o}", "id", r->id, "object",
 			      r->chat ? "chat.completion" : "text_completion", "created", r->created,
 			      "model", g.info.model, "choices", choice, "usage", usage_json(r));
@@ -341,7 +407,7 @@ static void wake(struct req *r)
 	}
 }
 
-static void on_token(struct req *r, uint32_t token)
+static void on_token(struct req *r, uint32_t token, const struct ringlm_logprobs *lp)
 {
 	uint64_t t = now_ns();
 	if (!r->n_gen)
@@ -358,6 +424,20 @@ static void on_token(struct req *r, uint32_t token)
 	size_t from = r->text_len > r->max_stop ? r->text_len - r->max_stop : 0;
 	if (grow(&r->text, &r->text_cap, r->text_len + (size_t)n + 1))
 		return;
+	if (r->lp_on && lp) {               /* the token's entry, its alternatives, where its text starts */
+		size_t k = json_array_size(r->lp_items);
+		size_t *o = realloc(r->lp_off, (k + 1) * sizeof *o);
+		if (o) {
+			r->lp_off = o;
+			o[k] = r->text_len;
+			json_t *it = lp_entry(r->lp_prev, token, lp->logprob), *top = json_array();
+			for (uint32_t i = 0; i < lp->n_top && i < (uint32_t)r->lp_top; i++)
+				json_array_append_new(top, lp_entry(r->lp_prev, lp->top_id[i], lp->top_logprob[i]));
+			json_object_set_new(it, "top_logprobs", top);
+			json_array_append_new(r->lp_items, it);
+		}
+	}
+	r->lp_prev = token;
 	memcpy(r->text + r->text_len, piece, (size_t)n);
 	r->text_len += (size_t)n;
 	r->n_gen++;
@@ -377,7 +457,7 @@ static void on_end(struct req *r, const struct ringlm_event *e)
 	r->done = 1;
 	if (e->type == RINGLM_EV_ERROR) {
 		g.errors[EK_RUNTIME]++;
-		r->status = e->code == -EINVAL || e->code == -ERANGE || e->code == -E2BIG ? 400 : 500;
+		r->status = e->code == -EINVAL || e->code == -ERANGE || e->code == -E2BIG || e->code == -ENOTSUP ? 400 : 500;
 		json_t *err = error_json(r->status == 400 ? "invalid_request_error" : "server_error",
 					 "the runtime rejected the request: %s", ringlm_strerror(e->code));
 		r->out_len = r->out_off = 0;
@@ -415,8 +495,9 @@ static void on_end(struct req *r, const struct ringlm_event *e)
 static void *pump(void *arg)
 {
 	struct ringlm_event ev[64];
+	static struct ringlm_logprobs lp[64];
 	while (!atomic_load(&g.stop)) {
-		int n = ringlm_wait(g.c, ev, 64, 100);
+		int n = ringlm_wait_ex(g.c, ev, lp, 64, 100);
 		if (n < 0) {
 			fprintf(stderr, "ringlm-http: the runtime is gone (%s); exiting\n", ringlm_strerror(n));
 			exit(1);
@@ -428,7 +509,7 @@ static void *pump(void *arg)
 			if (!r)
 				continue;
 			if (ev[i].type == RINGLM_EV_TOKEN) {
-				on_token(r, ev[i].token);
+				on_token(r, ev[i].token, &lp[i]);
 				continue;
 			}
 			live_del(at);
@@ -532,6 +613,61 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 	uint32_t *ids = NULL;
 	int n_ids = 0;
 	double max_tokens = chat ? g.info.max_new : 16, temperature = 1, top_p = 1, top_k = 0, seed = -1, n = 1;
+	double lp_top = 0, pen = 0, best_of = 1;
+	int lp_on = 0;
+	/* every parameter is one ringlm reads, or one it can only take at its default value:
+	 * anything else is refused by name, never ignored */
+	static const char *const known[2][19] = {
+		{ "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "n", "stream", "stop", "seed",
+		  "logprobs", "echo", "user", "stream_options", "presence_penalty", "frequency_penalty", "best_of",
+		  "logit_bias", "suffix" },
+		{ "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "n",
+		  "stream", "stop", "seed", "logprobs", "top_logprobs", "user", "stream_options", "presence_penalty",
+		  "frequency_penalty", "logit_bias", NULL },
+	};
+	const char *key;
+	json_t *val;
+	json_object_foreach(j, key, val) {
+		int ok = 0;
+		for (int i = 0; i < 19 && known[chat][i] && !ok; i++)
+			ok = !strcmp(key, known[chat][i]);
+		if (!ok && !why[0])
+			snprintf(why, sizeof why, "'%.64s' is not a parameter ringlm supports; leave it out", key);
+	}
+	static const char *const pens[] = { "presence_penalty", "frequency_penalty" };
+	for (int i = 0; i < 2 && !why[0]; i++)
+		if (num_field(j, pens[i], -2, 2, &pen, why, sizeof why) == 0 && pen != 0)
+			snprintf(why, sizeof why, "'%s' is not supported (only 0)", pens[i]);
+	json_t *lb = json_object_get(j, "logit_bias"), *sfx = json_object_get(j, "suffix"), *echo = json_object_get(j, "echo");
+	if (!why[0] && lb && !json_is_null(lb) && !(json_is_object(lb) && !json_object_size(lb)))
+		snprintf(why, sizeof why, "'logit_bias' is not supported");
+	if (!why[0] && sfx && !json_is_null(sfx))
+		snprintf(why, sizeof why, "'suffix' is not supported");
+	if (!why[0] && echo && !json_is_null(echo) && !json_is_false(echo))
+		snprintf(why, sizeof why, "'echo' (the prompt's log-probabilities) is not supported yet");
+	if (!why[0])
+		num_field(j, "best_of", 1, 1, &best_of, why, sizeof why);
+	/* log-probabilities: completions' logprobs N (the sampled token's and N alternatives');
+	 * chat's logprobs true and top_logprobs N */
+	json_t *lpj = json_object_get(j, "logprobs");
+	if (!why[0] && lpj && !json_is_null(lpj)) {
+		if (chat) {
+			if (!json_is_boolean(lpj))
+				snprintf(why, sizeof why, "'logprobs' must be true or false");
+			lp_on = json_is_true(lpj);
+		} else if (!num_field(j, "logprobs", 0, RINGLM_MAX_TOP_LOGPROBS, &lp_top, why, sizeof why)) {
+			lp_on = 1;
+		}
+	}
+	if (!why[0] && chat && !num_field(j, "top_logprobs", 0, RINGLM_MAX_TOP_LOGPROBS, &lp_top, why, sizeof why) &&
+	    lp_top > 0 && !lp_on)
+		snprintf(why, sizeof why, "'top_logprobs' needs 'logprobs': true");
+	if (!why[0] && lp_top != floor(lp_top))
+		snprintf(why, sizeof why, "'%s' must be a whole number", chat ? "top_logprobs" : "logprobs");
+	if (why[0]) {
+		json_decref(j);
+		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s", why);
+	}
 	json_t *stream = json_object_get(j, "stream");
 	if ((stream && !json_is_boolean(stream) && !json_is_null(stream)) ||
 	    num_field(j, "max_tokens", 1, g.info.max_new, &max_tokens, why, sizeof why) ||
@@ -648,6 +784,10 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 	r->stream = is_stream;
 	r->conn = conn;
 	r->n_prompt = (uint32_t)n_ids;
+	r->lp_on = lp_on;
+	r->lp_top = (int)lp_top;
+	r->lp_items = lp_on ? json_array() : NULL;
+	r->lp_prev = ids[n_ids - 1];
 	r->n_stops = n_stops;
 	for (int i = 0; i < n_stops; i++) {
 		memcpy(r->stops[i], stops[i], sizeof stops[i]);
@@ -668,6 +808,8 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 	q.top_k = (uint32_t)top_k;
 	q.seed = seed < 0 ? now_ns() ^ r->tag : (uint64_t)(int64_t)seed;
 	q.tag = r->tag;
+	q.logprobs = (uint8_t)lp_on;
+	q.top_logprobs = (uint8_t)r->lp_top;
 	int rc;
 	for (int tries = 0; (rc = ringlm_submit(g.c, &q, &r->rid)) == -EAGAIN && tries < 200; tries++) {
 		pthread_mutex_unlock(&g.mu);   /* let the pump drain events meanwhile */

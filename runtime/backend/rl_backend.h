@@ -14,6 +14,7 @@
 #define RL_BACKEND_H
 #include <stdint.h>
 #include "kernels/rl_batch.h"
+#include "ipc/rl_wire.h"           /* struct rl_lp: a token's log-probabilities, as clients receive them */
 
 struct rl_backend;
 
@@ -71,6 +72,10 @@ struct rl_backend_ops {
 	int  (*poll)(struct rl_backend *be);
 	int  (*finish)(struct rl_backend *be, int32_t *out);
 	void (*destroy)(struct rl_backend *be);
+	/* After finish, until the next launch: the log-probabilities of the token sampled for
+	 * batch seq seq_index (which asked: rl_batch_seq.logprobs), with n_top alternatives.
+	 * NULL for a backend without them (requests that ask are refused). */
+	int  (*logprobs)(struct rl_backend *be, uint32_t seq_index, uint32_t n_top, struct rl_lp *out);
 };
 
 struct rl_backend {
@@ -83,6 +88,10 @@ static inline int  rl_backend_launch(struct rl_backend *be, const struct rl_batc
 static inline int  rl_backend_poll(struct rl_backend *be) { return be->ops->poll(be); }
 static inline int  rl_backend_finish(struct rl_backend *be, int32_t *out) { return be->ops->finish(be, out); }
 static inline void rl_backend_destroy(struct rl_backend *be) { if (be) be->ops->destroy(be); }
+static inline int  rl_backend_logprobs(struct rl_backend *be, uint32_t seq_index, uint32_t n_top, struct rl_lp *out)
+{
+	return be->ops->logprobs ? be->ops->logprobs(be, seq_index, n_top, out) : -ENOTSUP;
+}
 
 /* Constructors. Each returns 0 and sets *out, or -errno and writes a one-line reason to err. */
 int rl_backend_sim_create(const struct rl_backend_params *p, struct rl_backend **out,

@@ -89,6 +89,7 @@ struct cpu {
 	uint32_t *samp_row;            /* [max_seqs] the x row it comes from: its seq's last */
 	int32_t  *logit_row;           /* [max_seqs] logits row of each batch seq, -1 if none */
 	int32_t  *tok_out;             /* [max_seqs] sampled token per batch seq, -1 if none */
+	struct rl_lp *lp;              /* [max_seqs] log-probabilities of the seqs that asked */
 	uint32_t n_samp;
 	uint32_t n_seqs_last;          /* seqs of the last launched batch (for the logits hook) */
 	struct att_item *items;        /* [max_seqs * nkv] this step's attention work (plan_attention) */
@@ -531,8 +532,15 @@ static void forward(struct cpu *c, int t)
 	split(c->n_samp, 1, t, nt, &s0, &s1);
 	for (uint32_t j = s0; j < s1; j++) {
 		const struct rl_batch_seq *s = &b->seqs[c->samp_seq[j]];
-		c->tok_out[c->samp_seq[j]] = (int32_t)rl_sample(c->logits + (size_t)j * c->vocab, c->vocab,
-			&s->sp, s->ctx_len, (char *)c->samp_scratch + (size_t)t * c->samp_scratch_size);
+		const float *lg = c->logits + (size_t)j * c->vocab;
+		const int32_t tok = (int32_t)rl_sample(lg, c->vocab, &s->sp, s->ctx_len,
+						       (char *)c->samp_scratch + (size_t)t * c->samp_scratch_size);
+		c->tok_out[c->samp_seq[j]] = tok;
+		if (s->logprobs) {             /* asked for: off, this costs nothing */
+			struct rl_lp *lp = &c->lp[c->samp_seq[j]];
+			lp->n_top = s->logprobs - 1 < RL_MAX_TOP_LOGPROBS ? s->logprobs - 1 : RL_MAX_TOP_LOGPROBS;
+			lp->logprob = rl_sample_logprobs(lg, c->vocab, (uint32_t)tok, lp->n_top, lp->top_id, lp->top_lp);
+		}
 	}
 	barrier(c);
 }
@@ -656,7 +664,7 @@ static void free_all(struct cpu *c)
 	free(c->att); free(c->hb); free(c->hb2); free(c->xs); free(c->logits); free(c->inv_freq); free(c->rope_cs);
 	free(c->attn_scratch); free(c->qscratch); free(c->samp_scratch); free(c->samp_seq); free(c->samp_row);
 	free(c->items); free(c->logit_row);
-	free(c->tok_out); free(c->th); free(c);
+	free(c->tok_out); free(c->lp); free(c->th); free(c);
 }
 
 static void cpu_destroy(struct rl_backend *be)
@@ -672,8 +680,18 @@ static void cpu_destroy(struct rl_backend *be)
 	free_all(c);
 }
 
+static int cpu_logprobs(struct rl_backend *be, uint32_t seq_index, uint32_t n_top, struct rl_lp *out)
+{
+	struct cpu *c = be->priv;
+	if (seq_index >= c->n_seqs_last || c->tok_out[seq_index] < 0)
+		return -EINVAL;
+	*out = c->lp[seq_index];
+	out->n_top = out->n_top < n_top ? out->n_top : n_top;
+	return 0;
+}
+
 static const struct rl_backend_ops cpu_ops = {
-	.launch = cpu_launch, .poll = cpu_poll, .finish = cpu_finish, .destroy = cpu_destroy,
+	.launch = cpu_launch, .poll = cpu_poll, .finish = cpu_finish, .destroy = cpu_destroy, .logprobs = cpu_logprobs,
 };
 
 int rl_backend_cpu_logits(struct rl_backend *be, uint32_t seq_index, float *out)
@@ -789,11 +807,12 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	c->items = malloc((size_t)S * c->nkv * sizeof *c->items);
 	c->logit_row = malloc(S * sizeof(int32_t));
 	c->tok_out = malloc(S * sizeof(int32_t));
+	c->lp = malloc(S * sizeof *c->lp);
 	c->th = calloc(c->n_threads, sizeof(pthread_t));
 	if (!c->kpool || !c->vpool || !c->x || !c->xb || !c->xb_own || !c->q || !c->k || !c->v || !c->att ||
 	    !c->hb || !c->hb2 || !c->xs || !c->logits || !c->inv_freq || !c->rope_cs || !c->attn_scratch ||
 	    !c->samp_scratch || !c->qscratch || !c->samp_seq || !c->samp_row || !c->items || !c->logit_row ||
-	    !c->tok_out || !c->th) {
+	    !c->tok_out || !c->lp || !c->th) {
 		snprintf(err, errlen, "cpu backend: cannot allocate %.1f GiB of KV cache and buffers; lower --kv-blocks or --max-batch-tokens",
 			 2.0 * kv * (c->kv_f16 ? 2 : 4) / (1 << 30));
 		free_all(c);

@@ -177,6 +177,11 @@ static void hook_emit(void *ctx, const struct rl_seq *q, uint32_t type, uint32_t
 	struct client *c = &rt->clients[q->client];
 	if (c->reserved)
 		c->reserved--;
+	if (type == RL_EV_TOKEN && q->logprobs) {   /* into the slab slot of the event's slot */
+		struct rl_lp *lp = &c->lp[rl_ring_prod_index(&c->evt, c->unpub)];
+		if (rl_backend_logprobs(rt->be, q->step_index, q->logprobs - 1, lp))
+			memset(lp, 0, sizeof *lp);   /* not reached: validated, but never stale data */
+	}
 	put_evt(rt, q->client, q->rid, (uint16_t)type, token, code,
 		type == RL_EV_TOKEN ? q->n_gen - 1 : q->n_gen);
 	if (type == RL_EV_TOKEN)
@@ -268,7 +273,8 @@ static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, 
 	if (rt->draining)
 		return reject(rt, slot, rid, -ESHUTDOWN);
 	struct rl_limits lim = { .max_inflight = rt->p.max_inflight, .max_prompt = rt->max_prompt,
-				 .max_new = rt->max_new, .vocab = rt->vocab, .arena_ids = c->arena_mask + 1 };
+				 .max_new = rt->max_new, .vocab = rt->vocab, .arena_ids = c->arena_mask + 1,
+				 .logprobs = rt->be->ops->logprobs != NULL };
 	int err = rl_rt_validate_req(r, &lim, now);
 	if (err)
 		return reject(rt, slot, rid, err);
@@ -295,6 +301,7 @@ static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, 
 	q->sp.top_k = r->top_k;
 	q->sp.top_p = r->top_p;
 	q->sp.seed = r->seed;
+	q->logprobs = r->logprobs;
 	err = rl_sched_enqueue(rt->sched, q, now);
 	if (err)
 		return reject(rt, slot, rid, err);

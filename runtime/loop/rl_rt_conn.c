@@ -149,6 +149,7 @@ void rt_conn_attach(struct rl_rt *rt, int fd, const struct rl_attach_req *rq)
 	struct rl_ring_hdr *ev_h = (struct rl_ring_hdr *)(c->seg + h.evt_off);
 	rl_ring_cons_init(&c->req, rq_h, rq_h + 1, h.req_cap, sizeof(struct rl_req));
 	rl_ring_prod_init(&c->evt, ev_h, ev_h + 1, h.evt_cap, sizeof(struct rl_evt));
+	c->lp = (struct rl_lp *)(c->seg + h.lp_off);
 	c->arena = (const uint32_t *)(c->seg + h.arena_off);
 	c->arena_mask = h.arena_ids - 1;
 	memset(c->by_rid, 0, rt->p.max_inflight * sizeof *c->by_rid);

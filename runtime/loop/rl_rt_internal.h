@@ -52,6 +52,7 @@ struct client {
 	struct rl_seg_ctl *ctl;
 	struct rl_ring_cons req;
 	struct rl_ring_prod evt;
+	struct rl_lp *lp;              /* [evt_cap] log-probability slab, slot for slot with evt */
 	const uint32_t *arena;         /* client-writable: copy before use */
 	uint32_t arena_mask;
 	struct rl_seq **by_rid;        /* [max_inflight] live request per id */

@@ -15,11 +15,13 @@ struct rl_limits {
 	uint32_t max_prompt, max_new;
 	uint32_t vocab;                /* token and stop ids are < this */
 	uint32_t arena_ids;            /* a prompt can never be longer than the arena */
+	int      logprobs;             /* the backend gives log-probabilities */
 };
 
 /* A SUBMIT record (already copied out of shared memory). 0, or the -errno its error event
- * carries: -EINVAL (bad op, id, counts or sampling parameters), -E2BIG (over a limit),
- * -ETIMEDOUT (deadline already past at now), -ERANGE (stop id outside the vocabulary). */
+ * carries: -EINVAL (bad op, id, counts, sampling parameters, more than RL_MAX_TOP_LOGPROBS
+ * alternatives), -E2BIG (over a limit), -ETIMEDOUT (deadline already past at now), -ERANGE
+ * (stop id outside the vocabulary), -ENOTSUP (log-probabilities from a backend without them). */
 int rl_rt_validate_req(const struct rl_req *r, const struct rl_limits *lim, uint64_t now);
 
 /* Copies n prompt ids starting at pos (mod arena_mask + 1) out of the client-writable arena

@@ -694,6 +694,7 @@ static void pack_one(struct rl_sched *s, struct seqx *x, uint32_t *t)
 	b->sample = b->ctx_len == len;
 	b->seq_id = x->q.id;
 	b->sp = x->q.sp;
+	b->logprobs = x->q.logprobs;
 	assert(x->n_blocks == (b->ctx_len + s->p.block_size - 1) / s->p.block_size);
 	s->step_x[i] = x;
 	s->step_inc[i] = x->inc;
@@ -800,6 +801,7 @@ void rl_sched_complete(struct rl_sched *s, const int32_t *out, uint64_t now_ns)
 			list_del(&x->pl);
 			s->n_prefill--;
 		}
+		x->q.step_index = i;
 		take_token(s, x, out[i]);
 	}
 }

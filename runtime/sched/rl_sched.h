@@ -56,11 +56,14 @@ struct rl_seq {
 	uint64_t deadline_ns;          /* CLOCK_MONOTONIC; 0 = none. Past it before admission: error */
 	uint64_t arrival_ns;
 	struct rl_sampling sp;
+	uint32_t logprobs;             /* rl_req.logprobs: 0, or 1 + top alternatives per token */
 	/* scheduler-owned state (read-only for others) */
 	enum rl_seq_state state;
 	uint32_t id;                   /* pool index */
 	uint32_t n_gen;                /* generated so far */
 	uint32_t n_computed;           /* tokens whose KV is in the cache */
+	uint32_t step_index;           /* its index among the seqs of the step being completed (the
+					* backend's per-seq outputs, e.g. log-probabilities, by it) */
 	void *sched_priv;
 };
 

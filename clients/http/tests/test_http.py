@@ -225,3 +225,53 @@ def test_idle_connections_and_slowloris_do_not_stall_streams(stories):
     for s in idle:
         s.close()
     assert elapsed < 20, elapsed    # generous: a stalled server would hang until curl's 30 s limit
+
+
+def test_logprobs_completions_and_chat(stories, mistral):
+    """Log-probabilities answered as the OpenAI API does: completions' tokens / token_logprobs /
+    top_logprobs / text_offset (the tokens spell the text), chat's content items with bytes and
+    alternatives, streamed chunk by chunk too; the C side checks the numbers against the
+    float64 reference (test_e2e_model)"""
+    code, body = curl(stories.url + "/v1/completions", data=json.dumps(
+        {"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0, "logprobs": 3}))
+    assert code == 200, body
+    c = json.loads(body)["choices"][0]
+    lp = c["logprobs"]
+    assert len(lp["tokens"]) == len(lp["token_logprobs"]) == len(lp["top_logprobs"]) == len(lp["text_offset"]) == 12
+    assert "".join(lp["tokens"]) == c["text"]
+    assert lp["text_offset"] == sorted(lp["text_offset"]) and lp["text_offset"][0] == 0
+    for t, x, top in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]):
+        assert x <= 0 and 1 <= len(top) <= 3 and abs(max(top.values()) - x) < 1e-6   # greedy: the best
+    code, body = curl("-N", stories.url + "/v1/completions", data=json.dumps(
+        {"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0, "logprobs": 0, "stream": True}))
+    ev = sse_events(body)
+    toks = [t for e in ev[:-1] for t in ((e["choices"][0].get("logprobs") or {}).get("tokens") or [])]
+    assert toks == lp["tokens"]
+    req = {"messages": [{"role": "user", "content": "Tell a story."}], "max_tokens": 6, "temperature": 0,
+           "logprobs": True, "top_logprobs": 2}
+    code, body = curl(mistral.url + "/v1/chat/completions", data=json.dumps(req))
+    assert code == 200, body
+    items = json.loads(body)["choices"][0]["logprobs"]["content"]
+    assert len(items) >= 1
+    for it in items:
+        assert set(it) == {"token", "logprob", "bytes", "top_logprobs"} and len(it["top_logprobs"]) == 2
+        assert bytes(it["bytes"]).decode("utf-8", "replace") == it["token"] or it["token"].count("\ufffd")
+        assert it["top_logprobs"][0]["logprob"] >= it["top_logprobs"][1]["logprob"]
+    code, body = curl(mistral.url + "/v1/chat/completions", data=json.dumps(dict(req, logprobs=False, top_logprobs=0)))
+    assert code == 200 and json.loads(body)["choices"][0]["logprobs"] is None
+
+
+def test_unsupported_parameters_are_refused_by_name(stories):
+    cases = [({"prompt": "x", "frobnicate": 1}, "'frobnicate'"),
+             ({"prompt": "x", "presence_penalty": 0.5}, "presence_penalty"),
+             ({"prompt": "x", "echo": True}, "'echo'"),
+             ({"prompt": "x", "logprobs": 21}, "'logprobs'"),
+             ({"prompt": "x", "logit_bias": {"5": 1}}, "logit_bias"),
+             ({"prompt": "x", "best_of": 2}, "best_of")]
+    for data, words in cases:
+        code, body = curl(stories.url + "/v1/completions", data=json.dumps(data))
+        assert code == 400 and words in json.loads(body)["error"]["message"], (data, body)
+    code, body = curl(stories.url + "/v1/completions", data=json.dumps(
+        {"prompt": "x", "max_tokens": 2, "presence_penalty": 0, "frequency_penalty": 0, "echo": False,
+         "user": "u", "model": "m", "best_of": 1, "logit_bias": {}}))
+    assert code == 200, body

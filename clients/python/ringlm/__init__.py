@@ -62,8 +62,9 @@ class _Req:
     """Where the reader thread puts one request's events: a thread queue, or an asyncio
     queue fed through its loop."""
 
-    def __init__(self, loop=None):
+    def __init__(self, loop=None, logprobs=False):
         self.loop = loop
+        self.logprobs = logprobs
         self.q = asyncio.Queue() if loop else queue.SimpleQueue()
 
     def put(self, item):
@@ -82,6 +83,9 @@ class _StreamBase:
         self.id = rid
         self.tag = tag
         self.tokens = []
+        # with logprobs=True, per token: (its log-probability, [(id, log-probability) of the
+        # top_logprobs most likely tokens, most likely first])
+        self.logprobs = []
         self.finish_reason = None     # "length", "stop", "eos", "context", "cancel"
         self._req = req
         self._text = text
@@ -99,6 +103,8 @@ class _StreamBase:
         kind = item[0]
         if kind == "tok":
             self.tokens.append(item[1])
+            if item[2] is not None:
+                self.logprobs.append(item[2])
             if not self._text:
                 return item[1], False
             piece = self.client._text_piece(self._ts, item[1])
@@ -215,8 +221,9 @@ class Client:
     def _read(self):
         lib = _lib()
         evs = (_capi.Event * 64)()
+        lps = (_capi.Logprobs * 64)()
         while not self._closing:
-            n = lib.ringlm_wait(self._h, evs, 64, 50)
+            n = lib.ringlm_wait_ex(self._h, evs, lps, 64, 50)
             if n < 0:
                 self._gone = _error(n, "ringlm_wait")
                 self._fail_all(self._gone)
@@ -227,7 +234,12 @@ class Client:
                 if r is None:
                     continue
                 if e.type == _capi.EV_TOKEN:
-                    r.put(("tok", e.token))
+                    lp = None
+                    if r.logprobs:
+                        p = lps[i]
+                        lp = (p.logprob, [(p.top_id[j], p.top_logprob[j])
+                                          for j in range(min(p.n_top, _capi.MAX_TOP_LOGPROBS))])
+                    r.put(("tok", e.token, lp))
                     continue
                 self._reqs.pop(e.tag, None)
                 if e.type == _capi.EV_DONE:
@@ -258,7 +270,7 @@ class Client:
         return ids
 
     def _submit(self, prompt, loop, text, max_tokens, temperature, top_p, top_k, seed, stop,
-                priority, add_bos):
+                priority, add_bos, logprobs=False, top_logprobs=0):
         self._check()
         ids = self._prompt_ids(prompt, add_bos)
         stop = list(stop or [])
@@ -278,9 +290,13 @@ class Client:
         r.stop = sarr
         r.n_stop = len(stop)
         r.priority = int(priority)
+        if not 0 <= int(top_logprobs) <= _capi.MAX_TOP_LOGPROBS:
+            raise RinglmError(_EINVAL, "ringlm: top_logprobs must be 0..%d" % _capi.MAX_TOP_LOGPROBS)
+        r.logprobs = 1 if (logprobs or top_logprobs) else 0
+        r.top_logprobs = int(top_logprobs)
         tag = next(self._tags)
         r.tag = tag
-        req = _Req(loop)
+        req = _Req(loop, bool(r.logprobs))
         self._reqs[tag] = req              # before the submit: its first event may come at once
         rid = ctypes.c_uint32()
         deadline = time.monotonic() + self._submit_timeout
@@ -300,11 +316,13 @@ class Client:
         return cls(self, req, rid.value, tag, text, ids[-1])
 
     def stream(self, prompt, max_tokens=16, *, temperature=0.0, top_p=1.0, top_k=0, seed=0, stop=None,
-               priority=0, text=True, add_bos=True):
+               priority=0, text=True, add_bos=True, logprobs=False, top_logprobs=0):
         """Submits a request and returns its Stream. prompt: text (tokenized with the runtime's
-        vocabulary, BOS first where the vocabulary wants one) or token ids; stop: token ids."""
+        vocabulary, BOS first where the vocabulary wants one) or token ids; stop: token ids.
+        logprobs / top_logprobs (0..20): each token's log-probability, and that many
+        alternatives', in Stream.logprobs (the cpu backend has them)."""
         return self._submit(prompt, None, text, max_tokens, temperature, top_p, top_k, seed, stop,
-                            priority, add_bos)
+                            priority, add_bos, logprobs, top_logprobs)
 
     def generate(self, prompt, max_tokens=16, *, ids=False, **kw):
         """The whole output: text, or with ids=True the token ids."""
@@ -313,10 +331,10 @@ class Client:
         return out if ids else "".join(out)
 
     async def astream(self, prompt, max_tokens=16, *, temperature=0.0, top_p=1.0, top_k=0, seed=0,
-                      stop=None, priority=0, text=True, add_bos=True):
+                      stop=None, priority=0, text=True, add_bos=True, logprobs=False, top_logprobs=0):
         """As stream(), returning an AsyncStream bound to the running event loop."""
         return self._submit(prompt, asyncio.get_running_loop(), text, max_tokens, temperature, top_p,
-                            top_k, seed, stop, priority, add_bos)
+                            top_k, seed, stop, priority, add_bos, logprobs, top_logprobs)
 
     async def agenerate(self, prompt, max_tokens=16, *, ids=False, **kw):
         s = await self.astream(prompt, max_tokens, text=not ids, **kw)

@@ -8,6 +8,7 @@ import ctypes.util
 import os
 
 MAX_STOP = 8
+MAX_TOP_LOGPROBS = 20
 EV_TOKEN, EV_DONE, EV_ERROR = 1, 2, 3
 FINISH = {1: "length", 2: "stop", 3: "eos", 4: "context", 5: "cancel"}
 
@@ -22,7 +23,13 @@ class Request(ctypes.Structure):
                 ("max_new", ctypes.c_uint32), ("temperature", ctypes.c_float),
                 ("top_k", ctypes.c_uint32), ("top_p", ctypes.c_float), ("seed", ctypes.c_uint64),
                 ("stop", ctypes.POINTER(ctypes.c_uint32)), ("n_stop", ctypes.c_uint32),
-                ("priority", ctypes.c_int32), ("deadline_ns", ctypes.c_uint64), ("tag", ctypes.c_uint64)]
+                ("priority", ctypes.c_int32), ("deadline_ns", ctypes.c_uint64), ("tag", ctypes.c_uint64),
+                ("logprobs", ctypes.c_uint8), ("top_logprobs", ctypes.c_uint8)]
+
+
+class Logprobs(ctypes.Structure):
+    _fields_ = [("logprob", ctypes.c_float), ("n_top", ctypes.c_uint32),
+                ("top_id", ctypes.c_uint32 * MAX_TOP_LOGPROBS), ("top_logprob", ctypes.c_float * MAX_TOP_LOGPROBS)]
 
 
 class Params(ctypes.Structure):
@@ -83,6 +90,8 @@ def _declare(lib):
         "ringlm_cancel": (ctypes.c_int, [P, ctypes.c_uint32]),
         "ringlm_poll": (ctypes.c_int, [P, ctypes.POINTER(Event), ctypes.c_int]),
         "ringlm_wait": (ctypes.c_int, [P, ctypes.POINTER(Event), ctypes.c_int, ctypes.c_int]),
+        "ringlm_wait_ex": (ctypes.c_int, [P, ctypes.POINTER(Event), ctypes.POINTER(Logprobs), ctypes.c_int,
+                                          ctypes.c_int]),
         "ringlm_get_info": (ctypes.c_int, [P, ctypes.POINTER(Info)]),
         "ringlm_stats_json": (ctypes.c_int, [P, ctypes.c_char_p, ctypes.c_size_t]),
         "ringlm_strerror": (ctypes.c_char_p, [ctypes.c_int]),

@@ -154,3 +154,21 @@ def test_client_killed_mid_stream(daemon):
             time.sleep(0.05)
         assert st["running"] == 0 and st["active_requests"] == 0, st
         assert st["detaches"] >= 1
+
+
+def test_logprobs(daemon):
+    """Each token's log-probability and its alternatives (the C side checks them against the
+    float64 reference in test_e2e_model): greedy tokens are their own most likely alternative,
+    probabilities at most 1 in total, nothing for a stream that did not ask"""
+    import math
+    with ringlm.Client(socket=daemon) as c:
+        s = c.stream("Once upon a time", max_tokens=12, text=False, top_logprobs=3)
+        ids = list(s)
+        assert len(s.logprobs) == len(ids) == 12
+        for tok, (lp, top) in zip(ids, s.logprobs):
+            assert lp <= 0 and len(top) == 3 and top[0][0] == tok and abs(top[0][1] - lp) < 1e-6
+            assert top[0][1] >= top[1][1] >= top[2][1] and sum(math.exp(x) for _, x in top) <= 1.0 + 1e-5
+        plain = c.stream("Once upon a time", max_tokens=4, text=False)
+        assert list(plain) == ids[:4] and plain.logprobs == []
+        with pytest.raises(ringlm.RinglmError):
+            c.stream("Once upon a time", top_logprobs=21)
