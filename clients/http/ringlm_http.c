@@ -38,6 +38,7 @@
 #define MAX_STOPS  4                   /* stop strings per request (as OpenAI) */
 #define MAX_STOP_LEN 64
 #define TAGS       8192                /* open-addressing table of live requests, by tag */
+#define MAX_N      16                  /* choices a request may ask for ('n') */
 
 /* ---------------------------------------------------------------- metrics ---------- */
 
@@ -63,10 +64,24 @@ static const char *const ek_name[EK_COUNT] = { "bad_json", "bad_request", "too_l
 
 /* ---------------------------------------------------------------- requests --------- */
 
+/* One choice of an HTTP request: one ringlm request. A request for n choices has n of them in
+ * one array; the first (head) holds what is the HTTP request's: the connection, the output,
+ * the references (the connection's and one a choice the runtime still owes an end to), and
+ * done / status once every choice has ended. Choice 0 goes to the runtime at once, the others
+ * when its first token arrives: by then its prompt's full KV blocks are in the runtime's
+ * prefix cache, which serves the copies' prefill (submitted together, each would compute its
+ * own). */
 struct req {
+	struct req *head;
+	int      index, n_choices;     /* this choice's index; head: how many (that will end) */
+	int      n_alloc;              /* head: choices allocated (freed with it) */
+	int      n_ended, ended, failed;   /* head: choices ended, an error answered; this choice ended */
 	uint64_t tag;
 	uint32_t rid;
-	int      refs;                 /* the connection's and the runtime's */
+	int      refs;                 /* head: the connection's and the runtime's */
+	struct ringlm_request q;       /* head with copies still to submit: choice 0's request, and */
+	uint32_t *ids;                 /* its prompt (q.prompt), until they are submitted */
+	int      n_submitted;          /* head: choices given to the runtime */
 	int      chat, stream;
 	struct MHD_Connection *conn;
 	int      suspended, closed, done, stopped, status, sent_role;
@@ -141,6 +156,7 @@ static int grow(char **p, size_t *cap, size_t need)
 
 static void out_put(struct req *r, const char *s, size_t n)
 {
+	r = r->head;
 	if (grow(&r->out, &r->out_cap, r->out_len + n))
 		return;
 	memcpy(r->out + r->out_len, s, n);
@@ -181,13 +197,17 @@ static void live_del(size_t at)
 
 static void req_unref(struct req *r)
 {
+	r = r->head;
 	if (--r->refs)
 		return;
-	free(r->text);
+	for (int i = 0; i < r->n_alloc; i++) {
+		free(r[i].text);
+		if (r[i].lp_items)
+			json_decref(r[i].lp_items);
+		free(r[i].lp_off);
+	}
 	free(r->out);
-	if (r->lp_items)
-		json_decref(r->lp_items);
-	free(r->lp_off);
+	free(r->ids);
 	free(r);
 }
 
@@ -303,10 +323,14 @@ static json_t *lp_take(struct req *r, size_t upto)
 	return j;
 }
 
-static json_t *usage_json(const struct req *r)
+/* the request's usage: the prompt once, the tokens of every choice */
+static json_t *usage_json(const struct req *h)
 {
-	return json_pack("{s:i, s:i, s:i}", "prompt_tokens", (json_int_t)r->n_prompt, "completion_tokens",
-			 (json_int_t)r->n_gen, "total_tokens", (json_int_t)(r->n_prompt + r->n_gen));
+	json_int_t gen = 0;
+	for (int i = 0; i < h->n_choices; i++)
+		gen += h[i].n_gen;
+	return json_pack("{s:i, s:i, s:i}", "prompt_tokens", (json_int_t)h->n_prompt, "completion_tokens",
+			 gen, "total_tokens", (json_int_t)h->n_prompt + gen);
 }
 
 /* one streamed chunk of text (finish NULL while streaming) */
@@ -321,35 +345,41 @@ static void sse_chunk(struct req *r, const char *text, size_t n, const char *fin
 			json_object_set_new(delta, "role", json_string("assistant"));
 			r->sent_role = 1;
 		}
-		choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta, "logprobs",
+		choice = json_pack("{s:i, s:o, s:o, s:o}", "index", r->index, "delta", delta, "logprobs",
 				   lp_take(r, SIZE_MAX), "finish_reason", finish ? json_string(finish) : json_null());
 	} else {
-		choice = json_pack("{s:o, s:i, s:o, s:o}", "text", json_text(text, n), "index", 0,
+		choice = json_pack("{s:o, s:i, s:o, s:o}", "text", json_text(text, n), "index", r->index,
 				   "logprobs", lp_take(r, SIZE_MAX), "finish_reason", finish ? json_string(finish) : json_null());
 	}
-	json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", r->id, "object",
-			      r->chat ? "chat.completion.chunk" : "text_completion", "created", r->created,
+	const struct req *h = r->head;
+	json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[o]}", "id", h->id, "object",
+			      r->chat ? "chat.completion.chunk" : "text_completion", "created", h->created,
 			      "model", g.info.model, "choices", choice);
-	if (finish)
-		json_object_set_new(j, "usage", usage_json(r));
+	if (finish && h->n_ended == h->n_choices)    /* the last choice's end carries the usage */
+		json_object_set_new(j, "usage", usage_json(h));
 	out_json(r, j, 1);
 }
 
-static void final_json(struct req *r)
+/* the whole answer, every choice, once the last has ended (h: the head) */
+static void final_json(struct req *h)
 {
-	/* the tokens whose text starts before the end (a stop string cuts the rest) */
-	size_t keep = 0;
-	while (r->lp_on && keep < json_array_size(r->lp_items) && (r->lp_off[keep] < r->text_len || !keep))
-		keep++;
-	json_t *choice = r->chat ?
-		json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", 0, "message", "role", "assistant", "content",
-			  json_text(r->text, r->text_len), "logprobs", lp_take(r, keep), "finish_reason", r->finish) :
-		json_pack("{s:o, s:i, s:o, s:s}", "text", json_text(r->text, r->text_len), "index", 0,
-			  "logprobs", lp_take(r, keep), "finish_reason", r->finish);
-	json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o}", "id", r->id, "object",
-			      r->chat ? "chat.completion" : "text_completion", "created", r->created,
-			      "model", g.info.model, "choices", choice, "usage", usage_json(r));
-	out_json(r, j, 0);
+	json_t *choices = json_array();
+	for (int i = 0; i < h->n_choices; i++) {
+		struct req *r = &h[i];
+		/* the tokens whose text starts before the end (a stop string cuts the rest) */
+		size_t keep = 0;
+		while (r->lp_on && keep < json_array_size(r->lp_items) && (r->lp_off[keep] < r->text_len || !keep))
+			keep++;
+		json_array_append_new(choices, r->chat ?
+			json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", i, "message", "role", "assistant", "content",
+				  json_text(r->text, r->text_len), "logprobs", lp_take(r, keep), "finish_reason", r->finish) :
+			json_pack("{s:o, s:i, s:o, s:s}", "text", json_text(r->text, r->text_len), "index", i,
+				  "logprobs", lp_take(r, keep), "finish_reason", r->finish));
+	}
+	json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o}", "id", h->id, "object",
+			      h->chat ? "chat.completion" : "text_completion", "created", h->created,
+			      "model", g.info.model, "choices", choices, "usage", usage_json(h));
+	out_json(h, j, 0);
 }
 
 static json_t *error_json(const char *type, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -401,14 +431,52 @@ static int check_stops(struct req *r, size_t from)
 
 static void wake(struct req *r)
 {
+	r = r->head;
 	if (r->suspended && !r->closed) {
 		r->suspended = 0;
 		MHD_resume_connection(r->conn);
 	}
 }
 
+static void fail_choices(struct req *h, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* The copies of choice 0 (see struct req), submitted once; a runtime that cannot take them
+ * all now fails the request (the pump does not wait) */
+static void submit_rest(struct req *h)
+{
+	int rc = 0;
+	if (h->closed || h->failed)    /* nobody wants them any more */
+		rc = -ECANCELED;
+	while (h->n_submitted < h->n_choices && !rc) {
+		struct req *x = &h[h->n_submitted];
+		struct ringlm_request q = h->q;
+		q.seed += (uint64_t)x->index;   /* choice c: its own draws */
+		q.tag = x->tag;
+		if (!(rc = ringlm_submit(g.c, &q, &x->rid))) {
+			live_add(x);
+			h->refs++;
+			h->n_submitted++;
+		}
+	}
+	free(h->ids);
+	h->ids = NULL;
+	if (rc == -ECANCELED) {
+		h->n_choices = h->n_submitted;
+		h->done = h->n_ended == h->n_choices;
+	} else if (rc) {
+		h->n_choices = h->n_submitted; /* the ones never submitted end here */
+		fail_choices(h, rc == -EAGAIN ? 503 : 400, "%s", rc == -EAGAIN ? "the runtime is full (request ring, "
+			     "prompt arena or in-flight table); retry later, or ask for fewer choices" : ringlm_last_error());
+	}
+}
+
 static void on_token(struct req *r, uint32_t token, const struct ringlm_logprobs *lp)
 {
+	if (r->head->ids) {            /* choice 0's prompt is cached now: the copies' turn */
+		submit_rest(r->head);
+		if (r->head->failed)
+			return;
+	}
 	uint64_t t = now_ns();
 	if (!r->n_gen)
 		hist_add(&g.ttft, (t - r->t_start) * 1e-9);
@@ -452,20 +520,51 @@ static void on_token(struct req *r, uint32_t token, const struct ringlm_logprobs
 		wake(r);
 }
 
+/* An error ends the request: its message is the answer (after what was streamed), the other
+ * choices are cancelled */
+static void fail_choices(struct req *h, int status, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	g.errors[EK_RUNTIME]++;
+	h->failed = 1;
+	h->status = status;
+	json_t *err = error_json(status == 400 ? "invalid_request_error" : "server_error", "%s", msg);
+	if (!h->stream)
+		h->out_len = h->out_off = 0;
+	out_json(h, err, h->stream);
+	if (h->stream)
+		out_put(h, "data: [DONE]\n\n", 14);
+	for (int i = 0; i < h->n_choices; i++)      /* the others are not wanted any more */
+		if (!h[i].ended && !h[i].stopped && i < h->n_submitted) {
+			h[i].stopped = 1;
+			ringlm_cancel(g.c, h[i].rid);
+		}
+	h->done = h->n_ended == h->n_choices;
+	wake(h);
+}
+
 static void on_end(struct req *r, const struct ringlm_event *e)
 {
-	r->done = 1;
-	if (e->type == RINGLM_EV_ERROR) {
-		g.errors[EK_RUNTIME]++;
-		r->status = e->code == -EINVAL || e->code == -ERANGE || e->code == -E2BIG || e->code == -ENOTSUP ? 400 : 500;
-		json_t *err = error_json(r->status == 400 ? "invalid_request_error" : "server_error",
-					 "the runtime rejected the request: %s", ringlm_strerror(e->code));
-		r->out_len = r->out_off = 0;
-		out_json(r, err, r->stream);
-		if (r->stream)
-			out_put(r, "data: [DONE]\n\n", 14);
-		wake(r);
+	struct req *h = r->head;
+	r->ended = 1;
+	h->n_ended++;
+	h->done = h->n_ended == h->n_choices;
+	if (h->failed)                 /* another choice's error was the answer */
 		return;
+	if (e->type == RINGLM_EV_ERROR) {
+		fail_choices(h, e->code == -EINVAL || e->code == -ERANGE || e->code == -E2BIG || e->code == -ENOTSUP ? 400 : 500,
+			     "the runtime rejected the request: %s", ringlm_strerror(e->code));
+		return;
+	}
+	if (h->ids) {                  /* choice 0 ended before a token: the copies go now */
+		submit_rest(h);
+		if (h->failed)
+			return;
+		h->done = h->n_ended == h->n_choices;
 	}
 	if (!r->stopped) {
 		char rest[8];
@@ -484,11 +583,13 @@ static void on_end(struct req *r, const struct ringlm_event *e)
 	emit_text(r, 1);
 	if (r->stream) {
 		sse_chunk(r, NULL, 0, r->finish);
-		out_put(r, "data: [DONE]\n\n", 14);
-	} else {
-		final_json(r);
+		if (h->done)
+			out_put(r, "data: [DONE]\n\n", 14);
+	} else if (h->done) {
+		final_json(h);
 	}
-	r->status = 200;
+	if (h->done)
+		h->status = 200;
 	wake(r);
 }
 
@@ -513,10 +614,12 @@ static void *pump(void *arg)
 				continue;
 			}
 			live_del(at);
-			if (!r->closed)
+			if (!r->head->closed) {
 				on_end(r, &ev[i]);
-			else
-				r->done = 1;
+			} else {
+				r->ended = 1;
+				r->head->done = ++r->head->n_ended == r->head->n_choices;
+			}
 			req_unref(r);                  /* the runtime's reference */
 		}
 		pthread_mutex_unlock(&g.mu);
@@ -676,7 +779,7 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 	    num_field(j, "top_p", 0, 1, &top_p, why, sizeof why) ||
 	    num_field(j, "top_k", 0, g.info.vocab_size, &top_k, why, sizeof why) ||
 	    num_field(j, "seed", -9.2e18, 9.2e18, &seed, why, sizeof why) ||
-	    num_field(j, "n", 1, 1, &n, why, sizeof why)) {
+	    num_field(j, "n", 1, MAX_N, &n, why, sizeof why)) {
 		json_decref(j);
 		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s",
 			    why[0] ? why : "'stream' must be true or false");
@@ -759,7 +862,18 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 		free(ids);
 		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s", why);
 	}
-	struct req *r = calloc(1, sizeof *r);
+	const int n_ch = n == floor(n) ? (int)n : 0;
+	if (!n_ch) {
+		free(text);
+		free(ids);
+		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "'n' must be a whole number of choices");
+	}
+	struct req *r = calloc((size_t)n_ch, sizeof *r);
+	if (!r) {
+		free(text);
+		free(ids);
+		return fail(conn, chat, 503, EK_BUSY, "server_error", "out of memory");
+	}
 	pthread_mutex_lock(&g.mu);
 	if (text) {                        /* tokenize under g.mu: the pump detokenizes */
 		int cap = (int)strlen(text) + 8;
@@ -778,55 +892,92 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 		free(r);
 		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s", why);
 	}
-	r->tag = ++g.next_tag;
-	r->refs = 2;
-	r->chat = chat;
-	r->stream = is_stream;
+	r->n_choices = r->n_alloc = n_ch;
+	r->refs = 1;                       /* the connection's; one more a choice submitted */
 	r->conn = conn;
 	r->n_prompt = (uint32_t)n_ids;
-	r->lp_on = lp_on;
-	r->lp_top = (int)lp_top;
-	r->lp_items = lp_on ? json_array() : NULL;
-	r->lp_prev = ids[n_ids - 1];
-	r->n_stops = n_stops;
-	for (int i = 0; i < n_stops; i++) {
-		memcpy(r->stops[i], stops[i], sizeof stops[i]);
-		if (strlen(stops[i]) > r->max_stop)
-			r->max_stop = strlen(stops[i]);
-	}
 	r->created = (long long)time(NULL);
+	r->tag = g.next_tag + 1;
 	snprintf(r->id, sizeof r->id, "%s-%llx%06llx", chat ? "chatcmpl" : "cmpl", (unsigned long long)r->created,
 		 (unsigned long long)r->tag);
 	r->t_start = now_ns();
-	ringlm_textstream_init(&r->ts, ids[n_ids - 1]);
-	struct ringlm_request q = ringlm_default_request();
-	q.prompt = ids;
-	q.n_prompt = (uint32_t)n_ids;
-	q.max_new = (uint32_t)max_tokens;
-	q.temperature = (float)temperature;
-	q.top_p = (float)top_p;
-	q.top_k = (uint32_t)top_k;
-	q.seed = seed < 0 ? now_ns() ^ r->tag : (uint64_t)(int64_t)seed;
-	q.tag = r->tag;
-	q.logprobs = (uint8_t)lp_on;
-	q.top_logprobs = (uint8_t)r->lp_top;
-	int rc;
-	for (int tries = 0; (rc = ringlm_submit(g.c, &q, &r->rid)) == -EAGAIN && tries < 200; tries++) {
-		pthread_mutex_unlock(&g.mu);   /* let the pump drain events meanwhile */
-		usleep(500);
-		pthread_mutex_lock(&g.mu);
+	const uint64_t seed0 = seed < 0 ? now_ns() ^ r->tag : (uint64_t)(int64_t)seed;
+	int rc = 0, submitted = 0;
+	const uint32_t last_id = ids[n_ids - 1];   /* ids moves to the head for the copies */
+	for (int c = 0; c < n_ch; c++) {
+		struct req *x = &r[c];
+		x->head = r;
+		x->index = c;
+		x->tag = ++g.next_tag;
+		x->chat = chat;
+		x->stream = is_stream;
+		x->lp_on = lp_on;
+		x->lp_top = (int)lp_top;
+		x->lp_items = lp_on ? json_array() : NULL;
+		x->lp_prev = last_id;
+		x->n_stops = n_stops;
+		for (int i = 0; i < n_stops; i++) {
+			memcpy(x->stops[i], stops[i], sizeof stops[i]);
+			if (strlen(stops[i]) > x->max_stop)
+				x->max_stop = strlen(stops[i]);
+		}
+		ringlm_textstream_init(&x->ts, last_id);
+		struct ringlm_request q = ringlm_default_request();
+		q.prompt = ids;
+		q.n_prompt = (uint32_t)n_ids;
+		q.max_new = (uint32_t)max_tokens;
+		q.temperature = (float)temperature;
+		q.top_p = (float)top_p;
+		q.top_k = (uint32_t)top_k;
+		q.seed = seed0 + (uint64_t)c;  /* choice c: its own draws */
+		q.tag = x->tag;
+		q.logprobs = (uint8_t)lp_on;
+		q.top_logprobs = (uint8_t)x->lp_top;
+		if (c) {                       /* the copies: when choice 0 has its first token */
+			if (c == 1) {
+				r->q = q;
+				r->q.seed = seed0;
+				r->ids = ids;
+				r->q.prompt = ids;
+				ids = NULL;
+			}
+			continue;
+		}
+		for (int tries = 0; (rc = ringlm_submit(g.c, &q, &x->rid)) == -EAGAIN && tries < 200; tries++) {
+			pthread_mutex_unlock(&g.mu);   /* let the pump drain events meanwhile */
+			usleep(500);
+			pthread_mutex_lock(&g.mu);
+		}
+		if (!rc) {
+			live_add(x);
+			r->refs++;
+			submitted++;
+		}
+		r->n_submitted = submitted;
+		if (rc)
+			break;
 	}
 	free(ids);
 	if (rc) {
-		pthread_mutex_unlock(&g.mu);
-		free(r);
 		int busy = rc == -EAGAIN;
+		char msg[256];
+		snprintf(msg, sizeof msg, "%s", busy ? "the runtime is full (request ring, prompt arena or in-flight table); "
+			 "retry later" : ringlm_last_error());
+		/* the choices already submitted: cancelled, freed when their ends arrive */
+		r->closed = 1;
+		r->failed = 1;
+		r->n_choices = submitted;
+		for (int c = 0; c < submitted; c++) {
+			r[c].stopped = 1;
+			ringlm_cancel(g.c, r[c].rid);
+		}
+		req_unref(r);                  /* the connection's: it answers here */
+		pthread_mutex_unlock(&g.mu);
 		return fail(conn, chat, busy ? 503 : rc == -E2BIG || rc == -EINVAL ? 400 : 503,
-			    busy ? EK_BUSY : EK_RUNTIME, busy ? "server_error" : "invalid_request_error",
-			    busy ? "the runtime is full (request ring, prompt arena or in-flight table); retry later"
-				 : "%s", ringlm_last_error());
+			    busy ? EK_BUSY : EK_RUNTIME, busy ? "server_error" : "invalid_request_error", "%s", msg);
 	}
-	live_add(r);
+	r->chat = chat;
+	r->stream = is_stream;
 	cs->r = r;
 	g.req_count[chat][2]++;
 	if (r->stream) {
@@ -1022,8 +1173,11 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, en
 		r->closed = 1;
 		if (!r->done) {            /* the client went away first: stop generating for it */
 			g.errors[EK_DISCONNECT]++;
-			r->stopped = 1;
-			ringlm_cancel(g.c, r->rid);
+			for (int i = 0; i < r->n_submitted; i++)
+				if (!r[i].ended && !r[i].stopped) {
+					r[i].stopped = 1;
+					ringlm_cancel(g.c, r[i].rid);
+				}
 		}
 		req_unref(r);              /* the connection's reference */
 		pthread_mutex_unlock(&g.mu);

@@ -84,7 +84,7 @@ def test_models_health_metrics(stories):
 def test_bad_requests_get_clear_errors(stories):
     cases = [
         ("/v1/completions", b"{bad", 400, "not a JSON object"),
-        ("/v1/completions", json.dumps({"prompt": "x", "n": 2}).encode(), 400, "'n'"),
+        ("/v1/completions", json.dumps({"prompt": "x", "n": 17}).encode(), 400, "'n'"),
         ("/v1/completions", json.dumps({"prompt": "x", "temperature": 7}).encode(), 400, "temperature"),
         ("/v1/completions", json.dumps({"prompt": [1, 99999]}).encode(), 400, "token id"),
         ("/v1/completions", json.dumps({"prompt": "x", "stop": ["a", "b", "c", "d", "e"]}).encode(), 400, "stop"),
@@ -275,3 +275,28 @@ def test_unsupported_parameters_are_refused_by_name(stories):
         {"prompt": "x", "max_tokens": 2, "presence_penalty": 0, "frequency_penalty": 0, "echo": False,
          "user": "u", "model": "m", "best_of": 1, "logit_bias": {}}))
     assert code == 200, body
+
+
+def test_n_choices(stories):
+    """n copies of a request (completions and chat alike): one choice each, their own draws,
+    the prompt counted once in the usage; streamed, every choice's chunks carry its index and
+    one [DONE] ends them all"""
+    req = {"prompt": "Once upon a time", "max_tokens": 8, "temperature": 1.0, "seed": 3, "n": 3}
+    code, body = curl(stories.url + "/v1/completions", data=json.dumps(req))
+    assert code == 200, body
+    j = json.loads(body)
+    assert [c["index"] for c in j["choices"]] == [0, 1, 2]
+    assert len({c["text"] for c in j["choices"]}) > 1                # their own draws
+    assert j["usage"]["completion_tokens"] == 24 and j["usage"]["prompt_tokens"] == j["usage"]["total_tokens"] - 24
+    one = json.loads(curl(stories.url + "/v1/completions", data=json.dumps(dict(req, n=1)))[1])
+    assert one["choices"][0]["text"] == j["choices"][0]["text"]        # choice 0 is the request with n 1
+    code, body = curl("-N", stories.url + "/v1/completions", data=json.dumps(dict(req, stream=True)))
+    ev = sse_events(body)
+    assert body.count(b"[DONE]") == 1 if isinstance(body, bytes) else body.count("[DONE]") == 1
+    texts = {0: "", 1: "", 2: ""}
+    for e in ev[:-1]:
+        for c in e["choices"]:
+            texts[c["index"]] += c["text"]
+    assert [texts[i] for i in range(3)] == [c["text"] for c in j["choices"]]
+    code, body = curl(stories.url + "/v1/completions", data=json.dumps(dict(req, n=17)))
+    assert code == 400 and "'n'" in json.loads(body)["error"]["message"]
