@@ -30,7 +30,7 @@
 
 /* The public numbers are the wire's (ipc/rl_wire.h owns them). */
 #define SAME(a, b) ((int)(a) == (int)(b))
-_Static_assert(SAME(RINGLM_EV_TOKEN, RL_EV_TOKEN) && SAME(RINGLM_EV_DONE, RL_EV_DONE) &&
+_Static_assert(SAME(RINGLM_EV_TOKEN, RL_EV_TOKEN) && SAME(RINGLM_EV_DONE, RL_EV_DONE) && SAME(RINGLM_EV_PROMPT, RL_EV_PROMPT) &&
 	       SAME(RINGLM_EV_ERROR, RL_EV_ERROR), "ringlm.h event types differ from the wire");
 _Static_assert(SAME(RINGLM_FIN_LENGTH, RL_FIN_LENGTH) && SAME(RINGLM_FIN_STOP, RL_FIN_STOP) &&
 	       SAME(RINGLM_FIN_EOS, RL_FIN_EOS) && SAME(RINGLM_FIN_CTX, RL_FIN_CTX) &&
@@ -171,8 +171,9 @@ static int setup(struct ringlm *c)
 	c->id_tag = calloc(h->max_inflight, sizeof *c->id_tag);
 	c->id_live = calloc(h->max_inflight, 1);
 	c->id_lp = calloc(h->max_inflight, 1);
+	c->id_plp = calloc(h->max_inflight, 1);
 	c->lp = (const struct rl_lp *)(c->seg + h->lp_off);
-	if (!c->arena_end || !c->free_ids || !c->id_tag || !c->id_live || !c->id_lp)
+	if (!c->arena_end || !c->free_ids || !c->id_tag || !c->id_live || !c->id_lp || !c->id_plp)
 		return fail(-ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < h->max_inflight; i++)
 		c->free_ids[i] = h->max_inflight - 1 - i;
@@ -279,6 +280,7 @@ void ringlm_close(struct ringlm *c)
 	free(c->free_ids);
 	free(c->id_tag);
 	free((void *)c->id_lp);
+	free((void *)c->id_plp);
 	free(c->id_live);
 	free(c);
 }
@@ -356,11 +358,13 @@ int ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id
 		int e = check_alive(c);
 		return e ? e : fail(-ESHUTDOWN, "ringlm_submit: the runtime is shutting down; requests already accepted still finish");
 	}
-	if (!r || !r->prompt || !r->n_prompt || !r->max_new || r->n_stop > RL_MAX_STOP_IDS ||
-	    (r->n_stop && !r->stop) || r->top_logprobs > RINGLM_MAX_TOP_LOGPROBS || (r->top_logprobs && !r->logprobs))
+	if (!r || !r->prompt || !r->n_prompt || (!r->max_new && !r->prompt_logprobs) || r->n_stop > RL_MAX_STOP_IDS ||
+	    (r->n_stop && !r->stop) || r->top_logprobs > RINGLM_MAX_TOP_LOGPROBS ||
+	    (r->top_logprobs && !r->logprobs && !r->prompt_logprobs))
 		return fail(-EINVAL, "ringlm_submit: %s", !r ? "no request" : !r->prompt || !r->n_prompt ? "empty prompt" :
-			    !r->max_new ? "max_new is 0" : r->top_logprobs > RINGLM_MAX_TOP_LOGPROBS ?
-			    "top_logprobs over RINGLM_MAX_TOP_LOGPROBS (20)" : r->top_logprobs ? "top_logprobs without logprobs" :
+			    !r->max_new && !r->prompt_logprobs ? "max_new is 0 (allowed only with prompt_logprobs)" :
+			    r->top_logprobs > RINGLM_MAX_TOP_LOGPROBS ? "top_logprobs over RINGLM_MAX_TOP_LOGPROBS (20)" :
+			    r->top_logprobs && !r->logprobs && !r->prompt_logprobs ? "top_logprobs without logprobs" :
 			    "n_stop over RINGLM_MAX_STOP or stop is NULL");
 	if (r->n_prompt > c->hdr.max_prompt || r->n_prompt > c->arena_mask + 1)
 		return fail(-E2BIG, "ringlm_submit: prompt of %u tokens over the runtime's limit of %u (ringlmd --max-prompt)",
@@ -402,12 +406,14 @@ int ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id
 	q->n_stop = r->n_stop;
 	q->deadline_ns = r->deadline_ns;
 	q->logprobs = r->logprobs ? (uint8_t)(1 + r->top_logprobs) : 0;
+	q->prompt_logprobs = r->prompt_logprobs ? (uint8_t)(1 + r->top_logprobs) : 0;
 	if (r->n_stop)
 		memcpy(q->stop, r->stop, r->n_stop * sizeof *r->stop);
 	c->arena_head += r->n_prompt;
 	c->arena_end[c->req.head & c->req.mask] = c->arena_head;
 	atomic_store_explicit(&c->id_tag[rid], r->tag, memory_order_relaxed);
 	atomic_store_explicit(&c->id_lp[rid], q->logprobs, memory_order_relaxed);
+	atomic_store_explicit(&c->id_plp[rid], q->prompt_logprobs, memory_order_relaxed);
 	rl_ring_prod_publish(&c->req, 1);
 	ring_runtime_bell(c);
 	if (id)
@@ -491,9 +497,12 @@ int ringlm_poll_ex(struct ringlm *c, struct ringlm_event *ev, struct ringlm_logp
 		if (rid < c->hdr.max_inflight) {
 			ev[i].tag = atomic_load_explicit(&c->id_tag[rid], memory_order_relaxed);
 			const uint32_t asked = atomic_load_explicit(&c->id_lp[rid], memory_order_relaxed);
+			const uint32_t asked_p = atomic_load_explicit(&c->id_plp[rid], memory_order_relaxed);
 			if (lp && asked && e->type == RINGLM_EV_TOKEN)
 				copy_lp(c, i, asked, &lp[i]);
-			if (e->type != RINGLM_EV_TOKEN) {
+			if (lp && asked_p && e->type == RINGLM_EV_PROMPT)
+				copy_lp(c, i, asked_p, &lp[i]);
+			if (e->type == RINGLM_EV_DONE || e->type == RINGLM_EV_ERROR) {   /* the request's end */
 				ids_lock(c);
 				if (c->id_live[rid]) {
 					c->id_live[rid] = 0;

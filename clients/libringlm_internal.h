@@ -38,6 +38,7 @@ struct ringlm {
 	_Atomic uint64_t *id_tag;      /* [max_inflight] */
 	uint8_t  *id_live;
 	_Atomic uint8_t *id_lp;        /* [max_inflight] rl_req.logprobs of the live request (as id_tag) */
+	_Atomic uint8_t *id_plp;       /* [max_inflight] its rl_req.prompt_logprobs */
 	const struct rl_lp *lp;        /* [evt_cap] the segment's log-probability slab */
 	int      spin_us;
 	_Atomic int dead;              /* set once by whichever side notices the runtime gone */

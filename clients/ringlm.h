@@ -36,7 +36,9 @@ struct ringlm;
 
 #define RINGLM_MAX_STOP 8        /* stop ids per request */
 
-enum ringlm_ev_type { RINGLM_EV_TOKEN = 1, RINGLM_EV_DONE = 2, RINGLM_EV_ERROR = 3 };
+enum ringlm_ev_type { RINGLM_EV_TOKEN = 1, RINGLM_EV_DONE = 2, RINGLM_EV_ERROR = 3,
+		      RINGLM_EV_PROMPT = 4 /* only with prompt_logprobs: token = the prompt's id at
+					    * position index (1 ..), its log-probabilities beside it */ };
 enum ringlm_finish {
 	RINGLM_FIN_LENGTH = 1,   /* max_new tokens generated */
 	RINGLM_FIN_STOP   = 2,   /* a stop id was sampled (token holds it; not emitted as TOKEN) */
@@ -70,6 +72,10 @@ struct ringlm_request {
 	uint8_t  logprobs;       /* 1: each generated token's log-probability (ringlm_poll_ex); 0: none */
 	uint8_t  top_logprobs;   /* with logprobs, also the n (<= RINGLM_MAX_TOP_LOGPROBS) most likely
 				  * tokens' at each position */
+	uint8_t  prompt_logprobs;/* 1: also every prompt token's after the first (and top_logprobs
+				  * alternatives), as RINGLM_EV_PROMPT events before the output; max_new
+				  * may then be 0, scoring a text without generating. The prompt's
+				  * KV is computed anew (the prefix cache serves it no rows). */
 };
 
 #define RINGLM_MAX_TOP_LOGPROBS 20

@@ -9,7 +9,7 @@
  *   [req_off]      request ring: rl_ring_hdr, then req_cap × struct rl_req
  *   [evt_off]      event ring:   rl_ring_hdr, then evt_cap × struct rl_evt
  *   [lp_off]       log-probability slab: evt_cap × struct rl_lp, slot for slot with the event
- *                  ring: a TOKEN event of a request that asked for log-probabilities
+ *                  ring: a TOKEN (or PROMPT) event of a request that asked for log-probabilities
  *                  (rl_req.logprobs) has them in the slab slot of its event slot. The runtime
  *                  writes that slot before it publishes the event (the ring's P1), the client
  *                  reads it after acquiring the event and before releasing it (C2), so the
@@ -53,7 +53,9 @@
 /* Event types and finish codes: the numbers on the wire (rl_evt.type, rl_evt.code). The
  * scheduler emits them; clients/ringlm.h publishes the same values as RINGLM_EV_* and
  * RINGLM_FIN_*, tied to these by _Static_asserts in clients/libringlm.c. */
-enum rl_ev_type { RL_EV_TOKEN = 1, RL_EV_DONE = 2, RL_EV_ERROR = 3 };
+enum rl_ev_type { RL_EV_TOKEN = 1, RL_EV_DONE = 2, RL_EV_ERROR = 3,
+		  RL_EV_PROMPT = 4 /* a prompt token's log-probabilities (rl_req.prompt_logprobs): token,
+				    * index its position (1 ..), the slab slot its numbers */ };
 enum rl_finish { RL_FIN_LENGTH = 1, RL_FIN_STOP = 2, RL_FIN_EOS = 3, RL_FIN_CTX = 4,
 		 RL_FIN_CANCEL = 5 };
 
@@ -122,7 +124,10 @@ struct rl_req {
 	uint32_t stop[RL_MAX_STOP_IDS];
 	uint8_t  logprobs;             /* 0: none; 1 + n: each generated token's log-probability and the
 					* n (<= RL_MAX_TOP_LOGPROBS) most likely tokens', in the slab */
-	uint8_t  _pad[128 - 97];
+	uint8_t  prompt_logprobs;      /* 0: none; 1 + n: the same for every prompt token after the
+					* first, as RL_EV_PROMPT events before the output; max_new may
+					* then be 0 (scoring a text) */
+	uint8_t  _pad[128 - 98];
 };
 _Static_assert(sizeof(struct rl_req) == 128, "rl_req is one 128-byte slot");
 

@@ -39,6 +39,11 @@ struct rl_batch_seq {
 	struct rl_sampling sp;
 	uint32_t logprobs;             /* sampling seqs: 0, or 1 + n: keep the sampled token's
 					* log-probability and the n most likely (rl_backend logprobs) */
+	/* prompt log-probabilities (rl_backend prompt_logprobs): the 1 + n of the prompt positions
+	 * [plp_lo, plp_hi) this chunk predicts (row r predicts position ctx_len - q_len + r + 1),
+	 * plp_hi <= plp_lo when none; next_token is the token after the chunk's last row (that
+	 * row's target), UINT32_MAX when it has none here */
+	uint32_t prompt_logprobs, plp_lo, plp_hi, next_token;
 };
 
 struct rl_batch {

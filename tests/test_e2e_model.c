@@ -198,6 +198,88 @@ static void logprobs_match_the_reference(void)
 	rl_model_destroy(mod);
 }
 
+/* The prompt's log-probabilities (scoring a text): one PROMPT event per prompt token after the
+ * first, in order, before any output, each the reference's log-softmax at the position before
+ * it; the same with the prompt cut into chunks of 5 (a budget of 5 rows) and with output after
+ * it; a prompt the prefix cache holds is scored all the same */
+static void prompt_logprobs_match_the_reference(void)
+{
+	const char *m = rl_t_model("stories260K.bin"), *t = rl_t_model("tok512.bin");
+	if (!m || !t)
+		SKIP("../shared/models/stories260K.bin or tok512.bin not found");
+	struct rl_model *mod;
+	char err[512];
+	REQUIRE(rl_model_load(m, t, &mod, err, sizeof err) == 0);
+	const uint32_t V = mod->cfg.vocab_size;
+	double *lsm = malloc((size_t)64 * V * sizeof *lsm);
+	float *logits = malloc(V * sizeof *logits);
+	REQUIRE(lsm && logits);
+	static const char *const args[] = { "--threads 2 --kv-type f32", "--threads 2 --kv-type f32 --max-batch-tokens 5" };
+	for (int a = 0; a < 2; a++) {
+		struct ringlm *c;
+		REQUIRE(embedded(&c, m, t, args[a]) == 0);
+		uint32_t p[64];
+		int np = ringlm_tokenize(c, "Once upon a time, there was a little girl named Lily.", 1, p, 64);
+		REQUIRE(np > 8 && np < 64);
+		struct rl_ref_state st;
+		REQUIRE(rl_ref_state_init(&st, mod, (uint32_t)np) == 0);
+		for (int pos = 0; pos < np - 1; pos++) {       /* lsm row pos: the distribution of token pos + 1 */
+			rl_ref_forward(mod, &st, p[pos], (uint32_t)pos, logits);
+			double mx = -INFINITY, sum = 0;
+			for (uint32_t v = 0; v < V; v++)
+				mx = fmax(mx, st.logits[v]);
+			for (uint32_t v = 0; v < V; v++)
+				sum += exp(st.logits[v] - mx);
+			for (uint32_t v = 0; v < V; v++)
+				lsm[(size_t)pos * V + v] = st.logits[v] - mx - log(sum);
+		}
+		rl_ref_state_free(&st);
+		for (int run = 0; run < 3; run++) {  /* scoring only; again (the prompt cached); then with output */
+			struct ringlm_request r = ringlm_default_request();
+			r.prompt = p;
+			r.n_prompt = (uint32_t)np;
+			r.max_new = run == 2 ? 3 : 0;
+			r.prompt_logprobs = 1;
+			r.top_logprobs = 2;
+			REQUIRE(ringlm_submit(c, &r, NULL) == 0);
+			int next = 1, toks = 0, done = 0;
+			double worst = 0;
+			while (!done) {
+				struct ringlm_event ev[16];
+				struct ringlm_logprobs lp[16];
+				int k = ringlm_wait_ex(c, ev, lp, 16, 30000);
+				REQUIRE(k > 0);
+				for (int i = 0; i < k; i++) {
+					if (ev[i].type == RINGLM_EV_PROMPT) {
+						CHECKF((int)ev[i].index == next && ev[i].token == p[next] && !toks,
+						       "args %d run %d: PROMPT event %u (token %u) where %d was due", a, run,
+						       ev[i].index, ev[i].token, next);
+						const double *ref = lsm + (size_t)(next - 1) * V;
+						worst = fmax(worst, fabs(lp[i].logprob - ref[p[next]]));
+						CHECK(lp[i].n_top == 2 && lp[i].top_logprob[0] >= lp[i].top_logprob[1] &&
+						      fabs(lp[i].top_logprob[0] - ref[lp[i].top_id[0]]) < 1e-3);
+						next++;
+					} else if (ev[i].type == RINGLM_EV_TOKEN) {
+						toks++;
+					} else {
+						done = 1;
+						CHECK(ev[i].type == RINGLM_EV_DONE && ev[i].code == RINGLM_FIN_LENGTH);
+					}
+				}
+			}
+			CHECKF(next == np && toks == (run == 2 ? 3 : 0) && worst < 1e-3,
+			       "args %d run %d: %d of %d prompt positions, %d tokens, worst %g", a, run, next - 1, np - 1,
+			       toks, worst);
+			if (a == 1 && run == 2)
+				printf("  %d prompt tokens scored, chunks of 5: within %.2g of the reference's\n", np - 1, worst);
+		}
+		ringlm_close(c);
+	}
+	free(lsm);
+	free(logits);
+	rl_model_destroy(mod);
+}
+
 static void stories_greedy_matches_published_text(void)
 {
 	const char *m = rl_t_model("stories260K.bin"), *t = rl_t_model("tok512.bin");
@@ -494,6 +576,7 @@ int main(void)
 	RUN(stories_gguf_gives_same_tokens);
 	RUN(textstream_holds_partial_characters);
 	RUN(logprobs_match_the_reference);
+	RUN(prompt_logprobs_match_the_reference);
 	RUN(daemon_tiny_budget_equals_in_process);
 	RUN(daemon_cuda_on_emulator);
 	RUN(daemon_cuda_fp16_on_emulator);

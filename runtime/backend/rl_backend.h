@@ -12,6 +12,7 @@
  */
 #ifndef RL_BACKEND_H
 #define RL_BACKEND_H
+#include <errno.h>
 #include <stdint.h>
 #include "kernels/rl_batch.h"
 #include "ipc/rl_wire.h"           /* struct rl_lp: a token's log-probabilities, as clients receive them */
@@ -76,6 +77,9 @@ struct rl_backend_ops {
 	 * batch seq seq_index (which asked: rl_batch_seq.logprobs), with n_top alternatives.
 	 * NULL for a backend without them (requests that ask are refused). */
 	int  (*logprobs)(struct rl_backend *be, uint32_t seq_index, uint32_t n_top, struct rl_lp *out);
+	/* The same for the k-th prompt position batch seq seq_index scored (rl_batch_seq plp_lo + k) */
+	int  (*prompt_logprobs)(struct rl_backend *be, uint32_t seq_index, uint32_t k, uint32_t n_top,
+				struct rl_lp *out);
 };
 
 struct rl_backend {
@@ -91,6 +95,11 @@ static inline void rl_backend_destroy(struct rl_backend *be) { if (be) be->ops->
 static inline int  rl_backend_logprobs(struct rl_backend *be, uint32_t seq_index, uint32_t n_top, struct rl_lp *out)
 {
 	return be->ops->logprobs ? be->ops->logprobs(be, seq_index, n_top, out) : -ENOTSUP;
+}
+static inline int  rl_backend_prompt_logprobs(struct rl_backend *be, uint32_t seq_index, uint32_t k, uint32_t n_top,
+					      struct rl_lp *out)
+{
+	return be->ops->prompt_logprobs ? be->ops->prompt_logprobs(be, seq_index, k, n_top, out) : -ENOTSUP;
 }
 
 /* Constructors. Each returns 0 and sets *out, or -errno and writes a one-line reason to err. */

@@ -90,6 +90,11 @@ struct cpu {
 	int32_t  *logit_row;           /* [max_seqs] logits row of each batch seq, -1 if none */
 	int32_t  *tok_out;             /* [max_seqs] sampled token per batch seq, -1 if none */
 	struct rl_lp *lp;              /* [max_seqs] log-probabilities of the seqs that asked */
+	/* prompt log-probabilities this step: the scored rows (validate), seq i's from plp_start[i] */
+	uint32_t n_plp;
+	uint32_t *plp_row, *plp_tok, *plp_ntop;   /* [max_tokens] row, its target token, alternatives */
+	uint32_t *plp_start;           /* [max_seqs + 1] */
+	struct rl_lp *plp;             /* [max_tokens] */
 	uint32_t n_samp;
 	uint32_t n_seqs_last;          /* seqs of the last launched batch (for the logits hook) */
 	struct att_item *items;        /* [max_seqs * nkv] this step's attention work (plan_attention) */
@@ -524,6 +529,24 @@ static void forward(struct cpu *c, int t)
 		barrier(c);
 	}
 
+	/* prompt log-probabilities: the scored rows, max_seqs at a time through the LM head (the
+	 * logits buffer's rows), before the sampling rows take that buffer */
+	for (uint32_t k0 = 0; k0 < c->n_plp; k0 += c->max_seqs) {
+		const uint32_t k1 = c->n_plp - k0 < c->max_seqs ? c->n_plp : k0 + c->max_seqs;
+		const float *xp = norm_rows(c, t, m->out_norm, k1 - k0, c->plp_row + k0, c->xs);
+		matmul_part(c, t, c->logits, c->vocab, xp, dim, &m->mwcls, NULL, k1 - k0, 0);
+		barrier(c);
+		uint32_t p0, p1;
+		split(k1 - k0, 1, t, nt, &p0, &p1);
+		for (uint32_t j = p0; j < p1; j++) {
+			struct rl_lp *lp = &c->plp[k0 + j];
+			lp->n_top = c->plp_ntop[k0 + j];
+			lp->logprob = rl_sample_logprobs(c->logits + (size_t)j * c->vocab, c->vocab, c->plp_tok[k0 + j],
+							 lp->n_top, lp->top_id, lp->top_lp);
+		}
+		barrier(c);
+	}
+
 	/* final norm and LM head only for the last row of each sampling sequence */
 	const float *xs = norm_rows(c, t, m->out_norm, c->n_samp, c->samp_row, c->xs);
 	matmul_part(c, t, c->logits, c->vocab, xs, dim, &m->mwcls, NULL, c->n_samp, 0);
@@ -573,11 +596,27 @@ static int validate(struct cpu *c, const struct rl_batch *b)
 		return -EINVAL;
 	c->n_samp = 0;
 	c->n_seqs_last = 0;
+	c->n_plp = 0;
 	for (uint32_t i = 0; i < b->n_seqs; i++) {
 		const struct rl_batch_seq *s = &b->seqs[i];
 		if (!s->q_len || s->q_start > b->n_tokens || s->q_len > b->n_tokens - s->q_start ||
 		    s->ctx_len < s->q_len || s->n_blocks < (s->ctx_len + c->bs - 1) / c->bs)
 			return -EINVAL;
+		c->plp_start[i] = c->n_plp;
+		if (s->prompt_logprobs && s->plp_hi > s->plp_lo) {   /* the rows predicting [lo, hi) */
+			const uint32_t p0 = s->ctx_len - s->q_len;        /* row 0's position */
+			if (s->plp_lo < p0 + 1 || s->plp_hi > s->ctx_len + 1 || s->prompt_logprobs > 1 + RL_MAX_TOP_LOGPROBS)
+				return -EINVAL;
+			for (uint32_t p = s->plp_lo; p < s->plp_hi; p++) {
+				const uint32_t r = p - 1 - p0;
+				const uint32_t tgt = r + 1 < s->q_len ? b->tokens[s->q_start + r + 1] : s->next_token;
+				if (tgt >= c->vocab)
+					return -EINVAL;
+				c->plp_row[c->n_plp] = s->q_start + r;
+				c->plp_tok[c->n_plp] = tgt;
+				c->plp_ntop[c->n_plp++] = s->prompt_logprobs - 1;
+			}
+		}
 		if (i >= b->n_prefill && s->q_len != 1)
 			return -EINVAL;
 		for (uint32_t k = 0; k < (s->ctx_len + c->bs - 1) / c->bs; k++)
@@ -599,6 +638,7 @@ static int validate(struct cpu *c, const struct rl_batch *b)
 		    b->pos[r] != s->ctx_len - s->q_len + (r - s->q_start))
 			return -EINVAL;
 	}
+	c->plp_start[b->n_seqs] = c->n_plp;
 	c->n_seqs_last = b->n_seqs;
 	return 0;
 }
@@ -664,7 +704,8 @@ static void free_all(struct cpu *c)
 	free(c->att); free(c->hb); free(c->hb2); free(c->xs); free(c->logits); free(c->inv_freq); free(c->rope_cs);
 	free(c->attn_scratch); free(c->qscratch); free(c->samp_scratch); free(c->samp_seq); free(c->samp_row);
 	free(c->items); free(c->logit_row);
-	free(c->tok_out); free(c->lp); free(c->th); free(c);
+	free(c->tok_out); free(c->lp); free(c->plp_row); free(c->plp_tok); free(c->plp_ntop); free(c->plp_start);
+	free(c->plp); free(c->th); free(c);
 }
 
 static void cpu_destroy(struct rl_backend *be)
@@ -690,8 +731,20 @@ static int cpu_logprobs(struct rl_backend *be, uint32_t seq_index, uint32_t n_to
 	return 0;
 }
 
+static int cpu_prompt_logprobs(struct rl_backend *be, uint32_t seq_index, uint32_t k, uint32_t n_top,
+			       struct rl_lp *out)
+{
+	struct cpu *c = be->priv;
+	if (seq_index >= c->n_seqs_last || k >= c->plp_start[seq_index + 1] - c->plp_start[seq_index])
+		return -EINVAL;
+	*out = c->plp[c->plp_start[seq_index] + k];
+	out->n_top = out->n_top < n_top ? out->n_top : n_top;
+	return 0;
+}
+
 static const struct rl_backend_ops cpu_ops = {
 	.launch = cpu_launch, .poll = cpu_poll, .finish = cpu_finish, .destroy = cpu_destroy, .logprobs = cpu_logprobs,
+	.prompt_logprobs = cpu_prompt_logprobs,
 };
 
 int rl_backend_cpu_logits(struct rl_backend *be, uint32_t seq_index, float *out)
@@ -808,11 +861,16 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	c->logit_row = malloc(S * sizeof(int32_t));
 	c->tok_out = malloc(S * sizeof(int32_t));
 	c->lp = malloc(S * sizeof *c->lp);
+	c->plp_row = malloc(T * sizeof(uint32_t));
+	c->plp_tok = malloc(T * sizeof(uint32_t));
+	c->plp_ntop = malloc(T * sizeof(uint32_t));
+	c->plp_start = malloc((S + 1) * sizeof(uint32_t));
+	c->plp = malloc(T * sizeof *c->plp);
 	c->th = calloc(c->n_threads, sizeof(pthread_t));
 	if (!c->kpool || !c->vpool || !c->x || !c->xb || !c->xb_own || !c->q || !c->k || !c->v || !c->att ||
 	    !c->hb || !c->hb2 || !c->xs || !c->logits || !c->inv_freq || !c->rope_cs || !c->attn_scratch ||
 	    !c->samp_scratch || !c->qscratch || !c->samp_seq || !c->samp_row || !c->items || !c->logit_row ||
-	    !c->tok_out || !c->lp || !c->th) {
+	    !c->tok_out || !c->lp || !c->plp_row || !c->plp_tok || !c->plp_ntop || !c->plp_start || !c->plp || !c->th) {
 		snprintf(err, errlen, "cpu backend: cannot allocate %.1f GiB of KV cache and buffers; lower --kv-blocks or --max-batch-tokens",
 			 2.0 * kv * (c->kv_f16 ? 2 : 4) / (1 << 30));
 		free_all(c);

@@ -196,6 +196,19 @@ static void hook_emit(void *ctx, const struct rl_seq *q, uint32_t type, uint32_t
 	}
 }
 
+static void hook_emit_prompt(void *ctx, const struct rl_seq *q, uint32_t seq_index, uint32_t k, uint32_t pos,
+			     uint32_t token)
+{
+	struct rl_rt *rt = ctx;
+	struct client *c = &rt->clients[q->client];
+	if (c->reserved)
+		c->reserved--;
+	struct rl_lp *lp = &c->lp[rl_ring_prod_index(&c->evt, c->unpub)];
+	if (rl_backend_prompt_logprobs(rt->be, seq_index, k, q->prompt_logprobs - 1, lp))
+		memset(lp, 0, sizeof *lp);    /* not reached: validated, but never stale data */
+	put_evt(rt, q->client, q->rid, RL_EV_PROMPT, token, 0, pos);
+}
+
 /* Publish every touched ring once and wake the clients that sleep. */
 static void publish_events(struct rl_rt *rt)
 {
@@ -274,7 +287,7 @@ static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, 
 		return reject(rt, slot, rid, -ESHUTDOWN);
 	struct rl_limits lim = { .max_inflight = rt->p.max_inflight, .max_prompt = rt->max_prompt,
 				 .max_new = rt->max_new, .vocab = rt->vocab, .arena_ids = c->arena_mask + 1,
-				 .logprobs = rt->be->ops->logprobs != NULL };
+				 .logprobs = rt->be->ops->logprobs && rt->be->ops->prompt_logprobs };
 	int err = rl_rt_validate_req(r, &lim, now);
 	if (err)
 		return reject(rt, slot, rid, err);
@@ -302,6 +315,7 @@ static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, 
 	q->sp.top_p = r->top_p;
 	q->sp.seed = r->seed;
 	q->logprobs = r->logprobs;
+	q->prompt_logprobs = r->prompt_logprobs;
 	err = rl_sched_enqueue(rt->sched, q, now);
 	if (err)
 		return reject(rt, slot, rid, err);
@@ -689,7 +703,8 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 	sp.pool_size = p->max_clients * p->max_inflight < 65536 ? p->max_clients * p->max_inflight : 65536;
 	sp.prefix_cache = p->prefix_cache;
 	sp.eos_id = bi->eos_id;
-	struct rl_sched_hooks hooks = { .ctx = rt, .reserve = hook_reserve, .emit = hook_emit };
+	struct rl_sched_hooks hooks = { .ctx = rt, .reserve = hook_reserve, .emit = hook_emit,
+					.emit_prompt = hook_emit_prompt };
 	rc = rl_sched_create(&sp, &hooks, &rt->sched);
 	if (rc) {
 		snprintf(err, errlen, "cannot create the scheduler: %s", strerror(-rc));

@@ -16,10 +16,11 @@ int rl_rt_validate_req(const struct rl_req *r, const struct rl_limits *lim, uint
 {
 	if (r->op != RL_OP_SUBMIT || r->rid >= lim->max_inflight)
 		return -EINVAL;
-	if (r->n_prompt == 0 || r->max_new == 0 || r->n_stop > RL_MAX_STOP_IDS || !sampling_ok(r, lim->vocab) ||
-	    r->logprobs > 1 + RL_MAX_TOP_LOGPROBS)
+	if (r->n_prompt == 0 || (r->max_new == 0 && !r->prompt_logprobs) || r->n_stop > RL_MAX_STOP_IDS ||
+	    !sampling_ok(r, lim->vocab) || r->logprobs > 1 + RL_MAX_TOP_LOGPROBS ||
+	    r->prompt_logprobs > 1 + RL_MAX_TOP_LOGPROBS)
 		return -EINVAL;
-	if (r->logprobs && !lim->logprobs)
+	if ((r->logprobs || r->prompt_logprobs) && !lim->logprobs)
 		return -ENOTSUP;
 	if (r->n_prompt > lim->max_prompt || r->n_prompt > lim->arena_ids || r->max_new > lim->max_new)
 		return -E2BIG;

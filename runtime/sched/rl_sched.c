@@ -355,7 +355,7 @@ int rl_sched_enqueue(struct rl_sched *s, struct rl_seq *q, uint64_t now_ns)
 		return -EINVAL;
 	struct seqx *x = X(q);
 	int r = 0;
-	if (!q->n_prompt || !q->max_new || q->n_stop > RL_MAX_STOP_IDS)
+	if (!q->n_prompt || (!q->max_new && !q->prompt_logprobs) || q->n_stop > RL_MAX_STOP_IDS)
 		r = -EINVAL;
 	else if (q->n_prompt >= s->p.max_ctx)      /* room for at least one generated token */
 		r = -E2BIG;
@@ -369,6 +369,7 @@ int rl_sched_enqueue(struct rl_sched *s, struct rl_seq *q, uint64_t now_ns)
 	q->cap = s->p.max_ctx;
 	q->arrival_ns = now_ns;
 	q->n_gen = q->n_computed = 0;
+	q->plp_next = 1;
 	x->order = s->order_next++;
 	queue_insert(s, x);
 	if (q->deadline_ns)
@@ -565,6 +566,28 @@ static uint32_t chunk_len(uint32_t rem, uint32_t left, uint32_t start, uint32_t 
 	return left >= bs && aligned > start && 2 * (aligned - start) >= left ? aligned - start : left;
 }
 
+/* The prompt positions a chunk of c rows from start scores for x (prompt log-probabilities
+ * still owed: row r predicts position start + r + 1), as [*lo, *hi); their count */
+static uint32_t plp_span(const struct seqx *x, uint32_t start, uint32_t c, uint32_t *lo, uint32_t *hi)
+{
+	uint32_t a = start + 1 > x->q.plp_next ? start + 1 : x->q.plp_next;
+	uint32_t b = start + c + 1 < x->q.n_prompt ? start + c + 1 : x->q.n_prompt;
+	if (!x->q.prompt_logprobs || a >= b)
+		a = b = 0;
+	if (lo) {
+		*lo = a;
+		*hi = b;
+	}
+	return b - a;
+}
+
+/* The events a chunk of c rows from start may emit: its prompt positions, and when it ends
+ * the prompt, a token and an end */
+static uint32_t chunk_events(const struct seqx *x, uint32_t start, uint32_t c)
+{
+	return plp_span(x, start, c, NULL, NULL) + (start + c == seq_len(x) ? 2 : 0);
+}
+
 static int reserve(struct rl_sched *s, struct seqx *x, uint32_t n)
 {
 	if (s->h.reserve(s->h.ctx, x->q.client, n) == 0)
@@ -609,7 +632,8 @@ static uint32_t schedule_prefills(struct rl_sched *s, uint32_t left, int *preemp
 		struct seqx *x = PL(l);
 		uint32_t start = x->q.n_computed, rem = seq_len(x) - start;
 		uint32_t c = chunk_len(rem, left, start, bs);
-		if (c == rem && reserve(s, x, 2)) {
+		const uint32_t ev = chunk_events(x, start, c);
+		if (ev && reserve(s, x, ev)) {
 			l = l->next;
 			continue;
 		}
@@ -640,14 +664,17 @@ static int try_admit(struct rl_sched *s, struct seqx *x, uint32_t left)
 {
 	uint32_t bs = s->p.block_size, len = seq_len(x);
 	rl_kv_chain_root(&x->chain);
-	/* a fully cached prompt still computes its last token, which yields the logits */
-	uint32_t hit = rl_kv_lookup(s->kv, x->tok, len - 1, x->blocks, &x->chain);
+	/* a fully cached prompt still computes its last token, which yields the logits; a prompt
+	 * whose log-probabilities are owed computes them all */
+	const int scoring = x->q.prompt_logprobs && x->q.plp_next < x->q.n_prompt;
+	uint32_t hit = rl_kv_lookup(s->kv, x->tok, scoring ? 0 : len - 1, x->blocks, &x->chain);
 	x->n_blocks = x->n_hashed = hit;
 	x->q.n_computed = hit * bs;
 	uint32_t c = chunk_len(len - x->q.n_computed, left, x->q.n_computed, bs);
 	int r = grow(s, x, x->q.n_computed + c);
-	if (!r && x->q.n_computed + c == len)
-		r = reserve(s, x, 2);
+	const uint32_t ev = chunk_events(x, x->q.n_computed, c);
+	if (!r && ev)
+		r = reserve(s, x, ev);
 	if (r) {
 		drop_blocks(s, x);
 		return r;
@@ -695,6 +722,8 @@ static void pack_one(struct rl_sched *s, struct seqx *x, uint32_t *t)
 	b->seq_id = x->q.id;
 	b->sp = x->q.sp;
 	b->logprobs = x->q.logprobs;
+	b->prompt_logprobs = plp_span(x, start, x->chunk, &b->plp_lo, &b->plp_hi) ? x->q.prompt_logprobs : 0;
+	b->next_token = start + x->chunk < len ? x->tok[start + x->chunk] : UINT32_MAX;
 	assert(x->n_blocks == (b->ctx_len + s->p.block_size - 1) / s->p.block_size);
 	s->step_x[i] = x;
 	s->step_inc[i] = x->inc;
@@ -765,6 +794,10 @@ static void take_token(struct rl_sched *s, struct seqx *x, int32_t out)
 		finish(s, x, RL_EV_ERROR, 0, -EIO);
 		return;
 	}
+	if (!q->max_new) {             /* scoring the prompt only */
+		finish(s, x, RL_EV_DONE, 0, RL_FIN_LENGTH);
+		return;
+	}
 	if (t == s->p.eos_id || is_stop(q, t)) {
 		finish(s, x, RL_EV_DONE, t, t == s->p.eos_id ? RL_FIN_EOS : RL_FIN_STOP);
 		return;
@@ -792,6 +825,12 @@ void rl_sched_complete(struct rl_sched *s, const int32_t *out, uint64_t now_ns)
 			continue;           /* cancelled while the step ran */
 		x->in_step = 0;
 		x->q.n_computed = b->ctx_len;
+		if (b->prompt_logprobs) {      /* the chunk's prompt positions, before any token */
+			for (uint32_t p = b->plp_lo; p < b->plp_hi; p++)
+				if (s->h.emit_prompt)
+					s->h.emit_prompt(s->h.ctx, &x->q, i, p - b->plp_lo, p, x->tok[p]);
+			x->q.plp_next = b->plp_hi;
+		}
 		if (s->p.prefix_cache)
 			register_full(s, x, s->step_hash[i]);
 		if (!b->sample)

@@ -57,6 +57,7 @@ struct rl_seq {
 	uint64_t arrival_ns;
 	struct rl_sampling sp;
 	uint32_t logprobs;             /* rl_req.logprobs: 0, or 1 + top alternatives per token */
+	uint32_t prompt_logprobs;      /* rl_req.prompt_logprobs: the same for the prompt's tokens */
 	/* scheduler-owned state (read-only for others) */
 	enum rl_seq_state state;
 	uint32_t id;                   /* pool index */
@@ -64,6 +65,9 @@ struct rl_seq {
 	uint32_t n_computed;           /* tokens whose KV is in the cache */
 	uint32_t step_index;           /* its index among the seqs of the step being completed (the
 					* backend's per-seq outputs, e.g. log-probabilities, by it) */
+	uint32_t plp_next;             /* prompt_logprobs: the next prompt position owed (from 1); the
+					* prefix cache is skipped until all are sent, and a chunk
+					* computed again after a preemption sends none twice */
 	void *sched_priv;
 };
 
@@ -74,6 +78,10 @@ struct rl_sched_hooks {
 	/* Deliver an event (type RL_EV_*, token for TOKEN, code = rl_finish for DONE or -errno
 	 * for ERROR). Never fails for reserved slots. */
 	void (*emit)(void *ctx, const struct rl_seq *q, uint32_t type, uint32_t token, int32_t code);
+	/* Deliver an RL_EV_PROMPT event for prompt position pos (token its id): the k-th position
+	 * the step scored for batch seq seq_index. Never fails for reserved slots. */
+	void (*emit_prompt)(void *ctx, const struct rl_seq *q, uint32_t seq_index, uint32_t k, uint32_t pos,
+			    uint32_t token);
 };
 
 struct rl_sched_params {
