@@ -95,6 +95,7 @@ struct req {
 	char    *out;                  /* response bytes not yet handed to MHD */
 	size_t   out_len, out_cap, out_off;
 	uint32_t n_prompt, n_gen;
+	uint32_t *lp_prev_p;           /* echo with logprobs: each prompt item's token before it */
 	/* log-probabilities (completions' logprobs, chat's logprobs/top_logprobs): one item per
 	 * generated token, as chat answers them ({token, logprob, bytes, top_logprobs}), with its
 	 * text offset; completions' form is made from them (lp_json) */
@@ -103,6 +104,8 @@ struct req {
 	size_t  *lp_off;               /* [items] where each token's text starts */
 	size_t   lp_sent;              /* items already streamed */
 	uint32_t lp_prev;              /* the token before the next (for its text) */
+	size_t   echo_len;             /* echo: the prompt's text at the start of text, its bytes */
+	uint32_t lp_p0;                /* echo with logprobs: the prompt position of item 0 */
 	uint64_t t_start, t_last;      /* ns */
 	char     id[48];
 	long long created;
@@ -205,6 +208,7 @@ static void req_unref(struct req *r)
 		if (r[i].lp_items)
 			json_decref(r[i].lp_items);
 		free(r[i].lp_off);
+		free(r[i].lp_prev_p);
 	}
 	free(r->out);
 	free(r->ids);
@@ -303,6 +307,10 @@ static json_t *lp_json(const struct req *r, size_t from, size_t to)
 		json_array_append(lps, json_object_get(it, "logprob"));
 		json_array_foreach(json_object_get(it, "top_logprobs"), k, x)
 			json_object_set(top, json_string_value(json_object_get(x, "token")), json_object_get(x, "logprob"));
+		if (json_is_null(json_object_get(it, "logprob"))) {   /* the prompt's first: nothing before it */
+			json_decref(top);
+			top = json_null();
+		}
 		json_array_append_new(tops, top);
 		json_array_append_new(offs, json_integer((json_int_t)r->lp_off[i]));
 	}
@@ -470,6 +478,19 @@ static void submit_rest(struct req *h)
 	}
 }
 
+/* echo with logprobs: prompt position pos's numbers into its item (made at submit) */
+static void on_prompt(struct req *r, uint32_t pos, const struct ringlm_logprobs *lp)
+{
+	if (!r->lp_on || pos < r->lp_p0 || pos - r->lp_p0 >= json_array_size(r->lp_items))
+		return;
+	json_t *it = json_array_get(r->lp_items, pos - r->lp_p0), *top = json_array();
+	json_object_set_new(it, "logprob", json_real(lp->logprob));
+	/* the alternatives' text after the token before this position */
+	for (uint32_t i = 0; i < lp->n_top && i < (uint32_t)r->lp_top; i++)
+		json_array_append_new(top, lp_entry(r->lp_prev_p[pos - r->lp_p0], lp->top_id[i], lp->top_logprob[i]));
+	json_object_set_new(it, "top_logprobs", top);
+}
+
 static void on_token(struct req *r, uint32_t token, const struct ringlm_logprobs *lp)
 {
 	if (r->head->ids) {            /* choice 0's prompt is cached now: the copies' turn */
@@ -490,6 +511,7 @@ static void on_token(struct req *r, uint32_t token, const struct ringlm_logprobs
 	if (n < 0)
 		n = 0;
 	size_t from = r->text_len > r->max_stop ? r->text_len - r->max_stop : 0;
+	from = from > r->echo_len ? from : r->echo_len;      /* stop strings look at the output only */
 	if (grow(&r->text, &r->text_cap, r->text_len + (size_t)n + 1))
 		return;
 	if (r->lp_on && lp) {               /* the token's entry, its alternatives, where its text starts */
@@ -571,6 +593,7 @@ static void on_end(struct req *r, const struct ringlm_event *e)
 		int n = ringlm_textstream_flush(&r->ts, rest, sizeof rest);
 		if (n > 0 && !grow(&r->text, &r->text_cap, r->text_len + (size_t)n + 1)) {
 			size_t from = r->text_len > r->max_stop ? r->text_len - r->max_stop : 0;
+			from = from > r->echo_len ? from : r->echo_len;
 			memcpy(r->text + r->text_len, rest, (size_t)n);
 			r->text_len += (size_t)n;
 			if (r->n_stops && check_stops(r, from))
@@ -611,6 +634,10 @@ static void *pump(void *arg)
 				continue;
 			if (ev[i].type == RINGLM_EV_TOKEN) {
 				on_token(r, ev[i].token, &lp[i]);
+				continue;
+			}
+			if (ev[i].type == RINGLM_EV_PROMPT) {
+				on_prompt(r, ev[i].index, &lp[i]);
 				continue;
 			}
 			live_del(at);
@@ -701,6 +728,43 @@ static int num_field(json_t *o, const char *k, double lo, double hi, double *v, 
 	return 0;
 }
 
+/* echo: the prompt's text (its tokens' pieces, as the output's are made, BOS left out) opens
+ * the choice's text, and with logprobs an item per prompt token (the first's logprob null, the
+ * others' filled in by their PROMPT events) */
+static int echo_setup(struct req *x, const uint32_t *ids, int n_ids)
+{
+	int p0 = n_ids > 1 && ids[0] == g.info.bos_id;
+	uint32_t prev = p0 ? ids[0] : UINT32_MAX;
+	x->lp_p0 = (uint32_t)p0;
+	if (x->lp_on && !(x->lp_prev_p = malloc((size_t)n_ids * sizeof *x->lp_prev_p)))
+		return -1;
+	for (int p = p0; p < n_ids; p++) {
+		char piece[520];
+		const char *s = ringlm_detokenize(g.c, prev, ids[p], piece, sizeof piece);
+		size_t n = s ? strlen(s) : 0;
+		if (x->lp_on) {
+			size_t k = json_array_size(x->lp_items);
+			size_t *o = realloc(x->lp_off, (k + 1) * sizeof *o);
+			if (!o)
+				return -1;
+			x->lp_off = o;
+			o[k] = x->text_len;
+			x->lp_prev_p[k] = prev;
+			json_t *it = lp_entry(prev, ids[p], 0);
+			json_object_set_new(it, "logprob", json_null());
+			json_object_set_new(it, "top_logprobs", json_array());
+			json_array_append_new(x->lp_items, it);
+		}
+		if (grow(&x->text, &x->text_cap, x->text_len + n + 1))
+			return -1;
+		memcpy(x->text + x->text_len, s ? s : "", n);
+		x->text_len += n;
+		prev = ids[p];
+	}
+	x->echo_len = x->text_len;
+	return 0;
+}
+
 static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_state *cs, int chat)
 {
 	json_error_t je;
@@ -746,8 +810,9 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 		snprintf(why, sizeof why, "'logit_bias' is not supported");
 	if (!why[0] && sfx && !json_is_null(sfx))
 		snprintf(why, sizeof why, "'suffix' is not supported");
-	if (!why[0] && echo && !json_is_null(echo) && !json_is_false(echo))
-		snprintf(why, sizeof why, "'echo' (the prompt's log-probabilities) is not supported yet");
+	if (!why[0] && echo && !json_is_null(echo) && !json_is_boolean(echo))
+		snprintf(why, sizeof why, "'echo' must be true or false");
+	const int do_echo = json_is_true(echo);
 	if (!why[0])
 		num_field(j, "best_of", 1, 1, &best_of, why, sizeof why);
 	/* log-probabilities: completions' logprobs N (the sampled token's and N alternatives');
@@ -773,7 +838,7 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 	}
 	json_t *stream = json_object_get(j, "stream");
 	if ((stream && !json_is_boolean(stream) && !json_is_null(stream)) ||
-	    num_field(j, "max_tokens", 1, g.info.max_new, &max_tokens, why, sizeof why) ||
+	    num_field(j, "max_tokens", do_echo ? 0 : 1, g.info.max_new, &max_tokens, why, sizeof why) ||
 	    num_field(j, "max_completion_tokens", 1, g.info.max_new, &max_tokens, why, sizeof why) ||
 	    num_field(j, "temperature", 0, 2, &temperature, why, sizeof why) ||
 	    num_field(j, "top_p", 0, 1, &top_p, why, sizeof why) ||
@@ -922,6 +987,10 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 				x->max_stop = strlen(stops[i]);
 		}
 		ringlm_textstream_init(&x->ts, last_id);
+		if (do_echo && echo_setup(x, ids, n_ids)) {
+			rc = -ENOMEM;
+			break;
+		}
 		struct ringlm_request q = ringlm_default_request();
 		q.prompt = ids;
 		q.n_prompt = (uint32_t)n_ids;
@@ -933,6 +1002,8 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 		q.tag = x->tag;
 		q.logprobs = (uint8_t)lp_on;
 		q.top_logprobs = (uint8_t)x->lp_top;
+		/* echo: the prompt's own log-probabilities (and with max_tokens 0, only those) */
+		q.prompt_logprobs = (uint8_t)(do_echo && (lp_on || !max_tokens));
 		if (c) {                       /* the copies: when choice 0 has its first token */
 			if (c == 1) {
 				r->q = q;

@@ -64,6 +64,7 @@ def stories():
     if not (os.path.exists(m) and os.path.exists(t)):
         pytest.skip("../shared/models/stories260K.bin or tok512.bin not found")
     s = Server(m, t)
+    s.model_path, s.tokenizer = m, t
     yield s
     s.stop()
 

@@ -264,7 +264,7 @@ def test_logprobs_completions_and_chat(stories, mistral):
 def test_unsupported_parameters_are_refused_by_name(stories):
     cases = [({"prompt": "x", "frobnicate": 1}, "'frobnicate'"),
              ({"prompt": "x", "presence_penalty": 0.5}, "presence_penalty"),
-             ({"prompt": "x", "echo": True}, "'echo'"),
+             ({"prompt": "x", "echo": 1}, "'echo'"),
              ({"prompt": "x", "logprobs": 21}, "'logprobs'"),
              ({"prompt": "x", "logit_bias": {"5": 1}}, "logit_bias"),
              ({"prompt": "x", "best_of": 2}, "best_of")]
@@ -300,3 +300,37 @@ def test_n_choices(stories):
     assert [texts[i] for i in range(3)] == [c["text"] for c in j["choices"]]
     code, body = curl(stories.url + "/v1/completions", data=json.dumps(dict(req, n=17)))
     assert code == 400 and "'n'" in json.loads(body)["error"]["message"]
+
+
+def test_echo_scores_the_prompt(stories):
+    """echo: the prompt's text opens the answer; with logprobs its tokens' (the first's null, as
+    OpenAI's), and with max_tokens 0 only those: scoring a text without generating"""
+    code, body = curl(stories.url + "/v1/completions", data=json.dumps(
+        {"prompt": "Once upon a time, there was a cat", "max_tokens": 0, "echo": True, "logprobs": 2}))
+    assert code == 200, body
+    c = json.loads(body)["choices"][0]
+    lp = c["logprobs"]
+    assert c["text"] == "Once upon a time, there was a cat" and "".join(lp["tokens"]) == c["text"]
+    # after the BOS (left out of the text) even the first token has a log-probability
+    assert all(x <= 0 for x in lp["token_logprobs"]) and all(len(t) <= 2 for t in lp["top_logprobs"])
+    assert json.loads(body)["usage"]["completion_tokens"] == 0
+    n_prompt = len(lp["tokens"])
+    code, body = curl(stories.url + "/v1/completions", data=json.dumps(
+        {"prompt": "Once upon a time, there was a cat", "max_tokens": 5, "echo": True, "logprobs": 1,
+         "temperature": 0}))
+    c = json.loads(body)["choices"][0]
+    assert c["text"].startswith("Once upon a time, there was a cat") and len(c["logprobs"]["tokens"]) == n_prompt + 5
+    assert c["logprobs"]["token_logprobs"][:n_prompt] == lp["token_logprobs"]      # the same prompt, scored alike
+    code, body = curl(stories.url + "/v1/completions", data=json.dumps(
+        {"prompt": "Once upon a time", "max_tokens": 4, "echo": True, "temperature": 0}))
+    c = json.loads(body)["choices"][0]
+    assert c["text"].startswith("Once upon a time") and c["logprobs"] is None
+    ids = [int(x) for x in subprocess.run([os.path.join(BUILD, "ringlm"), "tokenize", "--model", stories.model_path,
+                                           "--tokenizer", stories.tokenizer, "--no-bos", "--text", "Once upon a time"],
+                                          stdout=subprocess.PIPE, check=True).stdout.split()]
+    code, body = curl(stories.url + "/v1/completions", data=json.dumps(
+        {"prompt": ids, "max_tokens": 0, "echo": True, "logprobs": 1}))
+    lp = json.loads(body)["choices"][0]["logprobs"]       # no BOS: nothing before the first token
+    assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None and len(lp["tokens"]) == len(ids)
+    code, body = curl(stories.url + "/v1/completions", data=json.dumps({"prompt": "x", "max_tokens": 0}))
+    assert code == 400 and "max_tokens" in json.loads(body)["error"]["message"]

@@ -86,6 +86,9 @@ class _StreamBase:
         # with logprobs=True, per token: (its log-probability, [(id, log-probability) of the
         # top_logprobs most likely tokens, most likely first])
         self.logprobs = []
+        # with prompt_logprobs=True, per prompt token after the first: (position, id, and the
+        # same pair), all of them before the first output token
+        self.prompt_logprobs = []
         self.finish_reason = None     # "length", "stop", "eos", "context", "cancel"
         self._req = req
         self._text = text
@@ -101,6 +104,9 @@ class _StreamBase:
     # one event -> (value to yield or None, finished?)
     def _handle(self, item):
         kind = item[0]
+        if kind == "plp":
+            self.prompt_logprobs.append(item[1:])
+            return None, False
         if kind == "tok":
             self.tokens.append(item[1])
             if item[2] is not None:
@@ -233,6 +239,11 @@ class Client:
                 r = self._reqs.get(e.tag)
                 if r is None:
                     continue
+                if e.type == _capi.EV_PROMPT:
+                    p = lps[i]
+                    r.put(("plp", e.index, e.token, (p.logprob, [(p.top_id[j], p.top_logprob[j])
+                                                                 for j in range(min(p.n_top, _capi.MAX_TOP_LOGPROBS))])))
+                    continue
                 if e.type == _capi.EV_TOKEN:
                     lp = None
                     if r.logprobs:
@@ -270,7 +281,7 @@ class Client:
         return ids
 
     def _submit(self, prompt, loop, text, max_tokens, temperature, top_p, top_k, seed, stop,
-                priority, add_bos, logprobs=False, top_logprobs=0):
+                priority, add_bos, logprobs=False, top_logprobs=0, prompt_logprobs=False):
         self._check()
         ids = self._prompt_ids(prompt, add_bos)
         stop = list(stop or [])
@@ -292,8 +303,9 @@ class Client:
         r.priority = int(priority)
         if not 0 <= int(top_logprobs) <= _capi.MAX_TOP_LOGPROBS:
             raise RinglmError(_EINVAL, "ringlm: top_logprobs must be 0..%d" % _capi.MAX_TOP_LOGPROBS)
-        r.logprobs = 1 if (logprobs or top_logprobs) else 0
+        r.logprobs = 1 if (logprobs or (top_logprobs and not prompt_logprobs)) else 0
         r.top_logprobs = int(top_logprobs)
+        r.prompt_logprobs = 1 if prompt_logprobs else 0
         tag = next(self._tags)
         r.tag = tag
         req = _Req(loop, bool(r.logprobs))
@@ -316,13 +328,14 @@ class Client:
         return cls(self, req, rid.value, tag, text, ids[-1])
 
     def stream(self, prompt, max_tokens=16, *, temperature=0.0, top_p=1.0, top_k=0, seed=0, stop=None,
-               priority=0, text=True, add_bos=True, logprobs=False, top_logprobs=0):
+               priority=0, text=True, add_bos=True, logprobs=False, top_logprobs=0, prompt_logprobs=False):
         """Submits a request and returns its Stream. prompt: text (tokenized with the runtime's
         vocabulary, BOS first where the vocabulary wants one) or token ids; stop: token ids.
         logprobs / top_logprobs (0..20): each token's log-probability, and that many
-        alternatives', in Stream.logprobs (the cpu backend has them)."""
+        alternatives', in Stream.logprobs (the cpu backend has them); prompt_logprobs: the
+        prompt's in Stream.prompt_logprobs (max_tokens may then be 0: scoring a text)."""
         return self._submit(prompt, None, text, max_tokens, temperature, top_p, top_k, seed, stop,
-                            priority, add_bos, logprobs, top_logprobs)
+                            priority, add_bos, logprobs, top_logprobs, prompt_logprobs)
 
     def generate(self, prompt, max_tokens=16, *, ids=False, **kw):
         """The whole output: text, or with ids=True the token ids."""
@@ -331,10 +344,11 @@ class Client:
         return out if ids else "".join(out)
 
     async def astream(self, prompt, max_tokens=16, *, temperature=0.0, top_p=1.0, top_k=0, seed=0,
-                      stop=None, priority=0, text=True, add_bos=True, logprobs=False, top_logprobs=0):
+                      stop=None, priority=0, text=True, add_bos=True, logprobs=False, top_logprobs=0,
+                      prompt_logprobs=False):
         """As stream(), returning an AsyncStream bound to the running event loop."""
         return self._submit(prompt, asyncio.get_running_loop(), text, max_tokens, temperature, top_p,
-                            top_k, seed, stop, priority, add_bos, logprobs, top_logprobs)
+                            top_k, seed, stop, priority, add_bos, logprobs, top_logprobs, prompt_logprobs)
 
     async def agenerate(self, prompt, max_tokens=16, *, ids=False, **kw):
         s = await self.astream(prompt, max_tokens, text=not ids, **kw)

@@ -9,7 +9,7 @@ import os
 
 MAX_STOP = 8
 MAX_TOP_LOGPROBS = 20
-EV_TOKEN, EV_DONE, EV_ERROR = 1, 2, 3
+EV_TOKEN, EV_DONE, EV_ERROR, EV_PROMPT = 1, 2, 3, 4
 FINISH = {1: "length", 2: "stop", 3: "eos", 4: "context", 5: "cancel"}
 
 

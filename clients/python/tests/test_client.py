@@ -172,3 +172,14 @@ def test_logprobs(daemon):
         assert list(plain) == ids[:4] and plain.logprobs == []
         with pytest.raises(ringlm.RinglmError):
             c.stream("Once upon a time", top_logprobs=21)
+
+
+def test_prompt_logprobs(daemon):
+    """Scoring a text: max_tokens 0 with prompt_logprobs gives every prompt token's after the
+    first, in order, and no output"""
+    with ringlm.Client(socket=daemon) as c:
+        ids = c.tokenize("Once upon a time")
+        s = c.stream(ids, max_tokens=0, text=False, prompt_logprobs=True, top_logprobs=2)
+        assert list(s) == [] and s.finish_reason == "length"
+        assert [(p, t) for p, t, _ in s.prompt_logprobs] == [(i, ids[i]) for i in range(1, len(ids))]
+        assert all(lp <= 0 and len(top) == 2 for _, _, (lp, top) in s.prompt_logprobs)
