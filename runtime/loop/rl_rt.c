@@ -44,6 +44,10 @@
 #include "ipc/rl_clock.h"
 #include "ipc/rl_ipc.h"
 #include "runtime/loop/rl_rt.h"
+
+/* An idle spin polls with pause for this long after the last work (back-to-back traffic
+ * lands within it), then yields the core between polls (see the loop). */
+#define IDLE_YIELD_AFTER_NS 50000
 #include "runtime/sched/rl_sched.h"
 #include "runtime/model/rl_model_io.h"
 #include "runtime/loop/rl_validate.h"
@@ -854,6 +858,11 @@ int rl_rt_run(struct rl_rt *rt)
 		if (now - rt->last_work >= rt->p.idle_spin_ns) {
 			sleep_until_work(rt);
 			rt->last_work = rl_now_ns();
+		} else if (now - rt->last_work >= IDLE_YIELD_AFTER_NS) {
+			/* the rest of the idle spin yields: a task the kernel put on this core (a client
+			 * not pinned apart) runs at once instead of after the spin; with none runnable
+			 * it returns at once */
+			sched_yield();
 		} else {
 			rl_cpu_relax();
 		}
