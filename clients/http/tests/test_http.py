@@ -160,6 +160,17 @@ def test_openai_package(stories, mistral):
     assert r.choices[0].message.role == "assistant"
     with pytest.raises(openai.BadRequestError):
         c.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hi"}])
+    # log-probabilities parse into the package's own types
+    r = c.completions.create(model="x", prompt="Once upon a time", max_tokens=4, temperature=0, logprobs=2)
+    lp = r.choices[0].logprobs
+    assert len(lp.tokens) == 4 and len(lp.token_logprobs) == 4 and len(lp.top_logprobs[0]) <= 2
+    assert "".join(lp.tokens) == r.choices[0].text and lp.text_offset[0] == 0
+    r = m.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hi"}], max_tokens=4,
+                                  logprobs=True, top_logprobs=2)
+    items = r.choices[0].logprobs.content
+    assert items and all(len(t.top_logprobs) == 2 and t.logprob <= 0 for t in items)
+    r = c.completions.create(model="x", prompt="Once upon a time", max_tokens=2, n=2, temperature=1, seed=1)
+    assert [ch.index for ch in r.choices] == [0, 1]
 
 
 def _http_request(port, body):
