@@ -193,8 +193,6 @@ int rl_cmd_mkmodel(int argc, char **argv)
 		c.norm_eps = 1e-6f;
 		c.tied_embeddings = 1;         /* as every Gemma 3 */
 		c.sliding_window = have[10] ? custom[10] : sc.sliding_window ? sc.sliding_window : 512;
-		c.swa_period = 6;
-		c.rope_theta_local = 10000.0f;
 	} else if (have[10]) {
 		fprintf(stderr, "ringlm mkmodel: --window is for --arch gemma3\n");
 		return 2;

@@ -44,14 +44,14 @@
 #include "ipc/rl_clock.h"
 #include "ipc/rl_ipc.h"
 #include "runtime/loop/rl_rt.h"
-
-/* An idle spin polls with pause for this long after the last work (back-to-back traffic
- * lands within it), then yields the core between polls (see the loop). */
-#define IDLE_YIELD_AFTER_NS 50000
 #include "runtime/sched/rl_sched.h"
 #include "runtime/model/rl_model_io.h"
 #include "runtime/loop/rl_validate.h"
 #include "runtime/loop/rl_rt_internal.h"
+
+/* An idle spin polls with pause for this long after the last work (back-to-back traffic
+ * lands within it), then yields the core between polls (see the loop). */
+#define IDLE_YIELD_AFTER_NS 50000
 
 /* ---- io_uring helpers ----------------------------------------------------------------- */
 
@@ -165,6 +165,12 @@ static void put_evt(struct rl_rt *rt, uint32_t slot, uint32_t rid, uint16_t type
 	mark_touched(rt, slot);
 }
 
+/* The log-probability slab slot of the event put_evt writes next (rl_wire.h) */
+static struct rl_lp *next_lp(struct client *c)
+{
+	return &c->lp[rl_ring_prod_index(&c->evt, c->unpub)];
+}
+
 static int hook_reserve(void *ctx, uint32_t slot, uint32_t n)
 {
 	struct rl_rt *rt = ctx;
@@ -181,8 +187,8 @@ static void hook_emit(void *ctx, const struct rl_seq *q, uint32_t type, uint32_t
 	struct client *c = &rt->clients[q->client];
 	if (c->reserved)
 		c->reserved--;
-	if (type == RL_EV_TOKEN && q->logprobs) {   /* into the slab slot of the event's slot */
-		struct rl_lp *lp = &c->lp[rl_ring_prod_index(&c->evt, c->unpub)];
+	if (type == RL_EV_TOKEN && q->logprobs) {
+		struct rl_lp *lp = next_lp(c);
 		if (rl_backend_logprobs(rt->be, q->step_index, q->logprobs - 1, lp))
 			memset(lp, 0, sizeof *lp);   /* not reached: validated, but never stale data */
 	}
@@ -200,15 +206,14 @@ static void hook_emit(void *ctx, const struct rl_seq *q, uint32_t type, uint32_t
 	}
 }
 
-static void hook_emit_prompt(void *ctx, const struct rl_seq *q, uint32_t seq_index, uint32_t k, uint32_t pos,
-			     uint32_t token)
+static void hook_emit_prompt(void *ctx, const struct rl_seq *q, uint32_t k, uint32_t pos, uint32_t token)
 {
 	struct rl_rt *rt = ctx;
 	struct client *c = &rt->clients[q->client];
 	if (c->reserved)
 		c->reserved--;
-	struct rl_lp *lp = &c->lp[rl_ring_prod_index(&c->evt, c->unpub)];
-	if (rl_backend_prompt_logprobs(rt->be, seq_index, k, q->prompt_logprobs - 1, lp))
+	struct rl_lp *lp = next_lp(c);
+	if (rl_backend_prompt_logprobs(rt->be, q->step_index, k, q->prompt_logprobs - 1, lp))
 		memset(lp, 0, sizeof *lp);    /* not reached: validated, but never stale data */
 	put_evt(rt, q->client, q->rid, RL_EV_PROMPT, token, 0, pos);
 }

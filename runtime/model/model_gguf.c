@@ -691,7 +691,6 @@ static int gemma3_config(struct gguf *g, struct rl_model_config *c)
 		return rc;
 	if (!c->sliding_window)
 		return 0;
-	c->swa_period = 6;
 	const struct kv *k = find_kv(g, "gemma3.attention.sliding_window_pattern");
 	if (k && k->type == GT_ARR) {           /* per layer: true for a local one */
 		if (k->atype != GT_BOOL || k->n != c->n_layers) {
@@ -709,10 +708,10 @@ static int gemma3_config(struct gguf *g, struct rl_model_config *c)
 				     "with one period are not supported");
 				return -ENOTSUP;
 			}
-	} else if ((rc = get_uint(g, "gemma3.attention.sliding_window_pattern", 0, 0, 4096, 6, &c->swa_period))) {
+	} else if ((rc = get_uint(g, "gemma3.attention.sliding_window_pattern", 0, 0, 4096, c->swa_period,
+				   &c->swa_period))) {
 		return rc;
 	}
-	c->rope_theta_local = 10000.0f;
 	if ((rc = get_num(g, "gemma3.rope.freq_base_swa", &v)) < 0)
 		return rc;
 	if (rc)

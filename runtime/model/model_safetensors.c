@@ -293,8 +293,8 @@ static int gemma3_config(const json_t *j, struct rl_model_config *c, char *err, 
 	float qpas;
 	if ((rc = cfg_f32(j, "query_pre_attn_scalar", (float)c->head_dim, &qpas, err, errlen)) ||
 	    (rc = cfg_u32(j, "sliding_window", 0, 1, 1 << 24, 4096, &c->sliding_window, err, errlen)) ||
-	    (rc = cfg_u32(j, "sliding_window_pattern", 0, 1, 4096, 6, &c->swa_period, err, errlen)) ||
-	    (rc = cfg_f32(j, "rope_local_base_freq", 10000.0f, &c->rope_theta_local, err, errlen)))
+	    (rc = cfg_u32(j, "sliding_window_pattern", 0, 1, 4096, c->swa_period, &c->swa_period, err, errlen)) ||
+	    (rc = cfg_f32(j, "rope_local_base_freq", c->rope_theta_local, &c->rope_theta_local, err, errlen)))
 		return rc;
 	if (qpas != (float)c->head_dim)
 		c->attn_scale = 1.0f / sqrtf(qpas);

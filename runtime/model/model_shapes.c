@@ -39,6 +39,8 @@ void rl_model_gemma3(struct rl_model_config *c)
 {
 	c->has_qk_norm = c->rope_halves = c->post_norms = c->ffn_gelu = 1;
 	c->emb_scale = sqrtf((float)c->dim);
+	c->swa_period = 6;             /* what llama.cpp and HF take when a file does not say */
+	c->rope_theta_local = 10000.0f;
 }
 
 int rl_model_shape(const char *name, struct rl_model_config *cfg)
@@ -59,8 +61,6 @@ int rl_model_shape(const char *name, struct rl_model_config *cfg)
 			rl_model_gemma3(cfg);
 			cfg->norm_eps = 1e-6f;
 			cfg->sliding_window = s->window;
-			cfg->swa_period = 6;
-			cfg->rope_theta_local = 10000.0f;
 		}
 		return 0;
 	}

@@ -65,8 +65,8 @@ int  rl_model_shape(const char *name, struct rl_model_config *cfg);
 int  rl_model_vocab_no_prefix(void **blob, uint32_t *size);
 int  rl_model_vocab_prefixless(const void *blob, uint32_t size);
 /* Makes cfg (dim set) a Gemma 3: q/k norms, HF rotation, post-norms, GELU, embeddings times
- * sqrt(dim); the window, its layer period and the local RoPE base are the caller's (Gemma 3:
- * every sixth layer global, local base 10000). */
+ * sqrt(dim), and the layer pattern and local RoPE base files leave unsaid (every sixth layer
+ * global, local base 10000); the window is the caller's. */
 void rl_model_gemma3(struct rl_model_config *cfg);
 /* Fills every weight with deterministic random values (norms near 1, projections scaled by
  * 1/sqrt(fan_in)), for tests and benchmarks at real shapes. */

@@ -825,10 +825,11 @@ void rl_sched_complete(struct rl_sched *s, const int32_t *out, uint64_t now_ns)
 			continue;           /* cancelled while the step ran */
 		x->in_step = 0;
 		x->q.n_computed = b->ctx_len;
+		x->q.step_index = i;
 		if (b->prompt_logprobs) {      /* the chunk's prompt positions, before any token */
 			for (uint32_t p = b->plp_lo; p < b->plp_hi; p++)
 				if (s->h.emit_prompt)
-					s->h.emit_prompt(s->h.ctx, &x->q, i, p - b->plp_lo, p, x->tok[p]);
+					s->h.emit_prompt(s->h.ctx, &x->q, p - b->plp_lo, p, x->tok[p]);
 			x->q.plp_next = b->plp_hi;
 		}
 		if (s->p.prefix_cache)
@@ -840,7 +841,6 @@ void rl_sched_complete(struct rl_sched *s, const int32_t *out, uint64_t now_ns)
 			list_del(&x->pl);
 			s->n_prefill--;
 		}
-		x->q.step_index = i;
 		take_token(s, x, out[i]);
 	}
 }

@@ -79,9 +79,8 @@ struct rl_sched_hooks {
 	 * for ERROR). Never fails for reserved slots. */
 	void (*emit)(void *ctx, const struct rl_seq *q, uint32_t type, uint32_t token, int32_t code);
 	/* Deliver an RL_EV_PROMPT event for prompt position pos (token its id): the k-th position
-	 * the step scored for batch seq seq_index. Never fails for reserved slots. */
-	void (*emit_prompt)(void *ctx, const struct rl_seq *q, uint32_t seq_index, uint32_t k, uint32_t pos,
-			    uint32_t token);
+	 * the step scored for q (q->step_index). Never fails for reserved slots. */
+	void (*emit_prompt)(void *ctx, const struct rl_seq *q, uint32_t k, uint32_t pos, uint32_t token);
 };
 
 struct rl_sched_params {
