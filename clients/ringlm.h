@@ -76,6 +76,8 @@ struct ringlm_request {
 				  * alternatives), as RINGLM_EV_PROMPT events before the output; max_new
 				  * may then be 0, scoring a text without generating. The prompt's
 				  * KV is computed anew (the prefix cache serves it no rows). */
+	uint8_t  no_spec;        /* 1: no speculative decoding for this request (ringlmd --spec);
+				  * its tokens are the same either way, only their timing differs */
 };
 
 #define RINGLM_MAX_TOP_LOGPROBS 20

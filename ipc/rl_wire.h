@@ -127,7 +127,8 @@ struct rl_req {
 	uint8_t  prompt_logprobs;      /* 0: none; 1 + n: the same for every prompt token after the
 					* first, as RL_EV_PROMPT events before the output; max_new may
 					* then be 0 (scoring a text) */
-	uint8_t  _pad[128 - 98];
+	uint8_t  no_spec;              /* 0 or 1: no speculative decoding for this request */
+	uint8_t  _pad[128 - 99];
 };
 _Static_assert(sizeof(struct rl_req) == 128, "rl_req is one 128-byte slot");
 
@@ -173,6 +174,8 @@ struct rl_info_stats {                 /* written by the runtime (relaxed), read
 	_Atomic uint64_t refused_full;       /* no free client slot (or the owner's reserved one) */
 	_Atomic uint64_t dropped_preattach;  /* silent connections: timed out or evicted by a newer one */
 	_Atomic uint64_t observers;          /* observer attaches served (ringlm stats, top) */
+	_Atomic uint64_t spec_k;             /* --spec ngram: the longest draft; 0 = off */
+	_Atomic uint64_t spec_drafted, spec_accepted;  /* draft tokens verified, and accepted */
 };
 
 struct rl_info {

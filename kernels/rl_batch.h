@@ -8,6 +8,9 @@
  *   [ctx_len - q_len, ctx_len): the KV of positions < ctx_len - q_len is already cached
  *   (earlier chunks, or prefix-cache hits) and is reached through the block table.
  *   Position p of a sequence lives in block block_table[p / block_size], slot p % block_size.
+ *   A decoding sequence verifying n_draft draft tokens (speculative decoding) is packed with
+ *   the chunks: its rows are its last accepted token then the drafts, and it samples at its
+ *   last n_draft + 1 rows (each token keyed by its own position, as one-row decode would).
  */
 #ifndef RL_BATCH_H
 #define RL_BATCH_H
@@ -44,6 +47,12 @@ struct rl_batch_seq {
 	 * plp_hi <= plp_lo when none; next_token is the token after the chunk's last row (that
 	 * row's target), UINT32_MAX when it has none here */
 	uint32_t prompt_logprobs, plp_lo, plp_hi, next_token;
+	/* speculative decoding (sample must be 1): the last n_draft rows are draft tokens, and
+	 * the backend writes draft_out[j] (j < n_draft), the token sampled from row
+	 * q_len - 1 - n_draft + j, i.e. for position ctx_len - n_draft + j; the last row's token
+	 * goes to finish()'s out as usual. The scheduler compares them with the drafts. */
+	uint32_t n_draft;
+	int32_t *draft_out;
 };
 
 struct rl_batch {

@@ -10,6 +10,9 @@
  *     log-softmax at every generated position to 1e-3 (the issue's bar), the top alternatives
  *     too; requests without them get none; bad asks are refused (client side, and -ENOTSUP
  *     from a backend without them).
+ *   - speculative decoding by prompt lookup (--spec ngram) gives exactly the tokens of plain
+ *     decoding, greedy and sampled (the verification rows sample with the keys one-row decode
+ *     uses), while drafts are accepted and rejected; requests that opt out draft nothing.
  * Skips cleanly when ../shared/models is absent.
  * Tests: runtime/loop, runtime/sched, runtime/backend (cpu, cuda on cudasim), runtime/model, clients (libringlm), tokenizer.
  */
@@ -29,6 +32,11 @@ static const char *GOLDEN =
 	"Lily was sad and didn't know what to do. She said, \"I'm sorry, Lily. I didn't know what to do.\"\n"
 	"Lily didn't want to help her mom, so she said, \"I'm sorry, mom. I didn't know what to do.\" "
 	"Her mom said, \"Don't worry, Lily. We can help you.";
+
+static const char *PROMPTS[6] = {
+	"Once upon a time", "Once upon a time, there was a big dog", "The little bird",
+	"Lily and Tom went to the park. They saw", "One day", "Once upon a time, there was a little girl",
+};
 
 struct gen { uint32_t ids[512]; int n; char text[8192]; };
 
@@ -322,6 +330,55 @@ static void stories_gguf_gives_same_tokens(void)
 	ringlm_close(b);
 }
 
+/* --spec ngram against plain decoding on the real model: the same tokens for every prompt,
+ * greedy and sampled, with many drafts accepted and some rejected */
+static void speculation_gives_the_same_tokens(void)
+{
+	const char *m = rl_t_model("stories260K.bin"), *t = rl_t_model("tok512.bin");
+	if (!m || !t)
+		SKIP("../shared/models/stories260K.bin or tok512.bin not found");
+	struct ringlm *a, *b;
+	REQUIRE(embedded(&a, m, t, "--threads 1 --block-size 4") == 0);
+	REQUIRE(embedded(&b, m, t, "--threads 1 --block-size 4 --spec ngram --spec-k 6") == 0);
+	static struct gen ga, gb;
+	int same = 0;
+	for (int i = 0; i < 6; i++)
+		for (int sampled = 0; sampled < 2; sampled++) {
+			const float temp = sampled ? 0.9f : 0, top_p = sampled ? 0.95f : 1;
+			REQUIRE(generate(a, PROMPTS[i], 300, temp, top_p, 77 + i, &ga) == 0);
+			REQUIRE(generate(b, PROMPTS[i], 300, temp, top_p, 77 + i, &gb) == 0);
+			const int ok = ga.n == gb.n && !memcmp(ga.ids, gb.ids, ga.n * sizeof *ga.ids);
+			CHECKF(ok, "prompt %d %s: %d vs %d tokens, or different", i, sampled ? "sampled" : "greedy", ga.n, gb.n);
+			same += ok;
+		}
+	const long long dr = rt_stat(b, "spec_drafted"), ac = rt_stat(b, "spec_accepted");
+	printf("  %d of 12 generations identical; %lld of %lld drafts accepted\n", same, ac, dr);
+	CHECK(rt_stat(a, "spec_drafted") == 0 && rt_stat(b, "spec_k") == 6);
+	CHECK(ac > 300 && ac < dr);
+	/* a request that opts out drafts nothing */
+	uint32_t p[64];
+	const int np = ringlm_tokenize(b, PROMPTS[0], 1, p, 64);
+	struct ringlm_request r = ringlm_default_request();
+	r.prompt = p;
+	r.n_prompt = (uint32_t)np;
+	r.max_new = 100;
+	r.no_spec = 1;
+	REQUIRE(ringlm_submit(b, &r, NULL) == 0);
+	struct ringlm_event ev[64];
+	int n = 0, done = 0;
+	while (!done) {
+		const int k = ringlm_wait(b, ev, 64, 30000);
+		REQUIRE(k > 0);
+		for (int e = 0; e < k; e++) {
+			n += ev[e].type == RINGLM_EV_TOKEN;
+			done |= ev[e].type != RINGLM_EV_TOKEN;
+		}
+	}
+	CHECK(n == 100 && rt_stat(b, "spec_drafted") == dr);
+	ringlm_close(a);
+	ringlm_close(b);
+}
+
 /* 1 when s[n] is whole UTF-8 characters (no character cut at the end or elsewhere) */
 static int whole_utf8(const char *s, size_t n)
 {
@@ -376,11 +433,6 @@ static void textstream_holds_partial_characters(void)
 	CHECK(ringlm_textstream_push(c, &ts, ids[1], piece, 1) == -ENOSPC && strstr(ringlm_last_error(), "260"));
 	ringlm_close(c);
 }
-
-static const char *PROMPTS[6] = {
-	"Once upon a time", "Once upon a time, there was a big dog", "The little bird",
-	"Lily and Tom went to the park. They saw", "One day", "Once upon a time, there was a little girl",
-};
 
 static void daemon_tiny_budget_equals_in_process(void)
 {
@@ -578,6 +630,7 @@ int main(void)
 	RUN(logprobs_match_the_reference);
 	RUN(prompt_logprobs_match_the_reference);
 	RUN(daemon_tiny_budget_equals_in_process);
+	RUN(speculation_gives_the_same_tokens);
 	RUN(daemon_cuda_on_emulator);
 	RUN(daemon_cuda_fp16_on_emulator);
 	TEST_MAIN_END();

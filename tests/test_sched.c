@@ -213,8 +213,12 @@ static void check_batch(struct world *w, const struct rl_batch *b, uint32_t budg
 		CHECK(bq->q_start == row && bq->q_len >= 1 && bq->ctx_len >= bq->q_len);
 		CHECK(bq->n_blocks == (bq->ctx_len + bs - 1) / bs);
 		uint32_t len = q->n_prompt + q->n_gen;
-		CHECK(bq->ctx_len <= len && bq->sample == (bq->ctx_len == len));
-		if (i < b->n_prefill) {
+		CHECK(bq->ctx_len <= len + bq->n_draft && bq->sample == (bq->ctx_len == len + bq->n_draft));
+		if (bq->n_draft) {             /* a decode verifying drafts: packed with the chunks */
+			CHECK(i < b->n_prefill && q->state == RL_SEQ_DECODE && bq->q_len == 1 + bq->n_draft);
+			CHECK(bq->n_draft <= w->p.spec_k && q->n_gen + bq->n_draft < q->max_new);
+			CHECK(bq->draft_out);
+		} else if (i < b->n_prefill) {
 			CHECK(q->state == RL_SEQ_PREFILL);
 			/* a chunk that does not end the prompt ends on a block boundary, unless it is
 			 * shorter than a block or that boundary would have kept less than half of it */
@@ -548,6 +552,55 @@ static void chunked_equals_unchunked(void)
 	}
 }
 
+/* Speculation by prompt lookup over a 3-token vocabulary (drafts often right, often not):
+ * every token is still the oracle's (rejected drafts' KV never read), the blocks audit clean
+ * every step with drafts crossing block boundaries, fewer steps run, and a request that opts
+ * out is never given drafts. */
+static uint64_t spec_run(uint32_t spec_k, uint32_t no_spec, struct rl_sched_stats *st)
+{
+	struct world w;
+	struct rl_sched_params p;
+	rl_sched_default_params(&p);
+	p.max_ctx = 300;
+	p.block_size = 4;
+	p.n_kv_blocks = 400;
+	p.pool_size = 8;
+	p.max_seqs = 8;
+	p.spec_k = spec_k;
+	if (world_init(&w, &p, 3, reqs)) {
+		CHECK(0);
+		return 0;
+	}
+	w.n_req = 4;
+	for (uint32_t i = 0; i < 4; i++) {
+		fill_req(&reqs[i], 3 + 7 * i, 40 + i, 3, 120 + 30 * i);
+		reqs[i].client = i;
+		w.cap[i] = 1024;
+	}
+	for (uint32_t i = 0; i < 4; i++) {
+		CHECK(submit(&w, i) == 0);
+		reqs[i].q->no_spec = no_spec;
+	}
+	run_until_idle(&w, 5000);
+	for (uint32_t i = 0; i < 4; i++)
+		CHECK(reqs[i].fin == RL_FIN_LENGTH || reqs[i].fin == RL_FIN_CTX);
+	check_drained(&w);
+	rl_sched_get_stats(w.s, st);
+	world_fini(&w);
+	return w.step;
+}
+
+static void speculation_keeps_tokens(void)
+{
+	struct rl_sched_stats plain, spec, off;
+	uint64_t n_plain = spec_run(0, 0, &plain), n_spec = spec_run(6, 0, &spec), n_off = spec_run(6, 1, &off);
+	printf("  steps %lu plain, %lu with drafts (%lu of %lu accepted)\n", (unsigned long)n_plain,
+	       (unsigned long)n_spec, (unsigned long)spec.spec_accepted, (unsigned long)spec.spec_drafted);
+	CHECK(plain.spec_drafted == 0 && off.spec_drafted == 0 && n_off == n_plain);
+	CHECK(spec.spec_accepted > 0 && spec.spec_accepted < spec.spec_drafted);
+	CHECK(n_spec < n_plain);
+}
+
 /* A KV pool that fits one full-length sequence: decodes preempt the newest sequence, which
  * later recomputes and still yields the oracle tokens with no duplicates. */
 static void preemption_recomputes(void)
@@ -689,7 +742,8 @@ static void random_params(struct world *w, struct rl_sched_params *p, uint32_t *
 	p->pool_size = 1 + rnd(w, 24);
 	p->max_batch_tokens = 1 + rnd(w, 96);
 	p->prefix_cache = rnd(w, 4) != 0;
-	*vocab = 6 + rnd(w, 200);
+	p->spec_k = rnd(w, 2) ? 1 + rnd(w, 8) : 0;
+	*vocab = rnd(w, 4) ? 6 + rnd(w, 200) : 2 + rnd(w, 4);   /* tiny: drafts often right */
 	p->eos_id = rnd(w, 3) ? UINT32_MAX : rnd(w, *vocab);
 }
 
@@ -796,6 +850,8 @@ static void random_workload(uint64_t seed)
 	tot.finished += st.finished;
 	tot.cancelled += st.cancelled;
 	tot.expired += st.expired;
+	tot.spec_drafted += st.spec_drafted;
+	tot.spec_accepted += st.spec_accepted;
 	world_fini(&w);
 }
 
@@ -812,10 +868,12 @@ static void random_workloads(void)
 	for (uint64_t seed = 1; seed <= n && !rl_t_failed_now; seed++)
 		random_workload(seed);
 	printf("  %lu workloads, %lu steps: %lu finished, %lu cancelled, %lu expired, "
-	       "%lu preemptions, %lu prefix-hit tokens\n", (unsigned long)n,
+	       "%lu preemptions, %lu prefix-hit tokens, %lu of %lu drafts accepted\n", (unsigned long)n,
 	       (unsigned long)tot.steps, (unsigned long)tot.finished, (unsigned long)tot.cancelled,
 	       (unsigned long)tot.expired, (unsigned long)tot.preemptions,
-	       (unsigned long)tot.prefix_hit_tokens);
+	       (unsigned long)tot.prefix_hit_tokens, (unsigned long)tot.spec_accepted,
+	       (unsigned long)tot.spec_drafted);
+	CHECK(n < 100 || (tot.spec_accepted > 0 && tot.spec_accepted < tot.spec_drafted));
 }
 
 int main(void)
@@ -826,6 +884,7 @@ int main(void)
 	RUN(prefix_cache_shares_prompt);
 	RUN(prefix_cache_shares_during_prefill);
 	RUN(chunked_equals_unchunked);
+	RUN(speculation_keeps_tokens);
 	RUN(preemption_recomputes);
 	RUN(priority_and_deadline_order);
 	RUN(full_ring_pauses);

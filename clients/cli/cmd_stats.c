@@ -143,6 +143,11 @@ int rl_cmd_top(int argc, char **argv)
 		       jnum(buf, "prefix_query_tokens"), jnum(buf, "preemptions"));
 		printf("steps %10.0f   tokens out %10.0f   budget %6.0f   last step %6.0f tokens %8.1f us\n",
 		       steps, tok, jnum(buf, "budget"), jnum(buf, "last_step_tokens"), jnum(buf, "last_step_us"));
+		if (jnum(buf, "spec_k") > 0) {
+			const double dr = jnum(buf, "spec_drafted"), ac = jnum(buf, "spec_accepted");
+			printf("speculation ngram, drafts up to %.0f: %.0f of %.0f draft tokens accepted (%.0f%%)\n",
+			       jnum(buf, "spec_k"), ac, dr, dr > 0 ? 100 * ac / dr : 0.0);
+		}
 		if (last_tok >= 0)
 			printf("rate: %.0f tokens/s, %.0f steps/s\n", (tok - last_tok) * 1000.0 / iv,
 			       (steps - last_steps) * 1000.0 / iv);

@@ -1136,6 +1136,8 @@ static enum MHD_Result handle_metrics(struct MHD_Connection *conn)
 		{ "rejected_busy", "ringlm_rejected_busy_total", "counter", "Requests rejected as busy" },
 		{ "preemptions", "ringlm_preemptions_total", "counter", "Sequences preempted for KV space" },
 		{ "steps", "ringlm_steps_total", "counter", "Model steps run" },
+		{ "spec_drafted", "ringlm_spec_drafted_total", "counter", "Draft tokens verified (speculative decoding)" },
+		{ "spec_accepted", "ringlm_spec_accepted_total", "counter", "Draft tokens accepted (speculative decoding)" },
 		{ "clients", "ringlm_clients", "gauge", "Attached clients" },
 	};
 	for (size_t i = 0; s && i < sizeof m / sizeof *m; i++) {

@@ -12,8 +12,9 @@
  *
  * KV pool layout: [n_layers][n_kv_blocks][n_kv_heads][block_size][head_dim] for K and for V,
  * so one (layer, block, kv head) is a contiguous [block_size, head_dim] tile for attention.
- * Activations are sized by max_batch_tokens; the final norm and LM head run only on the last
- * row of each sampling sequence (at most max_seqs rows). Matrices are read as the model
+ * Activations are sized by max_batch_tokens; the final norm and LM head run only on the rows
+ * that sample (each sampling sequence's last, and the draft rows a verifying one adds),
+ * max_seqs rows at a time. Matrices are read as the model
  * stores them (struct rl_wmat: fp32, or a file's F16/BF16/Q8_0/Q4_K... bytes kept as they
  * are by rl_model_load_stored), through rl_cpu_qmatmul.
  */
@@ -85,9 +86,12 @@ struct cpu {
 	size_t attn_scratch_size;      /* floats: rl_cpu_attention_scratch of a full-budget chunk */
 	void  *samp_scratch;           /* [n_threads] x rl_sample_scratch_size(vocab) */
 	size_t samp_scratch_size;
-	uint32_t *samp_seq;            /* [max_seqs] batch seq of each logits row */
-	uint32_t *samp_row;            /* [max_seqs] the x row it comes from: its seq's last */
-	int32_t  *logit_row;           /* [max_seqs] logits row of each batch seq, -1 if none */
+	/* the rows that sample: each sampling seq's last, and a verifying seq's draft rows */
+	uint32_t *samp_seq;            /* [max_tokens] batch seq of each */
+	uint32_t *samp_row;            /* [max_tokens] its row of x */
+	uint32_t *samp_pos;            /* [max_tokens] position of the token it samples (the RNG key) */
+	int32_t **samp_dst;            /* [max_tokens] where its token goes: tok_out, or draft_out */
+	int32_t  *logit_row;           /* [max_seqs] sampling row of each batch seq's last row, -1 if none */
 	int32_t  *tok_out;             /* [max_seqs] sampled token per batch seq, -1 if none */
 	struct rl_lp *lp;              /* [max_seqs] log-probabilities of the seqs that asked */
 	/* prompt log-probabilities this step: the scored rows (validate), seq i's from plp_start[i] */
@@ -547,25 +551,32 @@ static void forward(struct cpu *c, int t)
 		barrier(c);
 	}
 
-	/* final norm and LM head only for the last row of each sampling sequence */
-	const float *xs = norm_rows(c, t, m->out_norm, c->n_samp, c->samp_row, c->xs);
-	matmul_part(c, t, c->logits, c->vocab, xs, dim, &m->mwcls, NULL, c->n_samp, 0);
-	barrier(c);
-	uint32_t s0, s1;
-	split(c->n_samp, 1, t, nt, &s0, &s1);
-	for (uint32_t j = s0; j < s1; j++) {
-		const struct rl_batch_seq *s = &b->seqs[c->samp_seq[j]];
-		const float *lg = c->logits + (size_t)j * c->vocab;
-		const int32_t tok = (int32_t)rl_sample(lg, c->vocab, &s->sp, s->ctx_len,
-						       (char *)c->samp_scratch + (size_t)t * c->samp_scratch_size);
-		c->tok_out[c->samp_seq[j]] = tok;
-		if (s->logprobs) {             /* asked for: off, this costs nothing */
-			struct rl_lp *lp = &c->lp[c->samp_seq[j]];
-			lp->n_top = s->logprobs - 1 < RL_MAX_TOP_LOGPROBS ? s->logprobs - 1 : RL_MAX_TOP_LOGPROBS;
-			lp->logprob = rl_sample_logprobs(lg, c->vocab, (uint32_t)tok, lp->n_top, lp->top_id, lp->top_lp);
+	/* final norm and LM head only for the rows that sample, max_seqs at a time (the logits
+	 * buffer's rows: more only when drafts are verified) */
+	for (uint32_t k0 = 0; k0 < c->n_samp; k0 += c->max_seqs) {
+		const uint32_t k1 = c->n_samp - k0 < c->max_seqs ? c->n_samp : k0 + c->max_seqs;
+		const float *xs = norm_rows(c, t, m->out_norm, k1 - k0, c->samp_row + k0, c->xs);
+		matmul_part(c, t, c->logits, c->vocab, xs, dim, &m->mwcls, NULL, k1 - k0, 0);
+		barrier(c);
+		uint32_t s0, s1;
+		split(k1 - k0, 1, t, nt, &s0, &s1);
+		for (uint32_t j = s0; j < s1; j++) {
+			const uint32_t i = c->samp_seq[k0 + j];
+			const struct rl_batch_seq *s = &b->seqs[i];
+			const float *lg = c->logits + (size_t)j * c->vocab;
+			const int32_t tok = (int32_t)rl_sample(lg, c->vocab, &s->sp, c->samp_pos[k0 + j],
+							       (char *)c->samp_scratch + (size_t)t * c->samp_scratch_size);
+			*c->samp_dst[k0 + j] = tok;
+			if (s->logprobs) {             /* asked for: off, this costs nothing (never with drafts) */
+				struct rl_lp *lp = &c->lp[i];
+				lp->n_top = s->logprobs - 1 < RL_MAX_TOP_LOGPROBS ? s->logprobs - 1 : RL_MAX_TOP_LOGPROBS;
+				lp->logprob = rl_sample_logprobs(lg, c->vocab, (uint32_t)tok, lp->n_top, lp->top_id, lp->top_lp);
+			}
 		}
+		barrier(c);
 	}
-	barrier(c);
+	if (!c->n_samp)
+		barrier(c);                    /* the step's last barrier: run_share relies on it */
 }
 
 static void *worker(void *arg)
@@ -617,18 +628,22 @@ static int validate(struct cpu *c, const struct rl_batch *b)
 				c->plp_ntop[c->n_plp++] = s->prompt_logprobs - 1;
 			}
 		}
-		if (i >= b->n_prefill && s->q_len != 1)
+		if ((i >= b->n_prefill && s->q_len != 1) ||
+		    (s->n_draft && (!s->sample || s->n_draft >= s->q_len || !s->draft_out || s->logprobs)))
 			return -EINVAL;
 		for (uint32_t k = 0; k < (s->ctx_len + c->bs - 1) / c->bs; k++)
 			if (s->block_table[k] >= c->n_blocks)
 				return -EINVAL;
 		c->logit_row[i] = -1;
 		c->tok_out[i] = -1;
-		if (s->sample) {
-			c->logit_row[i] = (int32_t)c->n_samp;
-			c->samp_row[c->n_samp] = s->q_start + s->q_len - 1;
+		for (uint32_t j = 0; s->sample && j <= s->n_draft; j++) {   /* the drafts' rows, then the last */
+			c->samp_row[c->n_samp] = s->q_start + s->q_len - 1 - s->n_draft + j;
+			c->samp_pos[c->n_samp] = s->ctx_len - s->n_draft + j;
+			c->samp_dst[c->n_samp] = j < s->n_draft ? &s->draft_out[j] : &c->tok_out[i];
 			c->samp_seq[c->n_samp++] = i;
 		}
+		if (s->sample)
+			c->logit_row[i] = (int32_t)c->n_samp - 1;
 	}
 	for (uint32_t r = 0; r < b->n_tokens; r++) {
 		if (b->tokens[r] >= c->vocab || b->row_seq[r] >= b->n_seqs)
@@ -703,6 +718,7 @@ static void free_all(struct cpu *c)
 	free(c->rlog); free(c->exp_n); free(c->exp_rows); free(c->exp_w); free(c->xg); free(c->xd);
 	free(c->att); free(c->hb); free(c->hb2); free(c->xs); free(c->logits); free(c->inv_freq); free(c->rope_cs);
 	free(c->attn_scratch); free(c->qscratch); free(c->samp_scratch); free(c->samp_seq); free(c->samp_row);
+	free(c->samp_pos); free(c->samp_dst);
 	free(c->items); free(c->logit_row);
 	free(c->tok_out); free(c->lp); free(c->plp_row); free(c->plp_tok); free(c->plp_ntop); free(c->plp_start);
 	free(c->plp); free(c->th); free(c);
@@ -752,7 +768,10 @@ int rl_backend_cpu_logits(struct rl_backend *be, uint32_t seq_index, float *out)
 	struct cpu *c = be->priv;
 	if (be->ops != &cpu_ops || seq_index >= c->n_seqs_last || c->logit_row[seq_index] < 0)
 		return -ENOENT;
-	memcpy(out, c->logits + (size_t)c->logit_row[seq_index] * c->vocab, c->vocab * sizeof(float));
+	const uint32_t k0 = (c->n_samp - 1) / c->max_seqs * c->max_seqs;   /* the rows still in the buffer */
+	if ((uint32_t)c->logit_row[seq_index] < k0)
+		return -ENOENT;
+	memcpy(out, c->logits + (size_t)(c->logit_row[seq_index] - k0) * c->vocab, c->vocab * sizeof(float));
 	return 0;
 }
 
@@ -855,8 +874,10 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	max_in = max_in > c->qd ? max_in : c->qd;
 	c->qscratch_size = (rl_cpu_qmatmul_scratch(max_in, c->max_tokens) + 63) & ~(size_t)63;
 	c->qscratch = malloc((size_t)c->n_threads * c->qscratch_size);
-	c->samp_seq = malloc(S * sizeof(uint32_t));
-	c->samp_row = malloc(S * sizeof(uint32_t));
+	c->samp_seq = malloc(T * sizeof(uint32_t));
+	c->samp_row = malloc(T * sizeof(uint32_t));
+	c->samp_pos = malloc(T * sizeof(uint32_t));
+	c->samp_dst = malloc(T * sizeof(int32_t *));
 	c->items = malloc((size_t)S * c->nkv * sizeof *c->items);
 	c->logit_row = malloc(S * sizeof(int32_t));
 	c->tok_out = malloc(S * sizeof(int32_t));
@@ -869,7 +890,7 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	c->th = calloc(c->n_threads, sizeof(pthread_t));
 	if (!c->kpool || !c->vpool || !c->x || !c->xb || !c->xb_own || !c->q || !c->k || !c->v || !c->att ||
 	    !c->hb || !c->hb2 || !c->xs || !c->logits || !c->inv_freq || !c->rope_cs || !c->attn_scratch ||
-	    !c->samp_scratch || !c->qscratch || !c->samp_seq || !c->samp_row || !c->items || !c->logit_row ||
+	    !c->samp_scratch || !c->qscratch || !c->samp_seq || !c->samp_row || !c->samp_pos || !c->samp_dst || !c->items || !c->logit_row ||
 	    !c->tok_out || !c->lp || !c->plp_row || !c->plp_tok || !c->plp_ntop || !c->plp_start || !c->plp || !c->th) {
 		snprintf(err, errlen, "cpu backend: cannot allocate %.1f GiB of KV cache and buffers; lower --kv-blocks or --max-batch-tokens",
 			 2.0 * kv * (c->kv_f16 ? 2 : 4) / (1 << 30));

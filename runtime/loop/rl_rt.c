@@ -127,6 +127,8 @@ void rt_publish_sched_stats(struct rl_rt *rt)
 	ST_SET(prefix_query_tokens, s.prefix_query_tokens);
 	ST_SET(budget, s.budget);
 	ST_SET(last_step_tokens, s.last_step_tokens);
+	ST_SET(spec_drafted, s.spec_drafted);
+	ST_SET(spec_accepted, s.spec_accepted);
 }
 
 /* ---- events to clients ---------------------------------------------------------------- */
@@ -325,6 +327,7 @@ static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, 
 	q->sp.seed = r->seed;
 	q->logprobs = r->logprobs;
 	q->prompt_logprobs = r->prompt_logprobs;
+	q->no_spec = r->no_spec;
 	err = rl_sched_enqueue(rt->sched, q, now);
 	if (err)
 		return reject(rt, slot, rid, err);
@@ -609,6 +612,7 @@ static int make_info(struct rl_rt *rt, char *err, size_t errlen)
 	atomic_store(&in->state, RL_STATE_RUNNING);
 	atomic_store(&in->heartbeat_ns, rl_now_ns());
 	atomic_store(&in->st.itl_target_ns, rt->p.itl_target_ns);
+	atomic_store(&in->st.spec_k, rt->p.spec_k);
 	rt->info = in;
 	return 0;
 }
@@ -712,6 +716,7 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 	sp.pool_size = p->max_clients * p->max_inflight < 65536 ? p->max_clients * p->max_inflight : 65536;
 	sp.prefix_cache = p->prefix_cache;
 	sp.eos_id = bi->eos_id;
+	sp.spec_k = p->spec_k;
 	struct rl_sched_hooks hooks = { .ctx = rt, .reserve = hook_reserve, .emit = hook_emit,
 					.emit_prompt = hook_emit_prompt };
 	rc = rl_sched_create(&sp, &hooks, &rt->sched);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/loop/rl_rt_args.h"
+#include "runtime/sched/rl_spec.h"
 
 void rl_rt_usage(FILE *f)
 {
@@ -14,7 +15,8 @@ void rl_rt_usage(FILE *f)
 "usage: ringlmd [--model PATH|synthetic:SHAPE] [--tokenizer PATH] [--backend cpu|cuda|sim]\n"
 "               [--socket NAME] [--cpu N] [--threads N] [--max-batch-tokens N|auto]\n"
 "               [--itl-target-us N] [--max-seqs N] [--ctx N] [--kv-blocks N] [--block-size N]\n"
-"               [--prefix-cache on|off] [--max-clients N] [--max-inflight N]\n"
+"               [--prefix-cache on|off] [--spec off|ngram] [--spec-k N]\n"
+"               [--max-clients N] [--max-inflight N]\n"
 "               [--max-prompt N] [--max-new N] [--allow-uid UID] [--allow-gid GID]\n"
 "               [--sim-step-us A] [--sim-token-us B] [--sim-vocab V]\n"
 "               [--kv-type f16|f32] [--cuda-graph-buckets N,N,...] [--cuda-dtype bf16|fp16] [--cuda-attn ringlm|flashinfer]\n"
@@ -54,6 +56,8 @@ static const struct option value_opts[] = {
 	{ "kv-blocks", required_argument, NULL, 0 },
 	{ "block-size", required_argument, NULL, 0 },
 	{ "prefix-cache", required_argument, NULL, 0 },
+	{ "spec", required_argument, NULL, 0 },
+	{ "spec-k", required_argument, NULL, 0 },
 	{ "max-clients", required_argument, NULL, 0 },
 	{ "max-inflight", required_argument, NULL, 0 },
 	{ "max-prompt", required_argument, NULL, 0 },
@@ -77,6 +81,8 @@ static const struct option value_opts[] = {
 
 int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, size_t errlen)
 {
+	int spec = -1;                 /* --spec: -1 not given */
+	uint32_t spec_k = 0;           /* --spec-k: 0 not given */
 	optind = 0;                    /* full re-initialisation: callers parse more than once */
 	opterr = 0;                    /* our own one-line messages, not getopt's */
 	for (;;) {
@@ -171,6 +177,16 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 				return -EINVAL;
 			}
 			p->prefix_cache = !strcmp(v, "on");
+		} else if (!strcmp(a, "--spec")) {
+			if (strcmp(v, "off") && strcmp(v, "ngram")) {
+				snprintf(err, errlen, "--spec must be off or ngram (prompt lookup), got '%s'; "
+					 "a draft model (--spec FILE) is not supported yet", v);
+				return -EINVAL;
+			}
+			spec = !strcmp(v, "ngram");
+		} else if (!strcmp(a, "--spec-k")) {
+			NUM(1, RL_SPEC_MAX_K);
+			spec_k = (uint32_t)n;
 		} else if (!strcmp(a, "--max-clients")) {
 			NUM(1, 4096);
 			p->max_clients = (uint32_t)n;
@@ -245,6 +261,12 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 		snprintf(err, errlen, "unexpected argument '%s' (options start with --; see ringlmd --help)", argv[optind]);
 		return -EINVAL;
 	}
+	if (spec_k && spec != 1) {
+		snprintf(err, errlen, "--spec-k sets the longest draft of --spec ngram; give --spec ngram too");
+		return -EINVAL;
+	}
+	if (spec >= 0)
+		p->spec_k = spec ? (spec_k ? spec_k : RL_SPEC_DEFAULT_K) : 0;
 	if (p->budget_auto && !p->itl_target_ns) {
 		snprintf(err, errlen, "--max-batch-tokens auto needs --itl-target-us T");
 		return -EINVAL;

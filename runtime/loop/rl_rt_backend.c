@@ -120,6 +120,11 @@ int rl_rt_backend_open(const struct rl_rt_params *p, struct rl_backend **be, str
 		snprintf(err, errlen, "--backend %s needs --model PATH or --model synthetic:SHAPE", name);
 		return -EINVAL;
 	}
+	if (!strcmp(name, "cuda") && p->spec_k) {
+		snprintf(err, errlen, "--spec: speculative decoding runs on the cpu and sim backends; "
+			 "the cuda backend does not verify drafts yet (omit --spec)");
+		return -ENOTSUP;
+	}
 	if (!strcmp(name, "cuda") && !p->kv_f16) {
 		snprintf(err, errlen, "--kv-type f32 is for the cpu backend; the cuda backend keeps its KV "
 			 "cache in --cuda-dtype (bf16 or fp16)");

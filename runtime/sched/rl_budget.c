@@ -45,7 +45,10 @@ void rl_budget_features(const struct rl_batch *bt, double f[RL_BUDGET_NF])
 	uint32_t d = 0;
 	for (uint32_t i = 0; i < bt->n_seqs; i++) {
 		const struct rl_batch_seq *q = &bt->seqs[i];
-		if (i < bt->n_prefill) {              /* prefill chunks come first (rl_batch.h) */
+		if (q->n_draft) {                     /* a decode verifying drafts: decode rows */
+			d += q->n_draft + 1;
+			dec_ctx += (double)q->ctx_len * (q->n_draft + 1);
+		} else if (i < bt->n_prefill) {       /* prefill chunks come first (rl_batch.h) */
 			double p = (double)q->ctx_len - q->q_len;
 			pf += q->q_len;
 			pairs += (double)q->q_len * p + (double)q->q_len * (q->q_len + 1) / 2;

@@ -14,10 +14,19 @@
  *   prefill  the running sequences still prefilling, also in admission order.
  *
  * One step: expire deadlines; pass 1 gives each decoding sequence one row (growing its block
- * table, preempting the newest sequence when the KV pool is exhausted); pass 2 gives prefilling
+ * table, preempting the newest sequence when the KV pool is exhausted); with speculation on,
+ * pass 1b adds draft rows to them from what is left (never preempting for a draft); pass 2 gives prefilling
  * sequences chunks from what is left of the budget; then queued requests are admitted (prefix
  * cache lookup, KV for their first chunk) while budget, sequence slots and blocks last. The rows
- * are packed prefill chunks first, then decodes (rl_batch.h).
+ * are packed decodes with drafts and prefill chunks first, then plain decodes (rl_batch.h).
+ *
+ * Speculation (rl_spec.h): a sequence's drafts sit in its token buffer after its accepted
+ * tokens and are packed as rows after its last token; the step writes their KV at the
+ * positions after it. Completing the step keeps the leading drafts its samples agree with:
+ * n_computed stops after the last accepted one, so the rejected positions' KV is simply
+ * written over by the next step (nothing is copied), and the blocks beyond it go back to
+ * the pool. Those positions are always in the sequence's own blocks: only full blocks below
+ * n_computed are ever shared or registered in the prefix cache.
  *
  * A prompt's KV is written by the step, so its newly full blocks are registered in the prefix
  * cache in rl_sched_complete, after the step ran; a request admitted in the next step can hit
@@ -30,6 +39,7 @@
 #include <assert.h>
 #include "runtime/sched/rl_sched.h"
 #include "runtime/sched/rl_kv.h"
+#include "runtime/sched/rl_spec.h"
 
 #define NONE UINT32_MAX
 
@@ -50,6 +60,8 @@ struct seqx {
 	uint32_t heap_i;               /* index in the deadline heap, NONE when not there */
 	uint32_t inc;                  /* incarnation: bumped on release, checked by complete */
 	uint32_t chunk;                /* rows scheduled in the step being built */
+	uint32_t n_draft;              /* of them, drafts to verify (after its last token) */
+	struct rl_spec_state spec;     /* its draft length (rl_spec.h) */
 	uint8_t  resumed;              /* preempted, waits for recompute */
 	uint8_t  expired;              /* on the expired list */
 	uint8_t  in_step;              /* placed in the step being built */
@@ -77,6 +89,10 @@ struct rl_sched {
 	struct seqx **step_x;          /* [max_seqs] owner of each batch seq */
 	uint32_t *step_inc;            /* [max_seqs] its incarnation when packed */
 	uint64_t *step_hash;           /* [max_seqs] hash of the block it filled, if any */
+	uint32_t *step_ctx;            /* [max_seqs] its KV length after the step: ctx_len less
+					* the rejected drafts */
+	int32_t  *draft_out;           /* [max_batch_tokens] the verification rows' samples
+					* (seq i's at its q_start) */
 	struct rl_batch batch;
 	int in_flight;
 	struct rl_sched_stats st;
@@ -192,6 +208,8 @@ void rl_sched_destroy(struct rl_sched *s)
 	free(s->step_x);
 	free(s->step_inc);
 	free(s->step_hash);
+	free(s->step_ctx);
+	free(s->draft_out);
 	free(s);
 }
 
@@ -200,7 +218,7 @@ static int check_params(const struct rl_sched_params *p, const struct rl_sched_h
 	if (!h || !h->reserve || !h->emit)
 		return -EINVAL;
 	if (!p->max_batch_tokens || !p->max_seqs || !p->block_size || !p->pool_size ||
-	    p->max_ctx < 2 || p->pool_size >= NONE / 2)
+	    p->max_ctx < 2 || p->pool_size >= NONE / 2 || p->spec_k > RL_SPEC_MAX_K)
 		return -EINVAL;
 	/* the oldest sequence must always be able to run to max_ctx, or preemption could
 	 * leave nothing able to finish */
@@ -240,8 +258,11 @@ int rl_sched_create(const struct rl_sched_params *p, const struct rl_sched_hooks
 	s->step_x = malloc(p->max_seqs * sizeof *s->step_x);
 	s->step_inc = malloc(p->max_seqs * sizeof *s->step_inc);
 	s->step_hash = malloc(p->max_seqs * sizeof *s->step_hash);
+	s->step_ctx = malloc(p->max_seqs * sizeof *s->step_ctx);
+	s->draft_out = malloc(p->max_batch_tokens * sizeof *s->draft_out);
 	if (!s->pool || !s->tokbuf || !s->blkbuf || !s->heap || !s->dec || !s->pre || !s->tok ||
-	    !s->pos || !s->row_seq || !s->bseq || !s->step_x || !s->step_inc || !s->step_hash) {
+	    !s->pos || !s->row_seq || !s->bseq || !s->step_x || !s->step_inc || !s->step_hash ||
+	    !s->step_ctx || !s->draft_out) {
 		rl_sched_destroy(s);
 		return -ENOMEM;
 	}
@@ -370,6 +391,8 @@ int rl_sched_enqueue(struct rl_sched *s, struct rl_seq *q, uint64_t now_ns)
 	q->arrival_ns = now_ns;
 	q->n_gen = q->n_computed = 0;
 	q->plp_next = 1;
+	rl_spec_init(&x->spec);
+	x->n_draft = 0;
 	x->order = s->order_next++;
 	queue_insert(s, x);
 	if (q->deadline_ns)
@@ -400,6 +423,15 @@ static int grow(struct rl_sched *s, struct seqx *x, uint32_t n_tok)
 	return 0;
 }
 
+/* Gives back the blocks past the first n_tok positions (a verification's rejected drafts).
+ * They are x's own: a shared or cached block is always full and below n_computed. */
+static void trim(struct rl_sched *s, struct seqx *x, uint32_t n_tok)
+{
+	uint32_t need = (n_tok + s->p.block_size - 1) / s->p.block_size;
+	while (x->n_blocks > need)
+		rl_kv_unref(s->kv, x->blocks[--x->n_blocks]);
+}
+
 /* Tokens of x's first block not yet in the prefix cache, when the step just run filled it. */
 static const uint32_t *next_full(const struct rl_sched *s, const struct seqx *x,
 				 uint32_t n_computed)
@@ -427,7 +459,7 @@ static void prefetch_full(struct rl_sched *s)
 {
 	for (uint32_t i = 0; i < s->batch.n_seqs; i++) {
 		struct seqx *x = s->step_x[i];
-		const uint32_t *t = next_full(s, x, s->bseq[i].ctx_len);
+		const uint32_t *t = next_full(s, x, s->step_ctx[i]);
 		if (x->inc != s->step_inc[i] || !t)
 			continue;
 		s->step_hash[i] = rl_kv_hash(s->kv, &x->chain, t);
@@ -467,6 +499,7 @@ static void preempt(struct rl_sched *s, struct seqx *x)
 	leave_running(s, x);
 	if (x->in_step)
 		x->dropped = 1;
+	x->n_draft = 0;
 	x->resumed = 1;
 	queue_insert(s, x);
 	s->st.preemptions++;
@@ -614,10 +647,50 @@ static uint32_t schedule_decodes(struct rl_sched *s, uint32_t left, int *preempt
 				return left;    /* x was the newest: nothing after it to schedule */
 		}
 		x->chunk = 1;
+		x->n_draft = 0;
 		x->in_step = 1;
 		s->dec[s->n_dec++] = x;
 		left--;
 		l = l->next;
+	}
+	return left;
+}
+
+/* Pass 1b: drafts for the decodes of pass 1 (speculation on), from left rows of budget, at
+ * most half of them while prompts wait, so prefill keeps moving. A draft never preempts: it
+ * gets the KV blocks and event slots that are to be had, or is shorter. */
+static uint32_t schedule_drafts(struct rl_sched *s, uint32_t left)
+{
+	if (!s->p.spec_k)
+		return left;
+	uint32_t rows = s->n_prefill || s->n_queued ? left / 2 : left;
+	for (uint32_t i = 0; i < s->n_dec && rows; i++) {
+		struct seqx *x = s->dec[i];
+		if (x->dropped || x->q.no_spec || x->q.logprobs)
+			continue;
+		const uint32_t len = seq_len(x);
+		/* room: the rows, the context (drafts up to position len + k - 1, and the token
+		 * after them), the tokens still wanted (k drafts emit up to k + 1) */
+		uint32_t k = s->p.spec_k < rows ? s->p.spec_k : rows;
+		if (len + k + 1 > s->p.max_ctx)
+			k = s->p.max_ctx > len + 1 ? s->p.max_ctx - len - 1 : 0;
+		if (x->q.n_gen + k + 1 > x->q.max_new)
+			k = x->q.max_new > x->q.n_gen + 1 ? x->q.max_new - x->q.n_gen - 1 : 0;
+		if (!k || !(k = rl_spec_len(&x->spec, k)) || !(k = rl_spec_ngram(x->tok, len, k, x->tok + len)))
+			continue;
+		if (s->h.reserve(s->h.ctx, x->q.client, k))   /* a token event per draft */
+			continue;
+		if (grow(s, x, x->q.n_computed + 1 + k)) {
+			const uint32_t room = x->n_blocks * s->p.block_size - x->q.n_computed - 1;
+			k = room < k ? room : k;
+			trim(s, x, x->q.n_computed + 1 + k);
+			if (!k)
+				continue;
+		}
+		x->n_draft = k;
+		x->chunk = 1 + k;
+		rows -= k;
+		left -= k;
 	}
 	return left;
 }
@@ -718,33 +791,42 @@ static void pack_one(struct rl_sched *s, struct seqx *x, uint32_t *t)
 	b->ctx_len = start + x->chunk;
 	b->n_blocks = x->n_blocks;
 	b->block_table = x->blocks;
-	b->sample = b->ctx_len == len;
+	b->sample = b->ctx_len == len + x->n_draft;
 	b->seq_id = x->q.id;
 	b->sp = x->q.sp;
 	b->logprobs = x->q.logprobs;
 	b->prompt_logprobs = plp_span(x, start, x->chunk, &b->plp_lo, &b->plp_hi) ? x->q.prompt_logprobs : 0;
 	b->next_token = start + x->chunk < len ? x->tok[start + x->chunk] : UINT32_MAX;
+	b->n_draft = x->n_draft;
+	b->draft_out = s->draft_out + b->q_start;
 	assert(x->n_blocks == (b->ctx_len + s->p.block_size - 1) / s->p.block_size);
 	s->step_x[i] = x;
 	s->step_inc[i] = x->inc;
 }
 
+/* Multi-row sequences first: decodes with drafts, then prefill chunks; then plain decodes. */
 static void pack(struct rl_sched *s)
 {
 	uint32_t t = 0;
 	s->batch.n_seqs = 0;
-	for (uint32_t i = 0; i < s->n_pre; i++)
-		pack_one(s, s->pre[i], &t);
-	s->batch.n_prefill = s->batch.n_seqs;
-	s->st.tokens_prefill += t;
 	for (uint32_t i = 0; i < s->n_dec; i++) {
 		struct seqx *x = s->dec[i];
 		if (x->dropped)
 			x->dropped = x->in_step = 0;
-		else
+		else if (x->n_draft)
 			pack_one(s, x, &t);
 	}
-	s->st.tokens_decode += s->batch.n_seqs - s->batch.n_prefill;
+	const uint32_t t_spec = t, n_spec = s->batch.n_seqs;
+	for (uint32_t i = 0; i < s->n_pre; i++)
+		pack_one(s, s->pre[i], &t);
+	s->batch.n_prefill = s->batch.n_seqs;
+	s->st.tokens_prefill += t - t_spec;
+	for (uint32_t i = 0; i < s->n_dec; i++) {
+		struct seqx *x = s->dec[i];
+		if (x->in_step && !x->n_draft)
+			pack_one(s, x, &t);
+	}
+	s->st.tokens_decode += n_spec + s->batch.n_seqs - s->batch.n_prefill;
 	s->batch.n_tokens = t;
 }
 
@@ -756,6 +838,7 @@ const struct rl_batch *rl_sched_next(struct rl_sched *s, uint64_t now_ns)
 	s->n_dec = s->n_pre = 0;
 	expire(s, now_ns);
 	uint32_t left = schedule_decodes(s, s->budget, &preempted);
+	left = schedule_drafts(s, left);
 	left = schedule_prefills(s, left, &preempted);
 	/* admitting right after a preemption would hand the freed blocks straight back */
 	if (!preempted)
@@ -812,10 +895,40 @@ static void take_token(struct rl_sched *s, struct seqx *x, int32_t out)
 		finish(s, x, RL_EV_DONE, 0, RL_FIN_CTX);
 }
 
+/* Drafts of batch seq i its samples confirmed: the leading ones equal to the token sampled
+ * for their position (draft j is row 1 + j; draft_out[j] was sampled from the row before) */
+static uint32_t accepted(const struct rl_sched *s, uint32_t i)
+{
+	const struct rl_batch_seq *b = &s->bseq[i];
+	uint32_t a = 0;
+	while (a < b->n_draft && b->draft_out[a] == (int32_t)s->tok[b->q_start + 1 + a])
+		a++;
+	return a;
+}
+
+/* A verifying x's tokens: the accepted drafts, then the sample after them (the correction
+ * of the first rejected draft, or the token after the last). Stops when x ends. */
+static void take_tokens(struct rl_sched *s, struct seqx *x, uint32_t i, uint32_t a, int32_t last)
+{
+	const struct rl_batch_seq *b = &s->bseq[i];
+	s->st.spec_drafted += b->n_draft;
+	s->st.spec_accepted += a;
+	rl_spec_update(&x->spec, a, b->n_draft);
+	x->n_draft = 0;
+	for (uint32_t j = 0; j <= a; j++) {
+		take_token(s, x, j < b->n_draft ? b->draft_out[j] : last);
+		if (x->inc != s->step_inc[i])
+			return;                 /* ended (its blocks went with it) */
+	}
+	trim(s, x, x->q.n_computed);
+}
+
 void rl_sched_complete(struct rl_sched *s, const int32_t *out, uint64_t now_ns)
 {
 	assert(s->in_flight);
 	s->in_flight = 0;
+	for (uint32_t i = 0; i < s->batch.n_seqs; i++)
+		s->step_ctx[i] = s->bseq[i].ctx_len - s->bseq[i].n_draft + (s->bseq[i].n_draft ? accepted(s, i) : 0);
 	if (s->p.prefix_cache)
 		prefetch_full(s);
 	for (uint32_t i = 0; i < s->batch.n_seqs; i++) {
@@ -824,7 +937,7 @@ void rl_sched_complete(struct rl_sched *s, const int32_t *out, uint64_t now_ns)
 		if (x->inc != s->step_inc[i])
 			continue;           /* cancelled while the step ran */
 		x->in_step = 0;
-		x->q.n_computed = b->ctx_len;
+		x->q.n_computed = s->step_ctx[i];
 		x->q.step_index = i;
 		if (b->prompt_logprobs) {      /* the chunk's prompt positions, before any token */
 			for (uint32_t p = b->plp_lo; p < b->plp_hi; p++)
@@ -841,7 +954,10 @@ void rl_sched_complete(struct rl_sched *s, const int32_t *out, uint64_t now_ns)
 			list_del(&x->pl);
 			s->n_prefill--;
 		}
-		take_token(s, x, out[i]);
+		if (b->n_draft)
+			take_tokens(s, x, i, s->step_ctx[i] - (b->ctx_len - b->n_draft), out[i]);
+		else
+			take_token(s, x, out[i]);
 	}
 }
 

@@ -22,6 +22,8 @@
  * reserve(client, 1) and is emitted from rl_sched_next.
  *
  * Policy (implemented in rl_sched.c): decodes first, one row each in admission order; then
+ * draft tokens for them to verify (speculative decoding, spec_k > 0: rl_spec.h), each costing
+ * a row of the same budget (at most half of what is left while prompts wait); then
  * chunks of prompts in progress (ending on block boundaries where the budget allows); then
  * admission while running < min(max_seqs, budget). When a decode or the oldest prefill cannot
  * get a KV block, the newest running sequence is preempted and re-queued at the front to be
@@ -58,6 +60,7 @@ struct rl_seq {
 	struct rl_sampling sp;
 	uint32_t logprobs;             /* rl_req.logprobs: 0, or 1 + top alternatives per token */
 	uint32_t prompt_logprobs;      /* rl_req.prompt_logprobs: the same for the prompt's tokens */
+	uint32_t no_spec;              /* 1: never draft for this request (rl_req.no_spec) */
 	/* scheduler-owned state (read-only for others) */
 	enum rl_seq_state state;
 	uint32_t id;                   /* pool index */
@@ -91,6 +94,8 @@ struct rl_sched_params {
 	uint32_t max_ctx;              /* longest sequence, prompt + generated (default 4096) */
 	uint32_t pool_size;            /* most live requests, queued + running (default 1024) */
 	int      prefix_cache;         /* 1 = on (default) */
+	uint32_t spec_k;               /* speculative decoding by prompt lookup: the longest draft
+					* (<= RL_SPEC_MAX_K); 0 = off (default) */
 	uint32_t eos_id;               /* UINT32_MAX = none */
 };
 
@@ -104,6 +109,7 @@ struct rl_sched_stats {
 	uint32_t kv_blocks_cached;     /* registered in the prefix cache (held or evictable) */
 	uint32_t _pad;
 	uint64_t kv_evictions;         /* cached blocks reused for new content */
+	uint64_t spec_drafted, spec_accepted;   /* draft tokens verified, and accepted */
 };
 
 struct rl_sched;

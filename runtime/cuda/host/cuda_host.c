@@ -165,6 +165,8 @@ static int validate(const struct rl_cuda_geom *g, const struct rl_batch *b)
 		if (!s->q_len || s->q_start > b->n_tokens || s->q_len > b->n_tokens - s->q_start ||
 		    s->ctx_len < s->q_len || s->n_blocks < need || (i >= b->n_prefill && s->q_len != 1))
 			return -EINVAL;
+		if (s->n_draft)                /* draft verification rows: not on this backend yet */
+			return -ENOTSUP;
 		for (uint32_t k = 0; k < need; k++)
 			if (s->block_table[k] >= g->n_kv_blocks)
 				return -EINVAL;

@@ -1,0 +1,57 @@
+/* rl_spec.h — speculative decoding's draft side: prompt lookup (n-gram drafts from the
+ * sequence's own tokens) and the per-request draft length.
+ *
+ * The scheduler (rl_sched.c) asks for drafts while it composes a step, appends them as extra
+ * rows of the sequence's decode (rl_batch.h: n_draft), and after the step keeps the leading
+ * drafts the target's own samples agree with. Verification is by coupling: the backend samples
+ * every row with the randomness plain decoding would use for that position (rl_sample keys
+ * draws by (seed, position)), and a draft is accepted when the sample equals it. For a draft
+ * that is one token with certainty (a point-mass q, as both prompt lookup and a greedy draft
+ * give), this is exactly the standard rule: accept with min(1, p(d)/q(d)) = p(d), and on
+ * rejection the sample is distributed as p with d removed, normalised, i.e. max(0, p - q)
+ * normalised. So the output is the target's distribution, and, more, the very tokens the
+ * request gives without speculation for the same seed (greedy or sampled), up to the
+ * multi-row kernels' rounding at a near-tie.
+ *
+ * Draft length: each request keeps a decayed count of drafts accepted and drafts tested (up
+ * to and including the first rejection), whose ratio α estimates the chance that a draft
+ * token is accepted. With each extra verification row costing c of a one-row step, k drafts
+ * yield (1 - α^(k+1)) / (1 - α) tokens for 1 + c·k steps; the length chosen maximises that
+ * ratio. When no length beats plain decoding (α <= c), the request stops drafting for a while,
+ * doubling the pause on each failure, and probes with one draft after it.
+ */
+#ifndef RL_SPEC_H
+#define RL_SPEC_H
+#include <stdint.h>
+
+#define RL_SPEC_MAX_K      16          /* longest draft (--spec-k's ceiling) */
+#define RL_SPEC_DEFAULT_K  8           /* --spec-k when not given: the adaptive length
+					* rarely wants more at the acceptance rates seen */
+#define RL_SPEC_NGRAM_MIN  2           /* shortest suffix prompt lookup matches on: one token
+					* repeats too often in any text to predict the next */
+#define RL_SPEC_NGRAM_MAX  4           /* longest suffix it tries to match */
+#define RL_SPEC_ROW_COST   0.1         /* c: a verification row's cost relative to a one-row
+					* decode step (the cpu backend's 1B Q8_0: 8 rows cost
+					* 1.28 of one, c = 0.04; small models pay more per row) */
+#define RL_SPEC_DECAY      0.85        /* per-round decay of the acceptance counts (~7 rounds) */
+#define RL_SPEC_MAX_PAUSE  64          /* decode steps without drafts after repeated failure */
+
+/* A request's draft-length state (scheduler-owned). */
+struct rl_spec_state {
+	float    acc, tried;           /* decayed drafts accepted / tested */
+	uint16_t wait;                 /* steps left without drafting */
+	uint16_t pause;                /* the next pause after a failed round */
+};
+
+void     rl_spec_init(struct rl_spec_state *st);
+/* Drafts to propose now, at most k_max: 0 while paused (counting the pause down) or when
+ * drafting does not pay at the current rate. */
+uint32_t rl_spec_len(struct rl_spec_state *st, uint32_t k_max);
+/* After a verification: a of n drafts accepted. */
+void     rl_spec_update(struct rl_spec_state *st, uint32_t a, uint32_t n);
+/* Prompt lookup: finds the most recent earlier occurrence of the longest suffix of
+ * tok[0..len) of RL_SPEC_NGRAM_MIN..RL_SPEC_NGRAM_MAX tokens and copies up to k of the tokens
+ * that followed it to out (which must not overlap tok[0..len)). Returns how many. O(len). */
+uint32_t rl_spec_ngram(const uint32_t *tok, uint32_t len, uint32_t k, uint32_t *out);
+
+#endif
