@@ -122,6 +122,53 @@ static void quant_decoders_match_numpy(void)
 	free(b);
 }
 
+/* The writer's quantizers: decoded back, Q8_0 is within half its step of every weight, and
+ * Q4_K (the draft format of speculative decoding) keeps a 4-bit format's relative error, its
+ * largest error within a step of its sub-block; a type without one is refused. */
+static void quantizers_round_trip(void)
+{
+	enum { N = 256 * 64 };
+	static float x[N], y[N];
+	static uint8_t q[N * 2];
+	uint64_t st = 12345;
+	for (int i = 0; i < N; i++) {            /* sums of uniforms (near normal), some outliers */
+		float v = 0;
+		for (int k = 0; k < 4; k++) {
+			st = st * 6364136223846793005ull + 1442695040888963407ull;
+			v += (float)(st >> 40) / (float)(1 << 24) - 0.5f;
+		}
+		x[i] = (i % 97 == 0 ? 8 : 1) * v * (1 + (i / 256) % 5);
+	}
+	const int types[2] = { RL_DT_Q8_0, RL_DT_Q4_K };
+	const double max_rel[2] = { 0.01, 0.12 };
+	for (int t = 0; t < 2; t++) {
+		const struct rl_dt_info *d = rl_dt_info(types[t]);
+		REQUIRE(rl_dt_quantize(types[t], q, x, N / d->blk_elems) == 0);
+		REQUIRE(rl_dt_decode(types[t], y, q, N / d->blk_elems) == 0);
+		double e2 = 0, x2 = 0;
+		int bad = 0;
+		for (int b = 0; b < N; b += 32) {     /* per 32 weights: Q8_0's block, Q4_K's sub-block */
+			float lo = 0, hi = 0, amax = 0;
+			for (int i = b; i < b + 32; i++) {
+				lo = fminf(lo, x[i]);
+				hi = fmaxf(hi, x[i]);
+				amax = fmaxf(amax, fabsf(x[i]));
+			}
+			const float step = t ? (hi - lo) / 15 : amax / 127;
+			for (int i = b; i < b + 32; i++) {
+				const float e = fabsf(y[i] - x[i]);
+				e2 += (double)e * e;
+				x2 += (double)x[i] * x[i];
+				bad += e > (t ? 0.6f : 0.56f) * step + 1e-6f;   /* half a step, its scale rounded to f16 and 6 bits */
+			}
+		}
+		const double rel = sqrt(e2 / x2);
+		printf("  %s: relative RMS error %.4f\n", d->name, rel);
+		CHECKF(rel < max_rel[t] && bad == 0, "%s: relative error %.4f, %d weights beyond the bound", d->name, rel, bad);
+	}
+	CHECK(rl_dt_quantize(RL_DT_Q6_K, q, x, 1) == -ENOTSUP && rl_dt_quantize(RL_DT_F16, q, x, 1) == -ENOTSUP);
+}
+
 static void tiny_cfg(struct rl_model_config *c)
 {
 	memset(c, 0, sizeof *c);
@@ -350,6 +397,7 @@ static void stored_logits_follow_the_reference(void)
 int main(void)
 {
 	RUN(quant_decoders_match_numpy);
+	RUN(quantizers_round_trip);
 	RUN(quant_unknown_type_named);
 	RUN(quant_models_serve_like_the_reference);
 	RUN(stored_logits_follow_the_reference);

@@ -13,13 +13,16 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 "usage: ringlm generate [--socket NAME | --model PATH|synthetic:SHAPE [--tokenizer PATH]\n"
-"                        [--backend cpu|cuda|sim] [--runtime-args \"...\"]]\n"
+"                        [--backend cpu|cuda|sim] [--spec off|ngram] [--spec-k N] [--runtime-args \"...\"]]\n"
 "                       (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--temp T] [--top-k K]\n"
-"                       [--top-p P] [--seed S] [--stop ID,..] [--ids] [--stats] [--no-bos]\n"
+"                       [--top-p P] [--seed S] [--stop ID,..] [--ids] [--stats] [--no-bos] [--no-spec]\n"
 "  -n N        tokens to generate at most (>= 1, default 64)\n"
 "  --temp T    0 = greedy (default), else a finite temperature > 0\n"
 "  --top-k K   0 = off, else 1..vocabulary size\n"
 "  --top-p P   1 = off, else in (0, 1]\n"
+"  --spec M    in-process runtime: speculative decoding, off or ngram (prompt lookup); with\n"
+"              --socket it is ringlmd's option. --spec-k N: the longest draft (1..16, default 8)\n"
+"  --no-spec   this request without speculative decoding (same tokens, other timing)\n"
 "exit status: 0 done, 1 error, 2 bad usage, 3 stopped early because the context window was full\n");
 }
 
@@ -67,7 +70,7 @@ int rl_cmd_generate(int argc, char **argv)
 	struct ringlm_params p = ringlm_default_params();
 	struct ringlm_request r = ringlm_default_request();
 	p.spin_us = 2000;    /* spin through a short step; longer ones sleep, leaving the cores to the backend */
-	const char *prompt = NULL, *prompt_ids = NULL, *stop = NULL;
+	const char *prompt = NULL, *prompt_ids = NULL, *stop = NULL, *spec = NULL, *spec_k = NULL;
 	int ids_out = 0, stats = 0, bos = 1, n_given = 0;
 	r.max_new = 64;
 	for (int i = 1; i < argc; i++) {
@@ -75,6 +78,7 @@ int rl_cmd_generate(int argc, char **argv)
 		if (!strcmp(a, "--ids")) { ids_out = 1; continue; }
 		if (!strcmp(a, "--stats")) { stats = 1; continue; }
 		if (!strcmp(a, "--no-bos")) { bos = 0; continue; }
+		if (!strcmp(a, "--no-spec")) { r.no_spec = 1; continue; }
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
 		if (!v) {
 			fprintf(stderr, "ringlm generate: %s needs a value (ringlm generate --help)\n", a);
@@ -88,6 +92,8 @@ int rl_cmd_generate(int argc, char **argv)
 		else if (!strcmp(a, "--tokenizer")) p.tokenizer = v;
 		else if (!strcmp(a, "--backend")) p.backend = v;
 		else if (!strcmp(a, "--runtime-args")) p.runtime_args = v;
+		else if (!strcmp(a, "--spec")) spec = v;
+		else if (!strcmp(a, "--spec-k")) spec_k = v;
 		else if (!strcmp(a, "--prompt")) prompt = v;
 		else if (!strcmp(a, "--prompt-ids")) prompt_ids = v;
 		else if (!strcmp(a, "--stop")) stop = v;
@@ -126,6 +132,18 @@ int rl_cmd_generate(int argc, char **argv)
 	if (!prompt == !prompt_ids) {
 		fprintf(stderr, "ringlm generate: give exactly one of --prompt TEXT or --prompt-ids LIST\n");
 		return 2;
+	}
+	if ((spec || spec_k) && !p.model) {
+		fprintf(stderr, "ringlm generate: --spec and --spec-k configure the in-process runtime (--model); "
+			"a ringlmd takes them on its own command line\n");
+		return 2;
+	}
+	char rt_args[1024];
+	if (spec || spec_k) {          /* checked and refused by name by the runtime's own parser */
+		snprintf(rt_args, sizeof rt_args, "%s%s%s%s%s%s", p.runtime_args ? p.runtime_args : "",
+			 spec ? " --spec " : "", spec ? spec : "", spec_k ? " --spec-k " : "", spec_k ? spec_k : "",
+			 spec_k && !spec ? " --spec ngram" : "");
+		p.runtime_args = rt_args;
 	}
 	static uint32_t ids[1 << 16], stops[8];
 	int n_stop = 0;
@@ -258,10 +276,19 @@ int rl_cmd_generate(int argc, char **argv)
 	fflush(stdout);
 	if (stats) {
 		qsort(gaps, ngaps, sizeof *gaps, cmp_u64);
-		fprintf(stderr, "{\"ttft_us\":%.1f,\"itl_us_p50\":%.1f,\"itl_us_p99\":%.1f,\"itl_us_max\":%.1f,\"tokens\":%u}\n",
+		char sj[4096];
+		long long drafted = 0, accepted = 0;
+		if (ringlm_stats_json(c, sj, sizeof sj) > 0) {   /* the runtime's counts (all its requests) */
+			const char *d = strstr(sj, "\"spec_drafted\":"), *a = strstr(sj, "\"spec_accepted\":");
+			drafted = d ? atoll(d + 15) : 0;
+			accepted = a ? atoll(a + 16) : 0;
+		}
+		const double secs = last > t0 ? (last - t0) / 1e9 : 0;
+		fprintf(stderr, "{\"ttft_us\":%.1f,\"itl_us_p50\":%.1f,\"itl_us_p99\":%.1f,\"itl_us_max\":%.1f,\"tokens\":%u,"
+			"\"tokens_per_s\":%.2f,\"spec_drafted\":%lld,\"spec_accepted\":%lld}\n",
 			ttft / 1e3, ngaps ? gaps[ngaps / 2] / 1e3 : 0.0,
 			ngaps ? gaps[(size_t)(ngaps * 0.99) < ngaps ? (size_t)(ngaps * 0.99) : ngaps - 1] / 1e3 : 0.0,
-			ngaps ? gaps[ngaps - 1] / 1e3 : 0.0, ntok);
+			ngaps ? gaps[ngaps - 1] / 1e3 : 0.0, ntok, secs > 0 ? ntok / secs : 0.0, drafted, accepted);
 	}
 	free(gaps);
 	ringlm_close(c);

@@ -353,6 +353,92 @@ int rl_dt_decode(int dtype, float *y, const void *src, uint64_t nblocks)
 	return 0;
 }
 
+static void enc_q8_0(uint8_t *blk, const float *x)
+{
+	float amax = 0;
+	for (int i = 0; i < 32; i++)
+		amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+	const float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+	const uint16_t h = rl_f32_to_f16(d);
+	memcpy(blk, &h, 2);
+	for (int i = 0; i < 32; i++)
+		blk[2 + i] = (uint8_t)(int8_t)roundf(x[i] * id);
+}
+
+static uint8_t clamp_u(float v, int hi)
+{
+	const int q = (int)lrintf(v);
+	return (uint8_t)(q < 0 ? 0 : q > hi ? hi : q);
+}
+
+/* The f16 nearest above v >= 0 (a scale rounded down could leave a weight out of range) */
+static uint16_t f16_up(float v)
+{
+	uint16_t h = rl_f32_to_f16(v);
+	return rl_f16_to_f32(h) < v ? (uint16_t)(h + 1) : h;
+}
+
+/* Q4_K: w = d·sc_j·q − dmin·m_j over 8 sub-blocks of 32 (dec_q4_k), sc_j and m_j 6-bit. Each
+ * sub-block's range [lo, hi] (lo <= 0) is covered: m_j = ceil(-lo / dmin), then
+ * sc_j = ceil((hi + dmin·m_j) / (15 d)), with d and dmin the block's largest needs over 63
+ * rounded up to f16; so q = round((w + dmin·m_j) / (d·sc_j)) never clamps, and every weight
+ * is within half a step of its value. */
+static void enc_q4_k(uint8_t *blk, const float *x)
+{
+	float lo[8], hi[8], mmax = 0;
+	for (int j = 0; j < 8; j++) {
+		lo[j] = 0;
+		hi[j] = 0;
+		for (int l = 0; l < 32; l++) {
+			lo[j] = fminf(lo[j], x[32 * j + l]);
+			hi[j] = fmaxf(hi[j], x[32 * j + l]);
+		}
+		mmax = fmaxf(mmax, -lo[j]);
+	}
+	const uint16_t hm = f16_up(mmax / 63.0f);
+	const float dmin = rl_f16_to_f32(hm);
+	uint8_t sc[8], m[8];
+	float need[8], smax = 0;
+	for (int j = 0; j < 8; j++) {
+		m[j] = dmin > 0 ? (uint8_t)fminf(ceilf(-lo[j] / dmin), 63) : 0;
+		need[j] = (hi[j] + dmin * m[j]) / 15.0f;   /* the step that reaches hi from the min */
+		smax = fmaxf(smax, need[j]);
+	}
+	const uint16_t hd = f16_up(smax / 63.0f);
+	const float d = rl_f16_to_f32(hd);
+	for (int j = 0; j < 8; j++)
+		sc[j] = d > 0 ? (uint8_t)fminf(ceilf(need[j] / d), 63) : 0;
+	memcpy(blk, &hd, 2);
+	memcpy(blk + 2, &hm, 2);
+	uint8_t *s = blk + 4, *qs = blk + 16;
+	for (int j = 0; j < 4; j++) {          /* the packing scale_min_k4 reads */
+		s[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+		s[j + 4] = (uint8_t)(m[j] | (m[j + 4] >> 4) << 6);
+		s[j + 8] = (uint8_t)((sc[j + 4] & 0xF) | (m[j + 4] & 0xF) << 4);
+	}
+	for (int c = 0; c < 4; c++)            /* 64 weights: low nibbles the first 32, high the next */
+		for (int l = 0; l < 32; l++) {
+			uint8_t q[2];
+			for (int h = 0; h < 2; h++) {
+				const int j = 2 * c + h;
+				const float ds = d * sc[j];
+				q[h] = ds > 0 ? clamp_u((x[64 * c + 32 * h + l] + dmin * m[j]) / ds, 15) : 0;
+			}
+			qs[32 * c + l] = (uint8_t)(q[0] | q[1] << 4);
+		}
+}
+
+int rl_dt_quantize(int dt, void *out, const float *x, uint64_t nblocks)
+{
+	void (*enc)(uint8_t *, const float *) = dt == RL_DT_Q8_0 ? enc_q8_0 : dt == RL_DT_Q4_K ? enc_q4_k : NULL;
+	if (!enc)
+		return -ENOTSUP;
+	const struct rl_dt_info *d = rl_dt_info(dt);
+	for (uint64_t i = 0; i < nblocks; i++)
+		enc((uint8_t *)out + i * d->blk_bytes, x + i * d->blk_elems);
+	return 0;
+}
+
 /* xorshift64*: the writer's and tests' random blocks are reproducible from a seed */
 static uint64_t rnd(uint64_t *s)
 {

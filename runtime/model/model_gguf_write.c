@@ -101,21 +101,14 @@ static uint64_t tensor_bytes(const struct wt *t)
 	return bytes;
 }
 
-/* One row as Q8_0 blocks: scale d = max|x| / 127 (stored f16), q = round(x / d), as ggml's
- * reference quantizer does. */
-static void put_q8_0(struct w *w, const float *row, uint64_t n)
+/* One row of a type with a quantizer (rl_dt_quantize), a block at a time. */
+static void put_quantized(struct w *w, int type, const float *row, uint64_t n)
 {
-	for (uint64_t b = 0; b < n; b += 32) {
-		uint8_t blk[34];
-		float amax = 0;
-		for (int i = 0; i < 32; i++)
-			amax = fabsf(row[b + i]) > amax ? fabsf(row[b + i]) : amax;
-		float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
-		uint16_t h = rl_f32_to_f16(d);
-		memcpy(blk, &h, 2);
-		for (int i = 0; i < 32; i++)
-			blk[2 + i] = (uint8_t)(int8_t)roundf(row[b + i] * id);
-		put(w, blk, sizeof blk);
+	const struct rl_dt_info *d = rl_dt_info(type);
+	uint8_t blk[256];
+	for (uint64_t b = 0; b < n; b += d->blk_elems) {
+		rl_dt_quantize(type, blk, row + b, 1);
+		put(w, blk, d->blk_bytes);
 	}
 }
 
@@ -144,8 +137,8 @@ static void put_tensor(struct w *w, const struct wt *t, uint64_t hd, uint16_t *t
 			put(w, row, t->ne0 * 4);
 			continue;
 		}
-		if (t->type == RL_DT_Q8_0) {
-			put_q8_0(w, row, t->ne0);
+		if (t->type == RL_DT_Q8_0 || t->type == RL_DT_Q4_K) {
+			put_quantized(w, t->type, row, t->ne0);
 			continue;
 		}
 		if (t->type != RL_DT_F16 && t->type != RL_DT_BF16) {
@@ -217,7 +210,7 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 		return -ENOMEM;
 	}
 	/* every field the shape has, named and shaped by the one table: globals, then layer by
-	 * layer. Matrices in dtype (Q8_0 only where rows are whole blocks, else F16), vectors
+	 * layer. Matrices in dtype (a block type only where rows are whole blocks, else F16), vectors
 	 * f32; Q/K rows (and their biases) permuted to adjacent-pair RoPE for rope_halves. */
 	for (int64_t pass = -1; pass < (int64_t)c->n_layers; pass++)
 	for (int f = 0; f < RL_W_NFIELDS; f++) {

@@ -38,6 +38,11 @@ int  rl_dt_decode(int dt, float *y, const void *src, uint64_t nblocks);
  * |weight| between amax/2 and amax: random weights at real shapes for the writer (types it
  * has no quantizer for) and the tests. *state is the generator's state (nonzero). */
 int  rl_dt_random_block(int dt, uint8_t *blk, uint64_t *state, float amax);
+/* Quantizes nblocks whole blocks of x into dt's bytes at out, for the types with a
+ * quantizer: Q8_0 (ggml's reference: d = max|x| / 127, q = round(x / d)) and Q4_K (per 32
+ * weights a 6-bit scale and min from the sub-block's range, 4-bit q by rounding against the
+ * stored scales). -ENOTSUP for the others (rl_dt_random_block fills those). */
+int  rl_dt_quantize(int dt, void *out, const float *x, uint64_t nblocks);
 /* w = rows x cols weights of type dt at data (cols whole blocks of dt): geometry and decoder
  * from the table. */
 void rl_wmat_init(struct rl_wmat *w, const void *data, int dt, uint32_t rows, uint32_t cols);
@@ -118,10 +123,11 @@ int  rl_model_synth_vocab(uint32_t n, void **blob, uint32_t *size);
 int  rl_model_check_space(const char *path, uint64_t bytes, char *err, size_t errlen);
 /* Writes m as a standard GGUF v3 "llama" file: 2-D weights as wtype (a block type only where
  * rows are whole blocks, else F16), norms and biases f32, tensors aligned to 32, the
- * vocabulary (if any) as tokenizer.ggml.*. F32/F16/BF16/Q8_0 hold m's weights (Q8_0 rounded
- * as ggml's reference quantizer does); the other block types hold seeded random blocks with
- * about m's weight magnitudes, not m's weights (ringlm has no quantizer for them: real
- * checkpoints come from llama.cpp's llama-quantize). Q/K rows are permuted to adjacent-pair RoPE when
+ * vocabulary (if any) as tokenizer.ggml.*. F32/F16/BF16/Q8_0/Q4_K hold m's weights (the block
+ * types rounded by rl_dt_quantize: a 4-bit draft of the same weights for speculative decoding);
+ * the other block types hold seeded random blocks with about m's weight magnitudes, not m's
+ * weights (ringlm has no quantizer for them: real checkpoints come from llama.cpp's
+ * llama-quantize). Q/K rows are permuted to adjacent-pair RoPE when
  * m uses rope_halves. Checks the file system has room first (rl_model_check_space). */
 int  rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt wtype,
 		   char *err, size_t errlen);
