@@ -176,6 +176,7 @@ struct rl_info_stats {                 /* written by the runtime (relaxed), read
 	_Atomic uint64_t observers;          /* observer attaches served (ringlm stats, top) */
 	_Atomic uint64_t spec_k;             /* --spec ngram: the longest draft; 0 = off */
 	_Atomic uint64_t spec_drafted, spec_accepted;  /* draft tokens verified, and accepted */
+	_Atomic uint64_t spec_rounds;        /* verifications: decodes that carried drafts */
 };
 
 struct rl_info {

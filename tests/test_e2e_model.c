@@ -354,7 +354,7 @@ static void speculation_gives_the_same_tokens(void)
 	const long long dr = rt_stat(b, "spec_drafted"), ac = rt_stat(b, "spec_accepted");
 	printf("  %d of 12 generations identical; %lld of %lld drafts accepted\n", same, ac, dr);
 	CHECK(rt_stat(a, "spec_drafted") == 0 && rt_stat(b, "spec_k") == 6);
-	CHECK(ac > 300 && ac < dr);
+	CHECK(ac > 0 && ac < dr);        /* how many: the measured step cost decides (rl_spec.h) */
 	/* a request that opts out drafts nothing */
 	uint32_t p[64];
 	const int np = ringlm_tokenize(b, PROMPTS[0], 1, p, 64);
@@ -375,6 +375,32 @@ static void speculation_gives_the_same_tokens(void)
 		}
 	}
 	CHECK(n == 100 && rt_stat(b, "spec_drafted") == dr);
+	/* a draft model: the same weights from the GGUF file, so every greedy draft is right (a
+	 * sampled request keeps a greedy draft with the target's probability of it) */
+	const char *gg = rl_t_model("stories260K.gguf");
+	struct ringlm *dm;
+	char args[600];
+	snprintf(args, sizeof args, "--threads 1 --block-size 4 --spec %s --spec-k 4", gg ? gg : "");
+	if (gg && embedded(&dm, m, t, args) == 0) {
+		same = 0;
+		long long gdr = 0, gac = 0;
+		for (int i = 0; i < 12; i++) {
+			const int sampled = i >= 6;
+			REQUIRE(generate(a, PROMPTS[i % 6], 100, sampled ? 0.9f : 0, sampled ? 0.95f : 1, 5 + i, &ga) == 0);
+			REQUIRE(generate(dm, PROMPTS[i % 6], 100, sampled ? 0.9f : 0, sampled ? 0.95f : 1, 5 + i, &gb) == 0);
+			same += ga.n == gb.n && !memcmp(ga.ids, gb.ids, ga.n * sizeof *ga.ids);
+			if (i == 5) {
+				gdr = rt_stat(dm, "spec_drafted");
+				gac = rt_stat(dm, "spec_accepted");
+			}
+		}
+		const long long ddr = rt_stat(dm, "spec_drafted") - gdr, dac = rt_stat(dm, "spec_accepted") - gac;
+		printf("  draft model: %d of 12 generations identical; greedy %lld of %lld drafts accepted, sampled %lld of %lld\n",
+		       same, gac, gdr, dac, ddr);
+		CHECK(same == 12 && gdr > 0 && gac == gdr && dac <= ddr);
+		ringlm_close(dm);
+	} else
+		CHECK(!gg);
 	ringlm_close(a);
 	ringlm_close(b);
 }

@@ -140,7 +140,7 @@ static void quantizers_round_trip(void)
 		x[i] = (i % 97 == 0 ? 8 : 1) * v * (1 + (i / 256) % 5);
 	}
 	const int types[2] = { RL_DT_Q8_0, RL_DT_Q4_K };
-	const double max_rel[2] = { 0.01, 0.12 };
+	const double max_rel[2] = { 0.01, 0.1 };
 	for (int t = 0; t < 2; t++) {
 		const struct rl_dt_info *d = rl_dt_info(types[t]);
 		REQUIRE(rl_dt_quantize(types[t], q, x, N / d->blk_elems) == 0);
@@ -159,7 +159,7 @@ static void quantizers_round_trip(void)
 				const float e = fabsf(y[i] - x[i]);
 				e2 += (double)e * e;
 				x2 += (double)x[i] * x[i];
-				bad += e > (t ? 0.6f : 0.56f) * step + 1e-6f;   /* half a step, its scale rounded to f16 and 6 bits */
+				bad += e > (t ? 2.0f : 0.56f) * step + 1e-6f;   /* Q8_0: half a step (d rounded to f16); Q4_K: its fit may give an outlier up to two */
 			}
 		}
 		const double rel = sqrt(e2 / x2);

@@ -10,12 +10,15 @@
  * Tests: runtime/sched (rl_sched, rl_kv), runtime/backend (sim).
  */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include "tests/rl_test.h"
 #include "runtime/sched/rl_sched.h"
 #include "runtime/sched/rl_kv.h"
 #include "runtime/backend/rl_backend.h"
 #include "runtime/backend/rl_backend_sim.h"
+#include "runtime/sched/rl_draft.h"
+#include "runtime/sched/rl_spec.h"
 
 #define MAX_CLIENTS 4
 #define MAX_REQ 64
@@ -590,6 +593,149 @@ static uint64_t spec_run(uint32_t spec_k, uint32_t no_spec, struct rl_sched_stat
 	return w.step;
 }
 
+/* rl_spec's pieces: prompt lookup (the latest longest match, continued through a repeating
+ * pattern), the draft length against acceptance and cost, the pause, the step-cost fit */
+static void spec_helpers(void)
+{
+	uint32_t out[8];
+	const uint32_t a[] = { 5, 6, 7, 8, 9, 5, 6, 7 }, want_a[] = { 8, 9, 5, 6, 7, 8, 9 };
+	CHECK(rl_spec_ngram(a, 8, 7, out) == 7 && !memcmp(out, want_a, sizeof want_a));
+	const uint32_t b[] = { 1, 2, 3, 3, 3, 3 };
+	CHECK(rl_spec_ngram(b, 6, 5, out) == 5 && out[0] == 3 && out[4] == 3);
+	const uint32_t c[] = { 1, 2, 3, 4 }, d[] = { 1, 2, 3, 1 }, e[] = { 4, 1, 2, 9, 9, 1, 2 };
+	CHECK(rl_spec_ngram(c, 4, 4, out) == 0 && rl_spec_ngram(d, 4, 4, out) == 0);   /* one token is no match */
+	CHECK(rl_spec_ngram(e, 7, 2, out) == 2 && out[0] == 9 && out[1] == 9);
+	struct rl_spec_state st;
+	rl_spec_init(&st);
+	CHECK(rl_spec_len(&st, 8, 0.1) >= 1);                  /* the prior: worth a short draft */
+	for (int i = 0; i < 20; i++)
+		rl_spec_update(&st, 6, 6);
+	CHECK(rl_spec_len(&st, 6, 0.05) == 6);                 /* all accepted: the longest */
+	CHECK(rl_spec_len(&st, 6, 2.0) == 0);                  /* a draft dearer than a step never pays */
+	rl_spec_init(&st);
+	for (int i = 0; i < 20; i++)
+		rl_spec_update(&st, 0, 2);
+	CHECK(rl_spec_len(&st, 8, 0.1) == 0);                  /* nothing accepted: pause 1 */
+	CHECK(rl_spec_len(&st, 8, 0.1) == 1);                  /* then a probe of one */
+	CHECK(rl_spec_len(&st, 8, 0.1) == 0 && rl_spec_len(&st, 8, 0.1) == 0 && rl_spec_len(&st, 8, 0.1) == 1);
+	struct rl_spec_cost f = { 0 };
+	CHECK(rl_spec_cost_row(&f, 0) == RL_SPEC_ROW_COST);
+	for (int i = 0; i < 100; i++)                          /* 95 us + 5 us a row */
+		rl_spec_cost_observe(&f, i % 2 ? 1 : 5, i % 2 ? 100000 : 120000);
+	CHECKF(fabs(rl_spec_cost_row(&f, 0) - 0.05) < 1e-6, "c %f", rl_spec_cost_row(&f, 0));
+	CHECK(fabs(rl_spec_cost_row(&f, 50000) - 0.55) < 1e-6);   /* a draft model's 50 us a draft */
+}
+
+/* A draft "model" that is the sim backend again (so its drafts are the target's tokens
+ * exactly when its KV is right), behind rl_draft, with a share of its drafts corrupted after
+ * the fact: every token is still the oracle's, and exactly the drafts before the first
+ * corrupted one of each ask are accepted, which holds only if the drafter resumes its KV at
+ * the right position after each verification. */
+struct dworld {
+	struct world w;
+	struct rl_draft *d;
+	struct rl_backend *be;
+	uint32_t corrupt_pct;
+	uint64_t expect_acc, expect_drafted;
+};
+
+static int dw_draft(void *ctx, struct rl_draft_ask *asks, uint32_t n)
+{
+	struct dworld *dw = ctx;
+	int rc = rl_draft_propose(dw->d, asks, n);
+	for (uint32_t i = 0; !rc && i < n; i++) {
+		uint32_t a = asks[i].n_out;
+		for (uint32_t j = 0; j < asks[i].n_out; j++)
+			if (rnd(&dw->w, 100) < dw->corrupt_pct) {
+				asks[i].out[j] = (asks[i].out[j] + 1) % dw->w.vocab;
+				a = a < j ? a : j;
+			}
+		dw->expect_acc += a;
+		dw->expect_drafted += asks[i].n_out;
+	}
+	return rc;
+}
+
+static void dw_gone(void *ctx, uint32_t id)
+{
+	struct dworld *dw = ctx;
+	rl_draft_forget(dw->d, id);
+}
+
+/* the world's hooks see the struct world first in struct dworld */
+static int dw_reserve(void *ctx, uint32_t client, uint32_t n) { return w_reserve(ctx, client, n); }
+static void dw_emit(void *ctx, const struct rl_seq *q, uint32_t type, uint32_t tok, int32_t code)
+{
+	w_emit(ctx, q, type, tok, code);
+}
+
+static void draft_model_run(uint32_t corrupt_pct)
+{
+	static struct dworld dw;
+	struct world *w = &dw.w;
+	struct rl_sched_params p;
+	rl_sched_default_params(&p);
+	p.max_ctx = 400;
+	p.block_size = 4;
+	p.n_kv_blocks = 1200;
+	p.pool_size = 8;
+	p.max_seqs = 8;
+	p.max_batch_tokens = 64;
+	p.spec_k = 5;
+	const uint32_t vocab = 50;
+	memset(&dw, 0, sizeof dw);
+	REQUIRE(world_init(w, &p, vocab, reqs) == 0);
+	rl_sched_destroy(w->s);        /* again, with the drafter's hooks */
+	struct rl_sched_hooks h = { .ctx = &dw, .reserve = dw_reserve, .emit = dw_emit, .draft = dw_draft,
+				    .seq_gone = dw_gone };
+	REQUIRE(rl_sched_create(&p, &h, &w->s) == 0);
+	struct rl_backend_params bp = { .n_kv_blocks = 600, .block_size = 4, .max_batch_tokens = 64, .max_seqs = 8,
+					.sim_vocab = vocab };
+	char err[128];
+	REQUIRE(rl_backend_sim_create(&bp, &dw.be, err, sizeof err) == 0);
+	REQUIRE(rl_draft_create(dw.be, 600, 4, 8, 64, p.pool_size, p.max_ctx, &dw.d) == 0);
+	dw.corrupt_pct = corrupt_pct;
+	w->rng = 99 + corrupt_pct;
+	w->n_req = 6;
+	for (uint32_t i = 0; i < 6; i++) {
+		fill_req(&reqs[i], 1 + 23 * i, 70 + i, vocab, 60 + 20 * i);   /* prompts up to 116: several catch-up chunks */
+		reqs[i].client = i % MAX_CLIENTS;
+	}
+	for (int c = 0; c < MAX_CLIENTS; c++)
+		w->cap[c] = 4096;
+	uint32_t next = 0;
+	while (next < w->n_req || !rl_sched_idle(w->s)) {
+		if (next < w->n_req && w->step % 4 == 0)
+			CHECK(submit(w, next++) == 0);
+		memset(w->used, 0, sizeof w->used);
+		step(w);
+		audit_blocks(w);
+		REQUIRE(w->step < 5000);
+	}
+	for (uint32_t i = 0; i < 6; i++)
+		CHECK(reqs[i].fin == RL_FIN_LENGTH && reqs[i].n_got == reqs[i].max_new);
+	check_drained(w);
+	struct rl_sched_stats st;
+	rl_sched_get_stats(w->s, &st);
+	struct rl_draft_stats ds;
+	rl_draft_get_stats(dw.d, &ds);
+	printf("  %u%% corrupted: %lu of %lu drafts accepted (expected %lu), %lu steps; drafter %lu steps, %lu rows\n",
+	       corrupt_pct, (unsigned long)st.spec_accepted, (unsigned long)st.spec_drafted,
+	       (unsigned long)dw.expect_acc, (unsigned long)w->step, (unsigned long)ds.steps, (unsigned long)ds.rows);
+	CHECK(st.spec_drafted == dw.expect_drafted && st.spec_accepted == dw.expect_acc && st.spec_drafted > 100);
+	CHECK(corrupt_pct || st.spec_accepted == st.spec_drafted);
+	rl_draft_destroy(dw.d);
+	rl_backend_destroy(dw.be);
+	world_fini(w);
+}
+
+static void draft_model_drafts_resume_right(void)
+{
+	draft_model_run(0);
+	draft_model_run(15);
+	draft_model_run(60);
+}
+
 static void speculation_keeps_tokens(void)
 {
 	struct rl_sched_stats plain, spec, off;
@@ -884,7 +1030,9 @@ int main(void)
 	RUN(prefix_cache_shares_prompt);
 	RUN(prefix_cache_shares_during_prefill);
 	RUN(chunked_equals_unchunked);
+	RUN(spec_helpers);
 	RUN(speculation_keeps_tokens);
+	RUN(draft_model_drafts_resume_right);
 	RUN(preemption_recomputes);
 	RUN(priority_and_deadline_order);
 	RUN(full_ring_pauses);

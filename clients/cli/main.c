@@ -20,6 +20,7 @@ static const struct cmd benches[] = {
 	{ "kernels", rl_cmd_bench_kernels, "CPU decode kernels in cache, memory stream, b8/b1 bound" },
 	{ "serve", rl_cmd_bench_serve, "multi-process serving load, sweeps, plots" },
 	{ "gpu", rl_cmd_bench_gpu, "CUDA backend step times, roofline, graphs" },
+	{ "spec", rl_cmd_bench_spec, "speculative decoding vs plain decoding, one stream" },
 };
 
 static void usage(void)

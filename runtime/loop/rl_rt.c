@@ -39,6 +39,7 @@
 #include <unistd.h>
 #include "runtime/backend/rl_backend.h"
 #include "runtime/loop/rl_rt_backend.h"
+#include "runtime/sched/rl_draft.h"
 #include "runtime/sched/rl_budget.h"
 #include "runtime/loop/rl_calib.h"
 #include "ipc/rl_clock.h"
@@ -129,6 +130,7 @@ void rt_publish_sched_stats(struct rl_rt *rt)
 	ST_SET(last_step_tokens, s.last_step_tokens);
 	ST_SET(spec_drafted, s.spec_drafted);
 	ST_SET(spec_accepted, s.spec_accepted);
+	ST_SET(spec_rounds, s.spec_rounds);
 }
 
 /* ---- events to clients ---------------------------------------------------------------- */
@@ -206,6 +208,18 @@ static void hook_emit(void *ctx, const struct rl_seq *q, uint32_t type, uint32_t
 		else
 			ST_ADD(requests_error, 1);
 	}
+}
+
+static int hook_draft(void *ctx, struct rl_draft_ask *asks, uint32_t n)
+{
+	struct rl_rt *rt = ctx;
+	return rl_draft_propose(rt->draft, asks, n);
+}
+
+static void hook_seq_gone(void *ctx, uint32_t seq_id)
+{
+	struct rl_rt *rt = ctx;
+	rl_draft_forget(rt->draft, seq_id);
 }
 
 static void hook_emit_prompt(void *ctx, const struct rl_seq *q, uint32_t k, uint32_t pos, uint32_t token)
@@ -386,6 +400,29 @@ static void complete_step(struct rl_rt *rt, uint64_t now)
 		rt->clients[i].reserved = 0;
 }
 
+/* Speculation's cost model (rl_spec.h): decode-only steps (no prompt rows) feed the fit of
+ * step time against rows; the draft model's time per step is averaged; the scheduler gets
+ * the cost of a draft relative to a one-row step. */
+static void spec_observe(struct rl_rt *rt, const struct rl_batch *b, uint64_t dt)
+{
+	int decode_only = 1;
+	for (uint32_t i = 0; i < b->n_prefill; i++)
+		decode_only &= b->seqs[i].n_draft > 0;
+	if (decode_only)
+		rl_spec_cost_observe(&rt->spec_cost, b->n_tokens, dt);
+	if (rt->draft) {
+		struct rl_draft_stats ds;
+		rl_draft_get_stats(rt->draft, &ds);
+		if (ds.steps > rt->draft_seen_steps) {
+			const double per = (double)(ds.ns - rt->draft_seen_ns) / (double)(ds.steps - rt->draft_seen_steps);
+			rt->draft_ns = rt->draft_ns > 0 ? 0.9 * rt->draft_ns + 0.1 * per : per;
+			rt->draft_seen_ns = ds.ns;
+			rt->draft_seen_steps = ds.steps;
+		}
+	}
+	rl_sched_set_spec_cost(rt->sched, rl_spec_cost_row(&rt->spec_cost, rt->draft_ns));
+}
+
 static void step_done(struct rl_rt *rt, uint64_t now)
 {
 	int err = rl_backend_finish(rt->be, rt->out);
@@ -397,6 +434,8 @@ static void step_done(struct rl_rt *rt, uint64_t now)
 	}
 	if (rt->p.budget_auto)          /* a fixed budget needs no step model */
 		rl_budget_observe(&rt->budget, rt->batch, dt);
+	if (rt->p.spec_k && !err)
+		spec_observe(rt, rt->batch, dt);
 	complete_step(rt, now);
 	rt->stepping = 0;
 	/* stats before events: a client that has read its DONE must not then read stats that
@@ -719,6 +758,20 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 	sp.spec_k = p->spec_k;
 	struct rl_sched_hooks hooks = { .ctx = rt, .reserve = hook_reserve, .emit = hook_emit,
 					.emit_prompt = hook_emit_prompt };
+	if (p->spec_model) {           /* the draft model: its own backend, KV pool and drafter */
+		if ((rc = rl_rt_draft_open(&rt->p, bi, n_blocks, &rt->draft_be, &rt->draft_model, err, errlen)))
+			goto fail;
+		if ((rc = rl_draft_create(rt->draft_be, n_blocks, p->block_size, p->max_seqs, sp.max_batch_tokens,
+					  sp.pool_size, bi->max_ctx, &rt->draft))) {
+			snprintf(err, errlen, "--spec %s: cannot create the drafter: %s", p->spec_model, strerror(-rc));
+			goto fail;
+		}
+		hooks.draft = hook_draft;
+		hooks.seq_gone = hook_seq_gone;
+		LOG(rt, "speculative decoding: drafts of up to %u tokens from %s (%s)", p->spec_k, p->spec_model,
+		    rt->draft_model->name);
+	} else if (p->spec_k)
+		LOG(rt, "speculative decoding: drafts of up to %u tokens by prompt lookup", p->spec_k);
 	rc = rl_sched_create(&sp, &hooks, &rt->sched);
 	if (rc) {
 		snprintf(err, errlen, "cannot create the scheduler: %s", strerror(-rc));
@@ -926,6 +979,9 @@ void rl_rt_destroy(struct rl_rt *rt)
 	}
 	if (rt->sched)
 		rl_sched_destroy(rt->sched);
+	rl_draft_destroy(rt->draft);
+	rl_backend_destroy(rt->draft_be);
+	rl_model_destroy(rt->draft_model);
 	rl_backend_destroy(rt->be);
 	rl_model_destroy(rt->model);
 	free(rt->clients);

@@ -34,8 +34,9 @@ struct rl_rt_params {
 	uint32_t max_seqs, kv_blocks, block_size;
 	uint32_t ctx;                  /* --ctx: context length served; 0 = the model's */
 	int      prefix_cache;
-	uint32_t spec_k;               /* --spec ngram --spec-k N: speculative decoding by prompt
-					* lookup, drafts of at most N tokens; 0 = off (default) */
+	uint32_t spec_k;               /* --spec ngram|FILE --spec-k N: speculative decoding, drafts
+					* of at most N tokens; 0 = off (default) */
+	const char *spec_model;        /* --spec FILE: drafts from this model (else prompt lookup) */
 	uint32_t max_clients, max_inflight, max_prompt, max_new;
 	uint32_t req_cap, evt_cap, arena_ids;
 	uid_t    allow_uid[RL_RT_MAX_ALLOW]; int n_allow_uid;

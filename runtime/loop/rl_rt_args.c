@@ -15,7 +15,7 @@ void rl_rt_usage(FILE *f)
 "usage: ringlmd [--model PATH|synthetic:SHAPE] [--tokenizer PATH] [--backend cpu|cuda|sim]\n"
 "               [--socket NAME] [--cpu N] [--threads N] [--max-batch-tokens N|auto]\n"
 "               [--itl-target-us N] [--max-seqs N] [--ctx N] [--kv-blocks N] [--block-size N]\n"
-"               [--prefix-cache on|off] [--spec off|ngram] [--spec-k N]\n"
+"               [--prefix-cache on|off] [--spec off|ngram|DRAFT.gguf] [--spec-k N]\n"
 "               [--max-clients N] [--max-inflight N]\n"
 "               [--max-prompt N] [--max-new N] [--allow-uid UID] [--allow-gid GID]\n"
 "               [--sim-step-us A] [--sim-token-us B] [--sim-vocab V]\n"
@@ -178,12 +178,12 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 			}
 			p->prefix_cache = !strcmp(v, "on");
 		} else if (!strcmp(a, "--spec")) {
-			if (strcmp(v, "off") && strcmp(v, "ngram")) {
-				snprintf(err, errlen, "--spec must be off or ngram (prompt lookup), got '%s'; "
-					 "a draft model (--spec FILE) is not supported yet", v);
+			if (!*v) {
+				snprintf(err, errlen, "--spec must be off, ngram (prompt lookup) or a draft model's file");
 				return -EINVAL;
 			}
-			spec = !strcmp(v, "ngram");
+			spec = strcmp(v, "off") != 0;
+			p->spec_model = strcmp(v, "off") && strcmp(v, "ngram") ? v : NULL;
 		} else if (!strcmp(a, "--spec-k")) {
 			NUM(1, RL_SPEC_MAX_K);
 			spec_k = (uint32_t)n;
@@ -262,7 +262,7 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 		return -EINVAL;
 	}
 	if (spec_k && spec != 1) {
-		snprintf(err, errlen, "--spec-k sets the longest draft of --spec ngram; give --spec ngram too");
+		snprintf(err, errlen, "--spec-k sets the longest draft of --spec; give --spec ngram or --spec FILE too");
 		return -EINVAL;
 	}
 	if (spec >= 0)

@@ -172,3 +172,45 @@ int rl_rt_backend_open(const struct rl_rt_params *p, struct rl_backend **be, str
 	*n_blocks = bp.n_kv_blocks;
 	return rl_backend_cpu_create(*model, &bp, be, err, errlen);
 }
+
+int rl_rt_draft_open(const struct rl_rt_params *p, const struct rl_backend_info *target, uint32_t n_blocks,
+		     struct rl_backend **be, struct rl_model **model, char *err, size_t errlen)
+{
+	const char *name = p->backend ? p->backend : (p->model ? "cpu" : "sim");
+	*be = NULL;
+	*model = NULL;
+	if (strcmp(name, "cpu")) {
+		snprintf(err, errlen, "--spec %s: a draft model runs on the cpu backend only; use --spec ngram "
+			 "(prompt lookup) with --backend %s", p->spec_model, name);
+		return -ENOTSUP;
+	}
+	int rc = rl_model_load_stored(p->spec_model, NULL, model, err, errlen);
+	if (rc)
+		return rc;
+	const struct rl_model *m = *model;
+	/* the same ids for the same tokens: the size, and BOS/EOS where the draft names them (the
+	 * two files may carry the vocabulary in different formats, or the draft none) */
+	if (m->cfg.vocab_size != target->vocab_size ||
+	    (m->cfg.bos_id != UINT32_MAX && m->cfg.bos_id != target->bos_id) ||
+	    (m->cfg.eos_id != UINT32_MAX && m->cfg.eos_id != target->eos_id)) {
+		snprintf(err, errlen, "--spec %s: its vocabulary (%u tokens, BOS %d, EOS %d) is not the model's (%u, %d, %d); "
+			 "a draft model must share the served model's vocabulary", p->spec_model, m->cfg.vocab_size,
+			 (int)m->cfg.bos_id, (int)m->cfg.eos_id, target->vocab_size, (int)target->bos_id, (int)target->eos_id);
+		rl_model_destroy(*model);
+		*model = NULL;
+		return -EINVAL;
+	}
+	(*model)->cfg.max_ctx = target->max_ctx;   /* it drafts over the served context */
+	struct rl_backend_params bp = {
+		.n_kv_blocks = n_blocks, .block_size = p->block_size, .max_batch_tokens = rl_rt_max_budget(p),
+		.max_seqs = p->max_seqs, .max_ctx = target->max_ctx, .threads = p->threads, .cpu_kv_f16 = p->kv_f16,
+		.runtime_cpu = p->cpu,
+	};
+	char why[256];
+	if ((rc = rl_backend_cpu_create(*model, &bp, be, why, sizeof why))) {
+		snprintf(err, errlen, "--spec %s: %s", p->spec_model, why);
+		rl_model_destroy(*model);
+		*model = NULL;
+	}
+	return rc;
+}

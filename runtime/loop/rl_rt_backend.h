@@ -14,6 +14,11 @@
  * *model the loaded model (cpu; the caller destroys it after the backend). */
 int rl_rt_backend_open(const struct rl_rt_params *p, struct rl_backend **be, struct rl_model **model,
 		       uint32_t *n_blocks, char *err, size_t errlen);
+/* --spec FILE: the draft model (stored matrices) on a cpu backend of its own with n_blocks KV
+ * blocks, after checking it shares target's vocabulary (size, BOS, EOS). The caller destroys
+ * both. */
+int rl_rt_draft_open(const struct rl_rt_params *p, const struct rl_backend_info *target, uint32_t n_blocks,
+		     struct rl_backend **be, struct rl_model **model, char *err, size_t errlen);
 /* dlopen()s librlcuda.so (RINGLM_CUDA_LIB, else beside the running binary, else the library
  * path); NULL and a one-line reason in err when it is not there. */
 void *rl_cuda_lib_open(char *err, size_t errlen);

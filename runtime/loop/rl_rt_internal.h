@@ -16,6 +16,7 @@
 #include "runtime/backend/rl_backend.h"
 #include "runtime/loop/rl_calib.h"
 #include "runtime/loop/rl_rt.h"
+#include "runtime/sched/rl_spec.h"
 #include "runtime/sched/rl_budget.h"
 #include "runtime/sched/rl_sched.h"
 
@@ -80,6 +81,12 @@ struct rl_rt {
 	int      futex_ok;             /* IORING_OP_FUTEX_WAIT supported and chosen */
 	struct rl_backend *be;
 	struct rl_model *model;
+	struct rl_backend *draft_be;   /* --spec FILE: the draft model's backend, model, drafter */
+	struct rl_model *draft_model;
+	struct rl_draft *draft;
+	struct rl_spec_cost spec_cost; /* decode step time against rows, for the draft lengths */
+	double draft_ns;               /* EWMA of the draft model's time per draft step */
+	uint64_t draft_seen_ns, draft_seen_steps;
 	struct rl_sched *sched;
 	struct rl_budget budget;
 	struct rl_calib_geom calib;    /* the budget calibration's limits (rl_rt_run runs it) */

@@ -371,43 +371,94 @@ static uint8_t clamp_u(float v, int hi)
 	return (uint8_t)(q < 0 ? 0 : q > hi ? hi : q);
 }
 
-/* The f16 nearest above v >= 0 (a scale rounded down could leave a weight out of range) */
-static uint16_t f16_up(float v)
+/* make_qkx2_quants of ggml-quants.c: q in [0, nmax] with w ≈ scale·q − min (min <= 0 kept
+ * as its negation in *the_min) minimising the error weighted by wt[], starting from the
+ * range and trying nstep + 1 stretched scales, each refitted by weighted least squares */
+static float qkx2(int n, int nmax, const float *x, const float *wt, uint8_t *L, float *the_min, uint8_t *Laux,
+		  float rmin, float rdelta, int nstep)
 {
-	uint16_t h = rl_f32_to_f16(v);
-	return rl_f16_to_f32(h) < v ? (uint16_t)(h + 1) : h;
+	float mn = x[0], mx = x[0], sum_w = wt[0], sum_x = wt[0] * x[0];
+	for (int i = 1; i < n; i++) {
+		mn = x[i] < mn ? x[i] : mn;
+		mx = x[i] > mx ? x[i] : mx;
+		sum_w += wt[i];
+		sum_x += wt[i] * x[i];
+	}
+	if (mn > 0)
+		mn = 0;
+	if (mx == mn) {
+		memset(L, 0, (size_t)n);
+		*the_min = -mn;
+		return 0.0f;
+	}
+	float iscale = nmax / (mx - mn), scale = 1 / iscale, best = 0;
+	for (int i = 0; i < n; i++) {
+		const int l = (int)lrintf(iscale * (x[i] - mn));
+		L[i] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
+		const float diff = scale * L[i] + mn - x[i];
+		best += wt[i] * diff * diff;
+	}
+	for (int is = 0; is <= nstep; is++) {
+		iscale = (rmin + rdelta * is + nmax) / (mx - mn);
+		float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+		for (int i = 0; i < n; i++) {
+			int l = (int)lrintf(iscale * (x[i] - mn));
+			l = l < 0 ? 0 : l > nmax ? nmax : l;
+			Laux[i] = (uint8_t)l;
+			sum_l += wt[i] * l;
+			sum_l2 += wt[i] * l * l;
+			sum_xl += wt[i] * l * x[i];
+		}
+		const float D = sum_w * sum_l2 - sum_l * sum_l;
+		if (D <= 0)
+			continue;
+		float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D, this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+		if (this_min > 0) {
+			this_min = 0;
+			this_scale = sum_xl / sum_l2;
+		}
+		float err = 0;
+		for (int i = 0; i < n; i++) {
+			const float diff = this_scale * Laux[i] + this_min - x[i];
+			err += wt[i] * diff * diff;
+		}
+		if (err < best) {
+			memcpy(L, Laux, (size_t)n);
+			best = err;
+			scale = this_scale;
+			mn = this_min;
+		}
+	}
+	*the_min = -mn;
+	return scale;
 }
 
-/* Q4_K: w = d·sc_j·q − dmin·m_j over 8 sub-blocks of 32 (dec_q4_k), sc_j and m_j 6-bit. Each
- * sub-block's range [lo, hi] (lo <= 0) is covered: m_j = ceil(-lo / dmin), then
- * sc_j = ceil((hi + dmin·m_j) / (15 d)), with d and dmin the block's largest needs over 63
- * rounded up to f16; so q = round((w + dmin·m_j) / (d·sc_j)) never clamps, and every weight
- * is within half a step of its value. */
+/* Q4_K as ggml's quantize_row_q4_K_ref: w = d·sc_j·q − dmin·m_j over 8 sub-blocks of 32
+ * (dec_q4_k); each sub-block's scale and min from qkx2 (weights rms + |w|), both then stored
+ * as 6-bit multiples of the block's f16 d = max scale / 63 and dmin = max min / 63, and q
+ * rounded again against the stored values */
 static void enc_q4_k(uint8_t *blk, const float *x)
 {
-	float lo[8], hi[8], mmax = 0;
+	uint8_t L[256], Laux[32], sc[8], m[8];
+	float wt[32], mins[8], scales[8], max_scale = 0, max_min = 0;
 	for (int j = 0; j < 8; j++) {
-		lo[j] = 0;
-		hi[j] = 0;
-		for (int l = 0; l < 32; l++) {
-			lo[j] = fminf(lo[j], x[32 * j + l]);
-			hi[j] = fmaxf(hi[j], x[32 * j + l]);
-		}
-		mmax = fmaxf(mmax, -lo[j]);
+		float sum_x2 = 0;
+		for (int l = 0; l < 32; l++)
+			sum_x2 += x[32 * j + l] * x[32 * j + l];
+		const float av_x = sqrtf(sum_x2 / 32);
+		for (int l = 0; l < 32; l++)
+			wt[l] = av_x + fabsf(x[32 * j + l]);
+		scales[j] = qkx2(32, 15, x + 32 * j, wt, L + 32 * j, &mins[j], Laux, -1.0f, 0.1f, 20);
+		max_scale = scales[j] > max_scale ? scales[j] : max_scale;
+		max_min = mins[j] > max_min ? mins[j] : max_min;
 	}
-	const uint16_t hm = f16_up(mmax / 63.0f);
-	const float dmin = rl_f16_to_f32(hm);
-	uint8_t sc[8], m[8];
-	float need[8], smax = 0;
+	const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0, inv_min = max_min > 0 ? 63.0f / max_min : 0;
 	for (int j = 0; j < 8; j++) {
-		m[j] = dmin > 0 ? (uint8_t)fminf(ceilf(-lo[j] / dmin), 63) : 0;
-		need[j] = (hi[j] + dmin * m[j]) / 15.0f;   /* the step that reaches hi from the min */
-		smax = fmaxf(smax, need[j]);
+		sc[j] = clamp_u(inv_scale * scales[j], 63);
+		m[j] = clamp_u(inv_min * mins[j], 63);
 	}
-	const uint16_t hd = f16_up(smax / 63.0f);
-	const float d = rl_f16_to_f32(hd);
-	for (int j = 0; j < 8; j++)
-		sc[j] = d > 0 ? (uint8_t)fminf(ceilf(need[j] / d), 63) : 0;
+	const uint16_t hd = rl_f32_to_f16(max_scale / 63.0f), hm = rl_f32_to_f16(max_min / 63.0f);
+	const float d = rl_f16_to_f32(hd), dmin = rl_f16_to_f32(hm);
 	memcpy(blk, &hd, 2);
 	memcpy(blk + 2, &hm, 2);
 	uint8_t *s = blk + 4, *qs = blk + 16;
@@ -416,16 +467,16 @@ static void enc_q4_k(uint8_t *blk, const float *x)
 		s[j + 4] = (uint8_t)(m[j] | (m[j + 4] >> 4) << 6);
 		s[j + 8] = (uint8_t)((sc[j + 4] & 0xF) | (m[j + 4] & 0xF) << 4);
 	}
+	for (int j = 0; j < 8; j++) {
+		const float ds = d * sc[j], dm = dmin * m[j];
+		if (!ds)
+			continue;                      /* L keeps qkx2's values, as ggml's */
+		for (int l = 0; l < 32; l++)
+			L[32 * j + l] = clamp_u((x[32 * j + l] + dm) / ds, 15);
+	}
 	for (int c = 0; c < 4; c++)            /* 64 weights: low nibbles the first 32, high the next */
-		for (int l = 0; l < 32; l++) {
-			uint8_t q[2];
-			for (int h = 0; h < 2; h++) {
-				const int j = 2 * c + h;
-				const float ds = d * sc[j];
-				q[h] = ds > 0 ? clamp_u((x[64 * c + 32 * h + l] + dmin * m[j]) / ds, 15) : 0;
-			}
-			qs[32 * c + l] = (uint8_t)(q[0] | q[1] << 4);
-		}
+		for (int l = 0; l < 32; l++)
+			qs[32 * c + l] = (uint8_t)(L[64 * c + l] | L[64 * c + 32 + l] << 4);
 }
 
 int rl_dt_quantize(int dt, void *out, const float *x, uint64_t nblocks)

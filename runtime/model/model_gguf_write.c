@@ -232,6 +232,10 @@ int rl_gguf_write(const struct rl_model *m, const char *path, enum rl_dt dtype, 
 		x->ne0 = bias ? 1 : vec ? rows : cols;
 		x->ne1 = bias ? rows : vec ? 1 : rows;
 		x->type = vec ? RL_DT_F32 : cols % rl_dt_info(dtype)->blk_elems ? RL_DT_F16 : (int)dtype;
+		/* the embedding and LM head of a 4-bit file at 8 bits: llama.cpp's Q4_K files keep
+		 * them at 6 (Q6_K), the argmax being what a 4-bit head would move most */
+		if (dtype == RL_DT_Q4_K && (f == RL_W_TOK_EMB || f == RL_W_WCLS) && x->type == RL_DT_Q4_K)
+			x->type = RL_DT_Q8_0;
 		x->permute = c->rope_halves && !c->has_qk_norm && !c->fused_proj &&   /* qwen3, phi3 keep HF's order */
 			     (f == RL_W_WQ || f == RL_W_WK || f == RL_W_BQ || f == RL_W_BK);
 		if (f == RL_W_GATE_EXPS || f == RL_W_UP_EXPS || f == RL_W_DOWN_EXPS)

@@ -39,9 +39,10 @@ int  rl_dt_decode(int dt, float *y, const void *src, uint64_t nblocks);
  * has no quantizer for) and the tests. *state is the generator's state (nonzero). */
 int  rl_dt_random_block(int dt, uint8_t *blk, uint64_t *state, float amax);
 /* Quantizes nblocks whole blocks of x into dt's bytes at out, for the types with a
- * quantizer: Q8_0 (ggml's reference: d = max|x| / 127, q = round(x / d)) and Q4_K (per 32
- * weights a 6-bit scale and min from the sub-block's range, 4-bit q by rounding against the
- * stored scales). -ENOTSUP for the others (rl_dt_random_block fills those). */
+ * quantizer, as ggml's reference quantizers (quantize_row_*_ref) compute them: Q8_0
+ * (d = max|x| / 127, q = round(x / d)) and Q4_K (per 32 weights a fitted scale and min,
+ * stored as 6-bit multiples of the block's f16 pair). -ENOTSUP for the others
+ * (rl_dt_random_block fills those). */
 int  rl_dt_quantize(int dt, void *out, const float *x, uint64_t nblocks);
 /* w = rows x cols weights of type dt at data (cols whole blocks of dt): geometry and decoder
  * from the table. */

@@ -93,8 +93,11 @@ struct rl_sched {
 					* the rejected drafts */
 	int32_t  *draft_out;           /* [max_batch_tokens] the verification rows' samples
 					* (seq i's at its q_start) */
+	struct rl_draft_ask *asks;     /* [max_seqs] this step's asks for drafts */
+	struct seqx **ask_x;           /* [max_seqs] whose */
 	struct rl_batch batch;
 	int in_flight;
+	double spec_cost;              /* a draft's cost relative to a one-row step (rl_spec.h) */
 	struct rl_sched_stats st;
 };
 
@@ -210,6 +213,8 @@ void rl_sched_destroy(struct rl_sched *s)
 	free(s->step_hash);
 	free(s->step_ctx);
 	free(s->draft_out);
+	free(s->asks);
+	free(s->ask_x);
 	free(s);
 }
 
@@ -239,6 +244,7 @@ int rl_sched_create(const struct rl_sched_params *p, const struct rl_sched_hooks
 	s->p = *p;
 	s->h = *h;
 	s->budget = p->max_batch_tokens;
+	s->spec_cost = RL_SPEC_ROW_COST;
 	s->bt_cap = (p->max_ctx + p->block_size - 1) / p->block_size;
 	r = rl_kv_create(p->n_kv_blocks, p->block_size, p->prefix_cache, &s->kv);
 	if (r) {
@@ -260,9 +266,11 @@ int rl_sched_create(const struct rl_sched_params *p, const struct rl_sched_hooks
 	s->step_hash = malloc(p->max_seqs * sizeof *s->step_hash);
 	s->step_ctx = malloc(p->max_seqs * sizeof *s->step_ctx);
 	s->draft_out = malloc(p->max_batch_tokens * sizeof *s->draft_out);
+	s->asks = malloc(p->max_seqs * sizeof *s->asks);
+	s->ask_x = malloc(p->max_seqs * sizeof *s->ask_x);
 	if (!s->pool || !s->tokbuf || !s->blkbuf || !s->heap || !s->dec || !s->pre || !s->tok ||
 	    !s->pos || !s->row_seq || !s->bseq || !s->step_x || !s->step_inc || !s->step_hash ||
-	    !s->step_ctx || !s->draft_out) {
+	    !s->step_ctx || !s->draft_out || !s->asks || !s->ask_x) {
 		rl_sched_destroy(s);
 		return -ENOMEM;
 	}
@@ -312,6 +320,8 @@ struct rl_seq *rl_sched_seq_alloc(struct rl_sched *s)
 
 static void release(struct rl_sched *s, struct seqx *x)
 {
+	if (s->h.seq_gone && x->q.state != RL_SEQ_ALLOC)
+		s->h.seq_gone(s->h.ctx, x->q.id);
 	x->q.state = RL_SEQ_FREE;
 	x->inc++;
 	list_insert_after(&s->freel, &x->ln);
@@ -658,12 +668,14 @@ static uint32_t schedule_decodes(struct rl_sched *s, uint32_t left, int *preempt
 
 /* Pass 1b: drafts for the decodes of pass 1 (speculation on), from left rows of budget, at
  * most half of them while prompts wait, so prefill keeps moving. A draft never preempts: it
- * gets the KV blocks and event slots that are to be had, or is shorter. */
+ * gets the KV blocks and event slots that are to be had, or is shorter. Room is taken first
+ * for the longest draft each sequence may have; the drafter (the draft-model hook, else
+ * prompt lookup) then fills what it can, and what it did not fill is given back. */
 static uint32_t schedule_drafts(struct rl_sched *s, uint32_t left)
 {
 	if (!s->p.spec_k)
 		return left;
-	uint32_t rows = s->n_prefill || s->n_queued ? left / 2 : left;
+	uint32_t rows = s->n_prefill || s->n_queued ? left / 2 : left, n = 0;
 	for (uint32_t i = 0; i < s->n_dec && rows; i++) {
 		struct seqx *x = s->dec[i];
 		if (x->dropped || x->q.no_spec || x->q.logprobs)
@@ -676,20 +688,39 @@ static uint32_t schedule_drafts(struct rl_sched *s, uint32_t left)
 			k = s->p.max_ctx > len + 1 ? s->p.max_ctx - len - 1 : 0;
 		if (x->q.n_gen + k + 1 > x->q.max_new)
 			k = x->q.max_new > x->q.n_gen + 1 ? x->q.max_new - x->q.n_gen - 1 : 0;
-		if (!k || !(k = rl_spec_len(&x->spec, k)) || !(k = rl_spec_ngram(x->tok, len, k, x->tok + len)))
+		if (!k || !(k = rl_spec_len(&x->spec, k, s->spec_cost)))
 			continue;
 		if (s->h.reserve(s->h.ctx, x->q.client, k))   /* a token event per draft */
 			continue;
 		if (grow(s, x, x->q.n_computed + 1 + k)) {
 			const uint32_t room = x->n_blocks * s->p.block_size - x->q.n_computed - 1;
 			k = room < k ? room : k;
-			trim(s, x, x->q.n_computed + 1 + k);
-			if (!k)
+			if (!k) {
+				trim(s, x, x->q.n_computed + 1);
 				continue;
+			}
 		}
+		s->asks[n] = (struct rl_draft_ask){ .seq_id = x->q.id, .tokens = x->tok, .len = len, .k = k,
+						    .out = x->tok + len };
+		s->ask_x[n++] = x;
+		rows -= k;
+	}
+	if (!n)
+		return left;
+	if (s->h.draft) {
+		if (s->h.draft(s->h.ctx, s->asks, n))
+			for (uint32_t j = 0; j < n; j++)
+				s->asks[j].n_out = 0;
+	} else {
+		for (uint32_t j = 0; j < n; j++)
+			s->asks[j].n_out = rl_spec_ngram(s->asks[j].tokens, s->asks[j].len, s->asks[j].k, s->asks[j].out);
+	}
+	for (uint32_t j = 0; j < n; j++) {
+		struct seqx *x = s->ask_x[j];
+		const uint32_t k = s->asks[j].n_out < s->asks[j].k ? s->asks[j].n_out : s->asks[j].k;
+		trim(s, x, x->q.n_computed + 1 + k);
 		x->n_draft = k;
 		x->chunk = 1 + k;
-		rows -= k;
 		left -= k;
 	}
 	return left;
@@ -913,6 +944,7 @@ static void take_tokens(struct rl_sched *s, struct seqx *x, uint32_t i, uint32_t
 	const struct rl_batch_seq *b = &s->bseq[i];
 	s->st.spec_drafted += b->n_draft;
 	s->st.spec_accepted += a;
+	s->st.spec_rounds++;
 	rl_spec_update(&x->spec, a, b->n_draft);
 	x->n_draft = 0;
 	for (uint32_t j = 0; j <= a; j++) {
@@ -962,6 +994,11 @@ void rl_sched_complete(struct rl_sched *s, const int32_t *out, uint64_t now_ns)
 }
 
 /* --- control and introspection -------------------------------------------------------- */
+
+void rl_sched_set_spec_cost(struct rl_sched *s, double c)
+{
+	s->spec_cost = c > 0 ? c : 0;
+}
 
 void rl_sched_set_budget(struct rl_sched *s, uint32_t n)
 {

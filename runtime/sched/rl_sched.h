@@ -74,6 +74,17 @@ struct rl_seq {
 	void *sched_priv;
 };
 
+/* One sequence's ask for drafts (rl_sched_hooks.draft). */
+struct rl_draft_ask {
+	uint32_t seq_id;               /* pool index: what a drafter keeps per sequence (its KV)
+					* lives under it until hooks->seq_gone(seq_id) */
+	const uint32_t *tokens;        /* [len] the sequence's tokens, all accepted */
+	uint32_t len;
+	uint32_t k;                    /* drafts wanted at most */
+	uint32_t *out;                 /* [k] the drafts, for positions len, len + 1, ... */
+	uint32_t n_out;                /* set by the drafter: how many (0..k) */
+};
+
 struct rl_sched_hooks {
 	void *ctx;
 	/* Reserve n event slots for client this step; 0 on success, -EAGAIN when it has no room. */
@@ -84,6 +95,12 @@ struct rl_sched_hooks {
 	/* Deliver an RL_EV_PROMPT event for prompt position pos (token its id): the k-th position
 	 * the step scored for q (q->step_index). Never fails for reserved slots. */
 	void (*emit_prompt)(void *ctx, const struct rl_seq *q, uint32_t k, uint32_t pos, uint32_t token);
+	/* Speculative decoding with a draft model (optional; without it drafts come from prompt
+	 * lookup, rl_spec.h): fills asks[i].out / n_out for the n sequences of the step being
+	 * composed that want drafts. Returns 0 or -errno (then no drafts this step). */
+	int  (*draft)(void *ctx, struct rl_draft_ask *asks, uint32_t n);
+	/* The pool entry seq_id was released: a drafter drops what it kept for it. */
+	void (*seq_gone)(void *ctx, uint32_t seq_id);
 };
 
 struct rl_sched_params {
@@ -110,6 +127,7 @@ struct rl_sched_stats {
 	uint32_t _pad;
 	uint64_t kv_evictions;         /* cached blocks reused for new content */
 	uint64_t spec_drafted, spec_accepted;   /* draft tokens verified, and accepted */
+	uint64_t spec_rounds;          /* verifications (decodes that carried drafts) */
 };
 
 struct rl_sched;
@@ -132,6 +150,8 @@ const struct rl_batch *rl_sched_next(struct rl_sched *s, uint64_t now_ns);
 void rl_sched_complete(struct rl_sched *s, const int32_t *out, uint64_t now_ns);
 
 void rl_sched_set_budget(struct rl_sched *s, uint32_t max_batch_tokens);
+/* A draft's cost relative to a one-row decode step (rl_spec_cost_row), for the draft lengths */
+void rl_sched_set_spec_cost(struct rl_sched *s, double c);
 void rl_sched_get_stats(const struct rl_sched *s, struct rl_sched_stats *st);
 int  rl_sched_idle(const struct rl_sched *s);   /* 1 when nothing is queued or running */
 

@@ -8,18 +8,18 @@ void rl_spec_init(struct rl_spec_state *st)
 	*st = (struct rl_spec_state){ .acc = 1.0f, .tried = 2.0f, .wait = 0, .pause = 1 };
 }
 
-/* Expected tokens per step-cost of k drafts at acceptance rate a */
-static double gain(double a, uint32_t k)
+/* Expected tokens per step-cost of k drafts at acceptance rate a, each costing c */
+static double gain(double a, uint32_t k, double c)
 {
 	double e = 1, ak = 1;               /* 1 + a + a^2 + ... + a^k */
 	for (uint32_t i = 0; i < k; i++) {
 		ak *= a;
 		e += ak;
 	}
-	return e / (1 + RL_SPEC_ROW_COST * k);
+	return e / (1 + c * k);
 }
 
-uint32_t rl_spec_len(struct rl_spec_state *st, uint32_t k_max)
+uint32_t rl_spec_len(struct rl_spec_state *st, uint32_t k_max, double c)
 {
 	if (st->wait) {
 		if (--st->wait == 0)
@@ -30,7 +30,7 @@ uint32_t rl_spec_len(struct rl_spec_state *st, uint32_t k_max)
 	uint32_t best = 0;
 	double g_best = 1;                  /* plain decoding: one token for one step */
 	for (uint32_t k = 1; k <= k_max; k++) {
-		const double g = gain(a, k);
+		const double g = gain(a, k, c);
 		if (g > g_best) {
 			g_best = g;
 			best = k;
@@ -74,7 +74,33 @@ uint32_t rl_spec_ngram(const uint32_t *tok, uint32_t len, uint32_t k, uint32_t *
 	}
 	if (best_n < RL_SPEC_NGRAM_MIN)
 		return 0;
-	const uint32_t n = len - best_e < k ? len - best_e : k;
-	memcpy(out, tok + best_e, n * sizeof *out);
-	return n;
+	/* what followed it, continued through the drafts themselves when the occurrence runs
+	 * into the suffix (a repeating pattern of period len - best_e repeats on) */
+	for (uint32_t i = 0; i < k; i++)
+		out[i] = best_e + i < len ? tok[best_e + i] : out[best_e + i - len];
+	return k;
+}
+
+void rl_spec_cost_observe(struct rl_spec_cost *f, uint32_t rows, uint64_t ns)
+{
+	const double l = RL_SPEC_COST_DECAY, r = rows, t = (double)ns;
+	f->sw = f->sw * l + 1;
+	f->sr = f->sr * l + r;
+	f->srr = f->srr * l + r * r;
+	f->st = f->st * l + t;
+	f->srt = f->srt * l + r * t;
+}
+
+double rl_spec_cost_row(const struct rl_spec_cost *f, double draft_ns)
+{
+	/* the rows' variance must be real (a few steps of another row count), or b is noise */
+	const double var = f->sw > 0 ? f->srr / f->sw - (f->sr / f->sw) * (f->sr / f->sw) : 0;
+	const double D = f->sw * f->srr - f->sr * f->sr;
+	if (f->sw < 8 || var < 0.05 || D <= 0)
+		return RL_SPEC_ROW_COST + (f->sw > 0 && f->st > 0 ? draft_ns / (f->st / f->sw) : 0);
+	double b = (f->sw * f->srt - f->sr * f->st) / D;
+	b = b > 0 ? b : 0;
+	double a = (f->st - b * f->sr) / f->sw;
+	const double one = a + b > 0 ? a + b : f->st / f->sw;   /* a one-row step */
+	return one > 0 ? (b + draft_ns) / one : RL_SPEC_ROW_COST;
 }

@@ -15,10 +15,16 @@
  *
  * Draft length: each request keeps a decayed count of drafts accepted and drafts tested (up
  * to and including the first rejection), whose ratio α estimates the chance that a draft
- * token is accepted. With each extra verification row costing c of a one-row step, k drafts
- * yield (1 - α^(k+1)) / (1 - α) tokens for 1 + c·k steps; the length chosen maximises that
- * ratio. When no length beats plain decoding (α <= c), the request stops drafting for a while,
+ * token is accepted. With each draft costing c of a one-row step, k drafts yield
+ * (1 - α^(k+1)) / (1 - α) tokens for 1 + c·k steps; the length chosen maximises that ratio.
+ * When no length beats plain decoding (α <= c), the request stops drafting for a while,
  * doubling the pause on each failure, and probes with one draft after it.
+ *
+ * c is measured (struct rl_spec_cost): the runtime fits step time = a + b·rows over the
+ * decode steps it runs (speculation itself makes their row counts differ), so a verification
+ * row costs b / (a + b) of a one-row step, and a draft model's time per draft adds its share.
+ * A small model, whose step is mostly fixed cost per row, finds drafting rarely pays; a large
+ * one, whose step is reading the weights, finds rows nearly free.
  */
 #ifndef RL_SPEC_H
 #define RL_SPEC_H
@@ -30,9 +36,9 @@
 #define RL_SPEC_NGRAM_MIN  2           /* shortest suffix prompt lookup matches on: one token
 					* repeats too often in any text to predict the next */
 #define RL_SPEC_NGRAM_MAX  4           /* longest suffix it tries to match */
-#define RL_SPEC_ROW_COST   0.1         /* c: a verification row's cost relative to a one-row
-					* decode step (the cpu backend's 1B Q8_0: 8 rows cost
-					* 1.28 of one, c = 0.04; small models pay more per row) */
+#define RL_SPEC_ROW_COST   0.1         /* c until measured: the cpu backend's 1B Q8_0 decodes 8
+					* rows for 1.28 of one (c = 0.04); small models pay more */
+#define RL_SPEC_COST_DECAY 0.995       /* the step-time fit's memory (~200 steps) */
 #define RL_SPEC_DECAY      0.85        /* per-round decay of the acceptance counts (~7 rounds) */
 #define RL_SPEC_MAX_PAUSE  64          /* decode steps without drafts after repeated failure */
 
@@ -44,14 +50,25 @@ struct rl_spec_state {
 };
 
 void     rl_spec_init(struct rl_spec_state *st);
-/* Drafts to propose now, at most k_max: 0 while paused (counting the pause down) or when
- * drafting does not pay at the current rate. */
-uint32_t rl_spec_len(struct rl_spec_state *st, uint32_t k_max);
+/* Drafts to propose now, at most k_max, each costing c of a one-row step: 0 while paused
+ * (counting the pause down) or when drafting does not pay at the current rate. */
+uint32_t rl_spec_len(struct rl_spec_state *st, uint32_t k_max, double c);
+
+/* Decode step time = a + b·rows, fitted online (least squares, forgetting old steps). */
+struct rl_spec_cost {
+	double sw, sr, srr, st, srt;
+};
+void   rl_spec_cost_observe(struct rl_spec_cost *f, uint32_t rows, uint64_t ns);
+/* c for rl_spec_len: b / (a + b), plus draft_ns (a draft model's time per draft) / (a + b);
+ * RL_SPEC_ROW_COST (plus the same share) until the steps seen differ enough in rows. */
+double rl_spec_cost_row(const struct rl_spec_cost *f, double draft_ns);
 /* After a verification: a of n drafts accepted. */
 void     rl_spec_update(struct rl_spec_state *st, uint32_t a, uint32_t n);
 /* Prompt lookup: finds the most recent earlier occurrence of the longest suffix of
- * tok[0..len) of RL_SPEC_NGRAM_MIN..RL_SPEC_NGRAM_MAX tokens and copies up to k of the tokens
- * that followed it to out (which must not overlap tok[0..len)). Returns how many. O(len). */
+ * tok[0..len) of RL_SPEC_NGRAM_MIN..RL_SPEC_NGRAM_MAX tokens and copies the k tokens that
+ * followed it to out (which must not overlap tok[0..len)); where they run past len, the copy
+ * continues from its own start, as a repeating pattern would. Returns k, or 0 with no match.
+ * O(len). */
 uint32_t rl_spec_ngram(const uint32_t *tok, uint32_t len, uint32_t k, uint32_t *out);
 
 #endif
