@@ -467,6 +467,36 @@ static void sampler_distribution_matches_softmax(void)
 	}
 }
 
+/* Speculative decoding's verification (runtime/sched/rl_spec.h): a draft d (a point mass q)
+ * is accepted when the token sampled for its position with that position's key equals it.
+ * That is the standard rejection rule: accepted with probability min(1, p(d)/q(d)) = p(d),
+ * and on rejection the token is distributed as max(0, p - q) normalised, p without d. */
+static void verification_is_the_rejection_rule(void)
+{
+	float logits[4] = { logf(1), logf(2), logf(3), logf(4) };
+	struct rl_sample_cand scratch[4];
+	const struct rl_sampling sps[2] = { { .temperature = 1, .top_p = 1, .seed = 77 },
+					    { .temperature = 0.5f, .top_p = 1, .seed = 78 } };
+	const double ps[2][4] = { { .1, .2, .3, .4 }, { 1 / 30., 4 / 30., 9 / 30., 16 / 30. } };
+	const uint32_t n = 200000 / slow;
+	for (int c = 0; c < 2; c++)
+		for (uint32_t d = 0; d < 4; d++) {
+			double acc = 0, rej[4] = { 0 };
+			for (uint32_t pos = 0; pos < n; pos++) {
+				const uint32_t x = rl_sample(logits, 4, &sps[c], pos, scratch);
+				if (x == d)
+					acc++;
+				else
+					rej[x]++;
+			}
+			CHECKF(fabs(acc / n - ps[c][d]) < 0.01, "case %d draft %u: accepted %g, want %g", c, d, acc / n, ps[c][d]);
+			for (uint32_t i = 0; i < 4; i++) {
+				const double want = i == d ? 0 : ps[c][i] / (1 - ps[c][d]);
+				CHECKF(fabs(rej[i] / (n - acc) - want) < 0.01, "case %d draft %u: rejected to %u %g, want %g",
+				       c, d, i, rej[i] / (n - acc), want);
+			}
+		}
+}
 
 /* ------------------------------------------------------------------ backend ------ */
 
@@ -926,6 +956,7 @@ int main(void)
 	RUN(sampler_greedy_and_cuts_agree);
 	RUN(sampler_is_keyed_by_seed_and_position);
 	RUN(sampler_distribution_matches_softmax);
+	RUN(verification_is_the_rejection_rule);
 	RUN(chunked_prefill_equals_unchunked_equals_reference);
 	RUN(half_kv_chunked_equals_unchunked_near_reference);
 	RUN(batched_paged_equals_alone_contiguous);

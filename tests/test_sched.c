@@ -618,6 +618,20 @@ static void spec_helpers(void)
 	CHECK(rl_spec_len(&st, 8, 0.1) == 0);                  /* nothing accepted: pause 1 */
 	CHECK(rl_spec_len(&st, 8, 0.1) == 1);                  /* then a probe of one */
 	CHECK(rl_spec_len(&st, 8, 0.1) == 0 && rl_spec_len(&st, 8, 0.1) == 0 && rl_spec_len(&st, 8, 0.1) == 1);
+	/* probes that keep failing: the pause doubles up to RL_SPEC_MAX_PAUSE; and a draft dearer
+	 * than a whole step (a draft model as slow as the target) is never even probed */
+	rl_spec_init(&st);
+	uint32_t probes = 0, last = 0, gap = 0;
+	CHECK(rl_spec_len(&st, 8, 1.0) == 0 && rl_spec_len(&st, 8, 1.0) == 0 && st.wait == 0);
+	for (uint32_t i = 1; i <= 400; i++)
+		if (rl_spec_len(&st, 8, 0.3)) {
+			rl_spec_update(&st, 0, 1);
+			CHECK(i - last >= gap);
+			gap = i - last;
+			last = i;
+			probes++;
+		}
+	CHECKF(probes < 14 && gap == RL_SPEC_MAX_PAUSE + 1, "%u probes, last gap %u", probes, gap);
 	struct rl_spec_cost f = { 0 };
 	CHECK(rl_spec_cost_row(&f, 0) == RL_SPEC_ROW_COST);
 	for (int i = 0; i < 100; i++)                          /* 95 us + 5 us a row */

@@ -420,7 +420,8 @@ static void spec_observe(struct rl_rt *rt, const struct rl_batch *b, uint64_t dt
 			rt->draft_seen_steps = ds.steps;
 		}
 	}
-	rl_sched_set_spec_cost(rt->sched, rl_spec_cost_row(&rt->spec_cost, rt->draft_ns));
+	rl_sched_set_spec_cost(rt->sched, rl_spec_cost_row(&rt->spec_cost, rt->draft_ns),
+			       rl_spec_cost_row(&rt->spec_cost, 0));
 }
 
 static void step_done(struct rl_rt *rt, uint64_t now)

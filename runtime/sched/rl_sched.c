@@ -98,6 +98,7 @@ struct rl_sched {
 	struct rl_batch batch;
 	int in_flight;
 	double spec_cost;              /* a draft's cost relative to a one-row step (rl_spec.h) */
+	double spec_row_cost;          /* a verification row's alone (the draft model's not counted) */
 	struct rl_sched_stats st;
 };
 
@@ -244,7 +245,7 @@ int rl_sched_create(const struct rl_sched_params *p, const struct rl_sched_hooks
 	s->p = *p;
 	s->h = *h;
 	s->budget = p->max_batch_tokens;
-	s->spec_cost = RL_SPEC_ROW_COST;
+	s->spec_cost = s->spec_row_cost = RL_SPEC_ROW_COST;
 	s->bt_cap = (p->max_ctx + p->block_size - 1) / p->block_size;
 	r = rl_kv_create(p->n_kv_blocks, p->block_size, p->prefix_cache, &s->kv);
 	if (r) {
@@ -676,6 +677,13 @@ static uint32_t schedule_drafts(struct rl_sched *s, uint32_t left)
 	if (!s->p.spec_k)
 		return left;
 	uint32_t rows = s->n_prefill || s->n_queued ? left / 2 : left, n = 0;
+	/* a decode-only step that several streams share: drafts may lengthen it by
+	 * RL_SPEC_SHARED_STEP at most (a row is c_row of a one-row step, so the step is
+	 * 1/c_row - 1 + n_dec rows' worth), or every stream's gaps would grow for some */
+	if (s->n_dec > 1 && !s->n_prefill && !s->n_queued && s->spec_row_cost > 0) {
+		const double cap = RL_SPEC_SHARED_STEP * (1 / s->spec_row_cost - 1 + s->n_dec);
+		rows = cap < rows ? (uint32_t)cap : rows;
+	}
 	for (uint32_t i = 0; i < s->n_dec && rows; i++) {
 		struct seqx *x = s->dec[i];
 		if (x->dropped || x->q.no_spec || x->q.logprobs)
@@ -995,9 +1003,10 @@ void rl_sched_complete(struct rl_sched *s, const int32_t *out, uint64_t now_ns)
 
 /* --- control and introspection -------------------------------------------------------- */
 
-void rl_sched_set_spec_cost(struct rl_sched *s, double c)
+void rl_sched_set_spec_cost(struct rl_sched *s, double c, double c_row)
 {
 	s->spec_cost = c > 0 ? c : 0;
+	s->spec_row_cost = c_row > 0 ? c_row : 0;
 }
 
 void rl_sched_set_budget(struct rl_sched *s, uint32_t n)

@@ -23,7 +23,8 @@
  *
  * Policy (implemented in rl_sched.c): decodes first, one row each in admission order; then
  * draft tokens for them to verify (speculative decoding, spec_k > 0: rl_spec.h), each costing
- * a row of the same budget (at most half of what is left while prompts wait); then
+ * a row of the same budget (at most half of what is left while prompts wait, and in a
+ * decode-only step of several streams no more than lengthens it by RL_SPEC_SHARED_STEP); then
  * chunks of prompts in progress (ending on block boundaries where the budget allows); then
  * admission while running < min(max_seqs, budget). When a decode or the oldest prefill cannot
  * get a KV block, the newest running sequence is preempted and re-queued at the front to be
@@ -150,8 +151,10 @@ const struct rl_batch *rl_sched_next(struct rl_sched *s, uint64_t now_ns);
 void rl_sched_complete(struct rl_sched *s, const int32_t *out, uint64_t now_ns);
 
 void rl_sched_set_budget(struct rl_sched *s, uint32_t max_batch_tokens);
-/* A draft's cost relative to a one-row decode step (rl_spec_cost_row), for the draft lengths */
-void rl_sched_set_spec_cost(struct rl_sched *s, double c);
+/* A draft's cost relative to a one-row decode step (rl_spec_cost_row), for the draft lengths,
+ * and a verification row's alone (the same without a draft model's time), for the share of a
+ * step several streams wait on that drafts may take */
+void rl_sched_set_spec_cost(struct rl_sched *s, double c, double c_row);
 void rl_sched_get_stats(const struct rl_sched *s, struct rl_sched_stats *st);
 int  rl_sched_idle(const struct rl_sched *s);   /* 1 when nothing is queued or running */
 

@@ -21,6 +21,8 @@ static double gain(double a, uint32_t k, double c)
 
 uint32_t rl_spec_len(struct rl_spec_state *st, uint32_t k_max, double c)
 {
+	if (k_max && gain(1.0, k_max, c) <= 1)
+		return 0;                       /* not even drafts that are all right would pay */
 	if (st->wait) {
 		if (--st->wait == 0)
 			return k_max ? 1 : 0;     /* the probe after a pause */
@@ -39,7 +41,8 @@ uint32_t rl_spec_len(struct rl_spec_state *st, uint32_t k_max, double c)
 	if (!best && k_max) {               /* does not pay: pause, longer each time */
 		st->wait = st->pause;
 		st->pause = st->pause < RL_SPEC_MAX_PAUSE / 2 ? (uint16_t)(st->pause * 2) : RL_SPEC_MAX_PAUSE;
-	}
+	} else if (best)
+		st->pause = 1;                  /* pays again: the next pause starts short */
 	return best;
 }
 
@@ -49,8 +52,6 @@ void rl_spec_update(struct rl_spec_state *st, uint32_t a, uint32_t n)
 		return;
 	st->acc = st->acc * (float)RL_SPEC_DECAY + (float)a;
 	st->tried = st->tried * (float)RL_SPEC_DECAY + (float)(a < n ? a + 1 : a);
-	if (a)
-		st->pause = 1;
 }
 
 uint32_t rl_spec_ngram(const uint32_t *tok, uint32_t len, uint32_t k, uint32_t *out)

@@ -17,8 +17,11 @@
  * to and including the first rejection), whose ratio α estimates the chance that a draft
  * token is accepted. With each draft costing c of a one-row step, k drafts yield
  * (1 - α^(k+1)) / (1 - α) tokens for 1 + c·k steps; the length chosen maximises that ratio.
- * When no length beats plain decoding (α <= c), the request stops drafting for a while,
- * doubling the pause on each failure, and probes with one draft after it.
+ * When no length beats plain decoding (α <= c), the request stops drafting for a while, and
+ * probes with one draft after it; the pause doubles (up to RL_SPEC_MAX_PAUSE steps) each time
+ * drafting still does not pay, and starts short again once it does. When a draft costs so much
+ * that even drafts all accepted would not pay (a draft model as slow as the target), nothing
+ * is drafted or probed until the measured cost falls.
  *
  * c is measured (struct rl_spec_cost): the runtime fits step time = a + b·rows over the
  * decode steps it runs (speculation itself makes their row counts differ), so a verification
@@ -41,6 +44,9 @@
 #define RL_SPEC_COST_DECAY 0.995       /* the step-time fit's memory (~200 steps) */
 #define RL_SPEC_DECAY      0.85        /* per-round decay of the acceptance counts (~7 rounds) */
 #define RL_SPEC_MAX_PAUSE  64          /* decode steps without drafts after repeated failure */
+#define RL_SPEC_SHARED_STEP 0.1        /* drafts may lengthen a decode-only step that several
+					* streams wait on by this share at most: its rows are paid
+					* by every stream's gaps, the tokens only by the drafters */
 
 /* A request's draft-length state (scheduler-owned). */
 struct rl_spec_state {

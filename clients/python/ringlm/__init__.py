@@ -281,7 +281,7 @@ class Client:
         return ids
 
     def _submit(self, prompt, loop, text, max_tokens, temperature, top_p, top_k, seed, stop,
-                priority, add_bos, logprobs=False, top_logprobs=0, prompt_logprobs=False):
+                priority, add_bos, logprobs=False, top_logprobs=0, prompt_logprobs=False, speculate=True):
         self._check()
         ids = self._prompt_ids(prompt, add_bos)
         stop = list(stop or [])
@@ -306,6 +306,7 @@ class Client:
         r.logprobs = 1 if (logprobs or (top_logprobs and not prompt_logprobs)) else 0
         r.top_logprobs = int(top_logprobs)
         r.prompt_logprobs = 1 if prompt_logprobs else 0
+        r.no_spec = 0 if speculate else 1
         tag = next(self._tags)
         r.tag = tag
         req = _Req(loop, bool(r.logprobs))
@@ -328,14 +329,17 @@ class Client:
         return cls(self, req, rid.value, tag, text, ids[-1])
 
     def stream(self, prompt, max_tokens=16, *, temperature=0.0, top_p=1.0, top_k=0, seed=0, stop=None,
-               priority=0, text=True, add_bos=True, logprobs=False, top_logprobs=0, prompt_logprobs=False):
+               priority=0, text=True, add_bos=True, logprobs=False, top_logprobs=0, prompt_logprobs=False,
+               speculate=True):
         """Submits a request and returns its Stream. prompt: text (tokenized with the runtime's
         vocabulary, BOS first where the vocabulary wants one) or token ids; stop: token ids.
         logprobs / top_logprobs (0..20): each token's log-probability, and that many
         alternatives', in Stream.logprobs (the cpu backend has them); prompt_logprobs: the
-        prompt's in Stream.prompt_logprobs (max_tokens may then be 0: scoring a text)."""
+        prompt's in Stream.prompt_logprobs (max_tokens may then be 0: scoring a text).
+        speculate=False: no speculative decoding for this request on a runtime started with
+        --spec (the same tokens either way; only their timing differs)."""
         return self._submit(prompt, None, text, max_tokens, temperature, top_p, top_k, seed, stop,
-                            priority, add_bos, logprobs, top_logprobs, prompt_logprobs)
+                            priority, add_bos, logprobs, top_logprobs, prompt_logprobs, speculate)
 
     def generate(self, prompt, max_tokens=16, *, ids=False, **kw):
         """The whole output: text, or with ids=True the token ids."""
@@ -345,10 +349,11 @@ class Client:
 
     async def astream(self, prompt, max_tokens=16, *, temperature=0.0, top_p=1.0, top_k=0, seed=0,
                       stop=None, priority=0, text=True, add_bos=True, logprobs=False, top_logprobs=0,
-                      prompt_logprobs=False):
+                      prompt_logprobs=False, speculate=True):
         """As stream(), returning an AsyncStream bound to the running event loop."""
         return self._submit(prompt, asyncio.get_running_loop(), text, max_tokens, temperature, top_p,
-                            top_k, seed, stop, priority, add_bos, logprobs, top_logprobs, prompt_logprobs)
+                            top_k, seed, stop, priority, add_bos, logprobs, top_logprobs, prompt_logprobs,
+                            speculate)
 
     async def agenerate(self, prompt, max_tokens=16, *, ids=False, **kw):
         s = await self.astream(prompt, max_tokens, text=not ids, **kw)

@@ -24,7 +24,8 @@ class Request(ctypes.Structure):
                 ("top_k", ctypes.c_uint32), ("top_p", ctypes.c_float), ("seed", ctypes.c_uint64),
                 ("stop", ctypes.POINTER(ctypes.c_uint32)), ("n_stop", ctypes.c_uint32),
                 ("priority", ctypes.c_int32), ("deadline_ns", ctypes.c_uint64), ("tag", ctypes.c_uint64),
-                ("logprobs", ctypes.c_uint8), ("top_logprobs", ctypes.c_uint8), ("prompt_logprobs", ctypes.c_uint8)]
+                ("logprobs", ctypes.c_uint8), ("top_logprobs", ctypes.c_uint8), ("prompt_logprobs", ctypes.c_uint8),
+                ("no_spec", ctypes.c_uint8)]
 
 
 class Logprobs(ctypes.Structure):

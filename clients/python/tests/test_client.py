@@ -50,6 +50,18 @@ def test_embedded_equals_daemon(daemon):
         assert d.generate("The dog", **kw) == e.generate("The dog", **kw)
 
 
+def test_speculation_keeps_the_tokens(daemon):
+    m, t = model_files()
+    with ringlm.Client(socket=daemon) as d, \
+            ringlm.Client(model=m, tokenizer=t, runtime_args="--threads 1 --spec ngram") as e:
+        for kw in (dict(max_tokens=120), dict(max_tokens=80, temperature=0.9, top_p=0.95, seed=3)):
+            want = d.generate("Once upon a time", **kw)
+            assert e.generate("Once upon a time", **kw) == want
+            assert e.generate("Once upon a time", speculate=False, **kw) == want
+        st = e.stats()
+        assert st["spec_k"] == 8 and st["spec_accepted"] <= st["spec_drafted"], st
+
+
 def test_streams_from_many_threads(daemon):
     with ringlm.Client(socket=daemon) as c:
         solo = {s: c.generate("Lily", max_tokens=24, temperature=1.0, seed=s, ids=True) for s in range(4)}
