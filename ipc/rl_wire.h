@@ -44,9 +44,10 @@
 #include "ipc/rl_ring.h"
 
 #define RL_WIRE_MAGIC   0x4d4c4752u  /* "RGLM" */
-#define RL_WIRE_VERSION 5u          /* 2: observer attach, refusal counters; 3: chat template family;
+#define RL_WIRE_VERSION 6u          /* 2: observer attach, refusal counters; 3: chat template family;
 				     * 4: the budget's five-feature step model, margin, calibration;
-				     * 5: log-probabilities (rl_req.logprobs, the slab beside the event ring) */
+				     * 5: log-probabilities (rl_req.logprobs, the slab beside the event ring);
+				     * 6: speculative decoding (rl_req.no_spec, spec_* info stats) */
 #define RL_MAX_TOP_LOGPROBS 20       /* alternatives a token's log-probabilities list (rl_lp) */
 #define RL_MAX_STOP_IDS 8            /* stop ids per request (rl_req.stop, rl_seq.stop) */
 

@@ -78,6 +78,7 @@ struct tb {
 	struct rl_batch b;
 	struct rl_batch_seq seqs[64];
 	uint32_t tokens[4096], pos[4096], row_seq[4096], bt[64][512];
+	int32_t draft_out[64][16];
 };
 
 static void make_batch(struct tb *t, uint32_t n_pf, uint32_t n_dec, uint32_t max_q, uint32_t max_ctx,
@@ -95,6 +96,11 @@ static void make_batch(struct tb *t, uint32_t n_pf, uint32_t n_dec, uint32_t max
 			t->bt[i][k] = (uint32_t)(rnd() % n_blocks);
 		s->block_table = t->bt[i];
 		s->sample = (rnd() & 1) || i >= n_pf;
+		/* some multi-row seqs that sample verify drafts (speculative decoding) */
+		if (i < n_pf && s->sample && s->q_len > 1 && rnd() % 3 == 0) {
+			s->n_draft = 1 + rnd() % (s->q_len - 1 < 15 ? s->q_len - 1 : 15);
+			s->draft_out = t->draft_out[i];
+		}
 		s->seq_id = i;
 		s->sp = (struct rl_sampling){ 0.5f + i, 0.9f, i, 0, 1000 + i };
 		for (uint32_t r = 0; r < s->q_len; r++, row++) {
@@ -108,7 +114,7 @@ static void make_batch(struct tb *t, uint32_t n_pf, uint32_t n_dec, uint32_t max
 
 /* Checks the packed image against the batch: the invariants the kernels rely on. */
 static void check_packed(const struct rl_cuda_geom *g, const struct rl_cuda_layout *l, const struct tb *t,
-			 const void *img, uint32_t rows, size_t bytes, const uint32_t *samp_seq)
+			 const void *img, uint32_t rows, size_t bytes, const uint32_t *samp_seq, const int32_t *samp_draft)
 {
 	const struct rl_batch *b = &t->b;
 	struct rl_cuda_meta m = rl_cuda_host_meta_at(l, img);
@@ -165,12 +171,16 @@ static void check_packed(const struct rl_cuda_geom *g, const struct rl_cuda_layo
 		const struct rl_batch_seq *s = &b->seqs[i];
 		if (!s->sample)
 			continue;
-		REQUIRE(j < m.hdr->n_samp);
-		CHECK(samp_seq[j] == i && m.samp_row[j] == (int32_t)(s->q_start + s->q_len - 1));
-		CHECK(m.samp[j].row == m.samp_row[j] && m.samp[j].position == s->ctx_len);
-		CHECK(m.samp[j].seed == s->sp.seed && m.samp[j].top_k == s->sp.top_k &&
-		      m.samp[j].temperature == s->sp.temperature && m.samp[j].top_p == s->sp.top_p);
-		j++;
+		/* its draft rows, each keyed by the position it samples, then its last row */
+		for (uint32_t k = 0; k <= s->n_draft; k++) {
+			REQUIRE(j < m.hdr->n_samp);
+			const int32_t row = (int32_t)(s->q_start + s->q_len - 1 - s->n_draft + k);
+			CHECK(samp_seq[j] == i && m.samp_row[j] == row && samp_draft[j] == (k < s->n_draft ? (int32_t)k : -1));
+			CHECK(m.samp[j].row == m.samp_row[j] && m.samp[j].position == s->ctx_len - s->n_draft + k);
+			CHECK(m.samp[j].seed == s->sp.seed && m.samp[j].top_k == s->sp.top_k &&
+			      m.samp[j].temperature == s->sp.temperature && m.samp[j].top_p == s->sp.top_p);
+			j++;
+		}
 	}
 	CHECK(j == m.hdr->n_samp);
 	for (; j < rl_cuda_host_samp_cap(g, rows); j++)
@@ -205,18 +215,20 @@ static void test_pack_random(void)
 	struct rl_cuda_geom g;
 	struct rl_cuda_layout l;
 	rl_cuda_host_geom(&g, 1024, 64, 5000, 16, 4096, 8, 2, 1000, 264);
+	g.max_samp += 256;                 /* room for verification rows, as the backend makes */
 	rl_cuda_host_layout(&g, &l);
 	char *img = malloc(l.max_bytes);
-	uint32_t samp_seq[64];
+	uint32_t samp_seq[512];
+	int32_t samp_draft[512];
 	for (int it = 0; it < 300; it++) {
 		uint32_t n_pf = rnd() % 4, n_dec = rnd() % 20 + (n_pf ? 0 : 1);
 		make_batch(&t, n_pf, n_dec, 100, it % 3 ? 64 : 4096, 16, 5000, 1000);
 		uint32_t rows = t.b.n_tokens + (uint32_t)(rnd() % 8);
 		memset(img, 0x5a, l.max_bytes);            /* poison: every read field must be written */
 		size_t bytes = 0;
-		int rc = rl_cuda_host_pack(&g, &l, &t.b, rows, img, &bytes, samp_seq);
+		int rc = rl_cuda_host_pack(&g, &l, &t.b, rows, img, &bytes, samp_seq, samp_draft);
 		REQUIRE(rc == 0);
-		check_packed(&g, &l, &t, img, rows, bytes, samp_seq);
+		check_packed(&g, &l, &t, img, rows, bytes, samp_seq, samp_draft);
 		if (rl_t_failed_now)
 			return;
 	}
@@ -231,7 +243,8 @@ static void test_pack_splits(void)
 	rl_cuda_host_geom(&g, 64, 8, 5000, 16, 8192, 32, 8, 1000, 264);
 	rl_cuda_host_layout(&g, &l);
 	char *img = malloc(l.max_bytes);
-	uint32_t samp_seq[8];
+	uint32_t samp_seq[512];
+	int32_t samp_draft[512];
 	size_t bytes;
 	/* one decode row with a long context: split into several partials */
 	make_batch(&t, 0, 1, 1, 2, 16, 5000, 1000);
@@ -239,14 +252,14 @@ static void test_pack_splits(void)
 	t.seqs[0].n_blocks = (5000 + 15) / 16;
 	for (uint32_t k = 0; k < t.seqs[0].n_blocks; k++)
 		t.bt[0][k] = k;
-	REQUIRE(rl_cuda_host_pack(&g, &l, &t.b, 1, img, &bytes, samp_seq) == 0);
+	REQUIRE(rl_cuda_host_pack(&g, &l, &t.b, 1, img, &bytes, samp_seq, samp_draft) == 0);
 	struct rl_cuda_meta m = rl_cuda_host_meta_at(&l, img);
 	CHECK(m.hdr->n_parts > 1 && m.hdr->n_items == m.hdr->n_parts);
 	CHECK(m.row_nparts[0] == (int32_t)m.hdr->n_parts && m.row_part[0] == 0);
-	check_packed(&g, &l, &t, img, 1, bytes, samp_seq);
+	check_packed(&g, &l, &t, img, 1, bytes, samp_seq, samp_draft);
 	/* a short context is never split */
 	t.seqs[0].ctx_len = 300; t.pos[0] = 299;
-	REQUIRE(rl_cuda_host_pack(&g, &l, &t.b, 1, img, &bytes, samp_seq) == 0);
+	REQUIRE(rl_cuda_host_pack(&g, &l, &t.b, 1, img, &bytes, samp_seq, samp_draft) == 0);
 	CHECK(m.hdr->n_parts == 0 && m.hdr->n_items == 1 && m.row_part[0] == -1);
 	/* enough decode rows to fill the GPU: no split even for long contexts */
 	make_batch(&t, 0, 8, 1, 2, 16, 5000, 1000);
@@ -257,7 +270,7 @@ static void test_pack_splits(void)
 		for (uint32_t k = 0; k < 188; k++)
 			t.bt[i][k] = k;
 	}
-	REQUIRE(rl_cuda_host_pack(&g, &l, &t.b, 8, img, &bytes, samp_seq) == 0);
+	REQUIRE(rl_cuda_host_pack(&g, &l, &t.b, 8, img, &bytes, samp_seq, samp_draft) == 0);
 	m = rl_cuda_host_meta_at(&l, img);
 	CHECK(m.hdr->n_parts == 0 && m.hdr->n_items == 8);
 	free(img);
@@ -271,26 +284,27 @@ static void test_pack_rejects(void)
 	rl_cuda_host_geom(&g, 64, 8, 100, 16, 512, 8, 2, 1000, 264);
 	rl_cuda_host_layout(&g, &l);
 	char *img = malloc(l.max_bytes);
-	uint32_t samp_seq[8];
+	uint32_t samp_seq[512];
+	int32_t samp_draft[512];
 	size_t bytes;
 	make_batch(&t, 1, 2, 10, 100, 16, 100, 1000);
-	REQUIRE(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq) == 0);
-	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens - 1, img, &bytes, samp_seq) == -EINVAL);
-	CHECK(rl_cuda_host_pack(&g, &l, &t.b, 65, img, &bytes, samp_seq) == -EINVAL);
+	REQUIRE(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq, samp_draft) == 0);
+	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens - 1, img, &bytes, samp_seq, samp_draft) == -EINVAL);
+	CHECK(rl_cuda_host_pack(&g, &l, &t.b, 65, img, &bytes, samp_seq, samp_draft) == -EINVAL);
 	t.tokens[0] = 1000;
-	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq) == -EINVAL);
+	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq, samp_draft) == -EINVAL);
 	t.tokens[0] = 1;
 	t.bt[1][0] = 100;
-	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq) == -EINVAL);
+	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq, samp_draft) == -EINVAL);
 	t.bt[1][0] = 0;
 	t.pos[t.b.n_tokens - 1]++;
-	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq) == -EINVAL);
+	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq, samp_draft) == -EINVAL);
 	t.pos[t.b.n_tokens - 1]--;
 	t.seqs[2].q_len = 2;                            /* decode rows are one token */
-	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq) == -EINVAL);
+	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq, samp_draft) == -EINVAL);
 	t.seqs[2].q_len = 1;
 	t.b.block_size = 32;
-	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq) == -EINVAL);
+	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq, samp_draft) == -EINVAL);
 	free(img);
 }
 

@@ -7,7 +7,9 @@
  *   poll()         1 when the step is done, 0 while it runs, -errno on failure; never blocks
  *                  (with info.finish_works it stays 0 until finish() has been called);
  *   finish(out)    waits for the step, then writes out[i] for each batch seq i: the sampled
- *                  token id where seqs[i].sample, else -1. Returns 0 or -errno.
+ *                  token id where seqs[i].sample, else -1 (and, for a seq verifying drafts,
+ *                  its draft rows' tokens into seqs[i].draft_out: rl_batch.h). Returns 0 or
+ *                  -errno.
  * The batch (and everything it points to) stays valid and unchanged from launch to finish.
  */
 #ifndef RL_BACKEND_H
@@ -34,6 +36,9 @@ struct rl_backend_info {
 	 * it right after launch. 0: the step runs elsewhere (sim, GPU) and the runtime polls its
 	 * rings until poll() says done. */
 	int      finish_works;
+	/* draft rows (rl_batch.h n_draft) one step may verify in all: UINT32_MAX no limit (cpu,
+	 * sim), else what the backend sized its sampling buffers for (cuda: max_draft_rows) */
+	uint32_t max_draft_rows;
 };
 
 #define RL_SIM_DEFAULT_CTX 8192        /* the sim backend's context when none is asked for */
@@ -43,6 +48,8 @@ struct rl_backend_params {
 	uint32_t block_size;           /* tokens per block */
 	uint32_t max_batch_tokens;     /* most rows in one step (activation buffers sized by this) */
 	uint32_t max_seqs;             /* most sequences in one step */
+	uint32_t max_draft_rows;       /* cuda: draft rows a step may verify beyond one sampling row
+					* per sequence (LM head and sampler buffers sized for them) */
 	uint32_t max_ctx;              /* cpu, cuda: context length served (--ctx); 0 = the model's */
 	int      threads;              /* cpu: worker threads; 0 = all CPUs but the runtime's */
 	int      runtime_cpu;          /* cpu the runtime thread is pinned to, -1 if none */

@@ -933,6 +933,7 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	c->be.info.max_ctx = ctx;
 	c->be.info.bos_id = cfg->bos_id;
 	c->be.info.eos_id = cfg->eos_id;
+	c->be.info.max_draft_rows = UINT32_MAX;   /* the LM head runs max_seqs rows at a time */
 	c->be.info.vocab_blob = m->vocab_blob;
 	c->be.info.vocab_blob_size = m->vocab_blob_size;
 	*out = &c->be;

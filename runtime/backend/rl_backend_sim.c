@@ -127,6 +127,7 @@ int rl_backend_sim_create(const struct rl_backend_params *p, struct rl_backend *
 	s->be.info.max_ctx = p->sim_max_ctx ? p->sim_max_ctx : RL_SIM_DEFAULT_CTX;
 	s->be.info.bos_id = 1;
 	s->be.info.eos_id = UINT32_MAX;
+	s->be.info.max_draft_rows = UINT32_MAX;
 	*out = &s->be;
 	return 0;
 }

@@ -161,7 +161,7 @@ static int cuda_launch(struct rl_backend *be, const struct rl_batch *b)
 	int bi = rl_cuda_host_pick_bucket(c->buckets, c->n_buckets, b->n_tokens);
 	uint32_t rows = bi >= 0 ? c->buckets[bi] : rl_cuda_host_eager_rows(b->n_tokens);
 	size_t bytes;
-	int rc = rl_cuda_host_pack(&c->g, &c->lay, b, rows, c->meta_h, &bytes, c->samp_seq);
+	int rc = rl_cuda_host_pack(&c->g, &c->lay, b, rows, c->meta_h, &bytes, c->samp_seq, c->samp_draft);
 	if (rc)
 		return step_fail(c, rc, "packing the step", cudaSuccess);
 	const struct rl_cuda_hdr *h = c->meta_h;
@@ -221,14 +221,19 @@ static int cuda_finish(struct rl_backend *be, int32_t *out)
 	struct rl_cuda *c = be->priv;
 	if (!c->cur)
 		return -EINVAL;
+	const struct rl_batch *b = c->cur;
 	c->cur = NULL;
 	cudaError_t e = cudaEventSynchronize(c->done);
 	if (e != cudaSuccess)           /* a kernel of the step failed: the sticky error says which */
 		return step_fail(c, -EIO, "step", e);
 	for (uint32_t i = 0; i < c->n_seqs; i++)
 		out[i] = -1;
-	for (uint32_t j = 0; j < c->n_samp; j++)
-		out[c->samp_seq[j]] = c->ids_h[j];
+	for (uint32_t j = 0; j < c->n_samp; j++) {
+		if (c->samp_draft[j] < 0)
+			out[c->samp_seq[j]] = c->ids_h[j];
+		else                    /* a verification row (rl_batch.h n_draft) */
+			b->seqs[c->samp_seq[j]].draft_out[c->samp_draft[j]] = c->ids_h[j];
+	}
 	c->last_valid = 1;
 	return 0;
 }
@@ -261,6 +266,7 @@ static void free_all(struct rl_cuda *c)
 		cudaStreamDestroy(c->st);
 	free(c->L);
 	free(c->samp_seq);
+	free(c->samp_draft);
 	free(c->vocab_blob);
 	free(c);
 }
@@ -283,7 +289,7 @@ EXPORT int rl_backend_cuda_logits(struct rl_backend *be, uint32_t seq_index, flo
 	if (be->ops != &cuda_ops || !c->last_valid || seq_index >= c->n_seqs)
 		return -ENOENT;
 	for (uint32_t j = 0; j < c->n_samp; j++)
-		if (c->samp_seq[j] == seq_index)
+		if (c->samp_seq[j] == seq_index && c->samp_draft[j] < 0)
 			return cudaMemcpy(out, c->logits + (size_t)j * c->vocab, c->vocab * sizeof(float),
 					  cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -EIO;
 	return -ENOENT;
@@ -493,7 +499,7 @@ static void *carve(char **p, size_t n, size_t size)
 static size_t act_bytes(struct rl_cuda *c, int carve_into, char *base)
 {
 	char *p = base;
-	size_t R = c->g.max_rows, S = c->g.max_seqs, P = c->g.max_parts;
+	size_t R = c->g.max_rows, S = c->g.max_samp, P = c->g.max_parts;
 	C(c->x, R * c->dim, 4);
 	C(c->delta, R * c->dim, 4);
 	/* the 2-byte buffers hold c->wdt */
@@ -659,8 +665,9 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 	c->nl = cfg.n_layers; c->nh = cfg.n_heads; c->nkv = cfg.n_kv_heads;
 	c->qd = c->nh * c->hd; c->kvd = c->nkv * c->hd;
 	c->L = calloc(c->nl, sizeof *c->L);
-	c->samp_seq = calloc(p->max_seqs, sizeof *c->samp_seq);
-	if (!c->L || !c->samp_seq) {
+	c->samp_seq = calloc((size_t)p->max_seqs + p->max_draft_rows, sizeof *c->samp_seq);
+	c->samp_draft = calloc((size_t)p->max_seqs + p->max_draft_rows, sizeof *c->samp_draft);
+	if (!c->L || !c->samp_seq || !c->samp_draft) {
 		free_all(c);
 		return -ENOMEM;
 	}
@@ -668,6 +675,7 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 	CU(cudaGetDeviceProperties(&prop, 0), "device properties");
 	rl_cuda_host_geom(&c->g, p->max_batch_tokens, p->max_seqs, p->n_kv_blocks, p->block_size,
 			  cfg.max_ctx, c->nh, c->nkv, c->vocab, 2u * (uint32_t)prop.multiProcessorCount);
+	c->g.max_samp += p->max_draft_rows;        /* LM head and sampler rows for verification */
 	rl_cuda_host_layout(&c->g, &c->lay);
 	if ((rc = rl_cuda_host_parse_buckets(p->cuda_graph_buckets, c->g.max_rows, c->buckets, &c->n_buckets, err, errlen))) {
 		free_all(c);
@@ -715,7 +723,7 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 	CU(cudaMemsetAsync(c->act, 0, ab, c->st), "activation buffers");
 	CU(cudaMalloc(&c->meta_d, c->lay.max_bytes), "metadata buffer");
 	CU(cudaMallocHost(&c->meta_h, c->lay.max_bytes), "pinned metadata buffer");
-	CU(cudaMallocHost((void **)&c->ids_h, c->g.max_seqs * sizeof(int32_t)), "pinned id buffer");
+	CU(cudaMallocHost((void **)&c->ids_h, c->g.max_samp * sizeof(int32_t)), "pinned id buffer");
 	c->md = rl_cuda_host_meta_at(&c->lay, c->meta_d);
 
 	float *inv = malloc(c->hd / 2 * sizeof(float));
@@ -775,6 +783,7 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 	c->be.info.max_ctx = cfg.max_ctx;
 	c->be.info.bos_id = cfg.bos_id;
 	c->be.info.eos_id = cfg.eos_id;
+	c->be.info.max_draft_rows = p->max_draft_rows;
 	c->be.info.vocab_blob = m ? m->vocab_blob : c->vocab_blob;
 	c->be.info.vocab_blob_size = m ? m->vocab_blob_size : c->vocab_blob_size;
 	*out = &c->be;

@@ -47,7 +47,7 @@ struct rl_cuda {
 
 	void *meta_h, *meta_d;         /* pinned host image, its fixed device copy */
 	struct rl_cuda_meta md;        /* pointers into meta_d */
-	int32_t *ids_h;                /* pinned [max_seqs] */
+	int32_t *ids_h;                /* pinned [max_samp] */
 
 	uint32_t buckets[RL_CUDA_MAX_BUCKETS], n_buckets;
 	cudaGraphExec_t graph[RL_CUDA_MAX_BUCKETS];
@@ -69,7 +69,8 @@ struct rl_cuda {
 	char err[256];                 /* why the last launch/finish failed (rl_backend_cuda_last_error) */
 
 	const struct rl_batch *cur;    /* launched, not finished */
-	uint32_t *samp_seq;            /* [max_seqs] batch seq of each sampling row */
+	uint32_t *samp_seq;            /* [max_samp] batch seq of each sampling row */
+	int32_t  *samp_draft;          /* [max_samp] the draft it verifies, -1 for the seq's last row */
 	uint32_t n_samp, n_seqs;
 	int last_valid;                /* logits of the last finished step are readable */
 

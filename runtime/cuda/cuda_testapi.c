@@ -89,9 +89,11 @@ static int meta(struct scope *s, const struct rl_cuda_geom *g, const struct rl_b
 	struct rl_cuda_layout l;
 	rl_cuda_host_layout(g, &l);
 	void *img = malloc(l.max_bytes);
-	uint32_t *samp_seq = malloc(g->max_seqs * sizeof *samp_seq);
+	uint32_t *samp_seq = malloc(g->max_samp * sizeof *samp_seq);
+	int32_t *samp_draft = malloc(g->max_samp * sizeof *samp_draft);
 	size_t bytes = 0;
-	int rc = img && samp_seq ? rl_cuda_host_pack(g, &l, b, rows, img, &bytes, samp_seq) : -ENOMEM;
+	int rc = img && samp_seq && samp_draft ? rl_cuda_host_pack(g, &l, b, rows, img, &bytes, samp_seq, samp_draft)
+					       : -ENOMEM;
 	if (rc)
 		failf(s, "packing the step: %s", strerror(-rc));
 	else {
@@ -102,6 +104,7 @@ static int meta(struct scope *s, const struct rl_cuda_geom *g, const struct rl_b
 	}
 	free(img);
 	free(samp_seq);
+	free(samp_draft);
 	return rc;
 }
 
@@ -234,7 +237,8 @@ static int t_fi_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, 
 	struct rl_cuda_layout l;
 	rl_cuda_host_layout(g, &l);
 	void *img = NULL, *ih = NULL;
-	uint32_t *samp_seq = malloc(g->max_seqs * sizeof *samp_seq);
+	uint32_t *samp_seq = malloc(g->max_samp * sizeof *samp_seq);
+	int32_t *samp_draft = malloc(g->max_samp * sizeof *samp_draft);
 	int32_t *synth = malloc((rows + 1) * sizeof *synth);
 	size_t bytes = 0;
 	uint32_t max_pages = 1, nkv = g->n_kv_heads;
@@ -242,10 +246,10 @@ static int t_fi_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, 
 		if ((b->seqs[i].ctx_len + g->block_size - 1) / g->block_size > max_pages)
 			max_pages = (b->seqs[i].ctx_len + g->block_size - 1) / g->block_size;
 	struct rl_cuda_fi_ws ws = { 0 };
-	if (!samp_seq || !synth)
+	if (!samp_seq || !samp_draft || !synth)
 		failf(&s, "out of host memory");
 	else if (ok(&s, cudaMallocHost(&img, l.max_bytes), "cudaMallocHost (step image)")) {
-		int rc = rl_cuda_host_pack(g, &l, b, rows, img, &bytes, samp_seq);
+		int rc = rl_cuda_host_pack(g, &l, b, rows, img, &bytes, samp_seq, samp_draft);
 		if (rc)
 			failf(&s, "packing the step: %s", strerror(-rc));
 		else if (!((const struct rl_cuda_hdr *)img)->fi_decode)
@@ -257,6 +261,7 @@ static int t_fi_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, 
 	if (s.failed) {
 		int rc = strstr(last_err, "decode-only") ? -EINVAL : -EIO;
 		free(samp_seq);
+		free(samp_draft);
 		free(synth);
 		cudaFreeHost(img);
 		return rc;
@@ -333,6 +338,7 @@ static int t_fi_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, 
 	cudaFreeHost(ih);
 	cudaFreeHost(img);
 	free(samp_seq);
+	free(samp_draft);
 	free(synth);
 	return mismatch ? -EPROTO : rc;
 }

@@ -420,8 +420,11 @@ static void spec_observe(struct rl_rt *rt, const struct rl_batch *b, uint64_t dt
 			rt->draft_seen_steps = ds.steps;
 		}
 	}
-	rl_sched_set_spec_cost(rt->sched, rl_spec_cost_row(&rt->spec_cost, rt->draft_ns),
-			       rl_spec_cost_row(&rt->spec_cost, 0));
+	if (rt->p.spec_cost > 0)        /* --spec-cost: fixed */
+		rl_sched_set_spec_cost(rt->sched, rt->p.spec_cost, rt->p.spec_cost);
+	else
+		rl_sched_set_spec_cost(rt->sched, rl_spec_cost_row(&rt->spec_cost, rt->draft_ns),
+				       rl_spec_cost_row(&rt->spec_cost, 0));
 }
 
 static void step_done(struct rl_rt *rt, uint64_t now)
@@ -757,6 +760,12 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 	sp.prefix_cache = p->prefix_cache;
 	sp.eos_id = bi->eos_id;
 	sp.spec_k = p->spec_k;
+	sp.spec_max_rows = bi->max_draft_rows == UINT32_MAX ? 0 : bi->max_draft_rows;
+	if (p->spec_k && !bi->max_draft_rows) {
+		snprintf(err, errlen, "--spec: the %s backend cannot verify drafts; omit --spec", bi->name);
+		rc = -ENOTSUP;
+		goto fail;
+	}
 	struct rl_sched_hooks hooks = { .ctx = rt, .reserve = hook_reserve, .emit = hook_emit,
 					.emit_prompt = hook_emit_prompt };
 	if (p->spec_model) {           /* the draft model: its own backend, KV pool and drafter */
@@ -778,6 +787,8 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 		snprintf(err, errlen, "cannot create the scheduler: %s", strerror(-rc));
 		goto fail;
 	}
+	if (p->spec_cost > 0)
+		rl_sched_set_spec_cost(rt->sched, p->spec_cost, p->spec_cost);
 	rl_budget_init(&rt->budget, p->itl_target_ns, sp.max_batch_tokens);
 	rt->calib = (struct rl_calib_geom){ .n_blocks = n_blocks, .block_size = p->block_size,
 		.max_seqs = p->max_seqs, .max_tokens = sp.max_batch_tokens, .max_ctx = bi->max_ctx,

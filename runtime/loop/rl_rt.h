@@ -37,6 +37,8 @@ struct rl_rt_params {
 	uint32_t spec_k;               /* --spec ngram|FILE --spec-k N: speculative decoding, drafts
 					* of at most N tokens; 0 = off (default) */
 	const char *spec_model;        /* --spec FILE: drafts from this model (else prompt lookup) */
+	double   spec_cost;            /* --spec-cost C: a draft's cost relative to a one-row step,
+					* fixed; 0 = measured (rl_spec.h) */
 	uint32_t max_clients, max_inflight, max_prompt, max_new;
 	uint32_t req_cap, evt_cap, arena_ids;
 	uid_t    allow_uid[RL_RT_MAX_ALLOW]; int n_allow_uid;

@@ -15,7 +15,7 @@ void rl_rt_usage(FILE *f)
 "usage: ringlmd [--model PATH|synthetic:SHAPE] [--tokenizer PATH] [--backend cpu|cuda|sim]\n"
 "               [--socket NAME] [--cpu N] [--threads N] [--max-batch-tokens N|auto]\n"
 "               [--itl-target-us N] [--max-seqs N] [--ctx N] [--kv-blocks N] [--block-size N]\n"
-"               [--prefix-cache on|off] [--spec off|ngram|DRAFT.gguf] [--spec-k N]\n"
+"               [--prefix-cache on|off] [--spec off|ngram|DRAFT.gguf] [--spec-k N] [--spec-cost C]\n"
 "               [--max-clients N] [--max-inflight N]\n"
 "               [--max-prompt N] [--max-new N] [--allow-uid UID] [--allow-gid GID]\n"
 "               [--sim-step-us A] [--sim-token-us B] [--sim-vocab V]\n"
@@ -58,6 +58,7 @@ static const struct option value_opts[] = {
 	{ "prefix-cache", required_argument, NULL, 0 },
 	{ "spec", required_argument, NULL, 0 },
 	{ "spec-k", required_argument, NULL, 0 },
+	{ "spec-cost", required_argument, NULL, 0 },
 	{ "max-clients", required_argument, NULL, 0 },
 	{ "max-inflight", required_argument, NULL, 0 },
 	{ "max-prompt", required_argument, NULL, 0 },
@@ -187,6 +188,14 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 		} else if (!strcmp(a, "--spec-k")) {
 			NUM(1, RL_SPEC_MAX_K);
 			spec_k = (uint32_t)n;
+		} else if (!strcmp(a, "--spec-cost")) {
+			char *end;
+			const double c = strtod(v, &end);
+			if (end == v || *end || !(c > 0 && c <= 100)) {
+				snprintf(err, errlen, "--spec-cost wants a draft's cost relative to a one-row step, a number in (0, 100], got '%s'", v);
+				return -EINVAL;
+			}
+			p->spec_cost = c;
 		} else if (!strcmp(a, "--max-clients")) {
 			NUM(1, 4096);
 			p->max_clients = (uint32_t)n;

@@ -12,6 +12,7 @@
 #include "runtime/model/rl_model_io.h"
 #include "runtime/model/rl_model_plan.h"
 #include "runtime/loop/rl_rt_backend.h"
+#include "runtime/sched/rl_spec.h"
 
 typedef int (*cuda_create_fn)(const struct rl_model *m, const char *synthetic_shape,
 			      const struct rl_backend_params *p, struct rl_backend **out,
@@ -104,6 +105,9 @@ int rl_rt_backend_open(const struct rl_rt_params *p, struct rl_backend **be, str
 		.cuda_graph_buckets = p->cuda_graph_buckets,
 		.cuda_dtype = p->cuda_dtype,
 		.cuda_attn = p->cuda_attn,
+		/* verification rows the cuda backend sizes its LM head and sampler for */
+		.max_draft_rows = p->spec_k ? (rl_rt_max_budget(p) < RL_SPEC_CUDA_ROWS ? rl_rt_max_budget(p)
+										     : RL_SPEC_CUDA_ROWS) : 0,
 		.sim_vocab = p->sim_vocab,
 		.sim_max_ctx = p->ctx,
 		.sim_step_ns = p->sim_step_ns,
@@ -119,11 +123,6 @@ int rl_rt_backend_open(const struct rl_rt_params *p, struct rl_backend **be, str
 	if (!p->model) {
 		snprintf(err, errlen, "--backend %s needs --model PATH or --model synthetic:SHAPE", name);
 		return -EINVAL;
-	}
-	if (!strcmp(name, "cuda") && p->spec_k) {
-		snprintf(err, errlen, "--spec: speculative decoding runs on the cpu and sim backends; "
-			 "the cuda backend does not verify drafts yet (omit --spec)");
-		return -ENOTSUP;
 	}
 	if (!strcmp(name, "cuda") && !p->kv_f16) {
 		snprintf(err, errlen, "--kv-type f32 is for the cpu backend; the cuda backend keeps its KV "

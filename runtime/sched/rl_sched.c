@@ -677,10 +677,12 @@ static uint32_t schedule_drafts(struct rl_sched *s, uint32_t left)
 	if (!s->p.spec_k)
 		return left;
 	uint32_t rows = s->n_prefill || s->n_queued ? left / 2 : left, n = 0;
-	/* a decode-only step that several streams share: drafts may lengthen it by
-	 * RL_SPEC_SHARED_STEP at most (a row is c_row of a one-row step, so the step is
+	if (s->p.spec_max_rows && s->p.spec_max_rows < rows)
+		rows = s->p.spec_max_rows;
+	/* a step that several streams share: drafts may lengthen it by RL_SPEC_SHARED_STEP of its
+	 * decodes' time at most (a row is c_row of a one-row step, so the decodes are
 	 * 1/c_row - 1 + n_dec rows' worth), or every stream's gaps would grow for some */
-	if (s->n_dec > 1 && !s->n_prefill && !s->n_queued && s->spec_row_cost > 0) {
+	if (s->n_dec > 1 && s->spec_row_cost > 0) {
 		const double cap = RL_SPEC_SHARED_STEP * (1 / s->spec_row_cost - 1 + s->n_dec);
 		rows = cap < rows ? (uint32_t)cap : rows;
 	}

@@ -23,8 +23,8 @@
  *
  * Policy (implemented in rl_sched.c): decodes first, one row each in admission order; then
  * draft tokens for them to verify (speculative decoding, spec_k > 0: rl_spec.h), each costing
- * a row of the same budget (at most half of what is left while prompts wait, and in a
- * decode-only step of several streams no more than lengthens it by RL_SPEC_SHARED_STEP); then
+ * a row of the same budget (at most half of what is left while prompts wait, and in a step
+ * of several streams no more than lengthens their decodes by RL_SPEC_SHARED_STEP); then
  * chunks of prompts in progress (ending on block boundaries where the budget allows); then
  * admission while running < min(max_seqs, budget). When a decode or the oldest prefill cannot
  * get a KV block, the newest running sequence is preempted and re-queued at the front to be
@@ -112,8 +112,10 @@ struct rl_sched_params {
 	uint32_t max_ctx;              /* longest sequence, prompt + generated (default 4096) */
 	uint32_t pool_size;            /* most live requests, queued + running (default 1024) */
 	int      prefix_cache;         /* 1 = on (default) */
-	uint32_t spec_k;               /* speculative decoding by prompt lookup: the longest draft
-					* (<= RL_SPEC_MAX_K); 0 = off (default) */
+	uint32_t spec_k;               /* speculative decoding: the longest draft (<= RL_SPEC_MAX_K);
+					* 0 = off (default) */
+	uint32_t spec_max_rows;        /* draft rows one step may carry in all (the backend's
+					* rl_backend_info.max_draft_rows); 0 = no limit */
 	uint32_t eos_id;               /* UINT32_MAX = none */
 };
 

@@ -44,7 +44,10 @@
 #define RL_SPEC_COST_DECAY 0.995       /* the step-time fit's memory (~200 steps) */
 #define RL_SPEC_DECAY      0.85        /* per-round decay of the acceptance counts (~7 rounds) */
 #define RL_SPEC_MAX_PAUSE  64          /* decode steps without drafts after repeated failure */
-#define RL_SPEC_SHARED_STEP 0.1        /* drafts may lengthen a decode-only step that several
+#define RL_SPEC_CUDA_ROWS  64          /* draft rows a cuda step verifies at most: its LM head
+					* and sampler keep that many more rows of vocabulary-wide
+					* logits (64 x 128k x 8 bytes = 64 MiB) */
+#define RL_SPEC_SHARED_STEP 0.1        /* drafts may lengthen the decodes of a step that several
 					* streams wait on by this share at most: its rows are paid
 					* by every stream's gaps, the tokens only by the drafters */
 

@@ -44,6 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(r.logprobs <= 1 + RL_MAX_TOP_LOGPROBS && r.prompt_logprobs <= 1 + RL_MAX_TOP_LOGPROBS &&
 			    (!(r.logprobs || r.prompt_logprobs) || lim.logprobs));
 		FUZZ_ASSERT(isfinite(r.temperature) && r.temperature >= 0 && r.top_p > 0 && r.top_p <= 1);
+		FUZZ_ASSERT(r.no_spec <= 1);
 		FUZZ_ASSERT(!r.deadline_ns || r.deadline_ns > now);
 		/* exactly n_prompt ids: a heap block of that size makes ASan catch any overrun */
 		uint32_t *dst = malloc((size_t)r.n_prompt * 4);

@@ -84,6 +84,7 @@ void rl_cuda_host_geom(struct rl_cuda_geom *g, uint32_t max_batch_tokens, uint32
 	memset(g, 0, sizeof *g);
 	g->max_rows = rl_cuda_host_eager_rows(max_batch_tokens);
 	g->max_seqs = max_seqs;
+	g->max_samp = max_seqs;
 	/* splitting only pays while the grid is small, so a few hundred partials suffice */
 	g->max_parts = min_u32(1024, max_seqs * RL_CUDA_MAX_SPLITS);
 	uint64_t per_seq = ((uint64_t)max_ctx + block_size - 1) / block_size;
@@ -99,7 +100,7 @@ void rl_cuda_host_geom(struct rl_cuda_geom *g, uint32_t max_batch_tokens, uint32
 
 uint32_t rl_cuda_host_samp_cap(const struct rl_cuda_geom *g, uint32_t rows)
 {
-	return min_u32(rows, g->max_seqs);
+	return min_u32(rows, g->max_samp);
 }
 
 uint32_t rl_cuda_host_parts_cap(const struct rl_cuda_geom *g, uint32_t rows)
@@ -131,8 +132,8 @@ void rl_cuda_host_layout(const struct rl_cuda_geom *g, struct rl_cuda_layout *l)
 	l->row_nparts = arr(&off, R * 4);
 	l->seq_bt = arr(&off, S * 4);
 	l->items = arr(&off, (size_t)rl_cuda_host_items_cap(g, g->max_rows) * sizeof(struct rl_cuda_item));
-	l->samp = arr(&off, S * sizeof(struct rl_cuda_samp));
-	l->samp_row = arr(&off, S * 4);
+	l->samp = arr(&off, (size_t)g->max_samp * sizeof(struct rl_cuda_samp));
+	l->samp_row = arr(&off, (size_t)g->max_samp * 4);
 	l->fi_indptr = arr(&off, (R + 1) * 4);
 	l->fi_last = arr(&off, R * 4);
 	l->bt = arr(&off, (size_t)g->max_bt * 4);    /* last: a step copies only what it uses */
@@ -165,8 +166,8 @@ static int validate(const struct rl_cuda_geom *g, const struct rl_batch *b)
 		if (!s->q_len || s->q_start > b->n_tokens || s->q_len > b->n_tokens - s->q_start ||
 		    s->ctx_len < s->q_len || s->n_blocks < need || (i >= b->n_prefill && s->q_len != 1))
 			return -EINVAL;
-		if (s->n_draft)                /* draft verification rows: not on this backend yet */
-			return -ENOTSUP;
+		if (s->n_draft && (!s->sample || s->n_draft >= s->q_len || !s->draft_out))
+			return -EINVAL;
 		for (uint32_t k = 0; k < need; k++)
 			if (s->block_table[k] >= g->n_kv_blocks)
 				return -EINVAL;
@@ -184,7 +185,7 @@ static int validate(const struct rl_cuda_geom *g, const struct rl_batch *b)
 
 int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout *l,
 		      const struct rl_batch *b, uint32_t rows, void *buf, size_t *bytes,
-		      uint32_t *samp_seq)
+		      uint32_t *samp_seq, int32_t *samp_draft)
 {
 	int rc = validate(g, b);
 	if (rc)
@@ -277,11 +278,17 @@ int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout 
 					(int32_t)nr, 0, (int32_t)s->ctx_len, -1 };
 			}
 		}
-		if (s->sample) {
+		/* its draft rows (each keyed by the position it samples, as one-row decode is), then
+		 * its last row */
+		for (uint32_t k = 0; s->sample && k <= s->n_draft; k++) {
+			if (n_samp == rl_cuda_host_samp_cap(g, rows))
+				return -E2BIG;
+			const int32_t row = (int32_t)(s->q_start + s->q_len - 1 - s->n_draft + k);
 			samp_seq[n_samp] = i;
-			samp_row[n_samp] = (int32_t)(s->q_start + s->q_len - 1);
+			samp_draft[n_samp] = k < s->n_draft ? (int32_t)k : -1;
+			samp_row[n_samp] = row;
 			samp[n_samp++] = (struct rl_cuda_samp){ s->sp.temperature, s->sp.top_p, s->sp.top_k,
-				s->ctx_len, s->sp.seed, (int32_t)(s->q_start + s->q_len - 1), 0 };
+				s->ctx_len - s->n_draft + k, s->sp.seed, row, 0 };
 		}
 	}
 	for (uint32_t j = n_samp; j < rl_cuda_host_samp_cap(g, rows); j++)

@@ -33,6 +33,8 @@ uint32_t rl_cuda_host_eager_rows(uint32_t n_tokens);
 struct rl_cuda_geom {
 	uint32_t max_rows;             /* row capacity: max_batch_tokens rounded up to ROW_ALIGN */
 	uint32_t max_seqs;
+	uint32_t max_samp;             /* sampling rows: max_seqs, plus the draft rows a step may
+					* verify (the backend adds them after rl_cuda_host_geom) */
 	uint32_t max_parts;            /* split-KV partial results the scratch holds */
 	uint32_t max_bt;               /* flat block-table entries */
 	uint32_t block_size, n_kv_blocks;
@@ -47,7 +49,7 @@ void rl_cuda_host_geom(struct rl_cuda_geom *g, uint32_t max_batch_tokens, uint32
 		       uint32_t n_kv_blocks, uint32_t block_size, uint32_t max_ctx,
 		       uint32_t n_heads, uint32_t n_kv_heads, uint32_t vocab, uint32_t target_ctas);
 /* Capacities of a step padded to `rows` rows: grid sizes of the kernels a graph for that
- * bucket launches. Sampling rows: min(rows, max_seqs). Partials: min(max_parts,
+ * bucket launches. Sampling rows: min(rows, max_samp). Partials: min(max_parts,
  * min(rows, max_seqs) x MAX_SPLITS). Items: ceil(rows / qt) + max_seqs + partials. */
 uint32_t rl_cuda_host_samp_cap(const struct rl_cuda_geom *g, uint32_t rows);
 uint32_t rl_cuda_host_parts_cap(const struct rl_cuda_geom *g, uint32_t rows);
@@ -70,11 +72,13 @@ struct rl_cuda_meta rl_cuda_host_meta_at(const struct rl_cuda_layout *l, const v
  * A decode-only step (no prefill chunks, sequence i on row i) also gets FlashInfer's CSR
  * (fi_indptr, fi_last over all `rows`, hdr.fi_decode = 1), so the one copy of the image
  * carries what either attention needs.
- * samp_seq[j] = batch seq of sampling row j. *bytes = the prefix of buf to copy (up to the
- * used block table). 0; -EINVAL for a malformed batch; -E2BIG when it exceeds the geometry. */
+ * samp_seq[j] = batch seq of sampling row j, samp_draft[j] = which of its drafts that row
+ * verifies (rl_batch.h n_draft: row q_len - 1 - n_draft + k samples for draft_out[k]), -1
+ * for its last row. *bytes = the prefix of buf to copy (up to the used block table). 0;
+ * -EINVAL for a malformed batch; -E2BIG when it exceeds the geometry. */
 int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout *l,
 		      const struct rl_batch *b, uint32_t rows, void *buf, size_t *bytes,
-		      uint32_t *samp_seq);
+		      uint32_t *samp_seq, int32_t *samp_draft);
 
 /* ---- weight conversion ---- */
 
