@@ -552,9 +552,11 @@ static void forward(struct cpu *c, int t)
 	}
 
 	/* final norm and LM head only for the rows that sample, max_seqs at a time (the logits
-	 * buffer's rows: more only when drafts are verified) */
-	for (uint32_t k0 = 0; k0 < c->n_samp; k0 += c->max_seqs) {
-		const uint32_t k1 = c->n_samp - k0 < c->max_seqs ? c->n_samp : k0 + c->max_seqs;
+	 * buffer's rows: more only when drafts are verified). n_samp is read once, here: after
+	 * the step's last barrier participant 0 may already be validating the next step */
+	const uint32_t n_samp = c->n_samp;
+	for (uint32_t k0 = 0; k0 < n_samp; k0 += c->max_seqs) {
+		const uint32_t k1 = n_samp - k0 < c->max_seqs ? n_samp : k0 + c->max_seqs;
 		const float *xs = norm_rows(c, t, m->out_norm, k1 - k0, c->samp_row + k0, c->xs);
 		matmul_part(c, t, c->logits, c->vocab, xs, dim, &m->mwcls, NULL, k1 - k0, 0);
 		barrier(c);
@@ -575,7 +577,7 @@ static void forward(struct cpu *c, int t)
 		}
 		barrier(c);
 	}
-	if (!c->n_samp)
+	if (!n_samp)
 		barrier(c);                    /* the step's last barrier: run_share relies on it */
 }
 
