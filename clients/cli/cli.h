@@ -14,4 +14,5 @@ int rl_cmd_bench_kernels(int argc, char **argv);
 int rl_cmd_bench_serve(int argc, char **argv);
 int rl_cmd_bench_gpu(int argc, char **argv);
 int rl_cmd_bench_spec(int argc, char **argv);
+int rl_cmd_bench_latency(int argc, char **argv);
 #endif

@@ -21,6 +21,7 @@ static const struct cmd benches[] = {
 	{ "serve", rl_cmd_bench_serve, "multi-process serving load, sweeps, plots" },
 	{ "gpu", rl_cmd_bench_gpu, "CUDA backend step times, roofline, graphs" },
 	{ "spec", rl_cmd_bench_spec, "speculative decoding vs plain decoding, one stream" },
+	{ "latency", rl_cmd_bench_latency, "latency tails (to p99.99) beside the machine's floors" },
 };
 
 static void usage(void)
