@@ -7,9 +7,10 @@
  *   ring      the request/event ring pair alone between the same two cpus (round trip);
  *   runtime   a one-token request on the sim backend (step cost 0) through a runtime process:
  *             back-to-back and sporadic (--gap-ms between requests), with the defaults (nothing
- *             pinned, the runtime sleeping after its idle spin) and tuned (runtime on cpu 1 that
- *             never sleeps, client on cpu 0), and back-to-back with a noisy neighbour (a
- *             process spinning on cpu 1);
+ *             pinned, the runtime sleeping after its idle spin) and tuned (ringlmd --latency
+ *             --cpu 1 --threads 1: pinned, never sleeping, memory locked; client on cpu 0), and
+ *             back-to-back beside a noisy neighbour (a process spinning on cpu 1); the runtime
+ *             thread's page faults during each row are counted;
  *   model     (with --model) one-token completions of a real model, sporadic: defaults and
  *             tuned, and the embedded runtime (a thread of the client process);
  *   embedded  the runtime path with the runtime on a thread of the client process.
@@ -260,6 +261,15 @@ static char why[320];
 #define NOISY_NS 3000000000ull         /* 3 s: a few hundred scheduler slices */
 
 /* One-token requests: n back-to-back (gap_ms 0) or sporadic; first-token times into h */
+static long long row_faults;           /* run_requests: the runtime's faults while measuring */
+
+static long long rt_faults(struct ringlm *c)
+{
+	char buf[4096];
+	const char *p = ringlm_stats_json(c, buf, sizeof buf) > 0 ? strstr(buf, "\"rt_page_faults\":") : NULL;
+	return p ? atoll(p + 17) : -1;
+}
+
 static int run_requests(const struct target *t, long n, double gap_ms, int noisy, struct hist *h)
 {
 	char sock[64];
@@ -273,15 +283,14 @@ static int run_requests(const struct target *t, long n, double gap_ms, int noisy
 	rp.tokenizer = t->tokenizer;
 	rp.cpu = t->tuned ? 1 : -1;
 	rp.threads = t->tuned ? 1 : 0;
-	if (t->tuned)
-		rp.idle_spin_ns = 3600ull * 1000000000;   /* never sleeps */
+	rp.latency = t->tuned;                     /* pinned, never sleeps, memory locked */
 	pid_t rt = -1, hog = -1;
 	struct ringlm *c;
 	struct ringlm_params p = ringlm_default_params();
 	if (t->tuned)
 		p.spin_us = 1000000;               /* tuned: the client spins too (else the library's) */
 	if (t->embedded) {
-		snprintf(args, sizeof args, "%s%s", t->tuned ? "--cpu 1 --threads 1 --idle-spin-us 10000000" : "",
+		snprintf(args, sizeof args, "%s%s", t->tuned ? "--cpu 1 --threads 1 --latency" : "",
 			 t->model ? "" : " --backend sim");
 		p.model = t->model;
 		p.tokenizer = t->tokenizer;
@@ -324,7 +333,12 @@ static int run_requests(const struct target *t, long n, double gap_ms, int noisy
 	/* a noisy neighbour's effect shows over its scheduler slices (ms), not in a burst of
 	 * microsecond requests: those rows run for NOISY_NS whatever n is */
 	const uint64_t t_end = noisy ? rl_now_ns() + NOISY_NS : UINT64_MAX;
+	long long f0 = -1;
 	for (long i = 0; (noisy ? rl_now_ns() < t_end : i < n + warm) && !rc; i++) {
+		if (i == warm) {                   /* after a stats publication (10 Hz) */
+			usleep(150000);
+			f0 = rt_faults(c);
+		}
 		if (gap_ms > 0)
 			sleep_ms(gap_ms);
 		if (!t->model)
@@ -349,6 +363,9 @@ static int run_requests(const struct target *t, long n, double gap_ms, int noisy
 	}
 	if (rc)
 		snprintf(why, sizeof why, "%s", ringlm_strerror(rc));
+	usleep(150000);                            /* a stats publication after the last request */
+	const long long f1 = rt_faults(c);
+	row_faults = f0 >= 0 && f1 >= f0 ? f1 - f0 : -1;
 	ringlm_close(c);
 out:
 	if (hog > 0) {
@@ -367,6 +384,7 @@ out:
 struct row {
 	const char *group, *name;
 	struct hist h;
+	long long faults;              /* the runtime thread's page faults during the row, -1 n/a */
 };
 
 static void usage(FILE *f)
@@ -416,7 +434,7 @@ int rl_cmd_bench_latency(int argc, char **argv)
 	static struct row rows[20];
 	int nr = 0, rc = 0;
 	const long b2b_rt = iters, b2b_other = iters / 10 > 1000 ? iters / 10 : iters;
-#define ROW(g, nm) (rows[nr] = (struct row){ .group = g, .name = nm }, &rows[nr++].h)
+#define ROW(g, nm) (rows[nr] = (struct row){ .group = g, .name = nm, .faults = -1 }, &rows[nr++].h)
 	rc |= floor_pingpong(iters, ROW("floor", "cache-line ping-pong, cpus 0-1, round trip"));
 	rc |= floor_futex((int)sporadic, gap, ROW("floor", "futex wake of an idle cpu"));
 	rc |= ring_pair(iters, ROW("ring", "request/event ring pair alone, cpus 0-1, round trip"));
@@ -434,6 +452,7 @@ int rl_cmd_bench_latency(int argc, char **argv)
 	};
 	for (size_t k = 0; k < sizeof runs / sizeof *runs && !rc; k++) {
 		rc = run_requests(&runs[k].t, runs[k].n, runs[k].gap, runs[k].noisy, ROW(runs[k].g, runs[k].nm));
+		rows[nr - 1].faults = row_faults;
 		if (rc)
 			fprintf(stderr, "ringlm bench latency: %s %s: %s\n", runs[k].g, runs[k].nm, *why ? why : strerror(-rc));
 	}
@@ -445,6 +464,7 @@ int rl_cmd_bench_latency(int argc, char **argv)
 					 "1-token completion, sporadic, tuned", "1-token completion, sporadic, embedded, tuned" };
 		for (int k = 0; k < 3 && !rc; k++) {
 			rc = run_requests(mt[k], sporadic, gap, 0, ROW(k == 2 ? "embedded" : "model", names[k]));
+			rows[nr - 1].faults = row_faults;
 			if (rc)
 				fprintf(stderr, "ringlm bench latency: %s: %s\n", names[k], *why ? why : strerror(-rc));
 		}
@@ -452,7 +472,8 @@ int rl_cmd_bench_latency(int argc, char **argv)
 #undef ROW
 	printf("ringlm bench latency: %s%s, %s (us; log-bucketed, within 3.1%%)\n", model ? "model " : "sim backend",
 	       model ? model : "", rl_cpu_isa_name(rl_cpu_isa_best()));
-	printf("%-9s %-58s %8s %8s %8s %8s %8s %8s %8s\n", "", "", "n", "p50", "p90", "p99", "p99.9", "p99.99", "max");
+	printf("%-9s %-58s %8s %8s %8s %8s %8s %8s %8s %7s\n", "", "", "n", "p50", "p90", "p99", "p99.9", "p99.99", "max",
+	       "faults");
 	rl_bench_outdir();
 	FILE *jf = fopen(json ? json : "bench/out/latency.json", "w");
 	if (jf)
@@ -466,10 +487,15 @@ int rl_cmd_bench_latency(int argc, char **argv)
 		printf("%-9s %-58s %8llu", rows[k].group, rows[k].name, (unsigned long long)h->n);
 		for (int q = 0; q < 5; q++)
 			printf(" %8.2f", hist_q(h, qs[q]) / 1e3);
-		printf(" %8.2f\n", h->max / 1e3);
+		printf(" %8.2f", h->max / 1e3);
+		if (rows[k].faults >= 0)
+			printf(" %7lld\n", rows[k].faults);
+		else
+			printf(" %7s\n", "-");
 		if (jf) {
-			fprintf(jf, "%s{\"group\":\"%s\",\"name\":\"%s\",\"n\":%llu,\"ns\":{\"p50\":%llu,\"p90\":%llu,\"p99\":%llu,"
-				"\"p999\":%llu,\"p9999\":%llu,\"max\":%llu}}", k ? "," : "", rows[k].group, rows[k].name,
+			fprintf(jf, "%s{\"group\":\"%s\",\"name\":\"%s\",\"rt_page_faults\":%lld,\"n\":%llu,\"ns\":{\"p50\":%llu,"
+				"\"p90\":%llu,\"p99\":%llu,\"p999\":%llu,\"p9999\":%llu,\"max\":%llu}}", k ? "," : "", rows[k].group,
+				rows[k].name, rows[k].faults,
 				(unsigned long long)h->n, (unsigned long long)hist_q(h, 0.5), (unsigned long long)hist_q(h, 0.9),
 				(unsigned long long)hist_q(h, 0.99), (unsigned long long)hist_q(h, 0.999),
 				(unsigned long long)hist_q(h, 0.9999), (unsigned long long)h->max);

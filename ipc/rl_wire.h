@@ -178,6 +178,8 @@ struct rl_info_stats {                 /* written by the runtime (relaxed), read
 	_Atomic uint64_t spec_k;             /* --spec ngram: the longest draft; 0 = off */
 	_Atomic uint64_t spec_drafted, spec_accepted;  /* draft tokens verified, and accepted */
 	_Atomic uint64_t spec_rounds;        /* verifications: decodes that carried drafts */
+	_Atomic uint64_t latency_profile;    /* 1 under --latency */
+	_Atomic uint64_t rt_page_faults;     /* the runtime thread's page faults so far (minor + major) */
 };
 
 struct rl_info {

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -131,6 +132,14 @@ void rt_publish_sched_stats(struct rl_rt *rt)
 	ST_SET(spec_drafted, s.spec_drafted);
 	ST_SET(spec_accepted, s.spec_accepted);
 	ST_SET(spec_rounds, s.spec_rounds);
+}
+
+/* The runtime thread's page faults (the hot path's, once --latency has locked memory) */
+static void publish_faults(struct rl_rt *rt)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_THREAD, &ru) == 0)
+		ST_SET(rt_page_faults, (uint64_t)ru.ru_minflt + (uint64_t)ru.ru_majflt);
 }
 
 /* ---- events to clients ---------------------------------------------------------------- */
@@ -554,6 +563,7 @@ static void handle_cqe(struct rl_rt *rt, struct io_uring_cqe *cqe)
 	case UD_TIMER:
 		atomic_store_explicit(&rt->info->heartbeat_ns, rl_now_ns(), memory_order_relaxed);
 		rt_publish_sched_stats(rt);
+		publish_faults(rt);
 		arm_timer(rt);
 		break;
 	default:
@@ -854,6 +864,75 @@ static void pin(struct rl_rt *rt)
 	}
 }
 
+/* One line of a small sysfs/procfs file into buf ("" when absent) */
+static void read_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	buf[0] = 0;
+	if (f) {
+		if (!fgets(buf, (int)len, f))
+			buf[0] = 0;
+		fclose(f);
+	}
+	buf[strcspn(buf, "\n")] = 0;
+}
+
+/* 1 when cpu is in a kernel cpu list such as "1-3,6" */
+static int in_cpu_list(const char *list, int cpu)
+{
+	for (const char *p = list; *p;) {
+		char *end;
+		long a = strtol(p, &end, 10), b = a;
+		if (end == p)
+			return 0;
+		if (*end == '-')
+			b = strtol(end + 1, &end, 10);
+		if (cpu >= a && cpu <= b)
+			return 1;
+		p = *end == ',' ? end + 1 : end;
+		if (*end && *end != ',')
+			return 0;
+	}
+	return 0;
+}
+
+/* --latency: the profile for a dedicated core. The runtime thread is pinned (to --cpu, else
+ * to the last cpu it may use), never sleeps, and every page the process has and will map is
+ * locked and faulted in now (mlockall: weights, KV pool, scratch, the rings of clients yet to
+ * attach), so the hot path takes no page fault after start (rt_page_faults counts them).
+ * Memory prefers the pinned cpu's NUMA node (pin()). Then one line for each thing on this
+ * machine that would still hurt. */
+static void latency_profile(struct rl_rt *rt)
+{
+	rt->p.idle_spin_ns = UINT64_MAX / 2;
+	if (mlockall(MCL_CURRENT | MCL_FUTURE))
+		SAY("latency: cannot lock memory (%s): page faults can reach the hot path; raise the limit "
+		    "(ulimit -l unlimited, or LimitMEMLOCK=infinity) or grant CAP_IPC_LOCK", strerror(errno));
+	char buf[256], path[128];
+	read_line("/sys/devices/system/cpu/isolated", buf, sizeof buf);
+	if (!in_cpu_list(buf, rt->p.cpu))
+		SAY("latency: cpu %d is not isolated (isolcpus= or a cpuset): other tasks may be scheduled on it",
+		    rt->p.cpu);
+	snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/cpufreq/scaling_governor", rt->p.cpu);
+	read_line(path, buf, sizeof buf);
+	if (buf[0] && strcmp(buf, "performance"))
+		SAY("latency: cpu %d's frequency governor is '%s': its clock drops when idle; set 'performance'",
+		    rt->p.cpu, buf);
+	else if (!buf[0])
+		LOG(rt, "latency: no cpufreq control here (a VM's clock is its host's)");
+	read_line("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf);
+	if (strstr(buf, "[always]"))
+		SAY("latency: transparent huge pages are 'always': compaction and khugepaged can stall the "
+		    "process; 'madvise' or 'never' avoids it");
+	read_line("/proc/loadavg", buf, sizeof buf);     /* "0.1 0.2 0.3 R/T last-pid" */
+	int running = 0, total = 0;
+	if (sscanf(buf, "%*s %*s %*s %d/%d", &running, &total) == 2 && running > (int)sysconf(_SC_NPROCESSORS_ONLN))
+		SAY("latency: %d tasks are runnable on %ld cpus: the runtime's core is likely shared",
+		    running, sysconf(_SC_NPROCESSORS_ONLN));
+	LOG(rt, "latency profile: runtime on cpu %d, polling without sleeping, memory locked", rt->p.cpu);
+	atomic_store(&rt->info->st.latency_profile, 1);
+}
+
 /* Requests still running when the drain time is over get a shutdown error. */
 static void fail_all(struct rl_rt *rt, int err)
 {
@@ -876,7 +955,16 @@ static void fail_all(struct rl_rt *rt, int err)
 
 int rl_rt_run(struct rl_rt *rt)
 {
+	if (rt->p.latency && rt->p.cpu < 0) {    /* the profile pins: the last cpu we may use */
+		cpu_set_t set;
+		if (sched_getaffinity(0, sizeof set, &set) == 0)
+			for (int c = 0; c < CPU_SETSIZE; c++)
+				if (CPU_ISSET(c, &set))
+					rt->p.cpu = c;
+	}
 	pin(rt);
+	if (rt->p.latency)
+		latency_profile(rt);
 	if (rt->p.budget_auto) {
 		/* on the thread, cpu and backend that will serve; clients that attach meanwhile wait
 		 * in their rings */

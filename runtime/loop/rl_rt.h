@@ -47,6 +47,8 @@ struct rl_rt_params {
 	uint32_t sim_vocab;
 	enum rl_rt_wake wake;          /* --wake */
 	uint64_t idle_spin_ns;         /* busy-poll this long after the last work before sleeping */
+	int      latency;              /* --latency: the profile for a dedicated core (rl_rt.c
+					* latency_profile): pinned, never sleeps, memory locked */
 	uint64_t drain_timeout_ns;     /* SIGTERM: in-flight work gets this long, then -ESHUTDOWN */
 	int      handle_signals;       /* daemon: SIGINT/SIGTERM through signalfd */
 	int      verbose;

@@ -22,7 +22,7 @@ void rl_rt_usage(FILE *f)
 "               [--kv-type f16|f32] [--cuda-graph-buckets N,N,...] [--cuda-dtype bf16|fp16] [--cuda-attn ringlm|flashinfer]\n"
 "               [--wake auto|futex|eventfd] [--idle-spin-us N] [--event-ring N]\n"
 "               [--request-ring N] [--arena-ids N] [--drain-timeout-ms N]\n"
-"               [--verbose|--quiet]\n");
+"               [--latency] [--verbose|--quiet]\n");
 }
 
 static int num(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -74,6 +74,7 @@ static const struct option value_opts[] = {
 	{ "arena-ids", required_argument, NULL, 0 },
 	{ "drain-timeout-ms", required_argument, NULL, 0 },
 	{ "idle-spin-us", required_argument, NULL, 0 },
+	{ "latency", no_argument, NULL, 'L' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
@@ -92,6 +93,10 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 			break;
 		if (o == 'h')
 			return 1;
+		if (o == 'L') {
+			p->latency = 1;
+			continue;
+		}
 		if (o == 'q' || o == 'v') {
 			p->verbose = o == 'v';
 			continue;
