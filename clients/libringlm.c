@@ -11,6 +11,7 @@
  * remembers where each request's prompt ended).
  */
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -27,6 +28,9 @@
 #include "ipc/rl_clock.h"
 #include "runtime/loop/rl_rt.h"
 #include "runtime/loop/rl_rt_args.h"
+
+#define WAIT_YIELD_FACTOR 4            /* ringlm_wait: yielding phase, in spin_us units ... */
+#define WAIT_YIELD_MAX_US 200          /* ... and at most this long (a small model's forward) */
 
 /* The public numbers are the wire's (ipc/rl_wire.h owns them). */
 #define SAME(a, b) ((int)(a) == (int)(b))
@@ -548,7 +552,13 @@ int ringlm_wait_ex(struct ringlm *c, struct ringlm_event *ev, struct ringlm_logp
 {
 	if (c->observer)
 		return fail(-EPERM, "ringlm_wait: this connection only observes");
+	/* spin spin_us; then, up to WAIT_YIELD_FACTOR times longer (at most WAIT_YIELD_MAX_US),
+	 * poll between sched_yield()s: a thread that needs this core (a backend worker computing
+	 * the very step awaited) gets it at once, and an event arriving within a short forward
+	 * costs no wake-up of a sleeping client (tens to hundreds of us on a VM) */
 	uint64_t t0 = rl_now_ns(), spin_end = t0 + (uint64_t)c->spin_us * 1000;
+	uint64_t yield_us = (uint64_t)c->spin_us * WAIT_YIELD_FACTOR;
+	uint64_t yield_end = spin_end + (yield_us < WAIT_YIELD_MAX_US ? yield_us : WAIT_YIELD_MAX_US) * 1000;
 	uint64_t end = timeout_ms < 0 ? UINT64_MAX : t0 + (uint64_t)timeout_ms * 1000000;
 	for (;;) {
 		int n = ringlm_poll_ex(c, ev, lp, max);
@@ -559,6 +569,10 @@ int ringlm_wait_ex(struct ringlm *c, struct ringlm_event *ev, struct ringlm_logp
 			return 0;
 		if (now < spin_end) {
 			rl_cpu_relax();
+			continue;
+		}
+		if (now < yield_end) {
+			sched_yield();
 			continue;
 		}
 		int e = check_alive(c);

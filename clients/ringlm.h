@@ -101,7 +101,9 @@ struct ringlm_params {
 	const char *tokenizer;   /* optional tokenizer path (llama2.c .bin) */
 	const char *backend;     /* "cpu" (default when model is set), "sim", "cuda" */
 	const char *runtime_args;/* more ringlmd options for the embedded runtime, e.g. "--kv-blocks 512" */
-	int      spin_us;        /* ringlm_wait spins this long before sleeping (default 50) */
+	int      spin_us;        /* ringlm_wait spins this long, then polls between yields of the
+				  * cpu 20 times as long (at most 1 ms), before sleeping (default 50;
+				  * 0: sleep at once) */
 	int      force_fallback; /* 1: wake through eventfds even where futex waits work */
 	int      observe;        /* 1: info and stats only (ringlm_get_info, ringlm_stats_json):
 				  * takes no client slot, so it works when --max-clients are all
