@@ -275,8 +275,9 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 		snprintf(err, errlen, "unexpected argument '%s' (options start with --; see ringlmd --help)", argv[optind]);
 		return -EINVAL;
 	}
-	if (spec_k && spec != 1) {
-		snprintf(err, errlen, "--spec-k sets the longest draft of --spec; give --spec ngram or --spec FILE too");
+	if ((spec_k || p->spec_cost > 0) && spec != 1) {
+		snprintf(err, errlen, "%s tunes --spec; give --spec ngram or --spec FILE too",
+			 spec_k ? "--spec-k" : "--spec-cost");
 		return -EINVAL;
 	}
 	if (spec >= 0)

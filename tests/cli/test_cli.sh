@@ -22,8 +22,29 @@ if [ $rc -eq 2 ] && has "$out" "--model needs a value"; then ok ringlmd_missing_
 out=$("$b/ringlmd" --help 2>/dev/null); rc=$?
 if [ $rc -eq 0 ] && has "$out" "usage: ringlmd" && has "$out" "--ctx N"; then ok ringlmd_help_stdout; else bad ringlmd_help_stdout "rc $rc: $out"; fi
 
+# -- speculative decoding's options: tuning without --spec, a bad cost, a draft of another
+# vocabulary, a draft model off the cpu backend, and --spec to generate over a socket are one
+# line each that names the option
+for t in "--spec-k 4|--spec-k tunes --spec" "--spec-cost 0.2|--spec-cost tunes --spec" \
+         "--spec ngram --spec-cost -1|--spec-cost wants" "--spec ngram --spec-k 17|--spec-k wants a number in [1, 16]" \
+         "--backend sim --spec x.gguf|a draft model runs on the cpu backend only"; do
+  arg=${t%%|*}; want=${t#*|}
+  out=$("$b/ringlmd" --socket specx $arg 2>&1 | grep -v "^ringlmd: context"); rc=$?
+  if has "$out" "$want" && [ "$(lines "$out")" -eq 1 ]; then ok "ringlmd_rejects_${arg// /_}"
+  else bad "ringlmd_rejects_${arg// /_}" "$out"; fi
+done
+out=$("$b/ringlm" generate --socket c32 --spec ngram --prompt-ids 1,2 2>&1); rc=$?
+if [ $rc -eq 2 ] && has "$out" "--spec and --spec-k configure the in-process runtime" && [ "$(lines "$out")" -eq 1 ]; then
+  ok generate_spec_needs_model; else bad generate_spec_needs_model "rc $rc: $out"; fi
+out=$("$b/ringlm" generate --model synthetic:tiny --spec "$dir/none.gguf" --prompt-ids 1,2 -n 2 2>&1); rc=$?
+if [ $rc -ne 0 ] && has "$out" "none.gguf" && [ "$(lines "$out")" -eq 1 ]; then ok generate_spec_missing_draft
+else bad generate_spec_missing_draft "rc $rc: $out"; fi
+out=$("$b/ringlm" generate --model synthetic:tiny --spec ngram --prompt-ids 1,2,3,1,2,3,1,2 -n 12 --ids --stats 2>&1); rc=$?
+if [ $rc -eq 0 ] && has "$out" '"spec_drafted":'; then ok generate_spec_in_process; else bad generate_spec_in_process "rc $rc: $out"; fi
+
 # -- every subcommand answers --help on stdout with exit 0
-for c in generate stats top mkmodel tokenize "bench ipc" "bench sched" "bench model" "bench kernels" "bench serve" "bench gpu"; do
+for c in generate stats top mkmodel tokenize "bench ipc" "bench sched" "bench model" "bench kernels" "bench serve" "bench gpu" \
+         "bench spec" "bench latency"; do
   out=$("$b/ringlm" $c --help 2>/dev/null); rc=$?
   if [ $rc -eq 0 ] && has "$out" "usage: ringlm $c"; then ok "help_${c// /_}"; else bad "help_${c// /_}" "rc $rc: $out"; fi
 done
