@@ -263,13 +263,6 @@ static char why[320];
 /* One-token requests: n back-to-back (gap_ms 0) or sporadic; first-token times into h */
 static long long row_faults;           /* run_requests: the runtime's faults while measuring */
 
-static long long rt_faults(struct ringlm *c)
-{
-	char buf[4096];
-	const char *p = ringlm_stats_json(c, buf, sizeof buf) > 0 ? strstr(buf, "\"rt_page_faults\":") : NULL;
-	return p ? atoll(p + 17) : -1;
-}
-
 static int run_requests(const struct target *t, long n, double gap_ms, int noisy, struct hist *h)
 {
 	char sock[64];
@@ -337,7 +330,7 @@ static int run_requests(const struct target *t, long n, double gap_ms, int noisy
 	for (long i = 0; (noisy ? rl_now_ns() < t_end : i < n + warm) && !rc; i++) {
 		if (i == warm) {                   /* after a stats publication (10 Hz) */
 			usleep(150000);
-			f0 = rt_faults(c);
+			f0 = (long long)rl_cli_stat(c, "rt_page_faults");
 		}
 		if (gap_ms > 0)
 			sleep_ms(gap_ms);
@@ -364,7 +357,7 @@ static int run_requests(const struct target *t, long n, double gap_ms, int noisy
 	if (rc)
 		snprintf(why, sizeof why, "%s", ringlm_strerror(rc));
 	usleep(150000);                            /* a stats publication after the last request */
-	const long long f1 = rt_faults(c);
+	const long long f1 = (long long)rl_cli_stat(c, "rt_page_faults");
 	row_faults = f0 >= 0 && f1 >= f0 ? f1 - f0 : -1;
 	ringlm_close(c);
 out:

@@ -41,16 +41,6 @@ struct mode {
 	int n, same;
 };
 
-static long long rt_count(struct ringlm *c, const char *key)
-{
-	char buf[4096], pat[64];
-	if (ringlm_stats_json(c, buf, sizeof buf) < 0)
-		return 0;
-	snprintf(pat, sizeof pat, "\"%s\":", key);
-	const char *p = strstr(buf, pat);
-	return p ? atoll(p + strlen(pat)) : 0;
-}
-
 static int cmp_d(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -197,8 +187,8 @@ int rl_cmd_bench_spec(int argc, char **argv)
 		}
 		int n_ref = 0;
 		for (int i = 0; i < n_modes; i++) {
-			const long long d0 = rt_count(m[i].c, "spec_drafted"), a0 = rt_count(m[i].c, "spec_accepted"),
-					r0 = rt_count(m[i].c, "spec_rounds"), s0 = rt_count(m[i].c, "steps");
+			const long long d0 = (long long)rl_cli_stat(m[i].c, "spec_drafted"), a0 = (long long)rl_cli_stat(m[i].c, "spec_accepted"),
+					r0 = (long long)rl_cli_stat(m[i].c, "spec_rounds"), s0 = (long long)rl_cli_stat(m[i].c, "steps");
 			int g = run_one(m[i].c, prompt, (uint32_t)np, (uint32_t)n, temp, 1000 + (uint64_t)q, i ? got : ref,
 					&m[i].tps[m[i].n], &m[i].ttft[m[i].n]);
 			if (g < 0) {
@@ -210,10 +200,10 @@ int rl_cmd_bench_spec(int argc, char **argv)
 			else if (g != n_ref || memcmp(got, ref, (size_t)g * sizeof *got))
 				m[i].same = 0;
 			m[i].n++;
-			m[i].drafted += rt_count(m[i].c, "spec_drafted") - d0;
-			m[i].accepted += rt_count(m[i].c, "spec_accepted") - a0;
-			m[i].rounds += rt_count(m[i].c, "spec_rounds") - r0;
-			m[i].steps += rt_count(m[i].c, "steps") - s0;
+			m[i].drafted += (long long)rl_cli_stat(m[i].c, "spec_drafted") - d0;
+			m[i].accepted += (long long)rl_cli_stat(m[i].c, "spec_accepted") - a0;
+			m[i].rounds += (long long)rl_cli_stat(m[i].c, "spec_rounds") - r0;
+			m[i].steps += (long long)rl_cli_stat(m[i].c, "steps") - s0;
 		}
 	}
 	const double base = median(m[0].tps, m[0].n);

@@ -2,6 +2,9 @@
  * file (clients/cli/cmd_*.c or bench/bench_*.c), all linked into build/ringlm. */
 #ifndef RL_CLI_H
 #define RL_CLI_H
+struct ringlm;
+/* One number of the runtime's stats (ringlm_stats_json's key), -1 when it has none. */
+double rl_cli_stat(struct ringlm *c, const char *key);
 int rl_cmd_generate(int argc, char **argv);
 int rl_cmd_stats(int argc, char **argv);
 int rl_cmd_top(int argc, char **argv);

@@ -276,13 +276,8 @@ int rl_cmd_generate(int argc, char **argv)
 	fflush(stdout);
 	if (stats) {
 		qsort(gaps, ngaps, sizeof *gaps, cmp_u64);
-		char sj[4096];
-		long long drafted = 0, accepted = 0;
-		if (ringlm_stats_json(c, sj, sizeof sj) > 0) {   /* the runtime's counts (all its requests) */
-			const char *d = strstr(sj, "\"spec_drafted\":"), *a = strstr(sj, "\"spec_accepted\":");
-			drafted = d ? atoll(d + 15) : 0;
-			accepted = a ? atoll(a + 16) : 0;
-		}
+		/* the runtime's counts (all its requests) */
+		const long long drafted = (long long)rl_cli_stat(c, "spec_drafted"), accepted = (long long)rl_cli_stat(c, "spec_accepted");
 		const double secs = last > t0 ? (last - t0) / 1e9 : 0;
 		fprintf(stderr, "{\"ttft_us\":%.1f,\"itl_us_p50\":%.1f,\"itl_us_p99\":%.1f,\"itl_us_max\":%.1f,\"tokens\":%u,"
 			"\"tokens_per_s\":%.2f,\"spec_drafted\":%lld,\"spec_accepted\":%lld}\n",

@@ -388,6 +388,18 @@ static void add_normed(struct cpu *c, int t, float *y, const float *w, uint32_t 
 }
 
 /* One step, run by every worker t. */
+/* The final norm and LM head for rows[k0 .. k0 + max_seqs) of n (the logits buffer holds
+ * max_seqs rows), then this participant's share [*j0, *j1) of those logits rows */
+static void head_chunk(struct cpu *c, int t, const uint32_t *rows, uint32_t n, uint32_t k0,
+		       uint32_t *j0, uint32_t *j1)
+{
+	const uint32_t k = n - k0 < c->max_seqs ? n - k0 : c->max_seqs;
+	const float *x = norm_rows(c, t, c->m->out_norm, k, rows + k0, c->xs);
+	matmul_part(c, t, c->logits, c->vocab, x, c->dim, &c->m->mwcls, NULL, k, 0);
+	barrier(c);
+	split(k, 1, t, c->n_active, j0, j1);
+}
+
 static void forward(struct cpu *c, int t)
 {
 	const struct rl_batch *b = c->cur;
@@ -536,12 +548,8 @@ static void forward(struct cpu *c, int t)
 	/* prompt log-probabilities: the scored rows, max_seqs at a time through the LM head (the
 	 * logits buffer's rows), before the sampling rows take that buffer */
 	for (uint32_t k0 = 0; k0 < c->n_plp; k0 += c->max_seqs) {
-		const uint32_t k1 = c->n_plp - k0 < c->max_seqs ? c->n_plp : k0 + c->max_seqs;
-		const float *xp = norm_rows(c, t, m->out_norm, k1 - k0, c->plp_row + k0, c->xs);
-		matmul_part(c, t, c->logits, c->vocab, xp, dim, &m->mwcls, NULL, k1 - k0, 0);
-		barrier(c);
 		uint32_t p0, p1;
-		split(k1 - k0, 1, t, nt, &p0, &p1);
+		head_chunk(c, t, c->plp_row, c->n_plp, k0, &p0, &p1);
 		for (uint32_t j = p0; j < p1; j++) {
 			struct rl_lp *lp = &c->plp[k0 + j];
 			lp->n_top = c->plp_ntop[k0 + j];
@@ -556,12 +564,8 @@ static void forward(struct cpu *c, int t)
 	 * the step's last barrier participant 0 may already be validating the next step */
 	const uint32_t n_samp = c->n_samp;
 	for (uint32_t k0 = 0; k0 < n_samp; k0 += c->max_seqs) {
-		const uint32_t k1 = n_samp - k0 < c->max_seqs ? n_samp : k0 + c->max_seqs;
-		const float *xs = norm_rows(c, t, m->out_norm, k1 - k0, c->samp_row + k0, c->xs);
-		matmul_part(c, t, c->logits, c->vocab, xs, dim, &m->mwcls, NULL, k1 - k0, 0);
-		barrier(c);
 		uint32_t s0, s1;
-		split(k1 - k0, 1, t, nt, &s0, &s1);
+		head_chunk(c, t, c->samp_row, n_samp, k0, &s0, &s1);
 		for (uint32_t j = s0; j < s1; j++) {
 			const uint32_t i = c->samp_seq[k0 + j];
 			const struct rl_batch_seq *s = &b->seqs[i];

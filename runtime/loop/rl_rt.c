@@ -429,11 +429,8 @@ static void spec_observe(struct rl_rt *rt, const struct rl_batch *b, uint64_t dt
 			rt->draft_seen_steps = ds.steps;
 		}
 	}
-	if (rt->p.spec_cost > 0)        /* --spec-cost: fixed */
-		rl_sched_set_spec_cost(rt->sched, rt->p.spec_cost, rt->p.spec_cost);
-	else
-		rl_sched_set_spec_cost(rt->sched, rl_spec_cost_row(&rt->spec_cost, rt->draft_ns),
-				       rl_spec_cost_row(&rt->spec_cost, 0));
+	rl_sched_set_spec_cost(rt->sched, rl_spec_cost_row(&rt->spec_cost, rt->draft_ns),
+			       rl_spec_cost_row(&rt->spec_cost, 0));
 }
 
 static void step_done(struct rl_rt *rt, uint64_t now)
@@ -447,7 +444,7 @@ static void step_done(struct rl_rt *rt, uint64_t now)
 	}
 	if (rt->p.budget_auto)          /* a fixed budget needs no step model */
 		rl_budget_observe(&rt->budget, rt->batch, dt);
-	if (rt->p.spec_k && !err)
+	if (rt->p.spec_k && !(rt->p.spec_cost > 0) && !err)   /* --spec-cost: set once, at create */
 		spec_observe(rt, rt->batch, dt);
 	complete_step(rt, now);
 	rt->stepping = 0;

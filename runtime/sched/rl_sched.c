@@ -970,7 +970,7 @@ void rl_sched_complete(struct rl_sched *s, const int32_t *out, uint64_t now_ns)
 	assert(s->in_flight);
 	s->in_flight = 0;
 	for (uint32_t i = 0; i < s->batch.n_seqs; i++)
-		s->step_ctx[i] = s->bseq[i].ctx_len - s->bseq[i].n_draft + (s->bseq[i].n_draft ? accepted(s, i) : 0);
+		s->step_ctx[i] = s->bseq[i].ctx_len - s->bseq[i].n_draft + accepted(s, i);
 	if (s->p.prefix_cache)
 		prefetch_full(s);
 	for (uint32_t i = 0; i < s->batch.n_seqs; i++) {
