@@ -3,7 +3,8 @@
  *
  * Rows (each a histogram of round trips or first-token times):
  *   floors    a cache line bounced between two threads pinned to cpus 0 and 1 (round trip),
- *             and a futex wake of a thread sleeping on an idle cpu 1 (wake to running);
+ *             a futex wake of a thread sleeping on an idle cpu 1 (wake to running), and the
+ *             times cpu 1 is taken from a thread spinning on it (what bounds p99.99);
  *   ring      the request/event ring pair alone between the same two cpus (round trip);
  *   runtime   a one-token request on the sim backend (step cost 0) through a runtime process:
  *             back-to-back and sporadic (--gap-ms between requests), with the defaults (nothing
@@ -247,6 +248,26 @@ static int floor_futex(int n, double gap_ms, struct hist *h)
 	return 0;
 }
 
+/* A thread spinning on cpu 1 reads the clock back to back; every step of at least
+ * JITTER_MIN_NS is a time the cpu was taken away (the scheduler tick, an interrupt, the host
+ * running something else on a VM). Any round trip that spans one pays it: at r interruptions
+ * a second on each of two cpus, a fraction 2·r·t of round trips of length t do, so these
+ * set the p99.99 floor whenever 2·r·t > 1e-4. */
+#define JITTER_MIN_NS 1000
+
+static int floor_jitter(double seconds, struct hist *h, double *per_s)
+{
+	rl_bench_pin(1);
+	const uint64_t t_start = rl_now_ns(), t_end = t_start + (uint64_t)(seconds * 1e9);
+	uint64_t prev = t_start;
+	for (uint64_t now; (now = rl_now_ns()) < t_end; prev = now)
+		if (now - prev >= JITTER_MIN_NS)
+			hist_add(h, now - prev);
+	*per_s = (double)h->n / seconds;
+	rl_bench_pin(0);
+	return 0;
+}
+
 /* ---- the runtime path ---------------------------------------------------------------- */
 
 struct target {
@@ -262,6 +283,7 @@ static char why[320];
 
 /* One-token requests: n back-to-back (gap_ms 0) or sporadic; first-token times into h */
 static long long row_faults;           /* run_requests: the runtime's faults while measuring */
+static double row_awake;               /* and the share of the row's time it was awake without work */
 
 static int run_requests(const struct target *t, long n, double gap_ms, int noisy, struct hist *h)
 {
@@ -327,10 +349,13 @@ static int run_requests(const struct target *t, long n, double gap_ms, int noisy
 	 * microsecond requests: those rows run for NOISY_NS whatever n is */
 	const uint64_t t_end = noisy ? rl_now_ns() + NOISY_NS : UINT64_MAX;
 	long long f0 = -1;
+	double a0 = 0, w0 = 0;
 	for (long i = 0; (noisy ? rl_now_ns() < t_end : i < n + warm) && !rc; i++) {
 		if (i == warm) {                   /* after a stats publication (10 Hz) */
 			usleep(150000);
 			f0 = (long long)rl_cli_stat(c, "rt_page_faults");
+			a0 = rl_cli_stat(c, "idle_awake_ms");
+			w0 = (double)rl_now_ns();
 		}
 		if (gap_ms > 0)
 			sleep_ms(gap_ms);
@@ -359,6 +384,7 @@ static int run_requests(const struct target *t, long n, double gap_ms, int noisy
 	usleep(150000);                            /* a stats publication after the last request */
 	const long long f1 = (long long)rl_cli_stat(c, "rt_page_faults");
 	row_faults = f0 >= 0 && f1 >= f0 ? f1 - f0 : -1;
+	row_awake = f0 >= 0 && gap_ms > 0 ? (rl_cli_stat(c, "idle_awake_ms") - a0) * 1e6 / ((double)rl_now_ns() - w0) : -1;
 	ringlm_close(c);
 out:
 	if (hog > 0) {
@@ -378,22 +404,26 @@ struct row {
 	const char *group, *name;
 	struct hist h;
 	long long faults;              /* the runtime thread's page faults during the row, -1 n/a */
+	double awake;                  /* the share of the row's time the runtime was awake without
+					* work (its idle window's cost: a core), -1 n/a */
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 "usage: ringlm bench latency [--model PATH [--tokenizer PATH]] [--iters N] [--sporadic N]\n"
-"                            [--gap-ms G] [--json FILE]\n"
+"                            [--gap-ms G] [--long-gap-ms L] [--json FILE]\n"
 "  back-to-back rows run --iters requests (default 1000000), sporadic rows --sporadic (default\n"
-"  200) with --gap-ms (default 20) between them; with --model, one-token completions of it too.\n");
+"  200) with --gap-ms (default 20) between them; with --model, one-token completions of it too,\n"
+"  and a tenth as many --long-gap-ms (default 300) apart. 'awake' is the share of a row's time\n"
+"  the runtime spent awake without work (its idle window's cost in cpu).\n");
 }
 
 int rl_cmd_bench_latency(int argc, char **argv)
 {
 	const char *model = NULL, *tok = NULL, *json = NULL;
 	long iters = 1000000, sporadic = 200;
-	double gap = 20;
+	double gap = 20, long_gap = 300;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -411,13 +441,15 @@ int rl_cmd_bench_latency(int argc, char **argv)
 		else if (!strcmp(a, "--iters")) iters = atol(v);
 		else if (!strcmp(a, "--sporadic")) sporadic = atol(v);
 		else if (!strcmp(a, "--gap-ms")) gap = atof(v);
+		else if (!strcmp(a, "--long-gap-ms")) long_gap = atof(v);
 		else {
 			fprintf(stderr, "ringlm bench latency: unknown option '%s' (ringlm bench latency --help)\n", a);
 			return 2;
 		}
 	}
-	if (iters < 100 || sporadic < 10 || !(gap > 0 && gap <= 10000)) {
-		fprintf(stderr, "ringlm bench latency: --iters >= 100, --sporadic >= 10, --gap-ms in (0, 10000]\n");
+	if (iters < 100 || sporadic < 10 || !(gap > 0 && gap <= 10000) || !(long_gap > 0 && long_gap <= 10000)) {
+		fprintf(stderr, "ringlm bench latency: --iters >= 100, --sporadic >= 10, --gap-ms and --long-gap-ms in "
+			"(0, 10000]\n");
 		return 2;
 	}
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
@@ -427,9 +459,14 @@ int rl_cmd_bench_latency(int argc, char **argv)
 	static struct row rows[20];
 	int nr = 0, rc = 0;
 	const long b2b_rt = iters, b2b_other = iters / 10 > 1000 ? iters / 10 : iters;
-#define ROW(g, nm) (rows[nr] = (struct row){ .group = g, .name = nm, .faults = -1 }, &rows[nr++].h)
+#define ROW(g, nm) (rows[nr] = (struct row){ .group = g, .name = nm, .faults = -1, .awake = -1 }, &rows[nr++].h)
 	rc |= floor_pingpong(iters, ROW("floor", "cache-line ping-pong, cpus 0-1, round trip"));
 	rc |= floor_futex((int)sporadic, gap, ROW("floor", "futex wake of an idle cpu"));
+	static char jname[96];
+	double jrate = 0;
+	struct hist *jh = ROW("floor", jname);
+	rc |= floor_jitter(2.0, jh, &jrate);
+	snprintf(jname, sizeof jname, "cpu 1 taken from a spinning thread (>= 1 us), %.0f/s", jrate);
 	rc |= ring_pair(iters, ROW("ring", "request/event ring pair alone, cpus 0-1, round trip"));
 	const struct target sim_def = { NULL, NULL, 0, 0, -1 }, sim_tuned = { NULL, NULL, 0, 1, 0 },
 			    sim_emb = { NULL, NULL, 1, 1, 0 };
@@ -446,18 +483,26 @@ int rl_cmd_bench_latency(int argc, char **argv)
 	for (size_t k = 0; k < sizeof runs / sizeof *runs && !rc; k++) {
 		rc = run_requests(&runs[k].t, runs[k].n, runs[k].gap, runs[k].noisy, ROW(runs[k].g, runs[k].nm));
 		rows[nr - 1].faults = row_faults;
+		rows[nr - 1].awake = row_awake;
 		if (rc)
 			fprintf(stderr, "ringlm bench latency: %s %s: %s\n", runs[k].g, runs[k].nm, *why ? why : strerror(-rc));
 	}
 	if (model && !rc) {
 		const struct target m_def = { model, tok, 0, 0, -1 }, m_tuned = { model, tok, 0, 1, 0 },
 				    m_emb = { model, tok, 1, 1, 0 };
-		const struct target *mt[3] = { &m_def, &m_tuned, &m_emb };
-		const char *names[3] = { "1-token completion, sporadic, defaults, client not pinned",
-					 "1-token completion, sporadic, tuned", "1-token completion, sporadic, embedded, tuned" };
-		for (int k = 0; k < 3 && !rc; k++) {
-			rc = run_requests(mt[k], sporadic, gap, 0, ROW(k == 2 ? "embedded" : "model", names[k]));
+		const struct target *mt[4] = { &m_def, &m_tuned, &m_emb, &m_def };
+		static char far[96];
+		snprintf(far, sizeof far, "1-token completion, %.0f ms apart, defaults, client not pinned", long_gap);
+		const char *names[4] = { "1-token completion, sporadic, defaults, client not pinned",
+					 "1-token completion, sporadic, tuned", "1-token completion, sporadic, embedded, tuned",
+					 far };
+		for (int k = 0; k < 4 && !rc; k++) {
+			/* the last row: requests further apart than the default idle window adapts to
+			 * (rl_idle.h), each meeting a sleeping runtime */
+			rc = run_requests(mt[k], k == 3 ? (sporadic / 10 > 10 ? sporadic / 10 : 10) : sporadic,
+					  k == 3 ? long_gap : gap, 0, ROW(k == 2 ? "embedded" : "model", names[k]));
 			rows[nr - 1].faults = row_faults;
+			rows[nr - 1].awake = row_awake;
 			if (rc)
 				fprintf(stderr, "ringlm bench latency: %s: %s\n", names[k], *why ? why : strerror(-rc));
 		}
@@ -465,8 +510,8 @@ int rl_cmd_bench_latency(int argc, char **argv)
 #undef ROW
 	printf("ringlm bench latency: %s%s, %s (us; log-bucketed, within 3.1%%)\n", model ? "model " : "sim backend",
 	       model ? model : "", rl_cpu_isa_name(rl_cpu_isa_best()));
-	printf("%-9s %-58s %8s %8s %8s %8s %8s %8s %8s %7s\n", "", "", "n", "p50", "p90", "p99", "p99.9", "p99.99", "max",
-	       "faults");
+	printf("%-9s %-58s %8s %8s %8s %8s %8s %8s %8s %7s %7s\n", "", "", "n", "p50", "p90", "p99", "p99.9", "p99.99",
+	       "max", "faults", "awake");
 	rl_bench_outdir();
 	FILE *jf = fopen(json ? json : "bench/out/latency.json", "w");
 	if (jf)
@@ -482,13 +527,17 @@ int rl_cmd_bench_latency(int argc, char **argv)
 			printf(" %8.2f", hist_q(h, qs[q]) / 1e3);
 		printf(" %8.2f", h->max / 1e3);
 		if (rows[k].faults >= 0)
-			printf(" %7lld\n", rows[k].faults);
+			printf(" %7lld", rows[k].faults);
+		else
+			printf(" %7s", "-");
+		if (rows[k].awake >= 0)
+			printf(" %6.0f%%\n", 100 * rows[k].awake);
 		else
 			printf(" %7s\n", "-");
 		if (jf) {
-			fprintf(jf, "%s{\"group\":\"%s\",\"name\":\"%s\",\"rt_page_faults\":%lld,\"n\":%llu,\"ns\":{\"p50\":%llu,"
+			fprintf(jf, "%s{\"group\":\"%s\",\"name\":\"%s\",\"rt_page_faults\":%lld,\"idle_awake\":%.3f,\"n\":%llu,\"ns\":{\"p50\":%llu,"
 				"\"p90\":%llu,\"p99\":%llu,\"p999\":%llu,\"p9999\":%llu,\"max\":%llu}}", k ? "," : "", rows[k].group,
-				rows[k].name, rows[k].faults,
+				rows[k].name, rows[k].faults, rows[k].awake,
 				(unsigned long long)h->n, (unsigned long long)hist_q(h, 0.5), (unsigned long long)hist_q(h, 0.9),
 				(unsigned long long)hist_q(h, 0.99), (unsigned long long)hist_q(h, 0.999),
 				(unsigned long long)hist_q(h, 0.9999), (unsigned long long)h->max);

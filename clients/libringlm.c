@@ -622,7 +622,7 @@ int ringlm_stats_json(struct ringlm *c, char *buf, size_t len)
 		"\"attaches\":%llu,\"detaches\":%llu,\"refused\":%llu,\"refused_uid\":%llu,\"refused_full\":%llu,"
 		"\"dropped_preattach\":%llu,\"observers\":%llu,\"sleeps\":%llu,"
 		"\"spec_k\":%llu,\"spec_drafted\":%llu,\"spec_accepted\":%llu,\"spec_rounds\":%llu,"
-		"\"latency_profile\":%llu,\"rt_page_faults\":%llu,"
+		"\"latency_profile\":%llu,\"rt_page_faults\":%llu,\"idle_window_us\":%.1f,\"idle_awake_ms\":%.1f,"
 		"\"itl_target_us\":%.1f,\"step_model\":{\"c0_ns\":%.1f,\"per_sampled_row_ns\":%.3f,\"per_prefill_token_ns\":%.3f,"
 		"\"per_kctx_decode_ns\":%.3f,\"per_kpairs_prefill_ns\":%.3f,\"margin_pct\":%.1f,\"calibration_ms\":%.1f},"
 		"\"wake\":\"%s\"}",
@@ -635,7 +635,7 @@ int ringlm_stats_json(struct ringlm *c, char *buf, size_t len)
 		G(rejected_invalid), G(rejected_limit), G(rejected_busy), G(hostile_clients),
 		G(attaches), G(detaches), G(refused), G(refused_uid), G(refused_full),
 		G(dropped_preattach), G(observers), G(sleeps), G(spec_k), G(spec_drafted), G(spec_accepted), G(spec_rounds),
-		G(latency_profile), G(rt_page_faults),
+		G(latency_profile), G(rt_page_faults), G(idle_window_ns) / 1000.0, G(idle_awake_ns) / 1e6,
 		G(itl_target_ns) / 1000.0, G(coef_c0_ps) / 1000.0, G(coef_samp_ps) / 1000.0,
 		G(coef_pf_ps) / 1000.0, G(coef_datt_ps) / 1000.0, G(coef_patt_ps) / 1000.0,
 		G(budget_margin_ppm) / 1e4, G(budget_calib_ns) / 1e6,

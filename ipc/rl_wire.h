@@ -180,6 +180,9 @@ struct rl_info_stats {                 /* written by the runtime (relaxed), read
 	_Atomic uint64_t spec_rounds;        /* verifications: decodes that carried drafts */
 	_Atomic uint64_t latency_profile;    /* 1 under --latency */
 	_Atomic uint64_t rt_page_faults;     /* the runtime thread's page faults so far (minor + major) */
+	_Atomic uint64_t idle_window_ns;     /* awake this long without work before sleeping (rl_idle.h) */
+	_Atomic uint64_t idle_awake_ns;      /* time spent awake without work past the pure spin (50 us):
+					      * what the idle window costs in cpu */
 };
 
 struct rl_info {

@@ -11,6 +11,7 @@
 #include "tests/rl_test.h"
 #include "tests/rt_harness.h"
 #include "ipc/rl_ipc.h"
+#include "runtime/loop/rl_idle.h"
 
 #define VOCAB 1000
 
@@ -325,7 +326,7 @@ static void rt_cancel_frees(void)
 static void wake_paths(const char *wake, int fallback)
 {
 	char args[128];
-	snprintf(args, sizeof args, "--sim-vocab 1000 --idle-spin-us 0 --sim-step-us 20000 --wake %s", wake);
+	snprintf(args, sizeof args, "--sim-vocab 1000 --idle-spin-us 0 --idle-adapt-ms 0 --sim-step-us 20000 --wake %s", wake);
 	struct rt_child rt;
 	if (rt_start(&rt, args))
 		SKIP("runtime cannot start with --wake %s on this kernel", wake);
@@ -583,6 +584,86 @@ static void submit_and_wait_on_two_threads(void)
 	ringlm_close(st.c);
 }
 
+/* The idle window (rl_idle.h) covers the idle periods the base window missed, up to the cap,
+ * and falls back to the base when most of them are longer than the cap. */
+static void idle_window_follows_gaps(void)
+{
+	const uint64_t ms = 1000000, base = 2 * ms, cap = 100 * ms;
+	struct rl_idle s;
+	rl_idle_init(&s, base, cap);
+	CHECK(s.window_ns == base);
+	CHECK(rl_idle_gap(&s, 1 * ms) == base && s.n == 0);       /* within the base: not kept */
+	CHECK(rl_idle_gap(&s, 600000 * ms) == base);               /* one long pause: nothing to cover */
+	CHECK(rl_idle_gap(&s, 20 * ms) == 25 * ms);                /* p80 of {20 ms, 10 min}, + 1/4 */
+	for (int i = 0; i < 15; i++)
+		CHECK(rl_idle_gap(&s, 20 * ms) == 25 * ms);
+	CHECK(s.n == RL_IDLE_GAPS);                                /* the 10-min pause is gone */
+	for (int i = 0; i < 3; i++)                                /* 3 of 16 longer than the cap */
+		CHECK(rl_idle_gap(&s, 1000 * ms) == 25 * ms);
+	CHECK(rl_idle_gap(&s, 1000 * ms) == base);                 /* 4 of 16: back to the base */
+	for (int i = 0; i < 16; i++)
+		rl_idle_gap(&s, 80 * ms);
+	CHECK(s.window_ns == 100 * ms);                            /* 80 ms + 1/4 is the cap itself */
+	rl_idle_gap(&s, 81 * ms);
+	rl_idle_gap(&s, 81 * ms);
+	rl_idle_gap(&s, 81 * ms);
+	CHECK(s.window_ns == 100 * ms);                            /* p80 still 80 ms */
+	rl_idle_gap(&s, 81 * ms);
+	CHECK(s.window_ns == base);                                /* 81 ms + 1/4 passes the cap */
+	for (int i = 0; i < 16; i++)                               /* 300 ms apart: the base */
+		CHECK(rl_idle_gap(&s, 300 * ms) == base);
+	CHECK(rl_idle_gap(&s, 50 * ms) == base);                   /* then 50 ms apart: */
+	CHECK(rl_idle_gap(&s, 50 * ms) == base);
+	CHECK(rl_idle_gap(&s, 50 * ms) == 62500000);               /* the last 3 say so */
+	CHECK(rl_idle_gap(&s, 300 * ms) == base);                  /* one long pause among them */
+	rl_idle_init(&s, base, 0);                                 /* --idle-adapt-ms 0 */
+	for (int i = 0; i < 20; i++)
+		CHECK(rl_idle_gap(&s, 20 * ms) == base);
+	rl_idle_init(&s, UINT64_MAX / 2, 0);                       /* --latency: never sleeps */
+	CHECK(rl_idle_gap(&s, 600000 * ms) == UINT64_MAX / 2);
+}
+
+/* Requests 20 ms apart: the runtime's published idle window grows past the gaps (so it is
+ * awake when the next one comes), and stays at --idle-spin-us with --idle-adapt-ms 0. Gaps
+ * are at least 20 ms by construction (the client sleeps that long after each answer), so the
+ * window's lower bound holds on any machine; the wait is a hang guard, not a timing check. */
+static void rt_idle_window_adapts(void)
+{
+	for (int adapt = 1; adapt >= 0; adapt--) {
+		struct rt_child rt;
+		REQUIRE(rt_start(&rt, adapt ? "--sim-vocab 1000 --idle-adapt-ms 10000"
+					    : "--sim-vocab 1000 --idle-adapt-ms 0") == 0);
+		struct ringlm *c;
+		REQUIRE(rt_connect(&rt, &c, 0) == 0);
+		CHECK(rt_stat(c, "idle_window_us") == 2000);
+		for (int i = 0; i < 6; i++) {
+			uint32_t prompt[2] = { 11, (uint32_t)i };
+			struct ringlm_request r = ringlm_default_request();
+			r.prompt = prompt;
+			r.n_prompt = 2;
+			r.max_new = 1;
+			REQUIRE(ringlm_submit(c, &r, NULL) == 0);
+			struct ringlm_event ev[4];
+			for (int done = 0; !done;) {
+				int k = ringlm_wait(c, ev, 4, 10000);
+				REQUIRE(k > 0);
+				for (int e = 0; e < k; e++)
+					done |= ev[e].type != RINGLM_EV_TOKEN;
+			}
+			usleep(20000);
+		}
+		const long long w = rt_stat(c, "idle_window_us");
+		if (adapt) {
+			CHECKF(w >= 25000 && w <= 10000000, "idle window %lld us after 20 ms gaps", w);
+			CHECK(rt_stat(c, "idle_awake_ms") > 0);
+		} else {
+			CHECKF(w == 2000, "idle window %lld us with --idle-adapt-ms 0", w);
+		}
+		ringlm_close(c);
+		CHECK(rt_stop(&rt) == 0);
+	}
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -590,6 +671,8 @@ int main(void)
 	RUN(rt_cancel_frees);
 	RUN(rt_wait_wakes_futex);
 	RUN(rt_wait_wakes_eventfd_fallback);
+	RUN(idle_window_follows_gaps);
+	RUN(rt_idle_window_adapts);
 	RUN(embedded_sim_generates);
 	RUN(submit_and_wait_on_two_threads);
 	RUN(rt_refuses_disallowed_uid);

@@ -7,7 +7,8 @@
  *   events (written straight into the clients' event rings), publish each ring once, and wake
  *   the clients that sleep. Control-plane completions (attach, hang-ups, signals, timers) are
  *   reaped from the io_uring completion queue without a syscall.
- * With no work for idle_spin_ns, it announces sleep (info->rt_sleeping = 1), re-checks every
+ * With no work for its idle window (rl_idle.h: --idle-spin-us, grown up to --idle-adapt-ms to
+ * cover the idle periods it sees), it announces sleep (info->rt_sleeping = 1), re-checks every
  * ring, arms a wait per client (IORING_OP_FUTEX_WAIT on the client's rt_bell where the kernel
  * has it, else a poll on the client's eventfd) and blocks in io_uring_submit_and_wait.
  *
@@ -688,6 +689,7 @@ void rl_rt_default_params(struct rl_rt_params *p)
 	p->arena_ids = 1u << 18;
 	p->sim_vocab = 32000;
 	p->idle_spin_ns = 2000000;      /* 2 ms */
+	p->idle_adapt_ns = RL_IDLE_ADAPT_DEFAULT_NS;
 	p->drain_timeout_ns = 10000000000ull;   /* 10 s */
 }
 
@@ -988,7 +990,9 @@ int rl_rt_run(struct rl_rt *rt)
 	io_uring_prep_poll_add(s, rt->stop_fd, POLLIN);
 	io_uring_sqe_set_data64(s, UD(UD_STOP, 0, 0));
 	io_uring_submit(&rt->ring);
-	rt->last_work = rl_now_ns();
+	rl_idle_init(&rt->idle, rt->p.idle_spin_ns, rt->p.idle_spin_ns < UINT64_MAX / 2 ? rt->p.idle_adapt_ns : 0);
+	ST_SET(idle_window_ns, rt->idle.window_ns);
+	rt->last_work = rt->idle_start = rl_now_ns();
 	for (;;) {
 		uint64_t now = rl_now_ns();
 		int work = drain_all(rt, now);
@@ -1012,10 +1016,15 @@ int rl_rt_run(struct rl_rt *rt)
 			}
 		}
 		if (work || rt->stepping || !rl_sched_idle(rt->sched)) {
-			rt->last_work = now;
+			if (now - rt->last_work > IDLE_YIELD_AFTER_NS)     /* awake and idle till now */
+				ST_ADD(idle_awake_ns, now - rt->last_work);
+			if (now - rt->idle_start > rt->idle.base_ns)       /* an idle period the base missed */
+				ST_SET(idle_window_ns, rl_idle_gap(&rt->idle, now - rt->idle_start));
+			rt->last_work = rt->idle_start = now;
 			continue;
 		}
-		if (now - rt->last_work >= rt->p.idle_spin_ns) {
+		if (now - rt->last_work >= rt->idle.window_ns) {
+			ST_ADD(idle_awake_ns, now - rt->last_work);
 			sleep_until_work(rt);
 			rt->last_work = rl_now_ns();
 		} else if (now - rt->last_work >= IDLE_YIELD_AFTER_NS) {

@@ -46,7 +46,10 @@ struct rl_rt_params {
 	uint64_t sim_step_ns, sim_token_ns;
 	uint32_t sim_vocab;
 	enum rl_rt_wake wake;          /* --wake */
-	uint64_t idle_spin_ns;         /* busy-poll this long after the last work before sleeping */
+	uint64_t idle_spin_ns;         /* busy-poll at least this long after the last work before
+					* sleeping (the idle window's base, rl_idle.h) */
+	uint64_t idle_adapt_ns;        /* --idle-adapt-ms: the idle window may grow to this to cover
+					* the idle periods seen; 0 = stays idle_spin_ns */
 	int      latency;              /* --latency: the profile for a dedicated core (rl_rt.c
 					* latency_profile): pinned, never sleeps, memory locked */
 	uint64_t drain_timeout_ns;     /* SIGTERM: in-flight work gets this long, then -ESHUTDOWN */

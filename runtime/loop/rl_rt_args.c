@@ -20,8 +20,8 @@ void rl_rt_usage(FILE *f)
 "               [--max-prompt N] [--max-new N] [--allow-uid UID] [--allow-gid GID]\n"
 "               [--sim-step-us A] [--sim-token-us B] [--sim-vocab V]\n"
 "               [--kv-type f16|f32] [--cuda-graph-buckets N,N,...] [--cuda-dtype bf16|fp16] [--cuda-attn ringlm|flashinfer]\n"
-"               [--wake auto|futex|eventfd] [--idle-spin-us N] [--event-ring N]\n"
-"               [--request-ring N] [--arena-ids N] [--drain-timeout-ms N]\n"
+"               [--wake auto|futex|eventfd] [--idle-spin-us N] [--idle-adapt-ms N]\n"
+"               [--event-ring N] [--request-ring N] [--arena-ids N] [--drain-timeout-ms N]\n"
 "               [--latency] [--verbose|--quiet]\n");
 }
 
@@ -74,6 +74,7 @@ static const struct option value_opts[] = {
 	{ "arena-ids", required_argument, NULL, 0 },
 	{ "drain-timeout-ms", required_argument, NULL, 0 },
 	{ "idle-spin-us", required_argument, NULL, 0 },
+	{ "idle-adapt-ms", required_argument, NULL, 0 },
 	{ "latency", no_argument, NULL, 'L' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "quiet", no_argument, NULL, 'q' },
@@ -265,6 +266,9 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 		} else if (!strcmp(a, "--idle-spin-us")) {
 			NUM(0, 10000000);
 			p->idle_spin_ns = n * 1000;
+		} else if (!strcmp(a, "--idle-adapt-ms")) {
+			NUM(0, 60000);
+			p->idle_adapt_ns = n * 1000000;
 		} else {
 			snprintf(err, errlen, "unknown option '%s' (see ringlmd --help)", a);
 			return -EINVAL;

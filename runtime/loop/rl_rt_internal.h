@@ -15,6 +15,7 @@
 #include "ipc/rl_ipc.h"
 #include "runtime/backend/rl_backend.h"
 #include "runtime/loop/rl_calib.h"
+#include "runtime/loop/rl_idle.h"
 #include "runtime/loop/rl_rt.h"
 #include "runtime/sched/rl_spec.h"
 #include "runtime/sched/rl_budget.h"
@@ -106,7 +107,9 @@ struct rl_rt {
 	_Atomic int stop_req;
 	int      draining;
 	uint64_t drain_deadline;
-	uint64_t last_work;
+	uint64_t last_work;            /* the last work, or the last wake-up from a sleep */
+	uint64_t idle_start;           /* the last work: where the idle period began */
+	struct rl_idle idle;           /* the idle window (rl_idle.h) */
 	struct sockaddr_un acc_addr;
 	socklen_t acc_len;
 	struct __kernel_timespec timer_ts, hs_ts;
