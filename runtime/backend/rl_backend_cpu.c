@@ -678,8 +678,13 @@ static int cpu_launch(struct rl_backend *be, const struct rl_batch *b)
 	plan_attention(c, b);
 	c->cur = b;
 	atomic_store(&c->done, 0);
-	atomic_store(&c->gen, (((atomic_load(&c->gen) >> 8) + 1) << 8) | (uint32_t)c->n_active);
-	wake_all(c, &c->gen);
+	/* A step of one participant is the finish() caller's alone, and the workers are not told:
+	 * telling them cost a wake-up syscall when they slept, and a worker restarting its yield
+	 * loop beside the runtime thread, taking turns with it on one cpu, when they did not */
+	if (c->n_active > 1) {
+		atomic_store(&c->gen, (((atomic_load(&c->gen) >> 8) + 1) << 8) | (uint32_t)c->n_active);
+		wake_all(c, &c->gen);
+	}
 	return 0;
 }
 
