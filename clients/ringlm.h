@@ -102,8 +102,10 @@ struct ringlm_params {
 	const char *backend;     /* "cpu" (default when model is set), "sim", "cuda" */
 	const char *runtime_args;/* more ringlmd options for the embedded runtime, e.g. "--kv-blocks 512" */
 	int      spin_us;        /* ringlm_wait spins this long, then polls between yields of the
-				  * cpu 20 times as long (at most 1 ms), before sleeping (default 50;
-				  * 0: sleep at once) */
+				  * cpu 4 times as long (at most 200 us), before sleeping (default 50;
+				  * 0: sleep at once). A pure spin keeps the cpu from every other task,
+				  * the runtime thread included when the kernel wakes it there: spin
+				  * longer only with the client pinned apart from the runtime */
 	int      force_fallback; /* 1: wake through eventfds even where futex waits work */
 	int      observe;        /* 1: info and stats only (ringlm_get_info, ringlm_stats_json):
 				  * takes no client slot, so it works when --max-clients are all

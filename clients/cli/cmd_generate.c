@@ -69,7 +69,9 @@ int rl_cmd_generate(int argc, char **argv)
 {
 	struct ringlm_params p = ringlm_default_params();
 	struct ringlm_request r = ringlm_default_request();
-	p.spin_us = 2000;    /* spin through a short step; longer ones sleep, leaving the cores to the backend */
+	/* the library's wait (spin 50 us, then yield up to 200 us, then sleep): a longer pure spin
+	 * kept the runtime thread, woken by the kernel onto this process's cpu, off it for the
+	 * whole spin (2 ms TTFTs, perf sched) */
 	const char *prompt = NULL, *prompt_ids = NULL, *stop = NULL, *spec = NULL, *spec_k = NULL;
 	int ids_out = 0, stats = 0, bos = 1, n_given = 0;
 	r.max_new = 64;
