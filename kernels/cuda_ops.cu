@@ -81,6 +81,66 @@ __global__ void add_rmsnorm_kernel(T *out, float *x, const float *delta, const f
 		o[d] = rl_store<T>(v[d] * s * w[d]);
 }
 
+// The same for dim % 4 == 0 and dim <= 4 * 4 * blockDim: each thread holds its float4s of the
+// row, and of w, in registers, and every load is issued before any store (the pointers may
+// alias as far as the compiler knows). The row then costs two memory latencies, where the
+// strided loop above pays one per iteration, twice (16 each for a 4096-wide row at 256
+// threads). No shared row, so no 48 KiB limit on dim.
+#define RMS_V 4                        // float4s per thread at most
+template <typename T>
+__global__ void __launch_bounds__(1024) add_rmsnorm_v4_kernel(T *out, float *x, const float *delta, const float *w,
+							      const int32_t *row_map, uint32_t dim, float eps,
+							      int write_x)
+{
+	uint32_t i = blockIdx.x, n4 = dim / 4;
+	int r = row_map ? row_map[i] : (int)i;
+	T *o = out + (size_t)i * dim;                           // [dim]
+	if (r < 0) {
+		for (uint32_t d = threadIdx.x; d < dim; d += blockDim.x)
+			o[d] = rl_store<T>(0.0f);
+		return;
+	}
+	float4 *x4 = (float4 *)(x + (size_t)r * dim);           // [n4]
+	const float4 *d4 = delta ? (const float4 *)(delta + (size_t)r * dim) : NULL;
+	const float4 *w4 = (const float4 *)w;
+	float4 a[RMS_V], g[RMS_V];
+	float ss = 0.0f;
+#pragma unroll
+	for (int k = 0; k < RMS_V; k++) {
+		uint32_t j = threadIdx.x + k * blockDim.x;
+		if (j < n4) {
+			a[k] = x4[j];
+			g[k] = w4[j];
+			if (d4) {
+				float4 e = d4[j];
+				a[k].x += e.x; a[k].y += e.y; a[k].z += e.z; a[k].w += e.w;
+			}
+			ss += a[k].x * a[k].x + a[k].y * a[k].y + a[k].z * a[k].z + a[k].w * a[k].w;
+		}
+	}
+	if (write_x) {
+#pragma unroll
+		for (int k = 0; k < RMS_V; k++) {
+			uint32_t j = threadIdx.x + k * blockDim.x;
+			if (j < n4)
+				x4[j] = a[k];
+		}
+	}
+	ss = block_sum(ss);
+	float s = 1.0f / sqrtf(ss / (float)dim + eps);         // as rl_cpu_rmsnorm
+#pragma unroll
+	for (int k = 0; k < RMS_V; k++) {
+		uint32_t j = threadIdx.x + k * blockDim.x;
+		if (j < n4) {
+			T *oj = o + 4 * (size_t)j;
+			oj[0] = rl_store<T>(a[k].x * s * g[k].x);
+			oj[1] = rl_store<T>(a[k].y * s * g[k].y);
+			oj[2] = rl_store<T>(a[k].z * s * g[k].z);
+			oj[3] = rl_store<T>(a[k].w * s * g[k].w);
+		}
+	}
+}
+
 // One block per row. Pairs (i0, i1) of every q and k head are rotated by thread-strided loops;
 // v is copied. Rows past n_tokens are padding: nothing reads their q, and they own no slot.
 template <typename T>
@@ -189,9 +249,16 @@ template <typename T>
 static void add_rmsnorm(uint16_t *out, float *x, const float *delta, const float *w, const int32_t *row_map,
 			uint32_t rows, uint32_t dim, float eps, int write_x, cudaStream_t st)
 {
-	if (rows)
+	if (!rows)
+		return;
+	const uint32_t n4 = dim / 4;
+	if (dim % 4 == 0 && n4 <= RMS_V * 1024) {
+		const uint32_t t = n4 < 1024 ? (n4 + 31) / 32 * 32 : 1024;   // a float4 each, whole warps
+		add_rmsnorm_v4_kernel<T><<<rows, t, 0, st>>>((T *)out, x, delta, w, row_map, dim, eps, write_x);
+	} else {
 		add_rmsnorm_kernel<T><<<rows, 256, dim * sizeof(float), st>>>((T *)out, x, delta, w, row_map,
 									     dim, eps, write_x);
+	}
 }
 
 template <typename T>

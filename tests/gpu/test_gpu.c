@@ -195,10 +195,9 @@ static void test_embed(void)
 	free(emb); free(x);
 }
 
-static void test_add_rmsnorm(void)
+static void add_rmsnorm_at(uint32_t dim)
 {
-	NEED_GPU();
-	uint32_t rows = 37, dim = 4096 + 64;
+	uint32_t rows = 37;
 	float *x = malloc((size_t)rows * dim * 4), *x0 = malloc((size_t)rows * dim * 4);
 	float *dl = malloc((size_t)rows * dim * 4), *w = malloc(dim * 4), *ref = malloc(dim * 4), *got = malloc(dim * 4);
 	uint16_t *out = malloc((size_t)rows * dim * 2);
@@ -229,7 +228,8 @@ static void test_add_rmsnorm(void)
 			rl_cpu_rmsnorm(ref, v, w, dim, 1e-5f);
 			for (uint32_t d = 0; d < dim; d++)
 				got[d] = dec(out[(size_t)i * dim + d]);
-			CHECKF(rel_l2(got, ref, dim) < tol(4e-3), "%s row %u: %g", dt_name(), i, rel_l2(got, ref, dim));
+			CHECKF(rel_l2(got, ref, dim) < tol(4e-3), "%s dim %u row %u: %g", dt_name(), dim, i,
+			       rel_l2(got, ref, dim));
 			if (!pass)
 				CHECK(!memcmp(x + (size_t)r * dim, v, dim * 4));   /* x += delta, exactly */
 		}
@@ -237,6 +237,16 @@ static void test_add_rmsnorm(void)
 			CHECK(!memcmp(x, x0, (size_t)rows * dim * 4));             /* write_x 0: untouched */
 	}
 	free(x); free(x0); free(dl); free(w); free(ref); free(got); free(out);
+}
+
+/* dim 4160: the float4 kernel with a second float4 on some threads; 4098: the strided one
+ * (dim % 4 != 0); 64: the float4 kernel with idle lanes in its one warp. */
+static void test_add_rmsnorm(void)
+{
+	NEED_GPU();
+	add_rmsnorm_at(4096 + 64);
+	add_rmsnorm_at(4098);
+	add_rmsnorm_at(64);
 }
 
 static void test_rope_kv(void)
