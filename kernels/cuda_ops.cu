@@ -6,8 +6,10 @@
 // Every kernel that touches 2-byte storage is a template on its type T (bf16 or fp16,
 // cuda_storage.h); the launchers at the bottom pick the instantiation for their dtype.
 //
-// Thread mappings are deliberately simple (one block per row, threads striding the row): these
-// kernels move a few MB per step, next to the GB of weights the GEMMs stream.
+// Thread mappings are simple: one block per row, as many threads as the row has items up to
+// 1024, striding the rest. These kernels move a few MB per step, next to the GB of weights the
+// GEMMs stream, so what costs is latency: a decode step has a few rows, and each strided
+// iteration is a serial memory round trip (add+RMSNorm holds its row in registers instead).
 #include <math.h>
 #include "kernels/rl_cuda_ops.h"
 #include "kernels/cuda_storage.h"
@@ -242,7 +244,7 @@ __global__ void fill_f32_kernel(float *p, size_t n, float a, float center, uint6
 template <typename T>
 static void embed(float *x, const uint16_t *emb, rl_cuda_meta m, uint32_t rows, uint32_t dim, cudaStream_t st)
 {
-	embed_kernel<T><<<rows, 256, 0, st>>>(x, (const T *)emb, m, dim);
+	embed_kernel<T><<<rows, dim < 1024 ? (dim + 31) / 32 * 32 : 1024, 0, st>>>(x, (const T *)emb, m, dim);
 }
 
 template <typename T>
@@ -267,7 +269,11 @@ static void rope_kv(uint16_t *q_out, uint16_t *kc, uint16_t *vc, const uint16_t 
 		    uint32_t hd, uint32_t bs, float rope_scale, int halves, const float *qk_norm, float eps,
 		    cudaStream_t st)
 {
-	rope_kv_kernel<T><<<rows, 128, 0, st>>>((T *)q_out, (T *)kc, (T *)vc, (const T *)qkv, bias,
+	// a thread a rotated pair, up to 1024: each thread's loop iterations are serial memory
+	// round trips (its stores may alias the next loads as far as the compiler knows)
+	const uint32_t pairs = (nh + nkv) * (hd / 2);
+	const unsigned t = pairs < 1024 ? (pairs + 31) / 32 * 32 : 1024;
+	rope_kv_kernel<T><<<rows, t, 0, st>>>((T *)q_out, (T *)kc, (T *)vc, (const T *)qkv, bias,
 						inv_freq, m, nh, nkv, hd, bs, rope_scale, halves, qk_norm, eps);
 }
 
