@@ -1,6 +1,7 @@
 // cuda_sample.cu — token sampling on the device: greedy, temperature, top-k, top-p, with the
 // same (seed, position) draw as the CPU (rl_sample_uniform from rl_sample.h). CPU counterpart:
-// rl_sample (rl_sample.c). One block of 1024 threads per sampling row.
+// rl_sample (rl_sample.c). One block of 1024 threads per sampling row, after a split argmax
+// (AM_SPLIT blocks a row) when the vocabulary is large.
 //
 // rl_sample ranks candidates by (probability desc, id asc) and cuts and draws in that order
 // (or, with neither cut, draws in id order). A sort of 128k candidates per row is costly on
@@ -181,6 +182,64 @@ static __device__ uint32_t walk_ties(const float *p, uint32_t vocab, sset s, uin
 	return id;
 }
 
+// The argmax of a large vocabulary is split over AM_SPLIT blocks a row: one block reading a
+// 128k-logit row is bound by one SM's share of the bandwidth, and a decode step has a few
+// rows for 132 SMs. Each writes its part's (max, lowest id at it) into the row's probs scratch,
+// which sample_kernel reads before it writes any probability there.
+#define AM_SPLIT 32
+#define AM_THREADS 256
+#define AM_MIN_VOCAB 4096              // below, one block reads the row as fast
+static __host__ __device__ __forceinline__ bool am_split(uint32_t vocab) { return vocab >= AM_MIN_VOCAB; }
+
+// (v, i) beats (bv, bi): larger, or equal with the lower id (rl_sample_argmax)
+static __device__ __forceinline__ bool am_better(float v, uint32_t i, float bv, uint32_t bi)
+{
+	return v > bv || (v == bv && i < bi);
+}
+
+__global__ void __launch_bounds__(AM_THREADS)
+argmax_part_kernel(float *probs, const float *logits, rl_cuda_meta m, uint32_t vocab)
+{
+	const uint32_t j = blockIdx.y, part = blockIdx.x;
+	if (j >= m.hdr->n_samp)
+		return;
+	const float *lg = logits + (size_t)j * vocab;        // [vocab]
+	const uint32_t per = (vocab + AM_SPLIT - 1) / AM_SPLIT, lo = part * per;
+	const uint32_t hi = lo + per < vocab ? lo + per : vocab;
+	float bv = -INFINITY;
+	uint32_t bi = UINT32_MAX;
+	for (uint32_t i = lo + threadIdx.x; i < hi; i += AM_THREADS)
+		if (am_better(lg[i], i, bv, bi)) {
+			bv = lg[i];
+			bi = i;
+		}
+	__shared__ float wv[AM_THREADS / 32];
+	__shared__ uint32_t wi[AM_THREADS / 32];
+	for (int o = 16; o > 0; o >>= 1) {
+		float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+		uint32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+		if (am_better(ov, oi, bv, bi)) {
+			bv = ov;
+			bi = oi;
+		}
+	}
+	if ((threadIdx.x & 31) == 0) {
+		wv[threadIdx.x >> 5] = bv;
+		wi[threadIdx.x >> 5] = bi;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (int w = 1; w < AM_THREADS / 32; w++)
+			if (am_better(wv[w], wi[w], bv, bi)) {
+				bv = wv[w];
+				bi = wi[w];
+			}
+		float *out = probs + (size_t)j * vocab + 2 * part;   // [2]: max, id bits
+		out[0] = bv;
+		out[1] = __uint_as_float(bi);
+	}
+}
+
 __global__ void __launch_bounds__(ST)
 sample_kernel(int32_t *ids, float *probs, const float *logits, rl_cuda_meta m, uint32_t vocab)
 {
@@ -200,15 +259,22 @@ sample_kernel(int32_t *ids, float *probs, const float *logits, rl_cuda_meta m, u
 	__shared__ uint32_t best_s;
 	float bv = -INFINITY;
 	uint32_t bi = UINT32_MAX;
-	for (uint32_t i = threadIdx.x; i < vocab; i += ST)
-		if (lg[i] > bv || (lg[i] == bv && i < bi)) {
-			bv = lg[i];
-			bi = i;
+	if (am_split(vocab)) {                               // the parts argmax_part_kernel left
+		if (threadIdx.x < AM_SPLIT) {
+			bv = p[2 * threadIdx.x];
+			bi = __float_as_uint(p[2 * threadIdx.x + 1]);
 		}
+	} else {
+		for (uint32_t i = threadIdx.x; i < vocab; i += ST)
+			if (am_better(lg[i], i, bv, bi)) {
+				bv = lg[i];
+				bi = i;
+			}
+	}
 	for (int o = 16; o > 0; o >>= 1) {
 		float ov = __shfl_xor_sync(0xffffffffu, bv, o);
 		uint32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
-		if (ov > bv || (ov == bv && oi < bi)) {
+		if (am_better(ov, oi, bv, bi)) {
 			bv = ov;
 			bi = oi;
 		}
@@ -222,7 +288,7 @@ sample_kernel(int32_t *ids, float *probs, const float *logits, rl_cuda_meta m, u
 		float v = wv[0];
 		uint32_t b = wi[0];
 		for (int w = 1; w < ST / 32; w++)
-			if (wv[w] > v || (wv[w] == v && wi[w] < b)) {
+			if (am_better(wv[w], wi[w], v, b)) {
 				v = wv[w];
 				b = wi[w];
 			}
@@ -305,6 +371,9 @@ sample_kernel(int32_t *ids, float *probs, const float *logits, rl_cuda_meta m, u
 extern "C" void rl_cuda_sample(int32_t *ids, float *probs, const float *logits, rl_cuda_meta m,
 			       uint32_t samp_cap, uint32_t vocab, cudaStream_t st)
 {
-	if (samp_cap)
-		sample_kernel<<<samp_cap, ST, 0, st>>>(ids, probs, logits, m, vocab);
+	if (!samp_cap)
+		return;
+	if (am_split(vocab))
+		argmax_part_kernel<<<dim3(AM_SPLIT, samp_cap), AM_THREADS, 0, st>>>(probs, logits, m, vocab);
+	sample_kernel<<<samp_cap, ST, 0, st>>>(ids, probs, logits, m, vocab);
 }

@@ -552,6 +552,9 @@ static void test_sample(void)
 		for (size_t i = 0; i < (size_t)n * vocab; i++)
 			logits[i] = 3 * frand() + (i % 97 == 0 ? 4 : 0);
 		logits[7] = logits[9] = 50;                        /* a tie for greedy: lower id wins */
+		/* greedy rows 8 and 16: ties across the split argmax's parts (157 ids each) */
+		logits[8 * vocab + 4000] = logits[8 * vocab + 10] = 50;
+		logits[16 * vocab + 4999] = logits[16 * vocab + 3001] = 50;
 		for (uint32_t i = 0; i < 64; i++)
 			ids[i] = -7;
 		REQUIRE_API(api->sample(ids, logits, &g, &t.b, n, vocab));
