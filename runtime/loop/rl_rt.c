@@ -434,10 +434,12 @@ static void spec_observe(struct rl_rt *rt, const struct rl_batch *b, uint64_t dt
 			       rl_spec_cost_row(&rt->spec_cost, 0));
 }
 
-static void step_done(struct rl_rt *rt, uint64_t now)
+/* Collects the launched step (computing it, for a backend whose finish() computes); returns
+ * the time it ended, when the idle clock may start. */
+static uint64_t step_done(struct rl_rt *rt)
 {
 	int err = rl_backend_finish(rt->be, rt->out);
-	uint64_t dt = rl_now_ns() - rt->step_t0;
+	const uint64_t now = rl_now_ns(), dt = now - rt->step_t0;
 	if (err) {
 		SAY("backend step failed: %s", strerror(-err));
 		for (uint32_t i = 0; i < rt->batch->n_seqs; i++)
@@ -456,6 +458,7 @@ static void step_done(struct rl_rt *rt, uint64_t now)
 	publish_events(rt);
 	if (rt->p.budget_auto)
 		rl_budget_publish(&rt->budget, &rt->info->st);
+	return now;
 }
 
 static int try_launch(struct rl_rt *rt, uint64_t now)
@@ -995,12 +998,13 @@ int rl_rt_run(struct rl_rt *rt)
 	rt->last_work = rt->idle_start = rl_now_ns();
 	for (;;) {
 		uint64_t now = rl_now_ns();
+		const uint64_t t0 = now;        /* an idle period that ends in this pass ended by here */
 		int work = drain_all(rt, now);
 		if (rt->stepping) {
 			/* a backend whose finish() computes is finished now, after one drain; others
 			 * run on while we poll the rings */
 			if (rt->be->info.finish_works || rl_backend_poll(rt->be)) {
-				step_done(rt, rl_now_ns());
+				now = step_done(rt);   /* a computing finish() is no idle time */
 				work = 1;
 			}
 		} else if (!rl_sched_idle(rt->sched)) {
@@ -1016,14 +1020,16 @@ int rl_rt_run(struct rl_rt *rt)
 			}
 		}
 		if (work || rt->stepping || !rl_sched_idle(rt->sched)) {
-			if (now - rt->last_work > IDLE_YIELD_AFTER_NS)     /* awake and idle till now */
-				ST_ADD(idle_awake_ns, now - rt->last_work);
-			if (now - rt->idle_start > rt->idle.base_ns)       /* an idle period the base missed */
-				ST_SET(idle_window_ns, rl_idle_gap(&rt->idle, now - rt->idle_start));
-			rt->last_work = rt->idle_start = now;
+			if (t0 - rt->last_work > IDLE_YIELD_AFTER_NS)      /* awake and idle till t0 */
+				ST_ADD(idle_awake_ns, t0 - rt->last_work);
+			if (t0 - rt->idle_start > rt->idle.base_ns)        /* an idle period the base missed */
+				ST_SET(idle_window_ns, rl_idle_gap(&rt->idle, t0 - rt->idle_start));
+			rt->last_work = rt->idle_start = now;              /* after this pass's step */
 			continue;
 		}
-		if (now - rt->last_work >= rt->idle.window_ns) {
+		/* the window runs from the last work; a wake-up without work (the 10 Hz timer, an
+		 * attach) only earns the base, or an idle runtime would spend most of its time awake */
+		if (now - rt->last_work >= rt->idle.base_ns && now - rt->idle_start >= rt->idle.window_ns) {
 			ST_ADD(idle_awake_ns, now - rt->last_work);
 			sleep_until_work(rt);
 			rt->last_work = rl_now_ns();
