@@ -524,6 +524,7 @@ static void handle_cqe(struct rl_rt *rt, struct io_uring_cqe *cqe)
 		break;
 	case UD_HS: {
 		struct handshake *h = &rt->hs[slot];
+		rt->woke_bare = 0;         /* a client attaching: its first request is likely close */
 		if (res == (int)sizeof h->req && h->used == 1) {
 			rt_conn_attach(rt, h->fd, &h->req);
 		} else {           /* short read, error, timed out or evicted (-ECANCELED) */
@@ -544,6 +545,7 @@ static void handle_cqe(struct rl_rt *rt, struct io_uring_cqe *cqe)
 	}
 	case UD_BELL: {
 		struct client *c = &rt->clients[slot];
+		rt->woke_bare = 0;
 		if (c->used && c->gen == UD_GEN(ud)) {
 			c->bell_armed = 0;
 			if (!rt->futex_ok || rt->p.wake == RL_RT_WAKE_EVENTFD)
@@ -1025,14 +1027,18 @@ int rl_rt_run(struct rl_rt *rt)
 			if (t0 - rt->idle_start > rt->idle.base_ns)        /* an idle period the base missed */
 				ST_SET(idle_window_ns, rl_idle_gap(&rt->idle, t0 - rt->idle_start));
 			rt->last_work = rt->idle_start = now;              /* after this pass's step */
+			rt->woke_bare = 0;
 			continue;
 		}
-		/* the window runs from the last work; a wake-up without work (the 10 Hz timer, an
-		 * attach) only earns the base, or an idle runtime would spend most of its time awake */
-		if (now - rt->last_work >= rt->idle.base_ns && now - rt->idle_start >= rt->idle.window_ns) {
+		/* the window runs from the last work; a wake-up without work earns the base when a
+		 * client rang or attached, and nothing when only the 10 Hz timer fired (or an idle
+		 * runtime would spend 2% of a core on its own heartbeat) */
+		if (now - rt->last_work >= (rt->woke_bare ? 0 : rt->idle.base_ns) &&
+		    now - rt->idle_start >= rt->idle.window_ns) {
 			ST_ADD(idle_awake_ns, now - rt->last_work);
 			sleep_until_work(rt);
 			rt->last_work = rl_now_ns();
+			rt->woke_bare = 1;     /* until reap() sees a client's doing */
 		} else if (now - rt->last_work >= IDLE_YIELD_AFTER_NS) {
 			/* the rest of the idle spin yields: a task the kernel put on this core (a client
 			 * not pinned apart) runs at once instead of after the spin; with none runnable

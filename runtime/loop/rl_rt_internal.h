@@ -110,6 +110,7 @@ struct rl_rt {
 	uint64_t last_work;            /* the last work, or the last wake-up from a sleep */
 	uint64_t idle_start;           /* the last work: where the idle period began */
 	struct rl_idle idle;           /* the idle window (rl_idle.h) */
+	int      woke_bare;            /* woken from sleep by nothing a client did (the timer) */
 	struct sockaddr_un acc_addr;
 	socklen_t acc_len;
 	struct __kernel_timespec timer_ts, hs_ts;
