@@ -19,7 +19,6 @@
  * bench/out/latency.json (or --json FILE). Nothing passes or fails on time.
  */
 #include <errno.h>
-#include <linux/futex.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -27,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +33,7 @@
 #include "clients/cli/cli.h"
 #include "clients/ringlm.h"
 #include "ipc/rl_clock.h"
+#include "ipc/rl_ipc.h"
 #include "ipc/rl_wire.h"
 #include "runtime/loop/rl_rt.h"
 #include "runtime/loop/rl_rt_fork.h"
@@ -196,11 +195,6 @@ static int ring_pair(long iters, struct hist *h)
 	return 0;
 }
 
-static long futex(_Atomic uint32_t *w, int op, uint32_t v)
-{
-	return syscall(SYS_futex, (uint32_t *)w, op | FUTEX_PRIVATE_FLAG, v, NULL, NULL, 0);
-}
-
 static void *sleeper_main(void *arg)
 {
 	(void)arg;
@@ -208,7 +202,7 @@ static void *sleeper_main(void *arg)
 	uint32_t seen = 0;
 	for (;;) {
 		while (atomic_load(&fl.word) == seen)
-			futex(&fl.word, FUTEX_WAIT, seen);
+			rl_futex_wait(&fl.word, seen, 0);
 		atomic_store(&fl.woke_ns, rl_now_ns());
 		seen = atomic_load(&fl.word);
 		if (atomic_load(&fl.stop))
@@ -235,7 +229,7 @@ static int floor_futex(int n, double gap_ms, struct hist *h)
 		atomic_store(&fl.woke_ns, 0);
 		const uint64_t t0 = rl_now_ns();
 		atomic_fetch_add(&fl.word, 1);
-		futex(&fl.word, FUTEX_WAKE, 1);
+		rl_futex_wake(&fl.word, 1);
 		uint64_t t1;
 		while (!(t1 = atomic_load(&fl.woke_ns)))
 			rl_cpu_relax();
@@ -243,7 +237,7 @@ static int floor_futex(int n, double gap_ms, struct hist *h)
 	}
 	atomic_store(&fl.stop, 1);
 	atomic_fetch_add(&fl.word, 1);
-	futex(&fl.word, FUTEX_WAKE, 1);
+	rl_futex_wake(&fl.word, 1);
 	pthread_join(th, NULL);
 	return 0;
 }

@@ -43,23 +43,21 @@ static int connect_to(int argc, char **argv, struct ringlm **c, int *json, int *
 	return 0;
 }
 
-/* Pulls "key":number out of our own flat JSON (0 when absent). */
-static double jnum(const char *js, const char *key)
+/* Pulls "key":number out of our own flat JSON (absent when it is not there). */
+static double jnum_or(const char *js, const char *key, double absent)
 {
 	char pat[64];
 	snprintf(pat, sizeof pat, "\"%s\":", key);
 	const char *p = strstr(js, pat);
-	return p ? atof(p + strlen(pat)) : 0;
+	return p ? atof(p + strlen(pat)) : absent;
 }
+
+static double jnum(const char *js, const char *key) { return jnum_or(js, key, 0); }
 
 double rl_cli_stat(struct ringlm *c, const char *key)
 {
-	char buf[4096], pat[64];
-	if (ringlm_stats_json(c, buf, sizeof buf) < 0)
-		return -1;
-	snprintf(pat, sizeof pat, "\"%s\":", key);
-	const char *p = strstr(buf, pat);
-	return p ? atof(p + strlen(pat)) : -1;
+	char buf[4096];
+	return ringlm_stats_json(c, buf, sizeof buf) < 0 ? -1 : jnum_or(buf, key, -1);
 }
 
 static void print_rows(json_t *o, const char *prefix)

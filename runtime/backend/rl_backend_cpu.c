@@ -387,7 +387,6 @@ static void add_normed(struct cpu *c, int t, float *y, const float *w, uint32_t 
 	barrier(c);
 }
 
-/* One step, run by every worker t. */
 /* The final norm and LM head for rows[k0 .. k0 + max_seqs) of n (the logits buffer holds
  * max_seqs rows), then this participant's share [*j0, *j1) of those logits rows */
 static void head_chunk(struct cpu *c, int t, const uint32_t *rows, uint32_t n, uint32_t k0,
@@ -400,6 +399,7 @@ static void head_chunk(struct cpu *c, int t, const uint32_t *rows, uint32_t n, u
 	split(k, 1, t, c->n_active, j0, j1);
 }
 
+/* One step, run by every worker t. */
 static void forward(struct cpu *c, int t)
 {
 	const struct rl_batch *b = c->cur;

@@ -995,7 +995,7 @@ int rl_rt_run(struct rl_rt *rt)
 	io_uring_prep_poll_add(s, rt->stop_fd, POLLIN);
 	io_uring_sqe_set_data64(s, UD(UD_STOP, 0, 0));
 	io_uring_submit(&rt->ring);
-	rl_idle_init(&rt->idle, rt->p.idle_spin_ns, rt->p.idle_spin_ns < UINT64_MAX / 2 ? rt->p.idle_adapt_ns : 0);
+	rl_idle_init(&rt->idle, rt->p.idle_spin_ns, rt->p.idle_adapt_ns);   /* --latency: base past any cap */
 	ST_SET(idle_window_ns, rt->idle.window_ns);
 	rt->last_work = rt->idle_start = rl_now_ns();
 	for (;;) {
