@@ -62,8 +62,9 @@ NVCCFLAGS ?= -O2 -g -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -
 # FLASHINFER_DIR names the unpacked folder itself). FLASHINFER=auto builds it in when the
 # headers are there, FLASHINFER=1 stops the build when they are not (the GPU session: a build
 # that quietly left it out would make every FlashInfer test skip), FLASHINFER=0 leaves it out.
-# Built in: its batch decode goes into librlcuda.so (bf16/fp16 x head dim 64/128, one object
-# each so make -j builds them side by side) and --cuda-attn flashinfer is available. Its own
+# Built in: its batch decode and causal batch prefill go into librlcuda.so (bf16/fp16 x head
+# dim 64/128, one object each so make -j builds them side by side) and --cuda-attn flashinfer
+# is available. Its own
 # CCCL goes before the toolkit's (the headers use libcu++ newer than CUDA 13.0's).
 FLASHINFER ?= auto
 FLASHINFER_DIR ?= $(shell .ci/flashinfer --dir 2>/dev/null)
@@ -79,7 +80,11 @@ FI_INC = -I$(FLASHINFER_DIR)/cccl/libcudacxx/include -I$(FLASHINFER_DIR)/cccl/cu
 FI_FLAGS = --expt-relaxed-constexpr -use_fast_math -static-global-template-stub=false -DNDEBUG \
 	-DFLASHINFER_ENABLE_BF16 -DFLASHINFER_ENABLE_F16
 FI_VARIANTS = bf16_64 bf16_128 fp16_64 fp16_128
-FI_OBJ = $(BUILD)/obj/fi/fi_dispatch.cu.o $(FI_VARIANTS:%=$(BUILD)/obj/fi/fi_decode_%.cu.o)
+# nvcc's flags do not change with SAN, so a sanitizer build links the plain build's objects
+# (building them there when missing) instead of compiling the same ~50 s of templates again
+FI_DIR = $(if $(SAN),build,$(BUILD))/obj/fi
+FI_OBJ = $(FI_DIR)/fi_dispatch.cu.o $(FI_VARIANTS:%=$(FI_DIR)/fi_decode_%.cu.o) \
+	$(FI_VARIANTS:%=$(FI_DIR)/fi_prefill_%.cu.o)
 FI_DEF = -DRL_HAVE_FLASHINFER=1
 endif
 endif
@@ -157,11 +162,15 @@ $(BUILD)/obj/%.cu.o: %.cu Makefile
 $(BUILD)/obj/cuda/%.o: %.c Makefile $(FI_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(FI_DEF) -I$(CUDA_HOME)/include -c $< -o $@
-$(BUILD)/obj/fi/fi_decode_%.cu.o: kernels/flashinfer/fi_decode.cu Makefile
+$(FI_DIR)/fi_decode_%.cu.o: kernels/flashinfer/fi_decode.cu Makefile
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $(FI_FLAGS) $(FI_INC) -DRL_FI_NAME=$* -DRL_FI_HD=$(lastword $(subst _, ,$*)) \
 		-DRL_FI_T=$(if $(findstring bf16,$*),__nv_bfloat16,__half) -c $< -o $@
-$(BUILD)/obj/fi/fi_dispatch.cu.o: kernels/flashinfer/fi_dispatch.cu Makefile
+$(FI_DIR)/fi_prefill_%.cu.o: kernels/flashinfer/fi_prefill.cu Makefile
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(FI_FLAGS) $(FI_INC) -DRL_FI_NAME=$* -DRL_FI_HD=$(lastword $(subst _, ,$*)) \
+		-DRL_FI_T=$(if $(findstring bf16,$*),__nv_bfloat16,__half) -c $< -o $@
+$(FI_DIR)/fi_dispatch.cu.o: kernels/flashinfer/fi_dispatch.cu Makefile
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 $(BUILD)/librlcuda.so: $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(CUH_SRC:%.c=$(BUILD)/obj/cuda/%.o) $(CUDA_SHARED_OBJ) $(FI_OBJ) $(FI_STAMP)
@@ -290,3 +299,6 @@ clean:
 
 # header dependencies written by -MMD -MP beside each object
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+ifneq ($(SAN),)
+-include $(wildcard $(FI_DIR)/*.d)
+endif

@@ -16,7 +16,8 @@
 #              build    make with FLASHINFER=1 (no FlashInfer headers: the build stops)
 #              check    librlcuda.so has the FlashInfer entry points and no undefined symbol,
 #                       and a device is there (`ringlm bench gpu --check --require-flashinfer`)
-#              fitest   only test_fi_decode, test_model_fi and test_attention_long
+#              fitest   only the FlashInfer tests (test_fi_decode, test_fi_prefill, test_model_fi,
+#                       test_mixed_equals_alone_fi) and test_attention_long
 #              fibench  one `bench gpu --cuda-attn flashinfer` row: decode at batch 256; every
 #                       decode step must have run FlashInfer from its graph
 #   test     every GPU test
@@ -50,7 +51,7 @@ stages=${*:-quick test gen gpu peer profile serve table}
 die() { echo "gpu_session: $*" >&2; exit 1; }
 
 # the FlashInfer test selection and the one-row benchmark shared by quick and its parts
-fi_tests="fi_decode,model_fi,attention_long"
+fi_tests="fi_decode,fi_prefill,model_fi,mixed_equals_alone_fi,attention_long"
 
 # run_tests FILTER_ONLY: test_gpu with RL_GPU_REQUIRED=1; fails on any failure or skip, or on
 # no test run at all
@@ -70,7 +71,8 @@ stage() {
   check)   [ -f "$lib" ] || die "$lib is not built (no nvcc, or CUDA=0)"
            nm -D --defined-only "$lib" | awk '{print $NF}' | grep -x rl_cuda_flashinfer_version >/dev/null ||
              die "$lib lacks FlashInfer (no rl_cuda_flashinfer_version): it was built without FlashInfer's headers; run bench/gpu_carry.sh and build with FLASHINFER=1"
-           for s in rl_cuda_fi_decode_sizes rl_cuda_fi_decode_plan rl_cuda_fi_decode_run; do
+           for s in rl_cuda_fi_decode_sizes rl_cuda_fi_decode_plan rl_cuda_fi_decode_run \
+                    rl_cuda_fi_prefill_sizes rl_cuda_fi_prefill_plan rl_cuda_fi_prefill_run; do
              nm --defined-only "$lib" | awk '{print $NF}' | grep -x "$s" >/dev/null || die "$lib lacks FlashInfer's $s"
            done
            local undef; undef=$(ldd -r "$lib" 2>&1 | grep -E "undefined symbol|not found")

@@ -24,9 +24,12 @@ struct rl_cuda_hdr {
 	uint32_t n_items;              /* attention work items */
 	uint32_t n_samp;               /* sampling rows */
 	uint32_t n_parts;              /* split-KV partial results */
-	uint32_t fi_decode;            /* 1: a decode-only step, fi_indptr/fi_last are filled */
-	uint32_t _pad;
+	uint32_t fi_csr;               /* which FlashInfer CSR the image carries: RL_CUDA_FI_CSR_* */
+	uint32_t fi_batch;             /* its requests (padding included) */
 };
+#define RL_CUDA_FI_CSR_NONE 0
+#define RL_CUDA_FI_CSR_DECODE 1       /* decode-only, sequence i on row i: fi_indptr, fi_last */
+#define RL_CUDA_FI_CSR_PREFILL 2      /* sequences in row order: fi_qo, fi_indptr, fi_last */
 
 /* One attention work item: nrows consecutive query rows of one sequence (all query heads of
  * one KV head per block), over keys [kv0, kv1) further bounded by each row's causal limit.
@@ -59,9 +62,11 @@ struct rl_cuda_meta {
 	const struct rl_cuda_samp *samp;  /* [max_seqs] */
 	const int32_t *samp_row;       /* [max_seqs] row of each sampling row, -1 in padding */
 	const int32_t *bt;             /* [max_bt] flat block tables */
-	/* FlashInfer's decode CSR (kernels/rl_cuda_fi.h) when hdr->fi_decode: request r is row r,
-	 * its blocks bt[fi_indptr[r] .. fi_indptr[r + 1]), keys in its last block fi_last[r];
-	 * padding rows are empty requests (no blocks, fi_last 0) */
+	/* FlashInfer's CSR (kernels/rl_cuda_fi.h) over hdr->fi_batch requests: request r (sequence
+	 * r; decode: also row r) has the blocks bt[fi_indptr[r] .. fi_indptr[r + 1]), keys in its
+	 * last block fi_last[r] and (prefill) the query rows fi_qo[r] .. fi_qo[r + 1]; padding
+	 * requests are empty (no rows, no blocks, fi_last 0) */
+	const int32_t *fi_qo;          /* [max_rows + 1] */
 	const int32_t *fi_indptr;      /* [max_rows + 1] */
 	const int32_t *fi_last;        /* [max_rows] */
 };

@@ -185,27 +185,44 @@ static void check_packed(const struct rl_cuda_geom *g, const struct rl_cuda_layo
 	CHECK(j == m.hdr->n_samp);
 	for (; j < rl_cuda_host_samp_cap(g, rows); j++)
 		CHECK(m.samp_row[j] == -1);
-	/* FlashInfer's decode CSR (kernels/rl_cuda_fi.h): exactly for decode-only steps; request
-	 * r's pages are row r's block table, and the length FlashInfer derives from them
-	 * (paged_kv_t::get_length) is its context; padding rows are empty */
-	CHECK(m.hdr->fi_decode == (b->n_prefill == 0));
-	if (m.hdr->fi_decode) {
-		CHECK(m.fi_indptr[0] == 0);
-		for (uint32_t r = 0; r < rows; r++) {
-			int32_t np = m.fi_indptr[r + 1] - m.fi_indptr[r];
-			REQUIRE(np >= 0);
+	/* FlashInfer's CSR (kernels/rl_cuda_fi.h): the decode one exactly for decode-only steps
+	 * with sequence i on row i, the prefill one exactly for other steps whose sequences sit in
+	 * row order. Request r's pages are sequence r's block table and the length FlashInfer
+	 * derives from them (paged_kv_t::get_length) is its context; prefill requests' rows are its
+	 * query rows; padding requests are empty */
+	int decode_order = 1, row_order = 1;
+	for (uint32_t i = 0, r = 0; i < b->n_seqs; r += b->seqs[i++].q_len) {
+		decode_order &= b->seqs[i].q_start == i;
+		row_order &= b->seqs[i].q_start == r;
+	}
+	uint32_t want = b->n_prefill ? (row_order ? RL_CUDA_FI_CSR_PREFILL : RL_CUDA_FI_CSR_NONE)
+				     : (decode_order ? RL_CUDA_FI_CSR_DECODE : RL_CUDA_FI_CSR_NONE);
+	CHECKF(m.hdr->fi_csr == want, "FlashInfer CSR %u, want %u", m.hdr->fi_csr, want);
+	uint32_t nreq = m.hdr->fi_batch;
+	if (want == RL_CUDA_FI_CSR_DECODE)
+		CHECK(nreq == rows);
+	if (want == RL_CUDA_FI_CSR_PREFILL)
+		CHECK(nreq == (rows < g->max_seqs ? rows : g->max_seqs) && nreq >= b->n_seqs);
+	if (want != RL_CUDA_FI_CSR_NONE) {
+		CHECK(m.fi_indptr[0] == 0 && m.fi_qo[0] == 0 && m.fi_qo[nreq] == (int32_t)b->n_tokens);
+		for (uint32_t r = 0; r < nreq; r++) {
+			int32_t np = m.fi_indptr[r + 1] - m.fi_indptr[r], nq = m.fi_qo[r + 1] - m.fi_qo[r];
+			REQUIRE(np >= 0 && nq >= 0);
 			uint32_t len = np ? (uint32_t)(np - 1) * g->block_size + (uint32_t)m.fi_last[r] : 0;
 			if (r >= b->n_seqs) {
-				CHECK(np == 0 && len == 0);
+				CHECK(np == 0 && len == 0 && nq == 0);
 				continue;
 			}
 			const struct rl_batch_seq *s = &b->seqs[r];
 			CHECKF(len == s->ctx_len, "request %u: FlashInfer length %u, context %u", r, len, s->ctx_len);
 			CHECK(m.fi_last[r] >= 1 && (uint32_t)m.fi_last[r] <= g->block_size);
+			CHECK(m.fi_qo[r] == (int32_t)s->q_start && (uint32_t)nq == s->q_len);
 			for (int32_t k = 0; k < np; k++)
 				CHECK(m.bt[m.fi_indptr[r] + k] == (int32_t)s->block_table[k]);
 		}
-		CHECK(l->bt + (size_t)m.fi_indptr[rows] * 4 <= bytes);   /* the copy carries every page */
+		CHECK(l->bt + (size_t)m.fi_indptr[nreq] * 4 <= bytes);   /* the copy carries every page */
+	} else {
+		CHECK(nreq == 0);
 	}
 }
 
@@ -223,6 +240,13 @@ static void test_pack_random(void)
 	for (int it = 0; it < 300; it++) {
 		uint32_t n_pf = rnd() % 4, n_dec = rnd() % 20 + (n_pf ? 0 : 1);
 		make_batch(&t, n_pf, n_dec, 100, it % 3 ? 64 : 4096, 16, 5000, 1000);
+		if (it % 5 == 4 && n_pf >= 2) {        /* sequences out of row order: no FlashInfer CSR */
+			struct rl_batch_seq s0 = t.seqs[0];
+			t.seqs[0] = t.seqs[1];
+			t.seqs[1] = s0;
+			for (uint32_t r = 0; r < t.b.n_tokens; r++)
+				t.row_seq[r] = t.row_seq[r] < 2 ? 1 - t.row_seq[r] : t.row_seq[r];
+		}
 		uint32_t rows = t.b.n_tokens + (uint32_t)(rnd() % 8);
 		memset(img, 0x5a, l.max_bytes);            /* poison: every read field must be written */
 		size_t bytes = 0;

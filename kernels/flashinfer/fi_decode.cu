@@ -32,8 +32,8 @@ constexpr PosEncodingMode PE = PosEncodingMode::kNone;   // RoPE is applied befo
 void to_c(const DecodePlanInfo &p, rl_cuda_fi_plan *out)
 {
 	std::vector<int64_t> v = p.ToVector();
-	for (int i = 0; i < 10; i++)
-		out->v[i] = v[i];
+	for (size_t i = 0; i < sizeof out->v / sizeof *out->v; i++)   // zero past its end: plans compare whole
+		out->v[i] = i < v.size() ? v[i] : 0;
 }
 DecodePlanInfo from_c(const rl_cuda_fi_plan *in)
 {

@@ -1,5 +1,6 @@
 // fi_dispatch.cu — the C entry points of kernels/rl_cuda_fi.h: validate the shape, pick the
-// instantiation of fi_decode.cu for (storage type, head dim), keep the last error per thread.
+// instantiation of fi_decode.cu or fi_prefill.cu for (storage type, head dim), keep the last
+// error per thread.
 #include <errno.h>
 #include <stdio.h>
 #include "kernels/flashinfer/fi_inst.h"
@@ -26,6 +27,12 @@ extern "C" int rl_cuda_fi_supported(enum rl_cuda_dtype dt, uint32_t hd, uint32_t
 		return 0;
 	uint32_t g = nh / nkv;
 	return g == 1 || g == 2 || g == 3 || g == 4 || g == 6 || g == 8 || g == 16;
+}
+
+/* prefill takes any group: its kernel divides by the group size at run time */
+static int prefill_supported(enum rl_cuda_dtype dt, uint32_t hd, uint32_t nh, uint32_t nkv)
+{
+	return (dt == RL_CUDA_BF16 || dt == RL_CUDA_FP16) && (hd == 64 || hd == 128) && nkv && nh % nkv == 0;
 }
 
 #define PICK(dt, hd, what) ((dt) == RL_CUDA_FP16 ? ((hd) == 64 ? rl_fi_##what##_fp16_64 : rl_fi_##what##_fp16_128) \
@@ -69,4 +76,44 @@ extern "C" int rl_cuda_fi_decode_run(enum rl_cuda_dtype dt, uint32_t hd, uint32_
 		return unsupported(dt, hd, nh, nkv);
 	return PICK(dt, hd, run)(nh, nkv, page_size, ws, plan, out, q, q_stride, kc, vc, kv_indptr, kv_indices,
 				 kv_last_len, batch, sm_scale, st);
+}
+
+static int punsupported(enum rl_cuda_dtype dt, uint32_t hd, uint32_t nh, uint32_t nkv)
+{
+	snprintf(fi_err, sizeof fi_err, "flashinfer: no prefill kernel for %s, head dim %u, %u query heads over %u "
+		 "KV heads (built: bf16/fp16, head dim 64/128); use --cuda-attn ringlm",
+		 dt == RL_CUDA_FP16 ? "fp16" : "bf16", hd, nh, nkv);
+	return -EINVAL;
+}
+
+extern "C" int rl_cuda_fi_prefill_sizes(enum rl_cuda_dtype dt, uint32_t hd, uint32_t nh, uint32_t nkv,
+					uint32_t page_size, uint32_t rows, uint32_t batch, size_t *float_bytes,
+					size_t *int_bytes)
+{
+	if (!prefill_supported(dt, hd, nh, nkv) || !batch || rows < batch)
+		return punsupported(dt, hd, nh, nkv);
+	return PICK(dt, hd, psizes)(nh, nkv, page_size, rows, batch, float_bytes, int_bytes);
+}
+
+extern "C" int rl_cuda_fi_prefill_plan(enum rl_cuda_dtype dt, uint32_t hd, uint32_t nh, uint32_t nkv,
+				       uint32_t page_size, const struct rl_cuda_fi_ws *ws,
+				       const int32_t *qo_indptr_host, const int32_t *kv_indptr_host, uint32_t rows,
+				       uint32_t batch, struct rl_cuda_fi_plan *plan, void *st)
+{
+	if (!prefill_supported(dt, hd, nh, nkv) || !batch || rows < batch)
+		return punsupported(dt, hd, nh, nkv);
+	return PICK(dt, hd, pplan)(nh, nkv, page_size, ws, qo_indptr_host, kv_indptr_host, rows, batch, plan, st);
+}
+
+extern "C" int rl_cuda_fi_prefill_run(enum rl_cuda_dtype dt, uint32_t hd, uint32_t nh, uint32_t nkv,
+				      uint32_t page_size, const struct rl_cuda_fi_ws *ws,
+				      const struct rl_cuda_fi_plan *plan, uint16_t *out, const uint16_t *q,
+				      uint32_t q_stride, const uint16_t *kc, const uint16_t *vc,
+				      const int32_t *qo_indptr, const int32_t *kv_indptr, const int32_t *kv_indices,
+				      const int32_t *kv_last_len, uint32_t batch, float sm_scale, void *st)
+{
+	if (!prefill_supported(dt, hd, nh, nkv) || !batch)
+		return punsupported(dt, hd, nh, nkv);
+	return PICK(dt, hd, prun)(nh, nkv, page_size, ws, plan, out, q, q_stride, kc, vc, qo_indptr, kv_indptr,
+				  kv_indices, kv_last_len, batch, sm_scale, st);
 }

@@ -94,10 +94,15 @@ int rl_cuda_forward(struct rl_cuda *c, uint32_t rows)
 		rl_cuda_rope_kv(c->q, kc, vc, c->qkv, L->bqkv, c->inv_freq, m, rows, c->nh, c->nkv, c->hd,
 				c->g.block_size, c->cfg.rope_scale, c->cfg.rope_halves, L->qknorm, c->cfg.norm_eps, dt, c->st);
 #ifdef RL_HAVE_FLASHINFER
-		if (c->fi_step)        /* decode-only step: FlashInfer over the packed CSR */
+		if (c->fi_step == RL_CUDA_FI_CSR_DECODE)     /* FlashInfer over the packed CSR */
 			rc |= rl_cuda_fi_decode_run(dt, c->hd, c->nh, c->nkv, c->g.block_size, &c->fi_ws, &c->fi_plan,
 						    c->att, c->q, c->qd, kc, vc, m.fi_indptr, m.bt, m.fi_last, rows,
 						    1.0f / sqrtf((float)c->hd), c->st) ? -EIO : 0;
+		else if (c->fi_step == RL_CUDA_FI_CSR_PREFILL)
+			rc |= rl_cuda_fi_prefill_run(dt, c->hd, c->nh, c->nkv, c->g.block_size, &c->fi_ws, &c->fi_plan,
+						     c->att, c->q, c->qd, kc, vc, m.fi_qo, m.fi_indptr, m.bt, m.fi_last,
+						     rl_cuda_host_fi_batch(&c->g, rows), 1.0f / sqrtf((float)c->hd),
+						     c->st) ? -EIO : 0;
 		else
 #endif
 		rl_cuda_attention(c->att, c->part_o, c->part_ml, c->q, kc, vc, m, items, rows, c->nh, c->nkv,
@@ -137,16 +142,21 @@ static int step_fail(struct rl_cuda *c, int rc, const char *what, cudaError_t e)
 	return rc;
 }
 
-/* FlashInfer's plan of a decode-only step padded to `rows` (graph mode) into c->fi_plan,
- * from the CSR the packer wrote into the host image. */
-static int fi_plan(struct rl_cuda *c, uint32_t rows)
+/* FlashInfer's graph-mode plan of a step padded to `rows` into c->fi_plan, from the CSR the
+ * packer wrote into the host image: decode (mode RL_CUDA_FI_CSR_DECODE, one request a row) or
+ * prefill (RL_CUDA_FI_CSR_PREFILL, rl_cuda_host_fi_batch requests). */
+static int fi_plan(struct rl_cuda *c, int mode, uint32_t rows)
 {
 #ifdef RL_HAVE_FLASHINFER
+	const int32_t *qo = (const int32_t *)((const char *)c->meta_h + c->lay.fi_qo);
 	const int32_t *indptr = (const int32_t *)((const char *)c->meta_h + c->lay.fi_indptr);
+	if (mode == RL_CUDA_FI_CSR_PREFILL)
+		return rl_cuda_fi_prefill_plan(c->wdt, c->hd, c->nh, c->nkv, c->g.block_size, &c->fi_ws, qo, indptr,
+					       rows, rl_cuda_host_fi_batch(&c->g, rows), &c->fi_plan, c->st) ? -EIO : 0;
 	return rl_cuda_fi_decode_plan(c->wdt, c->hd, c->nh, c->nkv, c->g.block_size, &c->fi_ws, indptr, rows, 1,
 				      &c->fi_plan, c->st) ? -EIO : 0;
 #else
-	(void)c; (void)rows;
+	(void)c; (void)mode; (void)rows;
 	return -ENOSYS;
 #endif
 }
@@ -169,26 +179,30 @@ static int cuda_launch(struct rl_backend *be, const struct rl_batch *b)
 	c->n_seqs = b->n_seqs;
 	uint32_t samp = rl_cuda_host_samp_cap(&c->g, rows);
 	/* FlashInfer plans on the host from the image's CSR and copies its own int workspace */
-	int fi = c->fi && h->fi_decode && rows <= c->fi_rows;
-	if (fi && (rc = fi_plan(c, rows)))
-		return step_fail(c, rc, "FlashInfer decode plan", cudaSuccess);
+	int fi = !c->fi ? RL_CUDA_FI_CSR_NONE
+		 : h->fi_csr == RL_CUDA_FI_CSR_DECODE && rows > c->fi_rows ? RL_CUDA_FI_CSR_NONE : (int)h->fi_csr;
+	if (fi && (rc = fi_plan(c, fi, rows)))
+		return step_fail(c, rc, fi == RL_CUDA_FI_CSR_DECODE ? "FlashInfer decode plan" : "FlashInfer prefill plan",
+				 cudaSuccess);
 	cudaError_t e = cudaMemcpyAsync(c->meta_d, c->meta_h, bytes, cudaMemcpyHostToDevice, c->st);
 	if (e != cudaSuccess)
 		return step_fail(c, -EIO, "step metadata copy", e);
 	c->stats.steps++;
 	if (fi) {
-		if (bi >= 0 && c->use_graphs && c->graph_fi[bi] &&
-		    !memcmp(&c->fi_plan, &c->fi_graph_plan[bi], sizeof c->fi_plan)) {
-			c->stats.fi_graph_steps++;
-			if ((e = cudaGraphLaunch(c->graph_fi[bi], c->st)) != cudaSuccess)
-				return step_fail(c, -EIO, "FlashInfer decode graph launch", e);
+		int dec = fi == RL_CUDA_FI_CSR_DECODE;
+		cudaGraphExec_t gx = bi >= 0 && c->use_graphs ? (dec ? c->graph_fi : c->graph_fp)[bi] : NULL;
+		if (gx && !memcmp(&c->fi_plan, dec ? &c->fi_graph_plan[bi] : &c->fi_pgraph_plan[bi], sizeof c->fi_plan)) {
+			++*(dec ? &c->stats.fi_graph_steps : &c->stats.fi_prefill_graph_steps);
+			if ((e = cudaGraphLaunch(gx, c->st)) != cudaSuccess)
+				return step_fail(c, -EIO, dec ? "FlashInfer decode graph launch" : "FlashInfer prefill graph launch", e);
 		} else {
-			c->stats.fi_eager_steps++;
-			c->fi_step = 1;
+			++*(dec ? &c->stats.fi_eager_steps : &c->stats.fi_prefill_eager_steps);
+			c->fi_step = fi;
 			rc = rl_cuda_forward(c, rows);
 			c->fi_step = 0;
 			if (rc)
-				return step_fail(c, rc, "eager FlashInfer decode step", cudaPeekAtLastError());
+				return step_fail(c, rc, dec ? "eager FlashInfer decode step" : "eager FlashInfer prefill step",
+						 cudaPeekAtLastError());
 		}
 	} else if (bi >= 0 && c->use_graphs) {
 		c->stats.graph_steps++;
@@ -247,6 +261,8 @@ static void free_all(struct rl_cuda *c)
 			cudaGraphExecDestroy(c->graph[i]);
 		if (c->graph_fi[i])
 			cudaGraphExecDestroy(c->graph_fi[i]);
+		if (c->graph_fp[i])
+			cudaGraphExecDestroy(c->graph_fp[i]);
 	}
 	if (c->fi_ws.int_host)
 		cudaFreeHost(c->fi_ws.int_host);
@@ -519,8 +535,8 @@ static size_t act_bytes(struct rl_cuda *c, int carve_into, char *base)
 	return (size_t)(p - base);
 }
 
-/* Captures the step for `rows` padded rows (fi: with FlashInfer's decode attention under
- * c->fi_plan) and instantiates it into *out. */
+/* Captures the step for `rows` padded rows (fi: with FlashInfer's attention of that
+ * RL_CUDA_FI_CSR_* mode under c->fi_plan) and instantiates it into *out. */
 static int capture(struct rl_cuda *c, uint32_t rows, int fi, cudaGraphExec_t *out, char *err, size_t errlen)
 {
 	cudaGraph_t gr;
@@ -533,7 +549,7 @@ static int capture(struct rl_cuda *c, uint32_t rows, int fi, cudaGraphExec_t *ou
 	e = cudaStreamEndCapture(c->st, &gr);
 	if (frc || e != cudaSuccess) {
 		snprintf(err, errlen, "cuda backend: capturing the %sgraph for %u rows failed (%s)",
-			 fi ? "FlashInfer decode " : "", rows,
+			 fi == RL_CUDA_FI_CSR_DECODE ? "FlashInfer decode " : fi ? "FlashInfer prefill " : "", rows,
 			 e != cudaSuccess ? cudaGetErrorString(e) : fi && *fi_err() ? fi_err() :
 			 cudaGetErrorString(cudaGetLastError()));
 		if (e == cudaSuccess)
@@ -546,7 +562,8 @@ static int capture(struct rl_cuda *c, uint32_t rows, int fi, cudaGraphExec_t *ou
 }
 
 /* --cuda-attn flashinfer: checks the shape, sizes and allocates FlashInfer's workspaces for
- * every decode step the backend can see (up to max_seqs sequences, padded as launch pads). */
+ * every step the backend can see: decode up to max_seqs sequences and prefill up to max_rows
+ * rows, padded as launch pads. */
 static int fi_setup(struct rl_cuda *c, const struct rl_backend_params *p, char *err, size_t errlen)
 {
 #ifndef RL_HAVE_FLASHINFER
@@ -575,6 +592,24 @@ static int fi_setup(struct rl_cuda *c, const struct rl_backend_params *p, char *
 			continue;
 		size_t f = 0, n = 0;
 		if (rl_cuda_fi_decode_sizes(c->wdt, c->hd, c->nh, c->nkv, c->g.block_size, r, max_pages, &f, &n)) {
+			snprintf(err, errlen, "--cuda-attn flashinfer: %s", rl_cuda_fi_last_error());
+			return -EIO;
+		}
+		fb = f > fb ? f : fb;
+		ib = n > ib ? n : ib;
+	}
+	/* prefill: every padded row count a step can have (the buckets, the eager multiples up to
+	 * max_rows), each planned over rl_cuda_host_fi_batch requests; the workspace is shared,
+	 * since a step plans into it before it runs */
+	for (uint32_t r = 1; r <= c->g.max_rows; r++) {
+		int is_bucket = 0;
+		for (uint32_t i = 0; i < c->n_buckets; i++)
+			is_bucket |= c->buckets[i] == r;
+		if (!is_bucket && r % RL_CUDA_ROW_ALIGN)
+			continue;
+		size_t f = 0, n = 0;
+		if (rl_cuda_fi_prefill_sizes(c->wdt, c->hd, c->nh, c->nkv, c->g.block_size, r,
+					     rl_cuda_host_fi_batch(&c->g, r), &f, &n)) {
 			snprintf(err, errlen, "--cuda-attn flashinfer: %s", rl_cuda_fi_last_error());
 			return -EIO;
 		}
@@ -743,20 +778,37 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 	for (uint32_t i = 0; i < c->n_buckets; i++)
 		if ((rc = capture(c, c->buckets[i], 0, &c->graph[i], err, errlen)))
 			goto fail;
-	/* FlashInfer: a second graph for each bucket a decode-only step can take, captured under
-	 * a plan for that many rows (a graph-mode plan's launch depends on the row count only) */
+	/* FlashInfer: two more graphs for each bucket, captured under a plan of its counts (a
+	 * graph-mode plan's launch depends on those only): decode for the buckets a decode-only
+	 * step can take, planned over one block a request; prefill for every bucket, planned as if
+	 * one request had all the rows but one for each other request */
 	if (p->cuda_attn && (rc = fi_setup(c, p, err, errlen)))
 		goto fail;
-	for (uint32_t i = 0; c->fi && i < c->n_buckets && c->buckets[i] <= c->fi_rows; i++) {
+	for (uint32_t i = 0; c->fi && i < c->n_buckets; i++) {
+		uint32_t rows = c->buckets[i], nreq = rl_cuda_host_fi_batch(&c->g, rows);
+		int32_t *qo = (int32_t *)((char *)c->meta_h + c->lay.fi_qo);
 		int32_t *indptr = (int32_t *)((char *)c->meta_h + c->lay.fi_indptr);
-		for (uint32_t r = 0; r <= c->buckets[i]; r++)
-			indptr[r] = (int32_t)r;   /* one block each: the plan reads only the counts */
-		if ((rc = fi_plan(c, c->buckets[i]))) {
+		if (rows <= c->fi_rows) {
+			for (uint32_t r = 0; r <= rows; r++)
+				indptr[r] = (int32_t)r;
+			if ((rc = fi_plan(c, RL_CUDA_FI_CSR_DECODE, rows))) {
+				snprintf(err, errlen, "cuda backend: %s", fi_err());
+				goto fail;
+			}
+			c->fi_graph_plan[i] = c->fi_plan;
+			if ((rc = capture(c, rows, RL_CUDA_FI_CSR_DECODE, &c->graph_fi[i], err, errlen)))
+				goto fail;
+		}
+		for (uint32_t r = 0; r <= nreq; r++) {
+			qo[r] = (int32_t)(r ? rows - nreq + r : 0);
+			indptr[r] = (int32_t)r;
+		}
+		if ((rc = fi_plan(c, RL_CUDA_FI_CSR_PREFILL, rows))) {
 			snprintf(err, errlen, "cuda backend: %s", fi_err());
 			goto fail;
 		}
-		c->fi_graph_plan[i] = c->fi_plan;
-		if ((rc = capture(c, c->buckets[i], 1, &c->graph_fi[i], err, errlen)))
+		c->fi_pgraph_plan[i] = c->fi_plan;
+		if ((rc = capture(c, rows, RL_CUDA_FI_CSR_PREFILL, &c->graph_fp[i], err, errlen)))
 			goto fail;
 	}
 	c->use_graphs = c->n_buckets > 0;

@@ -12,13 +12,14 @@
  *            chunked (512-token chunks beside the decodes) vs unchunked (whole prompts)
  * Times are medians of wall-clock launch..finish (the runtime's view of a step). Never fails on
  * time; prints a table, or with --json one line (also written to bench/out/gpu.json), with the
- * steps the backend ran by path (graph, eager, FlashInfer graph, FlashInfer eager).
+ * steps the backend ran by path (graph, eager; FlashInfer decode and prefill, graph and eager).
  * --batches LIST picks the decode batches, --decode-only skips prefill, host and itl.
  * For a GPU session, where a run that passes by skipping is worthless:
  *   --check              prints the device and the FlashInfer build of this library, runs nothing
  *   --require-device     no device is an error (exit 1), not "skipped"
  *   --require-flashinfer a library built without FlashInfer is an error (exit 1)
- * With --cuda-attn flashinfer, a run in which FlashInfer decoded nothing is an error.
+ * With --cuda-attn flashinfer, a run in which FlashInfer decoded nothing, or (without
+ * --decode-only) prefilled nothing, is an error; the CUDA-core attention A/B column is 0.
  * --profile decode1|decode64|prefill2048|mixed runs that one step (after warm-ups) between
  * cudaProfilerStart and cudaProfilerStop and nothing else, for a profiler started with
  * profiling off (`ncu --profile-from-start off`, bench/gpu_session.sh's profile stage).
@@ -393,10 +394,11 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 		bstep_reset(&s, bs);
 		bstep_add(&s, T, T, 0, bs, c->vocab);
 		pf_t[k] = time_step(be, &s.b, (int)(reps < 5 ? reps : 5), NULL, &rc);
-		/* A/B: the same step eagerly with prefill attention on CUDA cores */
+		/* A/B: the same step eagerly with the in-house prefill attention on CUDA cores (under
+		 * --cuda-attn flashinfer the in-house kernel does not run: no A/B) */
 		rl_backend_cuda_set_graphs(be, 0);
 		rl_cuda_attention_use_tc(0);
-		pf_simt[k] = rc ? 0 : time_step(be, &s.b, (int)(reps < 5 ? reps : 5), NULL, &rc);
+		pf_simt[k] = rc || attn ? 0 : time_step(be, &s.b, (int)(reps < 5 ? reps : 5), NULL, &rc);
 		rl_cuda_attention_use_tc(1);
 		rl_backend_cuda_set_graphs(be, 1);
 		double lin = 2.0 * T * ((double)c->dim * (c->qd + 2 * c->kvd) + (double)c->dim * c->qd + 3.0 * c->dim * c->hid);
@@ -464,16 +466,21 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 		fprintf(stderr, "ringlm bench gpu: --cuda-attn flashinfer, but FlashInfer ran no decode step\n");
 		return 1;
 	}
+	if (attn && !decode_only && !cs.fi_prefill_graph_steps && !cs.fi_prefill_eager_steps) {
+		fprintf(stderr, "ringlm bench gpu: --cuda-attn flashinfer, but FlashInfer ran no prefill step\n");
+		return 1;
+	}
 
 	char js[4096];
 	int n = snprintf(js, sizeof js,
 		"{\"device\":\"%s\",\"shape\":\"%s\",\"attention\":\"%s\",\"flashinfer\":%s%s%s,\"ctx\":%u,"
 		"\"copy_gbps\":%.1f,\"upload_gbps\":%.2f,\"steps\":{\"graph\":%llu,\"eager\":%llu,\"fi_graph\":%llu,"
-		"\"fi_eager\":%llu},\"decode\":[",
+		"\"fi_eager\":%llu,\"fi_prefill_graph\":%llu,\"fi_prefill_eager\":%llu},\"decode\":[",
 		prop.name, shape, attn ? "flashinfer" : "ringlm", fi_version ? "\"" : "", fi_version ? fi_version : "null",
 		fi_version ? "\"" : "", ctx, bw / 1e9, up_s > 0 ? up_bytes / 1e9 / up_s : 0.0,
 		(unsigned long long)cs.graph_steps, (unsigned long long)cs.eager_steps,
-		(unsigned long long)cs.fi_graph_steps, (unsigned long long)cs.fi_eager_steps);
+		(unsigned long long)cs.fi_graph_steps, (unsigned long long)cs.fi_eager_steps,
+		(unsigned long long)cs.fi_prefill_graph_steps, (unsigned long long)cs.fi_prefill_eager_steps);
 	for (int k = 0; k < n_dec; k++)
 		n += snprintf(js + n, sizeof js - n, "%s{\"batch\":%u,\"step_ms\":%.3f,\"roofline_ms\":%.3f,\"efficiency\":%.3f}",
 			      k ? "," : "", batches[k], dec_t[k] * 1e3, dec_roof[k] * 1e3, dec_roof[k] / dec_t[k]);
@@ -514,9 +521,10 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 		printf("ITL, %u streams + %u-token prompts: chunked(%u) p50 %.2f p99 %.2f ms; unchunked p50 %.2f p99 %.2f ms\n",
 		       streams, prompt, chunk, itl[0][0] * 1e3, itl[0][1] * 1e3, itl[1][0] * 1e3, itl[1][1] * 1e3);
 	}
-	printf("steps: %llu graph, %llu eager; FlashInfer (%s) %llu graph, %llu eager\n",
-	       (unsigned long long)cs.graph_steps, (unsigned long long)cs.eager_steps,
+	printf("steps: %llu graph, %llu eager; FlashInfer (%s) decode %llu graph, %llu eager; prefill %llu graph, "
+	       "%llu eager\n", (unsigned long long)cs.graph_steps, (unsigned long long)cs.eager_steps,
 	       fi_version ? fi_version : "not built in", (unsigned long long)cs.fi_graph_steps,
-	       (unsigned long long)cs.fi_eager_steps);
+	       (unsigned long long)cs.fi_eager_steps, (unsigned long long)cs.fi_prefill_graph_steps,
+	       (unsigned long long)cs.fi_prefill_eager_steps);
 	return 0;
 }

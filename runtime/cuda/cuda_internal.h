@@ -53,16 +53,19 @@ struct rl_cuda {
 	cudaGraphExec_t graph[RL_CUDA_MAX_BUCKETS];
 	int use_graphs;
 
-	/* FlashInfer decode attention (--cuda-attn flashinfer; kernels/rl_cuda_fi.h): decode-only
-	 * steps of a bucket replay graph_fi, captured under that bucket's plan; FlashInfer's
-	 * graph-mode plan depends on the batch size only, so each later plan of the bucket must
-	 * equal fi_graph_plan (checked; a step that differs runs eagerly) */
+	/* FlashInfer attention (--cuda-attn flashinfer; kernels/rl_cuda_fi.h): each bucket has two
+	 * more graphs, captured under a graph-mode plan for that bucket, whose launch depends on
+	 * the counts only: graph_fi for decode-only steps (plan by rows), graph_fp for steps with a
+	 * prefill chunk (plan by rows and rl_cuda_host_fi_batch requests). A step replays one only
+	 * when its own plan equals the captured one (checked; else it runs eagerly). */
 	int fi;                        /* on */
-	int fi_step;                   /* the forward being enqueued uses it */
-	struct rl_cuda_fi_ws fi_ws;
+	int fi_step;                   /* the forward being enqueued uses it: RL_CUDA_FI_CSR_* */
+	struct rl_cuda_fi_ws fi_ws;    /* shared: a step plans into it before it runs */
 	struct rl_cuda_fi_plan fi_plan;                        /* of the step being enqueued */
 	struct rl_cuda_fi_plan fi_graph_plan[RL_CUDA_MAX_BUCKETS];
+	struct rl_cuda_fi_plan fi_pgraph_plan[RL_CUDA_MAX_BUCKETS];
 	cudaGraphExec_t graph_fi[RL_CUDA_MAX_BUCKETS];
+	cudaGraphExec_t graph_fp[RL_CUDA_MAX_BUCKETS];
 	uint32_t fi_rows;              /* decode steps of up to this many (padded) rows use it */
 
 	struct rl_cuda_stats stats;    /* steps by path (rl_backend_cuda_stats) */

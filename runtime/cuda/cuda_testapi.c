@@ -228,6 +228,17 @@ static int fi_ok(struct scope *s, int rc, const char *what)
 	return !s->failed;
 }
 
+/* The backend's synthetic capture CSR for `rows` (backend_cuda.c create): decode, one block
+ * a row; prefill, nreq requests of one block, the first with all rows but one for each other */
+static void synth_csr(int mode, uint32_t rows, uint32_t nreq, int32_t *qo, int32_t *kv)
+{
+	uint32_t n = mode == RL_CUDA_FI_CSR_PREFILL ? nreq : rows;
+	for (uint32_t r = 0; r <= n; r++) {
+		qo[r] = (int32_t)(r ? rows - n + r : 0);
+		kv[r] = (int32_t)r;
+	}
+}
+
 static int t_fi_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
 			  size_t cache_elems, const struct rl_cuda_geom *g, const struct rl_batch *b,
 			  uint32_t rows, uint32_t nh, uint32_t hd, int graph, enum rl_cuda_dtype dt,
@@ -239,30 +250,38 @@ static int t_fi_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, 
 	void *img = NULL, *ih = NULL;
 	uint32_t *samp_seq = malloc(g->max_samp * sizeof *samp_seq);
 	int32_t *samp_draft = malloc(g->max_samp * sizeof *samp_draft);
-	int32_t *synth = malloc((rows + 1) * sizeof *synth);
+	int32_t *sqo = malloc((rows + 1) * sizeof *sqo), *skv = malloc((rows + 1) * sizeof *skv);
 	size_t bytes = 0;
-	uint32_t max_pages = 1, nkv = g->n_kv_heads;
+	uint32_t max_pages = 1, nkv = g->n_kv_heads, nreq = 0;
+	int mode = RL_CUDA_FI_CSR_NONE;
 	for (uint32_t i = 0; i < b->n_seqs; i++)
 		if ((b->seqs[i].ctx_len + g->block_size - 1) / g->block_size > max_pages)
 			max_pages = (b->seqs[i].ctx_len + g->block_size - 1) / g->block_size;
 	struct rl_cuda_fi_ws ws = { 0 };
-	if (!samp_seq || !samp_draft || !synth)
+	if (!samp_seq || !samp_draft || !sqo || !skv)
 		failf(&s, "out of host memory");
 	else if (ok(&s, cudaMallocHost(&img, l.max_bytes), "cudaMallocHost (step image)")) {
 		int rc = rl_cuda_host_pack(g, &l, b, rows, img, &bytes, samp_seq, samp_draft);
 		if (rc)
 			failf(&s, "packing the step: %s", strerror(-rc));
-		else if (!((const struct rl_cuda_hdr *)img)->fi_decode)
-			failf(&s, "not a decode-only step (no FlashInfer CSR)");
+		else if ((mode = (int)((const struct rl_cuda_hdr *)img)->fi_csr) == RL_CUDA_FI_CSR_NONE)
+			failf(&s, "no FlashInfer CSR (sequences out of row order)");
+		else
+			nreq = ((const struct rl_cuda_hdr *)img)->fi_batch;
 	}
-	if (!s.failed)
+	int prefill = mode == RL_CUDA_FI_CSR_PREFILL;
+	if (!s.failed && !prefill)
 		fi_ok(&s, rl_cuda_fi_decode_sizes(dt, hd, nh, nkv, g->block_size, rows, max_pages, &ws.float_bytes,
-						  &ws.int_bytes), "workspace sizes");
+						  &ws.int_bytes), "decode workspace sizes");
+	if (!s.failed && prefill)
+		fi_ok(&s, rl_cuda_fi_prefill_sizes(dt, hd, nh, nkv, g->block_size, rows, nreq, &ws.float_bytes,
+						   &ws.int_bytes), "prefill workspace sizes");
 	if (s.failed) {
-		int rc = strstr(last_err, "decode-only") ? -EINVAL : -EIO;
+		int rc = strstr(last_err, "row order") ? -EINVAL : -EIO;
 		free(samp_seq);
 		free(samp_draft);
-		free(synth);
+		free(sqo);
+		free(skv);
 		cudaFreeHost(img);
 		return rc;
 	}
@@ -280,19 +299,25 @@ static int t_fi_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, 
 	 * non-blocking, so nothing else orders its work after those uploads */
 	ok(&s, cudaDeviceSynchronize(), "the uploads (cudaDeviceSynchronize)");
 	struct rl_cuda_fi_plan plan = { { 0 } }, real = { { 0 } };
+	const int32_t *qo = (const int32_t *)((const char *)img + l.fi_qo);
 	const int32_t *indptr = (const int32_t *)((const char *)img + l.fi_indptr);
-	for (uint32_t r = 0; r <= rows; r++)
-		synth[r] = (int32_t)r;         /* the backend's capture plan: one block each */
+	synth_csr(mode, rows, nreq, sqo, skv);
 	cudaStream_t st = NULL;
 	if (!s.failed)
 		ok(&s, cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
 	/* eager: planned from the real page index; graph: captured under the synthetic plan */
+#define PLAN(pl, what) fi_ok(&s, prefill ? rl_cuda_fi_prefill_plan(dt, hd, nh, nkv, g->block_size, &ws,                \
+					graph && (pl) == &plan ? sqo : qo, graph && (pl) == &plan ? skv : indptr, \
+					rows, nreq, (pl), st)                                                 \
+				   : rl_cuda_fi_decode_plan(dt, hd, nh, nkv, g->block_size, &ws,                    \
+					graph && (pl) == &plan ? skv : indptr, rows, 1, (pl), st), what)
 	if (!s.failed)
-		fi_ok(&s, rl_cuda_fi_decode_plan(dt, hd, nh, nkv, g->block_size, &ws, graph ? synth : indptr, rows, 1,
-						 &plan, st), graph ? "plan (synthetic, for the capture)" : "plan");
+		PLAN(&plan, graph ? "plan (synthetic, for the capture)" : "plan");
 	float scale = 1.0f / sqrtf((float)hd);
-#define RUN_FI(what) fi_ok(&s, rl_cuda_fi_decode_run(dt, hd, nh, nkv, g->block_size, &ws, &plan, dout, dq, \
-						     nh * hd, dk, dv, m.fi_indptr, m.bt, m.fi_last, rows, scale, st), what)
+#define RUN_FI(what) fi_ok(&s, prefill ? rl_cuda_fi_prefill_run(dt, hd, nh, nkv, g->block_size, &ws, &plan, dout, dq, \
+						nh * hd, dk, dv, m.fi_qo, m.fi_indptr, m.bt, m.fi_last, nreq, scale, st) \
+				       : rl_cuda_fi_decode_run(dt, hd, nh, nkv, g->block_size, &ws, &plan, dout, dq, \
+						nh * hd, dk, dv, m.fi_indptr, m.bt, m.fi_last, rows, scale, st), what)
 	if (!s.failed && !graph)
 		RUN_FI("run");
 	if (!s.failed && graph) {
@@ -307,12 +332,12 @@ static int t_fi_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, 
 		/* the backend's step: plan from the real page index, which must equal the captured
 		 * plan (the graph's launch geometry), then replay */
 		if (!s.failed)
-			fi_ok(&s, rl_cuda_fi_decode_plan(dt, hd, nh, nkv, g->block_size, &ws, indptr, rows, 1, &real, st),
-			      "plan (real page index)");
+			PLAN(&real, "plan (real page index)");
 		if (!s.failed && memcmp(&real, &plan, sizeof plan)) {
+			int split = prefill ? RL_CUDA_FI_PPLAN_SPLIT_KV : RL_CUDA_FI_PLAN_SPLIT_KV;
 			failf(&s, "the real plan differs from the captured one (padded batch %lld/%lld, split %lld/%lld)",
 			      (long long)real.v[RL_CUDA_FI_PLAN_PADDED_BATCH], (long long)plan.v[RL_CUDA_FI_PLAN_PADDED_BATCH],
-			      (long long)real.v[RL_CUDA_FI_PLAN_SPLIT_KV], (long long)plan.v[RL_CUDA_FI_PLAN_SPLIT_KV]);
+			      (long long)real.v[split], (long long)plan.v[split]);
 			s.failed = 2;
 		}
 		if (!s.failed)
@@ -323,14 +348,17 @@ static int t_fi_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, 
 			cudaGraphDestroy(gr);
 	}
 #undef RUN_FI
+#undef PLAN
 	if (st) {
 		if (!s.failed)
 			ok(&s, cudaStreamSynchronize(st), "the FlashInfer kernels (cudaStreamSynchronize)");
 		cudaStreamDestroy(st);
 	}
 	if (info) {
+		info->prefill = prefill;
 		info->padded_batch = plan.v[RL_CUDA_FI_PLAN_PADDED_BATCH];
-		info->split_kv = (int)plan.v[RL_CUDA_FI_PLAN_SPLIT_KV];
+		info->split_kv = (int)plan.v[prefill ? RL_CUDA_FI_PPLAN_SPLIT_KV : RL_CUDA_FI_PLAN_SPLIT_KV];
+		info->cta_tile_q = prefill ? (int)plan.v[RL_CUDA_FI_PPLAN_CTA_TILE_Q] : 0;
 	}
 	int mismatch = s.failed == 2;
 	down(&s, out, dout, (size_t)rows * nh * hd * 2);
@@ -339,7 +367,8 @@ static int t_fi_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, 
 	cudaFreeHost(img);
 	free(samp_seq);
 	free(samp_draft);
-	free(synth);
+	free(sqo);
+	free(skv);
 	return mismatch ? -EPROTO : rc;
 }
 #endif

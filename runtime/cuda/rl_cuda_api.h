@@ -10,10 +10,12 @@
 
 struct rl_model;
 
-/* What FlashInfer's plan decided for a decode step (the test entry point reports it). */
+/* What FlashInfer's plan decided for a step (the test entry point reports it). */
 struct rl_cuda_fi_info {
-	int64_t padded_batch;          /* work items the kernel launches (graph mode: fixed per batch) */
+	int64_t padded_batch;          /* work items the kernel launches (graph mode: fixed per count) */
 	int split_kv;                  /* 1: the split-KV kernel plus its merge; 0: one pass per row */
+	int prefill;                   /* 1: the prefill kernel ran (the step had a prefill chunk) */
+	int cta_tile_q;                /* prefill: packed query rows (rows x group) per work item */
 };
 
 /* The cuda backend over m (fp32, converted to p->cuda_dtype on upload); with m NULL, over
@@ -38,12 +40,14 @@ int rl_cuda_device_check(char *why, size_t n);
  * bench/gpu_session.sh's check refuses it). */
 const char *rl_cuda_flashinfer_version(void);
 
-/* Steps the backend ran, by path. A decode-only step under --cuda-attn flashinfer is an
- * fi step: replayed from its bucket's FlashInfer graph (fi_graph_steps) or enqueued eagerly
- * (fi_eager_steps: no bucket held it, graphs were off, or its plan differed from the one
- * captured). Every other step is a graph replay (graph_steps) or eager (eager_steps). */
+/* Steps the backend ran, by path. Under --cuda-attn flashinfer a decode-only step is an fi
+ * step and a step with a prefill chunk an fi prefill step: each replayed from its bucket's
+ * FlashInfer graph (*_graph_steps) or enqueued eagerly (*_eager_steps: no bucket held it,
+ * graphs were off, or its plan differed from the one captured). Every other step (the
+ * in-house attention) is a graph replay (graph_steps) or eager (eager_steps). */
 struct rl_cuda_stats {
 	uint64_t steps, graph_steps, eager_steps, fi_graph_steps, fi_eager_steps;
+	uint64_t fi_prefill_graph_steps, fi_prefill_eager_steps;
 };
 /* Test and bench hook: copies the counters. 0, or -EINVAL for another backend. */
 int rl_backend_cuda_stats(struct rl_backend *be, struct rl_cuda_stats *out);
@@ -72,13 +76,14 @@ struct rl_cuda_testapi {
 			 enum rl_cuda_dtype dt);
 	int (*sample)(int32_t *ids, const float *logits, const struct rl_cuda_geom *g,
 		      const struct rl_batch *b, uint32_t rows, uint32_t vocab);
-	/* FlashInfer's decode attention (kernels/rl_cuda_fi.h) on a decode-only b, planned in
-	 * graph mode as the backend plans. graph = 0 runs it eagerly; graph = 1 does what the
-	 * backend does: captures the run under a synthetic plan for `rows` (one block each),
-	 * plans again from b's real page index, requires the two plans equal (else -EPROTO), and
-	 * replays the graph. The float workspace is zeroed once before, as the backend's. *info:
-	 * the plan's padded batch and split flag. NULL when librlcuda.so was built without
-	 * FlashInfer. -EINVAL when b is not decode-only. */
+	/* FlashInfer's attention (kernels/rl_cuda_fi.h) on b, the kernel the backend would pick:
+	 * decode for a decode-only b, causal prefill for a b with a prefill chunk; planned in graph
+	 * mode as the backend plans. graph = 0 runs it eagerly; graph = 1 does what the backend
+	 * does: captures the run under the backend's synthetic plan for `rows`, plans again from
+	 * b's real page index, requires the two plans equal (else -EPROTO), and replays the
+	 * graph. The float workspace is zeroed once before, as the backend's. *info: what the plan
+	 * decided. NULL when librlcuda.so was built without FlashInfer. -EINVAL when b's sequences
+	 * are not in row order (the backend then runs the in-house kernel). */
 	int (*fi_attention)(uint16_t *out, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
 			    size_t cache_elems, const struct rl_cuda_geom *g, const struct rl_batch *b,
 			    uint32_t rows, uint32_t nh, uint32_t hd, int graph, enum rl_cuda_dtype dt,

@@ -46,7 +46,8 @@ if nvcc_found; then
   # switching FlashInfer on rebuilds what depends on it (its stamp), with its define
   if have_fi_headers; then
     plan=$(make -n --no-print-directory BUILD="$dir/nofi" FLASHINFER=auto CUDASIM=0 "$dir/nofi/librlcuda.so" 2>&1)
-    if has "$plan" "-DRL_HAVE_FLASHINFER=1" && has "$plan" "backend_cuda.c" && has "$plan" "fi_decode.cu"
+    if has "$plan" "-DRL_HAVE_FLASHINFER=1" && has "$plan" "backend_cuda.c" && has "$plan" "fi_decode.cu" &&
+       has "$plan" "fi_prefill.cu"
     then ok flashinfer_switch_rebuilds; else bad flashinfer_switch_rebuilds "$(echo "$plan" | head -5)"; fi
   else
     skp flashinfer_switch_rebuilds "no FlashInfer headers in '$fi_dir' (.ci/flashinfer fetches them)"

@@ -134,6 +134,7 @@ void rl_cuda_host_layout(const struct rl_cuda_geom *g, struct rl_cuda_layout *l)
 	l->items = arr(&off, (size_t)rl_cuda_host_items_cap(g, g->max_rows) * sizeof(struct rl_cuda_item));
 	l->samp = arr(&off, (size_t)g->max_samp * sizeof(struct rl_cuda_samp));
 	l->samp_row = arr(&off, (size_t)g->max_samp * 4);
+	l->fi_qo = arr(&off, (R + 1) * 4);
 	l->fi_indptr = arr(&off, (R + 1) * 4);
 	l->fi_last = arr(&off, R * 4);
 	l->bt = arr(&off, (size_t)g->max_bt * 4);    /* last: a step copies only what it uses */
@@ -149,7 +150,8 @@ struct rl_cuda_meta rl_cuda_host_meta_at(const struct rl_cuda_layout *l, const v
 		.row_part = (const void *)(b + l->row_part), .row_nparts = (const void *)(b + l->row_nparts),
 		.seq_bt = (const void *)(b + l->seq_bt), .items = (const void *)(b + l->items),
 		.samp = (const void *)(b + l->samp), .samp_row = (const void *)(b + l->samp_row),
-		.bt = (const void *)(b + l->bt), .fi_indptr = (const void *)(b + l->fi_indptr),
+		.bt = (const void *)(b + l->bt), .fi_qo = (const void *)(b + l->fi_qo),
+		.fi_indptr = (const void *)(b + l->fi_indptr),
 		.fi_last = (const void *)(b + l->fi_last),
 	};
 }
@@ -211,18 +213,30 @@ int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout 
 		for (uint32_t k = 0; k < need; k++)
 			bt[n_bt++] = (int32_t)s->block_table[k];
 	}
-	/* FlashInfer's decode CSR: only for decode-only steps whose sequence i sits on row i */
-	int fi = b->n_prefill == 0;
-	for (uint32_t i = 0; i < b->n_seqs && fi; i++)
-		fi = b->seqs[i].q_start == i;
-	if (fi) {
-		int32_t *fi_indptr = (int32_t *)(base + l->fi_indptr), *fi_last = (int32_t *)(base + l->fi_last);
-		for (uint32_t r = 0; r < rows; r++) {
+	/* FlashInfer's CSR: the decode one for decode-only steps whose sequence i sits on row i,
+	 * the prefill one for other steps whose sequences follow each other in row order */
+	int decode_order = 1, row_order = 1;
+	for (uint32_t i = 0, r = 0; i < b->n_seqs; r += b->seqs[i++].q_len) {
+		decode_order &= b->seqs[i].q_start == i;
+		row_order &= b->seqs[i].q_start == r;
+	}
+	uint32_t fi = b->n_prefill ? (row_order ? RL_CUDA_FI_CSR_PREFILL : RL_CUDA_FI_CSR_NONE)
+				   : (decode_order ? RL_CUDA_FI_CSR_DECODE : RL_CUDA_FI_CSR_NONE);
+	/* validate() bounds n_seqs by max_seqs and n_tokens <= rows, so every sequence has a request */
+	uint32_t fi_batch = fi == RL_CUDA_FI_CSR_PREFILL ? rl_cuda_host_fi_batch(g, rows) : rows;
+	if (fi != RL_CUDA_FI_CSR_NONE) {
+		int32_t *fi_qo = (int32_t *)(base + l->fi_qo), *fi_indptr = (int32_t *)(base + l->fi_indptr);
+		int32_t *fi_last = (int32_t *)(base + l->fi_last);
+		for (uint32_t r = 0; r < fi_batch; r++) {
 			int live = r < b->n_seqs;
+			fi_qo[r] = live ? (int32_t)b->seqs[r].q_start : (int32_t)b->n_tokens;
 			fi_indptr[r] = live ? seq_bt[r] : (int32_t)n_bt;
 			fi_last[r] = live ? (int32_t)((b->seqs[r].ctx_len - 1) % bs + 1) : 0;
 		}
-		fi_indptr[rows] = (int32_t)n_bt;
+		fi_qo[fi_batch] = (int32_t)b->n_tokens;
+		fi_indptr[fi_batch] = (int32_t)n_bt;
+	} else {
+		fi_batch = 0;
 	}
 	for (uint32_t r = 0; r < rows; r++) {
 		int live = r < b->n_tokens;
@@ -293,9 +307,14 @@ int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout 
 	}
 	for (uint32_t j = n_samp; j < rl_cuda_host_samp_cap(g, rows); j++)
 		samp_row[j] = -1;
-	*h = (struct rl_cuda_hdr){ b->n_tokens, rows, b->n_seqs, n_items, n_samp, n_parts, (uint32_t)fi, 0 };
+	*h = (struct rl_cuda_hdr){ b->n_tokens, rows, b->n_seqs, n_items, n_samp, n_parts, fi, fi_batch };
 	*bytes = l->bt + (size_t)n_bt * 4;
 	return 0;
+}
+
+uint32_t rl_cuda_host_fi_batch(const struct rl_cuda_geom *g, uint32_t rows)
+{
+	return min_u32(rows, g->max_seqs);
 }
 
 /* ---------------------------------------------------------------- conversion ------ */

@@ -59,7 +59,7 @@ uint32_t rl_cuda_host_items_cap(const struct rl_cuda_geom *g, uint32_t rows);
 
 /* Byte offsets of each array in the packed image (the same on host and device). */
 struct rl_cuda_layout {
-	size_t tokens, pos, slot, row_part, row_nparts, seq_bt, items, samp, samp_row, fi_indptr, fi_last, bt;
+	size_t tokens, pos, slot, row_part, row_nparts, seq_bt, items, samp, samp_row, fi_qo, fi_indptr, fi_last, bt;
 	size_t max_bytes;              /* image size with a full block table */
 };
 void rl_cuda_host_layout(const struct rl_cuda_geom *g, struct rl_cuda_layout *l);
@@ -69,9 +69,11 @@ struct rl_cuda_meta rl_cuda_host_meta_at(const struct rl_cuda_layout *l, const v
 /* Validates b (every index it carries) and packs it for a step padded to `rows` rows
  * (n_tokens <= rows <= max_rows) into buf (layout l, max_bytes). Padding rows get token 0,
  * position 0, slot -1, no items and no partials; sampling rows past n_samp get row -1.
- * A decode-only step (no prefill chunks, sequence i on row i) also gets FlashInfer's CSR
- * (fi_indptr, fi_last over all `rows`, hdr.fi_decode = 1), so the one copy of the image
- * carries what either attention needs.
+ * The image also carries FlashInfer's CSR, so its one copy holds what either attention needs:
+ * a decode-only step (sequence i on row i) gets the decode CSR over all `rows` (one request a
+ * row); a step with a prefill chunk whose sequences sit in row order gets the prefill CSR over
+ * rl_cuda_host_fi_batch(g, rows) requests (hdr.fi_csr says which; RL_CUDA_FI_CSR_NONE
+ * otherwise).
  * samp_seq[j] = batch seq of sampling row j, samp_draft[j] = which of its drafts that row
  * verifies (rl_batch.h n_draft: row q_len - 1 - n_draft + k samples for draft_out[k]), -1
  * for its last row. *bytes = the prefix of buf to copy (up to the used block table). 0;
@@ -79,6 +81,10 @@ struct rl_cuda_meta rl_cuda_host_meta_at(const struct rl_cuda_layout *l, const v
 int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout *l,
 		      const struct rl_batch *b, uint32_t rows, void *buf, size_t *bytes,
 		      uint32_t *samp_seq, int32_t *samp_draft);
+
+/* Requests of a prefill CSR for a step padded to `rows`: min(rows, max_seqs), fixed per row
+ * count so a graph-mode plan (whose launch depends on the counts) serves every step of it. */
+uint32_t rl_cuda_host_fi_batch(const struct rl_cuda_geom *g, uint32_t rows);
 
 /* ---- weight conversion ---- */
 
