@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/gpu_table.py OUT_DIR — one markdown table from a GPU session's JSON (bench/gpu_session.sh):
 `ringlm bench gpu` with the in-house attention (gpu.json) and with FlashInfer's (gpu_fi.json)
-beside the PyTorch peer (peer.json), decode step time and share of the roofline per batch,
+beside the PyTorch peer (peer.json), decode step time, share of the roofline and kernels a step
+(ringlm's, from its graphs) per batch,
 prefill time and TFLOP/s, and ringlm's ITL under long prompts. Missing files are left out."""
 import json
 import os
@@ -32,7 +33,9 @@ def main():
         cells = []
         for _, r in runs:
             x = [e for e in r.get("decode", []) if e["batch"] == b]
-            cells.append("%.2f ms (%.0f%% of roofline)" % (x[0]["step_ms"], 100 * x[0]["efficiency"]) if x else "")
+            k = x[0].get("kernels") if x else None
+            cells.append("%.2f ms (%.0f%% of roofline%s)" % (x[0]["step_ms"], 100 * x[0]["efficiency"],
+                         ", %d kernels" % k if k else "") if x else "")
         print("| decode batch %d | %s |" % (b, " | ".join(cells)))
     for t in sorted({x["tokens"] for _, r in runs for x in r.get("prefill", [])}):
         cells = []

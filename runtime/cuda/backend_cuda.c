@@ -193,10 +193,12 @@ static int cuda_launch(struct rl_backend *be, const struct rl_batch *b)
 		cudaGraphExec_t gx = bi >= 0 && c->use_graphs ? (dec ? c->graph_fi : c->graph_fp)[bi] : NULL;
 		if (gx && !memcmp(&c->fi_plan, dec ? &c->fi_graph_plan[bi] : &c->fi_pgraph_plan[bi], sizeof c->fi_plan)) {
 			++*(dec ? &c->stats.fi_graph_steps : &c->stats.fi_prefill_graph_steps);
+			c->stats.last_kernels = c->graph_kernels[fi][bi];
 			if ((e = cudaGraphLaunch(gx, c->st)) != cudaSuccess)
 				return step_fail(c, -EIO, dec ? "FlashInfer decode graph launch" : "FlashInfer prefill graph launch", e);
 		} else {
 			++*(dec ? &c->stats.fi_eager_steps : &c->stats.fi_prefill_eager_steps);
+			c->stats.last_kernels = 0;
 			c->fi_step = fi;
 			rc = rl_cuda_forward(c, rows);
 			c->fi_step = 0;
@@ -206,10 +208,12 @@ static int cuda_launch(struct rl_backend *be, const struct rl_batch *b)
 		}
 	} else if (bi >= 0 && c->use_graphs) {
 		c->stats.graph_steps++;
+		c->stats.last_kernels = c->graph_kernels[RL_CUDA_FI_CSR_NONE][bi];
 		if ((e = cudaGraphLaunch(c->graph[bi], c->st)) != cudaSuccess)
 			return step_fail(c, -EIO, "graph launch", e);
 	} else {
 		c->stats.eager_steps++;
+		c->stats.last_kernels = 0;
 		if ((rc = rl_cuda_forward(c, rows)))
 			return step_fail(c, rc, "eager step", cudaPeekAtLastError());
 	}
@@ -535,9 +539,27 @@ static size_t act_bytes(struct rl_cuda *c, int carve_into, char *base)
 	return (size_t)(p - base);
 }
 
+/* Kernel nodes of a captured graph (cuBLAS's kernels are nodes of it too). */
+static uint32_t graph_kernels(cudaGraph_t gr)
+{
+	size_t n = 0, k = 0;
+	if (cudaGraphGetNodes(gr, NULL, &n) != cudaSuccess || !n)
+		return 0;
+	cudaGraphNode_t *nodes = malloc(n * sizeof *nodes);
+	if (nodes && cudaGraphGetNodes(gr, nodes, &n) == cudaSuccess)
+		for (size_t i = 0; i < n; i++) {
+			enum cudaGraphNodeType t;
+			k += cudaGraphNodeGetType(nodes[i], &t) == cudaSuccess && t == cudaGraphNodeTypeKernel;
+		}
+	free(nodes);
+	return (uint32_t)k;
+}
+
 /* Captures the step for `rows` padded rows (fi: with FlashInfer's attention of that
- * RL_CUDA_FI_CSR_* mode under c->fi_plan) and instantiates it into *out. */
-static int capture(struct rl_cuda *c, uint32_t rows, int fi, cudaGraphExec_t *out, char *err, size_t errlen)
+ * RL_CUDA_FI_CSR_* mode under c->fi_plan), instantiates it into *out and counts its kernels
+ * into *kernels. */
+static int capture(struct rl_cuda *c, uint32_t rows, int fi, cudaGraphExec_t *out, uint32_t *kernels,
+		   char *err, size_t errlen)
 {
 	cudaGraph_t gr;
 	cudaError_t e = cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal);
@@ -556,6 +578,7 @@ static int capture(struct rl_cuda *c, uint32_t rows, int fi, cudaGraphExec_t *ou
 			cudaGraphDestroy(gr);
 		return -EIO;
 	}
+	*kernels = graph_kernels(gr);
 	e = cudaGraphInstantiate(out, gr, 0);
 	cudaGraphDestroy(gr);
 	return e == cudaSuccess ? 0 : cu_fail(err, errlen, "graph instantiation", e);
@@ -776,7 +799,8 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 
 	/* one graph per bucket; the metadata is read at replay, so nothing here is step-specific */
 	for (uint32_t i = 0; i < c->n_buckets; i++)
-		if ((rc = capture(c, c->buckets[i], 0, &c->graph[i], err, errlen)))
+		if ((rc = capture(c, c->buckets[i], RL_CUDA_FI_CSR_NONE, &c->graph[i],
+				  &c->graph_kernels[RL_CUDA_FI_CSR_NONE][i], err, errlen)))
 			goto fail;
 	/* FlashInfer: two more graphs for each bucket, captured under a plan of its counts (a
 	 * graph-mode plan's launch depends on those only): decode for the buckets a decode-only
@@ -796,7 +820,8 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 				goto fail;
 			}
 			c->fi_graph_plan[i] = c->fi_plan;
-			if ((rc = capture(c, rows, RL_CUDA_FI_CSR_DECODE, &c->graph_fi[i], err, errlen)))
+			if ((rc = capture(c, rows, RL_CUDA_FI_CSR_DECODE, &c->graph_fi[i],
+					  &c->graph_kernels[RL_CUDA_FI_CSR_DECODE][i], err, errlen)))
 				goto fail;
 		}
 		for (uint32_t r = 0; r <= nreq; r++) {
@@ -808,7 +833,8 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 			goto fail;
 		}
 		c->fi_pgraph_plan[i] = c->fi_plan;
-		if ((rc = capture(c, rows, RL_CUDA_FI_CSR_PREFILL, &c->graph_fp[i], err, errlen)))
+		if ((rc = capture(c, rows, RL_CUDA_FI_CSR_PREFILL, &c->graph_fp[i],
+				  &c->graph_kernels[RL_CUDA_FI_CSR_PREFILL][i], err, errlen)))
 			goto fail;
 	}
 	c->use_graphs = c->n_buckets > 0;

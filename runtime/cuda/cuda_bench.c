@@ -10,6 +10,8 @@
  *   host     host time of launch() per decode step, graph replay vs eager
  *   itl      per-step latency (ITL) of 32 decoding streams while 8k-token prompts keep arriving,
  *            chunked (512-token chunks beside the decodes) vs unchunked (whole prompts)
+ * Decode and prefill rows also give the step's kernel count (from its captured graph, cuBLAS's
+ * kernels included; "eager" when no graph ran it).
  * Times are medians of wall-clock launch..finish (the runtime's view of a step). Never fails on
  * time; prints a table, or with --json one line (also written to bench/out/gpu.json), with the
  * steps the backend ran by path (graph, eager; FlashInfer decode and prefill, graph and eager).
@@ -133,6 +135,18 @@ static void bstep_add(struct bstep *s, uint32_t q_len, uint32_t ctx, uint32_t fi
 
 /* Runs the step `reps` times after 3 warm-ups; median wall seconds; *launch_s: median host
  * time inside launch(). */
+/* a step's kernel count for the table: "eager" when no graph ran it (not counted) */
+static const char *kcount(uint32_t k)
+{
+	static char b[4][16];
+	static int i;
+	if (!k)
+		return "eager";
+	i = (i + 1) % 4;
+	snprintf(b[i], sizeof b[i], "%u", k);
+	return b[i];
+}
+
 static double time_step(struct rl_backend *be, const struct rl_batch *b, int reps, double *launch_s, int *rc)
 {
 	int32_t *out = malloc(b->n_seqs * sizeof *out);
@@ -371,6 +385,8 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 	double wbytes = 2.0 * ((double)c->nl * ((double)c->dim * (c->qd + 2 * c->kvd) + (double)c->dim * c->qd +
 				3.0 * c->dim * c->hid) + (double)c->vocab * c->dim);
 	double dec_t[8] = { 0 }, dec_roof[8] = { 0 }, graph_launch = 0, eager_launch = 0, graph_step = 0, eager_step = 0;
+	uint32_t dec_k[8] = { 0 }, pf_k[2] = { 0 };    /* kernels a step's graph launched (0: eager) */
+	struct rl_cuda_stats ks;
 	for (int k = 0; k < n_dec && !rc; k++) {
 		bstep_reset(&s, bs);
 		for (uint32_t i = 0; i < batches[k]; i++)
@@ -379,6 +395,8 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 		int host = batches[k] == 8 && !decode_only;
 		dec_t[k] = time_step(be, &s.b, (int)reps, host ? &graph_launch : NULL, &rc);
 		dec_roof[k] = (wbytes + kv) / bw;
+		rl_backend_cuda_stats(be, &ks);
+		dec_k[k] = ks.last_kernels;
 		if (host && !rc) {                     /* batch 8: graph vs eager host overhead */
 			graph_step = dec_t[k];
 			rl_backend_cuda_set_graphs(be, 0);
@@ -394,6 +412,8 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 		bstep_reset(&s, bs);
 		bstep_add(&s, T, T, 0, bs, c->vocab);
 		pf_t[k] = time_step(be, &s.b, (int)(reps < 5 ? reps : 5), NULL, &rc);
+		rl_backend_cuda_stats(be, &ks);
+		pf_k[k] = ks.last_kernels;
 		/* A/B: the same step eagerly with the in-house prefill attention on CUDA cores (under
 		 * --cuda-attn flashinfer the in-house kernel does not run: no A/B) */
 		rl_backend_cuda_set_graphs(be, 0);
@@ -482,12 +502,14 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 		(unsigned long long)cs.fi_graph_steps, (unsigned long long)cs.fi_eager_steps,
 		(unsigned long long)cs.fi_prefill_graph_steps, (unsigned long long)cs.fi_prefill_eager_steps);
 	for (int k = 0; k < n_dec; k++)
-		n += snprintf(js + n, sizeof js - n, "%s{\"batch\":%u,\"step_ms\":%.3f,\"roofline_ms\":%.3f,\"efficiency\":%.3f}",
-			      k ? "," : "", batches[k], dec_t[k] * 1e3, dec_roof[k] * 1e3, dec_roof[k] / dec_t[k]);
+		n += snprintf(js + n, sizeof js - n, "%s{\"batch\":%u,\"step_ms\":%.3f,\"roofline_ms\":%.3f,\"efficiency\":%.3f,"
+			      "\"kernels\":%u}", k ? "," : "", batches[k], dec_t[k] * 1e3, dec_roof[k] * 1e3,
+			      dec_roof[k] / dec_t[k], dec_k[k]);
 	n += snprintf(js + n, sizeof js - n, "],\"prefill\":[");
 	for (int k = 0; k < (decode_only ? 0 : 2); k++)
-		n += snprintf(js + n, sizeof js - n, "%s{\"tokens\":%u,\"ms\":%.2f,\"tflops\":%.1f,\"gemm_tflops\":%.1f,\"simt_attention_ms\":%.2f}",
-			      k ? "," : "", pf_len[k], pf_t[k] * 1e3, pf_flops[k] / pf_t[k] / 1e12, gemm_tflops[k], pf_simt[k] * 1e3);
+		n += snprintf(js + n, sizeof js - n, "%s{\"tokens\":%u,\"ms\":%.2f,\"tflops\":%.1f,\"gemm_tflops\":%.1f,"
+			      "\"simt_attention_ms\":%.2f,\"kernels\":%u}", k ? "," : "", pf_len[k], pf_t[k] * 1e3,
+			      pf_flops[k] / pf_t[k] / 1e12, gemm_tflops[k], pf_simt[k] * 1e3, pf_k[k]);
 	n += snprintf(js + n, sizeof js - n,
 		"],\"host\":{\"batch\":8,\"graph_launch_us\":%.1f,\"eager_launch_us\":%.1f,\"graph_step_ms\":%.3f,\"eager_step_ms\":%.3f},"
 		"\"itl\":{\"streams\":%u,\"prompt\":%u,\"chunk\":%u,\"chunked_p50_ms\":%.2f,\"chunked_p99_ms\":%.2f,"
@@ -507,15 +529,16 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 	if (upload)
 		printf("upload %s: %.2f GB of file weights in %.2f s (%.2f GB/s, create included)\n", upload,
 		       up_bytes / 1e9, up_s, up_bytes / 1e9 / up_s);
-	printf("%-22s %10s %12s %10s\n", "decode (ctx tokens)", "step ms", "roofline ms", "of roof");
+	printf("%-22s %10s %12s %10s %8s\n", "decode (ctx tokens)", "step ms", "roofline ms", "of roof", "kernels");
 	for (int k = 0; k < n_dec; k++)
-		printf("batch %-4u (ctx %-5u) %10.3f %12.3f %9.0f%%\n", batches[k], ctx, dec_t[k] * 1e3,
-		       dec_roof[k] * 1e3, 100 * dec_roof[k] / dec_t[k]);
+		printf("batch %-4u (ctx %-5u) %10.3f %12.3f %9.0f%% %8s\n", batches[k], ctx, dec_t[k] * 1e3,
+		       dec_roof[k] * 1e3, 100 * dec_roof[k] / dec_t[k], kcount(dec_k[k]));
 	if (!decode_only) {
-		printf("%-22s %10s %12s %10s %14s\n", "prefill", "ms", "TFLOP/s", "GEMM TF/s", "CUDA-core attn");
+		printf("%-22s %10s %12s %10s %14s %8s\n", "prefill", "ms", "TFLOP/s", "GEMM TF/s", "CUDA-core attn",
+		       "kernels");
 		for (int k = 0; k < 2; k++)
-			printf("%-5u tokens           %10.2f %12.1f %10.1f %11.2f ms\n", pf_len[k], pf_t[k] * 1e3,
-			       pf_flops[k] / pf_t[k] / 1e12, gemm_tflops[k], pf_simt[k] * 1e3);
+			printf("%-5u tokens           %10.2f %12.1f %10.1f %11.2f ms %8s\n", pf_len[k], pf_t[k] * 1e3,
+			       pf_flops[k] / pf_t[k] / 1e12, gemm_tflops[k], pf_simt[k] * 1e3, kcount(pf_k[k]));
 		printf("host per step (batch 8): launch %.1f us graph, %.1f us eager; step %.3f / %.3f ms\n",
 		       graph_launch * 1e6, eager_launch * 1e6, graph_step * 1e3, eager_step * 1e3);
 		printf("ITL, %u streams + %u-token prompts: chunked(%u) p50 %.2f p99 %.2f ms; unchunked p50 %.2f p99 %.2f ms\n",

@@ -67,6 +67,9 @@ struct rl_cuda {
 	cudaGraphExec_t graph_fi[RL_CUDA_MAX_BUCKETS];
 	cudaGraphExec_t graph_fp[RL_CUDA_MAX_BUCKETS];
 	uint32_t fi_rows;              /* decode steps of up to this many (padded) rows use it */
+	/* kernels each captured graph launches, by attention (RL_CUDA_FI_CSR_*: in-house, FlashInfer
+	 * decode, FlashInfer prefill) and bucket: a step's kernel count (rl_cuda_stats) */
+	uint32_t graph_kernels[3][RL_CUDA_MAX_BUCKETS];
 
 	struct rl_cuda_stats stats;    /* steps by path (rl_backend_cuda_stats) */
 	char err[256];                 /* why the last launch/finish failed (rl_backend_cuda_last_error) */

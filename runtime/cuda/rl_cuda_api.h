@@ -48,6 +48,8 @@ const char *rl_cuda_flashinfer_version(void);
 struct rl_cuda_stats {
 	uint64_t steps, graph_steps, eager_steps, fi_graph_steps, fi_eager_steps;
 	uint64_t fi_prefill_graph_steps, fi_prefill_eager_steps;
+	uint32_t last_kernels;         /* kernels the last step's graph launched (cuBLAS's included,
+					* counted from the captured graph); 0 when it ran eagerly */
 };
 /* Test and bench hook: copies the counters. 0, or -EINVAL for another backend. */
 int rl_backend_cuda_stats(struct rl_backend *be, struct rl_cuda_stats *out);

@@ -127,7 +127,11 @@ static bool is_dev(const void *p, size_t n)
 
 // ------------------------------------------------------------------ streams, queue ----
 
-struct cudasim_graph { std::vector<std::function<void()>> ops; };
+struct cudasim_node { enum cudaGraphNodeType type; };
+struct cudasim_graph {
+	std::vector<std::function<void()>> ops;
+	std::vector<cudasim_node> nodes;               // ops[i]'s type (cudaGraphGetNodes)
+};
 struct cudasim_stream {
 	unsigned flags;
 	cudasim_graph *capture;                        // recording, or NULL
@@ -169,11 +173,14 @@ static cudaError_t sync_allowed(const char *what)
 	return cudaErrorStreamCaptureUnsupported;
 }
 
-// Appends fn to stream st's work (or to its capture). Returns the sequence (0 if captured).
-static uint64_t enqueue(cudaStream_t st, std::function<void()> fn)
+// Appends fn to stream st's work (or to its capture, as a node of that type). Returns the
+// sequence (0 if captured).
+static uint64_t enqueue(cudaStream_t st, std::function<void()> fn,
+			enum cudaGraphNodeType type = cudaGraphNodeTypeKernel)
 {
 	if (st && st->capture) {
 		st->capture->ops.push_back(std::move(fn));
+		st->capture->nodes.push_back({ type });
 		return 0;
 	}
 	uint64_t s = next_seq++;
@@ -771,7 +778,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
 		e = check_copy(dst, src, n, kind, "cudaMemcpyAsync");
 	if (e != cudaSuccess)
 		return ret(e);
-	enqueue(st, [dst, src, n]() { memmove(dst, src, n); });   // reads src when it runs
+	enqueue(st, [dst, src, n]() { memmove(dst, src, n); }, cudaGraphNodeTypeMemcpy);   // reads src when it runs
 	return cudaSuccess;
 }
 
@@ -800,7 +807,7 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t st)
 		report("cudaMemsetAsync of %zu bytes at %p outside device memory", n, p);
 		return ret(cudaErrorInvalidValue);
 	}
-	enqueue(st, [p, v, n]() { memset(p, v, n); });
+	enqueue(st, [p, v, n]() { memset(p, v, n); }, cudaGraphNodeTypeMemset);
 	return cudaSuccess;
 }
 
@@ -890,7 +897,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st)
 		return ret(err);
 	if (!e)
 		return ret(cudaErrorInvalidResourceHandle);
-	uint64_t seq = enqueue(st, [e]() { e->t_ms = now_ms(); });
+	uint64_t seq = enqueue(st, [e]() { e->t_ms = now_ms(); }, cudaGraphNodeTypeEventRecord);
 	if (seq) {                                     // 0: captured, the event is a graph node
 		e->polled = false;
 		e->pending = seq;
@@ -982,8 +989,31 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t st)
 		return ret(e);
 	if (!exec)
 		return ret(cudaErrorInvalidResourceHandle);
-	for (const auto &fn : exec->ops)
-		enqueue(st, fn);
+	for (size_t i = 0; i < exec->ops.size(); i++)
+		enqueue(st, exec->ops[i], exec->nodes[i].type);
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes)
+{
+	if (!graph || !numNodes)
+		return ret(cudaErrorInvalidValue);
+	if (!nodes) {
+		*numNodes = graph->nodes.size();
+		return cudaSuccess;
+	}
+	size_t n = *numNodes < graph->nodes.size() ? *numNodes : graph->nodes.size();
+	for (size_t i = 0; i < n; i++)
+		nodes[i] = &graph->nodes[i];
+	*numNodes = n;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *pType)
+{
+	if (!node || !pType)
+		return ret(cudaErrorInvalidValue);
+	*pType = node->type;
 	return cudaSuccess;
 }
 

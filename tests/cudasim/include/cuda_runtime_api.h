@@ -49,6 +49,14 @@ typedef struct cudasim_stream *cudaStream_t;
 typedef struct cudasim_event *cudaEvent_t;
 typedef struct cudasim_graph *cudaGraph_t;
 typedef struct cudasim_graph *cudaGraphExec_t;
+typedef struct cudasim_node *cudaGraphNode_t;
+
+enum cudaGraphNodeType {                       /* CUDA's values; a cuBLAS call counts as one kernel */
+	cudaGraphNodeTypeKernel = 0x00,
+	cudaGraphNodeTypeMemcpy = 0x01,
+	cudaGraphNodeTypeMemset = 0x02,
+	cudaGraphNodeTypeEventRecord = 0x07,
+};
 
 #define cudaStreamDefault 0x00
 #define cudaStreamNonBlocking 0x01
@@ -114,6 +122,8 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsig
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t st);
 cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes);
+cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *pType);
 
 cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value);
 
