@@ -48,6 +48,14 @@ static void test_pick_bucket(void)
 	CHECK(rl_cuda_host_pick_bucket(b, 6, 17) == 5);
 	CHECK(rl_cuda_host_pick_bucket(b, 6, 65) == -1);
 	CHECK(rl_cuda_host_pick_bucket(b, 0, 1) == -1);
+	/* above 512 tokens a step pads at most 1/8 of its rows, else runs eagerly */
+	uint32_t big[] = { 256, 512, 2048 };
+	CHECK(rl_cuda_host_pick_bucket(big, 3, 300) == 1);          /* 300 -> 512: small steps always pad */
+	CHECK(rl_cuda_host_pick_bucket(big, 3, 512) == 1);
+	CHECK(rl_cuda_host_pick_bucket(big, 3, 513) == -1);         /* 520 eager rows, not 2048 */
+	CHECK(rl_cuda_host_pick_bucket(big, 3, 1800) == -1);        /* 2048 > 1800 + 225 */
+	CHECK(rl_cuda_host_pick_bucket(big, 3, 1825) == 2);         /* 1832 + 229 >= 2048 */
+	CHECK(rl_cuda_host_pick_bucket(big, 3, 2048) == 2);
 	CHECK(rl_cuda_host_eager_rows(65) == 72 && rl_cuda_host_eager_rows(72) == 72);
 	CHECK(rl_cuda_host_eager_rows(1) == 8);
 }

@@ -61,9 +61,10 @@ int rl_cuda_host_parse_buckets(const char *s, uint32_t max_rows, uint32_t *out, 
 
 int rl_cuda_host_pick_bucket(const uint32_t *buckets, uint32_t n, uint32_t n_tokens)
 {
+	uint32_t eager = rl_cuda_host_eager_rows(n_tokens);
 	for (uint32_t i = 0; i < n; i++)
 		if (buckets[i] >= n_tokens)
-			return (int)i;
+			return n_tokens > RL_CUDA_PAD_FREE && buckets[i] > eager + eager / RL_CUDA_PAD_FRAC ? -1 : (int)i;
 	return -1;
 }
 

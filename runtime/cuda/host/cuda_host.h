@@ -22,8 +22,15 @@
  * 0, or -EINVAL with a one-line reason in err. */
 int rl_cuda_host_parse_buckets(const char *s, uint32_t max_rows, uint32_t *out, uint32_t *n,
 			       char *err, size_t errlen);
-/* Index of the smallest bucket >= n_tokens, or -1 when the step is larger than every bucket
- * (it then runs eagerly on rl_cuda_host_eager_rows(n_tokens) rows). */
+/* A step of more than RL_CUDA_PAD_FREE tokens pads to a bucket only when that adds at most
+ * 1/RL_CUDA_PAD_FRAC of its eager rows: such a step is compute-bound, its GEMMs grow with every
+ * padded row, and its eager launch (a few us of host time a kernel) hides behind the device's
+ * milliseconds. Smaller steps always take a bucket: there the launch is the cost. */
+#define RL_CUDA_PAD_FREE 512
+#define RL_CUDA_PAD_FRAC 8
+/* Index of the smallest bucket >= n_tokens, or -1 when the step is larger than every bucket or
+ * above RL_CUDA_PAD_FREE with too much padding (it then runs eagerly on
+ * rl_cuda_host_eager_rows(n_tokens) rows). */
 int rl_cuda_host_pick_bucket(const uint32_t *buckets, uint32_t n, uint32_t n_tokens);
 /* Rows an eager step of n_tokens runs on: rounded up to RL_CUDA_ROW_ALIGN. */
 uint32_t rl_cuda_host_eager_rows(uint32_t n_tokens);
