@@ -606,38 +606,27 @@ static int fi_setup(struct rl_cuda *c, const struct rl_backend_params *p, char *
 		c->fi_rows = c->g.max_rows;
 	uint32_t max_pages = (c->cfg.max_ctx + c->g.block_size - 1) / c->g.block_size;
 	size_t fb = 0, ib = 0;
-	/* every padded row count a decode step can have: the buckets and the eager multiples */
-	for (uint32_t r = 1; r <= c->fi_rows; r++) {
+	/* every padded row count a step can have (the buckets, the eager multiples up to max_rows):
+	 * decode plans up to fi_rows, prefill plans over rl_cuda_host_fi_batch requests; one
+	 * workspace serves both, since a step plans into it before it runs */
+	for (uint32_t r = 1; r <= c->g.max_rows; r++) {
 		int is_bucket = 0;
 		for (uint32_t i = 0; i < c->n_buckets; i++)
 			is_bucket |= c->buckets[i] == r;
 		if (!is_bucket && r % RL_CUDA_ROW_ALIGN && r != c->fi_rows)
 			continue;
-		size_t f = 0, n = 0;
-		if (rl_cuda_fi_decode_sizes(c->wdt, c->hd, c->nh, c->nkv, c->g.block_size, r, max_pages, &f, &n)) {
+		size_t f = 0, n = 0, pf = 0, pn = 0;
+		if ((r <= c->fi_rows &&
+		     rl_cuda_fi_decode_sizes(c->wdt, c->hd, c->nh, c->nkv, c->g.block_size, r, max_pages, &f, &n)) ||
+		    rl_cuda_fi_prefill_sizes(c->wdt, c->hd, c->nh, c->nkv, c->g.block_size, r,
+					     rl_cuda_host_fi_batch(&c->g, r), &pf, &pn)) {
 			snprintf(err, errlen, "--cuda-attn flashinfer: %s", rl_cuda_fi_last_error());
 			return -EIO;
 		}
 		fb = f > fb ? f : fb;
+		fb = pf > fb ? pf : fb;
 		ib = n > ib ? n : ib;
-	}
-	/* prefill: every padded row count a step can have (the buckets, the eager multiples up to
-	 * max_rows), each planned over rl_cuda_host_fi_batch requests; the workspace is shared,
-	 * since a step plans into it before it runs */
-	for (uint32_t r = 1; r <= c->g.max_rows; r++) {
-		int is_bucket = 0;
-		for (uint32_t i = 0; i < c->n_buckets; i++)
-			is_bucket |= c->buckets[i] == r;
-		if (!is_bucket && r % RL_CUDA_ROW_ALIGN)
-			continue;
-		size_t f = 0, n = 0;
-		if (rl_cuda_fi_prefill_sizes(c->wdt, c->hd, c->nh, c->nkv, c->g.block_size, r,
-					     rl_cuda_host_fi_batch(&c->g, r), &f, &n)) {
-			snprintf(err, errlen, "--cuda-attn flashinfer: %s", rl_cuda_fi_last_error());
-			return -EIO;
-		}
-		fb = f > fb ? f : fb;
-		ib = n > ib ? n : ib;
+		ib = pn > ib ? pn : ib;
 	}
 	c->fi_ws.float_bytes = fb ? fb : 16;
 	c->fi_ws.int_bytes = ib ? ib : 16;
@@ -809,33 +798,23 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 	if (p->cuda_attn && (rc = fi_setup(c, p, err, errlen)))
 		goto fail;
 	for (uint32_t i = 0; c->fi && i < c->n_buckets; i++) {
-		uint32_t rows = c->buckets[i], nreq = rl_cuda_host_fi_batch(&c->g, rows);
+		uint32_t rows = c->buckets[i];
 		int32_t *qo = (int32_t *)((char *)c->meta_h + c->lay.fi_qo);
 		int32_t *indptr = (int32_t *)((char *)c->meta_h + c->lay.fi_indptr);
-		if (rows <= c->fi_rows) {
-			for (uint32_t r = 0; r <= rows; r++)
-				indptr[r] = (int32_t)r;
-			if ((rc = fi_plan(c, RL_CUDA_FI_CSR_DECODE, rows))) {
+		for (int mode = RL_CUDA_FI_CSR_DECODE; mode <= RL_CUDA_FI_CSR_PREFILL; mode++) {
+			int dec = mode == RL_CUDA_FI_CSR_DECODE;
+			if (dec && rows > c->fi_rows)
+				continue;
+			rl_cuda_host_fi_synth(&c->g, mode, rows, qo, indptr);
+			if ((rc = fi_plan(c, mode, rows))) {
 				snprintf(err, errlen, "cuda backend: %s", fi_err());
 				goto fail;
 			}
-			c->fi_graph_plan[i] = c->fi_plan;
-			if ((rc = capture(c, rows, RL_CUDA_FI_CSR_DECODE, &c->graph_fi[i],
-					  &c->graph_kernels[RL_CUDA_FI_CSR_DECODE][i], err, errlen)))
+			*(dec ? &c->fi_graph_plan[i] : &c->fi_pgraph_plan[i]) = c->fi_plan;
+			if ((rc = capture(c, rows, mode, dec ? &c->graph_fi[i] : &c->graph_fp[i],
+					  &c->graph_kernels[mode][i], err, errlen)))
 				goto fail;
 		}
-		for (uint32_t r = 0; r <= nreq; r++) {
-			qo[r] = (int32_t)(r ? rows - nreq + r : 0);
-			indptr[r] = (int32_t)r;
-		}
-		if ((rc = fi_plan(c, RL_CUDA_FI_CSR_PREFILL, rows))) {
-			snprintf(err, errlen, "cuda backend: %s", fi_err());
-			goto fail;
-		}
-		c->fi_pgraph_plan[i] = c->fi_plan;
-		if ((rc = capture(c, rows, RL_CUDA_FI_CSR_PREFILL, &c->graph_fp[i],
-				  &c->graph_kernels[RL_CUDA_FI_CSR_PREFILL][i], err, errlen)))
-			goto fail;
 	}
 	c->use_graphs = c->n_buckets > 0;
 	CU(cudaStreamSynchronize(c->st), "set-up");

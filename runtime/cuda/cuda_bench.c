@@ -136,15 +136,12 @@ static void bstep_add(struct bstep *s, uint32_t q_len, uint32_t ctx, uint32_t fi
 /* Runs the step `reps` times after 3 warm-ups; median wall seconds; *launch_s: median host
  * time inside launch(). */
 /* a step's kernel count for the table: "eager" when no graph ran it (not counted) */
-static const char *kcount(uint32_t k)
+static const char *kcount(char *buf, size_t n, uint32_t k)
 {
-	static char b[4][16];
-	static int i;
 	if (!k)
 		return "eager";
-	i = (i + 1) % 4;
-	snprintf(b[i], sizeof b[i], "%u", k);
-	return b[i];
+	snprintf(buf, n, "%u", k);
+	return buf;
 }
 
 static double time_step(struct rl_backend *be, const struct rl_batch *b, int reps, double *launch_s, int *rc)
@@ -530,15 +527,17 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 		printf("upload %s: %.2f GB of file weights in %.2f s (%.2f GB/s, create included)\n", upload,
 		       up_bytes / 1e9, up_s, up_bytes / 1e9 / up_s);
 	printf("%-22s %10s %12s %10s %8s\n", "decode (ctx tokens)", "step ms", "roofline ms", "of roof", "kernels");
+	char kb[16];
 	for (int k = 0; k < n_dec; k++)
 		printf("batch %-4u (ctx %-5u) %10.3f %12.3f %9.0f%% %8s\n", batches[k], ctx, dec_t[k] * 1e3,
-		       dec_roof[k] * 1e3, 100 * dec_roof[k] / dec_t[k], kcount(dec_k[k]));
+		       dec_roof[k] * 1e3, 100 * dec_roof[k] / dec_t[k], kcount(kb, sizeof kb, dec_k[k]));
 	if (!decode_only) {
 		printf("%-22s %10s %12s %10s %14s %8s\n", "prefill", "ms", "TFLOP/s", "GEMM TF/s", "CUDA-core attn",
 		       "kernels");
 		for (int k = 0; k < 2; k++)
 			printf("%-5u tokens           %10.2f %12.1f %10.1f %11.2f ms %8s\n", pf_len[k], pf_t[k] * 1e3,
-			       pf_flops[k] / pf_t[k] / 1e12, gemm_tflops[k], pf_simt[k] * 1e3, kcount(pf_k[k]));
+			       pf_flops[k] / pf_t[k] / 1e12, gemm_tflops[k], pf_simt[k] * 1e3,
+			       kcount(kb, sizeof kb, pf_k[k]));
 		printf("host per step (batch 8): launch %.1f us graph, %.1f us eager; step %.3f / %.3f ms\n",
 		       graph_launch * 1e6, eager_launch * 1e6, graph_step * 1e3, eager_step * 1e3);
 		printf("ITL, %u streams + %u-token prompts: chunked(%u) p50 %.2f p99 %.2f ms; unchunked p50 %.2f p99 %.2f ms\n",

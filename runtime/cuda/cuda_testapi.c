@@ -228,17 +228,6 @@ static int fi_ok(struct scope *s, int rc, const char *what)
 	return !s->failed;
 }
 
-/* The backend's synthetic capture CSR for `rows` (backend_cuda.c create): decode, one block
- * a row; prefill, nreq requests of one block, the first with all rows but one for each other */
-static void synth_csr(int mode, uint32_t rows, uint32_t nreq, int32_t *qo, int32_t *kv)
-{
-	uint32_t n = mode == RL_CUDA_FI_CSR_PREFILL ? nreq : rows;
-	for (uint32_t r = 0; r <= n; r++) {
-		qo[r] = (int32_t)(r ? rows - n + r : 0);
-		kv[r] = (int32_t)r;
-	}
-}
-
 static int t_fi_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
 			  size_t cache_elems, const struct rl_cuda_geom *g, const struct rl_batch *b,
 			  uint32_t rows, uint32_t nh, uint32_t hd, int graph, enum rl_cuda_dtype dt,
@@ -301,7 +290,7 @@ static int t_fi_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, 
 	struct rl_cuda_fi_plan plan = { { 0 } }, real = { { 0 } };
 	const int32_t *qo = (const int32_t *)((const char *)img + l.fi_qo);
 	const int32_t *indptr = (const int32_t *)((const char *)img + l.fi_indptr);
-	synth_csr(mode, rows, nreq, sqo, skv);
+	rl_cuda_host_fi_synth(g, mode, rows, sqo, skv);
 	cudaStream_t st = NULL;
 	if (!s.failed)
 		ok(&s, cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");

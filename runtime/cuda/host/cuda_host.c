@@ -318,6 +318,16 @@ uint32_t rl_cuda_host_fi_batch(const struct rl_cuda_geom *g, uint32_t rows)
 	return min_u32(rows, g->max_seqs);
 }
 
+void rl_cuda_host_fi_synth(const struct rl_cuda_geom *g, int mode, uint32_t rows, int32_t *qo,
+			   int32_t *kv_indptr)
+{
+	uint32_t n = mode == RL_CUDA_FI_CSR_PREFILL ? rl_cuda_host_fi_batch(g, rows) : rows;
+	for (uint32_t r = 0; r <= n; r++) {
+		qo[r] = (int32_t)(r ? rows - n + r : 0);
+		kv_indptr[r] = (int32_t)r;
+	}
+}
+
 /* ---------------------------------------------------------------- conversion ------ */
 
 void rl_cuda_host_convert(uint16_t *dst, const float *src, size_t n, enum rl_cuda_dtype dt)

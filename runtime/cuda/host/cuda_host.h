@@ -92,6 +92,11 @@ int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout 
 /* Requests of a prefill CSR for a step padded to `rows`: min(rows, max_seqs), fixed per row
  * count so a graph-mode plan (whose launch depends on the counts) serves every step of it. */
 uint32_t rl_cuda_host_fi_batch(const struct rl_cuda_geom *g, uint32_t rows);
+/* The CSR a FlashInfer graph for `rows` is captured under (mode RL_CUDA_FI_CSR_DECODE: a block
+ * a row; PREFILL: rl_cuda_host_fi_batch requests of a block each, the first with all rows but
+ * one for each other): a graph-mode plan reads only its counts. qo, kv_indptr [rows + 1]. */
+void rl_cuda_host_fi_synth(const struct rl_cuda_geom *g, int mode, uint32_t rows, int32_t *qo,
+			   int32_t *kv_indptr);
 
 /* ---- weight conversion ---- */
 
