@@ -82,4 +82,21 @@ static inline const char *rl_t_model(const char *name)
 	snprintf(b, 1024, "%s/%s", dir ? dir : "../shared/models", name);
 	return access(b, R_OK) == 0 ? b : NULL;
 }
+
+/* Path of a real model that .ci/models fetched from PyPI into the cache (its sha256 checked:
+ * the ".NAME.ok" mark beside it), or NULL so the test can SKIP with RL_T_REAL_WHY. */
+#define RL_T_REAL_WHY "not fetched: .ci/models could not reach PyPI (make test runs it)"
+static inline const char *rl_t_real_model(const char *name)
+{
+	static char buf[4][1024]; static int k;
+	char *b = buf[k++ & 3], ok[1100];
+	const char *cache = getenv("RINGLM_CACHE"), *home = getenv("HOME");
+	if (cache)
+		snprintf(b, 1024, "%s/models", cache);
+	else
+		snprintf(b, 1024, "%s/.cache/ringlm/models", home ? home : "/root");
+	snprintf(ok, sizeof ok, "%s/.%s.ok", b, name);
+	snprintf(b + strlen(b), 1024 - strlen(b), "/%s", name);
+	return access(b, R_OK) == 0 && access(ok, R_OK) == 0 ? b : NULL;
+}
 #endif

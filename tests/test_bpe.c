@@ -9,10 +9,9 @@
  */
 #include <errno.h>
 #include <jansson.h>
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
 #include "tests/rl_test.h"
 #include "tokenizer/rl_bpe.h"
+#include "tokenizer/rl_pretok.h"
 #include "tokenizer/rl_tok.h"
 #include "runtime/model/rl_model_io.h"
 
@@ -197,39 +196,150 @@ static int first_id(const void *blob, uint32_t size, int32_t *first, long *n)
 	return 0;
 }
 
-/* GPT-4o's pre-tokenizer pattern (Phi-4-mini's GGUF names it "gpt-4o") splits as the Python
- * `regex` module splits with the pattern of its tokenizer.json (expected pieces below, from
- * regex 2026.5.9): case runs, contractions, digit triples, newline runs */
+static int collect(void *ctx, const uint8_t *w, size_t n)
+{
+	char *o = ctx;
+	size_t l = strlen(o);
+	if (l + n + 2 > 4096)
+		return -ENOSPC;
+	memcpy(o + l, w, n);
+	o[l + n] = '|';
+	o[l + n + 1] = 0;
+	return 0;
+}
+
+/* GPT-4o's pre-tokenizer (Phi-4-mini's GGUF names it "gpt-4o"), run as llama.cpp runs it,
+ * splits as the Python `regex` module splits with the pattern of its tokenizer.json
+ * (expected pieces below, from regex 2026.5.9): case runs, contractions, digit triples,
+ * newline runs; except where llama.cpp's collapsed categories differ: a non-ASCII capital
+ * counts as neither upper nor lower case there, so "ÉCOLE" is "É" and "COLE" in llama.cpp
+ * (tests/fixtures/llamacpp/pretok.json holds llama.cpp's own ids) */
 static void bpe_gpt4o_pattern_splits(void)
 {
-	static const struct { const char *text, *pieces[8]; } c[] = {
-		{ "HelloWorld's 12345 abc", { "Hello", "World's", " ", "123", "45", " abc" } },
-		{ "I'M here\n\n  x/y", { "I'M", " here", "\n\n", " ", " x", "/y" } },
-		{ "\xc3\x89" "COLE \xc3\xa9t\xc3\xa9 2024!!", { "\xc3\x89" "COLE", " \xc3\xa9t\xc3\xa9", " ", "202", "4", "!!" } },
-		{ "camelCaseXMLParser don't", { "camel", "Case", "XMLParser", " don't" } },
-		{ "  \t tabs\r\nend", { "  \t", " tabs", "\r\n", "end" } },
+	static const struct { const char *text, *pieces; } c[] = {
+		{ "HelloWorld's 12345 abc", "Hello|World's| |123|45| abc|" },
+		{ "I'M here\n\n  x/y", "I'M| here|\n\n| | x|/y|" },
+		{ "\xc3\x89" "COLE \xc3\xa9t\xc3\xa9 2024!!", "\xc3\x89|COLE| \xc3\xa9t\xc3\xa9| |202|4|!!|" },
+		{ "camelCaseXMLParser don't", "camel|Case|XMLParser| don't|" },
+		{ "  \t tabs\r\nend", "  \t| tabs|\r\n|end|" },
 	};
-	const char *pat = rl_bpe_pattern("gpt-4o");
-	REQUIRE(pat && rl_bpe_pattern("llama4") == pat && rl_bpe_pattern("dbrx") == rl_bpe_pattern("llama-bpe"));
-	int e;
-	PCRE2_SIZE eo;
-	pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &e, &eo, NULL);
-	REQUIRE(re);
-	pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+	const struct rl_pretok_def *d = rl_pretok_find("gpt-4o");
+	REQUIRE(d && rl_pretok_find("llama4") == d && rl_pretok_find("dbrx")->exprs[0] == rl_pretok_find("llama-bpe")->exprs[0]);
+	CHECK(!rl_pretok_find("gpt2") && !rl_pretok_find("gpt") && !rl_pretok_find(""));
+	char spec[4096], err[256], got[4096];
+	size_t sl = rl_pretok_spec(d->exprs, 1, spec, sizeof spec);
+	REQUIRE(sl <= sizeof spec);
+	struct rl_pretok *p;
+	REQUIRE(rl_pretok_create(spec, sl, &p, err, sizeof err) == 0);
 	for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
-		const size_t len = strlen(c[i].text);
-		size_t at = 0, k = 0;
-		while (at < len && pcre2_match(re, (PCRE2_SPTR)c[i].text, len, at, 0, md, NULL) > 0) {
-			const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-			const char *want = c[i].pieces[k++];
-			CHECKF(want && ov[1] - ov[0] == strlen(want) && !memcmp(c[i].text + ov[0], want, strlen(want)),
-			       "\"%s\": piece %zu is \"%.*s\"", c[i].text, k - 1, (int)(ov[1] - ov[0]), c[i].text + ov[0]);
-			at = ov[1];
-		}
-		CHECKF(at == len && !c[i].pieces[k], "\"%s\": %zu pieces", c[i].text, k);
+		got[0] = 0;
+		REQUIRE(rl_pretok_split(p, c[i].text, strlen(c[i].text), collect, got) == 0);
+		CHECKF(!strcmp(got, c[i].pieces), "\"%s\": pieces \"%s\"", c[i].text, got);
 	}
-	pcre2_match_data_free(md);
-	pcre2_code_free(re);
+	rl_pretok_destroy(p);
+}
+
+/* ids "1 2 3" into out; returns how many */
+static long parse_ids(const char *s, int32_t *out, long cap)
+{
+	long n = 0;
+	for (char *e; s && *s; s = e) {
+		long v = strtol(s, &e, 10);
+		if (e == s)
+			break;
+		if (n < cap)
+			out[n] = (int32_t)v;
+		n++;
+	}
+	return n;
+}
+
+/* Every tokenizer.ggml.pre name llama.cpp 0c1e570 reads is in rl_pretok.c's table (and no
+ * other), and each, on a vocabulary no real file of it has (the fixture's), gives llama.cpp's
+ * own ids on every string of tests/fixtures/llamacpp/strings.json (with specials added; the
+ * files say no BOS). Where llama.cpp aborts on a string, the string is left out. */
+static void bpe_every_pretokenizer_matches_llamacpp(void)
+{
+	json_error_t je;
+	json_t *fx = json_load_file("tests/fixtures/llamacpp/pretok.json", 0, &je);
+	json_t *strings = json_load_file("tests/fixtures/llamacpp/strings.json", 0, &je);
+	REQUIRE(fx && strings && access(DIR "tokenizer.json", R_OK) == 0);
+	json_t *names = json_object_get(fx, "pre_type");
+	const char *k;
+	json_t *v;
+	size_t n_names = 0;
+	json_object_foreach(names, k, v) {
+		CHECKF(rl_pretok_find(k), "llama.cpp reads tokenizer.ggml.pre \"%s\"; rl_pretok.c has no row for it", k);
+		n_names++;
+	}
+	size_t ours = 0;
+	for (size_t i = 0; rl_pretok_def_at(i); i++)
+		for (const char *s = rl_pretok_def_at(i)->names; s; s = strchr(s, ',') ? strchr(s, ',') + 1 : NULL) {
+			char nm[64];
+			snprintf(nm, sizeof nm, "%.*s", (int)(strchr(s, ',') ? strchr(s, ',') - s : (long)strlen(s)), s);
+			CHECKF(json_object_get(names, nm), "rl_pretok.c has \"%s\", which llama.cpp does not read", nm);
+			ours++;
+		}
+	CHECKF(ours == n_names, "%zu names in rl_pretok.c, %zu in llama.cpp", ours, n_names);
+	/* name -> its list of expected ids (one string of ids per test string, null: llama.cpp aborts) */
+	json_t *expect = json_object();
+	size_t i;
+	json_array_foreach(json_object_get(fx, "outputs"), i, v) {
+		size_t j;
+		json_t *nm;
+		json_array_foreach(json_object_get(v, "names"), j, nm)
+			json_object_set(expect, json_string_value(nm), json_object_get(v, "ids"));
+	}
+	json_object_foreach(json_object_get(fx, "partial"), k, v)
+		json_object_set(expect, k, v);
+	char path[64], err[512];
+	snprintf(path, sizeof path, "/tmp/rl-bpe-pre-%d.gguf", (int)getpid());
+	size_t names_bad = 0, checked = 0;
+	json_object_foreach(expect, k, v) {
+		REQUIRE(write_vocab_gguf(DIR "tokenizer.json", path, k, 0) == 0);
+		void *blob;
+		uint32_t size;
+		struct rl_tok *t;
+		int rc = rl_gguf_read_vocab(path, &blob, &size, err, sizeof err);
+		CHECKF(rc == 0, "pre %s: %s", k, err);
+		if (rc)
+			continue;
+		rc = rl_tok_create(blob, size, &t, err, sizeof err);
+		free(blob);
+		CHECKF(rc == 0, "pre %s: %s", k, err);
+		if (rc)
+			continue;
+		static int32_t want[8192], got[8192];
+		size_t bad = 0, j;
+		json_t *s;
+		json_array_foreach(strings, j, s) {
+			json_t *e = json_array_get(v, j);
+			if (json_is_null(e))
+				continue;
+			long nw = parse_ids(json_string_value(e), want, 8192);
+			long ng = rl_tok_encode_ex(t, json_string_value(s), json_string_length(s), RL_TOK_BOS, got, 8192);
+			checked++;
+			if (ng == nw && !memcmp(got, want, nw * sizeof *got))
+				continue;
+			if (!bad++) {
+				fprintf(stderr, "  pre %s, string %zu \"%s\":\n   llama.cpp %s\n   ringlm   ", k, j,
+					json_string_value(s), json_string_value(e));
+				for (long x = 0; x < ng && x < 40; x++)
+					fprintf(stderr, " %d", got[x]);
+				fprintf(stderr, "\n");
+			}
+		}
+		names_bad += bad > 0;
+		CHECKF(!bad, "pre %s: %zu of %zu strings tokenize differently from llama.cpp", k, bad,
+		       json_array_size(strings));
+		rl_tok_destroy(t);
+	}
+	unlink(path);
+	printf("  %zu pre-tokenizer names, %zu strings checked: %zu names differ from llama.cpp\n",
+	       json_object_size(expect), checked, names_bad);
+	json_decref(expect);
+	json_decref(fx);
+	json_decref(strings);
 }
 
 static void bpe_bos_follows_the_vocabulary(void)
@@ -295,11 +405,18 @@ static void bpe_bad_blobs_refused(void)
 	char err[512];
 	const char *tok[2] = { "a", "b" }, *mer[1] = { "a b" };
 	uint32_t tl[2] = { 1, 1 }, ml[1] = { 3 };
-	REQUIRE(rl_bpe_blob(2, tok, tl, NULL, 1, mer, ml, "[", 0, 1, 0, &blob, &size) == 0);
+	const char *broken[] = { "[", NULL }, *gpt2[] = { RL_PRETOK_HF_GPT2, NULL };
+	char spec[512];
+	size_t sl = rl_pretok_spec(broken, 0, spec, sizeof spec);
+	REQUIRE(rl_bpe_blob(2, tok, tl, NULL, 1, mer, ml, spec, (uint32_t)sl, 0, 1, 0, &blob, &size) == 0);
 	struct rl_tok *t;
-	CHECK(rl_tok_create(blob, size, &t, err, sizeof err) == -EINVAL && strstr(err, "pattern"));
+	CHECK(rl_tok_create(blob, size, &t, err, sizeof err) == -EINVAL && strstr(err, "pre-tokenizer"));
 	free(blob);
-	REQUIRE(rl_bpe_blob(2, tok, tl, NULL, 1, mer, ml, rl_bpe_pattern("gpt2"), 0, 1, 0, &blob, &size) == 0);
+	REQUIRE(rl_bpe_blob(2, tok, tl, NULL, 1, mer, ml, "Ux", 2, 0, 1, 0, &blob, &size) == 0);
+	CHECK(rl_tok_create(blob, size, &t, err, sizeof err) == -EINVAL && strstr(err, "pre-tokenizer"));
+	free(blob);
+	sl = rl_pretok_spec(gpt2, 0, spec, sizeof spec);
+	REQUIRE(rl_bpe_blob(2, tok, tl, NULL, 1, mer, ml, spec, (uint32_t)sl, 0, 1, 0, &blob, &size) == 0);
 	for (uint32_t cut = 0; cut < size; cut++)
 		if (rl_tok_create(blob, cut, &t, err, sizeof err) == 0) {
 			rl_tok_destroy(t);
@@ -313,6 +430,7 @@ int main(void)
 	RUN(bpe_gguf_matches_tokenizers);
 	RUN(bpe_bos_follows_the_vocabulary);
 	RUN(bpe_gpt4o_pattern_splits);
+	RUN(bpe_every_pretokenizer_matches_llamacpp);
 	RUN(bpe_tokenizer_json_matches_tokenizers);
 	RUN(bpe_bad_blobs_refused);
 	TEST_MAIN_END();

@@ -43,6 +43,17 @@ static int same_weights(const struct rl_model *a, const struct rl_model *b, floa
 	return ok;
 }
 
+/* Two SentencePiece blobs hold the same pieces (a GGUF one adds a trailer: types, BOS, EOS) */
+static int same_pieces(const void *a, uint32_t na, const void *b, uint32_t nb)
+{
+	struct rl_spm_trailer ta, tb;
+	if (!a || !b)
+		return 0;
+	rl_tok_spm_trailer(a, na, &ta);
+	rl_tok_spm_trailer(b, nb, &tb);
+	return na - ta.len == nb - tb.len && !memcmp(a, b, na - ta.len);
+}
+
 static void test_stories_bin_vs_gguf(void)
 {
 	const char *bin = rl_t_model("stories260K.bin"), *gg = rl_t_model("stories260K.gguf"),
@@ -65,12 +76,14 @@ static void test_stories_bin_vs_gguf(void)
 	 * output.weight: those two fields legitimately differ */
 	CHECK(x->max_ctx == 512 && y->max_ctx == 128 && x->tied_embeddings && !y->tied_embeddings);
 	CHECK(same_weights(a, b, 0));
-	CHECK(a->vocab_blob && b->vocab_blob && a->vocab_blob_size == b->vocab_blob_size &&
-	      !memcmp(a->vocab_blob, b->vocab_blob, a->vocab_blob_size));
+	CHECK(same_pieces(a->vocab_blob, a->vocab_blob_size, b->vocab_blob, b->vocab_blob_size));
 	void *blob;
 	uint32_t size;
-	CHECK(rl_gguf_read_vocab(gg, &blob, &size, err, sizeof err) == 0 && size == a->vocab_blob_size &&
-	      !memcmp(blob, a->vocab_blob, size));
+	struct rl_spm_trailer tr;
+	CHECK(rl_gguf_read_vocab(gg, &blob, &size, err, sizeof err) == 0 &&
+	      same_pieces(blob, size, a->vocab_blob, a->vocab_blob_size));
+	rl_tok_spm_trailer(blob, size, &tr);
+	CHECK(tr.type && tr.n == 512 && tr.bos == 1 && tr.eos == 2 && tr.flags == 0 && tr.type[1] == 3 && tr.type[300] == 1);
 	struct rl_tok *t;
 	if (rl_tok_create(blob, size, &t, err, sizeof err) == 0) {
 		int32_t ids[64];
@@ -465,8 +478,7 @@ static void test_gguf_write_roundtrip(void)
 		REQUIRE(rl_model_load(p, NULL, &b, err, sizeof err) == 0 || (fprintf(stderr, "%s\n", err), 0));
 		CHECK(!memcmp(&m->cfg, &b->cfg, sizeof m->cfg));
 		CHECKF(same_weights(m, b, tol[dt]), "dtype %d", dt);
-		CHECK(b->vocab_blob_size == m->vocab_blob_size &&
-		      !memcmp(b->vocab_blob, m->vocab_blob, m->vocab_blob_size));
+		CHECK(same_pieces(b->vocab_blob, b->vocab_blob_size, m->vocab_blob, m->vocab_blob_size));
 		rl_model_destroy(b);
 	}
 	/* the synthetic vocabulary tokenizes and round-trips text */

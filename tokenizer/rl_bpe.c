@@ -1,51 +1,22 @@
 /* rl_bpe.c — byte-level BPE (see rl_bpe.h): the GPT-2 byte-to-code-point map, a vocabulary
- * hash, merge ranks keyed by (left id, right id), added-token cutting, and the PCRE2
- * pre-tokenizer. Reference behaviour: Hugging Face tokenizers (the oracle of test_bpe) and
- * llama.cpp's llm_tokenizer_bpe. */
-#define PCRE2_CODE_UNIT_WIDTH 8
+ * hash, merge ranks keyed by (left id, right id); the special-token cut (rl_partition.h) and
+ * the pre-tokenizer (rl_pretok.h) run first. Reference behaviour: llama.cpp's
+ * llm_tokenizer_bpe (tests/fixtures/llamacpp) and Hugging Face tokenizers (test_bpe). */
 #include <errno.h>
-#include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "tokenizer/rl_bpe.h"
-
-/* The pre-tokenizer patterns, as llama.cpp's llama-vocab.cpp and the models' tokenizer.json
- * spell them. */
-static const char PAT_GPT2[] =
-	"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-static const char PAT_LLAMA3[] =
-	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-/* GPT-4o's (Phi-4-mini, Llama 4), as its tokenizer.json writes it: case runs split, so
- * "XMLParser" is one piece and "camelCase" two */
-static const char PAT_GPT4O[] =
-	"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
-	"[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
-	"\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char PAT_QWEN2[] =
-	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
-const char *rl_bpe_pattern(const char *pre)
-{
-	static const struct { const char *name, *pat; } t[] = {
-		{ "llama-bpe", PAT_LLAMA3 }, { "llama3", PAT_LLAMA3 }, { "smaug-bpe", PAT_LLAMA3 },
-		{ "dbrx", PAT_LLAMA3 } /* Phi-4's */, { "qwen2", PAT_QWEN2 }, { "gpt2", PAT_GPT2 }, { "gpt-2", PAT_GPT2 },
-		{ "phi-2", PAT_GPT2 }, { "default", PAT_GPT2 }, { "gpt-4o", PAT_GPT4O } /* Phi-4-mini's */,
-		{ "llama4", PAT_GPT4O },
-	};
-	for (size_t i = 0; i < sizeof t / sizeof *t; i++)
-		if (!strcmp(pre, t[i].name))
-			return t[i].pat;
-	return NULL;
-}
+#include "tokenizer/rl_partition.h"
+#include "tokenizer/rl_pretok.h"
 
 /* ---- blob ---------------------------------------------------------------------------- */
 
 int rl_bpe_blob(uint32_t n, const char *const *tok, const uint32_t *tl, const uint8_t *type,
-		uint32_t nm, const char *const *merge, const uint32_t *ml, const char *pattern,
-		uint32_t bos, uint32_t eos, uint32_t flags, void **blob, uint32_t *size)
+		uint32_t nm, const char *const *merge, const uint32_t *ml, const char *spec,
+		uint32_t spec_len, uint32_t bos, uint32_t eos, uint32_t flags, void **blob, uint32_t *size)
 {
-	uint64_t pl = strlen(pattern), total = 28 + pl;
+	uint64_t pl = spec_len, total = 28 + pl;
 	for (uint32_t i = 0; i < n; i++)
 		total += 5 + (uint64_t)tl[i];
 	for (uint32_t i = 0; i < nm; i++)
@@ -59,7 +30,7 @@ int rl_bpe_blob(uint32_t n, const char *const *tok, const uint32_t *tl, const ui
 	memcpy(p, RL_BPE_MAGIC, 4);
 	p += 4;
 	PUT32(n); PUT32(nm); PUT32(bos); PUT32(eos); PUT32(flags); PUT32((uint32_t)pl);
-	memcpy(p, pattern, pl);
+	memcpy(p, spec, pl);
 	p += pl;
 	for (uint32_t i = 0; i < n; i++) {
 		*p++ = type ? type[i] : RL_TT_NORMAL;
@@ -91,10 +62,11 @@ struct rl_bpe {
 	uint64_t *mkey;                /* merge table: key (left << 32 | right) */
 	uint32_t *mrank, *mres, mmask; /* rank + 1 (0 = empty), merged id */
 	int32_t   byte_sym[256];       /* token of each byte's code point */
+	int32_t   byte_tok[256];       /* RL_BPE_RAW: the <0xNN> token of each byte, or -1 */
 	char      byte_u8[256][2];     /* each byte's code point in UTF-8 (1 or 2 bytes) */
 	uint8_t   byte_u8n[256];
-	uint32_t *added, n_added;      /* control and user-defined tokens, longest first */
-	pcre2_code *re;
+	struct rl_specials specials;   /* control and user-defined tokens, as they are cut */
+	struct rl_pretok *pre;
 };
 
 static uint32_t fnv(const void *s, size_t n)
@@ -176,6 +148,23 @@ static uint32_t utf8_get(const uint8_t *s, size_t n, size_t *k)
 	return c;
 }
 
+/* rl_partition's view of the vocabulary: user-defined tokens are cut always, control and
+ * unknown ones when parsing specials */
+static int special_kind(const void *v, uint32_t id)
+{
+	const struct rl_bpe *b = v;
+	int t = b->type[id];
+	if ((t == RL_TT_USER || t == RL_TT_NORMAL) && rl_specials_eog_text((const char *)b->blob + b->off[id], b->len[id]))
+		return 2;
+	return t == RL_TT_USER ? 1 : t == RL_TT_CONTROL || t == RL_TT_UNKNOWN ? 2 : 0;
+}
+static const char *special_text(const void *v, uint32_t id, uint32_t *len)
+{
+	const struct rl_bpe *b = v;
+	*len = b->len[id];
+	return (const char *)b->blob + b->off[id];
+}
+
 #define BAD(...) do { snprintf(err, errlen, "tokenizer: " __VA_ARGS__); goto fail; } while (0)
 
 int rl_bpe_create(const void *blob, size_t size, struct rl_bpe **out, char *err, size_t errlen)
@@ -205,20 +194,8 @@ int rl_bpe_create(const void *blob, size_t size, struct rl_bpe **out, char *err,
 	size_t o = 28;
 	if (!b->n || b->n > (1u << 22) || nm > (1u << 24) || pl > size - o)
 		BAD("bad header (%u tokens, %u merges)", b->n, nm);
-	char *pat = strndup((const char *)cp + o, pl);
-	if (!pat)
-		BAD("out of memory");
-	int ec;
-	PCRE2_SIZE eo;
-	b->re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF,
-			      &ec, &eo, NULL);
-	free(pat);
-	if (!b->re) {
-		PCRE2_UCHAR m[128];
-		pcre2_get_error_message(ec, m, sizeof m);
-		BAD("pre-tokenizer pattern does not compile at %zu: %s", (size_t)eo, (const char *)m);
-	}
-	pcre2_jit_compile(b->re, PCRE2_JIT_COMPLETE);    /* falls back to the interpreter */
+	if (rl_pretok_create((const char *)cp + o, pl, &b->pre, err, errlen))
+		goto fail;
 	o += pl;
 	b->off = malloc(b->n * 4ull);
 	b->len = malloc(b->n * 4ull);
@@ -243,13 +220,12 @@ int rl_bpe_create(const void *blob, size_t size, struct rl_bpe **out, char *err,
 		b->len[i] = l;
 		dec_total += l;
 		o += l;
-		/* first id wins, as in a vocabulary map */
-		if (vfind(b, (const char *)cp + b->off[i], l) < 0) {
-			uint32_t s = fnv(cp + b->off[i], l) & b->vmask;
-			while (b->vhash[s])
-				s = (s + 1) & b->vmask;
-			b->vhash[s] = i + 1;
-		}
+		/* the last id of a text wins, as in llama.cpp's token_to_id */
+		uint32_t s = fnv(cp + b->off[i], l) & b->vmask;
+		while (b->vhash[s] && !(b->len[b->vhash[s] - 1] == l &&
+					!memcmp(cp + b->off[b->vhash[s] - 1], cp + b->off[i], l)))
+			s = (s + 1) & b->vmask;
+		b->vhash[s] = i + 1;
 	}
 	/* merges: "left right" -> (rank, id of left+right); unusable ones are skipped */
 	for (b->mmask = 1; b->mmask < 2 * (nm + 1); b->mmask <<= 1)
@@ -269,7 +245,9 @@ int rl_bpe_create(const void *blob, size_t size, struct rl_bpe **out, char *err,
 			free(cat);
 			BAD("truncated at merge %u", i);
 		}
-		const char *m = (const char *)cp + o + 4, *sp = memchr(m, ' ', l);
+		/* "left right", split at the first space after the first byte (a left token
+		 * may be a space itself in a UTF-8 vocabulary) */
+		const char *m = (const char *)cp + o + 4, *sp = l > 1 ? memchr(m + 1, ' ', l - 1) : NULL;
 		o += 4 + l;
 		if (!sp)
 			continue;
@@ -296,7 +274,9 @@ int rl_bpe_create(const void *blob, size_t size, struct rl_bpe **out, char *err,
 	uint32_t cp_byte[512];
 	memset(cp_byte, 0xff, sizeof cp_byte);
 	for (int c = 0; c < 256; c++) {
-		char u[4];
+		char u[8];
+		snprintf(u, sizeof u, "<0x%02X>", c);
+		b->byte_tok[c] = vfind(b, u, 6);
 		uint32_t p = byte_cp((uint8_t)c);
 		cp_byte[p] = (uint32_t)c;
 		b->byte_u8n[c] = (uint8_t)utf8_put(p, u);
@@ -308,14 +288,13 @@ int rl_bpe_create(const void *blob, size_t size, struct rl_bpe **out, char *err,
 	b->dlen = malloc(b->n * 4ull);
 	if (!b->dec || !b->doff || !b->dlen)
 		BAD("out of memory");
-	uint32_t w = 0, n_added = 0;
+	uint32_t w = 0;
 	for (uint32_t i = 0; i < b->n; i++) {
 		const uint8_t *s = cp + b->off[i];
 		b->doff[i] = w;
 		if (b->type[i] == RL_TT_CONTROL || b->type[i] == RL_TT_USER) {
 			memcpy(b->dec + w, s, b->len[i]);   /* added tokens are plain text */
 			w += b->len[i];
-			n_added++;
 		} else {
 			for (size_t k = 0, kl; k < b->len[i]; k += kl) {
 				uint32_t c = utf8_get(s + k, b->len[i] - k, &kl);
@@ -329,19 +308,8 @@ int rl_bpe_create(const void *blob, size_t size, struct rl_bpe **out, char *err,
 		}
 		b->dlen[i] = w - b->doff[i];
 	}
-	b->added = malloc((n_added + 1) * 4ull);
-	if (!b->added)
+	if (rl_specials_build(&b->specials, b->n, special_kind, special_text, b))
 		BAD("out of memory");
-	for (uint32_t i = 0; i < b->n; i++)
-		if ((b->type[i] == RL_TT_CONTROL || b->type[i] == RL_TT_USER) && b->len[i])
-			b->added[b->n_added++] = i;
-	/* longest first: at one position the longest added token wins */
-	for (uint32_t i = 1; i < b->n_added; i++)
-		for (uint32_t j = i; j > 0 && b->len[b->added[j]] > b->len[b->added[j - 1]]; j--) {
-			uint32_t t = b->added[j];
-			b->added[j] = b->added[j - 1];
-			b->added[j - 1] = t;
-		}
 	if (b->bos >= b->n)
 		b->bos = UINT32_MAX;
 	if (b->eos >= b->n)
@@ -357,11 +325,11 @@ void rl_bpe_destroy(struct rl_bpe *b)
 {
 	if (!b)
 		return;
-	if (b->re)
-		pcre2_code_free(b->re);
+	rl_pretok_destroy(b->pre);
+	rl_specials_free(&b->specials);
 	free((void *)b->blob); free(b->off); free(b->len); free(b->type); free(b->dec);
 	free(b->doff); free(b->dlen); free(b->vhash); free(b->mkey); free(b->mrank); free(b->mres);
-	free(b->added); free(b);
+	free(b);
 }
 
 uint32_t rl_bpe_vocab_size(const struct rl_bpe *b) { return b->n; }
@@ -371,6 +339,11 @@ uint32_t rl_bpe_eos(const struct rl_bpe *b) { return b->eos; }
 int rl_bpe_adds_bos(const struct rl_bpe *b)
 {
 	return !(b->flags & RL_BPE_NO_BOS);
+}
+
+int rl_bpe_adds_eos(const struct rl_bpe *b)
+{
+	return (b->flags & RL_BPE_ADD_EOS) != 0;
 }
 
 int rl_bpe_type(const struct rl_bpe *b, int32_t id) { return id >= 0 && (uint32_t)id < b->n ? b->type[id] : -1; }
@@ -383,7 +356,7 @@ const char *rl_bpe_decode(const struct rl_bpe *b, int32_t id, size_t *len)
 	return (const char *)b->dec + b->doff[id];
 }
 
-struct out { int32_t *ids; size_t cap, n; };
+struct out { const struct rl_bpe *b; int32_t *ids; size_t cap, n; int32_t *sym; size_t nsym; };
 static void emit(struct out *o, int32_t id)
 {
 	if (o->n < o->cap)
@@ -391,16 +364,67 @@ static void emit(struct out *o, int32_t id)
 	o->n++;
 }
 
-/* One pre-token: its bytes as byte symbols, merged lowest rank first (leftmost on ties). */
-static int bpe_word(const struct rl_bpe *b, const uint8_t *s, size_t n, struct out *o, int32_t *sym)
+/* The initial symbols of a RL_BPE_RAW word: one token a UTF-8 char, else its bytes' <0xNN>
+ * tokens; a char with neither stays as -1, which takes part in no merge and is dropped at the
+ * end, as llama.cpp drops it. */
+static size_t raw_symbols(const struct rl_bpe *b, const uint8_t *s, size_t n, int32_t *sym)
 {
-	if (b->flags & RL_BPE_IGNORE_MERGES) {
-		/* the whole piece as one token, when the vocabulary has it */
+	size_t m = 0;
+	for (size_t i = 0, k; i < n; i += k) {
+		k = 1 + (s[i] >= 0xC0) + (s[i] >= 0xE0) + (s[i] >= 0xF0);
+		if (k > n - i)
+			k = n - i;
+		int32_t id = vfind(b, (const char *)s + i, k);
+		if (id >= 0) {
+			sym[m++] = id;
+			continue;
+		}
+		int any = 0;
+		for (size_t j = 0; j < k; j++)
+			if (b->byte_tok[s[i + j]] >= 0) {
+				sym[m++] = b->byte_tok[s[i + j]];
+				any = 1;
+			}
+		if (!any)
+			sym[m++] = -1;
+	}
+	return m;
+}
+
+/* One word: its symbols merged lowest rank first (leftmost on ties). */
+static int bpe_word(void *ctx, const uint8_t *s, size_t n)
+{
+	struct out *o = ctx;
+	const struct rl_bpe *b = o->b;
+	const int raw = b->flags & RL_BPE_RAW;
+	if (!n)
+		return 0;
+	if (n > o->nsym) {             /* at most one symbol a byte */
+		int32_t *t = realloc(o->sym, n * sizeof *t);
+		if (!t)
+			return -ENOMEM;
+		o->sym = t;
+		o->nsym = n;
+	}
+	int32_t *sym = o->sym;
+	int whole = (b->flags & RL_BPE_IGNORE_MERGES) != 0;
+	if (!whole && (b->flags & RL_BPE_NL_WHOLE)) {
+		whole = 1;
+		for (size_t i = 0; i < n && whole; i++)
+			whole = s[i] == '\n';
+	}
+	if (whole) {
+		/* the whole word as one token, when the vocabulary has it */
 		char buf[1024];
 		size_t k = 0;
-		for (size_t i = 0; i < n && k + 2 <= sizeof buf; i++) {
-			memcpy(buf + k, b->byte_u8[s[i]], 2);
-			k += b->byte_u8n[s[i]];
+		if (raw) {
+			if (n <= sizeof buf)
+				memcpy(buf, s, k = n);
+		} else {
+			for (size_t i = 0; i < n && k + 2 <= sizeof buf; i++) {
+				memcpy(buf + k, b->byte_u8[s[i]], 2);
+				k += b->byte_u8n[s[i]];
+			}
 		}
 		int32_t id = n * 2 <= sizeof buf ? vfind(b, buf, k) : -1;
 		if (id >= 0) {
@@ -409,15 +433,17 @@ static int bpe_word(const struct rl_bpe *b, const uint8_t *s, size_t n, struct o
 		}
 	}
 	size_t m = 0;
-	for (size_t i = 0; i < n; i++)
-		if (b->byte_sym[s[i]] >= 0)
-			sym[m++] = b->byte_sym[s[i]];    /* a byte the vocabulary lacks is dropped */
+	if (raw)
+		m = raw_symbols(b, s, n, sym);
+	else
+		for (size_t i = 0; i < n; i++)        /* a byte the vocabulary lacks: -1, as above */
+			sym[m++] = b->byte_sym[s[i]];
 	for (;;) {
 		uint32_t best = UINT32_MAX, rk;
 		size_t at = 0;
 		int32_t res = -1, r;
 		for (size_t i = 0; i + 1 < m; i++)
-			if (merge_find(b, sym[i], sym[i + 1], &rk, &r) && rk < best) {
+			if (sym[i] >= 0 && sym[i + 1] >= 0 && merge_find(b, sym[i], sym[i + 1], &rk, &r) && rk < best) {
 				best = rk;
 				at = i;
 				res = r;
@@ -429,78 +455,53 @@ static int bpe_word(const struct rl_bpe *b, const uint8_t *s, size_t n, struct o
 		m--;
 	}
 	for (size_t i = 0; i < m; i++)
-		emit(o, sym[i]);
+		if (sym[i] >= 0)
+			emit(o, sym[i]);
 	return 0;
 }
 
-/* Text between added tokens: split by the pattern; unmatched stretches are pieces too. */
-static int pretok(const struct rl_bpe *b, const uint8_t *s, size_t n, struct out *o,
-		  pcre2_match_data *md, int32_t *sym)
+/* Text between special tokens: spaces escaped where the vocabulary says, then words. */
+static int text_words(struct out *o, const uint8_t *s, size_t n)
 {
-	size_t at = 0;
-	while (at < n) {
-		int rc = pcre2_match(b->re, s, n, at, 0, md, NULL);
-		if (rc < 0) {
-			if (rc != PCRE2_ERROR_NOMATCH)
-				return -EINVAL;
-			return bpe_word(b, s + at, n - at, o, sym);
+	const struct rl_bpe *b = o->b;
+	if (!(b->flags & RL_BPE_ESCAPE_WS))
+		return rl_pretok_split(b->pre, (const char *)s, n, bpe_word, o);
+	size_t sp = 0;
+	for (size_t i = 0; i < n; i++)
+		sp += s[i] == ' ';
+	uint8_t *e = malloc(n + 2 * sp + 1);
+	if (!e)
+		return -ENOMEM;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == ' ') {
+			memcpy(e + k, "\xe2\x96\x81", 3);
+			k += 3;
+		} else {
+			e[k++] = s[i];
 		}
-		PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-		size_t ms = ov[0], me = ov[1];
-		if (ms > at)
-			bpe_word(b, s + at, ms - at, o, sym);
-		if (me == ms) {            /* an empty match: step one character */
-			size_t k;
-			utf8_get(s + ms, n - ms, &k);
-			if (ms == at)
-				bpe_word(b, s + ms, k, o, sym);
-			at = ms + k;
-			continue;
-		}
-		bpe_word(b, s + ms, me - ms, o, sym);
-		at = me;
 	}
-	return 0;
+	int rc = rl_pretok_split(b->pre, (const char *)e, k, bpe_word, o);
+	free(e);
+	return rc;
 }
 
 long rl_bpe_encode(const struct rl_bpe *b, const char *text, size_t len, int32_t bos_id, int special,
 		   int32_t *ids, size_t cap)
 {
-	struct out o = { ids, cap, 0 };
-	pcre2_match_data *md = pcre2_match_data_create_from_pattern(b->re, NULL);
-	int32_t *sym = malloc((len + 1) * sizeof *sym);
-	if (!md || !sym) {
-		pcre2_match_data_free(md);
-		free(sym);
-		return -ENOMEM;
-	}
-	if (bos_id >= 0)
+	struct out o = { b, ids, cap, 0, NULL, 0 };
+	struct rl_frag *f = NULL;
+	long nf = rl_partition(&b->specials, text, len, special, &f);
+	long rc = nf < 0 ? nf : 0;
+	if (!rc && bos_id >= 0)
 		emit(&o, bos_id);
-	const uint8_t *s = (const uint8_t *)text;
-	size_t start = 0, i = 0;
-	long rc = 0;
-	while (i < len && !rc) {
-		int32_t hit = -1;
-		for (uint32_t k = 0; k < b->n_added && hit < 0; k++) {
-			uint32_t id = b->added[k], l = b->len[id];
-			if ((b->type[id] == RL_TT_CONTROL && !special) || l > len - i)
-				continue;
-			if (!memcmp(s + i, b->blob + b->off[id], l))
-				hit = (int32_t)id;
-		}
-		if (hit < 0) {
-			i++;
-			continue;
-		}
-		if (i > start)
-			rc = pretok(b, s + start, i - start, &o, md, sym);
-		emit(&o, hit);
-		i += b->len[hit];
-		start = i;
+	for (long i = 0; i < nf && !rc; i++) {
+		if (f[i].tok >= 0)
+			emit(&o, f[i].tok);
+		else
+			rc = text_words(&o, (const uint8_t *)text + f[i].off, f[i].len);
 	}
-	if (!rc && len > start)
-		rc = pretok(b, s + start, len - start, &o, md, sym);
-	pcre2_match_data_free(md);
-	free(sym);
+	free(f);
+	free(o.sym);
 	return rc ? rc : (long)o.n;
 }

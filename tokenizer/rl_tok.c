@@ -1,8 +1,9 @@
-/* rl_tok.c — llama2.c-compatible BPE tokenizer (see rl_tok.h). Pieces are compared as C
- * strings (up to their first NUL) exactly as llama2.c's strcmp-based lookup does, through a
- * sorted index built once at create. The merge loop keeps each adjacent pair's best merge
- * cached so one merge costs two lookups instead of a rescan of every pair; the choice (highest
- * score, leftmost on ties) is the same as llama2.c's. */
+/* rl_tok.c — the SentencePiece tokenizer (see rl_tok.h) and the front of both kinds. Pieces
+ * are compared as C strings (up to their first NUL) as llama2.c's strcmp-based lookup does,
+ * through a sorted index built once at create; where a text is several pieces the last id
+ * wins, as in llama.cpp's token_to_id. The merges run over a heap of adjacent pairs, highest
+ * score first and leftmost on ties: llama.cpp's llm_tokenizer_spm, which for a llama2.c
+ * vocabulary gives what llama2.c's encode() gives. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "tokenizer/rl_bpe.h"
+#include "tokenizer/rl_partition.h"
 #include "tokenizer/rl_tok.h"
 
 struct rl_tok {
@@ -26,6 +28,9 @@ struct rl_tok {
 	int32_t   byte_id[256];        /* fallback token of each byte */
 	int32_t   space_id;            /* " " (the dummy prefix), -1 if absent */
 	unsigned char bytes[256];      /* one-byte pieces for decode */
+	uint32_t  flags;               /* RL_SPM_* */
+	uint8_t  *type;                /* [n] enum rl_tok_type, or NULL (a llama2.c vocabulary) */
+	struct rl_specials specials;   /* user-defined and control pieces, as they are cut */
 	struct rl_bpe *bpe;            /* a byte-level BPE vocabulary: everything goes there */
 };
 
@@ -42,11 +47,11 @@ static int by_key(const void *x, const void *y)
 	const struct rl_tok *t = sort_ctx;
 	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
 	int c = key_cmp(t->text + t->off[a], t->klen[a], t->text + t->off[b], t->klen[b]);
-	return c ? c : (a > b) - (a < b);
+	return c ? c : (a < b) - (a > b);
 }
 
-/* Lowest id whose key equals s[0..n), or -1. */
-static int32_t lookup(const struct rl_tok *t, const char *s, size_t n)
+/* Position in the sorted index of the highest id whose key equals s[0..n), or -1. */
+static long lookup_at(const struct rl_tok *t, const char *s, size_t n)
 {
 	uint32_t lo = 0, hi = t->n;
 	while (lo < hi) {
@@ -59,9 +64,83 @@ static int32_t lookup(const struct rl_tok *t, const char *s, size_t n)
 	if (lo < t->n) {
 		uint32_t id = t->sorted[lo];
 		if (!key_cmp(t->text + t->off[id], t->klen[id], s, n))
+			return (long)lo;
+	}
+	return -1;
+}
+
+static int32_t lookup(const struct rl_tok *t, const char *s, size_t n)
+{
+	long at = lookup_at(t, s, n);
+	return at < 0 ? -1 : (int32_t)t->sorted[at];
+}
+
+/* The piece a merge of adjacent pieces makes: as lookup, but never a user-defined piece (their
+ * text is written with real spaces, which llama.cpp's escaped text no longer has). */
+static int32_t lookup_merge(const struct rl_tok *t, const char *s, size_t n)
+{
+	long at = lookup_at(t, s, n);
+	for (; at >= 0 && (uint32_t)at < t->n; at++) {
+		uint32_t id = t->sorted[at];
+		if (key_cmp(t->text + t->off[id], t->klen[id], s, n))
+			return -1;
+		if (!t->type || t->type[id] != RL_TT_USER)
 			return (int32_t)id;
 	}
 	return -1;
+}
+
+void rl_tok_spm_trailer(const void *blob, size_t size, struct rl_spm_trailer *t)
+{
+	const uint8_t *p = blob;
+	*t = (struct rl_spm_trailer){ 0, 0, 0, 1, 2, NULL };
+	if (size >= 12 && !memcmp(p + size - 8, RL_SPM_TRAILER, 4)) {
+		t->len = 8;
+		memcpy(&t->flags, p + size - 4, 4);
+	} else if (size >= 24 && !memcmp(p + size - 4, RL_SPM_TRAILER2, 4)) {
+		uint32_t v[4];
+		memcpy(v, p + size - 20, 16);
+		if (v[0] <= (1u << 22) && v[0] <= size - 24) {
+			t->len = 20 + (size_t)v[0];
+			t->n = v[0];
+			t->flags = v[1];
+			t->bos = v[2];
+			t->eos = v[3];
+			t->type = p + size - t->len;
+		}
+	}
+}
+
+/* A piece's text as the file spells it: llama2.c's "\n<s>\n" BOS and EOS lose their newlines */
+static const char *piece_text(const struct rl_tok *t, uint32_t id, size_t *len)
+{
+	const char *s = t->text + t->off[id];
+	size_t l = t->klen[id];
+	if ((id == t->bos || id == t->eos) && l >= 3 && s[0] == '\n' && s[l - 1] == '\n') {
+		s++;
+		l -= 2;
+	}
+	*len = l;
+	return s;
+}
+
+/* rl_partition's view of the vocabulary (pieces of known type only) */
+static int special_kind(const void *v, uint32_t id)
+{
+	const struct rl_tok *t = v;
+	int ty = t->type[id];
+	size_t l;
+	const char *s = piece_text(t, id, &l);
+	if ((ty == RL_TT_USER || ty == RL_TT_NORMAL) && rl_specials_eog_text(s, l))
+		return 2;
+	return ty == RL_TT_USER ? 1 : ty == RL_TT_CONTROL || ty == RL_TT_UNKNOWN ? 2 : 0;
+}
+static const char *special_text(const void *v, uint32_t id, uint32_t *len)
+{
+	size_t l;
+	const char *s = piece_text(v, id, &l);
+	*len = (uint32_t)l;
+	return s;
 }
 
 int rl_tok_create(const void *blob, size_t size, struct rl_tok **out, char *err, size_t errlen)
@@ -94,22 +173,19 @@ int rl_tok_create(const void *blob, size_t size, struct rl_tok **out, char *err,
 		return -EINVAL;
 	}
 	/* first pass: validate and count, up to the trailer if there is one */
-	size_t off = 4, n = 0;
-	uint32_t spm_flags = 0;
-	while (off < size) {
-		if (size - off == 8 && !memcmp(p + off, RL_SPM_TRAILER, 4)) {
-			memcpy(&spm_flags, p + off + 4, 4);
-			break;
-		}
+	struct rl_spm_trailer tr;
+	rl_tok_spm_trailer(blob, size, &tr);
+	size_t off = 4, n = 0, end = size - tr.len;
+	while (off < end) {
 		int32_t len;
 		float sc;
-		if (size - off < 8) {
+		if (end - off < 8) {
 			snprintf(err, errlen, "tokenizer: truncated entry %zu at byte %zu", n, off);
 			return -EINVAL;
 		}
 		memcpy(&sc, p + off, 4);
 		memcpy(&len, p + off + 4, 4);
-		if (isnan(sc) || len < 0 || len > maxlen || (size_t)len > size - off - 8) {
+		if (isnan(sc) || len < 0 || len > maxlen || (size_t)len > end - off - 8) {
 			snprintf(err, errlen, "tokenizer: entry %zu has a bad %s (length %d, max %d)",
 				 n, isnan(sc) ? "score" : "length", len, maxlen);
 			return -EINVAL;
@@ -117,16 +193,17 @@ int rl_tok_create(const void *blob, size_t size, struct rl_tok **out, char *err,
 		off += 8 + (size_t)len;
 		n++;
 	}
-	if (!n || n > (1u << 22)) {
-		snprintf(err, errlen, "tokenizer: %zu tokens", n);
+	if (!n || n > (1u << 22) || (tr.type && tr.n != n)) {
+		snprintf(err, errlen, "tokenizer: %zu tokens%s", n, tr.type && tr.n != n ? " where its trailer says otherwise" : "");
 		return -EINVAL;
 	}
 	struct rl_tok *t = calloc(1, sizeof *t);
 	if (!t)
 		goto nomem;
 	t->n = (uint32_t)n;
-	t->bos = n > 1 ? 1 : 0;
-	t->eos = n > 2 ? 2 : 0;
+	t->bos = tr.bos < n ? tr.bos : n > 1 ? 1 : 0;
+	t->eos = tr.eos < n ? tr.eos : n > 2 ? 2 : 0;
+	t->flags = tr.flags;
 	t->text = malloc(size - 4 - 8 * n + n);
 	t->off = malloc(n * sizeof *t->off);
 	t->klen = malloc(n * sizeof *t->klen);
@@ -162,7 +239,14 @@ int rl_tok_create(const void *blob, size_t size, struct rl_tok **out, char *err,
 		t->byte_id[b] = id >= 0 ? id : (b + 3 < (int)n ? b + 3 : 0);
 		t->bytes[b] = (unsigned char)b;
 	}
-	t->space_id = spm_flags & RL_SPM_NO_PREFIX ? -1 : lookup(t, " ", 1);
+	t->space_id = t->flags & RL_SPM_NO_PREFIX ? -1 : lookup(t, " ", 1);
+	if (tr.type) {
+		if (!(t->type = malloc(n)))
+			goto nomem;
+		memcpy(t->type, tr.type, n);
+		if (rl_specials_build(&t->specials, t->n, special_kind, special_text, t))
+			goto nomem;
+	}
 	*out = t;
 	return 0;
 nomem:
@@ -220,6 +304,8 @@ void rl_tok_destroy(struct rl_tok *t)
 	if (!t)
 		return;
 	rl_bpe_destroy(t->bpe);
+	rl_specials_free(&t->specials);
+	free(t->type);
 	free(t->text);
 	free(t->off);
 	free(t->klen);
@@ -238,98 +324,208 @@ void rl_tok_set_special(struct rl_tok *t, uint32_t bos, uint32_t eos)
 		t->eos = eos;
 }
 
-/* Best merge of tokens a,b: the id of their concatenation, or -1. */
-static int32_t pair_merge(const struct rl_tok *t, int32_t a, int32_t b, char *buf)
-{
-	size_t la = t->klen[a], lb = t->klen[b];
-	if (la + lb > t->max_len)
-		return -1;
-	memcpy(buf, t->text + t->off[a], la);
-	memcpy(buf + la, t->text + t->off[b], lb);
-	return lookup(t, buf, la + lb);
-}
-
 long rl_tok_encode(const struct rl_tok *t, const char *text, size_t len, int bos, int eos,
 		   int32_t *ids, size_t cap)
 {
 	return rl_tok_encode_ex(t, text, len, (bos ? RL_TOK_BOS : 0) | (eos ? RL_TOK_EOS : 0), ids, cap);
 }
 
+struct out { int32_t *ids; size_t cap, n; };
+static void emit(struct out *o, int32_t id)
+{
+	if (o->n < o->cap)
+		o->ids[o->n] = id;
+	o->n++;
+}
+
+/* A pair of adjacent symbols that is a piece: the heap orders pairs by score, then leftmost. */
+struct pair { float score; uint32_t left, right, size; };
+static int before(const struct pair *a, const struct pair *b)
+{
+	return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+struct sym { uint32_t off, n; int32_t prev, next; };
+struct heap { struct pair *p; size_t n; };
+
+static void heap_push(struct heap *h, struct pair x)
+{
+	size_t i = h->n++;
+	while (i && before(&x, &h->p[(i - 1) / 2])) {
+		h->p[i] = h->p[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	h->p[i] = x;
+}
+
+static struct pair heap_pop(struct heap *h)
+{
+	struct pair top = h->p[0], x = h->p[--h->n];
+	size_t i = 0;
+	for (;;) {
+		size_t c = 2 * i + 1;
+		if (c >= h->n)
+			break;
+		if (c + 1 < h->n && before(&h->p[c + 1], &h->p[c]))
+			c++;
+		if (!before(&h->p[c], &x))
+			break;
+		h->p[i] = h->p[c];
+		i = c;
+	}
+	if (h->n)
+		h->p[i] = x;
+	return top;
+}
+
+static void try_pair(const struct rl_tok *t, const char *s, const struct sym *y, int32_t l, int32_t r,
+		     struct heap *h)
+{
+	if (l < 0 || r < 0)
+		return;
+	uint32_t size = y[l].n + y[r].n;
+	if (size > t->max_len)
+		return;
+	int32_t id = lookup_merge(t, s + y[l].off, size);
+	if (id >= 0)
+		heap_push(h, (struct pair){ t->score[id], (uint32_t)l, (uint32_t)r, size });
+}
+
+/* One stretch of text, spaces already as the vocabulary spells them; prefix: s starts with
+ * the " " added before it (llama2.c keeps that one a symbol of its own). */
+static int spm_text(const struct rl_tok *t, const char *s, size_t n, int prefix, struct out *o)
+{
+	if (!n)
+		return 0;
+	struct sym *y = malloc(n * sizeof *y);
+	struct heap h = { malloc(2 * n * sizeof *h.p), 0 };   /* each merge adds at most 2 pairs */
+	if (!y || !h.p) {
+		free(y);
+		free(h.p);
+		return -ENOMEM;
+	}
+	size_t m = 0;
+	for (size_t i = 0; i < n; m++) {
+		unsigned char c = (unsigned char)s[i];
+		size_t k = 1;
+		if (t->type)       /* a GGUF vocabulary: the lead byte decides (llama.cpp's unicode_len_utf8) */
+			k = c < 0xC0 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+		else               /* a llama2.c one: a byte and the continuation bytes after it, as llama2.c groups them */
+			while (k < 4 && i + k < n && ((unsigned char)s[i + k] & 0xC0) == 0x80 && !(prefix && !i))
+				k++;
+		if (k > n - i)
+			k = n - i;
+		y[m] = (struct sym){ (uint32_t)i, (uint32_t)k, (int32_t)m - 1, i + k < n ? (int32_t)m + 1 : -1 };
+		i += k;
+	}
+	for (size_t i = 1; i < m; i++)
+		try_pair(t, s, y, (int32_t)i - 1, (int32_t)i, &h);
+	while (h.n) {
+		struct pair b = heap_pop(&h);
+		struct sym *l = &y[b.left], *r = &y[b.right];
+		if (!l->n || !r->n || l->n + r->n != b.size)
+			continue;          /* one side merged since: a stale pair */
+		l->n += r->n;
+		r->n = 0;
+		l->next = r->next;
+		if (r->next >= 0)
+			y[r->next].prev = (int32_t)b.left;
+		try_pair(t, s, y, l->prev, (int32_t)b.left, &h);
+		try_pair(t, s, y, (int32_t)b.left, l->next, &h);
+	}
+	for (int32_t i = 0; i >= 0; i = y[i].next) {
+		int32_t id = lookup(t, s + y[i].off, y[i].n);
+		if (id >= 0)
+			emit(o, id);
+		else               /* a character that is no piece: its bytes */
+			for (uint32_t k = 0; k < y[i].n; k++)
+				emit(o, t->byte_id[(unsigned char)s[y[i].off + k]]);
+	}
+	free(y);
+	free(h.p);
+	return 0;
+}
+
+/* A stretch between special tokens: the " " before it where one goes, and U+2581 (which
+ * llama.cpp cannot tell from an escaped space) as a space. */
+static int spm_stretch(const struct rl_tok *t, const char *s, size_t n, int prefix, struct out *o)
+{
+	char *b = malloc(n + 2);
+	if (!b)
+		return -ENOMEM;
+	size_t k = 0;
+	if (prefix)
+		b[k++] = ' ';
+	for (size_t i = 0; i < n; i++) {
+		if (i + 2 < n && !memcmp(s + i, "\xe2\x96\x81", 3)) {
+			b[k++] = ' ';
+			i += 2;
+		} else {
+			b[k++] = s[i];
+		}
+	}
+	int rc = spm_text(t, b, k, prefix, o);
+	free(b);
+	return rc;
+}
+
 long rl_tok_encode_ex(const struct rl_tok *t, const char *text, size_t len, unsigned flags,
 		      int32_t *ids, size_t cap)
 {
-	int bos = !!(flags & RL_TOK_BOS), eos = !!(flags & RL_TOK_EOS);
+	int add = !!(flags & RL_TOK_BOS), eos = !!(flags & RL_TOK_EOS);
 	if (t->bpe) {
 		/* RL_TOK_BOS asks for the model's BOS where its vocabulary adds one (as llama.cpp's
 		 * add_special): Qwen2's adds none */
-		bos = bos && t->bos < t->n && rl_bpe_adds_bos(t->bpe);
+		int bos = add && t->bos < t->n && rl_bpe_adds_bos(t->bpe);
 		long n = rl_bpe_encode(t->bpe, text, len, bos ? (int32_t)t->bos : -1,
 				       !!(flags & RL_TOK_SPECIAL), ids, cap);
-		if (n >= 0 && eos && t->eos < t->n) {
+		if (n >= 0 && (eos || (add && rl_bpe_adds_eos(t->bpe))) && t->eos < t->n) {
 			if ((size_t)n < cap)
 				ids[n] = (int32_t)t->eos;
 			n++;
 		}
 		return n;
 	}
-	size_t room = len + 3;
-	int32_t *tk = malloc(room * sizeof *tk), *pm = malloc(room * sizeof *pm);
-	char *buf = malloc(2 * (size_t)t->max_len + 8);
-	if (!tk || !pm || !buf) {
-		free(tk); free(pm); free(buf);
-		return -ENOMEM;
+	struct out o = { ids, cap, 0 };
+	if (add && !(t->flags & RL_SPM_NO_BOS))
+		emit(&o, (int32_t)t->bos);
+	struct rl_frag one = { 0, len, -1 }, *f = &one;
+	long nf = len ? 1 : 0, rc = 0;
+	if (t->specials.n && len && (nf = rl_partition(&t->specials, text, len, !!(flags & RL_TOK_SPECIAL), &f)) < 0)
+		return nf;
+	int after_special = 1;             /* the text's start counts as one */
+	for (long i = 0; i < nf && !rc; i++) {
+		if (f[i].tok >= 0) {
+			emit(&o, f[i].tok);
+			after_special = 1;
+		} else {
+			rc = spm_stretch(t, text + f[i].off, f[i].len, after_special && t->space_id >= 0, &o);
+			after_special = 0;
+		}
 	}
+	if (f != &one)
+		free(f);
+	if (rc)
+		return rc;
+	if (eos || (add && (t->flags & RL_SPM_ADD_EOS)))
+		emit(&o, (int32_t)t->eos);
+	return (long)o.n;
+}
+
+size_t rl_tok_eog_ids(const struct rl_tok *t, uint32_t *ids, size_t cap)
+{
 	size_t n = 0;
-	if (bos)
-		tk[n++] = (int32_t)t->bos;
-	if (len && t->space_id >= 0)
-		tk[n++] = t->space_id;
-	/* one token per UTF-8 codepoint (at most 4 bytes, as llama2.c groups them), else bytes */
-	size_t sl = 0;
-	char cp[8];
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)text[i];
-		if ((c & 0xC0) != 0x80)
-			sl = 0;
-		cp[sl++] = (char)c;
-		if (i + 1 < len && ((unsigned char)text[i + 1] & 0xC0) == 0x80 && sl < 4)
-			continue;
-		int32_t id = lookup(t, cp, sl);
-		if (id >= 0)
-			tk[n++] = id;
-		else
-			for (size_t k = 0; k < sl; k++)
-				tk[n++] = t->byte_id[(unsigned char)cp[k]];
-		sl = 0;
+	if (t->eos < t->n && cap)
+		ids[n++] = t->eos;
+	for (uint32_t id = 0; id < t->n; id++) {
+		size_t l;
+		const char *s = t->bpe ? rl_bpe_decode(t->bpe, (int32_t)id, &l) : piece_text(t, id, &l);
+		if (id != t->eos && s && rl_specials_eog_text(s, l)) {
+			if (n < cap)
+				ids[n] = id;
+			n++;
+		}
 	}
-	/* BOS takes part in the merges, as in llama2.c (its piece never merges in practice) */
-	for (size_t i = 0; i + 1 < n; i++)
-		pm[i] = pair_merge(t, tk[i], tk[i + 1], buf);
-	while (n > 1) {
-		float best = -1e10f;
-		long bi = -1;
-		for (size_t i = 0; i + 1 < n; i++)
-			if (pm[i] >= 0 && t->score[pm[i]] > best) {
-				best = t->score[pm[i]];
-				bi = (long)i;
-			}
-		if (bi < 0)
-			break;
-		tk[bi] = pm[bi];
-		memmove(tk + bi + 1, tk + bi + 2, (n - bi - 2) * sizeof *tk);
-		if (bi + 2 < (long)n)
-			memmove(pm + bi + 1, pm + bi + 2, (n - bi - 3) * sizeof *pm);
-		n--;
-		if (bi > 0)
-			pm[bi - 1] = pair_merge(t, tk[bi - 1], tk[bi], buf);
-		if ((size_t)bi + 1 < n)
-			pm[bi] = pair_merge(t, tk[bi], tk[bi + 1], buf);
-	}
-	if (eos)
-		tk[n++] = (int32_t)t->eos;
-	memcpy(ids, tk, (n < cap ? n : cap) * sizeof *ids);
-	free(tk); free(pm); free(buf);
-	return (long)n;
+	return n;
 }
 
 const char *rl_tok_piece(const struct rl_tok *t, int32_t tok, size_t *len, float *score)

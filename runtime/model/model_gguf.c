@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include "tokenizer/rl_bpe.h"
 #include "tokenizer/rl_chat.h"
+#include "tokenizer/rl_pretok.h"
 #include "tokenizer/rl_tok.h"
 #include "runtime/model/model_internal.h"
 
@@ -489,19 +490,36 @@ static int str_array(struct gguf *g, const char *key, uint64_t *n, const char **
 	return 0;
 }
 
-/* A byte-level BPE vocabulary ("gpt2": Llama 3, Qwen2, GPT-2) as an rl_bpe.h blob: tokens,
- * token types, merges and the pre-tokenizer that tokenizer.ggml.pre names. */
-static int build_bpe_vocab(struct gguf *g, uint32_t n_vocab, uint32_t bos, uint32_t eos,
-			   void **blob, uint32_t *size)
+/* A GGUF boolean key, or dflt when the file does not have it. */
+static int get_flag(struct gguf *g, const char *key, int dflt)
 {
-	char pre[64] = "default";
+	const struct kv *k = find_kv(g, key);
+	return k && k->type == GT_BOOL ? g->buf[k->val] != 0 : dflt;
+}
+
+/* A byte-level BPE vocabulary ("gpt2": Llama 3, Qwen2, GPT-2 ...; "gemma4") as an rl_bpe.h
+ * blob: tokens, token types, merges, and the pre-tokenizer tokenizer.ggml.pre names, with
+ * its flags (rl_pretok.h's table); BOS and EOS before and after a text as the file says,
+ * else as llama.cpp defaults for that pre-tokenizer. */
+static int build_bpe_vocab(struct gguf *g, const char *pre_dflt, uint32_t n_vocab, uint32_t bos,
+			   uint32_t eos, void **blob, uint32_t *size)
+{
+	char pre[64] = "";
 	int rc = get_str(g, "tokenizer.ggml.pre", pre, sizeof pre);
 	if (rc < 0)
 		return rc;
-	const char *pat = rl_bpe_pattern(pre);
-	if (!pat) {
-		GERR(g, "tokenizer.ggml.pre \"%s\" is not a pre-tokenizer ringlm knows (llama-bpe, dbrx, qwen2, gpt2, gpt-4o are)", pre);
+	if (pre_dflt)
+		snprintf(pre, sizeof pre, "%s", pre_dflt);
+	const struct rl_pretok_def *def = rl_pretok_find(pre[0] ? pre : "default");
+	if (!def) {
+		GERR(g, "tokenizer.ggml.pre \"%s\" is not a pre-tokenizer llama.cpp or ringlm knows (llama-bpe, qwen2, smollm, gpt-4o ... are: tokenizer/rl_pretok.c lists them)", pre);
 		return -ENOTSUP;
+	}
+	char spec[16384];
+	size_t spec_len = rl_pretok_spec(def->exprs, 1, spec, sizeof spec);
+	if (spec_len > sizeof spec) {
+		GERR(g, "pre-tokenizer \"%s\" too long", pre);
+		return -EINVAL;
 	}
 	const char **tok = NULL, **mer = NULL;
 	uint32_t *tl = NULL, *ml = NULL;
@@ -520,15 +538,17 @@ static int build_bpe_vocab(struct gguf *g, uint32_t n_vocab, uint32_t bos, uint3
 				int32_t v = tt ? (int32_t)rl_rd32(g->buf + tt->val + 4ull * i) : RL_TT_NORMAL;
 				ty[i] = v >= RL_TT_NORMAL && v <= RL_TT_BYTE ? (uint8_t)v : RL_TT_NORMAL;
 			}
-			/* Llama 3's tokenizer keeps a piece that is a whole token whole (ignore_merges) */
-			uint32_t flags = !strcmp(pat, rl_bpe_pattern("llama-bpe")) ? RL_BPE_IGNORE_MERGES : 0;
-			/* BOS before a text: the file's add_bos_token, else llama.cpp's default (none
-			 * for Qwen2, whose files may not say) */
-			const struct kv *ab = find_kv(g, "tokenizer.ggml.add_bos_token");
-			int add_bos = ab && ab->type == GT_BOOL ? g->buf[ab->val] != 0 : strcmp(pre, "qwen2") != 0;
-			if (!add_bos)
+			uint32_t pf = def->flags, flags = (pf & RL_PRE_IGNORE_MERGES ? RL_BPE_IGNORE_MERGES : 0) |
+				(pf & RL_PRE_RAW ? RL_BPE_RAW : 0) | (pf & RL_PRE_ESCAPE_WS ? RL_BPE_ESCAPE_WS : 0) |
+				(pf & RL_PRE_NL_WHOLE ? RL_BPE_NL_WHOLE : 0);
+			/* Gemma 4's files say no BOS and llama.cpp puts one all the same */
+			if (!get_flag(g, "tokenizer.ggml.add_bos_token", (pf & RL_PRE_ADD_BOS) != 0) &&
+			    !(pf & RL_PRE_NL_WHOLE))
 				flags |= RL_BPE_NO_BOS;
-			rc = rl_bpe_blob(n_vocab, tok, tl, ty, (uint32_t)nm, mer, ml, pat, bos, eos, flags, blob, size);
+			if (get_flag(g, "tokenizer.ggml.add_eos_token", 0))
+				flags |= RL_BPE_ADD_EOS;
+			rc = rl_bpe_blob(n_vocab, tok, tl, ty, (uint32_t)nm, mer, ml, spec, (uint32_t)spec_len,
+					 bos, eos, flags, blob, size);
 			if (rc)
 				GERR(g, "vocabulary too large");
 		}
@@ -539,7 +559,9 @@ static int build_bpe_vocab(struct gguf *g, uint32_t n_vocab, uint32_t bos, uint3
 
 /* Builds the llama2.c-layout blob from tokenizer.ggml.{tokens,scores} (SentencePiece "llama"
  * vocabularies only: their ▁ becomes a space, and BOS/EOS read "\n<s>\n" / "\n</s>\n" as in
- * llama2.c's tokenizer.bin). *blob = NULL when the file has no usable vocabulary. */
+ * llama2.c's tokenizer.bin), with rl_tok.h's long trailer (types, prefix, BOS, EOS); a
+ * byte-level BPE one as build_bpe_vocab does. *blob = NULL when the file has no usable
+ * vocabulary. */
 static int build_vocab(struct gguf *g, uint32_t n_vocab, uint32_t bos, uint32_t eos,
 		       void **blob, uint32_t *size)
 {
@@ -551,7 +573,9 @@ static int build_vocab(struct gguf *g, uint32_t n_vocab, uint32_t bos, uint32_t 
 	if (rc < 0)
 		return rc;
 	if (tk && !strcmp(model, "gpt2"))
-		return build_bpe_vocab(g, n_vocab, bos, eos, blob, size);
+		return build_bpe_vocab(g, NULL, n_vocab, bos, eos, blob, size);
+	if (tk && !strcmp(model, "gemma4"))
+		return build_bpe_vocab(g, "gemma4", n_vocab, bos, eos, blob, size);
 	if (!tk || strcmp(model, "llama"))
 		return 0;
 	const struct kv *sc = find_kv(g, "tokenizer.ggml.scores");
@@ -580,10 +604,17 @@ static int build_vocab(struct gguf *g, uint32_t n_vocab, uint32_t bos, uint32_t 
 		total += 8 + out;
 		p += 8 + len;
 	}
-	/* Gemma's vocabulary puts no " " before the text: the blob's trailer says so */
-	const struct kv *asp = find_kv(g, "tokenizer.ggml.add_space_prefix");
-	const int no_prefix = asp && asp->type == GT_BOOL && !g->buf[asp->val];
-	total += no_prefix ? 8 : 0;
+	/* the trailer: token types, and what the file says of the space prefix, BOS and EOS
+	 * (llama.cpp's SentencePiece defaults: a prefix, BOS, no EOS) */
+	const struct kv *tt = find_kv(g, "tokenizer.ggml.token_type");
+	if (tt && (tt->type != GT_ARR || tt->atype != GT_I32 || tt->n != n_vocab)) {
+		GERR(g, "tokenizer.ggml.token_type is not an array of %u int32", n_vocab);
+		return -EINVAL;
+	}
+	const uint32_t spm_flags = (get_flag(g, "tokenizer.ggml.add_space_prefix", 1) ? 0 : RL_SPM_NO_PREFIX) |
+		(get_flag(g, "tokenizer.ggml.add_bos_token", 1) ? 0 : RL_SPM_NO_BOS) |
+		(get_flag(g, "tokenizer.ggml.add_eos_token", 0) ? RL_SPM_ADD_EOS : 0);
+	total += n_vocab + 20;
 	if (total > UINT32_MAX) {
 		GERR(g, "vocabulary too large");
 		return -EINVAL;
@@ -628,12 +659,14 @@ static int build_vocab(struct gguf *g, uint32_t n_vocab, uint32_t bos, uint32_t 
 		o = w;
 		p += 8 + len;
 	}
-	if (no_prefix) {
-		const uint32_t fl = RL_SPM_NO_PREFIX;
-		memcpy(b + o, RL_SPM_TRAILER, 4);
-		memcpy(b + o + 4, &fl, 4);
-		o += 8;
+	for (uint32_t i = 0; i < n_vocab; i++) {
+		int32_t v = tt ? (int32_t)rl_rd32(g->buf + tt->val + 4ull * i) : RL_TT_NORMAL;
+		b[o++] = v >= RL_TT_NORMAL && v <= RL_TT_BYTE ? (uint8_t)v : RL_TT_NORMAL;
 	}
+	const uint32_t tail[4] = { n_vocab, spm_flags, bos, eos };
+	memcpy(b + o, tail, 16);
+	memcpy(b + o + 16, RL_SPM_TRAILER2, 4);
+	o += 20;
 	*blob = b;
 	*size = (uint32_t)o;
 	return 0;

@@ -1,41 +1,52 @@
 /* model_hf_tokenizer.c — a Hugging Face tokenizer.json (byte-level BPE: Llama 3, Qwen2,
  * GPT-2) read into the rl_bpe.h vocabulary blob, so a safetensors folder serves text like the
- * same model's GGUF. Parsed with jansson; the pre-tokenizer regex is taken from the file
- * itself (a Split pre-tokenizer's pattern), or GPT-2's for a ByteLevel one that splits. */
+ * same model's GGUF. Parsed with jansson; the pre-tokenizer's expressions are taken from the
+ * file itself (its Split and Digits steps, GPT-2's regex for a ByteLevel one that splits),
+ * run as Hugging Face runs them (rl_pretok.h's 'U' mode). */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "tokenizer/rl_bpe.h"
+#include "tokenizer/rl_pretok.h"
 #include "runtime/model/model_internal.h"
 
-/* The regex of the first Split pre-tokenizer, or GPT-2's when a ByteLevel one has use_regex;
- * *byte_level says whether a ByteLevel step is present at all. */
-static const char *find_pattern(json_t *pt, int *byte_level)
+/* The pre-tokenizer's split expressions in the order the steps apply them (a Sequence in
+ * order; Split: its regex; Digits: each digit, or digit runs; ByteLevel with use_regex:
+ * GPT-2's); *byte_level says whether a ByteLevel step is present at all. A step that splits
+ * some other way is refused by name in *bad. At most cap expressions. */
+static size_t find_exprs(json_t *pt, const char **ex, size_t n, size_t cap, int *byte_level, const char **bad)
 {
 	const char *type = json_string_value(json_object_get(pt, "type"));
 	if (!type)
-		return NULL;
+		return n;
 	if (!strcmp(type, "Sequence")) {
-		const char *pat = NULL;
 		size_t i;
 		json_t *x;
-		json_array_foreach(json_object_get(pt, "pretokenizers"), i, x) {
-			const char *p = find_pattern(x, byte_level);
-			if (p && !pat)
-				pat = p;
-		}
-		return pat;
+		json_array_foreach(json_object_get(pt, "pretokenizers"), i, x)
+			n = find_exprs(x, ex, n, cap, byte_level, bad);
+		return n;
 	}
-	if (!strcmp(type, "Split"))
-		return json_string_value(json_object_get(json_object_get(pt, "pattern"), "Regex"));
-	if (!strcmp(type, "ByteLevel")) {
+	const char *e = NULL;
+	if (!strcmp(type, "Split")) {
+		const char *beh = json_string_value(json_object_get(pt, "behavior"));
+		e = json_string_value(json_object_get(json_object_get(pt, "pattern"), "Regex"));
+		if (!e || (beh && strcmp(beh, "Isolated")) || json_is_true(json_object_get(pt, "invert")))
+			*bad = "a Split that is not an Isolated regex";
+	} else if (!strcmp(type, "Digits")) {
+		e = json_is_true(json_object_get(pt, "individual_digits")) ? "\\p{N}" : "\\p{N}+";
+	} else if (!strcmp(type, "ByteLevel")) {
 		*byte_level = 1;
 		json_t *ur = json_object_get(pt, "use_regex");
-		return !ur || json_is_true(ur) ? rl_bpe_pattern("gpt2") : NULL;
+		if (!ur || json_is_true(ur))
+			e = RL_PRETOK_HF_GPT2;
+	} else {
+		*bad = type;
 	}
-	return NULL;
+	if (e && n < cap)
+		ex[n++] = e;
+	return n;
 }
 
 /* 1 when the post-processor puts a special token before the text (Llama 3's
@@ -91,14 +102,22 @@ int rl_hf_tokenizer_blob(const char *path, uint32_t n_vocab, uint32_t bos, uint3
 	size_t nm = 0;
 	json_t *merges = json_object_get(model, "merges");
 	const char *mtype = json_string_value(json_object_get(model, "type"));
-	const char *pat = find_pattern(json_object_get(j, "pre_tokenizer"), &byte_level);
+	const char *ex[17] = { 0 }, *bad = NULL;
+	size_t nex = find_exprs(json_object_get(j, "pre_tokenizer"), ex, 0, 16, &byte_level, &bad);
+	char spec[8192];
+	size_t spec_len = rl_pretok_spec(ex, 0, spec, sizeof spec);
 	if (!tok || !tl || !ty) {
 		rc = -ENOMEM;
 		rl_model_err(err, errlen, "tokenizer.json", "out of memory");
 		goto out;
 	}
+	if (bad || nex > 16 || spec_len > sizeof spec) {
+		rl_model_err(err, errlen, "tokenizer.json", "pre-tokenizer %s is not one ringlm runs: give --tokenizer",
+			     bad ? bad : "with that many steps");
+		goto out;
+	}
 	if (!mtype || strcmp(mtype, "BPE") || !json_is_object(vocab) || !json_is_array(merges) ||
-	    !byte_level || !pat) {
+	    !byte_level || !nex) {
 		rl_model_err(err, errlen, "tokenizer.json", "not a byte-level BPE tokenizer (model %s%s): give --tokenizer",
 			     mtype ? mtype : "?", byte_level ? "" : ", no ByteLevel pre-tokenizer");
 		goto out;
@@ -152,7 +171,8 @@ int rl_hf_tokenizer_blob(const char *path, uint32_t n_vocab, uint32_t bos, uint3
 	uint32_t flags = json_is_true(json_object_get(model, "ignore_merges")) ? RL_BPE_IGNORE_MERGES : 0;
 	if (!template_adds_bos(json_object_get(j, "post_processor")))
 		flags |= RL_BPE_NO_BOS;
-	rc = rl_bpe_blob(n_vocab, tok, tl, ty, (uint32_t)nm, mer, ml, pat, bos, eos, flags, blob, size);
+	rc = rl_bpe_blob(n_vocab, tok, tl, ty, (uint32_t)nm, mer, ml, spec, (uint32_t)spec_len, bos, eos, flags,
+			 blob, size);
 	if (rc)
 		rl_model_err(err, errlen, "tokenizer.json", "vocabulary too large");
 out:

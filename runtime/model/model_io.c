@@ -113,6 +113,9 @@ int rl_model_vocab_check(const void *blob, size_t size, uint32_t n_vocab, const 
 		rl_model_err(err, errlen, name, "tokenizer max_token_length %d out of range", maxlen);
 		return -EINVAL;
 	}
+	struct rl_spm_trailer tr;
+	rl_tok_spm_trailer(blob, size, &tr);
+	size -= tr.len;
 	size_t off = 4;
 	for (uint32_t i = 0; i < n_vocab; i++) {
 		if (size - off < 8) {
@@ -130,7 +133,7 @@ int rl_model_vocab_check(const void *blob, size_t size, uint32_t n_vocab, const 
 		}
 		off += len;
 	}
-	if (off != size && !(size - off == 8 && !memcmp(p + off, RL_SPM_TRAILER, 4))) {
+	if (off != size || (tr.type && tr.n != n_vocab)) {
 		rl_model_err(err, errlen, name, "tokenizer has %zu bytes after %u tokens (vocabulary size mismatch?)",
 			     size - off, n_vocab);
 		return -EINVAL;
@@ -142,6 +145,13 @@ int rl_model_vocab_no_prefix(void **blob, uint32_t *size)
 {
 	if (!*blob || *size < 4 || !memcmp(*blob, RL_BPE_MAGIC, 4) || rl_model_vocab_prefixless(*blob, *size))
 		return 0;
+	struct rl_spm_trailer tr;
+	rl_tok_spm_trailer(*blob, *size, &tr);
+	if (tr.len) {                  /* a trailer already: its flags gain the bit */
+		uint32_t fl = tr.flags | RL_SPM_NO_PREFIX;
+		memcpy((uint8_t *)*blob + *size - (tr.type ? 16 : 4), &fl, 4);
+		return 0;
+	}
 	uint8_t *b = realloc(*blob, (size_t)*size + 8);
 	if (!b)
 		return -ENOMEM;
@@ -155,11 +165,9 @@ int rl_model_vocab_no_prefix(void **blob, uint32_t *size)
 
 int rl_model_vocab_prefixless(const void *blob, uint32_t size)
 {
-	uint32_t fl;
-	if (size < 12 || memcmp((const uint8_t *)blob + size - 8, RL_SPM_TRAILER, 4))
-		return 0;
-	memcpy(&fl, (const uint8_t *)blob + size - 4, 4);
-	return (fl & RL_SPM_NO_PREFIX) != 0;
+	struct rl_spm_trailer tr;
+	rl_tok_spm_trailer(blob, size, &tr);
+	return (tr.flags & RL_SPM_NO_PREFIX) != 0;
 }
 
 int rl_model_read_tokenizer(const char *path, uint32_t n_vocab, void **out, uint32_t *out_size,
