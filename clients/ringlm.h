@@ -199,6 +199,21 @@ RINGLM_API int  ringlm_tokenize_ex(struct ringlm *c, const char *text, unsigned 
 RINGLM_API const char *ringlm_detokenize(struct ringlm *c, uint32_t prev, uint32_t id,
 					 char *buf, size_t len);
 
+/* A conversation in the runtime's model's chat template (ringlm_info.chat_template: Llama 3,
+ * ChatML, Mistral, Phi-3 or Gemma turns), the assistant's turn opened at the end. Tokenize the
+ * text with RINGLM_TOKENIZE_SPECIAL and without RINGLM_TOKENIZE_BOS (it starts with the
+ * template's own BOS where the template writes one); the runtime ends the answer at the
+ * model's end-of-turn token. Writes at most cap bytes (NUL included) and returns the length
+ * the text needs; -ENOTSUP when the model has no template ringlm knows (format the prompt
+ * yourself), -EINVAL for a role other than system/user/assistant or turns the template
+ * cannot take (Mistral's and Gemma's alternate user/assistant). */
+struct ringlm_chat_msg {
+	const char *role;        /* "system", "user", "assistant" */
+	const char *content;
+};
+RINGLM_API int ringlm_chat_format(struct ringlm *c, const struct ringlm_chat_msg *m, int n,
+				  char *out, int cap);
+
 /* Streaming text of one sequence, as its TOKEN events arrive: push each token id and get
  * back only whole UTF-8 characters. A token may end inside a character (byte-level BPE
  * splits emoji and CJK characters; SentencePiece spells them as <0xNN> byte tokens); its

@@ -1,10 +1,12 @@
 /* tokenize.c — ringlm_tokenize / ringlm_detokenize / the text stream over the vocabulary the runtime publishes
- * in its info segment (llama2.c tokenizer.bin layout), so clients need no model file. */
+ * in its info segment (rl_tok.h's blobs), so clients need no model file; ringlm_chat_format
+ * with the chat template family it publishes beside it. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "clients/libringlm_internal.h"
+#include "tokenizer/rl_chat.h"
 #include "tokenizer/rl_tok.h"
 
 static struct rl_tok *tok_of(struct ringlm *c)
@@ -39,6 +41,30 @@ int ringlm_tokenize_ex(struct ringlm *c, const char *text, unsigned flags, uint3
 		return rl_client_fail(-ENOSPC, "ringlm_tokenize: the text needs %ld ids and max_ids is %d: give a larger buffer",
 				      n, max_ids);
 	return (int)n;
+}
+
+int ringlm_chat_format(struct ringlm *c, const struct ringlm_chat_msg *m, int n, char *out, int cap)
+{
+	enum rl_chat_family f = rl_chat_from_name(c->info->chat_template);
+	if (!f)
+		return rl_client_fail(-ENOTSUP, "ringlm_chat_format: the model has no chat template ringlm knows "
+				      "(Llama 3, ChatML, Mistral, Phi-3, Gemma): format the prompt yourself");
+	if (!m || n <= 0 || cap < 0 || (cap && !out))
+		return rl_client_fail(-EINVAL, "ringlm_chat_format: give at least one message and a buffer");
+	struct rl_chat_msg *x = calloc((size_t)n, sizeof *x);
+	if (!x)
+		return rl_client_fail(-ENOMEM, "ringlm_chat_format: out of memory");
+	for (int i = 0; i < n; i++)
+		x[i] = (struct rl_chat_msg){ m[i].role, m[i].content };
+	long len = rl_chat_format(f, x, (size_t)n, out, (size_t)cap);
+	free(x);
+	if (len < 0)
+		return rl_client_fail((int)len, "ringlm_chat_format: the roles must be system, user or assistant%s",
+				      f == RL_CHAT_MISTRAL || f == RL_CHAT_GEMMA ?
+				      ", alternating user/assistant and ending with user" : "");
+	if (len > INT32_MAX - 1)
+		return rl_client_fail(-E2BIG, "ringlm_chat_format: the conversation is too long");
+	return (int)len;
 }
 
 int ringlm_tokenize(struct ringlm *c, const char *text, int add_bos, uint32_t *ids, int max_ids)

@@ -14,8 +14,11 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: ringlm generate [--socket NAME | --model PATH|synthetic:SHAPE [--tokenizer PATH]\n"
 "                        [--backend cpu|cuda|sim] [--spec off|ngram] [--spec-k N] [--runtime-args \"...\"]]\n"
-"                       (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--temp T] [--top-k K]\n"
-"                       [--top-p P] [--seed S] [--stop ID,..] [--ids] [--stats] [--no-bos] [--no-spec]\n"
+"                       (--prompt TEXT [--chat [--system TEXT]] | --prompt-ids 1,2,3) [-n N] [--temp T]\n"
+"                       [--top-k K] [--top-p P] [--seed S] [--stop ID,..] [--ids] [--stats] [--no-bos]\n"
+"                       [--no-spec]\n"
+"  --chat      the prompt is a user's turn in the model's chat template (ChatML, Llama 3, Gemma ...);\n"
+"              the answer ends at the model's end of turn. --system TEXT: a system turn before it\n"
 "  -n N        tokens to generate at most (>= 1, default 64)\n"
 "  --temp T    0 = greedy (default), else a finite temperature > 0\n"
 "  --top-k K   0 = off, else 1..vocabulary size\n"
@@ -72,14 +75,15 @@ int rl_cmd_generate(int argc, char **argv)
 	/* the library's wait (spin 50 us, then yield up to 200 us, then sleep): a longer pure spin
 	 * kept the runtime thread, woken by the kernel onto this process's cpu, off it for the
 	 * whole spin (2 ms TTFTs, perf sched) */
-	const char *prompt = NULL, *prompt_ids = NULL, *stop = NULL, *spec = NULL, *spec_k = NULL;
-	int ids_out = 0, stats = 0, bos = 1, n_given = 0;
+	const char *prompt = NULL, *prompt_ids = NULL, *stop = NULL, *spec = NULL, *spec_k = NULL, *system = NULL;
+	int ids_out = 0, stats = 0, bos = 1, n_given = 0, chat = 0;
 	r.max_new = 64;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--ids")) { ids_out = 1; continue; }
 		if (!strcmp(a, "--stats")) { stats = 1; continue; }
 		if (!strcmp(a, "--no-bos")) { bos = 0; continue; }
+		if (!strcmp(a, "--chat")) { chat = 1; continue; }
 		if (!strcmp(a, "--no-spec")) { r.no_spec = 1; continue; }
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
 		if (!v) {
@@ -97,6 +101,7 @@ int rl_cmd_generate(int argc, char **argv)
 		else if (!strcmp(a, "--spec")) spec = v;
 		else if (!strcmp(a, "--spec-k")) spec_k = v;
 		else if (!strcmp(a, "--prompt")) prompt = v;
+		else if (!strcmp(a, "--system")) system = v;
 		else if (!strcmp(a, "--prompt-ids")) prompt_ids = v;
 		else if (!strcmp(a, "--stop")) stop = v;
 		else if (!strcmp(a, "-n")) {
@@ -130,6 +135,11 @@ int rl_cmd_generate(int argc, char **argv)
 			fprintf(stderr, "ringlm generate: %s wants a number, got '%s'\n", a, v);
 			return 2;
 		}
+	}
+	if ((chat || system) && (!prompt || !bos || (system && !chat))) {
+		fprintf(stderr, "ringlm generate: %s\n", !prompt ? "--chat and --system take the turn's text from --prompt TEXT" :
+			!bos ? "--chat writes the template's own BOS: drop --no-bos" : "--system goes with --chat");
+		return 2;
 	}
 	if (!prompt == !prompt_ids) {
 		fprintf(stderr, "ringlm generate: give exactly one of --prompt TEXT or --prompt-ids LIST\n");
@@ -188,6 +198,19 @@ int rl_cmd_generate(int argc, char **argv)
 			ringlm_close(c);
 			return 2;
 		}
+	} else if (chat) {
+		struct ringlm_chat_msg m[2] = { { "system", system }, { "user", prompt } };
+		int nm = system ? 2 : 1, len = ringlm_chat_format(c, m + 2 - nm, nm, NULL, 0);
+		char *text = len >= 0 ? malloc((size_t)len + 1) : NULL;
+		n = len < 0 ? len : !text ? -ENOMEM : ringlm_chat_format(c, m + 2 - nm, nm, text, len + 1);
+		if (n >= 0)
+			n = ringlm_tokenize_ex(c, text, RINGLM_TOKENIZE_SPECIAL, ids, 1 << 16);
+		free(text);
+		if (n <= 0) {
+			fprintf(stderr, "ringlm generate: --chat: %s\n", n == 0 ? "the conversation is empty" : ringlm_last_error());
+			ringlm_close(c);
+			return n == -ENOTSUP || n == 0 ? 2 : 1;
+		}
 	} else {
 		n = ringlm_tokenize(c, prompt, bos, ids, 1 << 16);
 		if (n <= 0) {
@@ -219,7 +242,7 @@ int rl_cmd_generate(int argc, char **argv)
 		free(gaps);
 		return 1;
 	}
-	if (!ids_out && prompt)
+	if (!ids_out && prompt && !chat)
 		fputs(prompt, stdout);
 	int done = 0, status = 0;
 	struct ringlm_event ev[64];

@@ -51,6 +51,7 @@
 #include "runtime/model/rl_model_io.h"
 #include "runtime/loop/rl_validate.h"
 #include "runtime/loop/rl_rt_internal.h"
+#include "tokenizer/rl_tok.h"
 
 /* An idle spin polls with pause for this long after the last work (back-to-back traffic
  * lands within it), then yields the core between polls (see the loop). */
@@ -697,6 +698,23 @@ void rl_rt_default_params(struct rl_rt_params *p)
 	p->idle_adapt_ns = RL_IDLE_ADAPT_DEFAULT_NS;
 	p->drain_timeout_ns = 10000000000ull;   /* 10 s */
 }
+/* The ids besides EOS that end a generation: the vocabulary's end-of-turn tokens (a chat
+ * model's "<end_of_turn>", "<|eot_id|>" ...), so a request stops where llama.cpp stops. */
+static void rl_rt_eog_ids(const struct rl_backend_info *bi, struct rl_sched_params *sp)
+{
+	struct rl_tok *t;
+	char err[160];
+	uint32_t ids[RL_SCHED_MAX_EOG + 1];
+	sp->n_eog = 0;
+	if (!bi->vocab_blob || rl_tok_create(bi->vocab_blob, bi->vocab_blob_size, &t, err, sizeof err))
+		return;
+	size_t n = rl_tok_eog_ids(t, ids, RL_SCHED_MAX_EOG + 1);
+	for (size_t i = 0; i < n && i < RL_SCHED_MAX_EOG + 1; i++)
+		if (ids[i] != sp->eos_id && sp->n_eog < RL_SCHED_MAX_EOG)
+			sp->eog[sp->n_eog++] = ids[i];
+	rl_tok_destroy(t);
+}
+
 
 int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, size_t errlen)
 {
@@ -773,6 +791,7 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 	sp.pool_size = p->max_clients * p->max_inflight < 65536 ? p->max_clients * p->max_inflight : 65536;
 	sp.prefix_cache = p->prefix_cache;
 	sp.eos_id = bi->eos_id;
+	rl_rt_eog_ids(bi, &sp);
 	sp.spec_k = p->spec_k;
 	sp.spec_max_rows = bi->max_draft_rows == UINT32_MAX ? 0 : bi->max_draft_rows;
 	if (p->spec_k && !bi->max_draft_rows) {

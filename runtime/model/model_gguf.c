@@ -914,6 +914,9 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 			snprintf(p->chat_template, sizeof p->chat_template, "%s", rl_chat_name(rl_chat_detect(t)));
 			free(t);
 		}
+	} else if (gemma3 && !ct) {        /* no template in the file (Gemma 3's base models): the
+					    * turns every Gemma 3 is trained to */
+		snprintf(p->chat_template, sizeof p->chat_template, "%s", rl_chat_name(RL_CHAT_GEMMA));
 	}
 	if (!get_str(&g, "general.name", p->name, sizeof p->name))
 		snprintf(p->name, sizeof p->name, "%s", g.f.name);

@@ -895,6 +895,16 @@ const struct rl_batch *rl_sched_next(struct rl_sched *s, uint64_t now_ns)
 
 /* --- completing a step ---------------------------------------------------------------- */
 
+static int is_eog(const struct rl_sched *s, uint32_t t)
+{
+	if (t == s->p.eos_id)
+		return 1;
+	for (uint32_t i = 0; i < s->p.n_eog; i++)
+		if (s->p.eog[i] == t)
+			return 1;
+	return 0;
+}
+
 static int is_stop(const struct rl_seq *q, uint32_t t)
 {
 	for (uint32_t i = 0; i < q->n_stop; i++)
@@ -922,8 +932,8 @@ static void take_token(struct rl_sched *s, struct seqx *x, int32_t out)
 		finish(s, x, RL_EV_DONE, 0, RL_FIN_LENGTH);
 		return;
 	}
-	if (t == s->p.eos_id || is_stop(q, t)) {
-		finish(s, x, RL_EV_DONE, t, t == s->p.eos_id ? RL_FIN_EOS : RL_FIN_STOP);
+	if (is_eog(s, t) || is_stop(q, t)) {
+		finish(s, x, RL_EV_DONE, t, is_eog(s, t) ? RL_FIN_EOS : RL_FIN_STOP);
 		return;
 	}
 	uint32_t len = seq_len(x);

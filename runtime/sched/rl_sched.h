@@ -104,6 +104,8 @@ struct rl_sched_hooks {
 	void (*seq_gone)(void *ctx, uint32_t seq_id);
 };
 
+#define RL_SCHED_MAX_EOG 8        /* end-of-generation ids besides EOS */
+
 struct rl_sched_params {
 	uint32_t max_batch_tokens;     /* token budget per step (default RL_SCHED_DEFAULT_BUDGET) */
 	uint32_t max_seqs;             /* most running sequences (default 256) */
@@ -117,6 +119,9 @@ struct rl_sched_params {
 	uint32_t spec_max_rows;        /* draft rows one step may carry in all (the backend's
 					* rl_backend_info.max_draft_rows); 0 = no limit */
 	uint32_t eos_id;               /* UINT32_MAX = none */
+	/* the other ids that end a generation as EOS does (a chat model's end of turn:
+	 * "<end_of_turn>", "<|eot_id|>" ..., rl_tok_eog_ids) */
+	uint32_t eog[RL_SCHED_MAX_EOG], n_eog;
 };
 
 struct rl_sched_stats {

@@ -360,6 +360,49 @@ class Client:
         out = [x async for x in s]
         return out if ids else "".join(out)
 
+    # ---- chat: the model's own template (ChatML, Llama 3, Gemma ...), answers end at its end of turn
+    def chat_prompt(self, messages):
+        """The token ids of a conversation in the model's chat template, the assistant's turn
+        opened at the end. messages: [{"role": "system"|"user"|"assistant", "content": str}]."""
+        msgs = list(messages)
+        if not msgs:
+            raise RinglmError(_EINVAL, "ringlm: a chat needs at least one message")
+        arr = (_capi.ChatMsg * len(msgs))()
+        for i, m in enumerate(msgs):
+            try:
+                arr[i].role = str(m["role"]).encode("utf-8")
+                arr[i].content = str(m["content"]).encode("utf-8")
+            except (KeyError, TypeError):
+                raise RinglmError(_EINVAL, "ringlm: message %d is not {'role': ..., 'content': ...}" % i) from None
+        lib = _lib()
+        with self._lock:
+            self._check()
+            n = lib.ringlm_chat_format(self._h, arr, len(msgs), None, 0)
+            if n < 0:
+                raise _error(n, "ringlm_chat_format")
+            buf = ctypes.create_string_buffer(n + 1)
+            n = lib.ringlm_chat_format(self._h, arr, len(msgs), buf, n + 1)
+            if n < 0:
+                raise _error(n, "ringlm_chat_format")
+            cap = n + 3
+            ids = (ctypes.c_uint32 * cap)()
+            k = lib.ringlm_tokenize_ex(self._h, buf.value, _capi.TOKENIZE_SPECIAL, ids, cap)
+            if k < 0:
+                raise _error(k, "ringlm_tokenize_ex")
+        return list(ids[:k])
+
+    def chat_stream(self, messages, max_tokens=256, **kw):
+        """As stream(), for a conversation (see chat_prompt): the assistant's answer, streamed."""
+        return self.stream(self.chat_prompt(messages), max_tokens, **kw)
+
+    def chat(self, messages, max_tokens=256, **kw):
+        """The assistant's whole answer to a conversation (see chat_prompt), as text."""
+        return "".join(self.chat_stream(messages, max_tokens, **kw))
+
+    async def achat(self, messages, max_tokens=256, **kw):
+        s = await self.astream(self.chat_prompt(messages), max_tokens, **kw)
+        return "".join([x async for x in s])
+
     def _cancel(self, rid, tag):
         lib = _lib()
         deadline = time.monotonic() + self._submit_timeout

@@ -10,6 +10,7 @@ import os
 MAX_STOP = 8
 MAX_TOP_LOGPROBS = 20
 EV_TOKEN, EV_DONE, EV_ERROR, EV_PROMPT = 1, 2, 3, 4
+TOKENIZE_BOS, TOKENIZE_SPECIAL = 1, 2
 FINISH = {1: "length", 2: "stop", 3: "eos", 4: "context", 5: "cancel"}
 
 
@@ -45,6 +46,10 @@ class Info(ctypes.Structure):
                 ("eos_id", ctypes.c_uint32), ("max_prompt", ctypes.c_uint32), ("max_new", ctypes.c_uint32),
                 ("max_inflight", ctypes.c_uint32), ("futex_wake", ctypes.c_int),
                 ("chat_template", ctypes.c_char * 16)]
+
+
+class ChatMsg(ctypes.Structure):
+    _fields_ = [("role", ctypes.c_char_p), ("content", ctypes.c_char_p)]
 
 
 class TextStream(ctypes.Structure):
@@ -98,6 +103,10 @@ def _declare(lib):
         "ringlm_strerror": (ctypes.c_char_p, [ctypes.c_int]),
         "ringlm_tokenize": (ctypes.c_int, [P, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_uint32),
                                            ctypes.c_int]),
+        "ringlm_tokenize_ex": (ctypes.c_int, [P, ctypes.c_char_p, ctypes.c_uint, ctypes.POINTER(ctypes.c_uint32),
+                                              ctypes.c_int]),
+        "ringlm_chat_format": (ctypes.c_int, [P, ctypes.POINTER(ChatMsg), ctypes.c_int, ctypes.c_char_p,
+                                              ctypes.c_int]),
         "ringlm_textstream_init": (None, [ctypes.POINTER(TextStream), ctypes.c_uint32]),
         "ringlm_textstream_push": (ctypes.c_int, [P, ctypes.POINTER(TextStream), ctypes.c_uint32,
                                                   ctypes.c_char_p, ctypes.c_size_t]),
