@@ -56,7 +56,7 @@ int ringlm_chat_format(struct ringlm *c, const struct ringlm_chat_msg *m, int n,
 		return rl_client_fail(-ENOMEM, "ringlm_chat_format: out of memory");
 	for (int i = 0; i < n; i++)
 		x[i] = (struct rl_chat_msg){ m[i].role, m[i].content };
-	long len = rl_chat_format(f, x, (size_t)n, out, (size_t)cap);
+	long len = rl_chat_format(f, c->info->chat_system, x, (size_t)n, out, (size_t)cap);
 	free(x);
 	if (len < 0)
 		return rl_client_fail((int)len, "ringlm_chat_format: the roles must be system, user or assistant%s",

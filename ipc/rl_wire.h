@@ -22,10 +22,11 @@
  * Info segment (memfd, F_SEAL_FUTURE_WRITE: clients can only map it read-only): struct
  * rl_info, then the model's vocabulary blob at vocab_off (vocab_size_bytes; none when 0), in
  * one of the two formats tokenizer/ reads (tokenizer/rl_tok.h tells them apart by the magic):
- *   SentencePiece-style (Llama 1/2, Mistral): llama2.c's tokenizer.bin, little-endian:
- *     i32 max_token_length, then per token: f32 score, i32 len, len bytes;
- *   byte-level BPE (Llama 3, Qwen2, GPT-2): "RLB1" (tokenizer/rl_bpe.h has the layout):
- *     header, the pre-tokenizer regex, the tokens with their types, the merges by rank.
+ *   SentencePiece (Llama 1/2, Mistral, Gemma): llama2.c's tokenizer.bin, little-endian:
+ *     i32 max_token_length, then per token: f32 score, i32 len, len bytes; from a GGUF, a
+ *     trailer after them (token types, flags, BOS, EOS, "RLS2": tokenizer/rl_tok.h);
+ *   byte-level BPE (Llama 3, Qwen2, GPT-2 ...): "RLB1" (tokenizer/rl_bpe.h has the layout):
+ *     header, the pre-tokenizer's expressions, the tokens with their types, the merges by rank.
  *
  * Doorbells (Dekker-style; seq_cst fences order each side's store before its load):
  *   client → runtime: the client publishes a request (ring release), fence, then reads
@@ -44,10 +45,11 @@
 #include "ipc/rl_ring.h"
 
 #define RL_WIRE_MAGIC   0x4d4c4752u  /* "RGLM" */
-#define RL_WIRE_VERSION 6u          /* 2: observer attach, refusal counters; 3: chat template family;
+#define RL_WIRE_VERSION 7u          /* 2: observer attach, refusal counters; 3: chat template family;
 				     * 4: the budget's five-feature step model, margin, calibration;
 				     * 5: log-probabilities (rl_req.logprobs, the slab beside the event ring);
-				     * 6: speculative decoding (rl_req.no_spec, spec_* info stats) */
+				     * 6: speculative decoding (rl_req.no_spec, spec_* info stats);
+				     * 7: the chat template's default system turn (rl_info.chat_system) */
 #define RL_MAX_TOP_LOGPROBS 20       /* alternatives a token's log-probabilities list (rl_lp) */
 #define RL_MAX_STOP_IDS 8            /* stop ids per request (rl_req.stop, rl_seq.stop) */
 
@@ -194,6 +196,7 @@ struct rl_info {
 	_Alignas(RL_CACHELINE) char backend[16];
 	char     model[64];
 	char     chat_template[16];    /* family name (tokenizer/rl_chat.h), "" when none */
+	char     chat_system[192];     /* the template's default system turn, "" when none */
 	uint32_t vocab_size, max_ctx, bos_id, eos_id;
 	uint32_t max_prompt, max_new, max_inflight, max_clients;
 	uint32_t block_size, wake_mode;

@@ -162,6 +162,7 @@ struct rl_model {
 	struct rl_model_config cfg;
 	char   name[64];
 	char   chat_template[16];      /* chat template family (rl_chat_name: "llama3", "chatml", ...; tokenizer/rl_chat.h), "" */
+	char   chat_system[192];       /* its default system turn (rl_chat_default_system), "" */
 	float *tok_emb;                /* [vocab_size, dim] */
 	struct rl_layer *layers;       /* [n_layers] */
 	float *out_norm;               /* [dim] */

@@ -3,7 +3,8 @@
  *   Llama 3:  <|begin_of_text|><|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|>
  *             ... then <|start_header_id|>assistant<|end_header_id|>\n\n
  *   ChatML:   <|im_start|>ROLE\nCONTENT<|im_end|>\n ... then <|im_start|>assistant\n
- *             (Qwen2's template adds a default system message when there is none)
+ *             (a template that writes a default system turn, as Qwen2's and SmolLM2's do,
+ *             has it taken out at load: rl_chat_default_system)
  *   Mistral:  <s>[INST] USER [/INST] ASSISTANT</s>[INST] USER [/INST]; a system message is
  *             put before the first user message, as Mistral's v1 template does.
  *   Phi-3:    <|ROLE|>\nCONTENT<|end|>\n ... then <|assistant|>\n
@@ -103,7 +104,40 @@ static int known_role(const char *r)
 	return r && (!strcmp(r, "system") || !strcmp(r, "user") || !strcmp(r, "assistant"));
 }
 
-long rl_chat_format(enum rl_chat_family f, const struct rl_chat_msg *m, size_t n, char *out, size_t cap)
+size_t rl_chat_default_system(const char *t, char *out, size_t cap)
+{
+	static const char *const opens[] = { "<|im_start|>system\n", "<|im_start|>system\\n" };
+	if (cap)
+		out[0] = 0;
+	for (size_t k = 0; t && k < 2; k++) {
+		const char *s = strstr(t, opens[k]), *e = s ? strstr(s, "<|im_end|>") : NULL;
+		if (!e)
+			continue;
+		s += strlen(opens[k]);
+		/* a literal only: a quote, an expression or a concatenation is the conversation's own */
+		if (e == s || memchr(s, '\'', (size_t)(e - s)) || memchr(s, '"', (size_t)(e - s)) ||
+		    memchr(s, '{', (size_t)(e - s)) || memchr(s, '+', (size_t)(e - s)))
+			continue;
+		size_t n = 0;
+		for (; s < e; s++) {
+			char c = *s;
+			if (c == '\\' && s + 1 < e && s[1] == 'n') {
+				c = '\n';
+				s++;
+			}
+			if (n + 1 < cap)
+				out[n] = c;
+			n++;
+		}
+		if (cap)
+			out[n < cap ? n : cap - 1] = 0;
+		return n < cap ? n : cap - 1;
+	}
+	return 0;
+}
+
+long rl_chat_format(enum rl_chat_family f, const char *dflt_system, const struct rl_chat_msg *m, size_t n,
+		    char *out, size_t cap)
 {
 	struct buf b = { out, cap, 0 };
 	if (cap)
@@ -119,8 +153,8 @@ long rl_chat_format(enum rl_chat_family f, const struct rl_chat_msg *m, size_t n
 		put(&b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 		break;
 	case RL_CHAT_CHATML:
-		if (!n || strcmp(m[0].role, "system"))
-			put(&b, "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n");
+		if ((!n || strcmp(m[0].role, "system")) && dflt_system && *dflt_system)
+			put(&b, "<|im_start|>system\n%s<|im_end|>\n", dflt_system);
 		for (size_t i = 0; i < n; i++)
 			put(&b, "<|im_start|>%s\n%s<|im_end|>\n", m[i].role, m[i].content);
 		put(&b, "<|im_start|>assistant\n");

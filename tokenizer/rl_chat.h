@@ -24,13 +24,21 @@ struct rl_chat_msg {
 	const char *content;
 };
 
+/* The system turn a ChatML template writes when the conversation has none (Qwen2's "You are a
+ * helpful assistant.", SmolLM2's own): the literal text between "<|im_start|>system\n" and
+ * "<|im_end|>" where the template spells it out. Writes it NUL-terminated into out (cut to
+ * cap) and returns its length; 0 (out "") when the template has none. */
+size_t rl_chat_default_system(const char *tmpl, char *out, size_t cap);
+
 /* Formats n messages as family f's template does, with the assistant's turn opened at the end
- * (add_generation_prompt). The text begins with the family's BOS text where its template writes
+ * (add_generation_prompt); dflt_system (rl_chat_default_system's, or NULL) opens a ChatML
+ * conversation that has no system message. The text begins with the family's BOS text where its template writes
  * one (Llama 3's <|begin_of_text|>, Mistral's <s>, Gemma's <bos>), so tokenize it without adding BOS and with
  * control tokens parsed. Writes at most cap bytes (NUL included) and returns the length
  * needed (excluding the NUL); -EINVAL for an unknown family or role, or a Mistral or Gemma
  * conversation whose roles do not alternate user/assistant. */
-long rl_chat_format(enum rl_chat_family f, const struct rl_chat_msg *m, size_t n, char *out, size_t cap);
+long rl_chat_format(enum rl_chat_family f, const char *dflt_system, const struct rl_chat_msg *m, size_t n,
+		    char *out, size_t cap);
 /* A Jinja template of family f (the shape of the family's published one) for the GGUF writer
  * to store as tokenizer.chat_template, so test models carry a family; "" for none. */
 const char *rl_chat_template_text(enum rl_chat_family f);

@@ -877,10 +877,10 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 		if (g.chat == RL_CHAT_NONE) {
 			json_decref(j);
 			return fail(conn, chat, 400, EK_NO_TEMPLATE, "invalid_request_error",
-				    "this model has no chat template ringlm formats (it formats Llama 3, ChatML and Mistral); "
+				    "this model has no chat template ringlm formats (it formats Llama 3, ChatML, Mistral, Phi-3 and Gemma); "
 				    "format the conversation yourself and use /v1/completions");
 		}
-		struct rl_chat_msg *m = nm ? calloc(nm, sizeof *m) : NULL;
+		struct ringlm_chat_msg *m = nm ? calloc(nm, sizeof *m) : NULL;
 		for (size_t i = 0; i < nm && !why[0]; i++) {
 			json_t *x = json_array_get(msgs, i);
 			m[i].role = json_string_value(json_object_get(x, "role"));
@@ -890,12 +890,12 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 		}
 		if (!nm && !why[0])
 			snprintf(why, sizeof why, "'messages' must be a non-empty array");
-		long len = why[0] ? 0 : rl_chat_format(g.chat, m, nm, NULL, 0);
+		long len = why[0] ? 0 : nm > INT32_MAX ? -EINVAL : ringlm_chat_format(g.c, m, (int)nm, NULL, 0);
 		if (!why[0] && len < 0)
 			snprintf(why, sizeof why, "the messages do not fit the %s template (roles system, user, assistant; "
 				 "Mistral's must alternate user/assistant and end with user)", rl_chat_name(g.chat));
 		if (!why[0] && (text = malloc((size_t)len + 1)))
-			rl_chat_format(g.chat, m, nm, text, (size_t)len + 1);
+			ringlm_chat_format(g.c, m, (int)nm, text, (int)len + 1);
 		free(m);
 		if (!why[0] && n_stops < MAX_STOPS)    /* the end of the assistant's turn */
 			snprintf(stops[n_stops++], sizeof stops[0], "%s", rl_chat_end(g.chat));

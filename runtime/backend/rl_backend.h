@@ -26,6 +26,7 @@ struct rl_backend_info {
 	char     name[16];             /* "sim", "cpu", "cuda" */
 	char     model_name[64];
 	char     chat_template[16];    /* chat template family of the model, "" when none */
+	char     chat_system[192];     /* its default system turn, "" when none */
 	uint32_t vocab_size;
 	uint32_t max_ctx;              /* longest sequence (prompt + generated) */
 	uint32_t bos_id, eos_id;       /* UINT32_MAX when the model has none */

@@ -940,6 +940,7 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	c->be.info.finish_works = 1;
 	snprintf(c->be.info.model_name, sizeof c->be.info.model_name, "%s", m->name);
 	snprintf(c->be.info.chat_template, sizeof c->be.info.chat_template, "%s", m->chat_template);
+	snprintf(c->be.info.chat_system, sizeof c->be.info.chat_system, "%s", m->chat_system);
 	c->be.info.vocab_size = c->vocab;
 	c->be.info.max_ctx = ctx;
 	c->be.info.bos_id = cfg->bos_id;

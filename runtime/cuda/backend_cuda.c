@@ -826,6 +826,8 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 		snprintf(c->be.info.model_name, sizeof c->be.info.model_name, "%s", m ? m->name : plan->name);
 		snprintf(c->be.info.chat_template, sizeof c->be.info.chat_template, "%s",
 			 m ? m->chat_template : plan->chat_template);
+		snprintf(c->be.info.chat_system, sizeof c->be.info.chat_system, "%s",
+			 m ? m->chat_system : plan->chat_system);
 	}
 	else {
 		snprintf(c->be.info.model_name, sizeof c->be.info.model_name, "synthetic:%s", synthetic_shape);

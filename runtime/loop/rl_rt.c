@@ -650,6 +650,7 @@ static int make_info(struct rl_rt *rt, char *err, size_t errlen)
 	snprintf(in->backend, sizeof in->backend, "%s", bi->name);
 	snprintf(in->model, sizeof in->model, "%s", bi->model_name);
 	snprintf(in->chat_template, sizeof in->chat_template, "%s", bi->chat_template);
+	snprintf(in->chat_system, sizeof in->chat_system, "%s", bi->chat_system);
 	in->vocab_size = bi->vocab_size;
 	in->max_ctx = bi->max_ctx;
 	in->bos_id = bi->bos_id;

@@ -912,6 +912,7 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 			memcpy(t, g.buf + ct->val + 8, len);
 			t[len] = 0;
 			snprintf(p->chat_template, sizeof p->chat_template, "%s", rl_chat_name(rl_chat_detect(t)));
+			rl_chat_default_system(t, p->chat_system, sizeof p->chat_system);
 			free(t);
 		}
 	} else if (gemma3 && !ct) {        /* no template in the file (Gemma 3's base models): the

