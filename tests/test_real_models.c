@@ -25,6 +25,14 @@
 
 static const char *const models[] = { "SmolLM2-135M-Instruct.Q4_1.gguf", "gemma-3-270m-q4_k_m.gguf" };
 
+/* Prompts a model's greedy and log-probability tests run: all of them, or one in a sanitizer
+ * build (RL_SLOW set), where a real model's forward is ~10x slower and one prompt already
+ * walks every path. */
+static size_t prompts_to_run(json_t *prompts)
+{
+	return getenv("RL_SLOW") ? 1 : json_array_size(prompts);
+}
+
 /* fixture file of kind ("tok", "greedy") for a model: FIX kind_<name without .gguf>.json */
 static json_t *fixture(const char *dir, const char *kind, const char *model)
 {
@@ -178,6 +186,8 @@ static void real_models_greedy_as_llamacpp(void)
 		size_t i, cmp = 0;
 		json_t *pr;
 		json_array_foreach(json_object_get(fx, "prompts"), i, pr) {
+			if (i >= prompts_to_run(json_object_get(fx, "prompts")))
+				break;
 			int32_t prompt[MAXT], want[MAXT], ref[MAXT];
 			uint32_t got[MAXT], ng;
 			size_t np = ids_of(json_object_get(pr, "prompt_ids"), prompt, MAXT);
@@ -202,7 +212,7 @@ static void real_models_greedy_as_llamacpp(void)
 			       how ? how : "then apart");
 			cmp += same;
 		}
-		CHECKF(cmp >= MIN_CMP, "%s: only %zu tokens compared", models[m], cmp);
+		CHECKF(cmp >= MIN_CMP || getenv("RL_SLOW"), "%s: only %zu tokens compared", models[m], cmp);
 		ringlm_close(cl);
 		json_decref(fx);
 	}
@@ -228,6 +238,8 @@ static void real_models_logprobs_near_float64(void)
 		size_t n = 0, i;
 		json_t *pr;
 		json_array_foreach(json_object_get(fx, "prompts"), i, pr) {
+			if (i >= prompts_to_run(json_object_get(fx, "prompts")))
+				break;
 			int32_t ids[MAXT];
 			uint32_t out[MAXT], no;
 			double lp[MAXT];
