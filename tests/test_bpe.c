@@ -180,6 +180,54 @@ static void bpe_tokenizer_json_matches_tokenizers(void)
 	rl_tok_destroy(t);
 }
 
+/* A tokenizer.json pre-tokenizer of several steps, SmolLM2's (Digits with individual digits,
+ * then ByteLevel with its regex), runs its steps in order as Hugging Face `tokenizers` does
+ * (digits_cases.json, from gen_digits_cases.py); a step ringlm does not run is refused by name. */
+static void bpe_tokenizer_json_steps_in_order(void)
+{
+	json_error_t je;
+	json_t *j = json_load_file(DIR "tokenizer.json", 0, &je), *fx = json_load_file(DIR "digits_cases.json", 0, &je);
+	json_t *strings = json_load_file("tests/fixtures/llamacpp/strings.json", 0, &je);
+	REQUIRE(j && fx && strings);
+	json_object_set(j, "pre_tokenizer", json_object_get(fx, "pre_tokenizer"));
+	char path[64], err[512];
+	snprintf(path, sizeof path, "/tmp/rl-bpe-seq-%d.json", (int)getpid());
+	REQUIRE(json_dump_file(j, path, 0) == 0);
+	void *blob;
+	uint32_t size;
+	int rc = rl_hf_tokenizer_blob(path, 0, UINT32_MAX, UINT32_MAX, &blob, &size, err, sizeof err);
+	CHECKF(rc == 0, "%s", err);
+	struct rl_tok *t = NULL;
+	if (!rc) {
+		REQUIRE(rl_tok_create(blob, size, &t, err, sizeof err) == 0);
+		free(blob);
+		size_t i, bad = 0;
+		json_t *s;
+		static int32_t got[8192];
+		json_array_foreach(strings, i, s) {
+			json_t *w = json_array_get(json_object_get(fx, "ids"), i);
+			long n = rl_tok_encode_ex(t, json_string_value(s), json_string_length(s), 0, got, 8192);
+			int same = n == (long)json_array_size(w);
+			for (long k = 0; same && k < n; k++)
+				same = got[k] == json_integer_value(json_array_get(w, k));
+			if (!same && !bad++)
+				fprintf(stderr, "  string %zu \"%s\" differs from tokenizers\n", i, json_string_value(s));
+		}
+		CHECKF(!bad, "%zu of %zu strings differ from tokenizers", bad, json_array_size(strings));
+		rl_tok_destroy(t);
+	}
+	/* a Whitespace step (or any other ringlm does not run) is named */
+	json_t *ws = json_pack("{s:s, s:[{s:s}]}", "type", "Sequence", "pretokenizers", "type", "WhitespaceSplit");
+	json_object_set_new(j, "pre_tokenizer", ws);
+	REQUIRE(json_dump_file(j, path, 0) == 0);
+	rc = rl_hf_tokenizer_blob(path, 0, UINT32_MAX, UINT32_MAX, &blob, &size, err, sizeof err);
+	CHECKF(rc == -ENOTSUP && strstr(err, "WhitespaceSplit"), "rc %d: %s", rc, err);
+	unlink(path);
+	json_decref(j);
+	json_decref(fx);
+	json_decref(strings);
+}
+
 /* RL_TOK_BOS adds BOS only where the vocabulary says so, as llama.cpp's add_special:
  * GGUF's tokenizer.ggml.add_bos_token (absent: yes, but no for Qwen2's pre-tokenizer),
  * tokenizer.json's post-processor (Llama 3's TemplateProcessing: yes; none: no). */
@@ -432,6 +480,7 @@ int main(void)
 	RUN(bpe_gpt4o_pattern_splits);
 	RUN(bpe_every_pretokenizer_matches_llamacpp);
 	RUN(bpe_tokenizer_json_matches_tokenizers);
+	RUN(bpe_tokenizer_json_steps_in_order);
 	RUN(bpe_bad_blobs_refused);
 	TEST_MAIN_END();
 }
