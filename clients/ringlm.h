@@ -179,7 +179,7 @@ RINGLM_API const char *ringlm_strerror(int err);
  * Writes the ids of text (with the model's BOS first when add_bos and its vocabulary puts one
  * before a text: Llama 2 and 3 do, Qwen2 does not, as in llama.cpp) to ids and returns how
  * many. -ENOSPC when more than max_ids are needed (nothing useful is in ids then; the
- * count needed is in ringlm_last_error(); strlen(text) + 3 always suffices); -ENOENT when
+ * count needed is in ringlm_last_error(); 3 x strlen(text) + 3 always suffices: an invalid UTF-8 byte reads as U+FFFD, as in llama.cpp); -ENOENT when
  * the runtime's model has no vocabulary (the sim backend, or a .bin model started without
  * --tokenizer): send ids with ringlm_submit directly. */
 RINGLM_API int  ringlm_tokenize(struct ringlm *c, const char *text, int add_bos,

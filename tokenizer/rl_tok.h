@@ -44,7 +44,8 @@ uint32_t rl_tok_vocab_size(const struct rl_tok *t);
 /* Overrides the BOS/EOS ids (e.g. from the model's config); ids out of range are ignored. */
 void rl_tok_set_special(struct rl_tok *t, uint32_t bos, uint32_t eos);
 /* Encodes len bytes of text. Writes at most cap ids and returns how many the full encoding
- * has (so a return > cap means "call again with more room"; len + 3 always suffices), or
+ * has (so a return > cap means "call again with more room"; 3 x len + 3 always suffices: an
+ * invalid UTF-8 byte reads as U+FFFD, three byte-level pieces), or
  * -ENOMEM. */
 long rl_tok_encode(const struct rl_tok *t, const char *text, size_t len, int bos, int eos,
 		   int32_t *ids, size_t cap);

@@ -133,7 +133,7 @@ int rl_cmd_tokenize(int argc, char **argv)
 		rl_tok_destroy(t);
 		return 1;
 	}
-	size_t cap = len + 8;
+	size_t cap = 3 * len + 8;      /* rl_tok.h: 3 x len + 3 always suffices */
 	int32_t *ids = malloc(cap * sizeof *ids);
 	long n = ids ? rl_tok_encode_ex(t, buf ? buf : text, len, (bos ? RL_TOK_BOS : 0) | (special ? RL_TOK_SPECIAL : 0),
 					ids, cap) : -ENOMEM;

@@ -941,7 +941,7 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 	}
 	pthread_mutex_lock(&g.mu);
 	if (text) {                        /* tokenize under g.mu: the pump detokenizes */
-		int cap = (int)strlen(text) + 8;
+		int cap = 3 * (int)strlen(text) + 8;   /* rl_tok.h: 3 x len + 3 always suffices */
 		ids = malloc((size_t)cap * sizeof *ids);
 		unsigned fl = chat ? RINGLM_TOKENIZE_SPECIAL : RINGLM_TOKENIZE_BOS;
 		n_ids = ids ? ringlm_tokenize_ex(g.c, text, fl, ids, cap) : -ENOMEM;

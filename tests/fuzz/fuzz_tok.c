@@ -1,8 +1,10 @@
 /* fuzz_tok.c — libFuzzer harness for the tokenizer: a vocabulary blob (llama2.c
- * tokenizer.bin layout) and text to encode. Input: u16 little-endian blob length, the blob,
- * then the text. Properties: encode returns the documented count (<= len + 3) and every id
- * it writes is in the vocabulary and decodes.
- * Tests: tokenizer (rl_tok).
+ * tokenizer.bin layout, with or without the GGUF trailer, or a byte-level BPE blob with its
+ * pre-tokenizer spec; seeds of each from make_tok_seeds.py) and text to encode. Input: u16
+ * little-endian blob length, the blob, then the text. Properties: encode returns the
+ * documented count and every id it writes is in the vocabulary and decodes; with control
+ * tokens parsed too.
+ * Tests: tokenizer (rl_tok, rl_bpe, rl_pretok, rl_partition).
  */
 #include "tests/fuzz/fuzz_common.h"
 #include "tokenizer/rl_tok.h"
@@ -23,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	uint32_t nv = rl_tok_vocab_size(t);
-	size_t cap = tlen + 3;
+	size_t cap = 3 * tlen + 3;     /* invalid UTF-8 bytes read as U+FFFD: up to 3 pieces a byte */
 	int32_t *ids = malloc(cap * sizeof *ids);
 	long n = rl_tok_encode(t, (const char *)text, tlen, blen & 1, blen & 2, ids, cap);
 	FUZZ_ASSERT(n >= 0 && (size_t)n <= cap);
@@ -37,6 +39,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* a short buffer: the count still says how much room the full encoding needs */
 	if (n > 1)
 		FUZZ_ASSERT(rl_tok_encode(t, (const char *)text, tlen, blen & 1, blen & 2, ids, 1) == n);
+	/* control tokens parsed from the text */
+	n = rl_tok_encode_ex(t, (const char *)text, tlen, RL_TOK_BOS | RL_TOK_SPECIAL, ids, cap);
+	FUZZ_ASSERT(n >= 0 && (size_t)n <= cap);
+	for (long i = 0; i < n; i++)
+		FUZZ_ASSERT(ids[i] >= 0 && (uint32_t)ids[i] < nv);
 	free(ids);
 	rl_tok_destroy(t);
 	return 0;

@@ -19,6 +19,7 @@ done
   --vocab 300 --ctx 16 --dtype q8_0 --seed 1 --out "$gen/gguf/tiny-q8_0.gguf" >/dev/null ||
   { echo "fuzz: cannot write the GGUF seeds with $ringlm"; exit 1; }
 python3 tests/fuzz/make_seeds.py "$gen/safetensors" || { echo "fuzz: cannot write the safetensors seeds"; exit 1; }
+python3 tests/fuzz/make_tok_seeds.py "$gen/tok" || { echo "fuzz: cannot write the tokenizer seeds"; exit 1; }
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1
 fail=0
 for bin in "$build"/fuzz_*; do

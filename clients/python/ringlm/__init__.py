@@ -420,7 +420,7 @@ class Client:
     # ---- vocabulary, info, stats
     def tokenize(self, text, add_bos=True):
         data = text.encode("utf-8")
-        cap = len(data) + 3
+        cap = 3 * len(data) + 3
         buf = (ctypes.c_uint32 * cap)()
         with self._lock:
             self._check()
