@@ -106,6 +106,19 @@ static void real_models_tokenize_as_llamacpp(void)
 		}
 		printf("  %s: %zu strings; %zu differ from llama.cpp, %zu with control tokens parsed\n", models[m],
 		       json_array_size(strings), bad[0], bad[1]);
+		/* the ids that end a generation, as llama.cpp's EOG set: SmolLM2's <|im_end|> (its
+		 * EOS) and <|endoftext|>; Gemma's <eos>, <end_of_turn> and "</s>" */
+		uint32_t eog[16];
+		size_t ne = rl_tok_eog_ids(t, eog, 16);
+		static const uint32_t want_eog[2][3] = { { 2, 0 }, { 1, 106, 212 } };
+		const size_t n_want = m ? 3 : 2;
+		for (size_t k = 0; k < n_want; k++) {
+			int found = 0;
+			for (size_t x = 0; x < ne && x < 16; x++)
+				found |= eog[x] == want_eog[m][k];
+			CHECKF(found, "%s: %u is not among its %zu end-of-generation ids", models[m], want_eog[m][k], ne);
+		}
+		CHECKF(ne == n_want, "%s: %zu end-of-generation ids", models[m], ne);
 		CHECKF(!bad[0] && !bad[1], "%s: %zu + %zu strings tokenize differently from llama.cpp", models[m],
 		       bad[0], bad[1]);
 		rl_tok_destroy(t);

@@ -74,6 +74,15 @@ static int w_reserve(void *ctx, uint32_t client, uint32_t n)
 	return 0;
 }
 
+/* t ends a generation as EOS does: EOS or another end-of-generation id */
+static int is_eog(const struct rl_sched_params *p, uint32_t t)
+{
+	for (uint32_t i = 0; i < p->n_eog; i++)
+		if (p->eog[i] == t)
+			return 1;
+	return t == p->eos_id;
+}
+
 static int is_stop(const struct treq *r, uint32_t t, uint32_t eos)
 {
 	if (t == eos)
@@ -98,7 +107,7 @@ static void w_emit(void *ctx, const struct rl_seq *q, uint32_t type, uint32_t to
 	uint32_t exp = (uint32_t)(r->state % w->vocab);
 	if (type == RL_EV_TOKEN) {
 		CHECKF(tok == exp, "req %u token %u: got %u want %u", q->rid, r->n_got, tok, exp);
-		CHECK(!is_stop(r, tok, w->p.eos_id));
+		CHECK(!is_stop(r, tok, w->p.eos_id) && !is_eog(&w->p, tok));
 		CHECK(r->n_got < r->max_new && r->n_prompt + r->n_got < w->p.max_ctx);
 		r->got[r->n_got++] = tok;
 		r->state = rl_sim_mix(r->state, tok);
@@ -115,7 +124,7 @@ static void w_emit(void *ctx, const struct rl_seq *q, uint32_t type, uint32_t to
 	CHECK(type == RL_EV_DONE);
 	switch (code) {
 	case RL_FIN_EOS:
-		CHECK(tok == exp && exp == w->p.eos_id);
+		CHECK(tok == exp && is_eog(&w->p, exp));
 		break;
 	case RL_FIN_STOP:
 		CHECK(tok == exp && is_stop(r, exp, UINT32_MAX));
@@ -431,8 +440,12 @@ static void stop_and_eos_end_without_token(void)
 	uint32_t third = ctx[11];
 	if (ctx[9] == third || ctx[10] == third)
 		SKIP("the prompt's first tokens repeat; pick another seed");
-	for (int mode = 0; mode < 2; mode++) {
-		p.eos_id = mode ? third : UINT32_MAX;
+	/* mode 0: a stop id; 1: EOS; 2: another end-of-generation id (a chat model's end of turn) */
+	for (int mode = 0; mode < 3; mode++) {
+		p.eos_id = mode == 1 ? third : mode == 2 ? vocab + 1 : UINT32_MAX;
+		p.n_eog = mode == 2 ? 2 : 0;
+		p.eog[0] = vocab + 2;
+		p.eog[1] = third;
 		REQUIRE(world_init(&w, &p, vocab, reqs) == 0);
 		w.n_req = 1;
 		fill_req(&reqs[0], 9, 4, vocab, 20);
@@ -905,6 +918,8 @@ static void random_params(struct world *w, struct rl_sched_params *p, uint32_t *
 	p->spec_k = rnd(w, 2) ? 1 + rnd(w, 8) : 0;
 	*vocab = rnd(w, 4) ? 6 + rnd(w, 200) : 2 + rnd(w, 4);   /* tiny: drafts often right */
 	p->eos_id = rnd(w, 3) ? UINT32_MAX : rnd(w, *vocab);
+	p->n_eog = rnd(w, 4) ? 0 : 1;
+	p->eog[0] = rnd(w, *vocab);
 }
 
 static void random_request(struct world *w, struct treq *r, const uint32_t sys[3][128])
