@@ -15,9 +15,6 @@
 
 #define AI   RL_INLINE
 #define T256 RL_TGT_AVX2
-#define T512 RL_TGT_AVX512
-#define TVNNI RL_TGT_AVX512_VNNI
-#define TBF  RL_TGT_AVX512_BF16
 
 #define Q8_ROWS 8                      /* rows at most on the decode-step (lane-per-row) kernels */
 #define TILE 16                        /* weight rows decoded at once on the tile paths */
@@ -26,7 +23,7 @@
  * bench/results/cpu-kernel-decisions-2026-11.md) ... */
 #define PF_DIST 4096
 /* ... and the K-quant dots (four interleaved rows of 144/210-byte blocks), which want it
- * further (Zen 5 VM, 110M Q4_K_M batch-1 decode: 4096 -> 16384 bytes, 244 -> 282 tok/s). */
+ * further (the same sweep). */
 #define PF_DIST_K 16384
 
 /* ------------------------------------------------------------ activations -------- */

@@ -256,9 +256,9 @@ RL_TGT_AVX512_VNNI AI __m512i t16_dword(const struct t16g *G, const int PK, cons
 }
 
 /* The lines of [p, p + len), a slice of the next group's rows: one contiguous run in either
- * layout, fetched a quarter block at a time between the loads of this one (all of a block's
- * prefetches at once stalled the loads behind them: Q6_K one row from DRAM 14 -> 17-20 GB/s
- * spread, on the Zen 4 VM). */
+ * layout, fetched a quarter block at a time between the loads of this one: all of a block's
+ * prefetches at once stall the loads behind them (measured in
+ * bench/results/cpu-kernel-decisions-2026-11.md). */
 RL_TGT_AVX512_VNNI AI void t16_prefetch(const char *p, size_t len, int l1)
 {
 	for (const char *q = (const char *)((uintptr_t)p & ~(uintptr_t)63); q < p + len; q += 64)
@@ -409,9 +409,8 @@ RL_TGT_AVX512_VNNI AI void q4k_t16_group(float *Y, size_t ldy, const struct q8k 
 		for (int p = 0; p < 4; p++) {
 			__m512i T[8], L[8];
 			/* packed groups stream front to back, and at one or two rows the hardware
-			 * prefetcher keeps up (one row from DRAM 25-28 GB/s prefetched, 29-31 not); from
-			 * three rows, where each block takes longer, prefetching into L2 pays again
-			 * (eight rows 110 -> 127-132 GMAC/s) */
+			 * prefetcher keeps up (software prefetch only costs there); from three rows,
+			 * where each block takes longer, prefetching into L2 pays again */
 			if (!PK || NR > 2)
 				t16_prefetch(pf + 576 * p, 576, PK ? 0 : l1);
 			t16_run(G, PK, RL_DT_Q4_K, off, 16 + 32 * (size_t)p, T);
@@ -437,9 +436,8 @@ RL_TGT_AVX512_VNNI AI void q4k_t16_group(float *Y, size_t ldy, const struct q8k 
 						Sb = _mm512_dpbusd_epi32(Sb, L[k + 4], _mm512_set1_epi32(q4[k + 4]));
 					}
 					/* each half of the sub-block <= 16 * 15 * 127: the two as int16 in a dword,
-					 * against the scale as words, where vpmulld took the whole (one
-					 * vpdpwssd, a shift and a blend: 768 x 768, 8 rows in L2, 155 -> 162
-					 * GMAC/s; exact) */
+					 * against the scale as words: one vpdpwssd, a shift and a blend instead
+					 * of a vpmulld of the whole, exact and cheaper */
 					const __m512i pr = _mm512_mask_blend_epi16(0xAAAAAAAAu, Sa, _mm512_slli_epi32(Sb, 16));
 					M[r] = _mm512_dpwssd_epi32(M[r], pr, scw);
 				}

@@ -301,7 +301,7 @@ static size_t kv_slot(const struct cpu *c, const struct rl_batch *b, uint32_t r)
  * q/k/v matmuls by the worker that writes them after (its (row, KV head) units), so that the
  * stores find the lines (a slot is a few lines of a block anywhere in the pool, last touched
  * steps ago). Inlined: GCC's IPA drops calls to a function that only prefetches (see
- * kv_prefetch_blocks in cpu_ops.c). */
+ * kv_prefetch_blocks in cpu_attention.c). */
 static inline __attribute__((always_inline)) void kv_slot_prefetch(const struct cpu *c, const struct rl_batch *b,
 								   uint32_t r, uint32_t h, const char *kl,
 								   const char *vl, size_t es)
