@@ -144,9 +144,14 @@ $(BUILD)/ringlmd: $(BUILD)/obj/runtime/loop/ringlmd.o $(LIB_OBJ)
 $(BUILD)/ringlm: $(CLI_OBJ) $(LIB_OBJ)
 	$(CC) -o $@ $^ $(LDSAN) $(LDLIBS)
 
-# the OpenAI-compatible HTTP front: a client process of its own (libmicrohttpd)
-$(BUILD)/ringlm-http: $(BUILD)/obj/clients/http/ringlm_http.o $(LIB_OBJ)
+# the OpenAI-compatible HTTP front: a client process of its own (libmicrohttpd); its request
+# parsing (http_req.c) is a unit of its own, linked by test_http_req too
+HTTP_REQ_OBJ = $(BUILD)/obj/clients/http/http_req.o
+$(BUILD)/ringlm-http: $(BUILD)/obj/clients/http/ringlm_http.o $(HTTP_REQ_OBJ) $(LIB_OBJ)
 	$(CC) -o $@ $^ $(LDSAN) $(LDLIBS) -lmicrohttpd
+$(BUILD)/tests/test_http_req: tests/test_http_req.c $(HTTP_REQ_OBJ) $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(HTTP_REQ_OBJ) $(LIB_OBJ) $(LDSAN) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)

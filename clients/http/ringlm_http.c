@@ -33,12 +33,10 @@
 #include <unistd.h>
 #include "clients/ringlm.h"
 #include "tokenizer/rl_chat.h"
+#include "clients/http/http_req.h"
 
 #define MAX_BODY   (1u << 20)          /* bytes of a request body */
-#define MAX_STOPS  4                   /* stop strings per request (as OpenAI) */
-#define MAX_STOP_LEN 64
 #define TAGS       8192                /* open-addressing table of live requests, by tag */
-#define MAX_N      16                  /* choices a request may ask for ('n') */
 
 /* ---------------------------------------------------------------- metrics ---------- */
 
@@ -89,7 +87,7 @@ struct req {
 	struct ringlm_textstream ts;
 	char    *text;                 /* generated text (stop strings cut) */
 	size_t   text_len, text_cap, emitted;
-	char     stops[MAX_STOPS][MAX_STOP_LEN + 1];
+	char     stops[HTTP_MAX_STOPS][HTTP_MAX_STOP_LEN + 1];
 	int      n_stops;
 	size_t   max_stop;
 	char    *out;                  /* response bytes not yet handed to MHD */
@@ -714,20 +712,6 @@ static void reader_free(void *cls)
 	(void)cls;                         /* the request is freed by its references */
 }
 
-/* One number field: absent leaves *v; present must be a number within [lo, hi]. */
-static int num_field(json_t *o, const char *k, double lo, double hi, double *v, char *why, size_t wl)
-{
-	json_t *x = json_object_get(o, k);
-	if (!x || json_is_null(x))
-		return 0;
-	if (!json_is_number(x) || json_number_value(x) < lo || json_number_value(x) > hi) {
-		snprintf(why, wl, "'%s' must be a number in [%g, %g]", k, lo, hi);
-		return -1;
-	}
-	*v = json_number_value(x);
-	return 0;
-}
-
 /* echo: the prompt's text (its tokens' pieces, as the output's are made, BOS left out) opens
  * the choice's text, and with logprobs an item per prompt token (the first's logprob null, the
  * others' filled in by their PROMPT events) */
@@ -765,178 +749,96 @@ static int echo_setup(struct req *x, const uint32_t *ids, int n_ids)
 	return 0;
 }
 
+/* Chat: the messages through the model's template (ringlm_chat_format) into q->text, and the
+ * end of the assistant's turn as one more stop string; -1 with why set when they do not fit. */
+static int chat_text(struct http_req *q, char *why, size_t wl)
+{
+	long len = q->n_msgs > INT32_MAX ? -EINVAL : ringlm_chat_format(g.c, q->msgs, (int)q->n_msgs, NULL, 0);
+	if (len < 0 || !(q->text = malloc((size_t)len + 1))) {
+		snprintf(why, wl, len < 0 ? "the messages do not fit the %s template (roles system, user, assistant; "
+			 "Mistral's and Gemma's must alternate user/assistant and end with user)" : "out of memory",
+			 rl_chat_name(g.chat));
+		return -1;
+	}
+	ringlm_chat_format(g.c, q->msgs, (int)q->n_msgs, q->text, (int)len + 1);
+	if (q->n_stops < HTTP_MAX_STOPS)
+		snprintf(q->stops[q->n_stops++], sizeof q->stops[0], "%s", rl_chat_end(g.chat));
+	return 0;
+}
+
+/* A submit failed: the choices already submitted are cancelled (freed when their ends
+ * arrive) and the connection gets the error. Called with g.mu held; releases it. */
+static enum MHD_Result submit_failed(struct MHD_Connection *conn, struct req *r, int chat, int submitted, int rc)
+{
+	int busy = rc == -EAGAIN;
+	char msg[256];
+	snprintf(msg, sizeof msg, "%s", busy ? "the runtime is full (request ring, prompt arena or in-flight table); "
+		 "retry later" : ringlm_last_error());
+	r->closed = 1;
+	r->failed = 1;
+	r->n_choices = submitted;
+	for (int c = 0; c < submitted; c++) {
+		r[c].stopped = 1;
+		ringlm_cancel(g.c, r[c].rid);
+	}
+	req_unref(r);                      /* the connection's: it answers here */
+	pthread_mutex_unlock(&g.mu);
+	return fail(conn, chat, busy ? 503 : rc == -E2BIG || rc == -EINVAL ? 400 : 503,
+		    busy ? EK_BUSY : EK_RUNTIME, busy ? "server_error" : "invalid_request_error", "%s", msg);
+}
+
+/* The request is in: a stream answers as its events come, a whole answer when the pump
+ * resumes the connection at its end. Called with g.mu held; releases it. */
+static enum MHD_Result answer(struct MHD_Connection *conn, struct conn_state *cs, struct req *r, int chat, int stream)
+{
+	r->chat = chat;
+	r->stream = stream;
+	cs->r = r;
+	g.req_count[chat][2]++;
+	if (r->stream) {
+		pthread_mutex_unlock(&g.mu);
+		struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, reader, r, reader_free);
+		MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+		MHD_add_response_header(resp, "Cache-Control", "no-cache");
+		enum MHD_Result res = MHD_queue_response(conn, 200, resp);
+		MHD_destroy_response(resp);
+		return res;
+	}
+	cs->waiting = 1;                   /* answered when the pump resumes us at the end */
+	r->suspended = 1;
+	MHD_suspend_connection(conn);
+	pthread_mutex_unlock(&g.mu);
+	return MHD_YES;
+}
+
+/* Parse and validate (http_req_parse), format a chat, tokenize, then submit choice 0 (the
+ * others follow its first token) and answer: streamed, or when the pump resumes us. */
 static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_state *cs, int chat)
 {
-	json_error_t je;
-	json_t *j = json_loadb(cs->body ? cs->body : "", cs->len, JSON_REJECT_DUPLICATES, &je);
-	if (!j || !json_is_object(j)) {
-		if (j)
-			json_decref(j);
-		return fail(conn, chat, 400, EK_BAD_JSON, "invalid_request_error",
-			    "the body is not a JSON object (line %d column %d: %s); send Content-Type: application/json",
-			    j ? 1 : je.line, j ? 1 : je.column, j ? "not an object" : je.text);
-	}
-	char why[256] = "", *text = NULL;
-	uint32_t *ids = NULL;
-	int n_ids = 0;
-	double max_tokens = chat ? g.info.max_new : 16, temperature = 1, top_p = 1, top_k = 0, seed = -1, n = 1;
-	double lp_top = 0, pen = 0, best_of = 1;
-	int lp_on = 0;
-	/* every parameter is one ringlm reads, or one it can only take at its default value:
-	 * anything else is refused by name, never ignored */
-	static const char *const known[2][19] = {
-		{ "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "n", "stream", "stop", "seed",
-		  "logprobs", "echo", "user", "stream_options", "presence_penalty", "frequency_penalty", "best_of",
-		  "logit_bias", "suffix" },
-		{ "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "n",
-		  "stream", "stop", "seed", "logprobs", "top_logprobs", "user", "stream_options", "presence_penalty",
-		  "frequency_penalty", "logit_bias", NULL },
-	};
-	const char *key;
-	json_t *val;
-	json_object_foreach(j, key, val) {
-		int ok = 0;
-		for (int i = 0; i < 19 && known[chat][i] && !ok; i++)
-			ok = !strcmp(key, known[chat][i]);
-		if (!ok && !why[0])
-			snprintf(why, sizeof why, "'%.64s' is not a parameter ringlm supports; leave it out", key);
-	}
-	static const char *const pens[] = { "presence_penalty", "frequency_penalty" };
-	for (int i = 0; i < 2 && !why[0]; i++)
-		if (num_field(j, pens[i], -2, 2, &pen, why, sizeof why) == 0 && pen != 0)
-			snprintf(why, sizeof why, "'%s' is not supported (only 0)", pens[i]);
-	json_t *lb = json_object_get(j, "logit_bias"), *sfx = json_object_get(j, "suffix"), *echo = json_object_get(j, "echo");
-	if (!why[0] && lb && !json_is_null(lb) && !(json_is_object(lb) && !json_object_size(lb)))
-		snprintf(why, sizeof why, "'logit_bias' is not supported");
-	if (!why[0] && sfx && !json_is_null(sfx))
-		snprintf(why, sizeof why, "'suffix' is not supported");
-	if (!why[0] && echo && !json_is_null(echo) && !json_is_boolean(echo))
-		snprintf(why, sizeof why, "'echo' must be true or false");
-	const int do_echo = json_is_true(echo);
-	if (!why[0])
-		num_field(j, "best_of", 1, 1, &best_of, why, sizeof why);
-	/* log-probabilities: completions' logprobs N (the sampled token's and N alternatives');
-	 * chat's logprobs true and top_logprobs N */
-	json_t *lpj = json_object_get(j, "logprobs");
-	if (!why[0] && lpj && !json_is_null(lpj)) {
-		if (chat) {
-			if (!json_is_boolean(lpj))
-				snprintf(why, sizeof why, "'logprobs' must be true or false");
-			lp_on = json_is_true(lpj);
-		} else if (!num_field(j, "logprobs", 0, RINGLM_MAX_TOP_LOGPROBS, &lp_top, why, sizeof why)) {
-			lp_on = 1;
-		}
-	}
-	if (!why[0] && chat && !num_field(j, "top_logprobs", 0, RINGLM_MAX_TOP_LOGPROBS, &lp_top, why, sizeof why) &&
-	    lp_top > 0 && !lp_on)
-		snprintf(why, sizeof why, "'top_logprobs' needs 'logprobs': true");
-	if (!why[0] && lp_top != floor(lp_top))
-		snprintf(why, sizeof why, "'%s' must be a whole number", chat ? "top_logprobs" : "logprobs");
-	if (why[0]) {
-		json_decref(j);
+	char why[256] = "";
+	struct http_req q;
+	const struct http_limits lim = { g.info.max_new, g.info.vocab_size, g.info.max_prompt, g.chat != RL_CHAT_NONE,
+					 rl_chat_name(g.chat) };
+	int perr = http_req_parse(cs->body, cs->len, chat, &lim, &q, why, sizeof why);
+	if (perr)
+		return fail(conn, chat, 400, perr == HTTP_REQ_BAD_JSON ? EK_BAD_JSON : perr == HTTP_REQ_NO_TEMPLATE ?
+			    EK_NO_TEMPLATE : EK_BAD_REQUEST, "invalid_request_error", "%s", why);
+	if (chat && chat_text(&q, why, sizeof why)) {
+		http_req_free(&q);
 		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s", why);
 	}
-	json_t *stream = json_object_get(j, "stream");
-	if ((stream && !json_is_boolean(stream) && !json_is_null(stream)) ||
-	    num_field(j, "max_tokens", do_echo ? 0 : 1, g.info.max_new, &max_tokens, why, sizeof why) ||
-	    num_field(j, "max_completion_tokens", 1, g.info.max_new, &max_tokens, why, sizeof why) ||
-	    num_field(j, "temperature", 0, 2, &temperature, why, sizeof why) ||
-	    num_field(j, "top_p", 0, 1, &top_p, why, sizeof why) ||
-	    num_field(j, "top_k", 0, g.info.vocab_size, &top_k, why, sizeof why) ||
-	    num_field(j, "seed", -9.2e18, 9.2e18, &seed, why, sizeof why) ||
-	    num_field(j, "n", 1, MAX_N, &n, why, sizeof why)) {
-		json_decref(j);
-		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s",
-			    why[0] ? why : "'stream' must be true or false");
-	}
-	if (top_p <= 0) {
-		json_decref(j);
-		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "'top_p' must be in (0, 1]");
-	}
-	/* stop: a string or up to 4 strings */
-	char stops[MAX_STOPS][MAX_STOP_LEN + 1];
-	int n_stops = 0;
-	json_t *st = json_object_get(j, "stop");
-	if (st && !json_is_null(st)) {
-		json_t *one[1] = { st };
-		size_t cnt = json_is_array(st) ? json_array_size(st) : 1;
-		for (size_t i = 0; i < cnt && !why[0]; i++) {
-			json_t *s = json_is_array(st) ? json_array_get(st, i) : one[0];
-			const char *v = json_string_value(s);
-			if (!v || !*v || strlen(v) > MAX_STOP_LEN || n_stops == MAX_STOPS)
-				snprintf(why, sizeof why, "'stop' must be a string or up to %d non-empty strings of at most %d bytes",
-					 MAX_STOPS, MAX_STOP_LEN);
-			else
-				snprintf(stops[n_stops++], sizeof stops[0], "%s", v);
-		}
-	}
-	/* the prompt: text, token ids, or chat messages through the model's template */
-	if (!why[0] && chat) {
-		json_t *msgs = json_object_get(j, "messages");
-		size_t nm = json_array_size(msgs);
-		if (g.chat == RL_CHAT_NONE) {
-			json_decref(j);
-			return fail(conn, chat, 400, EK_NO_TEMPLATE, "invalid_request_error",
-				    "this model has no chat template ringlm formats (it formats Llama 3, ChatML, Mistral, Phi-3 and Gemma); "
-				    "format the conversation yourself and use /v1/completions");
-		}
-		struct ringlm_chat_msg *m = nm ? calloc(nm, sizeof *m) : NULL;
-		for (size_t i = 0; i < nm && !why[0]; i++) {
-			json_t *x = json_array_get(msgs, i);
-			m[i].role = json_string_value(json_object_get(x, "role"));
-			m[i].content = json_string_value(json_object_get(x, "content"));
-			if (!m[i].role || !m[i].content)
-				snprintf(why, sizeof why, "messages[%zu] needs a string 'role' and a string 'content'", i);
-		}
-		if (!nm && !why[0])
-			snprintf(why, sizeof why, "'messages' must be a non-empty array");
-		long len = why[0] ? 0 : nm > INT32_MAX ? -EINVAL : ringlm_chat_format(g.c, m, (int)nm, NULL, 0);
-		if (!why[0] && len < 0)
-			snprintf(why, sizeof why, "the messages do not fit the %s template (roles system, user, assistant; "
-				 "Mistral's must alternate user/assistant and end with user)", rl_chat_name(g.chat));
-		if (!why[0] && (text = malloc((size_t)len + 1)))
-			ringlm_chat_format(g.c, m, (int)nm, text, (int)len + 1);
-		free(m);
-		if (!why[0] && n_stops < MAX_STOPS)    /* the end of the assistant's turn */
-			snprintf(stops[n_stops++], sizeof stops[0], "%s", rl_chat_end(g.chat));
-	} else if (!why[0]) {
-		json_t *p = json_object_get(j, "prompt");
-		if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0)))
-			p = json_array_get(p, 0);
-		if (json_is_string(p)) {
-			text = strdup(json_string_value(p));
-		} else if (json_is_array(p) && json_array_size(p) && json_array_size(p) <= g.info.max_prompt) {
-			n_ids = (int)json_array_size(p);
-			ids = malloc((size_t)n_ids * sizeof *ids);
-			for (int i = 0; i < n_ids && !why[0]; i++) {
-				json_t *x = json_array_get(p, (size_t)i);
-				if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= g.info.vocab_size)
-					snprintf(why, sizeof why, "prompt[%d] is not a token id below %u", i, g.info.vocab_size);
-				else
-					ids[i] = (uint32_t)json_integer_value(x);
-			}
-		} else {
-			snprintf(why, sizeof why, "'prompt' must be a string or a non-empty array of at most %u token ids",
-				 g.info.max_prompt);
-		}
-	}
-	int is_stream = json_is_true(stream);
-	json_decref(j);
-	if (why[0]) {
-		free(text);
-		free(ids);
-		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s", why);
-	}
-	const int n_ch = n == floor(n) ? (int)n : 0;
-	if (!n_ch) {
-		free(text);
-		free(ids);
-		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "'n' must be a whole number of choices");
-	}
+	const int n_ch = q.n, is_stream = q.stream, lp_on = q.lp_on, do_echo = q.echo, n_stops = q.n_stops;
+	const uint32_t max_tokens = q.max_tokens;
+	char *text = q.text;
+	uint32_t *ids = q.ids;
+	int n_ids = q.n_ids;
+	q.text = NULL;
+	q.ids = NULL;
 	struct req *r = calloc((size_t)n_ch, sizeof *r);
 	if (!r) {
 		free(text);
 		free(ids);
+		http_req_free(&q);
 		return fail(conn, chat, 503, EK_BUSY, "server_error", "out of memory");
 	}
 	pthread_mutex_lock(&g.mu);
@@ -955,6 +857,7 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 		pthread_mutex_unlock(&g.mu);
 		free(ids);
 		free(r);
+		http_req_free(&q);
 		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s", why);
 	}
 	r->n_choices = r->n_alloc = n_ch;
@@ -966,7 +869,7 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 	snprintf(r->id, sizeof r->id, "%s-%llx%06llx", chat ? "chatcmpl" : "cmpl", (unsigned long long)r->created,
 		 (unsigned long long)r->tag);
 	r->t_start = now_ns();
-	const uint64_t seed0 = seed < 0 ? now_ns() ^ r->tag : (uint64_t)(int64_t)seed;
+	const uint64_t seed0 = q.has_seed ? (uint64_t)q.seed : now_ns() ^ r->tag;
 	int rc = 0, submitted = 0;
 	const uint32_t last_id = ids[n_ids - 1];   /* ids moves to the head for the copies */
 	for (int c = 0; c < n_ch; c++) {
@@ -977,36 +880,36 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 		x->chat = chat;
 		x->stream = is_stream;
 		x->lp_on = lp_on;
-		x->lp_top = (int)lp_top;
+		x->lp_top = q.lp_top;
 		x->lp_items = lp_on ? json_array() : NULL;
 		x->lp_prev = last_id;
 		x->n_stops = n_stops;
 		for (int i = 0; i < n_stops; i++) {
-			memcpy(x->stops[i], stops[i], sizeof stops[i]);
-			if (strlen(stops[i]) > x->max_stop)
-				x->max_stop = strlen(stops[i]);
+			memcpy(x->stops[i], q.stops[i], sizeof q.stops[i]);
+			if (strlen(q.stops[i]) > x->max_stop)
+				x->max_stop = strlen(q.stops[i]);
 		}
 		ringlm_textstream_init(&x->ts, last_id);
 		if (do_echo && echo_setup(x, ids, n_ids)) {
 			rc = -ENOMEM;
 			break;
 		}
-		struct ringlm_request q = ringlm_default_request();
-		q.prompt = ids;
-		q.n_prompt = (uint32_t)n_ids;
-		q.max_new = (uint32_t)max_tokens;
-		q.temperature = (float)temperature;
-		q.top_p = (float)top_p;
-		q.top_k = (uint32_t)top_k;
-		q.seed = seed0 + (uint64_t)c;  /* choice c: its own draws */
-		q.tag = x->tag;
-		q.logprobs = (uint8_t)lp_on;
-		q.top_logprobs = (uint8_t)x->lp_top;
+		struct ringlm_request rq = ringlm_default_request();
+		rq.prompt = ids;
+		rq.n_prompt = (uint32_t)n_ids;
+		rq.max_new = max_tokens;
+		rq.temperature = q.temperature;
+		rq.top_p = q.top_p;
+		rq.top_k = q.top_k;
+		rq.seed = seed0 + (uint64_t)c;  /* choice c: its own draws */
+		rq.tag = x->tag;
+		rq.logprobs = (uint8_t)lp_on;
+		rq.top_logprobs = (uint8_t)x->lp_top;
 		/* echo: the prompt's own log-probabilities (and with max_tokens 0, only those) */
-		q.prompt_logprobs = (uint8_t)(do_echo && (lp_on || !max_tokens));
+		rq.prompt_logprobs = (uint8_t)(do_echo && (lp_on || !max_tokens));
 		if (c) {                       /* the copies: when choice 0 has its first token */
 			if (c == 1) {
-				r->q = q;
+				r->q = rq;
 				r->q.seed = seed0;
 				r->ids = ids;
 				r->q.prompt = ids;
@@ -1014,7 +917,7 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 			}
 			continue;
 		}
-		for (int tries = 0; (rc = ringlm_submit(g.c, &q, &x->rid)) == -EAGAIN && tries < 200; tries++) {
+		for (int tries = 0; (rc = ringlm_submit(g.c, &rq, &x->rid)) == -EAGAIN && tries < 200; tries++) {
 			pthread_mutex_unlock(&g.mu);   /* let the pump drain events meanwhile */
 			usleep(500);
 			pthread_mutex_lock(&g.mu);
@@ -1029,42 +932,10 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 			break;
 	}
 	free(ids);
-	if (rc) {
-		int busy = rc == -EAGAIN;
-		char msg[256];
-		snprintf(msg, sizeof msg, "%s", busy ? "the runtime is full (request ring, prompt arena or in-flight table); "
-			 "retry later" : ringlm_last_error());
-		/* the choices already submitted: cancelled, freed when their ends arrive */
-		r->closed = 1;
-		r->failed = 1;
-		r->n_choices = submitted;
-		for (int c = 0; c < submitted; c++) {
-			r[c].stopped = 1;
-			ringlm_cancel(g.c, r[c].rid);
-		}
-		req_unref(r);                  /* the connection's: it answers here */
-		pthread_mutex_unlock(&g.mu);
-		return fail(conn, chat, busy ? 503 : rc == -E2BIG || rc == -EINVAL ? 400 : 503,
-			    busy ? EK_BUSY : EK_RUNTIME, busy ? "server_error" : "invalid_request_error", "%s", msg);
-	}
-	r->chat = chat;
-	r->stream = is_stream;
-	cs->r = r;
-	g.req_count[chat][2]++;
-	if (r->stream) {
-		pthread_mutex_unlock(&g.mu);
-		struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, reader, r, reader_free);
-		MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-		MHD_add_response_header(resp, "Cache-Control", "no-cache");
-		enum MHD_Result res = MHD_queue_response(conn, 200, resp);
-		MHD_destroy_response(resp);
-		return res;
-	}
-	cs->waiting = 1;                   /* answered when the pump resumes us at the end */
-	r->suspended = 1;
-	MHD_suspend_connection(conn);
-	pthread_mutex_unlock(&g.mu);
-	return MHD_YES;
+	http_req_free(&q);
+	if (rc)
+		return submit_failed(conn, r, chat, submitted, rc);
+	return answer(conn, cs, r, chat, is_stream);
 }
 
 static enum MHD_Result handle_models(struct MHD_Connection *conn)
