@@ -166,34 +166,27 @@ void rl_cpu_rope(float *v, uint32_t n_heads, uint32_t hd, uint32_t rot, const fl
  * rl_cpu_gelu_mul do the rest. */
 #define GELU_K 1.5957691216057308f    /* 2 sqrt(2/pi) */
 #define GELU_C 0.044715f
-RL_TGT_AVX512 RL_INLINE uint32_t act_mul_avx512(float *g, const float *u, uint32_t n, const int gelu)
-{
-	uint32_t i = 0;
-	for (; i + 16 <= n; i += 16) {
-		__m512 x = _mm512_loadu_ps(g + i), a = x;
-		if (gelu)
-			a = _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(GELU_K)),
-					  _mm512_fmadd_ps(_mm512_mul_ps(x, x), _mm512_set1_ps(GELU_C), _mm512_set1_ps(1.0f)));
-		__m512 e = rl_v16_exp(_mm512_min_ps(_mm512_sub_ps(_mm512_setzero_ps(), a), _mm512_set1_ps(88.0f)));
-		_mm512_storeu_ps(g + i, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e)),
-						      _mm512_loadu_ps(u + i)));
+/* written once for both widths: V(op) is the width's rl_vN_op (cpu_simd.h) */
+#define DEFINE_ACT_MUL(NAME, TGT, VT, VW, V)                                                         \
+	TGT RL_INLINE uint32_t NAME(float *g, const float *u, uint32_t n, const int gelu)              \
+	{                                                                                              \
+		uint32_t i = 0;                                                                        \
+		for (; i + VW <= n; i += VW) {                                                         \
+			VT x = V(load)(g + i), a = x;                                                  \
+			if (gelu)                                                                      \
+				a = V(mul)(V(mul)(x, V(set1)(GELU_K)),                                 \
+					   V(fma)(V(mul)(x, x), V(set1)(GELU_C), V(set1)(1.0f)));     \
+			VT e = V(exp)(V(vmin)(V(sub)(V(zero)(), a), V(set1)(88.0f)));                 \
+			V(store)(g + i, V(mul)(V(div)(x, V(add)(V(set1)(1.0f), e)), V(load)(u + i)));  \
+		}                                                                                      \
+		return i;                                                                              \
 	}
-	return i;
-}
-RL_TGT_AVX2 RL_INLINE uint32_t act_mul_avx2(float *g, const float *u, uint32_t n, const int gelu)
-{
-	uint32_t i = 0;
-	for (; i + 8 <= n; i += 8) {
-		__m256 x = _mm256_loadu_ps(g + i), a = x;
-		if (gelu)
-			a = _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(GELU_K)),
-					  _mm256_fmadd_ps(_mm256_mul_ps(x, x), _mm256_set1_ps(GELU_C), _mm256_set1_ps(1.0f)));
-		__m256 e = rl_v8_exp(_mm256_min_ps(_mm256_sub_ps(_mm256_setzero_ps(), a), _mm256_set1_ps(88.0f)));
-		_mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)),
-						      _mm256_loadu_ps(u + i)));
-	}
-	return i;
-}
+#define V16(op) rl_v16_##op
+#define V8(op) rl_v8_##op
+DEFINE_ACT_MUL(act_mul_avx512, RL_TGT_AVX512, __m512, 16, V16)
+DEFINE_ACT_MUL(act_mul_avx2, RL_TGT_AVX2, __m256, 8, V8)
+#undef V16
+#undef V8
 RL_TGT_AVX512 static uint32_t silu_mul_avx512(float *g, const float *u, uint32_t n) { return act_mul_avx512(g, u, n, 0); }
 RL_TGT_AVX2 static uint32_t silu_mul_avx2(float *g, const float *u, uint32_t n) { return act_mul_avx2(g, u, n, 0); }
 RL_TGT_AVX512 static uint32_t gelu_mul_avx512(float *g, const float *u, uint32_t n) { return act_mul_avx512(g, u, n, 1); }

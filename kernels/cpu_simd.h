@@ -95,6 +95,10 @@ RL_TGT_AVX2 RL_INLINE __m256 rl_v8_sub(__m256 a, __m256 b) { return _mm256_sub_p
 RL_TGT_AVX512 RL_INLINE __m512 rl_v16_sub(__m512 a, __m512 b) { return _mm512_sub_ps(a, b); }
 RL_TGT_AVX2 RL_INLINE __m256 rl_v8_mul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
 RL_TGT_AVX512 RL_INLINE __m512 rl_v16_mul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
+RL_TGT_AVX2 RL_INLINE __m256 rl_v8_div(__m256 a, __m256 b) { return _mm256_div_ps(a, b); }
+RL_TGT_AVX512 RL_INLINE __m512 rl_v16_div(__m512 a, __m512 b) { return _mm512_div_ps(a, b); }
+RL_TGT_AVX2 RL_INLINE __m256 rl_v8_vmin(__m256 a, __m256 b) { return _mm256_min_ps(a, b); }      /* lane by lane */
+RL_TGT_AVX512 RL_INLINE __m512 rl_v16_vmin(__m512 a, __m512 b) { return _mm512_min_ps(a, b); }
 /* a * b + c, one rounding */
 RL_TGT_AVX2 RL_INLINE __m256 rl_v8_fma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
 RL_TGT_AVX512 RL_INLINE __m512 rl_v16_fma(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
