@@ -25,6 +25,20 @@
 
 static const char *const models[] = { "SmolLM2-135M-Instruct.Q4_1.gguf", "gemma-3-270m-q4_k_m.gguf" };
 
+/* Runs one test on each real model that was fetched; SKIP (saying so) when none was. */
+#define EACH_REAL_MODEL(fn) do {                                                               \
+		int ran_ = 0;                                                                   \
+		for (size_t m_ = 0; m_ < sizeof models / sizeof *models; m_++) {                 \
+			const char *path_ = rl_t_real_model(models[m_]);                        \
+			if (path_) {                                                            \
+				ran_++;                                                         \
+				fn(m_, path_);                                                  \
+			}                                                                       \
+		}                                                                               \
+		if (!ran_)                                                                      \
+			SKIP("SmolLM2 and Gemma 3 " RL_T_REAL_WHY);                             \
+	} while (0)
+
 /* Prompts a model's greedy and log-probability tests run: all of them, or one in a sanitizer
  * build (RL_SLOW set), where a real model's forward is ~10x slower and one prompt already
  * walks every path. */
@@ -65,68 +79,65 @@ static void print_ids(const char *what, const int32_t *x, long n)
 
 /* Every string, with specials added (llama.cpp's add_special) and with control tokens parsed
  * from the text too (parse_special), tokenizes to llama.cpp's ids. */
-static void real_models_tokenize_as_llamacpp(void)
+static json_t *strings;                /* tests/fixtures/llamacpp/strings.json */
+
+static void tokenize_model(size_t m, const char *path)
 {
-	json_error_t je;
-	json_t *strings = json_load_file(FIX "strings.json", 0, &je);
-	REQUIRE(strings);
-	int ran = 0;
-	for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
-		const char *path = rl_t_real_model(models[m]);
-		if (!path)
-			continue;
-		ran++;
-		json_t *fx = fixture(FIX, "tok", models[m]);
-		REQUIRE(fx);
-		void *blob;
-		uint32_t size;
-		char err[512];
-		REQUIRE(rl_gguf_read_vocab(path, &blob, &size, err, sizeof err) == 0 || (fprintf(stderr, "%s\n", err), 0));
-		struct rl_tok *t;
-		REQUIRE(rl_tok_create(blob, size, &t, err, sizeof err) == 0 || (fprintf(stderr, "%s\n", err), 0));
-		free(blob);
-		static int32_t want[8192], got[8192];
-		size_t bad[2] = { 0, 0 }, i;
-		json_t *s;
-		json_array_foreach(strings, i, s) {
-			const char *text = json_string_value(s);
-			size_t len = json_string_length(s);
-			for (int sp = 0; sp < 2; sp++) {
-				size_t nw = ids_of(json_array_get(json_object_get(fx, sp ? "ids_special" : "ids"), i), want, 8192);
-				long ng = rl_tok_encode_ex(t, text, len, RL_TOK_BOS | (sp ? RL_TOK_SPECIAL : 0), got, 8192);
-				if (ng != (long)nw || memcmp(got, want, nw * sizeof *got)) {
-					if (bad[sp]++ < 3) {
-						fprintf(stderr, "  %s: %s string %zu \"%s\" differs from llama.cpp\n", models[m],
-							sp ? "(specials parsed)" : "", i, text);
-						print_ids("llama.cpp", want, (long)nw);
-						print_ids("ringlm   ", got, ng);
-					}
+	json_t *fx = fixture(FIX, "tok", models[m]);
+	REQUIRE(fx);
+	void *blob;
+	uint32_t size;
+	char err[512];
+	REQUIRE(rl_gguf_read_vocab(path, &blob, &size, err, sizeof err) == 0 || (fprintf(stderr, "%s\n", err), 0));
+	struct rl_tok *t;
+	REQUIRE(rl_tok_create(blob, size, &t, err, sizeof err) == 0 || (fprintf(stderr, "%s\n", err), 0));
+	free(blob);
+	static int32_t want[8192], got[8192];
+	size_t bad[2] = { 0, 0 }, i;
+	json_t *s;
+	json_array_foreach(strings, i, s) {
+		const char *text = json_string_value(s);
+		size_t len = json_string_length(s);
+		for (int sp = 0; sp < 2; sp++) {
+			size_t nw = ids_of(json_array_get(json_object_get(fx, sp ? "ids_special" : "ids"), i), want, 8192);
+			long ng = rl_tok_encode_ex(t, text, len, RL_TOK_BOS | (sp ? RL_TOK_SPECIAL : 0), got, 8192);
+			if (ng != (long)nw || memcmp(got, want, nw * sizeof *got)) {
+				if (bad[sp]++ < 3) {
+					fprintf(stderr, "  %s: %s string %zu \"%s\" differs from llama.cpp\n", models[m],
+						sp ? "(specials parsed)" : "", i, text);
+					print_ids("llama.cpp", want, (long)nw);
+					print_ids("ringlm   ", got, ng);
 				}
 			}
 		}
-		printf("  %s: %zu strings; %zu differ from llama.cpp, %zu with control tokens parsed\n", models[m],
-		       json_array_size(strings), bad[0], bad[1]);
-		/* the ids that end a generation, as llama.cpp's EOG set: SmolLM2's <|im_end|> (its
-		 * EOS) and <|endoftext|>; Gemma's <eos>, <end_of_turn> and "</s>" */
-		uint32_t eog[16];
-		size_t ne = rl_tok_eog_ids(t, eog, 16);
-		static const uint32_t want_eog[2][3] = { { 2, 0 }, { 1, 106, 212 } };
-		const size_t n_want = m ? 3 : 2;
-		for (size_t k = 0; k < n_want; k++) {
-			int found = 0;
-			for (size_t x = 0; x < ne && x < 16; x++)
-				found |= eog[x] == want_eog[m][k];
-			CHECKF(found, "%s: %u is not among its %zu end-of-generation ids", models[m], want_eog[m][k], ne);
-		}
-		CHECKF(ne == n_want, "%s: %zu end-of-generation ids", models[m], ne);
-		CHECKF(!bad[0] && !bad[1], "%s: %zu + %zu strings tokenize differently from llama.cpp", models[m],
-		       bad[0], bad[1]);
-		rl_tok_destroy(t);
-		json_decref(fx);
 	}
+	printf("  %s: %zu strings; %zu differ from llama.cpp, %zu with control tokens parsed\n", models[m],
+	       json_array_size(strings), bad[0], bad[1]);
+	/* the ids that end a generation, as llama.cpp's EOG set: SmolLM2's <|im_end|> (its
+	 * EOS) and <|endoftext|>; Gemma's <eos>, <end_of_turn> and "</s>" */
+	uint32_t eog[16];
+	size_t ne = rl_tok_eog_ids(t, eog, 16);
+	static const uint32_t want_eog[2][3] = { { 2, 0 }, { 1, 106, 212 } };
+	const size_t n_want = m ? 3 : 2;
+	for (size_t k = 0; k < n_want; k++) {
+		int found = 0;
+		for (size_t x = 0; x < ne && x < 16; x++)
+			found |= eog[x] == want_eog[m][k];
+		CHECKF(found, "%s: %u is not among its %zu end-of-generation ids", models[m], want_eog[m][k], ne);
+	}
+	CHECKF(ne == n_want, "%s: %zu end-of-generation ids", models[m], ne);
+	CHECKF(!bad[0] && !bad[1], "%s: %zu + %zu strings tokenize differently from llama.cpp", models[m],
+	       bad[0], bad[1]);
+	rl_tok_destroy(t);
+	json_decref(fx);
+}
+
+static void real_models_tokenize_as_llamacpp(void)
+{
+	json_error_t je;
+	REQUIRE((strings = json_load_file(FIX "strings.json", 0, &je)));
+	EACH_REAL_MODEL(tokenize_model);
 	json_decref(strings);
-	if (!ran)
-		SKIP("SmolLM2 and Gemma 3 " RL_T_REAL_WHY);
 }
 
 /* One request through an embedded runtime (cpu backend): its generated ids, or its prompt's
@@ -184,103 +195,95 @@ static struct ringlm *connect_model(const char *path)
  * compared, or the test proves nothing. */
 #define TIE 0.25
 #define MIN_CMP 20
+static void greedy_model(size_t m, const char *path)
+{
+	json_t *fx = fixture(FIX, "greedy", models[m]);
+	REQUIRE(fx);
+	struct ringlm *cl = connect_model(path);
+	REQUIRE(cl);
+	size_t i, cmp = 0;
+	json_t *pr;
+	json_array_foreach(json_object_get(fx, "prompts"), i, pr) {
+		if (i >= prompts_to_run(json_object_get(fx, "prompts")))
+			break;
+		int32_t prompt[MAXT], want[MAXT], ref[MAXT];
+		uint32_t got[MAXT], ng;
+		size_t np = ids_of(json_object_get(pr, "prompt_ids"), prompt, MAXT);
+		size_t nw = ids_of(json_object_get(pr, "out"), want, MAXT);
+		REQUIRE(ids_of(json_object_get(pr, "ref_argmax"), ref, MAXT) == nw);
+		REQUIRE(run(cl, (const uint32_t *)prompt, (uint32_t)np, (uint32_t)nw, got, &ng, NULL) == 0);
+		size_t same = 0;
+		while (same < nw && same < ng && got[same] == (uint32_t)want[same])
+			same++;
+		const char *how = "all equal";
+		if (same == ng && same + 1 == nw)
+			how = "both stop there";           /* llama.cpp's last id ended generation */
+		else if (same < nw) {
+			double gap = json_real_value(json_array_get(json_object_get(pr, "margin"), same));
+			how = same >= ng ? NULL : got[same] == (uint32_t)ref[same] ? "then the float64 forward's choice" :
+			      gap < TIE ? "then llama.cpp's near-tie, not the float64 forward's choice" : NULL;
+			CHECKF(how, "%s prompt %zu: ringlm parts from llama.cpp at generated token %zu (%u vs %d, gap %.3f; "
+			       "the float64 forward picks %d)", models[m], i, same, same < ng ? got[same] : 0, want[same],
+			       gap, ref[same]);
+		}
+		printf("  %s prompt %zu: %zu of %zu tokens equal llama.cpp's, %s\n", models[m], i, same, nw,
+		       how ? how : "then apart");
+		cmp += same;
+	}
+	CHECKF(cmp >= MIN_CMP || getenv("RL_SLOW"), "%s: only %zu tokens compared", models[m], cmp);
+	ringlm_close(cl);
+	json_decref(fx);
+}
+
 static void real_models_greedy_as_llamacpp(void)
 {
-	int ran = 0;
-	for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
-		const char *path = rl_t_real_model(models[m]);
-		if (!path)
-			continue;
-		ran++;
-		json_t *fx = fixture(FIX, "greedy", models[m]);
-		REQUIRE(fx);
-		struct ringlm *cl = connect_model(path);
-		REQUIRE(cl);
-		size_t i, cmp = 0;
-		json_t *pr;
-		json_array_foreach(json_object_get(fx, "prompts"), i, pr) {
-			if (i >= prompts_to_run(json_object_get(fx, "prompts")))
-				break;
-			int32_t prompt[MAXT], want[MAXT], ref[MAXT];
-			uint32_t got[MAXT], ng;
-			size_t np = ids_of(json_object_get(pr, "prompt_ids"), prompt, MAXT);
-			size_t nw = ids_of(json_object_get(pr, "out"), want, MAXT);
-			REQUIRE(ids_of(json_object_get(pr, "ref_argmax"), ref, MAXT) == nw);
-			REQUIRE(run(cl, (const uint32_t *)prompt, (uint32_t)np, (uint32_t)nw, got, &ng, NULL) == 0);
-			size_t same = 0;
-			while (same < nw && same < ng && got[same] == (uint32_t)want[same])
-				same++;
-			const char *how = "all equal";
-			if (same == ng && same + 1 == nw)
-				how = "both stop there";           /* llama.cpp's last id ended generation */
-			else if (same < nw) {
-				double gap = json_real_value(json_array_get(json_object_get(pr, "margin"), same));
-				how = same >= ng ? NULL : got[same] == (uint32_t)ref[same] ? "then the float64 forward's choice" :
-				      gap < TIE ? "then llama.cpp's near-tie, not the float64 forward's choice" : NULL;
-				CHECKF(how, "%s prompt %zu: ringlm parts from llama.cpp at generated token %zu (%u vs %d, gap %.3f; "
-				       "the float64 forward picks %d)", models[m], i, same, same < ng ? got[same] : 0, want[same],
-				       gap, ref[same]);
-			}
-			printf("  %s prompt %zu: %zu of %zu tokens equal llama.cpp's, %s\n", models[m], i, same, nw,
-			       how ? how : "then apart");
-			cmp += same;
-		}
-		CHECKF(cmp >= MIN_CMP || getenv("RL_SLOW"), "%s: only %zu tokens compared", models[m], cmp);
-		ringlm_close(cl);
-		json_decref(fx);
-	}
-	if (!ran)
-		SKIP("SmolLM2 and Gemma 3 " RL_T_REAL_WHY);
+	EACH_REAL_MODEL(greedy_model);
 }
 
 /* Prompt log-probabilities against the exact float64 forward: ringlm's mean |delta| is at most
  * llama.cpp's plus 0.01 (both quantize activations; neither is the reference). */
+static void logprobs_model(size_t m, const char *path)
+{
+	json_t *fx = fixture("tests/fixtures/real/", "logprobs", models[m]);
+	REQUIRE(fx);
+	struct ringlm *cl = connect_model(path);
+	REQUIRE(cl);
+	double sum = 0, sum_l = 0, worst = 0;
+	size_t n = 0, i;
+	json_t *pr;
+	json_array_foreach(json_object_get(fx, "prompts"), i, pr) {
+		if (i >= prompts_to_run(json_object_get(fx, "prompts")))
+			break;
+		int32_t ids[MAXT];
+		uint32_t out[MAXT], no;
+		double lp[MAXT];
+		size_t np = ids_of(json_object_get(pr, "ids"), ids, MAXT);
+		REQUIRE(np >= 2 && np <= MAXT);
+		for (size_t k = 0; k + 1 < np; k++)
+			lp[k] = NAN;
+		REQUIRE(run(cl, (const uint32_t *)ids, (uint32_t)np, 0, out, &no, lp) == 0);
+		for (size_t k = 0; k + 1 < np; k++) {
+			double ref = json_real_value(json_array_get(json_object_get(pr, "ref"), k));
+			double ll = json_real_value(json_array_get(json_object_get(pr, "llamacpp"), k));
+			CHECKF(isfinite(lp[k]), "%s prompt %zu: no log-probability for position %zu", models[m], i, k + 1);
+			double d = fabs(lp[k] - ref);
+			sum += d;
+			sum_l += fabs(ll - ref);
+			worst = d > worst ? d : worst;
+			n++;
+		}
+	}
+	printf("  %s: %zu prompt positions; mean |delta log p| from float64: ringlm %.4f (max %.4f), llama.cpp %.4f\n",
+	       models[m], n, sum / n, worst, sum_l / n);
+	CHECKF(n && sum / n <= sum_l / n + 0.01, "%s: ringlm's mean |delta log p| %.4f, llama.cpp's %.4f",
+	       models[m], sum / n, sum_l / n);
+	ringlm_close(cl);
+	json_decref(fx);
+}
+
 static void real_models_logprobs_near_float64(void)
 {
-	int ran = 0;
-	for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
-		const char *path = rl_t_real_model(models[m]);
-		if (!path)
-			continue;
-		ran++;
-		json_t *fx = fixture("tests/fixtures/real/", "logprobs", models[m]);
-		REQUIRE(fx);
-		struct ringlm *cl = connect_model(path);
-		REQUIRE(cl);
-		double sum = 0, sum_l = 0, worst = 0;
-		size_t n = 0, i;
-		json_t *pr;
-		json_array_foreach(json_object_get(fx, "prompts"), i, pr) {
-			if (i >= prompts_to_run(json_object_get(fx, "prompts")))
-				break;
-			int32_t ids[MAXT];
-			uint32_t out[MAXT], no;
-			double lp[MAXT];
-			size_t np = ids_of(json_object_get(pr, "ids"), ids, MAXT);
-			REQUIRE(np >= 2 && np <= MAXT);
-			for (size_t k = 0; k + 1 < np; k++)
-				lp[k] = NAN;
-			REQUIRE(run(cl, (const uint32_t *)ids, (uint32_t)np, 0, out, &no, lp) == 0);
-			for (size_t k = 0; k + 1 < np; k++) {
-				double ref = json_real_value(json_array_get(json_object_get(pr, "ref"), k));
-				double ll = json_real_value(json_array_get(json_object_get(pr, "llamacpp"), k));
-				CHECKF(isfinite(lp[k]), "%s prompt %zu: no log-probability for position %zu", models[m], i, k + 1);
-				double d = fabs(lp[k] - ref);
-				sum += d;
-				sum_l += fabs(ll - ref);
-				worst = d > worst ? d : worst;
-				n++;
-			}
-		}
-		printf("  %s: %zu prompt positions; mean |delta log p| from float64: ringlm %.4f (max %.4f), llama.cpp %.4f\n",
-		       models[m], n, sum / n, worst, sum_l / n);
-		CHECKF(n && sum / n <= sum_l / n + 0.01, "%s: ringlm's mean |delta log p| %.4f, llama.cpp's %.4f",
-		       models[m], sum / n, sum_l / n);
-		ringlm_close(cl);
-		json_decref(fx);
-	}
-	if (!ran)
-		SKIP("SmolLM2 and Gemma 3 " RL_T_REAL_WHY);
+	EACH_REAL_MODEL(logprobs_model);
 }
 
 int main(void)

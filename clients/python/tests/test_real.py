@@ -1,48 +1,18 @@
 """The Python client on a real instruct model, SmolLM2-135M-Instruct (fetched from PyPI by
 .ci/models): its chat template through Client.chat_prompt gives llama.cpp's token ids, and
-chat()/chat_stream() answer and stop at the model's end of turn. Skipped, saying so, when the
-model could not be fetched."""
+chat()/chat_stream() answer and stop at the model's end of turn (the smollm fixture, in
+conftest.py). Skipped, saying so, when the model could not be fetched."""
 import json
 import os
-import subprocess
-import sys
-import tempfile
-import time
 
 import pytest
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "clients"))
-from real_models import REAL_WHY, real_model  # noqa: E402
+import ringlm
 
-import ringlm  # noqa: E402
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
 NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
-
-
-@pytest.fixture(scope="module")
-def smollm():
-    m = real_model(NAME)
-    if not m:
-        pytest.skip(NAME + " " + REAL_WHY)
-    d = tempfile.mkdtemp(prefix="rl-py-real-")
-    sock = os.path.join(d, "sock")
-    p = subprocess.Popen([os.path.join(REPO, "build", "ringlmd"), "--model", m, "--socket", sock,
-                          "--threads", "2", "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    for _ in range(400):
-        if os.path.exists(sock):
-            try:
-                ringlm.Client(socket=sock).close()
-                break
-            except ringlm.RinglmError:
-                pass
-        if p.poll() is not None:
-            raise RuntimeError("ringlmd exited: " + p.stderr.read().decode())
-        time.sleep(0.05)
-    yield sock
-    p.terminate()
-    p.wait(timeout=20)
 
 
 def test_chat_prompt_is_llamacpps(smollm):
