@@ -447,22 +447,26 @@ static int spm_text(const struct rl_tok *t, const char *s, size_t n, int prefix,
 
 /* A stretch between special tokens: the " " before it where one goes, and U+2581 (which
  * llama.cpp cannot tell from an escaped space) as a space. */
+size_t rl_tok_spm_spaces(char *dst, const char *s, size_t n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++, k++) {
+		int sp = i + 2 < n && !memcmp(s + i, "\xe2\x96\x81", 3);
+		if (dst)
+			dst[k] = sp ? ' ' : s[i];
+		i += sp ? 2 : 0;
+	}
+	return k;
+}
+
 static int spm_stretch(const struct rl_tok *t, const char *s, size_t n, int prefix, struct out *o)
 {
 	char *b = malloc(n + 2);
 	if (!b)
 		return -ENOMEM;
-	size_t k = 0;
 	if (prefix)
-		b[k++] = ' ';
-	for (size_t i = 0; i < n; i++) {
-		if (i + 2 < n && !memcmp(s + i, "\xe2\x96\x81", 3)) {
-			b[k++] = ' ';
-			i += 2;
-		} else {
-			b[k++] = s[i];
-		}
-	}
+		b[0] = ' ';
+	size_t k = (prefix != 0) + rl_tok_spm_spaces(b + (prefix != 0), s, n);
 	int rc = spm_text(t, b, k, prefix, o);
 	free(b);
 	return rc;

@@ -33,6 +33,11 @@ struct rl_spm_trailer {
 /* Reads the trailer at the end of a SentencePiece blob (t->len = 0 when there is none). */
 void rl_tok_spm_trailer(const void *blob, size_t size, struct rl_spm_trailer *t);
 
+/* SentencePiece's U+2581 as the space the blob spells it: s[n] into dst (NULL: only measure),
+ * each U+2581 as ' '; returns the length. The loaders write pieces with it, the encoder reads
+ * text with it (llama.cpp cannot tell an escaped space from a written U+2581 either). */
+size_t rl_tok_spm_spaces(char *dst, const char *s, size_t n);
+
 /* Builds a tokenizer from a blob (copied; the caller keeps its own). The blob is untrusted:
  * -EINVAL and a one-line reason in err when malformed. BOS/EOS come from the blob (a llama2.c
  * one: 1/2 as in llama2.c). */

@@ -590,10 +590,7 @@ static int build_vocab(struct gguf *g, uint32_t n_vocab, uint32_t bos, uint32_t 
 	/* pass 1: size (a ▁ shrinks from 3 bytes to 1; BOS/EOS grow by 2) */
 	uint64_t total = 4, p = tk->val, maxlen = 1;
 	for (uint32_t i = 0; i < n_vocab; i++) {
-		uint64_t len = rl_rd64(g->buf + p), out = len;
-		for (uint64_t j = 0; j + 2 < len; j++)
-			if (!memcmp(g->buf + p + 8 + j, "\xe2\x96\x81", 3))
-				out -= 2;
+		uint64_t len = rl_rd64(g->buf + p), out = rl_tok_spm_spaces(NULL, (const char *)g->buf + p + 8, len);
 		if (i == bos || i == eos)
 			out += 2;
 		if (out > 65536) {
@@ -644,14 +641,7 @@ static int build_vocab(struct gguf *g, uint32_t n_vocab, uint32_t bos, uint32_t 
 		int special = i == bos || i == eos;
 		if (special)
 			b[w++] = '\n';
-		for (uint64_t j = 0; j < len; j++) {
-			if (j + 2 < len && !memcmp(s + j, "\xe2\x96\x81", 3)) {
-				b[w++] = ' ';
-				j += 2;
-			} else {
-				b[w++] = s[j];
-			}
-		}
+		w += rl_tok_spm_spaces((char *)b + w, (const char *)s, len);
 		if (special)
 			b[w++] = '\n';
 		int32_t l = (int32_t)(w - o - 8);
