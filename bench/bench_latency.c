@@ -392,6 +392,72 @@ out:
 	return rc;
 }
 
+/* One client decoding n tokens against a fixed-time step (the sim backend's, step_us; a GPU
+ * step waits the same way): the gaps between its tokens into h. A step that runs on its own
+ * must not keep the client from its core (the client woken onto the runtime's core). */
+static int run_decode(int tuned, long n, uint32_t step_us, struct hist *h)
+{
+	char sock[64], err[256];
+	snprintf(sock, sizeof sock, "bench-itl-%d", (int)getpid());
+	struct rl_rt_params rp;
+	rl_rt_default_params(&rp);
+	rp.socket = sock;
+	rp.backend = "sim";
+	rp.sim_step_ns = (uint64_t)step_us * 1000;
+	rp.max_new = (uint32_t)n;
+	rp.cpu = tuned ? 1 : -1;
+	rp.latency = tuned;
+	pid_t rt = rl_rt_fork(&rp, err, sizeof err);
+	if (rt < 0) {
+		snprintf(why, sizeof why, "%s", err);
+		return (int)rt;
+	}
+	struct ringlm *c;
+	struct ringlm_params p = ringlm_default_params();
+	p.socket = sock;
+	int rc = ringlm_connect(&p, &c);
+	if (rc) {
+		snprintf(why, sizeof why, "%s", ringlm_last_error());
+		kill(rt, SIGTERM);
+		waitpid(rt, NULL, 0);
+		return rc;
+	}
+	if (tuned)
+		rl_bench_pin(0);
+	struct ringlm_request r = ringlm_default_request();
+	uint32_t prompt[1] = { 7 };
+	r.prompt = prompt;
+	r.n_prompt = 1;
+	r.max_new = (uint32_t)n;
+	rc = ringlm_submit(c, &r, NULL);
+	uint64_t last = 0;
+	long got = 0;
+	struct ringlm_event ev[64];
+	for (int done = 0; !rc && !done;) {
+		const int k = ringlm_wait(c, ev, 64, 10000);
+		if (k < 0)
+			rc = k;
+		const uint64_t t = rl_now_ns();
+		for (int e = 0; e < k; e++) {
+			if (ev[e].type == RINGLM_EV_TOKEN) {
+				if (last && got >= 8)        /* past the first steps */
+					hist_add(h, t - last);
+				last = t;
+				got++;
+			}
+			done |= ev[e].type != RINGLM_EV_TOKEN;
+			if (ev[e].type == RINGLM_EV_ERROR)
+				rc = ev[e].code;
+		}
+	}
+	if (rc)
+		snprintf(why, sizeof why, "%s", ringlm_strerror(rc));
+	ringlm_close(c);
+	kill(rt, SIGTERM);
+	waitpid(rt, NULL, 0);
+	return rc;
+}
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 struct row {
@@ -410,7 +476,8 @@ static void usage(FILE *f)
 "  back-to-back rows run --iters requests (default 1000000), sporadic rows --sporadic (default\n"
 "  200) with --gap-ms (default 20) between them; with --model, one-token completions of it too,\n"
 "  and a tenth as many --long-gap-ms (default 300) apart. 'awake' is the share of a row's time\n"
-"  the runtime spent awake without work (its idle window's cost in cpu).\n");
+"  the runtime spent awake without work (its idle window's cost in cpu). The decode rows: one\n"
+"  client's gaps between tokens against a 1 ms sim step (iters / 500 tokens, at least 2000).\n");
 }
 
 int rl_cmd_bench_latency(int argc, char **argv)
@@ -450,7 +517,7 @@ int rl_cmd_bench_latency(int argc, char **argv)
 		fprintf(stderr, "ringlm bench latency: needs two cpus (0 and 1)\n");
 		return 1;
 	}
-	static struct row rows[20];
+	static struct row rows[24];
 	int nr = 0, rc = 0;
 	const long b2b_rt = iters, b2b_other = iters / 10 > 1000 ? iters / 10 : iters;
 #define ROW(g, nm) (rows[nr] = (struct row){ .group = g, .name = nm, .faults = -1, .awake = -1 }, &rows[nr++].h)
@@ -480,6 +547,14 @@ int rl_cmd_bench_latency(int argc, char **argv)
 		rows[nr - 1].awake = row_awake;
 		if (rc)
 			fprintf(stderr, "ringlm bench latency: %s %s: %s\n", runs[k].g, runs[k].nm, *why ? why : strerror(-rc));
+	}
+	/* a decoding client's inter-token gaps against a 1 ms step: defaults, then tuned */
+	for (int tuned = 0; tuned < 2 && !rc; tuned++) {
+		const long n_tok = iters / 500 > 2000 ? iters / 500 : 2000;
+		rc = run_decode(tuned, n_tok, 1000, ROW("decode", tuned ? "inter-token gap, 1 ms sim step, tuned"
+							  : "inter-token gap, 1 ms sim step, defaults"));
+		if (rc)
+			fprintf(stderr, "ringlm bench latency: decode: %s\n", *why ? why : strerror(-rc));
 	}
 	if (model && !rc) {
 		const struct target m_def = { model, tok, 0, 0, -1 }, m_tuned = { model, tok, 0, 1, 0 },

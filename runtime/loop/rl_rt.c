@@ -1048,6 +1048,13 @@ int rl_rt_run(struct rl_rt *rt)
 				ST_SET(idle_window_ns, rl_idle_gap(&rt->idle, t0 - rt->idle_start));
 			rt->last_work = rt->idle_start = now;              /* after this pass's step */
 			rt->woke_bare = 0;
+			/* a step that runs on its own (the sim backend's, a GPU's): this thread only
+			 * polls, and after a pass that found nothing it lets a task the kernel woke
+			 * onto its core run. The client woken for the last token is one: CFS puts a
+			 * wakee on the waker's core, where a spinning thread keeps it queued until
+			 * the next tick (4 ms at HZ=250). Not under --latency: the core is ours. */
+			if (rt->stepping && !work && !rt->p.latency)
+				sched_yield();
 			continue;
 		}
 		/* the window runs from the last work; a wake-up without work earns the base when a
