@@ -197,6 +197,31 @@ static __device__ __forceinline__ bool am_better(float v, uint32_t i, float bv, 
 	return v > bv || (v == bv && i < bi);
 }
 
+// The block's best (bv, bi) by am_better, from each thread's: each warp's by shuffles, then
+// thread 0 over the nw warps' through wv/wi (shared, [nw]); thread 0 ends with the block's.
+static __device__ __forceinline__ void am_block_best(float &bv, uint32_t &bi, float *wv, uint32_t *wi, int nw)
+{
+	for (int o = 16; o > 0; o >>= 1) {
+		float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+		uint32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+		if (am_better(ov, oi, bv, bi)) {
+			bv = ov;
+			bi = oi;
+		}
+	}
+	if ((threadIdx.x & 31) == 0) {
+		wv[threadIdx.x >> 5] = bv;
+		wi[threadIdx.x >> 5] = bi;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0)
+		for (int w = 1; w < nw; w++)
+			if (am_better(wv[w], wi[w], bv, bi)) {
+				bv = wv[w];
+				bi = wi[w];
+			}
+}
+
 __global__ void __launch_bounds__(AM_THREADS)
 argmax_part_kernel(float *probs, const float *logits, rl_cuda_meta m, uint32_t vocab)
 {
@@ -215,25 +240,8 @@ argmax_part_kernel(float *probs, const float *logits, rl_cuda_meta m, uint32_t v
 		}
 	__shared__ float wv[AM_THREADS / 32];
 	__shared__ uint32_t wi[AM_THREADS / 32];
-	for (int o = 16; o > 0; o >>= 1) {
-		float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-		uint32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
-		if (am_better(ov, oi, bv, bi)) {
-			bv = ov;
-			bi = oi;
-		}
-	}
-	if ((threadIdx.x & 31) == 0) {
-		wv[threadIdx.x >> 5] = bv;
-		wi[threadIdx.x >> 5] = bi;
-	}
-	__syncthreads();
+	am_block_best(bv, bi, wv, wi, AM_THREADS / 32);
 	if (threadIdx.x == 0) {
-		for (int w = 1; w < AM_THREADS / 32; w++)
-			if (am_better(wv[w], wi[w], bv, bi)) {
-				bv = wv[w];
-				bi = wi[w];
-			}
 		float *out = probs + (size_t)j * vocab + 2 * part;   // [2]: max, id bits
 		out[0] = bv;
 		out[1] = __uint_as_float(bi);
@@ -271,29 +279,9 @@ sample_kernel(int32_t *ids, float *probs, const float *logits, rl_cuda_meta m, u
 				bi = i;
 			}
 	}
-	for (int o = 16; o > 0; o >>= 1) {
-		float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-		uint32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
-		if (am_better(ov, oi, bv, bi)) {
-			bv = ov;
-			bi = oi;
-		}
-	}
-	if ((threadIdx.x & 31) == 0) {
-		wv[threadIdx.x >> 5] = bv;
-		wi[threadIdx.x >> 5] = bi;
-	}
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		float v = wv[0];
-		uint32_t b = wi[0];
-		for (int w = 1; w < ST / 32; w++)
-			if (am_better(wv[w], wi[w], v, b)) {
-				v = wv[w];
-				b = wi[w];
-			}
-		best_s = b == UINT32_MAX ? 0 : b;
-	}
+	am_block_best(bv, bi, wv, wi, ST / 32);
+	if (threadIdx.x == 0)
+		best_s = bi == UINT32_MAX ? 0 : bi;
 	__syncthreads();
 	uint32_t best = best_s;
 	if (!(sp.temperature > 0.0f)) {
