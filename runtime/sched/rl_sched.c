@@ -932,8 +932,9 @@ static void take_token(struct rl_sched *s, struct seqx *x, int32_t out)
 		finish(s, x, RL_EV_DONE, 0, RL_FIN_LENGTH);
 		return;
 	}
-	if (is_eog(s, t) || is_stop(q, t)) {
-		finish(s, x, RL_EV_DONE, t, is_eog(s, t) ? RL_FIN_EOS : RL_FIN_STOP);
+	const int eog = is_eog(s, t);
+	if (eog || is_stop(q, t)) {
+		finish(s, x, RL_EV_DONE, t, eog ? RL_FIN_EOS : RL_FIN_STOP);
 		return;
 	}
 	uint32_t len = seq_len(x);
