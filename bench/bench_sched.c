@@ -1,6 +1,7 @@
 /* bench_sched.c — `ringlm bench sched [--json] [--steps N]`: host time of one scheduling step.
  *
- * One step = rl_sched_next (compose + pack the batch description) + rl_sched_complete with an
+ * One step = rl_sched_plan + rl_sched_compose (no speculation: no asks, and the composition packs
+ * the batch description) + rl_sched_complete with an
  * emit hook that writes an event record into an array (what publishing costs the scheduler).
  * The backend is left out: sampled tokens are fabricated, so only scheduler time is measured.
  * Measured at 1, 64, 256 and 1024 running decode sequences, prefix cache on (a decode that
@@ -98,7 +99,9 @@ static int bench_one(uint32_t n, uint32_t steps, struct sink *k, struct result *
 	uint32_t m = 0;
 	for (uint32_t it = 0; it < warm + steps; it++) {
 		uint64_t t0 = rl_now_ns();
-		const struct rl_batch *b = rl_sched_next(s, t0);
+		struct rl_draft_ask *asks;
+		rl_sched_plan(s, t0, &asks);
+		const struct rl_batch *b = rl_sched_compose(s);
 		uint64_t t1 = rl_now_ns();
 		if (!b)
 			break;

@@ -17,7 +17,8 @@
 #include "runtime/sched/rl_kv.h"
 #include "runtime/backend/rl_backend.h"
 #include "runtime/backend/rl_backend_sim.h"
-#include "runtime/sched/rl_draft.h"
+#include "runtime/spec/rl_draft.h"
+#include "runtime/spec/rl_ngram.h"
 #include "runtime/sched/rl_spec.h"
 
 #define MAX_CLIENTS 4
@@ -53,6 +54,9 @@ struct world {
 	int32_t out[1024];
 	uint32_t prefill_rows[MAX_REQ];  /* rows each request got in prefill chunks */
 	uint32_t in_batch[1024];       /* step+1 when pool id was in the last batch */
+	/* the draft source between plan and compose: prompt lookup unless set */
+	int (*draft)(void *ctx, struct rl_draft_ask *asks, uint32_t n);
+	void *draft_ctx;
 };
 
 static uint32_t rnd(struct world *w, uint32_t n)
@@ -303,7 +307,15 @@ static uint32_t step(struct world *w)
 		if (q && q->state == RL_SEQ_DECODE)
 			dec_ids[n_dec++] = id;
 	}
-	const struct rl_batch *b = rl_sched_next(w->s, w->now);
+	struct rl_draft_ask *asks;
+	const uint32_t n_asks = rl_sched_plan(w->s, w->now, &asks);
+	for (uint32_t i = 0; i < n_asks; i++)
+		CHECK(asks[i].n_out == 0 && asks[i].k >= 1 && asks[i].k <= w->p.spec_k);
+	if (n_asks && w->draft)
+		w->draft(w->draft_ctx, asks, n_asks);
+	else if (n_asks)
+		rl_ngram_propose(asks, n_asks);
+	const struct rl_batch *b = rl_sched_compose(w->s);
 	uint32_t rows = 0;
 	if (b) {
 		check_batch(w, b, st0.budget);
@@ -612,12 +624,12 @@ static void spec_helpers(void)
 {
 	uint32_t out[8];
 	const uint32_t a[] = { 5, 6, 7, 8, 9, 5, 6, 7 }, want_a[] = { 8, 9, 5, 6, 7, 8, 9 };
-	CHECK(rl_spec_ngram(a, 8, 7, out) == 7 && !memcmp(out, want_a, sizeof want_a));
+	CHECK(rl_ngram_draft(a, 8, 7, out) == 7 && !memcmp(out, want_a, sizeof want_a));
 	const uint32_t b[] = { 1, 2, 3, 3, 3, 3 };
-	CHECK(rl_spec_ngram(b, 6, 5, out) == 5 && out[0] == 3 && out[4] == 3);
+	CHECK(rl_ngram_draft(b, 6, 5, out) == 5 && out[0] == 3 && out[4] == 3);
 	const uint32_t c[] = { 1, 2, 3, 4 }, d[] = { 1, 2, 3, 1 }, e[] = { 4, 1, 2, 9, 9, 1, 2 };
-	CHECK(rl_spec_ngram(c, 4, 4, out) == 0 && rl_spec_ngram(d, 4, 4, out) == 0);   /* one token is no match */
-	CHECK(rl_spec_ngram(e, 7, 2, out) == 2 && out[0] == 9 && out[1] == 9);
+	CHECK(rl_ngram_draft(c, 4, 4, out) == 0 && rl_ngram_draft(d, 4, 4, out) == 0);   /* one token is no match */
+	CHECK(rl_ngram_draft(e, 7, 2, out) == 2 && out[0] == 9 && out[1] == 9);
 	struct rl_spec_state st;
 	rl_spec_init(&st);
 	CHECK(rl_spec_len(&st, 8, 0.1) >= 1);                  /* the prior: worth a short draft */
@@ -713,8 +725,9 @@ static void draft_model_run(uint32_t corrupt_pct)
 	memset(&dw, 0, sizeof dw);
 	REQUIRE(world_init(w, &p, vocab, reqs) == 0);
 	rl_sched_destroy(w->s);        /* again, with the drafter's hooks */
-	struct rl_sched_hooks h = { .ctx = &dw, .reserve = dw_reserve, .emit = dw_emit, .draft = dw_draft,
-				    .seq_gone = dw_gone };
+	struct rl_sched_hooks h = { .ctx = &dw, .reserve = dw_reserve, .emit = dw_emit, .seq_gone = dw_gone };
+	w->draft = dw_draft;
+	w->draft_ctx = &dw;
 	REQUIRE(rl_sched_create(&p, &h, &w->s) == 0);
 	struct rl_backend_params bp = { .n_kv_blocks = 600, .block_size = 4, .max_batch_tokens = 64, .max_seqs = 8,
 					.sim_vocab = vocab };
@@ -886,7 +899,9 @@ static void cancel_during_step(void)
 	fill_req(&reqs[1], 4, 51, 1000, 5);
 	fill_req(&reqs[2], 4, 52, 1000, 5);
 	CHECK(submit(&w, 0) == 0 && submit(&w, 1) == 0);
-	const struct rl_batch *b = rl_sched_next(w.s, w.now);
+	struct rl_draft_ask *asks;
+	CHECK(rl_sched_plan(w.s, w.now, &asks) == 0);   /* speculation off: no asks */
+	const struct rl_batch *b = rl_sched_compose(w.s);
 	REQUIRE(b && b->n_seqs == 2);
 	CHECK(rl_backend_launch(w.be, b) == 0);
 	cancel(&w, &reqs[0]);

@@ -76,18 +76,27 @@ struct rl_backend_params {
 	uint64_t sim_token_ns;         /* cost per row */
 };
 
+/* A finished step's log-probabilities, part of its output beside the sampled ids: the
+ * backend computes them in the step, for the seqs that asked; the runtime copies each into
+ * the slab slot of its event (rl_wire.h). */
+struct rl_step_lp {
+	const struct rl_lp *tok;        /* [n_seqs] batch seq i's sampled token (with the
+					 * rl_batch_seq.logprobs - 1 most likely), where it asked
+					 * and sampled */
+	const struct rl_lp *prompt;     /* the k-th prompt position batch seq i scored
+					 * (rl_batch_seq plp_lo + k) at prompt[prompt_start[i] + k] */
+	const uint32_t *prompt_start;   /* [n_seqs + 1] */
+	uint32_t n_seqs;
+};
+
 struct rl_backend_ops {
 	int  (*launch)(struct rl_backend *be, const struct rl_batch *b);
 	int  (*poll)(struct rl_backend *be);
 	int  (*finish)(struct rl_backend *be, int32_t *out);
 	void (*destroy)(struct rl_backend *be);
-	/* After finish, until the next launch: the log-probabilities of the token sampled for
-	 * batch seq seq_index (which asked: rl_batch_seq.logprobs), with n_top alternatives.
-	 * NULL for a backend without them (requests that ask are refused). */
-	int  (*logprobs)(struct rl_backend *be, uint32_t seq_index, uint32_t n_top, struct rl_lp *out);
-	/* The same for the k-th prompt position batch seq seq_index scored (rl_batch_seq plp_lo + k) */
-	int  (*prompt_logprobs)(struct rl_backend *be, uint32_t seq_index, uint32_t k, uint32_t n_top,
-				struct rl_lp *out);
+	/* After finish, until the next launch: where the step's log-probabilities are. NULL for
+	 * a backend without them (requests that ask are refused). */
+	int  (*logprobs)(struct rl_backend *be, struct rl_step_lp *out);
 };
 
 struct rl_backend {
@@ -100,14 +109,9 @@ static inline int  rl_backend_launch(struct rl_backend *be, const struct rl_batc
 static inline int  rl_backend_poll(struct rl_backend *be) { return be->ops->poll(be); }
 static inline int  rl_backend_finish(struct rl_backend *be, int32_t *out) { return be->ops->finish(be, out); }
 static inline void rl_backend_destroy(struct rl_backend *be) { if (be) be->ops->destroy(be); }
-static inline int  rl_backend_logprobs(struct rl_backend *be, uint32_t seq_index, uint32_t n_top, struct rl_lp *out)
+static inline int  rl_backend_logprobs(struct rl_backend *be, struct rl_step_lp *out)
 {
-	return be->ops->logprobs ? be->ops->logprobs(be, seq_index, n_top, out) : -ENOTSUP;
-}
-static inline int  rl_backend_prompt_logprobs(struct rl_backend *be, uint32_t seq_index, uint32_t k, uint32_t n_top,
-					      struct rl_lp *out)
-{
-	return be->ops->prompt_logprobs ? be->ops->prompt_logprobs(be, seq_index, k, n_top, out) : -ENOTSUP;
+	return be->ops->logprobs ? be->ops->logprobs(be, out) : -ENOTSUP;
 }
 
 /* Constructors. Each returns 0 and sets *out, or -errno and writes a one-line reason to err. */

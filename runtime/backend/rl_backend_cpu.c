@@ -748,30 +748,16 @@ static void cpu_destroy(struct rl_backend *be)
 	free_all(c);
 }
 
-static int cpu_logprobs(struct rl_backend *be, uint32_t seq_index, uint32_t n_top, struct rl_lp *out)
+static int cpu_logprobs(struct rl_backend *be, struct rl_step_lp *out)
 {
 	struct cpu *c = be->priv;
-	if (seq_index >= c->n_seqs_last || c->tok_out[seq_index] < 0)
-		return -EINVAL;
-	*out = c->lp[seq_index];
-	out->n_top = out->n_top < n_top ? out->n_top : n_top;
-	return 0;
-}
-
-static int cpu_prompt_logprobs(struct rl_backend *be, uint32_t seq_index, uint32_t k, uint32_t n_top,
-			       struct rl_lp *out)
-{
-	struct cpu *c = be->priv;
-	if (seq_index >= c->n_seqs_last || k >= c->plp_start[seq_index + 1] - c->plp_start[seq_index])
-		return -EINVAL;
-	*out = c->plp[c->plp_start[seq_index] + k];
-	out->n_top = out->n_top < n_top ? out->n_top : n_top;
+	*out = (struct rl_step_lp){ .tok = c->lp, .prompt = c->plp, .prompt_start = c->plp_start,
+				    .n_seqs = c->n_seqs_last };
 	return 0;
 }
 
 static const struct rl_backend_ops cpu_ops = {
 	.launch = cpu_launch, .poll = cpu_poll, .finish = cpu_finish, .destroy = cpu_destroy, .logprobs = cpu_logprobs,
-	.prompt_logprobs = cpu_prompt_logprobs,
 };
 
 int rl_backend_cpu_logits(struct rl_backend *be, uint32_t seq_index, float *out)

@@ -41,7 +41,8 @@
 #include <unistd.h>
 #include "runtime/backend/rl_backend.h"
 #include "runtime/loop/rl_rt_backend.h"
-#include "runtime/sched/rl_draft.h"
+#include "runtime/spec/rl_draft.h"
+#include "runtime/spec/rl_ngram.h"
 #include "runtime/sched/rl_budget.h"
 #include "runtime/loop/rl_calib.h"
 #include "ipc/rl_clock.h"
@@ -186,6 +187,18 @@ static struct rl_lp *next_lp(struct client *c)
 	return &c->lp[rl_ring_prod_index(&c->evt, c->unpub)];
 }
 
+/* A token's log-probabilities into its event's slab slot, at most n_top alternatives; zeros
+ * where the step has none for it (not reached: requests are validated, but never stale data) */
+static void put_lp(struct rl_lp *dst, const struct rl_lp *src, uint32_t n_top)
+{
+	if (!src) {
+		memset(dst, 0, sizeof *dst);
+		return;
+	}
+	*dst = *src;
+	dst->n_top = dst->n_top < n_top ? dst->n_top : n_top;
+}
+
 static int hook_reserve(void *ctx, uint32_t slot, uint32_t n)
 {
 	struct rl_rt *rt = ctx;
@@ -203,9 +216,8 @@ static void hook_emit(void *ctx, const struct rl_seq *q, uint32_t type, uint32_t
 	if (c->reserved)
 		c->reserved--;
 	if (type == RL_EV_TOKEN && q->logprobs) {
-		struct rl_lp *lp = next_lp(c);
-		if (rl_backend_logprobs(rt->be, q->step_index, q->logprobs - 1, lp))
-			memset(lp, 0, sizeof *lp);   /* not reached: validated, but never stale data */
+		const struct rl_step_lp *o = &rt->step_lp;
+		put_lp(next_lp(c), q->step_index < o->n_seqs ? &o->tok[q->step_index] : NULL, q->logprobs - 1);
 	}
 	put_evt(rt, q->client, q->rid, (uint16_t)type, token, code,
 		type == RL_EV_TOKEN ? q->n_gen - 1 : q->n_gen);
@@ -221,12 +233,6 @@ static void hook_emit(void *ctx, const struct rl_seq *q, uint32_t type, uint32_t
 	}
 }
 
-static int hook_draft(void *ctx, struct rl_draft_ask *asks, uint32_t n)
-{
-	struct rl_rt *rt = ctx;
-	return rl_draft_propose(rt->draft, asks, n);
-}
-
 static void hook_seq_gone(void *ctx, uint32_t seq_id)
 {
 	struct rl_rt *rt = ctx;
@@ -239,9 +245,10 @@ static void hook_emit_prompt(void *ctx, const struct rl_seq *q, uint32_t k, uint
 	struct client *c = &rt->clients[q->client];
 	if (c->reserved)
 		c->reserved--;
-	struct rl_lp *lp = next_lp(c);
-	if (rl_backend_prompt_logprobs(rt->be, q->step_index, k, q->prompt_logprobs - 1, lp))
-		memset(lp, 0, sizeof *lp);    /* not reached: validated, but never stale data */
+	const struct rl_step_lp *o = &rt->step_lp;
+	const uint32_t i = q->step_index;
+	put_lp(next_lp(c), i < o->n_seqs && k < o->prompt_start[i + 1] - o->prompt_start[i] ?
+		   &o->prompt[o->prompt_start[i] + k] : NULL, q->prompt_logprobs - 1);
 	put_evt(rt, q->client, q->rid, RL_EV_PROMPT, token, 0, pos);
 }
 
@@ -323,7 +330,7 @@ static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, 
 		return reject(rt, slot, rid, -ESHUTDOWN);
 	struct rl_limits lim = { .max_inflight = rt->p.max_inflight, .max_prompt = rt->max_prompt,
 				 .max_new = rt->max_new, .vocab = rt->vocab, .arena_ids = c->arena_mask + 1,
-				 .logprobs = rt->be->ops->logprobs && rt->be->ops->prompt_logprobs };
+				 .logprobs = rt->be->ops->logprobs != NULL };
 	int err = rl_rt_validate_req(r, &lim, now);
 	if (err)
 		return reject(rt, slot, rid, err);
@@ -446,6 +453,9 @@ static uint64_t step_done(struct rl_rt *rt)
 		for (uint32_t i = 0; i < rt->batch->n_seqs; i++)
 			rt->out[i] = -1;
 	}
+	/* the step's log-probabilities travel with its ids, for the events complete_step emits */
+	if (err || rl_backend_logprobs(rt->be, &rt->step_lp))
+		rt->step_lp.n_seqs = 0;
 	if (rt->p.budget_auto)          /* a fixed budget needs no step model */
 		rl_budget_observe(&rt->budget, rt->batch, dt);
 	if (rt->p.spec_k && !(rt->p.spec_cost > 0) && !err)   /* --spec-cost: set once, at create */
@@ -466,11 +476,19 @@ static int try_launch(struct rl_rt *rt, uint64_t now)
 {
 	if (rt->p.budget_auto)
 		rl_sched_set_budget(rt->sched, rl_budget_pick(&rt->budget, rt->sched));
-	const struct rl_batch *b = rl_sched_next(rt->sched, now);
+	/* the step in three phases: the scheduler's asks, the drafts, the composition */
+	struct rl_draft_ask *asks;
+	const uint32_t n_asks = rl_sched_plan(rt->sched, now, &asks);
+	if (n_asks && rt->draft)
+		rl_draft_propose(rt->draft, asks, n_asks);   /* on failure no drafts, the step goes on */
+	else if (n_asks)
+		rl_ngram_propose(asks, n_asks);
+	const struct rl_batch *b = rl_sched_compose(rt->sched);
 	publish_events(rt);             /* errors the scheduler emitted (expired deadlines) */
 	if (!b || !b->n_seqs)
 		return 0;
 	rt->batch = b;
+	rt->step_lp.n_seqs = 0;         /* the last step's are stale from here on */
 	rt->step_t0 = rl_now_ns();
 	int err = rl_backend_launch(rt->be, b);
 	if (err) {
@@ -810,7 +828,6 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 			snprintf(err, errlen, "--spec %s: cannot create the drafter: %s", p->spec_model, strerror(-rc));
 			goto fail;
 		}
-		hooks.draft = hook_draft;
 		hooks.seq_gone = hook_seq_gone;
 		LOG(rt, "speculative decoding: drafts of up to %u tokens from %s (%s)", p->spec_k, p->spec_model,
 		    rt->draft_model->name);

@@ -13,9 +13,11 @@
  *            sequence already placed in the step by the same pass.
  *   prefill  the running sequences still prefilling, also in admission order.
  *
- * One step: expire deadlines; pass 1 gives each decoding sequence one row (growing its block
- * table, preempting the newest sequence when the KV pool is exhausted); with speculation on,
- * pass 1b adds draft rows to them from what is left (never preempting for a draft); pass 2 gives prefilling
+ * One step, in two calls with the draft sources between them. rl_sched_plan: expire
+ * deadlines; pass 1 gives each decoding sequence one row (growing its block table, preempting
+ * the newest sequence when the KV pool is exhausted); with speculation on, pass 1b asks for
+ * drafts from what is left and takes room for them (never preempting for a draft).
+ * rl_sched_compose: the drafts filled become rows; pass 2 gives prefilling
  * sequences chunks from what is left of the budget; then queued requests are admitted (prefix
  * cache lookup, KV for their first chunk) while budget, sequence slots and blocks last. The rows
  * are packed decodes with drafts and prefill chunks first, then plain decodes (rl_batch.h).
@@ -95,6 +97,10 @@ struct rl_sched {
 					* (seq i's at its q_start) */
 	struct rl_draft_ask *asks;     /* [max_seqs] this step's asks for drafts */
 	struct seqx **ask_x;           /* [max_seqs] whose */
+	uint32_t n_asks;
+	uint32_t left;                 /* rows of budget left after the decodes (plan -> compose) */
+	int preempted;                 /* the step being built preempted a sequence */
+	int planned;                   /* rl_sched_plan ran; rl_sched_compose is next */
 	struct rl_batch batch;
 	int in_flight;
 	double spec_cost;              /* a draft's cost relative to a one-row step (rl_spec.h) */
@@ -667,15 +673,15 @@ static uint32_t schedule_decodes(struct rl_sched *s, uint32_t left, int *preempt
 	return left;
 }
 
-/* Pass 1b: drafts for the decodes of pass 1 (speculation on), from left rows of budget, at
- * most half of them while prompts wait, so prefill keeps moving. A draft never preempts: it
- * gets the KV blocks and event slots that are to be had, or is shorter. Room is taken first
- * for the longest draft each sequence may have; the drafter (the draft-model hook, else
- * prompt lookup) then fills what it can, and what it did not fill is given back. */
-static uint32_t schedule_drafts(struct rl_sched *s, uint32_t left)
+/* Pass 1b (plan): asks for drafts for the decodes of pass 1 (speculation on), from left rows
+ * of budget, at most half of them while prompts wait, so prefill keeps moving. A draft never
+ * preempts: it gets the KV blocks and event slots that are to be had, or is shorter. Room is
+ * taken for the longest draft each sequence may have; the draft sources (runtime/spec/) fill
+ * what they can, and place_drafts gives back the rest. Returns the number of asks. */
+static uint32_t ask_drafts(struct rl_sched *s, uint32_t left)
 {
 	if (!s->p.spec_k)
-		return left;
+		return 0;
 	uint32_t rows = s->n_prefill || s->n_queued ? left / 2 : left, n = 0;
 	if (s->p.spec_max_rows && s->p.spec_max_rows < rows)
 		rows = s->p.spec_max_rows;
@@ -711,21 +717,18 @@ static uint32_t schedule_drafts(struct rl_sched *s, uint32_t left)
 			}
 		}
 		s->asks[n] = (struct rl_draft_ask){ .seq_id = x->q.id, .tokens = x->tok, .len = len, .k = k,
-						    .out = x->tok + len };
+						    .out = x->tok + len, .n_out = 0 };
 		s->ask_x[n++] = x;
 		rows -= k;
 	}
-	if (!n)
-		return left;
-	if (s->h.draft) {
-		if (s->h.draft(s->h.ctx, s->asks, n))
-			for (uint32_t j = 0; j < n; j++)
-				s->asks[j].n_out = 0;
-	} else {
-		for (uint32_t j = 0; j < n; j++)
-			s->asks[j].n_out = rl_spec_ngram(s->asks[j].tokens, s->asks[j].len, s->asks[j].k, s->asks[j].out);
-	}
-	for (uint32_t j = 0; j < n; j++) {
+	return n;
+}
+
+/* Pass 1b (compose): the drafts the sources filled become rows; the room taken for the ones
+ * they did not fill goes back. */
+static uint32_t place_drafts(struct rl_sched *s, uint32_t left)
+{
+	for (uint32_t j = 0; j < s->n_asks; j++) {
 		struct seqx *x = s->ask_x[j];
 		const uint32_t k = s->asks[j].n_out < s->asks[j].k ? s->asks[j].n_out : s->asks[j].k;
 		trim(s, x, x->q.n_computed + 1 + k);
@@ -733,6 +736,7 @@ static uint32_t schedule_drafts(struct rl_sched *s, uint32_t left)
 		x->chunk = 1 + k;
 		left -= k;
 	}
+	s->n_asks = 0;
 	return left;
 }
 
@@ -871,18 +875,28 @@ static void pack(struct rl_sched *s)
 	s->batch.n_tokens = t;
 }
 
-const struct rl_batch *rl_sched_next(struct rl_sched *s, uint64_t now_ns)
+uint32_t rl_sched_plan(struct rl_sched *s, uint64_t now_ns, struct rl_draft_ask **asks)
 {
-	assert(!s->in_flight);
-	int preempted = 0;
+	assert(!s->in_flight && !s->planned);
+	s->preempted = 0;
 	s->st.paused = 0;
 	s->n_dec = s->n_pre = 0;
 	expire(s, now_ns);
-	uint32_t left = schedule_decodes(s, s->budget, &preempted);
-	left = schedule_drafts(s, left);
-	left = schedule_prefills(s, left, &preempted);
+	s->left = schedule_decodes(s, s->budget, &s->preempted);
+	s->n_asks = ask_drafts(s, s->left);
+	s->planned = 1;
+	*asks = s->asks;
+	return s->n_asks;
+}
+
+const struct rl_batch *rl_sched_compose(struct rl_sched *s)
+{
+	assert(s->planned);
+	s->planned = 0;
+	uint32_t left = place_drafts(s, s->left);
+	left = schedule_prefills(s, left, &s->preempted);
 	/* admitting right after a preemption would hand the freed blocks straight back */
-	if (!preempted)
+	if (!s->preempted)
 		left = admit_queued(s, left);
 	pack(s);
 	s->st.last_step_tokens = s->batch.n_tokens;

@@ -8,18 +8,26 @@
  *   fill q->client, q->rid, q->tag, q->tokens[0..n_prompt), q->n_prompt, q->max_new, q->sp,
  *        q->stop[], q->n_stop, q->priority, q->deadline_ns
  *   rl_sched_enqueue(s, q, now)        validates lengths against limits, queues it
- *   loop: b = rl_sched_next(s, now)    compose a step (NULL: nothing runnable)
+ *   loop: n = rl_sched_plan(s, now, &asks)  who decodes this step, and which of them want
+ *                                      drafts: asks[0..n), each with room for k
+ *         the draft sources fill asks[i].out / n_out (runtime/spec/: prompt lookup or a
+ *                                      draft model; nothing filled = no drafts)
+ *         b = rl_sched_compose(s)      places the drafts, then prefill chunks and admissions
+ *                                      under what is left of the budget (NULL: nothing runnable)
  *         backend launch/finish(b, out)
  *         rl_sched_complete(s, out, now) appends tokens, emits events through hooks,
  *                                      retires finished sequences
  *   rl_sched_cancel(s, q)              takes it out before the next step, frees blocks
  *
+ * The scheduler runs no model and calls no backend: the step's phases read top to bottom in
+ * the loop (asks, drafts, composition, the step, completion).
+ *
  * Events leave through hooks->emit; a sequence is only put in a step that will sample for it
  * when hooks->reserve(client, 2) succeeded for that step (room for a token and a done event),
  * so a full client event ring pauses that client's sequences and never loses a token.
  * Reservations add up within one step (several sequences of one client); the runtime starts
- * each step's count afresh before rl_sched_next. An expired request's ERROR event takes
- * reserve(client, 1) and is emitted from rl_sched_next.
+ * each step's count afresh before rl_sched_plan. An expired request's ERROR event takes
+ * reserve(client, 1) and is emitted from rl_sched_plan.
  *
  * Policy (implemented in rl_sched.c): decodes first, one row each in admission order; then
  * draft tokens for them to verify (speculative decoding, spec_k > 0: rl_spec.h), each costing
@@ -28,8 +36,9 @@
  * chunks of prompts in progress (ending on block boundaries where the budget allows); then
  * admission while running < min(max_seqs, budget). When a decode or the oldest prefill cannot
  * get a KV block, the newest running sequence is preempted and re-queued at the front to be
- * recomputed. Cancelling between rl_sched_next and rl_sched_complete is allowed: the step's
- * result for that sequence is dropped, and its blocks are reused only by a later step.
+ * recomputed. Cancelling between rl_sched_compose and rl_sched_complete is allowed: the step's
+ * result for that sequence is dropped, and its blocks are reused only by a later step
+ * (between plan and compose nothing but the draft sources may run).
  */
 #ifndef RL_SCHED_H
 #define RL_SCHED_H
@@ -75,7 +84,7 @@ struct rl_seq {
 	void *sched_priv;
 };
 
-/* One sequence's ask for drafts (rl_sched_hooks.draft). */
+/* One sequence's ask for drafts (rl_sched_plan), filled by a draft source (runtime/spec/). */
 struct rl_draft_ask {
 	uint32_t seq_id;               /* pool index: what a drafter keeps per sequence (its KV)
 					* lives under it until hooks->seq_gone(seq_id) */
@@ -96,11 +105,7 @@ struct rl_sched_hooks {
 	/* Deliver an RL_EV_PROMPT event for prompt position pos (token its id): the k-th position
 	 * the step scored for q (q->step_index). Never fails for reserved slots. */
 	void (*emit_prompt)(void *ctx, const struct rl_seq *q, uint32_t k, uint32_t pos, uint32_t token);
-	/* Speculative decoding with a draft model (optional; without it drafts come from prompt
-	 * lookup, rl_spec.h): fills asks[i].out / n_out for the n sequences of the step being
-	 * composed that want drafts. Returns 0 or -errno (then no drafts this step). */
-	int  (*draft)(void *ctx, struct rl_draft_ask *asks, uint32_t n);
-	/* The pool entry seq_id was released: a drafter drops what it kept for it. */
+	/* The pool entry seq_id was released: a draft model drops what it kept for it (optional). */
 	void (*seq_gone)(void *ctx, uint32_t seq_id);
 };
 
@@ -154,7 +159,10 @@ int  rl_sched_enqueue(struct rl_sched *s, struct rl_seq *q, uint64_t now_ns);
  * releases it; emits nothing (the caller tells the client). */
 void rl_sched_cancel(struct rl_sched *s, struct rl_seq *q);
 
-const struct rl_batch *rl_sched_next(struct rl_sched *s, uint64_t now_ns);
+/* Phase 1 of a step: returns how many asks for drafts *asks holds (0 with speculation off),
+ * each with n_out = 0. Phase 2 is the caller's (fill what it can); phase 3 composes. */
+uint32_t rl_sched_plan(struct rl_sched *s, uint64_t now_ns, struct rl_draft_ask **asks);
+const struct rl_batch *rl_sched_compose(struct rl_sched *s);
 void rl_sched_complete(struct rl_sched *s, const int32_t *out, uint64_t now_ns);
 
 void rl_sched_set_budget(struct rl_sched *s, uint32_t max_batch_tokens);

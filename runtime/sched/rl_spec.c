@@ -1,4 +1,4 @@
-/* rl_spec.c — prompt-lookup drafts and the adaptive draft length (see rl_spec.h). */
+/* rl_spec.c — the adaptive draft length and the step-cost fit it reads (see rl_spec.h). */
 #include <string.h>
 #include "runtime/sched/rl_spec.h"
 
@@ -52,34 +52,6 @@ void rl_spec_update(struct rl_spec_state *st, uint32_t a, uint32_t n)
 		return;
 	st->acc = st->acc * (float)RL_SPEC_DECAY + (float)a;
 	st->tried = st->tried * (float)RL_SPEC_DECAY + (float)(a < n ? a + 1 : a);
-}
-
-uint32_t rl_spec_ngram(const uint32_t *tok, uint32_t len, uint32_t k, uint32_t *out)
-{
-	if (len < RL_SPEC_NGRAM_MIN + 1 || !k)
-		return 0;
-	const uint32_t last = tok[len - 1];
-	uint32_t best_n = 0, best_e = 0;
-	/* candidate occurrences end at e (exclusive), latest first; the suffix itself (e = len)
-	 * is not one. m < e keeps the backward comparison inside the buffer. */
-	for (uint32_t e = len - 1; e >= 1 && best_n < RL_SPEC_NGRAM_MAX; e--) {
-		if (tok[e - 1] != last)
-			continue;
-		uint32_t m = 1;
-		while (m < RL_SPEC_NGRAM_MAX && m < e && tok[e - 1 - m] == tok[len - 1 - m])
-			m++;
-		if (m > best_n) {
-			best_n = m;
-			best_e = e;
-		}
-	}
-	if (best_n < RL_SPEC_NGRAM_MIN)
-		return 0;
-	/* what followed it, continued through the drafts themselves when the occurrence runs
-	 * into the suffix (a repeating pattern of period len - best_e repeats on) */
-	for (uint32_t i = 0; i < k; i++)
-		out[i] = best_e + i < len ? tok[best_e + i] : out[best_e + i - len];
-	return k;
 }
 
 void rl_spec_cost_observe(struct rl_spec_cost *f, uint32_t rows, uint64_t ns)

@@ -1,9 +1,11 @@
-/* rl_spec.h — speculative decoding's draft side: prompt lookup (n-gram drafts from the
- * sequence's own tokens) and the per-request draft length.
+/* rl_spec.h — speculative decoding's policy in the scheduler: each request's draft length,
+ * and the step-cost fit it reads. The drafts themselves come from runtime/spec/ (prompt
+ * lookup, rl_ngram.h; a draft model, rl_draft.h), run by the loop between the scheduler's two
+ * phases (rl_sched.h: rl_sched_plan asks, rl_sched_compose places what was drafted).
  *
- * The scheduler (rl_sched.c) asks for drafts while it composes a step, appends them as extra
- * rows of the sequence's decode (rl_batch.h: n_draft), and after the step keeps the leading
- * drafts the target's own samples agree with. Verification is by coupling: the backend samples
+ * The scheduler appends a sequence's drafts as extra rows of its decode (rl_batch.h:
+ * n_draft), and after the step keeps the leading drafts the target's own samples agree with.
+ * Verification is by coupling: the backend samples
  * every row with the randomness plain decoding would use for that position (rl_sample keys
  * draws by (seed, position)), and a draft is accepted when the sample equals it. For a draft
  * that is one token with certainty (a point-mass q, as both prompt lookup and a greedy draft
@@ -36,9 +38,6 @@
 #define RL_SPEC_MAX_K      16          /* longest draft (--spec-k's ceiling) */
 #define RL_SPEC_DEFAULT_K  8           /* --spec-k when not given: the adaptive length
 					* rarely wants more at the acceptance rates seen */
-#define RL_SPEC_NGRAM_MIN  2           /* shortest suffix prompt lookup matches on: one token
-					* repeats too often in any text to predict the next */
-#define RL_SPEC_NGRAM_MAX  4           /* longest suffix it tries to match */
 #define RL_SPEC_ROW_COST   0.1         /* c until measured: the cpu backend's 1B Q8_0 decodes 8
 					* rows for 1.28 of one (c = 0.04); small models pay more */
 #define RL_SPEC_COST_DECAY 0.995       /* the step-time fit's memory (~200 steps) */
@@ -73,11 +72,4 @@ void   rl_spec_cost_observe(struct rl_spec_cost *f, uint32_t rows, uint64_t ns);
 double rl_spec_cost_row(const struct rl_spec_cost *f, double draft_ns);
 /* After a verification: a of n drafts accepted. */
 void     rl_spec_update(struct rl_spec_state *st, uint32_t a, uint32_t n);
-/* Prompt lookup: finds the most recent earlier occurrence of the longest suffix of
- * tok[0..len) of RL_SPEC_NGRAM_MIN..RL_SPEC_NGRAM_MAX tokens and copies the k tokens that
- * followed it to out (which must not overlap tok[0..len)); where they run past len, the copy
- * continues from its own start, as a repeating pattern would. Returns k, or 0 with no match.
- * O(len). */
-uint32_t rl_spec_ngram(const uint32_t *tok, uint32_t len, uint32_t k, uint32_t *out);
-
 #endif

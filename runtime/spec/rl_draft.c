@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "runtime/sched/rl_draft.h"
+#include "runtime/spec/rl_draft.h"
 #include "runtime/sched/rl_kv.h"
 #include "runtime/sched/rl_spec.h"
 #include "runtime/backend/rl_backend.h"
@@ -171,7 +171,7 @@ static int run(struct rl_draft *d, struct rl_batch *b)
 	return rc;
 }
 
-int rl_draft_propose(struct rl_draft *d, struct rl_draft_ask *asks, uint32_t n)
+static int propose(struct rl_draft *d, struct rl_draft_ask *asks, uint32_t n)
 {
 	struct rl_batch b = { .block_size = d->bs, .tokens = d->tok, .pos = d->pos, .row_seq = d->row_seq,
 			      .seqs = d->bseq };
@@ -259,6 +259,15 @@ int rl_draft_propose(struct rl_draft *d, struct rl_draft_ask *asks, uint32_t n)
 		}
 	}
 	return 0;
+}
+
+int rl_draft_propose(struct rl_draft *d, struct rl_draft_ask *asks, uint32_t n)
+{
+	const int rc = propose(d, asks, n);
+	if (rc)                         /* drafts of a failed step are not the model's */
+		for (uint32_t i = 0; i < n; i++)
+			asks[i].n_out = 0;
+	return rc;
 }
 
 void rl_draft_get_stats(const struct rl_draft *d, struct rl_draft_stats *st)

@@ -1,9 +1,9 @@
 /* rl_draft.h — the draft-model drafter of speculative decoding (ringlmd --spec FILE.gguf):
  * a second, smaller model with the target's vocabulary, run by its own backend instance over
- * its own KV pool, proposing greedy drafts for the scheduler's asks (rl_sched_hooks.draft).
+ * its own KV pool, proposing greedy drafts for the scheduler's asks (rl_sched_plan).
  *
- * It runs in steps of its own, on the runtime thread, while the scheduler composes the
- * target's step: first one step that brings every asking sequence's draft KV up to date (the
+ * It runs in steps of its own, on the runtime thread, between the scheduler's two phases of
+ * the target's step (the loop calls it after rl_sched_plan, before rl_sched_compose): first one step that brings every asking sequence's draft KV up to date (the
  * tokens accepted since its last drafts, the whole prompt the first time; chunked by the
  * backend's row budget, a sequence that does not fit drafts nothing this time) and samples
  * each one's first draft, then one single-row step per further draft position. Its own steps,
@@ -30,7 +30,7 @@ struct rl_draft;
 int  rl_draft_create(struct rl_backend *be, uint32_t n_blocks, uint32_t block_size, uint32_t max_seqs,
 		     uint32_t max_tokens, uint32_t pool_size, uint32_t max_ctx, struct rl_draft **out);
 void rl_draft_destroy(struct rl_draft *d);
-/* The hook: fills asks[i].out and n_out. 0, or -errno from the backend (no drafts then). */
+/* Fills asks[i].out and n_out. 0, or -errno from the backend (then every n_out is 0). */
 int  rl_draft_propose(struct rl_draft *d, struct rl_draft_ask *asks, uint32_t n);
 /* Forgets sequence seq_id (its KV blocks go back to the draft's pool). */
 void rl_draft_forget(struct rl_draft *d, uint32_t seq_id);
