@@ -58,14 +58,52 @@ static __device__ __forceinline__ qvecs item_qvecs(const rl_cuda_item &it, const
 
 // Live vector v's packed row and query head (recomputed where needed: keeping them for the
 // whole loop costs registers the accumulators need).
-#define QV_ROW(v) (it.row0 + (v) / group)
-#define QV_HEAD(v) (kh * group + (v) % group)
+#define QV_ROW(v) (c.it.row0 + (v) / c.group)
+#define QV_HEAD(v) (c.kh * c.group + (v) % c.group)
 
-// The block's key range ends at its last row's limit.
-static __device__ __forceinline__ int item_kv_end(const rl_cuda_item &it, const rl_cuda_meta &m)
+// What a thread of an item's block starts from, in both kernels: the item, its KV head, this
+// thread's warp and lane, the sequence's block table, the warp's query vectors and the key
+// range (which ends at the item's last row's limit).
+struct item_ctx {
+	rl_cuda_item it;
+	uint32_t kh, group, lane, w, qd;
+	const int32_t *bt;
+	float scale;
+	qvecs qv;
+	int kv_end;
+};
+
+static __device__ __forceinline__ item_ctx item_begin(const rl_cuda_meta &m, uint32_t nh, uint32_t nkv,
+						      uint32_t hd)
 {
-	int last_pos = m.pos[it.row0 + it.nrows - 1];
-	return it.kv1 < last_pos + 1 ? it.kv1 : last_pos + 1;
+	item_ctx c;
+	c.it = m.items[blockIdx.x];
+	c.kh = blockIdx.y;
+	c.group = nh / nkv;
+	c.lane = threadIdx.x & 31;
+	c.w = threadIdx.x >> 5;
+	c.qd = nh * hd;
+	c.bt = m.bt + m.seq_bt[c.it.seq];
+	c.scale = 1.0f / sqrtf((float)hd);
+	c.qv = item_qvecs(c.it, m, c.w, c.group, c.kh);
+	const int last_pos = m.pos[c.it.row0 + c.it.nrows - 1];
+	c.kv_end = c.it.kv1 < last_pos + 1 ? c.it.kv1 : last_pos + 1;
+	return c;
+}
+
+// The online softmax's state of a warp's QPW query vectors before the first key: running
+// max -inf, sum 0, accumulators 0.
+static __device__ __forceinline__ void softmax_begin(float (&mx)[QPW], float (&l)[QPW],
+						     float (&acc)[QPW][MAX_HD / 32])
+{
+#pragma unroll
+	for (int j = 0; j < QPW; j++) {
+		mx[j] = -INFINITY;
+		l[j] = 0.0f;
+#pragma unroll
+		for (int i = 0; i < MAX_HD / 32; i++)
+			acc[j][i] = 0.0f;
+	}
 }
 
 // Keys and values [t0, t0 + TILE) of KV head kh, through the block table, into rows of Ks and
@@ -131,7 +169,7 @@ static __device__ __forceinline__ void store_out(T *out, uint32_t row, uint32_t 
 	}
 }
 
-// 3 blocks per SM: 79 registers without spills at sm_90 (more unbounded, i.e. 2 blocks); 4
+// 3 blocks per SM: 80 registers without spills at sm_90 (more unbounded, i.e. 2 blocks); 4
 // would spill the 4 x 8 accumulators
 template <typename T>
 __global__ void __launch_bounds__(WARPS * 32, 3)
@@ -147,16 +185,12 @@ attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, cons
 	T *Vs = Ks + TILE * kstride;                    // [TILE, hd]
 	float *Qs = (float *)(Vs + TILE * hd);          // [QV, hd]
 
-	const rl_cuda_item it = m.items[blockIdx.x];
-	const uint32_t kh = blockIdx.y, group = nh / nkv, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-	const uint32_t qd = nh * hd;
-	const int32_t *bt = m.bt + m.seq_bt[it.seq];
-	const float scale = 1.0f / sqrtf((float)hd);
-
-	const qvecs qv = item_qvecs(it, m, w, group, kh);
-	const bool (&act)[QPW] = qv.act;
-	const int (&lim)[QPW] = qv.lim;
-	const int wlim = qv.wlim, kv_end = item_kv_end(it, m);
+	const item_ctx c = item_begin(m, nh, nkv, hd);
+	const rl_cuda_item &it = c.it;
+	const uint32_t kh = c.kh, lane = c.lane, w = c.w, qd = c.qd;
+	const bool (&act)[QPW] = c.qv.act;
+	const int (&lim)[QPW] = c.qv.lim;
+	const int wlim = c.qv.wlim, kv_end = c.kv_end;
 #pragma unroll
 	for (int j = 0; j < QPW; j++)
 		if (act[j])
@@ -164,18 +198,11 @@ attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, cons
 				Qs[(w + WARPS * j) * hd + d] = rl_f32(q[(size_t)QV_ROW(w + WARPS * j) * qd + QV_HEAD(w + WARPS * j) * hd + d]);
 
 	float mx[QPW], l[QPW], acc[QPW][MAX_HD / 32];
-#pragma unroll
-	for (int j = 0; j < QPW; j++) {
-		mx[j] = -INFINITY;
-		l[j] = 0.0f;
-#pragma unroll
-		for (int i = 0; i < MAX_HD / 32; i++)
-			acc[j][i] = 0.0f;
-	}
+	softmax_begin(mx, l, acc);
 
 	for (int t0 = it.kv0; t0 < kv_end; t0 += TILE) {
 		__syncthreads();                        // the previous tile is consumed
-		load_kv_tile(Ks, kstride, Vs, hd, kc, vc, bt, t0, kv_end, nkv, kh, bs, hd);
+		load_kv_tile(Ks, kstride, Vs, hd, kc, vc, c.bt, t0, kv_end, nkv, kh, bs, hd);
 		__syncthreads();
 		if (t0 >= wlim)
 			continue;                       // no live query vector of this warp needs the tile
@@ -200,7 +227,7 @@ attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, cons
 		float e[QPW];
 #pragma unroll
 		for (int j = 0; j < QPW; j++)
-			e[j] = act[j] && t0 < lim[j] ? softmax_tile(dot[j] * scale, p < lim[j], mx[j], l[j], acc[j]) : 0.0f;
+			e[j] = act[j] && t0 < lim[j] ? softmax_tile(dot[j] * c.scale, p < lim[j], mx[j], l[j], acc[j]) : 0.0f;
 		// values: one load of a value serves all QPW query vectors (e is 0 past each limit)
 		int nkeys = wlim - t0 < TILE ? wlim - t0 : TILE;
 		for (int jk = 0; jk < nkeys; jk++) {
@@ -267,36 +294,24 @@ attn_tc_kernel(T *out, const T *q, const T *kc, const T *vc, rl_cuda_meta m, uin
 	float *Ss = (float *)(Ps + QV * ps);            // [QV, TILE + 4]
 	float *Os = Ss + QV * ss;                       // [QV, hd + 4]
 
-	const rl_cuda_item it = m.items[blockIdx.x];
-	const uint32_t kh = blockIdx.y, group = nh / nkv, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-	const uint32_t qd = nh * hd;
-	const int32_t *bt = m.bt + m.seq_bt[it.seq];
-	const float scale = 1.0f / sqrtf((float)hd);
-
+	const item_ctx c = item_begin(m, nh, nkv, hd);
+	const uint32_t kh = c.kh, lane = c.lane, w = c.w, qd = c.qd;
 	// query vectors as in attn_kernel; rows of absent vectors are zeros
-	const qvecs qv = item_qvecs(it, m, w, group, kh);
-	const bool (&act)[QPW] = qv.act;
-	const int (&lim)[QPW] = qv.lim;
-	const int kv_end = item_kv_end(it, m);
+	const bool (&act)[QPW] = c.qv.act;
+	const int (&lim)[QPW] = c.qv.lim;
+	const int kv_end = c.kv_end;
 #pragma unroll
 	for (int j = 0; j < QPW; j++)
 		for (uint32_t d = lane; d < hd; d += 32)
 			Qh[(w + WARPS * j) * ks + d] = act[j] ? q[(size_t)QV_ROW(w + WARPS * j) * qd + QV_HEAD(w + WARPS * j) * hd + d] : rl_store<T>(0.0f);
 
 	float mx[QPW], l[QPW], acc[QPW][MAX_HD / 32];
-#pragma unroll
-	for (int j = 0; j < QPW; j++) {
-		mx[j] = -INFINITY;
-		l[j] = 0.0f;
-#pragma unroll
-		for (int i = 0; i < MAX_HD / 32; i++)
-			acc[j][i] = 0.0f;
-	}
+	softmax_begin(mx, l, acc);
 
 	const uint32_t nblk_o = 2 * (hd / 16);
-	for (int t0 = it.kv0; t0 < kv_end; t0 += TILE) {
+	for (int t0 = c.it.kv0; t0 < kv_end; t0 += TILE) {
 		__syncthreads();                        // the previous tile's K, V, P and O are consumed
-		load_kv_tile(Ks, ks, Vs, ks, kc, vc, bt, t0, kv_end, nkv, kh, bs, hd);
+		load_kv_tile(Ks, ks, Vs, ks, kc, vc, c.bt, t0, kv_end, nkv, kh, bs, hd);
 		__syncthreads();
 		if (w < 4) {                            // S block (w / 2, w % 2) = Q[16 rows] K^T[16 keys]
 			uint32_t mi = w >> 1, ni = w & 1;
@@ -317,7 +332,7 @@ attn_tc_kernel(T *out, const T *q, const T *kc, const T *vc, rl_cuda_meta m, uin
 		for (int j = 0; j < QPW; j++) {
 			uint32_t v = w + WARPS * j;
 			float e = act[j] && t0 < lim[j]    // warp-uniform: the shuffles are safe
-				? softmax_tile(Ss[v * ss + lane] * scale, p < lim[j], mx[j], l[j], acc[j]) : 0.0f;
+				? softmax_tile(Ss[v * ss + lane] * c.scale, p < lim[j], mx[j], l[j], acc[j]) : 0.0f;
 			Ps[v * ps + lane] = rl_store<T>(e);
 		}
 		__syncthreads();
