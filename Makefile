@@ -31,6 +31,9 @@ $(foreach o,$(NOSAN_OBJ),$(eval $(BUILD)/obj/$(o): CFLAGS_BASE := $(filter-out -
 LDLIBS   = -luring -lnuma -ljansson -lpcre2-8 -lm -ldl -pthread
 
 CUH_SRC  = $(wildcard runtime/cuda/*.c)
+# the kernel test entry points and `ringlm bench gpu`: only in librlcuda_dev.so (below)
+CUH_DEV_SRC = runtime/cuda/cuda_testapi.c runtime/cuda/cuda_bench.c
+CUH_BE_SRC  = $(filter-out $(CUH_DEV_SRC),$(CUH_SRC))
 LIB_SRC  = $(filter-out runtime/loop/ringlmd.c $(CUH_SRC), \
 	$(wildcard ipc/*.c tokenizer/*.c runtime/*/*.c runtime/cuda/host/*.c kernels/*.c clients/*.c))
 CLI_SRC  = $(wildcard clients/cli/*.c bench/*.c)
@@ -52,7 +55,7 @@ ifeq ($(CUDA),0)
 CUDA_LIB =
 else ifneq ($(NVCC),)
 ifneq ($(CU_SRC),)
-CUDA_LIB = $(BUILD)/librlcuda.so
+CUDA_LIB = $(BUILD)/librlcuda.so $(BUILD)/librlcuda_dev.so
 endif
 endif
 NVCCFLAGS ?= -O2 -g -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -I. -MMD -MP \
@@ -114,7 +117,7 @@ SIM_UBSAN = -fsanitize=alignment,bounds,shift,integer-divide-by-zero,vla-bound -
 SIM_CXXFLAGS = -std=c++17 -g -O2 -fPIC -fvisibility=hidden -Wall -Wno-unused-function -Wno-unused-parameter -Wno-unknown-pragmas \
 	-Wno-sign-compare -Itests/cudasim/include -I. -MMD -MP $(SIM_UBSAN)
 ifeq ($(SAN)$(filter-out 1,$(CUDASIM)),)
-CUDASIM_LIB = $(SIM)/librlcuda.so $(BUILD)/tests/test_gpu_cudasim $(BUILD)/tests/test_cudasim \
+CUDASIM_LIB = $(SIM)/librlcuda.so $(SIM)/librlcuda_dev.so $(BUILD)/tests/test_gpu_cudasim $(BUILD)/tests/test_cudasim \
 	$(BUILD)/tests/test_bench_gpu_cudasim
 endif
 # GPU tests (tests/gpu/test_gpu*.c): plain C, they dlopen librlcuda.so and skip without it or
@@ -178,9 +181,17 @@ $(FI_DIR)/fi_prefill_%.cu.o: kernels/flashinfer/fi_prefill.cu Makefile
 $(FI_DIR)/fi_dispatch.cu.o: kernels/flashinfer/fi_dispatch.cu Makefile
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
-$(BUILD)/librlcuda.so: $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(CUH_SRC:%.c=$(BUILD)/obj/cuda/%.o) $(CUDA_SHARED_OBJ) $(FI_OBJ) $(FI_STAMP)
-	$(NVCC) -shared -o $@ $(filter-out $(FI_STAMP),$^) -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 $(CUDA_LDEFS) \
-		-lcublasLt -lcublas -lcudart -luring -ljansson -lpcre2-8 -lpthread -lm
+# Two libraries of the same objects: librlcuda.so, the backend ringlmd loads, and
+# librlcuda_dev.so, the same plus the kernel test entry points (tests/gpu) and `ringlm bench
+# gpu` (runtime/cuda/cuda_testapi.c, cuda_bench.c), which tests and benchmarks load from beside
+# it (rl_cuda_dev_path). Each is whole on its own: a process loads one of them.
+CUDA_BE_OBJ = $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) $(CUH_BE_SRC:%.c=$(BUILD)/obj/cuda/%.o) $(CUDA_SHARED_OBJ) $(FI_OBJ)
+CUDA_LINK = $(NVCC) -shared -o $@ $(filter-out $(FI_STAMP),$^) -L$(CUDA_HOME)/lib64 -Xlinker -rpath=$(CUDA_HOME)/lib64 \
+	$(CUDA_LDEFS) -lcublasLt -lcublas -lcudart -luring -ljansson -lpcre2-8 -lpthread -lm
+$(BUILD)/librlcuda.so: $(CUDA_BE_OBJ) $(FI_STAMP)
+	$(CUDA_LINK)
+$(BUILD)/librlcuda_dev.so: $(CUDA_BE_OBJ) $(CUH_DEV_SRC:%.c=$(BUILD)/obj/cuda/%.o) $(FI_STAMP)
+	$(CUDA_LINK)
 
 # --- cudasim: the CUDA backend built for the CPU emulator (tests/cudasim) -----------------
 # The same kernels (rewritten by cu2cc.sh: launches and dynamic shared arrays), host code and
@@ -200,7 +211,10 @@ $(SIM)/obj/cudasim.o: tests/cudasim/cudasim.cc $(wildcard tests/cudasim/include/
 $(SIM)/obj/host/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SIM_UBSAN) -Itests/cudasim/include -c $< -o $@
-$(SIM)/librlcuda.so: $(CU_SRC:kernels/%.cu=$(SIM)/obj/%.o) $(CUH_SRC:%.c=$(SIM)/obj/host/%.o) $(SIM)/obj/cudasim.o $(CUDA_SHARED_OBJ)
+SIM_BE_OBJ = $(CU_SRC:kernels/%.cu=$(SIM)/obj/%.o) $(CUH_BE_SRC:%.c=$(SIM)/obj/host/%.o) $(SIM)/obj/cudasim.o $(CUDA_SHARED_OBJ)
+$(SIM)/librlcuda.so: $(SIM_BE_OBJ)
+	$(CXX) -shared -o $@ $^ $(SIM_UBSAN) -Wl,-z,defs -luring -ljansson -lpcre2-8 -lpthread -lm
+$(SIM)/librlcuda_dev.so: $(SIM_BE_OBJ) $(CUH_DEV_SRC:%.c=$(SIM)/obj/host/%.o)
 	$(CXX) -shared -o $@ $^ $(SIM_UBSAN) -Wl,-z,defs -luring -ljansson -lpcre2-8 -lpthread -lm
 $(SIM)/gen/selftest_kernels.cc: tests/cudasim/selftest_kernels.cu tests/cudasim/cu2cc.sh
 	@mkdir -p $(dir $@)
@@ -280,7 +294,7 @@ soak: deps
 CUDASIM_ASAN_TESTS ?= embed,rmsnorm,rope,swiglu,attention,sample
 SIM_ASAN = -fsanitize=address,alignment,bounds -fno-sanitize-recover=all -fno-omit-frame-pointer
 test-cudasim-asan: all
-	@$(MAKE) --no-print-directory SIM=$(BUILD)/cudasim-asan SIM_UBSAN="$(SIM_ASAN)" $(BUILD)/cudasim-asan/librlcuda.so
+	@$(MAKE) --no-print-directory SIM=$(BUILD)/cudasim-asan SIM_UBSAN="$(SIM_ASAN)" $(BUILD)/cudasim-asan/librlcuda.so $(BUILD)/cudasim-asan/librlcuda_dev.so
 	@LD_PRELOAD=$$($(CC) -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 RL_TEST_ONLY=$(CUDASIM_ASAN_TESTS) \
 		RINGLM_CUDA_LIB=$(BUILD)/cudasim-asan/librlcuda.so $(BUILD)/tests/test_gpu
 
@@ -300,7 +314,7 @@ install: all
 	ln -sf libringlm.so.0 $(DESTDIR)$(PREFIX)/lib/libringlm.so
 	install -m 644 clients/ringlm.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(BUILD)/ringlmd $(BUILD)/ringlm $(BUILD)/ringlm-http $(DESTDIR)$(PREFIX)/bin/
-	$(if $(CUDA_LIB),install -m 755 $(CUDA_LIB) $(DESTDIR)$(PREFIX)/lib/)
+	$(if $(CUDA_LIB),install -m 755 $(BUILD)/librlcuda.so $(DESTDIR)$(PREFIX)/lib/)
 	sed -e 's|@PREFIX@|$(PREFIX)|g' clients/ringlm.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ringlm.pc
 
 clean:

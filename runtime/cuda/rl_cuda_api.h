@@ -1,6 +1,7 @@
 /* rl_cuda_api.h — what librlcuda.so exports (found with dlsym, so plain C types only): the
- * backend constructor that runtime/loop/rl_rt_backend.c loads, test hooks, kernel test entry points for
- * tests/gpu, and the `ringlm bench gpu` entry point. */
+ * backend constructor that runtime/loop/rl_rt_backend.c loads and test hooks; and what only
+ * librlcuda_dev.so adds (the same library for tests and benchmarks): the kernel test entry
+ * points for tests/gpu and the `ringlm bench gpu` entry point. */
 #ifndef RL_CUDA_API_H
 #define RL_CUDA_API_H
 #include <stddef.h>
@@ -57,7 +58,7 @@ int rl_backend_cuda_stats(struct rl_backend *be, struct rl_cuda_stats *out);
  * its message, one line ("" when none failed). */
 const char *rl_backend_cuda_last_error(struct rl_backend *be);
 
-/* Kernel test entry points: host arrays in and out (outputs are uploaded first, so a test can
+/* Kernel test entry points (librlcuda_dev.so only): host arrays in and out (outputs are uploaded first, so a test can
  * poison them), the metadata packed from (g, b, rows) with rl_cuda_host_pack. The 2-byte
  * arrays (uint16_t) hold dt (bf16 or fp16), the launchers' dtype argument. Each returns 0 or
  * -errno (-EIO on a CUDA error). Shapes as in kernels/rl_cuda_ops.h. */
@@ -96,7 +97,7 @@ struct rl_cuda_testapi {
 };
 const struct rl_cuda_testapi *rl_cuda_testapi(void);
 
-/* `ringlm bench gpu [--json] [...]`: 0 done, 1 error, 2 usage. */
+/* `ringlm bench gpu [--json] [...]` (librlcuda_dev.so only): 0 done, 1 error, 2 usage. */
 int rl_cuda_bench(int argc, char **argv);
 
 #endif

@@ -44,29 +44,42 @@ static uint32_t ctx_for(const struct rl_rt_params *p, const struct rl_model_conf
 	return p->ctx ? p->ctx : c->max_ctx;
 }
 
-void *rl_cuda_lib_open(char *err, size_t errlen)
+int rl_cuda_dev_path(const char *lib, char *out, size_t n)
+{
+	const char *slash = strrchr(lib, '/');
+	const char *base = slash ? slash + 1 : lib;
+	const int dir = (int)(base - lib);
+	const int w = strcmp(base, RL_CUDA_LIB) ? snprintf(out, n, "%s", lib)
+						: snprintf(out, n, "%.*s%s", dir, lib, RL_CUDA_DEV_LIB);
+	return w < 0 || (size_t)w >= n ? -ENAMETOOLONG : 0;
+}
+
+void *rl_cuda_lib_open(int dev, char *err, size_t errlen)
 {
 	char path[4096];
 	void *h = NULL;
+	const char *name = dev ? RL_CUDA_DEV_LIB : RL_CUDA_LIB;
 	/* RINGLM_CUDA_LIB names another build of the backend (tests: build/cudasim's, the CPU
 	 * emulator); it is used alone, so a typo is an error, not a silent fall-back */
 	const char *env = getenv("RINGLM_CUDA_LIB");
 	if (env && *env) {
-		if (!(h = dlopen(env, RTLD_NOW | RTLD_LOCAL)))
-			snprintf(err, errlen, "RINGLM_CUDA_LIB=%s cannot be loaded (%s)", env, dlerror());
-		return h;
+		if (rl_cuda_dev_path(env, path, sizeof path) == 0 && (h = dlopen(dev ? path : env, RTLD_NOW | RTLD_LOCAL)))
+			return h;
+		snprintf(err, errlen, "RINGLM_CUDA_LIB=%s: %s cannot be loaded (%s)", env, dev ? path : env, dlerror());
+		return NULL;
 	}
 	ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
 	if (n > 0) {                   /* beside the binary first (build/ or PREFIX/bin's lib) */
 		path[n] = 0;
 		char *slash = strrchr(path, '/');
-		strcpy(slash ? slash + 1 : path, "librlcuda.so");
+		strcpy(slash ? slash + 1 : path, name);
 		h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	}
 	if (!h)
-		h = dlopen("librlcuda.so", RTLD_NOW | RTLD_LOCAL);
+		h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
 	if (!h)
-		snprintf(err, errlen, "cannot load librlcuda.so (%s); build with nvcc on PATH and CUDA!=0", dlerror());
+		snprintf(err, errlen, "cannot load %s (%s); build with nvcc on PATH and CUDA!=0%s", name, dlerror(),
+			 dev ? " (the build tree has it; an install has only " RL_CUDA_LIB ")" : "");
 	return h;
 }
 
@@ -74,7 +87,7 @@ static int open_cuda(const struct rl_rt_params *p, const struct rl_model *m,
 		     struct rl_backend_params *bp, struct rl_backend **be, char *err, size_t errlen)
 {
 	char why[512];
-	void *h = rl_cuda_lib_open(why, sizeof why);
+	void *h = rl_cuda_lib_open(0, why, sizeof why);
 	if (!h) {
 		snprintf(err, errlen, "--backend cuda: %s", why);
 		return -ENOENT;

@@ -19,8 +19,18 @@ int rl_rt_backend_open(const struct rl_rt_params *p, struct rl_backend **be, str
  * both. */
 int rl_rt_draft_open(const struct rl_rt_params *p, const struct rl_backend_info *target, uint32_t n_blocks,
 		     struct rl_backend **be, struct rl_model **model, char *err, size_t errlen);
-/* dlopen()s librlcuda.so (RINGLM_CUDA_LIB, else beside the running binary, else the library
- * path); NULL and a one-line reason in err when it is not there. */
-void *rl_cuda_lib_open(char *err, size_t errlen);
+/* The CUDA backend's two builds, side by side: the backend ringlmd loads, and the same with
+ * the kernel test entry points and `ringlm bench gpu` (tests and benchmarks load it; the
+ * build tree has it, an install does not). */
+#define RL_CUDA_LIB     "librlcuda.so"
+#define RL_CUDA_DEV_LIB "librlcuda_dev.so"
+/* out = lib with the file name RL_CUDA_LIB replaced by RL_CUDA_DEV_LIB (a path to another
+ * name: lib as it is, so RINGLM_CUDA_LIB may name either build). -ENAMETOOLONG when out is
+ * too small. */
+int  rl_cuda_dev_path(const char *lib, char *out, size_t n);
+/* dlopen()s librlcuda.so, or with dev librlcuda_dev.so (RINGLM_CUDA_LIB, its dev sibling;
+ * else beside the running binary, else the library path); NULL and a one-line reason in err
+ * when it is not there. */
+void *rl_cuda_lib_open(int dev, char *err, size_t errlen);
 
 #endif

@@ -1,6 +1,7 @@
 /* test_gpu.c — the CUDA backend against the CPU, on a GPU (`make test-gpu`; `make test` runs it
- * too). Every test prints "SKIP ...: skipped: no CUDA device" when librlcuda.so is missing (a
- * CUDA=0 build) or no device is usable.
+ * too). It loads librlcuda_dev.so (the backend with its kernel test entry points) from beside
+ * build/librlcuda.so, or RINGLM_CUDA_LIB's. Every test prints "SKIP ...: skipped: no CUDA
+ * device" when the library is missing (a CUDA=0 build) or no device is usable.
  *
  * Each storage dtype runs its own copy of a test (name_bf16, name_fp16: the global `dt`).
  * Kernels (random inputs, outputs poisoned before the run, tolerance by dtype: bf16 keeps 8
@@ -21,6 +22,7 @@
 #include "kernels/cpu_ops.h"
 #include "runtime/backend/rl_backend.h"
 #include "runtime/cuda/rl_cuda_api.h"
+#include "runtime/loop/rl_rt_backend.h"   /* rl_cuda_dev_path */
 #include "runtime/model/rl_model_io.h"
 #include "kernels/rl_sample.h"
 #include "tests/rl_test.h"
@@ -52,6 +54,10 @@ static void open_lib(void)
 	} else {
 		snprintf(path, sizeof path, "librlcuda.so");
 	}
+	/* the backend's build with the kernel test entry points, beside it */
+	char dev[4096];
+	if (rl_cuda_dev_path(path, dev, sizeof dev) == 0)
+		memcpy(path, dev, sizeof path);
 	fprintf(stderr, "test_gpu: backend library %s\n", path);
 	lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!lib) {
