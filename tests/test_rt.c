@@ -50,6 +50,36 @@ static void rt_stress_4_clients_100k(void)
 	CHECK(rt_stop(&rt) == 0);
 }
 
+/* Clients attach and leave out of order while others are served: nine clients over eight
+ * slots, finishing in an order unlike their attachment's, so slots are freed from the middle
+ * of the runtime's list of attached clients and reused; every token is checked. */
+static void rt_clients_come_and_go(void)
+{
+	struct rt_child rt;
+	REQUIRE(rt_start(&rt, "--sim-vocab 1000 --max-clients 8 --max-inflight 16") == 0);
+	struct ringlm *obs;
+	REQUIRE(rt_connect(&rt, &obs, 0) == 0);
+	static const long len[9] = { 900, 100, 600, 50, 1200, 300, 150, 700, 400 };
+	long total = 0;
+	pid_t pids[9];
+	for (int i = 0; i < 9; i++) {
+		if (i == 6)             /* the last three once some of the first six have gone */
+			CHECK(rt_settle_above(obs, "detaches", 1));
+		const long n = len[i] / rl_slow() + 1;
+		total += n;
+		pids[i] = fork();
+		if (pids[i] == 0)
+			_exit(rt_run_client(&rt, 77 + (uint64_t)i, n, 4, i == 4, 6, 5));
+	}
+	CHECK(wait_children(pids, 9) == 0);
+	CHECK(rt_settle(obs, "clients", 1));
+	CHECK(rt_stat(obs, "requests_done") == total);
+	CHECK(rt_stat(obs, "detaches") == 9);
+	CHECK(rt_expect_idle(obs));
+	ringlm_close(obs);
+	CHECK(rt_stop(&rt) == 0);
+}
+
 /* A client that stops reading: its event ring fills, its sequences pause, another client
  * is served meanwhile, and once it reads again it gets every token in order. */
 static void rt_slow_client_loses_nothing(void)
@@ -686,6 +716,7 @@ int main(void)
 	RUN(rt_kill9_midstream_recycles);
 	RUN(rt_kill9_runtime_clients_notice);
 	RUN(rt_hostile_client_is_contained);
+	RUN(rt_clients_come_and_go);
 	RUN(rt_stress_4_clients_100k);
 	TEST_MAIN_END();
 }

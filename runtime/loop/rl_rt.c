@@ -205,6 +205,10 @@ static int hook_reserve(void *ctx, uint32_t slot, uint32_t n)
 	struct client *c = &rt->clients[slot];
 	if (evt_room(c) < n)
 		return -EAGAIN;
+	if (!c->in_resv) {
+		c->in_resv = 1;
+		rt->resv[rt->n_resv++] = slot;
+	}
 	c->reserved += n;
 	return 0;
 }
@@ -395,9 +399,8 @@ static int drain_client(struct rl_rt *rt, uint32_t slot, uint64_t now)
 static int drain_all(struct rl_rt *rt, uint64_t now)
 {
 	int n = 0;
-	for (uint32_t s = 0; s < rt->p.max_clients; s++) {
-		if (!rt->clients[s].used)
-			continue;
+	for (uint32_t i = rt->n_live; i-- > 0;) {   /* backwards: a detach moves the last into i */
+		const uint32_t s = rt->live[i];
 		n += drain_client(rt, s, now);
 		if (rt->clients[s].hostile)
 			rt_conn_detach(rt, s, "impossible ring index (hostile or corrupted client)");
@@ -414,8 +417,12 @@ static int drain_all(struct rl_rt *rt, uint64_t now)
 static void complete_step(struct rl_rt *rt, uint64_t now)
 {
 	rl_sched_complete(rt->sched, rt->out, now);
-	for (uint32_t i = 0; i < rt->p.max_clients; i++)
-		rt->clients[i].reserved = 0;
+	for (uint32_t i = 0; i < rt->n_resv; i++) {
+		struct client *c = &rt->clients[rt->resv[i]];
+		c->reserved = 0;
+		c->in_resv = 0;
+	}
+	rt->n_resv = 0;
 }
 
 /* Speculation's cost model (rl_spec.h): decode-only steps (no prompt rows) feed the fit of
@@ -846,8 +853,10 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 		.target_ns = p->itl_target_ns, .max_ns = 1000000000ull };
 	rt->clients = calloc(p->max_clients, sizeof *rt->clients);
 	rt->touched = calloc(p->max_clients, sizeof *rt->touched);
+	rt->live = calloc(p->max_clients, sizeof *rt->live);
+	rt->resv = calloc(p->max_clients, sizeof *rt->resv);
 	rt->out = calloc(p->max_seqs, sizeof *rt->out);
-	if (!rt->clients || !rt->touched || !rt->out) {
+	if (!rt->clients || !rt->touched || !rt->live || !rt->resv || !rt->out) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -1148,6 +1157,8 @@ void rl_rt_destroy(struct rl_rt *rt)
 	rl_model_destroy(rt->model);
 	free(rt->clients);
 	free(rt->touched);
+	free(rt->live);
+	free(rt->resv);
 	free(rt->out);
 	free(rt);
 }

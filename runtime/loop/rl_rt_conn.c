@@ -47,6 +47,8 @@ void rt_conn_detach(struct rl_rt *rt, uint32_t slot, const char *why)
 	close(c->rt_efd);
 	close(c->cl_efd);
 	c->used = 0;
+	rt->live[c->live_i] = rt->live[--rt->n_live];       /* the last takes its place */
+	rt->clients[rt->live[c->live_i]].live_i = c->live_i;
 	c->gen++;
 	c->active = 0;
 	c->unpub = c->reserved = 0;
@@ -172,6 +174,8 @@ void rt_conn_attach(struct rl_rt *rt, int fd, const struct rl_attach_req *rq)
 		return;
 	}
 	c->used = 1;
+	c->live_i = rt->n_live;
+	rt->live[rt->n_live++] = slot;
 	rt_conn_arm_hup(rt, slot);
 	ST_ADD(attaches, 1);
 	ST_ADD(clients, 1);

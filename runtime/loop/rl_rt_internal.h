@@ -64,6 +64,8 @@ struct client {
 	int      bell_armed;
 	int      hostile;
 	uint32_t active;               /* live requests */
+	uint32_t live_i;               /* its index in rl_rt.live while used */
+	int      in_resv;              /* on rl_rt.resv (until the step completes) */
 };
 
 struct handshake {
@@ -98,6 +100,12 @@ struct rl_rt {
 	struct client *clients;        /* [max_clients] */
 	uint32_t *touched;             /* clients with unpublished events */
 	uint32_t n_touched;
+	/* The per-pass and per-step walks visit these, not every slot: a pass costs what the
+	 * attached clients cost, whatever --max-clients is. */
+	uint32_t *live;                /* attached clients' slots (any order) */
+	uint32_t n_live;
+	uint32_t *resv;                /* clients holding event reservations this step */
+	uint32_t n_resv;
 	struct handshake hs[HS_SLOTS];
 	int      accept_armed, timer_armed;
 	int      stepping;
