@@ -144,17 +144,38 @@ uint32_t rl_sample(const float *logits, uint32_t vocab, const struct rl_sampling
 		total = acc;
 	}
 	float r = rl_sample_uniform(sp->seed, position) * total, acc = 0;
+	uint32_t last = c[0].id;                            /* the last candidate that can be drawn */
 	for (uint32_t i = 0; i < n; i++) {
+		if (!(c[i].p > 0.0f))                       /* a masked (-inf) logit: never drawn */
+			continue;
 		acc += c[i].p;
 		if (r < acc)
 			return c[i].id;
+		last = c[i].id;
 	}
-	return c[n - 1].id;                                 /* rounding left r just past the end */
+	return last;                                        /* rounding left r just past the end */
 }
 
-float rl_sample_logprobs(const float *logits, uint32_t vocab, uint32_t tok, uint32_t n_top,
+uint32_t rl_sample_mask(float *logits, uint32_t vocab, const uint32_t *allow)
+{
+	uint32_t kept = 0;
+	for (uint32_t w = 0; w < rl_sample_mask_words(vocab); w++) {
+		const uint32_t bits = allow[w], base = 32 * w, n = vocab - base < 32 ? vocab - base : 32;
+		const uint32_t live = n == 32 ? bits : bits & ((1u << n) - 1);
+		kept += (uint32_t)__builtin_popcount(live);
+		if (live == (n == 32 ? ~0u : (1u << n) - 1))
+			continue;
+		for (uint32_t k = 0; k < n; k++)
+			if (!(live >> k & 1))
+				logits[base + k] = -INFINITY;
+	}
+	return kept;
+}
+
+float rl_sample_logprobs(const float *logits, uint32_t vocab, uint32_t tok, uint32_t *n_top_io,
 			 uint32_t *top_id, float *top_lp)
 {
+	uint32_t n_top = *n_top_io;
 	float mx = logits[rl_sample_argmax(logits, vocab)];
 	double sum = 0;
 	for (uint32_t v = 0; v < vocab; v++)
@@ -165,7 +186,7 @@ float rl_sample_logprobs(const float *logits, uint32_t vocab, uint32_t tok, uint
 	n_top = n_top < vocab ? n_top : vocab;
 	for (uint32_t v = 0; v < vocab && n_top; v++) {
 		const float l = logits[v];
-		if (k == n_top && !(l > logits[top_id[k - 1]]))
+		if (!(l > -INFINITY) || (k == n_top && !(l > logits[top_id[k - 1]])))
 			continue;
 		uint32_t at = k < n_top ? k++ : k - 1;
 		while (at > 0 && l > logits[top_id[at - 1]]) {
@@ -176,5 +197,6 @@ float rl_sample_logprobs(const float *logits, uint32_t vocab, uint32_t tok, uint
 	}
 	for (uint32_t i = 0; i < k; i++)
 		top_lp[i] = (float)(logits[top_id[i]] - lse);
+	*n_top_io = k;
 	return (float)(logits[tok] - lse);
 }

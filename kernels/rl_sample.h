@@ -55,10 +55,20 @@ uint32_t rl_sample(const float *logits, uint32_t vocab, const struct rl_sampling
 		   uint32_t position, void *scratch);
 
 /* Log-probabilities over logits[vocab] at temperature 1 (log-softmax, the sum in double):
- * returns token tok's, and writes the n_top most likely tokens (decreasing, ties: lower id
- * first) to top_id[n_top] / top_lp[n_top]. One pass for the sum, one selection pass per
- * alternative kept in a sorted list of n_top: O(vocab * log n_top)-ish, nothing allocated. */
-float rl_sample_logprobs(const float *logits, uint32_t vocab, uint32_t tok, uint32_t n_top,
+ * returns token tok's, and writes the *n_top most likely tokens (decreasing, ties: lower id
+ * first) to top_id / top_lp; *n_top becomes how many were written: fewer when fewer tokens
+ * are possible (logits of -inf, e.g. masked, are never alternatives). One pass for the sum,
+ * one selection pass per alternative kept in a sorted list of n_top: O(vocab * log n_top)-ish,
+ * nothing allocated. */
+float rl_sample_logprobs(const float *logits, uint32_t vocab, uint32_t tok, uint32_t *n_top,
 			 uint32_t *top_id, float *top_lp);
+
+/* Words of a token bitmask over vocab tokens (bit i % 32 of word i / 32 is token i). */
+static inline uint32_t rl_sample_mask_words(uint32_t vocab) { return (vocab + 31) / 32; }
+/* A constraint's allowed tokens applied to logits[vocab]: every token whose bit in
+ * allow[rl_sample_mask_words(vocab)] is clear gets -inf, so sampling, greedy or not, and
+ * log-probabilities then see the constrained distribution. Words of all ones cost one test.
+ * Returns how many tokens stay allowed (0: the caller must not sample this row). */
+uint32_t rl_sample_mask(float *logits, uint32_t vocab, const uint32_t *allow);
 
 #endif

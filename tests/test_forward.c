@@ -467,6 +467,91 @@ static void sampler_distribution_matches_softmax(void)
 	}
 }
 
+/* A constraint's mask (structured output): only allowed tokens are ever drawn, greedy is the
+ * best allowed one, the distribution is the softmax renormalised over the allowed tokens
+ * (top-k wider than them changes nothing), and log-probabilities are of that distribution,
+ * listing no impossible token. */
+static void sampler_masks_restrict_the_distribution(void)
+{
+	enum { V = 1000, W = (V + 31) / 32 };
+	static float logits[V], masked[V];
+	static struct rl_sample_cand scratch[V];
+	static uint32_t allow[W];
+	for (int trial = 0; trial < 40; trial++) {
+		const uint32_t density = 1 + (uint32_t)trial % 8;   /* about density/64 of tokens allowed */
+		uint32_t n_allowed = 0, best = UINT32_MAX;
+		for (int i = 0; i < V; i++)
+			logits[i] = 3 * rnd_f();
+		for (int w = 0; w < W; w++)
+			allow[w] = 0;
+		for (uint32_t i = 0; i < V; i++)
+			if (rnd_u32() % 64 < density || i == (uint32_t)trial * 7) {
+				allow[i / 32] |= 1u << (i % 32);
+				n_allowed++;
+				if (best == UINT32_MAX || logits[i] > logits[best])
+					best = i;
+			}
+		allow[W - 1] |= 0xff000000u;                     /* bits past the vocabulary count for nothing */
+		memcpy(masked, logits, sizeof logits);
+		CHECK(rl_sample_mask(masked, V, allow) == n_allowed);
+		int exact = 1;
+		for (uint32_t i = 0; i < V; i++)
+			exact &= (allow[i / 32] >> (i % 32) & 1) ? masked[i] == logits[i] : isinf(masked[i]) && masked[i] < 0;
+		CHECK(exact);
+		struct rl_sampling sps[] = {
+			{ .temperature = 0, .top_p = 1 }, { .temperature = 1, .top_p = 1, .seed = 5 },
+			{ .temperature = 0.7f, .top_k = 40, .top_p = 1, .seed = 6 },
+			{ .temperature = 1.5f, .top_k = 900, .top_p = 1, .seed = 7 },
+			{ .temperature = 1, .top_p = 0.9f, .seed = 8 },
+		};
+		int all_allowed = 1;
+		for (size_t k = 0; k < sizeof sps / sizeof *sps; k++)
+			for (uint32_t pos = 0; pos < 50; pos++) {
+				uint32_t t = rl_sample(masked, V, &sps[k], pos, scratch);
+				all_allowed &= t < V && (allow[t / 32] >> (t % 32) & 1);
+				if (k == 0)
+					CHECK(t == best);
+			}
+		CHECK(all_allowed);
+		uint32_t top_id[20], n_top = 20;
+		float top_lp[20];
+		const float lp = rl_sample_logprobs(masked, V, best, &n_top, top_id, top_lp);
+		double sum = 0;
+		for (uint32_t i = 0; i < V; i++)
+			if (allow[i / 32] >> (i % 32) & 1)
+				sum += exp((double)logits[i] - logits[best]);
+		CHECKF(fabs(lp + log(sum)) < 1e-5, "trial %d: %g want %g", trial, lp, -log(sum));
+		CHECK(n_top == (n_allowed < 20 ? n_allowed : 20) && top_id[0] == best);
+		for (uint32_t j = 0; j < n_top; j++)
+			CHECK((allow[top_id[j] / 32] >> (top_id[j] % 32) & 1) && isfinite(top_lp[j]));
+	}
+	/* logits log(1..8), tokens 1, 3, 6 allowed: P = 2/13, 4/13, 7/13, with or without top-k 5 */
+	float lg[8];
+	struct rl_sample_cand sc[8];
+	for (int i = 0; i < 8; i++)
+		lg[i] = logf((float)(i + 1));
+	const uint32_t a8 = 1u << 1 | 1u << 3 | 1u << 6;
+	CHECK(rl_sample_mask(lg, 8, &a8) == 3);
+	struct rl_sampling sp[2] = { { .temperature = 1, .top_p = 1, .seed = 3 },
+				     { .temperature = 1, .top_p = 1, .top_k = 5, .seed = 4 } };
+	const uint32_t n = 100000 / slow;
+	for (int k = 0; k < 2; k++) {
+		double cnt[8] = { 0 };
+		for (uint32_t pos = 0; pos < n; pos++)
+			cnt[rl_sample(lg, 8, &sp[k], pos, sc)]++;
+		CHECKF(fabs(cnt[1] / n - 2 / 13.) < 0.01 && fabs(cnt[3] / n - 4 / 13.) < 0.01 &&
+		       fabs(cnt[6] / n - 7 / 13.) < 0.01 && cnt[1] + cnt[3] + cnt[6] == n,
+		       "top-k %u: %g %g %g", sp[k].top_k, cnt[1] / n, cnt[3] / n, cnt[6] / n);
+	}
+	/* one allowed token far below the rest: every parameter set draws it */
+	for (int i = 0; i < 8; i++)
+		lg[i] = i == 2 ? -80.0f : 10.0f;
+	const uint32_t only2 = 1u << 2;
+	rl_sample_mask(lg, 8, &only2);
+	for (uint32_t pos = 0; pos < 200; pos++)
+		CHECK(rl_sample(lg, 8, &sp[pos % 2], pos, sc) == 2);
+}
+
 /* Speculative decoding's verification (runtime/sched/rl_spec.h): a draft d (a point mass q)
  * is accepted when the token sampled for its position with that position's key equals it.
  * That is the standard rejection rule: accepted with probability min(1, p(d)/q(d)) = p(d),
@@ -879,8 +964,32 @@ static void bad_batches_are_refused(void)
 	s.ctx_len = 2; s.n_blocks = 1; pos[0] = 0; pos[1] = 1;
 	b.block_size = 8;       CHECK(rl_backend_launch(be, &b) == -EINVAL); b.block_size = BS;
 	b.n_prefill = 0;        CHECK(rl_backend_launch(be, &b) == -EINVAL);   /* decode of 2 rows */
+	b.n_prefill = 1;
 	float lg[97];
 	CHECK(rl_backend_cpu_logits(be, 1, lg) == -ENOENT);
+	/* a constraint's mask: the sampled token is the best allowed one, the logits row is
+	 * restricted to the allowed tokens; an empty mask or one on a row that does not sample is
+	 * refused */
+	CHECK(rl_backend_launch(be, &b) == 0 && rl_backend_finish(be, out) == 0);
+	CHECK(rl_backend_cpu_logits(be, 0, lg) == 0);
+	uint32_t allow[4] = { 0 }, best = UINT32_MAX;
+	for (uint32_t i = 5; i < 97; i += 9) {
+		allow[i / 32] |= 1u << (i % 32);
+		best = best == UINT32_MAX || lg[i] > lg[best] ? i : best;
+	}
+	allow[3] |= 0xfffffffeu;       /* past token 96: not tokens */
+	s.allow = allow;
+	CHECK(rl_backend_launch(be, &b) == 0 && rl_backend_finish(be, out) == 0 && out[0] == (int32_t)best);
+	float lm[97];
+	CHECK(rl_backend_cpu_logits(be, 0, lm) == 0);
+	int restricted = 1;
+	for (uint32_t i = 0; i < 97; i++)
+		restricted &= (allow[i / 32] >> (i % 32) & 1) ? lm[i] == lg[i] : isinf(lm[i]) && lm[i] < 0;
+	CHECK(restricted);
+	const uint32_t none[4] = { 0, 0, 0, 0xfffffffeu };
+	s.allow = none;         CHECK(rl_backend_launch(be, &b) == -EINVAL);
+	s.allow = allow; s.sample = 0; CHECK(rl_backend_launch(be, &b) == -EINVAL);
+	s.allow = NULL; s.sample = 1;
 	rl_backend_destroy(be);
 	rl_model_destroy(m);
 }
@@ -956,6 +1065,7 @@ int main(void)
 	RUN(sampler_greedy_and_cuts_agree);
 	RUN(sampler_is_keyed_by_seed_and_position);
 	RUN(sampler_distribution_matches_softmax);
+	RUN(sampler_masks_restrict_the_distribution);
 	RUN(verification_is_the_rejection_rule);
 	RUN(chunked_prefill_equals_unchunked_equals_reference);
 	RUN(half_kv_chunked_equals_unchunked_near_reference);

@@ -26,7 +26,18 @@ static void sim_matches_formula_across_chunks(void)
 	b.tokens = prompt + 6; b.pos = pos + 6; b.n_tokens = 4;
 	CHECK(rl_backend_launch(be, &b) == 0);
 	CHECK(rl_backend_finish(be, out) == 0);
-	CHECK(out[0] == (int32_t)rl_sim_next(prompt, 10, 1000));
+	const uint32_t t = rl_sim_next(prompt, 10, 1000);
+	CHECK(out[0] == (int32_t)t);
+	/* a constraint's mask: the first allowed token at or after t, wrapping */
+	uint32_t allow[32] = { 0 };
+	const uint32_t u = (t + 500) % 1000, v = (t + 999) % 1000;
+	allow[u / 32] |= 1u << (u % 32);
+	allow[v / 32] |= 1u << (v % 32);
+	s.allow = allow;
+	CHECK(rl_backend_launch(be, &b) == 0);
+	CHECK(rl_backend_finish(be, out) == 0 && out[0] == (int32_t)u && rl_sim_allowed(t, 1000, allow) == u);
+	s.sample = 0;                  /* a mask on a row that does not sample is refused */
+	CHECK(rl_backend_launch(be, &b) == 0 && rl_backend_finish(be, out) == -EINVAL);
 	rl_backend_destroy(be);
 }
 

@@ -554,7 +554,7 @@ static void forward(struct cpu *c, int t)
 			struct rl_lp *lp = &c->plp[k0 + j];
 			lp->n_top = c->plp_ntop[k0 + j];
 			lp->logprob = rl_sample_logprobs(c->logits + (size_t)j * c->vocab, c->vocab, c->plp_tok[k0 + j],
-							 lp->n_top, lp->top_id, lp->top_lp);
+							 &lp->n_top, lp->top_id, lp->top_lp);
 		}
 		barrier(c);
 	}
@@ -569,14 +569,16 @@ static void forward(struct cpu *c, int t)
 		for (uint32_t j = s0; j < s1; j++) {
 			const uint32_t i = c->samp_seq[k0 + j];
 			const struct rl_batch_seq *s = &b->seqs[i];
-			const float *lg = c->logits + (size_t)j * c->vocab;
+			float *lg = c->logits + (size_t)j * c->vocab;
+			if (s->allow)                  /* a constrained row: its distribution restricted */
+				rl_sample_mask(lg, c->vocab, s->allow);
 			const int32_t tok = (int32_t)rl_sample(lg, c->vocab, &s->sp, c->samp_pos[k0 + j],
 							       (char *)c->samp_scratch + (size_t)t * c->samp_scratch_size);
 			*c->samp_dst[k0 + j] = tok;
 			if (s->logprobs) {             /* asked for: off, this costs nothing (never with drafts) */
 				struct rl_lp *lp = &c->lp[i];
 				lp->n_top = s->logprobs - 1 < RL_MAX_TOP_LOGPROBS ? s->logprobs - 1 : RL_MAX_TOP_LOGPROBS;
-				lp->logprob = rl_sample_logprobs(lg, c->vocab, (uint32_t)tok, lp->n_top, lp->top_id, lp->top_lp);
+				lp->logprob = rl_sample_logprobs(lg, c->vocab, (uint32_t)tok, &lp->n_top, lp->top_id, lp->top_lp);
 			}
 		}
 		barrier(c);
@@ -603,6 +605,16 @@ static void *worker(void *arg)
 			continue;
 		forward(c, t);
 	}
+}
+
+/* 1 when a constraint's mask allows some token of the vocabulary */
+static int mask_any(const uint32_t *allow, uint32_t vocab)
+{
+	const uint32_t nw = rl_sample_mask_words(vocab), tail = vocab % 32;
+	for (uint32_t w = 0; w < nw; w++)
+		if (w + 1 == nw && tail ? allow[w] & ((1u << tail) - 1) : allow[w])
+			return 1;
+	return 0;
 }
 
 /* Every index the step will follow is checked here, before any worker touches memory. */
@@ -635,7 +647,8 @@ static int validate(struct cpu *c, const struct rl_batch *b)
 			}
 		}
 		if ((i >= b->n_prefill && s->q_len != 1) ||
-		    (s->n_draft && (!s->sample || s->n_draft >= s->q_len || !s->draft_out || s->logprobs)))
+		    (s->n_draft && (!s->sample || s->n_draft >= s->q_len || !s->draft_out || s->logprobs)) ||
+		    (s->allow && (!s->sample || s->n_draft || !mask_any(s->allow, c->vocab))))
 			return -EINVAL;
 		for (uint32_t k = 0; k < (s->ctx_len + c->bs - 1) / c->bs; k++)
 			if (s->block_table[k] >= c->n_blocks)

@@ -41,7 +41,8 @@ static int sim_launch(struct rl_backend *be, const struct rl_batch *b)
 		s->err = -EINVAL;
 	for (uint32_t i = 0; i < b->n_seqs && !s->err; i++) {
 		const struct rl_batch_seq *q = &b->seqs[i];
-		if (q->n_draft && (q->n_draft >= q->q_len || !q->draft_out || !q->sample)) {
+		if ((q->n_draft && (q->n_draft >= q->q_len || !q->draft_out || !q->sample)) ||
+		    (q->allow && (!q->sample || q->n_draft))) {
 			s->err = -EINVAL;
 			break;
 		}
@@ -82,7 +83,8 @@ static int sim_finish(struct rl_backend *be, int32_t *out)
 		return s->err;
 	for (uint32_t i = 0; i < b->n_seqs; i++) {
 		const struct rl_batch_seq *q = &b->seqs[i];
-		out[i] = q->sample ? (int32_t)(*slot(s, q, q->ctx_len - 1) % s->vocab) : -1;
+		out[i] = q->sample ? (int32_t)rl_sim_allowed((uint32_t)(*slot(s, q, q->ctx_len - 1) % s->vocab),
+							      s->vocab, q->allow) : -1;
 		for (uint32_t j = 0; q->sample && j < q->n_draft && j < q->q_len; j++)   /* verification rows */
 			q->draft_out[j] = (int32_t)(*slot(s, q, q->ctx_len - 1 - q->n_draft + j) % s->vocab);
 	}

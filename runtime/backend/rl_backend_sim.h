@@ -5,6 +5,8 @@
  * state[p] % vocab. So the output is a deterministic function of the prompt and the position,
  * and because each step reads state[p-1] through the block table, a wrong block table, a bad
  * prefix-cache hit or a lost KV block changes the tokens: the sim checks the paged KV for real.
+ * A constrained row (rl_batch_seq.allow) takes the first allowed token at or after that one,
+ * wrapping around (rl_sim_allowed), so a constraint's masks show in the tokens too.
  */
 #ifndef RL_BACKEND_SIM_H
 #define RL_BACKEND_SIM_H
@@ -18,6 +20,18 @@ static inline uint64_t rl_sim_mix(uint64_t state, uint32_t tok)
 	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
 	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
 	return z ^ (z >> 31);
+}
+
+/* t, or the first token after it (wrapping) that allow[] has; t itself when allow is NULL or
+ * has none. */
+static inline uint32_t rl_sim_allowed(uint32_t t, uint32_t vocab, const uint32_t *allow)
+{
+	for (uint32_t k = 0; allow && k < vocab; k++) {
+		const uint32_t u = (t + k) % vocab;
+		if (allow[u / 32] >> (u % 32) & 1)
+			return u;
+	}
+	return t;
 }
 
 /* Next token after the given context (what the sim backend samples), computed from scratch. */

@@ -844,6 +844,7 @@ static void pack_one(struct rl_sched *s, struct seqx *x, uint32_t *t)
 	b->next_token = start + x->chunk < len ? x->tok[start + x->chunk] : UINT32_MAX;
 	b->n_draft = x->n_draft;
 	b->draft_out = s->draft_out + b->q_start;
+	b->allow = NULL;
 	assert(x->n_blocks == (b->ctx_len + s->p.block_size - 1) / s->p.block_size);
 	s->step_x[i] = x;
 	s->step_inc[i] = x->inc;
