@@ -337,7 +337,7 @@ sample_kernel(int32_t *ids, float *probs, const float *logits, rl_cuda_meta m, u
 		// no cut: rl_sample draws in id order
 		__shared__ uint32_t pick;
 		if (threadIdx.x == 0)
-			pick = vocab - 1;                    // rounding left r past the end
+			pick = best;                         // rounding left r past the end (rl_sample)
 		float before = block_exscan(own);
 		if (before <= r && r < before + own) {
 			float a = before;
@@ -356,11 +356,34 @@ sample_kernel(int32_t *ids, float *probs, const float *logits, rl_cuda_meta m, u
 		ids[j] = (int32_t)id;
 }
 
-extern "C" void rl_cuda_sample(int32_t *ids, float *probs, const float *logits, rl_cuda_meta m,
+// Constrained rows (m.samp[j].mask >= 0): every token the row's mask does not allow gets
+// -inf before the argmax and the sampler read the row, as rl_sample_mask does on the CPU. A
+// thread a mask word; words of all ones write nothing.
+#define MK_THREADS 256
+__global__ void __launch_bounds__(MK_THREADS)
+mask_kernel(float *logits, rl_cuda_meta m, uint32_t vocab)
+{
+	const uint32_t j = blockIdx.y, w = blockIdx.x * MK_THREADS + threadIdx.x, nw = rl_sample_mask_words(vocab);
+	if (j >= m.hdr->n_samp || m.samp[j].mask < 0 || w >= nw)
+		return;
+	const uint32_t bits = m.masks[(size_t)m.samp[j].mask * nw + w];
+	if (bits == 0xffffffffu)
+		return;
+	float *lg = logits + (size_t)j * vocab + 32 * w;     // [32] (fewer in the last word)
+	const uint32_t n = vocab - 32 * w < 32 ? vocab - 32 * w : 32;
+	for (uint32_t k = 0; k < n; k++)
+		if (!(bits >> k & 1))
+			lg[k] = -INFINITY;
+}
+
+extern "C" void rl_cuda_sample(int32_t *ids, float *probs, float *logits, rl_cuda_meta m,
 			       uint32_t samp_cap, uint32_t vocab, cudaStream_t st)
 {
 	if (!samp_cap)
 		return;
+	const dim3 mk_grid((rl_sample_mask_words(vocab) + MK_THREADS - 1) / MK_THREADS, samp_cap);
+	if (m.masks)                   // a buffer exists: some step may constrain a row
+		mask_kernel<<<mk_grid, MK_THREADS, 0, st>>>(logits, m, vocab);
 	if (am_split(vocab))
 		argmax_part_kernel<<<dim3(AM_SPLIT, samp_cap), AM_THREADS, 0, st>>>(probs, logits, m, vocab);
 	sample_kernel<<<samp_cap, ST, 0, st>>>(ids, probs, logits, m, vocab);

@@ -46,7 +46,8 @@ struct rl_cuda_samp {
 	uint32_t position;             /* position of the token being sampled (its ctx_len) */
 	uint64_t seed;
 	int32_t  row;                  /* packed row whose hidden state is sampled */
-	uint32_t _pad;
+	int32_t  mask;                 /* its constraint's mask: row `mask` of rl_cuda_meta.masks;
+					* -1: every token */
 };
 
 /* Device (or host image) pointers into the packed metadata. */
@@ -69,6 +70,10 @@ struct rl_cuda_meta {
 	const int32_t *fi_qo;          /* [max_rows + 1] */
 	const int32_t *fi_indptr;      /* [max_rows + 1] */
 	const int32_t *fi_last;        /* [max_rows] */
+	/* structured output: the step's constraint masks, rl_sample_mask_words(vocab) words a
+	 * row (bit i: token i allowed), rows in the order of the sampling rows that have one; a
+	 * buffer of its own, copied only in steps that have masks (NULL where none is allocated) */
+	const uint32_t *masks;
 };
 
 #endif

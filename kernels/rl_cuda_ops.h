@@ -67,8 +67,10 @@ int rl_cuda_attention_prepare(uint32_t hd, enum rl_cuda_dtype dt);
 void rl_cuda_attention_use_tc(int on);
 
 /* Samples each row j < samp_cap of logits [samp_cap, vocab] with m.samp[j] into ids[j]
- * (-1 for rows past m.hdr->n_samp). probs [samp_cap, vocab] fp32 scratch. CPU: rl_sample. */
-void rl_cuda_sample(int32_t *ids, float *probs, const float *logits, struct rl_cuda_meta m,
+ * (-1 for rows past m.hdr->n_samp). A row with a constraint mask (m.samp[j].mask >= 0, when
+ * m.masks is set) first has its disallowed logits set to -inf, in place. probs
+ * [samp_cap, vocab] fp32 scratch. CPU: rl_sample_mask, rl_sample. */
+void rl_cuda_sample(int32_t *ids, float *probs, float *logits, struct rl_cuda_meta m,
 		    uint32_t samp_cap, uint32_t vocab, cudaStream_t st);
 
 /* p[n] = st(center + a * u), u uniform in [-1, 1) from a hash of (seed, index): synthetic

@@ -97,7 +97,8 @@ uint32_t rl_sample(const float *logits, uint32_t vocab, const struct rl_sampling
 	if (!(sp->temperature > 0.0f))
 		return rl_sample_argmax(logits, vocab);
 	struct rl_sample_cand *c = scratch;                 /* [vocab] */
-	float mx = logits[rl_sample_argmax(logits, vocab)], inv_t = 1.0f / sp->temperature;
+	const uint32_t top = rl_sample_argmax(logits, vocab);
+	float mx = logits[top], inv_t = 1.0f / sp->temperature;
 	for (uint32_t i = 0; i < vocab; i++) {
 		c[i].p = expf((logits[i] - mx) * inv_t);       /* unnormalised softmax(logits / T) */
 		c[i].id = i;
@@ -144,16 +145,14 @@ uint32_t rl_sample(const float *logits, uint32_t vocab, const struct rl_sampling
 		total = acc;
 	}
 	float r = rl_sample_uniform(sp->seed, position) * total, acc = 0;
-	uint32_t last = c[0].id;                            /* the last candidate that can be drawn */
 	for (uint32_t i = 0; i < n; i++) {
-		if (!(c[i].p > 0.0f))                       /* a masked (-inf) logit: never drawn */
-			continue;
 		acc += c[i].p;
 		if (r < acc)
 			return c[i].id;
-		last = c[i].id;
 	}
-	return last;                                        /* rounding left r just past the end */
+	/* rounding left r just past the end: the most likely token, which can always be drawn
+	 * (a last candidate may have p = 0: a masked token) */
+	return top;
 }
 
 uint32_t rl_sample_mask(float *logits, uint32_t vocab, const uint32_t *allow)

@@ -64,7 +64,16 @@ float rl_sample_logprobs(const float *logits, uint32_t vocab, uint32_t tok, uint
 			 uint32_t *top_id, float *top_lp);
 
 /* Words of a token bitmask over vocab tokens (bit i % 32 of word i / 32 is token i). */
-static inline uint32_t rl_sample_mask_words(uint32_t vocab) { return (vocab + 31) / 32; }
+static inline RL_HD uint32_t rl_sample_mask_words(uint32_t vocab) { return (vocab + 31) / 32; }
+/* 1 when the mask allows some token below vocab (a backend refuses a mask that allows none) */
+static inline int rl_sample_mask_any(const uint32_t *allow, uint32_t vocab)
+{
+	const uint32_t nw = rl_sample_mask_words(vocab), tail = vocab % 32;
+	for (uint32_t w = 0; w < nw; w++)
+		if (w + 1 == nw && tail ? allow[w] & ((1u << tail) - 1) : allow[w])
+			return 1;
+	return 0;
+}
 /* A constraint's allowed tokens applied to logits[vocab]: every token whose bit in
  * allow[rl_sample_mask_words(vocab)] is clear gets -inf, so sampling, greedy or not, and
  * log-probabilities then see the constrained distribution. Words of all ones cost one test.

@@ -607,16 +607,6 @@ static void *worker(void *arg)
 	}
 }
 
-/* 1 when a constraint's mask allows some token of the vocabulary */
-static int mask_any(const uint32_t *allow, uint32_t vocab)
-{
-	const uint32_t nw = rl_sample_mask_words(vocab), tail = vocab % 32;
-	for (uint32_t w = 0; w < nw; w++)
-		if (w + 1 == nw && tail ? allow[w] & ((1u << tail) - 1) : allow[w])
-			return 1;
-	return 0;
-}
-
 /* Every index the step will follow is checked here, before any worker touches memory. */
 static int validate(struct cpu *c, const struct rl_batch *b)
 {
@@ -648,7 +638,7 @@ static int validate(struct cpu *c, const struct rl_batch *b)
 		}
 		if ((i >= b->n_prefill && s->q_len != 1) ||
 		    (s->n_draft && (!s->sample || s->n_draft >= s->q_len || !s->draft_out || s->logprobs)) ||
-		    (s->allow && (!s->sample || s->n_draft || !mask_any(s->allow, c->vocab))))
+		    (s->allow && (!s->sample || s->n_draft || !rl_sample_mask_any(s->allow, c->vocab))))
 			return -EINVAL;
 		for (uint32_t k = 0; k < (s->ctx_len + c->bs - 1) / c->bs; k++)
 			if (s->block_table[k] >= c->n_blocks)

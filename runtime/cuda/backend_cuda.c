@@ -42,6 +42,7 @@
 #include "runtime/model/rl_model_plan.h"
 #include "runtime/cuda/host/cuda_stage.h"
 #include "kernels/rl_cuda_ops.h"
+#include "kernels/rl_sample.h"          /* rl_sample_mask_words */
 #include "runtime/cuda/rl_cuda_api.h"
 #include "runtime/cuda/cuda_internal.h"
 
@@ -184,7 +185,15 @@ static int cuda_launch(struct rl_backend *be, const struct rl_batch *b)
 	if (fi && (rc = fi_plan(c, fi, rows)))
 		return step_fail(c, rc, fi == RL_CUDA_FI_CSR_DECODE ? "FlashInfer decode plan" : "FlashInfer prefill plan",
 				 cudaSuccess);
-	cudaError_t e = cudaMemcpyAsync(c->meta_d, c->meta_h, bytes, cudaMemcpyHostToDevice, c->st);
+	/* constraint masks (structured output) before the image copy that points at them */
+	const uint32_t n_masks = rl_cuda_host_pack_masks(&c->g, &c->lay, b, c->meta_h, c->samp_seq, c->samp_draft,
+							 c->masks_h);
+	cudaError_t e = n_masks ? cudaMemcpyAsync(c->masks_d, c->masks_h,
+						  (size_t)n_masks * rl_sample_mask_words(c->vocab) * sizeof(uint32_t),
+						  cudaMemcpyHostToDevice, c->st) : cudaSuccess;
+	if (e != cudaSuccess)
+		return step_fail(c, -EIO, "constraint mask copy", e);
+	e = cudaMemcpyAsync(c->meta_d, c->meta_h, bytes, cudaMemcpyHostToDevice, c->st);
 	if (e != cudaSuccess)
 		return step_fail(c, -EIO, "step metadata copy", e);
 	c->stats.steps++;
@@ -270,7 +279,8 @@ static void free_all(struct rl_cuda *c)
 	}
 	if (c->fi_ws.int_host)
 		cudaFreeHost(c->fi_ws.int_host);
-	void *dev[] = { c->weights, c->kc, c->vc, c->act, c->meta_d, c->blas_ws, c->fi_ws.float_ws, c->fi_ws.int_ws };
+	void *dev[] = { c->weights, c->kc, c->vc, c->act, c->meta_d, c->masks_d, c->blas_ws, c->fi_ws.float_ws,
+			c->fi_ws.int_ws };
 	for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
 		if (dev[i])
 			cudaFree(dev[i]);
@@ -278,6 +288,8 @@ static void free_all(struct rl_cuda *c)
 		cudaFreeHost(c->meta_h);
 	if (c->ids_h)
 		cudaFreeHost(c->ids_h);
+	if (c->masks_h)
+		cudaFreeHost(c->masks_h);
 	if (c->done)
 		cudaEventDestroy(c->done);
 	if (c->blas)
@@ -771,7 +783,11 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 	CU(cudaMalloc(&c->meta_d, c->lay.max_bytes), "metadata buffer");
 	CU(cudaMallocHost(&c->meta_h, c->lay.max_bytes), "pinned metadata buffer");
 	CU(cudaMallocHost((void **)&c->ids_h, c->g.max_samp * sizeof(int32_t)), "pinned id buffer");
+	const size_t mask_bytes = (size_t)c->g.max_samp * rl_sample_mask_words(c->vocab) * sizeof(uint32_t);
+	CU(cudaMalloc((void **)&c->masks_d, mask_bytes), "constraint mask buffer");
+	CU(cudaMallocHost((void **)&c->masks_h, mask_bytes), "pinned constraint mask buffer");
 	c->md = rl_cuda_host_meta_at(&c->lay, c->meta_d);
+	c->md.masks = c->masks_d;
 
 	float *inv = malloc(c->hd / 2 * sizeof(float));
 	if (!inv) {

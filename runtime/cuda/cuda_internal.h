@@ -48,6 +48,8 @@ struct rl_cuda {
 	void *meta_h, *meta_d;         /* pinned host image, its fixed device copy */
 	struct rl_cuda_meta md;        /* pointers into meta_d */
 	int32_t *ids_h;                /* pinned [max_samp] */
+	uint32_t *masks_h, *masks_d;   /* constraint masks: pinned [max_samp][mask words], its device
+					* copy (rl_cuda_meta.masks), copied only in steps that have some */
 
 	uint32_t buckets[RL_CUDA_MAX_BUCKETS], n_buckets;
 	cudaGraphExec_t graph[RL_CUDA_MAX_BUCKETS];

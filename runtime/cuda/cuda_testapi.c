@@ -13,6 +13,7 @@
 #include "runtime/cuda/rl_cuda_api.h"
 #include "kernels/rl_cuda_ops.h"
 #include "kernels/rl_cuda_fi.h"
+#include "kernels/rl_sample.h"          /* rl_sample_mask_words */
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAXBUF 16
@@ -94,14 +95,21 @@ static int meta(struct scope *s, const struct rl_cuda_geom *g, const struct rl_b
 	size_t bytes = 0;
 	int rc = img && samp_seq && samp_draft ? rl_cuda_host_pack(g, &l, b, rows, img, &bytes, samp_seq, samp_draft)
 					       : -ENOMEM;
+	uint32_t *masks = NULL;
 	if (rc)
 		failf(s, "packing the step: %s", strerror(-rc));
+	else if (!(masks = malloc((size_t)g->max_samp * rl_sample_mask_words(g->vocab) * sizeof *masks)))
+		rc = -ENOMEM, failf(s, "packing the step: %s", strerror(ENOMEM));
 	else {
+		/* the constraint masks, as the backend packs them (their device copy when any) */
+		const uint32_t n_masks = rl_cuda_host_pack_masks(g, &l, b, img, samp_seq, samp_draft, masks);
 		void *d = up(s, img, l.max_bytes);
 		*m = rl_cuda_host_meta_at(&l, d);
+		m->masks = n_masks ? up(s, masks, (size_t)n_masks * rl_sample_mask_words(g->vocab) * sizeof *masks) : NULL;
 		if (hdr)
 			memcpy(hdr, img, sizeof *hdr);
 	}
+	free(masks);
 	free(img);
 	free(samp_seq);
 	free(samp_draft);

@@ -598,16 +598,25 @@ static void test_sample(void)
 		{ 0, 1, 0, 0, 1 }, { 0.8f, 1, 0, 0, 2 }, { 1, 1, 1, 0, 3 }, { 1, 1, 5, 0, 4 },
 		{ 1.3f, 1, 50, 0, 5 }, { 1, 0.5f, 0, 0, 6 }, { 0.7f, 0.9f, 0, 0, 7 }, { 1, 0.9f, 40, 0, 8 },
 	};
-	float *logits = malloc((size_t)n * vocab * 4);
+	float *logits = malloc((size_t)n * vocab * 4), *masked = malloc((size_t)vocab * 4);
 	int32_t ids[64];
 	void *scratch = malloc(rl_sample_scratch_size(vocab));
-	uint32_t agree = 0, total = 0;
+	/* every third row constrained (structured output): a mask of about 1 in 16 tokens */
+	static uint32_t allow[64][(5000 + 31) / 32];
+	uint32_t agree = 0, total = 0, constrained = 0;
 	for (int round = 0; round < 4; round++) {
 		tstep_init(&t, 16);
 		for (uint32_t i = 0; i < n; i++) {
 			add_seq(&t, 1, 1 + i, 16, 64, 1, vocab, 1);
 			t.seqs[i].sp = sps[i % 8];
 			t.seqs[i].sp.seed += 100 * round;
+			t.seqs[i].allow = NULL;
+			if (i % 3 == (uint32_t)round % 3) {
+				for (uint32_t w = 0; w < (vocab + 31) / 32; w++)
+					allow[i][w] = (uint32_t)rnd() & (uint32_t)rnd() & (uint32_t)rnd() & (uint32_t)rnd();
+				allow[i][0] |= 1u << (i % 32);
+				t.seqs[i].allow = allow[i];
+			}
 		}
 		for (size_t i = 0; i < (size_t)n * vocab; i++)
 			logits[i] = 3 * frand() + (i % 97 == 0 ? 4 : 0);
@@ -619,9 +628,16 @@ static void test_sample(void)
 			ids[i] = -7;
 		REQUIRE_API(api->sample(ids, logits, &g, &t.b, n, vocab));
 		for (uint32_t i = 0; i < n; i++) {
-			const float *lg = logits + (size_t)i * vocab;
+			float *lg = masked;
+			memcpy(lg, logits + (size_t)i * vocab, (size_t)vocab * 4);
+			if (t.seqs[i].allow)
+				rl_sample_mask(lg, vocab, t.seqs[i].allow);
 			uint32_t want = rl_sample(lg, vocab, &t.seqs[i].sp, t.seqs[i].ctx_len, scratch);
 			REQUIRE(ids[i] >= 0 && (uint32_t)ids[i] < vocab);
+			if (t.seqs[i].allow) {
+				CHECKF(t.seqs[i].allow[ids[i] / 32] >> (ids[i] % 32) & 1, "row %u drew %d, not allowed", i, ids[i]);
+				constrained++;
+			}
 			if (!(t.seqs[i].sp.temperature > 0))
 				CHECKF((uint32_t)ids[i] == want, "greedy row %u: %d want %u", i, ids[i], want);
 			if (t.seqs[i].sp.top_k) {                 /* always inside the top k */
@@ -636,7 +652,8 @@ static void test_sample(void)
 	}
 	/* the same draw as the CPU except where rounding of the sums moves it across a boundary */
 	CHECKF(agree >= total - 2, "%u of %u draws equal the cpu's", agree, total);
-	free(logits); free(scratch);
+	CHECK(constrained == 4 * n / 3);
+	free(logits); free(masked); free(scratch);
 }
 
 /* ---------------------------------------------------------------- whole model ----- */
@@ -686,6 +703,8 @@ static int run(struct rl_backend *be, const struct rl_batch *b, int32_t *out)
  * near-tie, where the cpu's own logits of the two tokens differ by less than near_tie (2-byte
  * weights legitimately flip those: test_e2e_model measures one). The cpu's token is fed to
  * both, so a flip does not carry on. With want_tokens, a step that does not agree fails. */
+static const uint32_t *cm_allow;      /* compare_model's decode steps: this constraint mask */
+
 static uint32_t compare_model(struct rl_model *m, uint32_t n_decode, double tol, int want_tokens,
 			      float near_tie, struct rl_cuda_stats *stats)
 {
@@ -702,6 +721,7 @@ static uint32_t compare_model(struct rl_model *m, uint32_t n_decode, double tol,
 		uint32_t q = step == 0 ? 30 : step == 1 ? prompt - 30 : 1;
 		uint32_t ctx = step == 0 ? 30 : step == 1 ? prompt : prompt + step - 1;
 		add_seq(&t, q, ctx, 16, 512, 0, V, step > 0);
+		t.seqs[0].allow = step > 0 ? cm_allow : NULL;
 		if (step >= 2)
 			t.tokens[0] = tok_cpu;             /* feed the cpu's token to both */
 		int32_t oc[1], og[1];
@@ -713,10 +733,22 @@ static uint32_t compare_model(struct rl_model *m, uint32_t n_decode, double tol,
 			continue;
 		CHECK(rl_backend_cpu_logits(pr.cpu, 0, lc) == 0);
 		CHECK(cuda_logits(pr.gpu, 0, lg) == 0);
+		if (cm_allow) {             /* both rows restricted alike; the rest compared below */
+			int same = 1;
+			for (uint32_t i = 0; i < V; i++)
+				if (!(cm_allow[i / 32] >> (i % 32) & 1)) {
+					same &= isinf(lc[i]) && lc[i] < 0 && isinf(lg[i]) && lg[i] < 0;
+					lc[i] = lg[i] = 0;
+				}
+			CHECKF(same, "%s step %u: the logits rows are not restricted alike", dt_name(), step);
+		}
 		double e = rel_l2(lg, lc, V);
 		CHECKF(e < tol, "%s step %u: logits rel err %g", dt_name(), step, e);
 		tok_cpu = (uint32_t)oc[0];
 		tok_gpu = (uint32_t)og[0];
+		if (cm_allow)
+			CHECKF(tok_gpu < V && (cm_allow[tok_gpu / 32] >> (tok_gpu % 32) & 1),
+			       "%s step %u: token %u outside the constraint", dt_name(), step, tok_gpu);
 		int agree = tok_cpu == tok_gpu || (tok_gpu < V && lc[tok_cpu] - lc[tok_gpu] < near_tie);
 		if (want_tokens)
 			CHECKF(agree, "%s step %u: greedy token %u, cpu %u (cpu logits %g vs %g)", dt_name(), step,
@@ -762,6 +794,29 @@ static void test_model_synthetic(void)
 	REQUIRE(rl_model_alloc(&c, &m, err, sizeof err) == 0);
 	rl_model_fill_random(m, 7);
 	compare_model(m, 8, tol(3e-2), 0, 0, NULL);
+	rl_model_destroy(m);
+}
+
+/* Structured output through the whole backend (pack, mask copy, graph and eager): with a
+ * constraint allowing about 1 token in 16, every greedy token of the cuda backend is allowed
+ * and is the cpu's (or a near-tie between allowed tokens), step after step. */
+static void test_model_constrained(void)
+{
+	NEED_GPU();
+	struct rl_model_config c = { .dim = 256, .hidden_dim = 688, .n_layers = 2, .n_heads = 4,
+		.n_kv_heads = 2, .head_dim = 64, .vocab_size = 4000, .max_ctx = 1024, .rope_theta = 10000.0f,
+		.rope_scale = 1.0f, .norm_eps = 1e-5f, .rope_halves = 1, .bos_id = 1, .eos_id = 2 };
+	struct rl_model *m;
+	char err[512];
+	REQUIRE(rl_model_alloc(&c, &m, err, sizeof err) == 0);
+	rl_model_fill_random(m, 11);
+	static uint32_t allow[(4000 + 31) / 32];
+	for (uint32_t w = 0; w < (4000 + 31) / 32; w++)
+		allow[w] = (uint32_t)rnd() & (uint32_t)rnd() & (uint32_t)rnd() & (uint32_t)rnd();
+	cm_allow = allow;
+	uint32_t matched = compare_model(m, 12, tol(3e-2), 0, (float)tol(0.05), NULL);
+	cm_allow = NULL;
+	CHECKF(matched >= 11, "%s constrained greedy tokens: %u of 13 agree with the cpu's", dt_name(), matched);
 	rl_model_destroy(m);
 }
 
@@ -970,6 +1025,7 @@ BOTH_DTYPES(test_fi_prefill)
 BOTH_DTYPES(test_model_fi)
 BOTH_DTYPES(test_model_stories260k)
 BOTH_DTYPES(test_model_synthetic)
+BOTH_DTYPES(test_model_constrained)
 BOTH_DTYPES(test_model_qwen3)
 BOTH_DTYPES(test_graph_equals_eager)
 BOTH_DTYPES(test_mixed_equals_alone)
@@ -999,6 +1055,8 @@ int main(void)
 	RUN(test_model_stories260k_fp16);
 	RUN(test_model_synthetic_bf16);
 	RUN(test_model_synthetic_fp16);
+	RUN(test_model_constrained_bf16);
+	RUN(test_model_constrained_fp16);
 	RUN(test_model_qwen3_bf16);
 	RUN(test_model_qwen3_fp16);
 	RUN(test_model_fi_bf16);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/cuda/host/cuda_host.h"
+#include "kernels/rl_sample.h"      /* rl_sample_mask_words, rl_sample_mask_any */
 
 /* ---------------------------------------------------------------- buckets --------- */
 
@@ -171,6 +172,8 @@ static int validate(const struct rl_cuda_geom *g, const struct rl_batch *b)
 			return -EINVAL;
 		if (s->n_draft && (!s->sample || s->n_draft >= s->q_len || !s->draft_out))
 			return -EINVAL;
+		if (s->allow && (!s->sample || s->n_draft || !rl_sample_mask_any(s->allow, g->vocab)))
+			return -EINVAL;
 		for (uint32_t k = 0; k < need; k++)
 			if (s->block_table[k] >= g->n_kv_blocks)
 				return -EINVAL;
@@ -303,7 +306,7 @@ int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout 
 			samp_draft[n_samp] = k < s->n_draft ? (int32_t)k : -1;
 			samp_row[n_samp] = row;
 			samp[n_samp++] = (struct rl_cuda_samp){ s->sp.temperature, s->sp.top_p, s->sp.top_k,
-				s->ctx_len - s->n_draft + k, s->sp.seed, row, 0 };
+				s->ctx_len - s->n_draft + k, s->sp.seed, row, -1 };
 		}
 	}
 	for (uint32_t j = n_samp; j < rl_cuda_host_samp_cap(g, rows); j++)
@@ -311,6 +314,24 @@ int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout 
 	*h = (struct rl_cuda_hdr){ b->n_tokens, rows, b->n_seqs, n_items, n_samp, n_parts, fi, fi_batch };
 	*bytes = l->bt + (size_t)n_bt * 4;
 	return 0;
+}
+
+uint32_t rl_cuda_host_pack_masks(const struct rl_cuda_geom *g, const struct rl_cuda_layout *l,
+				 const struct rl_batch *b, void *buf, const uint32_t *samp_seq,
+				 const int32_t *samp_draft, uint32_t *masks)
+{
+	const struct rl_cuda_hdr *h = buf;
+	struct rl_cuda_samp *samp = (struct rl_cuda_samp *)((char *)buf + l->samp);
+	const uint32_t words = rl_sample_mask_words(g->vocab);
+	uint32_t n = 0;
+	for (uint32_t j = 0; j < h->n_samp; j++) {
+		const struct rl_batch_seq *s = &b->seqs[samp_seq[j]];
+		if (!s->allow || samp_draft[j] >= 0)   /* pack refused masks on verifying rows */
+			continue;
+		memcpy(masks + (size_t)n * words, s->allow, words * sizeof *masks);
+		samp[j].mask = (int32_t)n++;
+	}
+	return n;
 }
 
 uint32_t rl_cuda_host_fi_batch(const struct rl_cuda_geom *g, uint32_t rows)

@@ -89,6 +89,14 @@ int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout 
 		      const struct rl_batch *b, uint32_t rows, void *buf, size_t *bytes,
 		      uint32_t *samp_seq, int32_t *samp_draft);
 
+/* After rl_cuda_host_pack of b into buf: the constraint masks of its sampling rows
+ * (rl_batch_seq.allow) copied to masks (row k: rl_sample_mask_words(vocab) words, room for
+ * max_samp rows), and each such row's rl_cuda_samp.mask set to its k. Returns how many: the
+ * rows of masks to copy to the device's rl_cuda_meta.masks (0: nothing to copy). */
+uint32_t rl_cuda_host_pack_masks(const struct rl_cuda_geom *g, const struct rl_cuda_layout *l,
+				 const struct rl_batch *b, void *buf, const uint32_t *samp_seq,
+				 const int32_t *samp_draft, uint32_t *masks);
+
 /* Requests of a prefill CSR for a step padded to `rows`: min(rows, max_seqs), fixed per row
  * count so a graph-mode plan (whose launch depends on the counts) serves every step of it. */
 uint32_t rl_cuda_host_fi_batch(const struct rl_cuda_geom *g, uint32_t rows);
