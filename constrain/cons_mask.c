@@ -30,6 +30,7 @@ struct rl_cons_vocab {
 	uint32_t *sorted;              /* text tokens by bytes */
 	struct tnode *node;
 	uint32_t nnode, max_depth;
+	uint32_t *eog, neog;           /* the end-of-generation ids, so accepting states need no scan */
 };
 
 enum { K_TEXT, K_NEVER, K_EOG };
@@ -55,6 +56,7 @@ void rl_cons_vocab_destroy(struct rl_cons_vocab *v)
 	free(v->kind);
 	free(v->sorted);
 	free(v->node);
+	free(v->eog);
 	free(v);
 }
 
@@ -155,9 +157,16 @@ int rl_cons_vocab_create(uint32_t n, const char *const *tok, const uint32_t *len
 		rl_cons_vocab_destroy(v);
 		return -ENOMEM;
 	}
+	v->eog = malloc((n_eog ? n_eog : 1) * sizeof *v->eog);
+	if (!v->eog) {
+		rl_cons_vocab_destroy(v);
+		return -ENOMEM;
+	}
 	for (size_t e = 0; e < n_eog; e++)
-		if (eog[e] < n)
+		if (eog[e] < n && v->kind[eog[e]] != K_EOG) {
 			v->kind[eog[e]] = K_EOG;
+			v->eog[v->neog++] = eog[e];
+		}
 	uint64_t o = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		v->off[i] = o;
@@ -343,11 +352,11 @@ long rl_cons_mask_nocache(const struct rl_cons *c, uint32_t s, uint32_t *mask)
 		i++;
 	}
 	if (c->d.accept[s])
-		for (uint32_t id = 0; id < v->n; id++)
-			if (v->kind[id] == K_EOG) {
-				mask[id >> 5] |= 1u << (id & 31);
-				count++;
-			}
+		for (uint32_t e = 0; e < v->neog; e++) {
+			uint32_t id = v->eog[e];
+			mask[id >> 5] |= 1u << (id & 31);
+			count++;
+		}
 	return count;
 }
 
