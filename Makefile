@@ -35,7 +35,7 @@ CUH_SRC  = $(wildcard runtime/cuda/*.c)
 CUH_DEV_SRC = runtime/cuda/cuda_testapi.c runtime/cuda/cuda_bench.c
 CUH_BE_SRC  = $(filter-out $(CUH_DEV_SRC),$(CUH_SRC))
 LIB_SRC  = $(filter-out runtime/loop/ringlmd.c $(CUH_SRC), \
-	$(wildcard ipc/*.c tokenizer/*.c runtime/*/*.c runtime/cuda/host/*.c kernels/*.c clients/*.c))
+	$(wildcard ipc/*.c tokenizer/*.c constrain/*.c runtime/*/*.c runtime/cuda/host/*.c kernels/*.c clients/*.c))
 CLI_SRC  = $(wildcard clients/cli/*.c bench/*.c)
 TEST_SRC = $(wildcard tests/test_*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/obj/%.o)

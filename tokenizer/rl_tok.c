@@ -532,6 +532,17 @@ size_t rl_tok_eog_ids(const struct rl_tok *t, uint32_t *ids, size_t cap)
 	return n;
 }
 
+int rl_tok_type(const struct rl_tok *t, int32_t tok)
+{
+	if (tok < 0 || (uint32_t)tok >= t->n)
+		return -1;
+	if (t->bpe)
+		return rl_bpe_type(t->bpe, tok);
+	if (t->type)
+		return t->type[tok];
+	return (uint32_t)tok == t->bos || (uint32_t)tok == t->eos ? RL_TT_CONTROL : RL_TT_NORMAL;
+}
+
 const char *rl_tok_piece(const struct rl_tok *t, int32_t tok, size_t *len, float *score)
 {
 	if (tok < 0 || (uint32_t)tok >= t->n)

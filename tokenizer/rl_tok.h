@@ -67,6 +67,10 @@ const char *rl_tok_decode(const struct rl_tok *t, int32_t prev, int32_t tok, siz
 /* The end-of-generation ids of a vocabulary: EOS and every token whose text llama.cpp takes
  * for one (rl_specials_eog_text), at most cap written to ids; returns how many there are. */
 size_t rl_tok_eog_ids(const struct rl_tok *t, uint32_t *ids, size_t cap);
+/* A token's type (enum rl_tok_type in rl_bpe.h: normal, control, user-defined, byte ...) as
+ * the vocabulary says it; a llama2.c vocabulary, which says none: control for BOS and EOS,
+ * normal for the rest. -1 for an id out of range. */
+int rl_tok_type(const struct rl_tok *t, int32_t tok);
 /* Raw vocabulary piece and score of a token (NULL when out of range). */
 const char *rl_tok_piece(const struct rl_tok *t, int32_t tok, size_t *len, float *score);
 /* Length of the longest prefix of s[n] that does not end inside a UTF-8 character: a final

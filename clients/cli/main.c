@@ -22,6 +22,7 @@ static const struct cmd benches[] = {
 	{ "gpu", rl_cmd_bench_gpu, "CUDA backend step times, roofline, graphs" },
 	{ "spec", rl_cmd_bench_spec, "speculative decoding vs plain decoding, one stream" },
 	{ "latency", rl_cmd_bench_latency, "latency tails (to p99.99) beside the machine's floors" },
+	{ "grammar", rl_cmd_bench_grammar, "structured output: constraint compile ms, token mask us" },
 };
 
 static void usage(void)

@@ -44,7 +44,7 @@ if [ $rc -eq 0 ] && has "$out" '"spec_drafted":'; then ok generate_spec_in_proce
 
 # -- every subcommand answers --help on stdout with exit 0
 for c in generate stats top mkmodel tokenize "bench ipc" "bench sched" "bench model" "bench kernels" "bench serve" "bench gpu" \
-         "bench spec" "bench latency"; do
+         "bench spec" "bench latency" "bench grammar"; do
   out=$("$b/ringlm" $c --help 2>/dev/null); rc=$?
   if [ $rc -eq 0 ] && has "$out" "usage: ringlm $c"; then ok "help_${c// /_}"; else bad "help_${c// /_}" "rc $rc: $out"; fi
 done

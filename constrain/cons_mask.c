@@ -1,0 +1,429 @@
+/* cons_mask.c — the vocabulary as a byte trie, the compiled constraint's handle, and the
+ * per-state token mask: the trie walked against the DFA, subtrees whose prefix leaves the
+ * language skipped whole, masks cached per DFA state (LRU, bounded bytes).
+ *
+ * The trie is laid out in preorder, one record a node (its byte, its depth, the index just past
+ * its subtree, the tokens that end there), so the walk is one forward pass over an array that
+ * jumps past every dead subtree: its cost follows the live part of the vocabulary, not its
+ * size. A node's tokens are a run of the ids sorted by bytes (several ids can share bytes:
+ * a SentencePiece byte piece and a one-character piece). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "constrain/cons_internal.h"
+#include "constrain/rl_cons.h"
+#include "tokenizer/rl_bpe.h"
+#include "tokenizer/rl_tok.h"
+
+struct tnode {
+	uint32_t skip;                 /* index past this node's subtree */
+	uint32_t tok;                  /* first of its tokens in vocab->sorted */
+	uint16_t ntok, depth;          /* depth: 1 for a first byte */
+	uint8_t  byte;
+};
+
+struct rl_cons_vocab {
+	uint32_t n;
+	char *bytes;                   /* every allowed token's bytes, back to back */
+	uint64_t *off;                 /* [n + 1] */
+	uint8_t *kind;                 /* [n] 0 text, 1 never allowed, 2 end of generation */
+	uint32_t *sorted;              /* text tokens by bytes */
+	struct tnode *node;
+	uint32_t nnode, max_depth;
+	uint32_t *eog, neog;           /* the end-of-generation ids, so accepting states need no scan */
+};
+
+enum { K_TEXT, K_NEVER, K_EOG };
+
+uint32_t rl_cons_vocab_size(const struct rl_cons_vocab *v) { return v->n; }
+
+const char *rl_cons_vocab_bytes(const struct rl_cons_vocab *v, uint32_t id, uint32_t *len)
+{
+	if (id >= v->n || v->kind[id] != K_TEXT)
+		return NULL;
+	*len = (uint32_t)(v->off[id + 1] - v->off[id]);
+	return v->bytes + v->off[id];
+}
+
+int rl_cons_vocab_is_eog(const struct rl_cons_vocab *v, uint32_t id) { return id < v->n && v->kind[id] == K_EOG; }
+
+void rl_cons_vocab_destroy(struct rl_cons_vocab *v)
+{
+	if (!v)
+		return;
+	free(v->bytes);
+	free(v->off);
+	free(v->kind);
+	free(v->sorted);
+	free(v->node);
+	free(v->eog);
+	free(v);
+}
+
+static const struct rl_cons_vocab *sort_v;
+static int by_bytes(const void *x, const void *y)
+{
+	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+	uint64_t la = sort_v->off[a + 1] - sort_v->off[a], lb = sort_v->off[b + 1] - sort_v->off[b];
+	int c = memcmp(sort_v->bytes + sort_v->off[a], sort_v->bytes + sort_v->off[b], la < lb ? la : lb);
+	if (c)
+		return c;
+	if (la != lb)
+		return la < lb ? -1 : 1;
+	return a < b ? -1 : a > b;
+}
+
+/* the sorted ids and the preorder trie over them */
+static int build_trie(struct rl_cons_vocab *v)
+{
+	uint32_t nt = 0;
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < v->n; i++)
+		if (v->kind[i] == K_TEXT && v->off[i + 1] > v->off[i] && v->off[i + 1] - v->off[i] < 65535) {
+			nt++;
+			total += v->off[i + 1] - v->off[i];
+		} else if (v->kind[i] == K_TEXT)
+			v->kind[i] = K_NEVER;   /* no bytes (or absurdly many): never a useful step */
+	v->sorted = malloc((nt ? nt : 1) * sizeof *v->sorted);
+	v->node = malloc((total ? total : 1) * sizeof *v->node);
+	uint32_t *path = malloc(65536 * sizeof *path);
+	if (!v->sorted || !v->node || !path) {
+		free(path);
+		return -ENOMEM;
+	}
+	nt = 0;
+	for (uint32_t i = 0; i < v->n; i++)
+		if (v->kind[i] == K_TEXT)
+			v->sorted[nt++] = i;
+	sort_v = v;                            /* qsort has no context argument in C11 */
+	qsort(v->sorted, nt, sizeof *v->sorted, by_bytes);
+	uint32_t depth = 0, nn = 0;            /* path[d - 1]: the node at depth d on the current path */
+	const char *prev = NULL;
+	uint64_t plen = 0;
+	for (uint32_t k = 0; k < nt; k++) {
+		uint32_t id = v->sorted[k];
+		const char *s = v->bytes + v->off[id];
+		uint64_t len = v->off[id + 1] - v->off[id], lcp = 0;
+		while (prev && lcp < len && lcp < plen && s[lcp] == prev[lcp])
+			lcp++;
+		if (prev && lcp == len && len == plen) {   /* the same bytes: the same node */
+			v->node[path[depth - 1]].ntok++;
+			continue;
+		}
+		while (depth > lcp) {              /* close the subtrees the path leaves */
+			v->node[path[depth - 1]].skip = nn;
+			depth--;
+		}
+		for (uint64_t j = lcp; j < len; j++) {
+			struct tnode *x = &v->node[nn];
+			x->byte = (uint8_t)s[j];
+			x->depth = (uint16_t)(j + 1);
+			x->ntok = 0;
+			x->tok = k;
+			x->skip = 0;
+			path[depth++] = nn++;
+		}
+		struct tnode *last = &v->node[path[depth - 1]];
+		last->tok = k;
+		last->ntok = 1;
+		if (depth > v->max_depth)
+			v->max_depth = depth;
+		prev = s;
+		plen = len;
+	}
+	while (depth) {
+		v->node[path[depth - 1]].skip = nn;
+		depth--;
+	}
+	v->nnode = nn;
+	free(path);
+	return 0;
+}
+
+int rl_cons_vocab_create(uint32_t n, const char *const *tok, const uint32_t *len, const uint8_t *special,
+			 const uint32_t *eog, size_t n_eog, struct rl_cons_vocab **out)
+{
+	struct rl_cons_vocab *v = calloc(1, sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	v->n = n;
+	v->off = malloc(((size_t)n + 1) * sizeof *v->off);
+	v->kind = calloc(n ? n : 1, 1);
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < n; i++)
+		total += tok[i] ? len[i] : 0;
+	v->bytes = malloc(total ? total : 1);
+	if (!v->off || !v->kind || !v->bytes) {
+		rl_cons_vocab_destroy(v);
+		return -ENOMEM;
+	}
+	v->eog = malloc((n_eog ? n_eog : 1) * sizeof *v->eog);
+	if (!v->eog) {
+		rl_cons_vocab_destroy(v);
+		return -ENOMEM;
+	}
+	for (size_t e = 0; e < n_eog; e++)
+		if (eog[e] < n && v->kind[eog[e]] != K_EOG) {
+			v->kind[eog[e]] = K_EOG;
+			v->eog[v->neog++] = eog[e];
+		}
+	uint64_t o = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		v->off[i] = o;
+		if (v->kind[i] == K_EOG)
+			continue;
+		if (!tok[i] || (special && special[i])) {
+			v->kind[i] = K_NEVER;
+			continue;
+		}
+		memcpy(v->bytes + o, tok[i], len[i]);
+		o += len[i];
+	}
+	v->off[n] = o;
+	int rc = build_trie(v);
+	if (rc) {
+		rl_cons_vocab_destroy(v);
+		return rc;
+	}
+	*out = v;
+	return 0;
+}
+
+int rl_cons_vocab_from_tok(const struct rl_tok *t, struct rl_cons_vocab **out)
+{
+	uint32_t n = rl_tok_vocab_size(t);
+	const char **tok = calloc(n ? n : 1, sizeof *tok);
+	uint32_t *len = calloc(n ? n : 1, sizeof *len);
+	uint8_t *special = calloc(n ? n : 1, 1);
+	/* the count first (EOS itself is only counted where there is room for it) */
+	uint32_t probe[64];
+	size_t n_eog = rl_tok_eog_ids(t, probe, 64);
+	uint32_t *eog = malloc((n_eog ? n_eog : 1) * sizeof *eog);
+	int rc = -ENOMEM;
+	if (tok && len && special && eog) {
+		rl_tok_eog_ids(t, eog, n_eog);
+		for (uint32_t i = 0; i < n; i++) {
+			int ty = rl_tok_type(t, (int32_t)i);
+			/* control, unknown and unused pieces are no text the output may hold; user-defined
+			 * ones (Gemma's whitespace runs, SmolLM2's ...) are plain text */
+			if (ty == RL_TT_CONTROL || ty == RL_TT_UNKNOWN || ty == RL_TT_UNUSED) {
+				special[i] = 1;
+				continue;
+			}
+			size_t l = 0;
+			/* rl_tok_decode gives the bytes: byte-level BPE unmapped from GPT-2's code
+			 * points, SentencePiece's U+2581 already a space in the blob, <0xNN> as the byte */
+			tok[i] = rl_tok_decode(t, -1, (int32_t)i, &l);
+			len[i] = (uint32_t)l;
+		}
+		rc = rl_cons_vocab_create(n, tok, len, special, eog, n_eog, out);
+	}
+	free(tok);
+	free(len);
+	free(special);
+	free(eog);
+	return rc;
+}
+
+/* ---- the compiled constraint ------------------------------------------------------------ */
+struct centry { uint32_t state; int32_t prev, next; long count; uint32_t *mask; };
+
+struct rl_cons {
+	const struct rl_cons_vocab *v;
+	struct rl_cons_dfa d;
+	size_t words;
+	int32_t *slot;                 /* [d.n] cache entry of a state, -1 none */
+	struct centry *e;
+	uint32_t ne, maxe;
+	int32_t head, tail;            /* most and least recently used */
+	uint64_t hits, misses;
+	uint32_t *stack;               /* [max_depth + 1] the walk's state per depth */
+};
+
+int rl_cons_from_dfa(const struct rl_cons_vocab *v, struct rl_cons_dfa *d, const struct rl_cons_opts *opts,
+		     struct rl_cons **out)
+{
+	struct rl_cons *c = calloc(1, sizeof *c);
+	if (!c) {
+		rl_cons_dfa_free(d);
+		return -ENOMEM;
+	}
+	c->v = v;
+	c->d = *d;
+	memset(d, 0, sizeof *d);
+	c->words = ((size_t)v->n + 31) / 32;
+	size_t budget = opts && opts->cache_bytes ? opts->cache_bytes : (size_t)64 << 20;
+	size_t per = c->words * 4;          /* the masks' bytes: the entries' own are small beside them */
+	size_t maxe = budget / per;
+	c->maxe = (uint32_t)(maxe < c->d.n ? maxe : c->d.n);
+	c->slot = malloc(c->d.n * sizeof *c->slot);
+	c->e = calloc(c->maxe ? c->maxe : 1, sizeof *c->e);
+	c->stack = malloc(((size_t)v->max_depth + 1) * sizeof *c->stack);
+	if (!c->slot || !c->e || !c->stack) {
+		rl_cons_destroy(c);
+		return -ENOMEM;
+	}
+	for (uint32_t s = 0; s < c->d.n; s++)
+		c->slot[s] = -1;
+	c->head = c->tail = -1;
+	*out = c;
+	return 0;
+}
+
+void rl_cons_destroy(struct rl_cons *c)
+{
+	if (!c)
+		return;
+	for (uint32_t i = 0; i < c->ne; i++)
+		free(c->e[i].mask);
+	free(c->e);
+	free(c->slot);
+	free(c->stack);
+	rl_cons_dfa_free(&c->d);
+	free(c);
+}
+
+int rl_cons_compile_regex(const struct rl_cons_vocab *v, const char *re, size_t len,
+			  const struct rl_cons_opts *opts, struct rl_cons **out, char *err, size_t errlen)
+{
+	struct rl_cons_dfa d;
+	int rc = rl_cons_regex_dfa(re, len, 0, opts ? opts->max_states : 0, &d, err, errlen);
+	if (rc)
+		return rc;
+	return rl_cons_from_dfa(v, &d, opts, out);
+}
+
+uint32_t rl_cons_start(const struct rl_cons *c) { return c->d.start; }
+uint32_t rl_cons_n_states(const struct rl_cons *c) { return c->d.n; }
+size_t rl_cons_mask_words(const struct rl_cons *c) { return c->words; }
+int rl_cons_accepting(const struct rl_cons *c, uint32_t s) { return s < c->d.n && c->d.accept[s]; }
+int rl_cons_can_continue(const struct rl_cons *c, uint32_t s) { return s < c->d.n && c->d.cont[s]; }
+
+uint32_t rl_cons_feed(const struct rl_cons *c, uint32_t s, const void *bytes, size_t n)
+{
+	const uint8_t *b = bytes;
+	if (s >= c->d.n)
+		return RL_CONS_DEAD;
+	for (size_t i = 0; i < n && s; i++)
+		s = rl_cons_dfa_step(&c->d, s, b[i]);
+	return s;
+}
+
+long rl_cons_advance(const struct rl_cons *c, uint32_t s, uint32_t id)
+{
+	if (s >= c->d.n || s == RL_CONS_DEAD || id >= c->v->n)
+		return -EINVAL;
+	if (c->v->kind[id] == K_EOG)
+		return c->d.accept[s] ? (long)s : -EINVAL;
+	uint32_t len;
+	const char *b = rl_cons_vocab_bytes(c->v, id, &len);
+	if (!b)
+		return -EINVAL;
+	uint32_t t = rl_cons_feed(c, s, b, len);
+	return t ? (long)t : -EINVAL;
+}
+
+long rl_cons_mask_nocache(const struct rl_cons *c, uint32_t s, uint32_t *mask)
+{
+	memset(mask, 0, c->words * 4);
+	if (s == RL_CONS_DEAD || s >= c->d.n)
+		return 0;
+	const struct rl_cons_vocab *v = c->v;
+	const struct tnode *node = v->node;
+	const uint32_t *sorted = v->sorted, *next = c->d.next;
+	const uint8_t *cls = c->d.cls;
+	const uint32_t ncls = c->d.ncls;
+	uint32_t *st = c->stack;
+	long count = 0;
+	st[0] = s;
+	for (uint32_t i = 0, nn = v->nnode; i < nn;) {
+		const struct tnode *x = &node[i];
+		uint32_t t = next[(size_t)st[x->depth - 1] * ncls + cls[x->byte]];
+		if (!t) {                          /* the prefix leaves the language: skip its subtree */
+			i = x->skip;
+			continue;
+		}
+		st[x->depth] = t;
+		for (uint32_t k = 0; k < x->ntok; k++) {
+			uint32_t id = sorted[x->tok + k];
+			mask[id >> 5] |= 1u << (id & 31);
+		}
+		count += x->ntok;
+		i++;
+	}
+	if (c->d.accept[s])
+		for (uint32_t e = 0; e < v->neog; e++) {
+			uint32_t id = v->eog[e];
+			mask[id >> 5] |= 1u << (id & 31);
+			count++;
+		}
+	return count;
+}
+
+static void lru_unlink(struct rl_cons *c, int32_t i)
+{
+	struct centry *e = &c->e[i];
+	if (e->prev >= 0)
+		c->e[e->prev].next = e->next;
+	else
+		c->head = e->next;
+	if (e->next >= 0)
+		c->e[e->next].prev = e->prev;
+	else
+		c->tail = e->prev;
+}
+static void lru_front(struct rl_cons *c, int32_t i)
+{
+	c->e[i].prev = -1;
+	c->e[i].next = c->head;
+	if (c->head >= 0)
+		c->e[c->head].prev = i;
+	c->head = i;
+	if (c->tail < 0)
+		c->tail = i;
+}
+
+long rl_cons_mask(struct rl_cons *c, uint32_t s, uint32_t *mask)
+{
+	if (s == RL_CONS_DEAD || s >= c->d.n || !c->maxe)
+		return rl_cons_mask_nocache(c, s, mask);
+	int32_t i = c->slot[s];
+	if (i >= 0) {
+		c->hits++;
+		memcpy(mask, c->e[i].mask, c->words * 4);
+		if (c->head != i) {
+			lru_unlink(c, i);
+			lru_front(c, i);
+		}
+		return c->e[i].count;
+	}
+	c->misses++;
+	long n = rl_cons_mask_nocache(c, s, mask);
+	if (c->ne < c->maxe) {                 /* a new entry */
+		uint32_t *m = malloc(c->words * 4);
+		if (!m)
+			return n;                  /* no room: uncached, still correct */
+		i = (int32_t)c->ne++;
+		c->e[i].mask = m;
+	} else {                               /* the least recently used one */
+		i = c->tail;
+		lru_unlink(c, i);
+		c->slot[c->e[i].state] = -1;
+	}
+	c->e[i].state = s;
+	c->e[i].count = n;
+	memcpy(c->e[i].mask, mask, c->words * 4);
+	c->slot[s] = i;
+	lru_front(c, i);
+	return n;
+}
+
+void rl_cons_cache_stats(const struct rl_cons *c, uint64_t *hits, uint64_t *misses, size_t *bytes)
+{
+	if (hits)
+		*hits = c->hits;
+	if (misses)
+		*misses = c->misses;
+	if (bytes)
+		*bytes = (size_t)c->ne * c->words * 4;
+}

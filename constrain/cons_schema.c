@@ -1,0 +1,893 @@
+/* cons_schema.c — JSON Schema (the non-recursive subset) compiled into a regular expression in
+ * cons_regex.c's syntax, then into the same DFA as any expression.
+ *
+ * The output is compact JSON (no whitespace anywhere): one spelling per value keeps the
+ * automaton small and the masks cacheable, and it is what strict-mode generators emit; a
+ * bounded whitespace allowance would multiply the states of every separator for no gain in
+ * validity. Object keys come in the schema's 'properties' order; optional ones may be left
+ * out. Whatever the output is, it validates against the schema; the converse does not hold
+ * (other spellings and key orders are never produced).
+ *
+ * Enforced: type (object, array, string, number, integer, boolean, null, and lists of them),
+ * enum, const, properties, required, additionalProperties false, items (a schema or false),
+ * prefixItems, minItems, maxItems, minLength, maxLength, pattern (as a whole match of the
+ * string, through the regex compiler), integer minimum/maximum/exclusiveMinimum/
+ * exclusiveMaximum, number minimum 0, anyOf, oneOf (as alternation, after checking that no
+ * string matches two branches), allOf of one schema, $ref to #/$defs/... or
+ * #/definitions/... without recursion. Annotations (title, description, default, examples,
+ * $schema, $id, $comment, deprecated, readOnly, writeOnly) constrain nothing and are passed
+ * over. Every other keyword is refused by name, as is a combination this code cannot enforce
+ * (e.g. pattern with minLength). */
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "constrain/cons_internal.h"
+#include "constrain/rl_cons.h"
+
+#define MAX_REF_DEPTH 32
+#define MAX_COUNT     1000             /* minItems/maxItems/minLength/maxLength expanded */
+
+struct sb { char *p; size_t n, cap; int oom; };
+
+static void putn(struct sb *b, const char *s, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->n + n + 1 > b->cap) {
+		size_t nc = (b->n + n + 1) * 2;
+		char *np = realloc(b->p, nc);
+		if (!np) {
+			b->oom = 1;
+			return;
+		}
+		b->p = np;
+		b->cap = nc;
+	}
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+	b->p[b->n] = 0;
+}
+static void put(struct sb *b, const char *s) { putn(b, s, strlen(s)); }
+static void putf(struct sb *b, const char *fmt, ...)
+{
+	char t[256];
+	va_list ap;
+	va_start(ap, fmt);
+	int k = vsnprintf(t, sizeof t, fmt, ap);
+	va_end(ap);
+	putn(b, t, k < (int)sizeof t ? (size_t)k : sizeof t - 1);
+}
+/* bytes as literals of the regex syntax */
+static void put_lit(struct sb *b, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (strchr("\\.^$|?*+()[]{}", s[i]) && s[i]) {
+			char e[2] = { '\\', s[i] };
+			putn(b, e, 2);
+		} else
+			putn(b, s + i, 1);
+	}
+}
+
+struct ctx {
+	json_t *root;
+	unsigned flags;
+	char *err;
+	size_t errlen;
+	char path[512];                /* where in the schema, for the messages */
+	json_t *refs[MAX_REF_DEPTH];   /* $ref targets being expanded: a repeat is recursion */
+	int nref;
+};
+
+static int bad(struct ctx *c, const char *fmt, ...)
+{
+	if (c->err && c->errlen && !c->err[0]) {
+		char m[400];
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(m, sizeof m, fmt, ap);
+		va_end(ap);
+		if (c->path[0])
+			snprintf(c->err, c->errlen, "%s: %s", c->path, m);
+		else
+			snprintf(c->err, c->errlen, "%s", m);
+	}
+	return -EINVAL;
+}
+
+static size_t path_push(struct ctx *c, const char *fmt, ...)
+{
+	size_t old = strlen(c->path);
+	char seg[200];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(seg, sizeof seg, fmt, ap);
+	va_end(ap);
+	snprintf(c->path + old, sizeof c->path - old, "%s%s", old ? "." : "", seg);
+	return old;
+}
+static void path_pop(struct ctx *c, size_t old) { c->path[old] = 0; }
+
+/* keywords: what each applies to */
+enum { K_ANNOT = 1, K_ANY, K_OBJ, K_ARR, K_STR, K_NUM };
+static const struct { const char *name; int kind; } keywords[] = {
+	{ "title", K_ANNOT }, { "description", K_ANNOT }, { "default", K_ANNOT }, { "examples", K_ANNOT },
+	{ "$schema", K_ANNOT }, { "$id", K_ANNOT }, { "$comment", K_ANNOT }, { "deprecated", K_ANNOT },
+	{ "readOnly", K_ANNOT }, { "writeOnly", K_ANNOT }, { "$defs", K_ANNOT }, { "definitions", K_ANNOT },
+	{ "type", K_ANY }, { "enum", K_ANY }, { "const", K_ANY }, { "anyOf", K_ANY }, { "oneOf", K_ANY },
+	{ "allOf", K_ANY }, { "$ref", K_ANY },
+	{ "properties", K_OBJ }, { "required", K_OBJ }, { "additionalProperties", K_OBJ },
+	{ "items", K_ARR }, { "prefixItems", K_ARR }, { "minItems", K_ARR }, { "maxItems", K_ARR },
+	{ "minLength", K_STR }, { "maxLength", K_STR }, { "pattern", K_STR },
+	{ "minimum", K_NUM }, { "maximum", K_NUM }, { "exclusiveMinimum", K_NUM }, { "exclusiveMaximum", K_NUM },
+};
+static int kw_kind(const char *k)
+{
+	for (size_t i = 0; i < sizeof keywords / sizeof *keywords; i++)
+		if (!strcmp(keywords[i].name, k))
+			return keywords[i].kind;
+	return 0;
+}
+
+static int value(struct ctx *c, json_t *s, struct sb *b);
+
+/* ---- numbers ---------------------------------------------------------------------------- */
+/* Numbers are bounded to what parsers hold: at most 18 integer digits (an int64), 17 fraction
+ * digits and a two-digit exponent (a double's range); a valid JSON number beyond them is
+ * valid to the schema, but jansson and many others refuse it, and unbounded digit runs are
+ * where a sampled walk never ends. */
+#define INT_DIGITS "(?:0|[1-9][0-9]{0,17})"
+#define FRAC_EXP "(?:\\.[0-9]{1,17})?(?:[eE][+\\-]?[0-9]{1,2})?"
+#define NUM_RE "-?" INT_DIGITS FRAC_EXP
+#define INF_HI (-1LL)
+
+/* same-length digit strings lo..hi (no sign, leading zeros as written) */
+static void digit_range(struct sb *b, const char *lo, const char *hi, size_t L)
+{
+	if (!L)
+		return;
+	if (!memcmp(lo, hi, L)) {
+		putn(b, lo, L);
+		return;
+	}
+	if (lo[0] == hi[0]) {
+		putn(b, lo, 1);
+		digit_range(b, lo + 1, hi + 1, L - 1);
+		return;
+	}
+	int zeros = 1, nines = 1;
+	for (size_t i = 1; i < L; i++) {
+		zeros &= lo[i] == '0';
+		nines &= hi[i] == '9';
+	}
+	if (zeros && nines) {
+		putf(b, "[%c-%c]", lo[0], hi[0]);
+		if (L > 1)
+			putf(b, "[0-9]{%zu}", L - 1);
+		return;
+	}
+	char n9[24], n0[24];
+	memset(n9, '9', sizeof n9);
+	memset(n0, '0', sizeof n0);
+	put(b, "(?:");
+	int lo_whole = zeros;              /* lo[0] with any tail goes into the middle range */
+	if (!lo_whole) {
+		putn(b, lo, 1);
+		put(b, "(?:");
+		digit_range(b, lo + 1, n9, L - 1);
+		put(b, ")|");
+	}
+	char a = lo_whole ? lo[0] : (char)(lo[0] + 1), z = nines ? hi[0] : (char)(hi[0] - 1);
+	if (a <= z) {
+		putf(b, "[%c-%c]", a, z);
+		if (L > 1)
+			putf(b, "[0-9]{%zu}", L - 1);
+		if (!nines)
+			put(b, "|");
+	}
+	if (!nines) {
+		putn(b, hi, 1);
+		put(b, "(?:");
+		digit_range(b, n0, hi + 1, L - 1);
+		put(b, ")");
+	}
+	if (b->n && b->p[b->n - 1] == '|')
+		b->n--;
+	put(b, ")");
+}
+
+/* the integers a..b (a >= 0; b INF_HI: no upper bound) written without leading zeros */
+static void nonneg_range(struct sb *b, long long a, long long hi)
+{
+	char sa[24], sh[24], t[24];
+	int la = snprintf(sa, sizeof sa, "%lld", a);
+	int lh = hi == INF_HI ? la : snprintf(sh, sizeof sh, "%lld", hi);
+	put(b, "(?:");
+	for (int L = la; L <= lh; L++) {
+		const char *lo_s = sa, *hi_s;
+		if (L > la) {                      /* 10^(L-1) */
+			t[0] = '1';
+			memset(t + 1, '0', (size_t)L - 1);
+			lo_s = t;
+		}
+		char n9[24];
+		memset(n9, '9', sizeof n9);
+		hi_s = hi != INF_HI && L == lh ? sh : n9;
+		if (L > la)
+			put(b, "|");
+		digit_range(b, lo_s, hi_s, (size_t)L);
+	}
+	if (hi == INF_HI)
+		putf(b, "|[1-9][0-9]{%d,17}", la);       /* at most 18 digits, as unbounded integers */
+	put(b, ")");
+}
+
+/* integers lo..hi; lo LLONG_MIN: none below, hi LLONG_MAX: none above */
+static int int_range(struct ctx *c, struct sb *b, long long lo, long long hi)
+{
+	if (lo > hi)
+		return bad(c, "no integer lies between the bounds");
+	put(b, "(?:");
+	int alt = 0;
+	if (lo < 0) {                              /* -m for m in max(1, -hi)..-lo */
+		long long m1 = hi < 0 ? -hi : 1, m2 = lo == LLONG_MIN ? INF_HI : -lo;
+		put(b, "-");
+		nonneg_range(b, m1, m2);
+		alt = 1;
+	}
+	if (hi >= 0) {
+		if (alt)
+			put(b, "|");
+		nonneg_range(b, lo > 0 ? lo : 0, hi == LLONG_MAX ? INF_HI : hi);
+	}
+	put(b, ")");
+	return 0;
+}
+
+static int bound(struct ctx *c, json_t *s, const char *k, double *v)
+{
+	json_t *x = json_object_get(s, k);
+	if (!x)
+		return 0;
+	if (!json_is_number(x))
+		return bad(c, "'%s' must be a number", k);
+	*v = json_number_value(x);
+	if (!(fabs(*v) < 1e15))
+		return bad(c, "'%s' %g is beyond the integers this engine bounds (|x| < 1e15)", k, *v);
+	return 1;
+}
+
+static int integer(struct ctx *c, json_t *s, struct sb *b)
+{
+	long long lo = LLONG_MIN, hi = LLONG_MAX;
+	double v;
+	int r;
+	if ((r = bound(c, s, "minimum", &v)) < 0)
+		return r;
+	if (r)
+		lo = (long long)ceil(v);
+	if ((r = bound(c, s, "exclusiveMinimum", &v)) < 0)
+		return r;
+	if (r && (long long)floor(v) + 1 > lo)
+		lo = (long long)floor(v) + 1;
+	if ((r = bound(c, s, "maximum", &v)) < 0)
+		return r;
+	if (r)
+		hi = (long long)floor(v);
+	if ((r = bound(c, s, "exclusiveMaximum", &v)) < 0)
+		return r;
+	if (r && (long long)ceil(v) - 1 < hi)
+		hi = (long long)ceil(v) - 1;
+	if (lo == LLONG_MIN && hi == LLONG_MAX) {
+		put(b, "-?" INT_DIGITS);
+		return 0;
+	}
+	return int_range(c, b, lo, hi);
+}
+
+static int number(struct ctx *c, json_t *s, struct sb *b)
+{
+	static const char *const other[] = { "maximum", "exclusiveMinimum", "exclusiveMaximum" };
+	for (int i = 0; i < 3; i++)
+		if (json_object_get(s, other[i]))
+			return bad(c, "'%s' on type number is not supported (only minimum 0; integer bounds are)", other[i]);
+	json_t *mn = json_object_get(s, "minimum");
+	if (mn) {
+		if (!json_is_number(mn) || json_number_value(mn) != 0)
+			return bad(c, "'minimum' on type number is not supported except 0 (integer bounds are)");
+		put(b, INT_DIGITS FRAC_EXP);
+		return 0;
+	}
+	put(b, NUM_RE);
+	return 0;
+}
+
+/* ---- strings ---------------------------------------------------------------------------- */
+/* one character of a JSON string: a raw one, or an escape (no lone surrogate: JSON parsers
+ * refuse \uD800 alone) */
+#define STR_CHAR "(?:[^\"\\\\\\x00-\\x1f]|\\\\[\"\\\\/bfnrt]|\\\\u(?:[0-9A-Ca-cE-Fe-f][0-9A-Fa-f]{3}|[Dd][0-7][0-9A-Fa-f]{2}))"
+
+static int count_kw(struct ctx *c, json_t *s, const char *k, long *v)
+{
+	json_t *x = json_object_get(s, k);
+	if (!x)
+		return 0;
+	if (!json_is_integer(x) && !(json_is_real(x) && json_real_value(x) == floor(json_real_value(x))))
+		return bad(c, "'%s' must be a non-negative integer", k);
+	double d = json_number_value(x);
+	if (d < 0)
+		return bad(c, "'%s' must be a non-negative integer", k);
+	if (d > MAX_COUNT)
+		return bad(c, "'%s' %.0f is above the %d this engine expands", k, d, MAX_COUNT);
+	*v = (long)d;
+	return 1;
+}
+
+static int string(struct ctx *c, json_t *s, struct sb *b)
+{
+	long mn = 0, mx = -1;
+	int r1 = count_kw(c, s, "minLength", &mn), r2 = count_kw(c, s, "maxLength", &mx);
+	if (r1 < 0 || r2 < 0)
+		return -EINVAL;
+	if (mx >= 0 && mx < mn)
+		return bad(c, "'maxLength' is below 'minLength'");
+	json_t *pat = json_object_get(s, "pattern");
+	put(b, "\"");
+	if (pat) {
+		if (!json_is_string(pat))
+			return bad(c, "'pattern' must be a string");
+		if (r1 || r2)
+			return bad(c, "'pattern' together with 'minLength'/'maxLength' is not supported");
+		/* the expression alone first: its own errors name it, and a ')' it does not open
+		 * cannot close the group it is put in */
+		struct rl_cons_dfa d;
+		char e[300];
+		int rc = rl_cons_regex_dfa(json_string_value(pat), json_string_length(pat), 0, 0, &d, e, sizeof e);
+		if (rc)
+			return bad(c, "'pattern': %s", e);
+		rl_cons_dfa_free(&d);
+		put(b, "(?J:");
+		putn(b, json_string_value(pat), json_string_length(pat));
+		put(b, ")");
+	} else if (mx >= 0)
+		putf(b, STR_CHAR "{%ld,%ld}", mn, mx);
+	else if (mn)
+		putf(b, STR_CHAR "{%ld,}", mn);
+	else
+		put(b, STR_CHAR "*");
+	put(b, "\"");
+	return 0;
+}
+
+/* ---- objects and arrays ----------------------------------------------------------------- */
+static int object(struct ctx *c, json_t *s, struct sb *b)
+{
+	json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required"),
+	       *ap = json_object_get(s, "additionalProperties");
+	if (props && !json_is_object(props))
+		return bad(c, "'properties' must be an object");
+	if (req && !json_is_array(req))
+		return bad(c, "'required' must be an array");
+	if (ap && !json_is_false(ap))
+		return bad(c, "'additionalProperties' other than false is not supported");
+	if (!ap && !(c->flags & RL_CONS_NO_EXTRA_KEYS))
+		return bad(c, "an object schema without \"additionalProperties\": false is not supported (extra keys); "
+			   "add it, or compile with RL_CONS_NO_EXTRA_KEYS");
+	size_t i, n = props ? json_object_size(props) : 0;
+	json_t *x;
+	json_array_foreach(req, i, x) {
+		if (!json_is_string(x))
+			return bad(c, "'required' must hold strings");
+		if (!props || !json_object_get(props, json_string_value(x)))
+			return bad(c, "required property '%s' is not in 'properties' (extra keys are not allowed)",
+				   json_string_value(x));
+	}
+	/* each property's "key":value in order, and whether it is required */
+	struct sb *pv = calloc(n ? n : 1, sizeof *pv);
+	int *must = calloc(n ? n : 1, sizeof *must);
+	int rc = 0;
+	if (!pv || !must) {
+		free(pv);
+		free(must);
+		return -ENOMEM;
+	}
+	const char *key;
+	size_t k = 0;
+	json_object_foreach(props, key, x) {
+		json_t *kj = json_string(key);
+		char *kd = kj ? json_dumps(kj, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+		json_decref(kj);
+		if (!kd) {
+			rc = -ENOMEM;
+			break;
+		}
+		put_lit(&pv[k], kd, strlen(kd));
+		free(kd);
+		put(&pv[k], ":");
+		size_t old = path_push(c, "properties.%s", key);
+		rc = value(c, x, &pv[k]);
+		path_pop(c, old);
+		if (rc)
+			break;
+		json_array_foreach(req, i, x)
+			must[k] |= !strcmp(json_string_value(x), key);
+		k++;
+	}
+	if (!rc) {
+		/* first(i): the properties from i on when none came before; after(i): when one did.
+		 * after is linear; first branches at each optional property into "it comes first"
+		 * or "it is left out", so the text is O(n^2) in the worst case, never exponential. */
+		put(b, "\\{");
+		size_t opened = 0;
+		for (size_t f = 0; f < n; f++) {
+			if (!must[f]) {
+				put(b, "(?:");
+				opened++;
+			}
+			putn(b, pv[f].p, pv[f].n);
+			for (size_t j = f + 1; j < n; j++) {
+				put(b, must[j] ? "," : "(?:,");
+				putn(b, pv[j].p, pv[j].n);
+				if (!must[j])
+					put(b, ")?");
+			}
+			if (must[f])
+				break;                 /* a required one must come first when reached */
+			put(b, "|");                   /* after the last: the empty alternative */
+		}
+		for (size_t o = 0; o < opened; o++)
+			put(b, ")");
+		put(b, "\\}");
+	}
+	for (size_t j = 0; j < n; j++)
+		free(pv[j].p);
+	free(pv);
+	free(must);
+	return rc;
+}
+
+static int array(struct ctx *c, json_t *s, struct sb *b)
+{
+	json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
+	if (prefix && !json_is_array(prefix))
+		return bad(c, "'prefixItems' must be an array");
+	size_t k = prefix ? json_array_size(prefix) : 0;
+	if (items && json_is_true(items))
+		return bad(c, "'items': true (any value) is not supported");
+	if (!items && !(c->flags & RL_CONS_NO_EXTRA_KEYS))
+		return bad(c, k ? "'prefixItems' without \"items\" (extra items of any kind) is not supported; add \"items\": false or a schema"
+			       : "an array schema without 'items' is not supported");
+	int no_more = !items || json_is_false(items);
+	long m = 0, M = -1;
+	if (count_kw(c, s, "minItems", &m) < 0 || count_kw(c, s, "maxItems", &M) < 0)
+		return -EINVAL;
+	if (no_more && (M < 0 || M > (long)k))
+		M = (long)k;
+	if (M >= 0 && m > M)
+		return bad(c, "'minItems' is above the items the schema allows");
+	struct sb item = { 0 };
+	int rc = 0;
+	if (!no_more) {
+		size_t old = path_push(c, "items");
+		rc = value(c, items, &item);
+		path_pop(c, old);
+		if (rc) {
+			free(item.p);
+			return rc;
+		}
+	}
+	put(b, "\\[");
+	size_t opened = 0;
+	for (long i = 0;; i++) {
+		if (M >= 0 && i >= M)
+			break;
+		if (i >= (long)k) {                     /* the uniform tail */
+			long need = m - i > 0 ? m - i : 0;
+			if (i == 0) {
+				if (!need)
+					put(b, "(?:");
+				putn(b, item.p, item.n);
+				put(b, "(?:,");
+				putn(b, item.p, item.n);
+				if (M >= 0)
+					putf(b, "){%ld,%ld}", need ? need - 1 : 0, M - 1);
+				else
+					putf(b, "){%ld,}", need ? need - 1 : 0);
+				if (!need)
+					put(b, ")?");
+			} else {
+				put(b, "(?:,");
+				putn(b, item.p, item.n);
+				if (M >= 0)
+					putf(b, "){%ld,%ld}", need, M - i);
+				else
+					putf(b, "){%ld,}", need);
+			}
+			break;
+		}
+		if (i >= m) {
+			put(b, "(?:");
+			opened++;
+		}
+		if (i)
+			put(b, ",");
+		size_t old = path_push(c, "prefixItems[%ld]", i);
+		rc = value(c, json_array_get(prefix, (size_t)i), b);
+		path_pop(c, old);
+		if (rc)
+			break;
+	}
+	for (size_t o = 0; o < opened; o++)
+		put(b, ")?");
+	put(b, "\\]");
+	free(item.p);
+	return rc;
+}
+
+/* ---- combinators ------------------------------------------------------------------------ */
+static int type_of(json_t *v, const char *t)
+{
+	if (!strcmp(t, "null")) return json_is_null(v);
+	if (!strcmp(t, "boolean")) return json_is_boolean(v);
+	if (!strcmp(t, "string")) return json_is_string(v);
+	if (!strcmp(t, "number")) return json_is_number(v);
+	if (!strcmp(t, "integer"))
+		return json_is_integer(v) || (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)));
+	if (!strcmp(t, "array")) return json_is_array(v);
+	if (!strcmp(t, "object")) return json_is_object(v);
+	return 0;
+}
+
+static int type_ok(json_t *type, json_t *v)
+{
+	if (!type)
+		return 1;
+	if (json_is_string(type))
+		return type_of(v, json_string_value(type));
+	size_t i;
+	json_t *t;
+	json_array_foreach(type, i, t)
+		if (type_of(v, json_string_value(t)))
+			return 1;
+	return 0;
+}
+
+static int literals(struct ctx *c, json_t *s, struct sb *b)
+{
+	json_t *en = json_object_get(s, "enum"), *co = json_object_get(s, "const"), *type = json_object_get(s, "type");
+	const char *k;
+	json_t *x;
+	json_object_foreach(s, k, x)
+		if (kw_kind(k) != K_ANNOT && strcmp(k, "enum") && strcmp(k, "const") && strcmp(k, "type"))
+			return bad(c, "'%s' beside '%s' is not supported", k, en ? "enum" : "const");
+	if (en && co)
+		return bad(c, "'enum' together with 'const' is not supported");
+	if (en && (!json_is_array(en) || !json_array_size(en)))
+		return bad(c, "'enum' must be a non-empty array");
+	json_t *one = co ? json_pack("[O]", co) : json_incref(en);
+	if (!one)
+		return -ENOMEM;
+	size_t i, n = 0;
+	put(b, "(?:");
+	json_array_foreach(one, i, x) {
+		if (!type_ok(type, x))
+			continue;                       /* not of the type: no valid output spells it */
+		char *d = json_dumps(x, JSON_ENCODE_ANY | JSON_COMPACT | JSON_PRESERVE_ORDER);
+		if (!d) {
+			json_decref(one);
+			return -ENOMEM;
+		}
+		if (n++)
+			put(b, "|");
+		put_lit(b, d, strlen(d));
+		free(d);
+	}
+	put(b, ")");
+	json_decref(one);
+	if (!n)
+		return bad(c, "no value of '%s' has the schema's 'type'", en ? "enum" : "const");
+	return 0;
+}
+
+/* the target of a $ref inside this document */
+static json_t *resolve(struct ctx *c, const char *ref)
+{
+	const char *name = NULL, *dir = NULL;
+	if (!strncmp(ref, "#/$defs/", 8)) {
+		dir = "$defs";
+		name = ref + 8;
+	} else if (!strncmp(ref, "#/definitions/", 14)) {
+		dir = "definitions";
+		name = ref + 14;
+	} else
+		return NULL;
+	char key[256];
+	size_t o = 0;
+	for (const char *p = name; *p && o + 1 < sizeof key; p++) {     /* JSON pointer escapes */
+		if (*p == '/')
+			return NULL;
+		if (p[0] == '~' && (p[1] == '0' || p[1] == '1')) {
+			key[o++] = p[1] == '0' ? '~' : '/';
+			p++;
+		} else
+			key[o++] = *p;
+	}
+	key[o] = 0;
+	return json_object_get(json_object_get(c->root, dir), key);
+}
+
+/* the language of two DFAs in common is empty: a walk over pairs of states */
+static int disjoint(const struct rl_cons_dfa *x, const struct rl_cons_dfa *y)
+{
+	size_t cap = 1u << 16, n = 0, head = 0, limit = 1u << 20;
+	uint64_t *seen = calloc(cap, sizeof *seen), *queue = malloc(limit * sizeof *queue);
+	int rc = 1;
+	if (!seen || !queue) {
+		rc = -ENOMEM;
+		goto out;
+	}
+#define KEY(a, b) (((uint64_t)(a) << 32 | (b)) + 1)
+	queue[n++] = KEY(x->start, y->start) - 1;
+	seen[(KEY(x->start, y->start) * 0x9E3779B97F4A7C15ull >> 40) & (cap - 1)] = KEY(x->start, y->start);
+	while (head < n) {
+		uint64_t p = queue[head++];
+		uint32_t a = (uint32_t)(p >> 32), bb = (uint32_t)p;
+		if (x->accept[a] && y->accept[bb]) {
+			rc = 0;
+			goto out;
+		}
+		for (int byte = 0; byte < 256; byte++) {
+			uint32_t ta = rl_cons_dfa_step(x, a, (uint8_t)byte), tb = rl_cons_dfa_step(y, bb, (uint8_t)byte);
+			if (!ta || !tb)
+				continue;
+			uint64_t key = KEY(ta, tb);
+			size_t h = (key * 0x9E3779B97F4A7C15ull >> 40) & (cap - 1);
+			while (seen[h] && seen[h] != key)
+				h = (h + 1) & (cap - 1);
+			if (seen[h])
+				continue;
+			if (n >= limit || n * 2 >= cap) {
+				if (n >= limit) {
+					rc = -E2BIG;
+					goto out;
+				}
+				size_t nc = cap * 2;      /* grow and rehash */
+				uint64_t *ns = calloc(nc, sizeof *ns);
+				if (!ns) {
+					rc = -ENOMEM;
+					goto out;
+				}
+				for (size_t q = 0; q < cap; q++)
+					if (seen[q]) {
+						size_t j = (seen[q] * 0x9E3779B97F4A7C15ull >> 40) & (nc - 1);
+						while (ns[j])
+							j = (j + 1) & (nc - 1);
+						ns[j] = seen[q];
+					}
+				free(seen);
+				seen = ns;
+				cap = nc;
+				h = (key * 0x9E3779B97F4A7C15ull >> 40) & (cap - 1);
+				while (seen[h])
+					h = (h + 1) & (cap - 1);
+			}
+			seen[h] = key;
+			queue[n++] = key - 1;
+		}
+	}
+#undef KEY
+out:
+	free(seen);
+	free(queue);
+	return rc;
+}
+
+static int alternatives(struct ctx *c, json_t *s, const char *kw, struct sb *b)
+{
+	json_t *arr = json_object_get(s, kw);
+	if (!json_is_array(arr) || !json_array_size(arr))
+		return bad(c, "'%s' must be a non-empty array", kw);
+	size_t n = json_array_size(arr);
+	struct sb *br = calloc(n, sizeof *br);
+	if (!br)
+		return -ENOMEM;
+	int rc = 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		size_t old = path_push(c, "%s[%zu]", kw, i);
+		rc = value(c, json_array_get(arr, i), &br[i]);
+		path_pop(c, old);
+		if (!rc && br[i].oom)
+			rc = -ENOMEM;
+	}
+	if (!rc && !strcmp(kw, "oneOf")) {
+		/* an output that two branches match fails oneOf: the branches must be disjoint */
+		struct rl_cons_dfa *d = calloc(n, sizeof *d);
+		char e[300];
+		if (!d)
+			rc = -ENOMEM;
+		for (size_t i = 0; i < n && !rc; i++)
+			if (rl_cons_regex_dfa(br[i].p, br[i].n, RL_RE_INTERNAL, 0, &d[i], e, sizeof e))
+				rc = bad(c, "'oneOf[%zu]': %s", i, e);
+		for (size_t i = 0; i < n && !rc; i++)
+			for (size_t j = i + 1; j < n && !rc; j++) {
+				int r = disjoint(&d[i], &d[j]);
+				if (r == 0)
+					rc = bad(c, "'oneOf' branches %zu and %zu both match some value (oneOf as alternation needs disjoint branches; use anyOf)", i, j);
+				else if (r < 0)
+					rc = bad(c, "'oneOf' branches %zu and %zu are too large to check for overlap", i, j);
+			}
+		for (size_t i = 0; d && i < n; i++)
+			rl_cons_dfa_free(&d[i]);
+		free(d);
+	}
+	if (!rc) {
+		put(b, "(?:");
+		for (size_t i = 0; i < n; i++) {
+			if (i)
+				put(b, "|");
+			putn(b, br[i].p, br[i].n);
+		}
+		put(b, ")");
+	}
+	for (size_t i = 0; i < n; i++)
+		free(br[i].p);
+	free(br);
+	return rc;
+}
+
+static int typed(struct ctx *c, json_t *s, const char *t, struct sb *b)
+{
+	if (!strcmp(t, "null")) { put(b, "null"); return 0; }
+	if (!strcmp(t, "boolean")) { put(b, "(?:true|false)"); return 0; }
+	if (!strcmp(t, "string")) return string(c, s, b);
+	if (!strcmp(t, "integer")) return integer(c, s, b);
+	if (!strcmp(t, "number")) return number(c, s, b);
+	if (!strcmp(t, "object")) return object(c, s, b);
+	if (!strcmp(t, "array")) return array(c, s, b);
+	return bad(c, "unknown type '%s'", t);
+}
+static int kind_of_type(const char *t)
+{
+	return !strcmp(t, "object") ? K_OBJ : !strcmp(t, "array") ? K_ARR : !strcmp(t, "string") ? K_STR
+		: !strcmp(t, "integer") || !strcmp(t, "number") ? K_NUM : 0;
+}
+
+static int value(struct ctx *c, json_t *s, struct sb *b)
+{
+	if (json_is_true(s))
+		return bad(c, "a schema of true (any value) is not supported");
+	if (json_is_false(s))
+		return bad(c, "a schema of false (no value) cannot be generated");
+	if (!json_is_object(s))
+		return bad(c, "a schema must be an object");
+	const char *k;
+	json_t *x;
+	int constraining = 0;
+	json_object_foreach(s, k, x) {
+		int kind = kw_kind(k);
+		if (!kind)
+			return bad(c, "'%s' is not supported", k);
+		constraining += kind != K_ANNOT;
+	}
+	if ((x = json_object_get(s, "$ref"))) {
+		if (constraining > 1)
+			return bad(c, "'$ref' beside other keywords is not supported");
+		if (!json_is_string(x))
+			return bad(c, "'$ref' must be a string");
+		json_t *t = resolve(c, json_string_value(x));
+		if (!t)
+			return bad(c, "'$ref' '%s' is not a #/$defs/NAME or #/definitions/NAME of this schema",
+				   json_string_value(x));
+		for (int i = 0; i < c->nref; i++)
+			if (c->refs[i] == t)
+				return bad(c, "recursive '$ref' to '%s' is not supported", json_string_value(x));
+		if (c->nref == MAX_REF_DEPTH)
+			return bad(c, "'$ref' nests deeper than %d", MAX_REF_DEPTH);
+		c->refs[c->nref++] = t;
+		size_t old = path_push(c, "%s", json_string_value(x));
+		int rc = value(c, t, b);
+		path_pop(c, old);
+		c->nref--;
+		return rc;
+	}
+	static const char *const comb[] = { "anyOf", "oneOf", "allOf" };
+	for (int i = 0; i < 3; i++) {
+		if (!(x = json_object_get(s, comb[i])))
+			continue;
+		if (constraining > 1)
+			return bad(c, "'%s' beside other keywords is not supported", comb[i]);
+		if (i < 2)
+			return alternatives(c, s, comb[i], b);
+		if (!json_is_array(x) || json_array_size(x) != 1)
+			return bad(c, "'allOf' with other than one schema is not supported");
+		size_t old = path_push(c, "allOf[0]");
+		int rc = value(c, json_array_get(x, 0), b);
+		path_pop(c, old);
+		return rc;
+	}
+	json_t *type = json_object_get(s, "type");
+	if (type && !json_is_string(type) && !(json_is_array(type) && json_array_size(type)))
+		return bad(c, "'type' must be a string or a non-empty array of strings");
+	size_t i, nt = json_is_array(type) ? json_array_size(type) : 1;
+	for (i = 0; type && i < nt; i++) {
+		json_t *t = json_is_array(type) ? json_array_get(type, i) : type;
+		if (!json_is_string(t) || (!kind_of_type(json_string_value(t)) &&
+					   strcmp(json_string_value(t), "null") && strcmp(json_string_value(t), "boolean")))
+			return bad(c, "'type' %s%s%s is not a JSON Schema type", json_is_string(t) ? "'" : "",
+				   json_is_string(t) ? json_string_value(t) : "(not a string)", json_is_string(t) ? "'" : "");
+	}
+	if (json_object_get(s, "enum") || json_object_get(s, "const"))
+		return literals(c, s, b);
+	if (!type)
+		return bad(c, "a schema needs 'type', 'enum', 'const', 'anyOf', 'oneOf', 'allOf' or '$ref' "
+			   "(any value is not supported)");
+	/* a keyword no listed type uses is a mistake in the schema, not something to drop quietly */
+	json_object_foreach(s, k, x) {
+		int kind = kw_kind(k), used = kind == K_ANNOT || kind == K_ANY;
+		for (i = 0; i < nt && !used; i++) {
+			json_t *t = json_is_array(type) ? json_array_get(type, i) : type;
+			used = kind_of_type(json_string_value(t)) == kind;
+		}
+		if (!used)
+			return bad(c, "'%s' applies to none of the schema's types", k);
+	}
+	if (nt == 1)
+		return typed(c, s, json_string_value(json_is_array(type) ? json_array_get(type, 0) : type), b);
+	put(b, "(?:");
+	for (i = 0; i < nt; i++) {
+		if (i)
+			put(b, "|");
+		int rc = typed(c, s, json_string_value(json_array_get(type, i)), b);
+		if (rc)
+			return rc;
+	}
+	put(b, ")");
+	return 0;
+}
+
+int rl_cons_schema_to_regex(const char *schema, size_t len, unsigned flags, char **out, char *err, size_t errlen)
+{
+	if (err && errlen)
+		err[0] = 0;
+	*out = NULL;
+	json_error_t je;
+	json_t *root = json_loadb(schema, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
+	if (!root) {
+		snprintf(err, errlen, "the schema is not JSON: %s (line %d)", je.text, je.line);
+		return -EINVAL;
+	}
+	struct ctx c = { .root = root, .flags = flags, .err = err, .errlen = errlen };
+	struct sb b = { 0 };
+	int rc = value(&c, root, &b);
+	json_decref(root);
+	if (!rc && b.oom)
+		rc = -ENOMEM;
+	if (rc) {
+		if (rc == -ENOMEM && err && errlen)
+			snprintf(err, errlen, "out of memory");
+		free(b.p);
+		return rc;
+	}
+	*out = b.p;
+	return 0;
+}
+
+int rl_cons_compile_schema(const struct rl_cons_vocab *v, const char *schema, size_t len,
+			   const struct rl_cons_opts *opts, struct rl_cons **out, char *err, size_t errlen)
+{
+	char *re;
+	int rc = rl_cons_schema_to_regex(schema, len, opts ? opts->flags : 0, &re, err, errlen);
+	if (rc)
+		return rc;
+	struct rl_cons_dfa d;
+	rc = rl_cons_regex_dfa(re, strlen(re), RL_RE_INTERNAL, opts ? opts->max_states : 0, &d, err, errlen);
+	free(re);
+	if (rc)
+		return rc;
+	return rl_cons_from_dfa(v, &d, opts, out);
+}

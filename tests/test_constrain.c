@@ -1,0 +1,676 @@
+/* test_constrain.c — structured output's engine core (constrain/) against oracles it does not
+ * share code with:
+ *  - regular expressions: Python's re.fullmatch verdicts on 2,700 strings over 48 patterns
+ *    (tests/fixtures/constrain/regex.json, gen_constrain_fixtures.py), refusals by name;
+ *  - JSON Schema: the `jsonschema` package's verdicts (schemas.json): every invalid instance
+ *    rejected, every canonical valid one accepted; integer bounds against arithmetic;
+ *    refused keywords named in the error;
+ *  - the token mask on the real SmolLM2 (49k) and Gemma 3 (262k) vocabularies: equal to running
+ *    every token's bytes through the DFA, on every state random walks visit; the walks end in
+ *    JSON that jansson parses and a small validator here (pcre2 for 'pattern') accepts; EOS
+ *    exactly in accepting states, control tokens never.
+ * Tests: constrain (rl_cons_*), tokenizer (rl_tok_type, rl_tok_decode). */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include "tests/rl_test.h"
+#include "constrain/rl_cons.h"
+#include "tokenizer/rl_bpe.h"
+#include "tokenizer/rl_tok.h"
+#include "runtime/model/rl_model_io.h"
+
+#define FIX "tests/fixtures/constrain/"
+
+/* a vocabulary of the 256 single bytes: the DFA seen through the public interface */
+static struct rl_cons_vocab *byte_vocab(void)
+{
+	static char b[256];
+	const char *tok[256];
+	uint32_t len[256];
+	for (int i = 0; i < 256; i++) {
+		b[i] = (char)i;
+		tok[i] = &b[i];
+		len[i] = 1;
+	}
+	struct rl_cons_vocab *v = NULL;
+	return rl_cons_vocab_create(256, tok, len, NULL, NULL, 0, &v) ? NULL : v;
+}
+
+static int matches(const struct rl_cons *c, const char *s, size_t n)
+{
+	uint32_t st = rl_cons_feed(c, rl_cons_start(c), s, n);
+	return st != RL_CONS_DEAD && rl_cons_accepting(c, st);
+}
+
+static void regex_vs_python(void)
+{
+	json_error_t je;
+	json_t *fx = json_load_file(FIX "regex.json", JSON_ALLOW_NUL, &je);
+	REQUIRE(fx);
+	struct rl_cons_vocab *v = byte_vocab();
+	REQUIRE(v);
+	size_t i, n = 0, bad = 0, npos = 0;
+	json_t *r;
+	json_array_foreach(fx, i, r) {
+		json_t *p = json_object_get(r, "pattern");
+		struct rl_cons *c;
+		char err[256];
+		int rc = rl_cons_compile_regex(v, json_string_value(p), json_string_length(p), NULL, &c, err, sizeof err);
+		CHECKF(rc == 0, "/%s/: %s", json_string_value(p), err);
+		if (rc)
+			continue;
+		size_t k;
+		json_t *cs;
+		json_array_foreach(json_object_get(r, "cases"), k, cs) {
+			json_t *s = json_array_get(cs, 0);
+			int want = json_is_true(json_array_get(cs, 1));
+			int got = matches(c, json_string_value(s), json_string_length(s));
+			n++;
+			npos += want;
+			if (got != want && bad++ < 10)
+				fprintf(stderr, "  /%s/ on \"%s\": %d, Python %d\n", json_string_value(p), json_string_value(s), got, want);
+		}
+		rl_cons_destroy(c);
+	}
+	printf("  %zu patterns, %zu strings (%zu matching), %zu disagree with Python\n", json_array_size(fx), n, npos, bad);
+	CHECK(bad == 0);
+	CHECK(n > 2000 && npos > 250);
+	rl_cons_vocab_destroy(v);
+	json_decref(fx);
+}
+
+static void regex_refused_by_name(void)
+{
+	static const char *const tab[][2] = {
+		{ "(a)\\1", "backreference" }, { "(?=a)a", "lookahead" }, { "(?!a)b", "lookahead" },
+		{ "(?<=a)b", "lookbehind" }, { "(?<!a)b", "lookbehind" }, { "(?P<x>a)(?P=x)", "backreference" },
+		{ "a*+", "possessive" }, { "(?>a)", "atomic" }, { "\\bword", "word boundar" },
+		{ "(?i)abc", "inline flags" }, { "a^b", "'^' inside" }, { "a$b", "'$' inside" },
+		{ "a{2000}", "above 1000" }, { "(a", "not closed" }, { "a)", "unbalanced" },
+		{ "[a", "not closed" }, { "*a", "nothing to repeat" }, { "a**", "multiple repeat" },
+		{ "[z-a]", "reversed" }, { "\\q", "bad escape" }, { "\\p{L}", "Unicode properties" },
+		{ "\xff", "invalid UTF-8" }, { "[^\\x00-\\U0010ffff]", "matches no string" },
+		{ "\\Aa", "anchor" }, { "(?J:a)", "inline flags" },
+	};
+	struct rl_cons_vocab *v = byte_vocab();
+	REQUIRE(v);
+	for (size_t i = 0; i < sizeof tab / sizeof *tab; i++) {
+		struct rl_cons *c = NULL;
+		char err[256] = "";
+		int rc = rl_cons_compile_regex(v, tab[i][0], strlen(tab[i][0]), NULL, &c, err, sizeof err);
+		CHECKF(rc == -EINVAL && strstr(err, tab[i][1]), "/%s/: rc %d, \"%s\" (want \"%s\")", tab[i][0], rc, err, tab[i][1]);
+		if (!rc)
+			rl_cons_destroy(c);
+	}
+	/* the state cap is an error, not a hang or a crash */
+	struct rl_cons_opts o = { .max_states = 50 };
+	struct rl_cons *c = NULL;
+	char err[256];
+	CHECK(rl_cons_compile_regex(v, "[ab]*a[ab]{20}", 14, &o, &c, err, sizeof err) == -E2BIG && strstr(err, "states"));
+	rl_cons_vocab_destroy(v);
+}
+
+static void schema_vs_jsonschema(void)
+{
+	json_error_t je;
+	json_t *fx = json_load_file(FIX "schemas.json", 0, &je);
+	REQUIRE(fx);
+	struct rl_cons_vocab *v = byte_vocab();
+	REQUIRE(v);
+	size_t i, n = 0, nvalid = 0, ninvalid = 0, bad = 0;
+	json_t *r;
+	json_array_foreach(fx, i, r) {
+		json_t *s = json_object_get(r, "schema");
+		struct rl_cons *c;
+		char err[256];
+		int rc = rl_cons_compile_schema(v, json_string_value(s), json_string_length(s), NULL, &c, err, sizeof err);
+		CHECKF(rc == 0, "schema %zu: %s", i, err);
+		if (rc)
+			continue;
+		size_t k;
+		json_t *cs;
+		json_array_foreach(json_object_get(r, "cases"), k, cs) {
+			json_t *t = json_object_get(cs, "text");
+			int valid = json_is_true(json_object_get(cs, "valid")), canon = json_is_true(json_object_get(cs, "canonical"));
+			int got = matches(c, json_string_value(t), json_string_length(t));
+			if (!valid || canon) {
+				n++;
+				nvalid += valid;
+				ninvalid += !valid;
+				if (got != valid && bad++ < 10)
+					fprintf(stderr, "  schema %zu on %s: %s, jsonschema %s\n", i, json_string_value(t),
+						got ? "accepted" : "rejected", valid ? "valid" : "invalid");
+			}
+		}
+		rl_cons_destroy(c);
+	}
+	printf("  %zu schemas: %zu canonical valid instances accepted?, %zu invalid rejected?; %zu wrong\n",
+	       json_array_size(fx), nvalid, ninvalid, bad);
+	CHECK(bad == 0);
+	CHECK(nvalid > 150 && ninvalid > 1000);
+	rl_cons_vocab_destroy(v);
+	json_decref(fx);
+}
+
+/* integer bounds as regexes: every integer near the bounds against arithmetic */
+static void integer_bounds(void)
+{
+	struct rl_cons_vocab *v = byte_vocab();
+	REQUIRE(v);
+	srand(50);
+	static const long long fixed[][2] = { { 0, 0 }, { -1, 1 }, { 7, 7 }, { 10, 99 }, { 9, 100 }, { -123, 4567 },
+					      { 1, 1000000 }, { -999, -100 }, { 35, 291 }, { 100, 109 } };
+	size_t checked = 0, bad = 0;
+	for (int t = 0; t < 60; t++) {
+		long long lo, hi;
+		int has_lo = 1, has_hi = 1;
+		if (t < 10) {
+			lo = fixed[t][0];
+			hi = fixed[t][1];
+		} else {
+			lo = rand() % 20000 - 10000;
+			hi = lo + rand() % (t < 40 ? 300 : 30000);
+			has_lo = t % 7 != 3;
+			has_hi = t % 5 != 2;
+		}
+		char sch[200];
+		int o = snprintf(sch, sizeof sch, "{\"type\":\"integer\"");
+		if (has_lo)
+			o += snprintf(sch + o, sizeof sch - (size_t)o, ",\"minimum\":%lld", lo);
+		if (has_hi)
+			o += snprintf(sch + o, sizeof sch - (size_t)o, ",\"maximum\":%lld", hi);
+		snprintf(sch + o, sizeof sch - (size_t)o, "}");
+		struct rl_cons *c;
+		char err[256];
+		int rc = rl_cons_compile_schema(v, sch, strlen(sch), NULL, &c, err, sizeof err);
+		CHECKF(rc == 0, "%s: %s", sch, err);
+		if (rc)
+			continue;
+		for (long long x = lo - 150; x <= hi + 150; x += (hi - lo > 2000 ? 7 : 1)) {
+			char s[32];
+			int k = snprintf(s, sizeof s, "%lld", x);
+			int want = (!has_lo || x >= lo) && (!has_hi || x <= hi);
+			checked++;
+			if (matches(c, s, (size_t)k) != want && bad++ < 10)
+				fprintf(stderr, "  %s on %s: %d\n", sch, s, !want);
+		}
+		CHECKF(!matches(c, "01", 2) && !matches(c, "-", 1) && !matches(c, "1.0", 3), "%s", sch);
+		rl_cons_destroy(c);
+	}
+	printf("  %zu integers checked against 60 bound pairs, %zu wrong\n", checked, bad);
+	CHECK(bad == 0 && checked > 10000);
+	rl_cons_vocab_destroy(v);
+}
+
+static void schema_refused_by_name(void)
+{
+	static const char *const tab[][2] = {
+		{ "{\"type\":\"string\",\"format\":\"date\"}", "'format' is not supported" },
+		{ "{\"type\":\"object\",\"properties\":{}}", "additionalProperties" },
+		{ "{\"type\":\"object\",\"additionalProperties\":true}", "'additionalProperties' other than false" },
+		{ "{\"type\":\"object\",\"additionalProperties\":false,\"minProperties\":1}", "'minProperties' is not supported" },
+		{ "{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true}", "'uniqueItems' is not supported" },
+		{ "{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"contains\":{\"type\":\"string\"}}", "'contains' is not supported" },
+		{ "{\"type\":\"array\"}", "without 'items'" },
+		{ "{\"type\":\"number\",\"maximum\":3}", "'maximum' on type number" },
+		{ "{\"type\":\"integer\",\"multipleOf\":3}", "'multipleOf' is not supported" },
+		{ "{\"type\":\"string\",\"pattern\":\"(?=a)\"}", "lookahead" },
+		{ "{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", "'pattern' together with" },
+		{ "{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"k\":{\"$ref\":\"#/$defs/n\"}},\"additionalProperties\":false}},\"$ref\":\"#/$defs/n\"}",
+		  "recursive '$ref'" },
+		{ "{\"$ref\":\"http://x/y\"}", "'$ref' 'http://x/y'" },
+		{ "{\"allOf\":[{\"type\":\"string\"},{\"maxLength\":2}]}", "'allOf' with other than one" },
+		{ "{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "'oneOf' branches 0 and 1" },
+		{ "{\"type\":\"string\",\"minimum\":1}", "'minimum' applies to none" },
+		{ "{}", "needs 'type'" },
+		{ "true", "true (any value)" },
+		{ "{\"type\":\"strin\"}", "'strin' is not a JSON Schema type" },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"b\"],\"additionalProperties\":false}",
+		  "required property 'b'" },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"if\":{}}},\"additionalProperties\":false}",
+		  "properties.a: 'if' is not supported" },
+		{ "{\"enum\":[1,2],\"maxLength\":3}", "'maxLength' beside 'enum'" },
+		{ "{\"type\":\"string\",\"enum\":[1,2]}", "no value of 'enum'" },
+		{ "{\"type\":\"string\",\"maxLength\":5000}", "above the 1000" },
+		{ "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer" },
+		{ "{\"type\":\"string\"", "not JSON" },
+		{ "{\"type\":\"integer\",\"nullable\":true}", "'nullable' is not supported" },
+	};
+	struct rl_cons_vocab *v = byte_vocab();
+	REQUIRE(v);
+	for (size_t i = 0; i < sizeof tab / sizeof *tab; i++) {
+		struct rl_cons *c = NULL;
+		char err[512] = "";
+		int rc = rl_cons_compile_schema(v, tab[i][0], strlen(tab[i][0]), NULL, &c, err, sizeof err);
+		CHECKF(rc == -EINVAL && strstr(err, tab[i][1]), "%s: rc %d, \"%s\" (want \"%s\")", tab[i][0], rc, err, tab[i][1]);
+		if (!rc)
+			rl_cons_destroy(c);
+	}
+	/* RL_CONS_NO_EXTRA_KEYS: no additionalProperties reads as false */
+	struct rl_cons_opts o = { .flags = RL_CONS_NO_EXTRA_KEYS };
+	struct rl_cons *c = NULL;
+	char err[256];
+	const char *s = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}";
+	CHECK(rl_cons_compile_schema(v, s, strlen(s), &o, &c, err, sizeof err) == 0);
+	if (c) {
+		CHECK(matches(c, "{\"a\":1}", 7) && matches(c, "{}", 2) && !matches(c, "{\"b\":1}", 7));
+		rl_cons_destroy(c);
+	}
+	rl_cons_vocab_destroy(v);
+}
+
+/* ---- a small validator for the walks (independent of the compiler: pcre2 for patterns) ---- */
+static json_t *g_root;
+static int cp_len(const char *s, size_t n)
+{
+	int k = 0;
+	for (size_t i = 0; i < n; i++)
+		k += ((unsigned char)s[i] & 0xC0) != 0x80;
+	return k;
+}
+static int is_type(json_t *x, const char *t)
+{
+	if (!strcmp(t, "integer")) return json_is_integer(x);
+	if (!strcmp(t, "number")) return json_is_number(x);
+	if (!strcmp(t, "string")) return json_is_string(x);
+	if (!strcmp(t, "boolean")) return json_is_boolean(x);
+	if (!strcmp(t, "null")) return json_is_null(x);
+	if (!strcmp(t, "object")) return json_is_object(x);
+	if (!strcmp(t, "array")) return json_is_array(x);
+	return 0;
+}
+static int validate(json_t *s, json_t *x)
+{
+	json_t *k;
+	if ((k = json_object_get(s, "$ref")))
+		return validate(json_object_get(json_object_get(g_root, "$defs"), strrchr(json_string_value(k), '/') + 1), x);
+	if ((k = json_object_get(s, "anyOf")) || (k = json_object_get(s, "oneOf"))) {
+		size_t i, hits = 0;
+		json_t *b;
+		json_array_foreach(k, i, b)
+			hits += validate(b, x);
+		return json_object_get(s, "oneOf") ? hits == 1 : hits >= 1;
+	}
+	if ((k = json_object_get(s, "enum"))) {
+		size_t i;
+		json_t *e;
+		json_array_foreach(k, i, e)
+			if (json_equal(e, x))
+				return 1;
+		return 0;
+	}
+	if ((k = json_object_get(s, "const")))
+		return json_equal(k, x);
+	json_t *t = json_object_get(s, "type");
+	int ok = 0;
+	if (json_is_string(t))
+		ok = is_type(x, json_string_value(t));
+	else {
+		size_t i;
+		json_t *e;
+		json_array_foreach(t, i, e)
+			ok |= is_type(x, json_string_value(e));
+	}
+	if (!ok)
+		return 0;
+	if (json_is_number(x)) {
+		double d = json_number_value(x);
+		if ((k = json_object_get(s, "minimum")) && d < json_number_value(k)) return 0;
+		if ((k = json_object_get(s, "maximum")) && d > json_number_value(k)) return 0;
+		if ((k = json_object_get(s, "exclusiveMinimum")) && d <= json_number_value(k)) return 0;
+		if ((k = json_object_get(s, "exclusiveMaximum")) && d >= json_number_value(k)) return 0;
+	}
+	if (json_is_string(x)) {
+		int n = cp_len(json_string_value(x), json_string_length(x));
+		if ((k = json_object_get(s, "minLength")) && n < json_integer_value(k)) return 0;
+		if ((k = json_object_get(s, "maxLength")) && n > json_integer_value(k)) return 0;
+		if ((k = json_object_get(s, "pattern"))) {
+			int e;
+			PCRE2_SIZE eo;
+			pcre2_code *re = pcre2_compile((PCRE2_SPTR)json_string_value(k), PCRE2_ZERO_TERMINATED, PCRE2_UTF, &e, &eo, NULL);
+			if (!re)
+				return 0;
+			pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+			int m = pcre2_match(re, (PCRE2_SPTR)json_string_value(x), json_string_length(x), 0, 0, md, NULL);
+			pcre2_match_data_free(md);
+			pcre2_code_free(re);
+			if (m < 0) return 0;
+		}
+	}
+	if (json_is_array(x)) {
+		size_t n = json_array_size(x), i;
+		json_t *pre = json_object_get(s, "prefixItems"), *it = json_object_get(s, "items"), *e;
+		if ((k = json_object_get(s, "minItems")) && n < (size_t)json_integer_value(k)) return 0;
+		if ((k = json_object_get(s, "maxItems")) && n > (size_t)json_integer_value(k)) return 0;
+		json_array_foreach(x, i, e) {
+			json_t *sub = i < json_array_size(pre) ? json_array_get(pre, i) : it;
+			if (!sub || json_is_false(sub) || !validate(sub, e))
+				return 0;
+		}
+	}
+	if (json_is_object(x)) {
+		json_t *props = json_object_get(s, "properties"), *e;
+		const char *key;
+		size_t i;
+		json_object_foreach(x, key, e)
+			if (!json_object_get(props, key) || !validate(json_object_get(props, key), e))
+				return 0;
+		json_array_foreach(json_object_get(s, "required"), i, e)
+			if (!json_object_get(x, json_string_value(e)))
+				return 0;
+	}
+	return 1;
+}
+
+/* ---- the real vocabularies ------------------------------------------------------------- */
+static const char *const models[] = { "SmolLM2-135M-Instruct.Q4_1.gguf", "gemma-3-270m-q4_k_m.gguf" };
+
+static struct rl_tok *load_tok(const char *path)
+{
+	void *blob;
+	uint32_t size;
+	char err[512];
+	struct rl_tok *t = NULL;
+	if (rl_gguf_read_vocab(path, &blob, &size, err, sizeof err)) {
+		fprintf(stderr, "  %s: %s\n", path, err);
+		return NULL;
+	}
+	if (rl_tok_create(blob, size, &t, err, sizeof err))
+		fprintf(stderr, "  %s: %s\n", path, err);
+	free(blob);
+	return t;
+}
+
+/* the mask by brute force: every token's bytes through the DFA */
+static long brute_mask(const struct rl_cons *c, const struct rl_cons_vocab *v, uint32_t st, uint32_t *m)
+{
+	uint32_t n = rl_cons_vocab_size(v);
+	long cnt = 0;
+	memset(m, 0, rl_cons_mask_words(c) * 4);
+	for (uint32_t id = 0; id < n; id++) {
+		uint32_t len;
+		const char *b = rl_cons_vocab_bytes(v, id, &len);
+		int ok = b ? rl_cons_feed(c, st, b, len) != RL_CONS_DEAD : rl_cons_vocab_is_eog(v, id) && rl_cons_accepting(c, st);
+		if (ok) {
+			m[id >> 5] |= 1u << (id & 31);
+			cnt++;
+		}
+	}
+	return cnt;
+}
+
+static const char *const walk_schemas[] = {
+	"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":12},\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150},"
+	"\"score\":{\"type\":\"number\"},\"active\":{\"type\":\"boolean\"},\"tag\":{\"type\":[\"string\",\"null\"],\"maxLength\":6}},"
+	"\"required\":[\"name\",\"age\"],\"additionalProperties\":false}",
+	"{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},\"items\":{\"type\":\"array\",\"items\":{\"type\":\"object\","
+	"\"properties\":{\"sku\":{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-[0-9]{3}$\"},\"qty\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":99}},"
+	"\"required\":[\"sku\",\"qty\"],\"additionalProperties\":false},\"minItems\":1,\"maxItems\":4},\"meta\":{\"$ref\":\"#/$defs/meta\"}},"
+	"\"required\":[\"id\",\"items\"],\"additionalProperties\":false,\"$defs\":{\"meta\":{\"type\":\"object\",\"properties\":{\"source\":"
+	"{\"enum\":[\"web\",\"app\",\"api\"]},\"ts\":{\"type\":\"integer\",\"exclusiveMinimum\":-1000,\"exclusiveMaximum\":1000}},\"additionalProperties\":false}}}",
+	"{\"type\":\"object\",\"properties\":{\"color\":{\"enum\":[\"red\",\"green\",\"blue\",\"cyan\",\"magenta\",\"yellow\"]},"
+	"\"size\":{\"enum\":[\"XS\",\"S\",\"M\",1,2,null,true]},\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b\",\"c\"]},\"maxItems\":3},"
+	"\"note\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":8}},\"required\":[\"color\",\"size\"],\"additionalProperties\":false}",
+	"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\",\"minLength\":1,\"maxLength\":5},{\"oneOf\":[{\"type\":\"integer\",\"maximum\":-3},"
+	"{\"type\":\"null\"},{\"type\":\"boolean\"}]}],\"items\":{\"type\":\"number\",\"minimum\":0},\"maxItems\":5}",
+};
+
+/* steps of the shortest completion from each state: walks that ran long head for the end */
+static uint32_t *dist_to_accept(const struct rl_cons *c)
+{
+	uint32_t n = rl_cons_n_states(c), *d = malloc(n * sizeof *d);
+	if (!d)
+		return NULL;
+	for (uint32_t s = 0; s < n; s++)
+		d[s] = rl_cons_accepting(c, s) ? 0 : UINT32_MAX;
+	for (int changed = 1; changed;) {
+		changed = 0;
+		for (uint32_t s = 1; s < n; s++)
+			for (int b = 0; b < 256; b++) {
+				unsigned char ch = (unsigned char)b;
+				uint32_t t = rl_cons_feed(c, s, &ch, 1);
+				if (t && d[t] != UINT32_MAX && d[t] + 1 < d[s]) {
+					d[s] = d[t] + 1;
+					changed = 1;
+				}
+			}
+	}
+	return d;
+}
+
+static void walks_on(size_t m, const char *path, int n_walks)
+{
+	struct rl_tok *t = load_tok(path);
+	REQUIRE(t);
+	struct rl_cons_vocab *v;
+	REQUIRE(rl_cons_vocab_from_tok(t, &v) == 0);
+	uint32_t nv = rl_cons_vocab_size(v);
+	uint32_t eog[16];
+	size_t ne = rl_tok_eog_ids(t, eog, 16);
+	/* control tokens never have text; every EOG id is one */
+	size_t ncontrol = 0;
+	for (uint32_t id = 0; id < nv; id++) {
+		int ty = rl_tok_type(t, (int32_t)id);
+		uint32_t l;
+		if (ty == RL_TT_CONTROL) {
+			ncontrol++;
+			CHECKF(!rl_cons_vocab_bytes(v, id, &l), "%s: control token %u has text", models[m], id);
+		}
+	}
+	for (size_t e = 0; e < ne && e < 16; e++)
+		CHECK(rl_cons_vocab_is_eog(v, eog[e]));
+	size_t words = (nv + 31) / 32;
+	uint32_t *mask = malloc(words * 4), *want = malloc(words * 4), *ids = malloc(nv * sizeof *ids);
+	REQUIRE(mask && want && ids);
+	srand(50 + (unsigned)m);
+	size_t states_checked = 0, mask_bad = 0, walks = 0, walk_bad = 0, eos_bad = 0, total_tokens = 0;
+	for (size_t si = 0; si < sizeof walk_schemas / sizeof *walk_schemas; si++) {
+		struct rl_cons *c;
+		char err[300];
+		int rc = rl_cons_compile_schema(v, walk_schemas[si], strlen(walk_schemas[si]), NULL, &c, err, sizeof err);
+		CHECKF(rc == 0, "schema %zu: %s", si, err);
+		if (rc)
+			continue;
+		uint32_t *dist = dist_to_accept(c);
+		REQUIRE(dist);
+		json_t *schema = json_loads(walk_schemas[si], 0, NULL);
+		g_root = schema;
+		for (int w = 0; w < n_walks; w++) {
+			uint32_t st = rl_cons_start(c);
+			char out[8192];
+			size_t on = 0;
+			int ended = 0;
+			for (int step = 0; step < 400 && !ended; step++) {
+				long cnt = rl_cons_mask(c, st, mask);
+				/* check against brute force while the states are new (the cache's copy later) */
+				if (states_checked < (m ? 60u : 400u) || (step % 16) == 0) {
+					long wc = brute_mask(c, v, st, want);
+					states_checked++;
+					if ((wc != cnt || memcmp(mask, want, words * 4)) && mask_bad++ < 5)
+						fprintf(stderr, "  %s schema %zu state %u: mask %ld tokens, brute force %ld\n", models[m], si, st, cnt, wc);
+				}
+				int acc = rl_cons_accepting(c, st), eos_in = 0;
+				for (size_t e = 0; e < ne && e < 16; e++)
+					eos_in |= (mask[eog[e] >> 5] >> (eog[e] & 31)) & 1;
+				eos_bad += eos_in != acc;
+				size_t na = 0;
+				for (uint32_t id = 0; id < nv; id++)
+					if (mask[id >> 5] >> (id & 31) & 1)
+						ids[na++] = id;
+				if (!na)
+					break;
+				uint32_t pick;
+				if (acc && (rand() % 3 == 0 || step > 60))
+					pick = eog[0];
+				else if (step > 40) {                  /* head for the end: the nearest allowed token */
+					uint32_t best = UINT32_MAX;
+					pick = ids[0];
+					for (size_t k = 0; k < na; k++) {
+						long ns = rl_cons_advance(c, st, ids[k]);
+						uint32_t dd = ns < 0 ? UINT32_MAX : rl_cons_vocab_is_eog(v, ids[k]) ? 0 : dist[ns];
+						if (dd < best || (dd == best && rand() % 4 == 0)) {
+							best = dd;
+							pick = ids[k];
+						}
+					}
+				} else
+					pick = ids[rand() % na];
+				long ns = rl_cons_advance(c, st, pick);
+				CHECK(ns >= 0);
+				if (ns < 0)
+					break;
+				total_tokens++;
+				if (rl_cons_vocab_is_eog(v, pick)) {
+					ended = 1;
+					break;
+				}
+				uint32_t l;
+				const char *b = rl_cons_vocab_bytes(v, pick, &l);
+				if (on + l < sizeof out) {
+					memcpy(out + on, b, l);
+					on += l;
+				}
+				st = (uint32_t)ns;
+			}
+			walks++;
+			json_error_t je;
+			json_t *x = ended ? json_loadb(out, on, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je) : NULL;
+			int ok = x && validate(schema, x);
+			if (!ok && walk_bad++ < 5)
+				fprintf(stderr, "  %s schema %zu walk %d%s: %.*s\n", models[m], si, w, ended ? "" : " did not end",
+					(int)on, out);
+			if (w < 1 && si < 4)
+				printf("    %s schema %zu: %.*s\n", models[m], si, (int)(on < 200 ? on : 200), out);
+			json_decref(x);
+		}
+		uint64_t hits, misses;
+		rl_cons_cache_stats(c, &hits, &misses, NULL);
+		CHECK(hits > 0);
+		json_decref(schema);
+		free(dist);
+		rl_cons_destroy(c);
+	}
+	printf("  %s: %u tokens (%zu control), %zu walks (%zu tokens), %zu states checked by brute force; "
+	       "%zu masks wrong, %zu walks invalid, %zu EOS wrong\n", models[m], nv, ncontrol, walks, total_tokens,
+	       states_checked, mask_bad, walk_bad, eos_bad);
+	CHECK(mask_bad == 0 && walk_bad == 0 && eos_bad == 0);
+	free(mask);
+	free(want);
+	free(ids);
+	rl_cons_vocab_destroy(v);
+	rl_tok_destroy(t);
+}
+
+static void mask_walks_smollm2(void)
+{
+	const char *p = rl_t_real_model(models[0]);
+	if (!p)
+		SKIP("SmolLM2 " RL_T_REAL_WHY);
+	walks_on(0, p, getenv("RL_SLOW") ? 4 : 25);
+}
+
+static void mask_walks_gemma3(void)
+{
+	const char *p = rl_t_real_model(models[1]);
+	if (!p)
+		SKIP("Gemma 3 " RL_T_REAL_WHY);
+	walks_on(1, p, getenv("RL_SLOW") ? 2 : 6);
+}
+
+/* SentencePiece: U+2581 is a space in the mask's bytes, byte pieces are their byte; a regex
+ * over spaces and a multi-byte character works through them */
+static void vocab_bytes_gemma3(void)
+{
+	const char *p = rl_t_real_model(models[1]);
+	if (!p)
+		SKIP("Gemma 3 " RL_T_REAL_WHY);
+	struct rl_tok *t = load_tok(p);
+	REQUIRE(t);
+	struct rl_cons_vocab *v;
+	REQUIRE(rl_cons_vocab_from_tok(t, &v) == 0);
+	size_t with_2581 = 0, bytes1 = 0;
+	for (uint32_t id = 0; id < rl_cons_vocab_size(v); id++) {
+		uint32_t l;
+		const char *b = rl_cons_vocab_bytes(v, id, &l);
+		if (b && l >= 3 && memmem(b, l, "\xe2\x96\x81", 3))
+			with_2581++;
+		if (rl_tok_type(t, (int32_t)id) == RL_TT_BYTE && b && l == 1)
+			bytes1++;
+	}
+	CHECKF(with_2581 == 0, "%zu tokens still spell U+2581", with_2581);
+	CHECKF(bytes1 == 256, "%zu byte tokens of one byte", bytes1);
+	struct rl_cons *c;
+	char err[200];
+	const char *re = " ?(日本| hello)+";
+	REQUIRE(rl_cons_compile_regex(v, re, strlen(re), NULL, &c, err, sizeof err) == 0);
+	int32_t ids[16];
+	long n = rl_tok_encode_ex(t, " hello日本 hello", strlen(" hello日本 hello"), 0, ids, 16);
+	REQUIRE(n > 0 && n < 16);
+	uint32_t st = rl_cons_start(c);
+	for (long i = 0; i < n; i++) {
+		long ns = rl_cons_advance(c, st, (uint32_t)ids[i]);
+		CHECKF(ns > 0, "token %ld (%d) refused", i, ids[i]);
+		if (ns <= 0)
+			break;
+		st = (uint32_t)ns;
+	}
+	CHECK(rl_cons_accepting(c, st));
+	rl_cons_destroy(c);
+	rl_cons_vocab_destroy(v);
+	rl_tok_destroy(t);
+}
+
+/* the cache: a bound of a few masks evicts, and what it returns is still the mask */
+static void mask_cache_lru(void)
+{
+	const char *toks[] = { "a", "b", "ab", "ba", "c", "", "abc", "<eos>", "<ctl>" };
+	uint32_t len[9];
+	for (int i = 0; i < 9; i++)
+		len[i] = (uint32_t)strlen(toks[i]);
+	uint8_t special[9] = { 0, 0, 0, 0, 0, 0, 0, 0, 1 };
+	uint32_t eog = 7;
+	struct rl_cons_vocab *v;
+	REQUIRE(rl_cons_vocab_create(9, toks, len, special, &eog, 1, &v) == 0);
+	struct rl_cons_opts o = { .cache_bytes = 2 * 4 };     /* room for two one-word masks */
+	struct rl_cons *c;
+	char err[100];
+	REQUIRE(rl_cons_compile_regex(v, "(ab)*c?", 7, &o, &c, err, sizeof err) == 0);
+	uint32_t m[1], w[1];
+	uint32_t s0 = rl_cons_start(c), s1 = (uint32_t)rl_cons_advance(c, s0, 0), s2 = (uint32_t)rl_cons_advance(c, s0, 4);
+	uint32_t seq[] = { s0, s1, s2, s0, s1, s2, s2, s0 };
+	for (size_t i = 0; i < 8; i++) {
+		long k = rl_cons_mask(c, seq[i], m);
+		long kw = rl_cons_mask_nocache(c, seq[i], w);
+		CHECK(k == kw && m[0] == w[0]);
+	}
+	/* start: "a", "ab", "abc", "c", EOS (empty matches); never "", "<ctl>" */
+	rl_cons_mask(c, s0, m);
+	CHECKF(m[0] == (1u << 0 | 1u << 2 | 1u << 4 | 1u << 6 | 1u << 7), "mask %#x", m[0]);
+	rl_cons_mask(c, s1, m);                   /* after "a": "b" only, no EOS */
+	CHECKF(m[0] == (1u << 1 | 1u << 3), "mask %#x", m[0]);
+	CHECK(rl_cons_advance(c, s1, 7) == -EINVAL && rl_cons_advance(c, s0, 8) == -EINVAL);
+	CHECK(!rl_cons_can_continue(c, s2) && rl_cons_accepting(c, s2));
+	uint64_t hits, misses;
+	size_t bytes;
+	rl_cons_cache_stats(c, &hits, &misses, &bytes);
+	CHECKF(misses == 7 + 1 && hits == 1 + 1 && bytes == 8, "hits %llu misses %llu bytes %zu", (unsigned long long)hits,
+	       (unsigned long long)misses, bytes);
+	rl_cons_destroy(c);
+	rl_cons_vocab_destroy(v);
+}
+
+int main(void)
+{
+	RUN(regex_vs_python);
+	RUN(regex_refused_by_name);
+	RUN(schema_vs_jsonschema);
+	RUN(integer_bounds);
+	RUN(schema_refused_by_name);
+	RUN(mask_cache_lru);
+	RUN(vocab_bytes_gemma3);
+	RUN(mask_walks_smollm2);
+	RUN(mask_walks_gemma3);
+	TEST_MAIN_END();
+}
