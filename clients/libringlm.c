@@ -376,12 +376,18 @@ int ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id
 	if (r->max_new > c->hdr.max_new)
 		return fail(-E2BIG, "ringlm_submit: max_new %u over the runtime's limit of %u (ringlmd --max-new)",
 			    r->max_new, c->hdr.max_new);
+	/* a constraint's text follows the prompt in the arena, 4 bytes a word */
+	const struct ringlm_constraint *k = r->constraint;
+	const uint32_t words = r->n_prompt + (k ? (k->len + 3) / 4 : 0);
+	if (words > c->arena_mask + 1)
+		return fail(-E2BIG, "ringlm_submit: prompt and constraint text need %u arena words of %u", words,
+			    c->arena_mask + 1);
 	int64_t sp = req_space(c);
 	if (sp < 0)
 		return -EPROTO;
 	uint32_t arena_free = c->arena_mask + 1 - (c->arena_head - c->arena_tail);
 	ids_lock(c);
-	if (sp == 0 || arena_free < r->n_prompt || !c->n_free) {
+	if (sp == 0 || arena_free < words || !c->n_free) {
 		ids_unlock(c);
 		int e = check_alive(c);
 		return e ? e : -EAGAIN;
@@ -394,6 +400,12 @@ int ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id
 		first = r->n_prompt;
 	memcpy(c->arena + pos, r->prompt, (size_t)first * 4);
 	memcpy(c->arena, r->prompt + first, (size_t)(r->n_prompt - first) * 4);
+	for (uint32_t i = 0; k && i < (k->len + 3) / 4; i++) {   /* little end first (rl_req.cons_kind) */
+		uint32_t w = 0;
+		for (uint32_t b = 0; b < 4 && 4 * i + b < k->len; b++)
+			w |= (uint32_t)(uint8_t)k->text[4 * i + b] << (8 * b);
+		c->arena[(pos + r->n_prompt + i) & c->arena_mask] = w;
+	}
 	struct rl_req *q = rl_ring_prod_slot(&c->req, 0);
 	memset(q, 0, sizeof *q);
 	q->op = RL_OP_SUBMIT;
@@ -412,9 +424,11 @@ int ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id
 	q->logprobs = r->logprobs ? (uint8_t)(1 + r->top_logprobs) : 0;
 	q->prompt_logprobs = r->prompt_logprobs ? (uint8_t)(1 + r->top_logprobs) : 0;
 	q->no_spec = r->no_spec != 0;
+	q->cons_kind = k ? (uint8_t)k->kind : 0;
+	q->cons_len = k ? k->len : 0;
 	if (r->n_stop)
 		memcpy(q->stop, r->stop, r->n_stop * sizeof *r->stop);
-	c->arena_head += r->n_prompt;
+	c->arena_head += words;
 	c->arena_end[c->req.head & c->req.mask] = c->arena_head;
 	atomic_store_explicit(&c->id_tag[rid], r->tag, memory_order_relaxed);
 	atomic_store_explicit(&c->id_lp[rid], q->logprobs, memory_order_relaxed);

@@ -48,6 +48,13 @@ struct ringlm {
 	struct rl_tok *tok;            /* tokenizer, built lazily from the info segment (tokenize.c) */
 };
 
+/* A checked constraint (constraint.c): its kind and text, sent with each request naming it. */
+struct ringlm_constraint {
+	int      kind;                 /* RINGLM_CONSTRAINT_* (= enum rl_cons_kind) */
+	uint32_t len;
+	char     text[];
+};
+
 /* Records a one-line, function-specific message for ringlm_last_error() and returns err. */
 int rl_client_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

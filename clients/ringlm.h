@@ -78,7 +78,28 @@ struct ringlm_request {
 				  * KV is computed anew (the prefix cache serves it no rows). */
 	uint8_t  no_spec;        /* 1: no speculative decoding for this request (ringlmd --spec);
 				  * its tokens are the same either way, only their timing differs */
+	const struct ringlm_constraint *constraint;   /* structured output (ringlm_constraint_create):
+				  * every generated token keeps the output a prefix of something the
+				  * constraint accepts, and the end-of-turn token comes only where
+				  * it accepts the whole; NULL: none. Never speculated. Log-probabilities
+				  * are then of the constrained distribution. The constraint's text
+				  * travels with the request (the runtime keeps it compiled for the
+				  * next ones with the same text). */
 };
+
+/* Structured output: a regular expression (Python re syntax without look-around and
+ * back-references; the whole output must match) or a JSON Schema (as OpenAI's strict mode
+ * uses it: types, enum, const, properties/required, additionalProperties false (an object
+ * without it takes no other keys), items/prefixItems, min/maxItems, min/maxLength, pattern,
+ * integer bounds, anyOf/oneOf, allOf of one, $ref to $defs without recursion; the output is
+ * compact JSON with properties in the schema's order). Checked and compiled here: a keyword
+ * it cannot enforce, or a bad expression, is refused now, by name, in ringlm_last_error().
+ * 0, -EINVAL, -E2BIG (text over 64 KiB, or an automaton over 100 000 states), -ENOMEM. */
+#define RINGLM_CONSTRAINT_REGEX       1
+#define RINGLM_CONSTRAINT_JSON_SCHEMA 2
+struct ringlm_constraint;
+RINGLM_API int  ringlm_constraint_create(int kind, const char *text, size_t len, struct ringlm_constraint **out);
+RINGLM_API void ringlm_constraint_destroy(struct ringlm_constraint *k);
 
 #define RINGLM_MAX_TOP_LOGPROBS 20
 

@@ -253,7 +253,7 @@ int rl_cons_from_dfa(const struct rl_cons_vocab *v, struct rl_cons_dfa *d, const
 	memset(d, 0, sizeof *d);
 	c->words = ((size_t)v->n + 31) / 32;
 	size_t budget = opts && opts->cache_bytes ? opts->cache_bytes : (size_t)64 << 20;
-	size_t per = c->words * 4;          /* the masks' bytes: the entries' own are small beside them */
+	size_t per = c->words ? c->words * 4 : 4;   /* the masks' bytes (an empty vocabulary: none) */
 	size_t maxe = budget / per;
 	c->maxe = (uint32_t)(maxe < c->d.n ? maxe : c->d.n);
 	c->slot = malloc(c->d.n * sizeof *c->slot);

@@ -45,13 +45,17 @@
 #include "ipc/rl_ring.h"
 
 #define RL_WIRE_MAGIC   0x4d4c4752u  /* "RGLM" */
-#define RL_WIRE_VERSION 7u          /* 2: observer attach, refusal counters; 3: chat template family;
+#define RL_WIRE_VERSION 8u          /* 2: observer attach, refusal counters; 3: chat template family;
 				     * 4: the budget's five-feature step model, margin, calibration;
 				     * 5: log-probabilities (rl_req.logprobs, the slab beside the event ring);
 				     * 6: speculative decoding (rl_req.no_spec, spec_* info stats);
-				     * 7: the chat template's default system turn (rl_info.chat_system) */
+				     * 7: the chat template's default system turn (rl_info.chat_system);
+				     * 8: constraints (rl_req.cons_kind, cons_len) */
 #define RL_MAX_TOP_LOGPROBS 20       /* alternatives a token's log-probabilities list (rl_lp) */
 #define RL_MAX_STOP_IDS 8            /* stop ids per request (rl_req.stop, rl_seq.stop) */
+#define RL_MAX_CONS_BYTES 65536      /* a constraint's text (rl_req.cons_len) */
+/* What a request's constraint text is (rl_req.cons_kind; structured output, constrain/) */
+enum rl_cons_kind { RL_CONS_NONE = 0, RL_CONS_KIND_REGEX = 1, RL_CONS_KIND_JSON_SCHEMA = 2 };
 
 /* Event types and finish codes: the numbers on the wire (rl_evt.type, rl_evt.code). The
  * scheduler emits them; clients/ringlm.h publishes the same values as RINGLM_EV_* and
@@ -131,7 +135,11 @@ struct rl_req {
 					* first, as RL_EV_PROMPT events before the output; max_new may
 					* then be 0 (scoring a text) */
 	uint8_t  no_spec;              /* 0 or 1: no speculative decoding for this request */
-	uint8_t  _pad[128 - 99];
+	uint8_t  cons_kind;            /* enum rl_cons_kind: the output must match the constraint whose
+					* text (cons_len bytes, UTF-8, 4 to an arena word, little end
+					* first) follows the prompt ids in the arena */
+	uint32_t cons_len;
+	uint8_t  _pad[128 - 104];
 };
 _Static_assert(sizeof(struct rl_req) == 128, "rl_req is one 128-byte slot");
 

@@ -38,7 +38,18 @@ static void valid_bodies(void)
 	      r.lp_on && r.lp_top == 2 && r.max_tokens == 9 && !r.text);
 	http_req_free(&r);
 	REQUIRE(parse("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}", 1, &r, why) == 0);
-	CHECK(r.max_tokens == 256);
+	CHECK(r.max_tokens == 256 && !r.schema);
+	http_req_free(&r);
+	/* response_format: the schema kept as compact JSON in its own order, for the engine */
+	REQUIRE(parse("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"response_format\": {\"type\": "
+		      "\"json_schema\", \"json_schema\": {\"name\": \"p\", \"strict\": true, \"schema\": {\"type\": \"object\", "
+		      "\"properties\": {\"b\": {\"type\": \"integer\"}, \"a\": {\"type\": \"string\"}}}}}}", 1, &r, why) == 0);
+	CHECK(r.schema && !strcmp(r.schema, "{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"integer\"},"
+				    "\"a\":{\"type\":\"string\"}}}"));
+	http_req_free(&r);
+	REQUIRE(parse("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"response_format\": {\"type\": \"text\"}}",
+		      1, &r, why) == 0);
+	CHECK(!r.schema);
 	http_req_free(&r);
 	/* echo lets max_tokens be 0 (scoring the prompt) */
 	REQUIRE(parse("{\"prompt\": \"x\", \"echo\": true, \"max_tokens\": 0, \"logprobs\": 0}", 0, &r, why) == 0);
@@ -80,6 +91,16 @@ static void bad_bodies_named(void)
 		{ 1, "{\"messages\": []}", HTTP_REQ_BAD, "'messages' must be a non-empty array" },
 		{ 1, "{\"messages\": [{\"role\": \"user\"}]}", HTTP_REQ_BAD, "messages[0] needs a string 'role' and a string 'content'" },
 		{ 0, "{\"prompt\": \"x\", \"prompt\": \"y\"}", HTTP_REQ_BAD_JSON, "duplicate" },
+		{ 0, "{\"prompt\": \"x\", \"response_format\": {\"type\": \"text\"}}", HTTP_REQ_BAD,
+		  "'response_format' is not a parameter" },
+		{ 1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"json_object\"}}",
+		  HTTP_REQ_BAD, "'json_object' is not supported" },
+		{ 1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"xml\"}}",
+		  HTTP_REQ_BAD, "type 'xml' is not one of" },
+		{ 1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"json_schema\"}}",
+		  HTTP_REQ_BAD, "needs 'json_schema'" },
+		{ 1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": 3}", HTTP_REQ_BAD,
+		  "must be an object" },
 	};
 	for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
 		struct http_req r;

@@ -7,14 +7,19 @@
  *    tokens until they part, and there llama.cpp's near-tie or the float64 forward's choice;
  *  - prompt log-probabilities against an exact float64 forward (tests/ref/ref_forward.py over
  *    gguf-py's dequantized weights): mean |delta log p| no worse than llama.cpp's by more than
- *    a small margin.
+ *    a small margin;
+ *  - structured output: answers under a regular expression and a JSON Schema, greedy and
+ *    sampled, that match it (PCRE2) and parse and validate (jansson), ending at the model's own
+ *    end of turn; a keyword the engine cannot enforce refused by name.
  * Fixtures: tests/fixtures/llamacpp (gen_llamacpp_fixtures.py), tests/fixtures/real
  * (gen_ref_logprobs.py). Skips, saying so, only where the models could not be fetched.
  * Tests: tokenizer (rl_tok, rl_bpe, rl_pretok, rl_partition), runtime/model (GGUF vocabulary),
- * clients (libringlm), runtime, cpu backend. */
+ * clients (libringlm), runtime, cpu backend, constrain (through the runtime). */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 #include "tests/rl_test.h"
 #include "clients/ringlm.h"
 #include "tokenizer/rl_tok.h"
@@ -286,10 +291,128 @@ static void real_models_logprobs_near_float64(void)
 	EACH_REAL_MODEL(logprobs_model);
 }
 
+/* One chat turn under constraint k (temperature t, seed), its answer's text into out. The
+ * finish reason, or -1. */
+static int constrained_answer(struct ringlm *cl, const char *question, const struct ringlm_constraint *k, float t,
+			      uint64_t seed, char *out, size_t cap)
+{
+	const struct ringlm_chat_msg msg[1] = { { "user", question } };
+	char text[1024];
+	uint32_t prompt[512];
+	if (ringlm_chat_format(cl, msg, 1, text, sizeof text) <= 0)
+		return -1;
+	int np = ringlm_tokenize_ex(cl, text, RINGLM_TOKENIZE_SPECIAL, prompt, 512);
+	if (np <= 0)
+		return -1;
+	struct ringlm_request r = ringlm_default_request();
+	r.prompt = prompt;
+	r.n_prompt = (uint32_t)np;
+	r.max_new = 120;
+	r.temperature = t;
+	r.seed = seed;
+	r.constraint = k;
+	if (ringlm_submit(cl, &r, NULL) < 0)
+		return -1;
+	size_t n = 0;
+	uint32_t prev = prompt[np - 1];
+	out[0] = 0;
+	for (;;) {
+		struct ringlm_event ev[64];
+		int got = ringlm_wait(cl, ev, 64, 120000);
+		if (got <= 0)
+			return -1;
+		for (int i = 0; i < got; i++) {
+			if (ev[i].type == RINGLM_EV_TOKEN) {
+				char piece[64];
+				if (ringlm_detokenize(cl, prev, ev[i].token, piece, sizeof piece) && n + strlen(piece) < cap) {
+					memcpy(out + n, piece, strlen(piece) + 1);
+					n += strlen(piece);
+				}
+				prev = ev[i].token;
+			} else if (ev[i].type == RINGLM_EV_DONE) {
+				return ev[i].code;
+			} else if (ev[i].type == RINGLM_EV_ERROR) {
+				return -1;
+			}
+		}
+	}
+}
+
+static int full_match(const char *re, const char *s)
+{
+	int e;
+	PCRE2_SIZE off;
+	pcre2_code *c = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED, PCRE2_ANCHORED | PCRE2_ENDANCHORED | PCRE2_UTF,
+				      &e, &off, NULL);
+	if (!c)
+		return 0;
+	pcre2_match_data *md = pcre2_match_data_create_from_pattern(c, NULL);
+	int rc = pcre2_match(c, (PCRE2_SPTR)s, strlen(s), 0, 0, md, NULL);
+	pcre2_match_data_free(md);
+	pcre2_code_free(c);
+	return rc >= 0;
+}
+
+#define PHONE "\\(\\d{3}\\) \\d{3}-\\d{4}"
+#define PERSON "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":24}," \
+	"\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":120},\"pets\":{\"type\":\"array\"," \
+	"\"items\":{\"enum\":[\"cat\",\"dog\",\"fish\"]},\"maxItems\":3}},\"required\":[\"name\",\"age\",\"pets\"]}"
+
+static void constrained_model(size_t m, const char *path)
+{
+	struct ringlm *cl = connect_model(path);
+	REQUIRE(cl);
+	struct ringlm_constraint *phone, *person;
+	REQUIRE(ringlm_constraint_create(RINGLM_CONSTRAINT_REGEX, PHONE, strlen(PHONE), &phone) == 0);
+	REQUIRE(ringlm_constraint_create(RINGLM_CONSTRAINT_JSON_SCHEMA, PERSON, strlen(PERSON), &person) == 0);
+	char out[1024];
+	for (int k = 0; k < 3; k++) {              /* greedy, then two seeds at temperature 0.9 */
+		const float t = k ? 0.9f : 0.0f;
+		int fin = constrained_answer(cl, "What is the phone number of the city library?", phone, t, 11 + k, out,
+					     sizeof out);
+		CHECKF(fin == RINGLM_FIN_EOS && full_match(PHONE, out), "%s phone, temperature %.1f: finish %d, '%s'",
+		       models[m], t, fin, out);
+		printf("  %s, temperature %.1f: %s\n", models[m], t, out);
+		fin = constrained_answer(cl, "Describe a person who has pets, as JSON.", person, t, 21 + k, out, sizeof out);
+		json_error_t je;
+		json_t *j = json_loads(out, JSON_REJECT_DUPLICATES, &je);
+		json_t *name = json_object_get(j, "name"), *age = json_object_get(j, "age"), *pets = json_object_get(j, "pets");
+		int ok = fin == RINGLM_FIN_EOS && json_is_object(j) && json_object_size(j) == 3 && json_is_string(name) &&
+			 json_is_integer(age) && json_integer_value(age) >= 0 && json_integer_value(age) <= 120 &&
+			 json_is_array(pets) && json_array_size(pets) <= 3;
+		size_t i;
+		json_t *pet;
+		json_array_foreach(pets, i, pet)
+			ok &= json_is_string(pet) && (!strcmp(json_string_value(pet), "cat") ||
+						      !strcmp(json_string_value(pet), "dog") ||
+						      !strcmp(json_string_value(pet), "fish"));
+		CHECKF(ok, "%s person, temperature %.1f: finish %d, '%s'", models[m], t, fin, out);
+		printf("  %s, temperature %.1f: %s\n", models[m], t, out);
+		json_decref(j);
+	}
+	ringlm_constraint_destroy(phone);
+	ringlm_constraint_destroy(person);
+	ringlm_close(cl);
+}
+
+static void real_models_constrained_output(void)
+{
+	/* refused at create, by name, before any model is involved */
+	struct ringlm_constraint *k = NULL;
+	const char *email = "{\"type\":\"string\",\"format\":\"email\"}", *back = "(a)\\1";
+	CHECK(ringlm_constraint_create(RINGLM_CONSTRAINT_JSON_SCHEMA, email, strlen(email), &k) == -EINVAL &&
+	      strstr(ringlm_last_error(), "format"));
+	CHECK(ringlm_constraint_create(RINGLM_CONSTRAINT_REGEX, back, strlen(back), &k) == -EINVAL &&
+	      strstr(ringlm_last_error(), "backreference"));
+	CHECK(ringlm_constraint_create(3, "a", 1, &k) == -EINVAL && !k);
+	EACH_REAL_MODEL(constrained_model);
+}
+
 int main(void)
 {
 	RUN(real_models_tokenize_as_llamacpp);
 	RUN(real_models_greedy_as_llamacpp);
 	RUN(real_models_logprobs_near_float64);
+	RUN(real_models_constrained_output);
 	TEST_MAIN_END();
 }

@@ -24,19 +24,19 @@ static int num_field(json_t *o, const char *k, double lo, double hi, double *v, 
 /* The parameters the endpoint takes: refused by name when not among them */
 static int known_keys(json_t *j, int chat, char *why, size_t wl)
 {
-	static const char *const known[2][19] = {
+	static const char *const known[2][20] = {
 		{ "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "n", "stream", "stop", "seed",
 		  "logprobs", "echo", "user", "stream_options", "presence_penalty", "frequency_penalty", "best_of",
-		  "logit_bias", "suffix" },
+		  "logit_bias", "suffix", NULL },
 		{ "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "n",
 		  "stream", "stop", "seed", "logprobs", "top_logprobs", "user", "stream_options", "presence_penalty",
-		  "frequency_penalty", "logit_bias", NULL },
+		  "frequency_penalty", "logit_bias", "response_format", NULL },
 	};
 	const char *key;
 	json_t *val;
 	json_object_foreach(j, key, val) {
 		int ok = 0;
-		for (int i = 0; i < 19 && known[chat][i] && !ok; i++)
+		for (int i = 0; i < 20 && known[chat][i] && !ok; i++)
 			ok = !strcmp(key, known[chat][i]);
 		if (!ok) {
 			snprintf(why, wl, "'%.64s' is not a parameter ringlm supports; leave it out", key);
@@ -203,6 +203,40 @@ static int prompt(json_t *j, const struct http_limits *lim, struct http_req *r, 
 	return 0;
 }
 
+/* response_format (chat): "text", or "json_schema" with json_schema.schema, which becomes
+ * r->schema (compiled by the caller, whose engine names what it cannot enforce); "json_object"
+ * (any JSON) is refused: any JSON is a recursive grammar the engine does not have */
+static int response_format(json_t *j, struct http_req *r, char *why, size_t wl)
+{
+	json_t *rf = json_object_get(j, "response_format");
+	if (!rf || json_is_null(rf))
+		return 0;
+	const char *type = json_string_value(json_object_get(rf, "type"));
+	if (!json_is_object(rf) || !type) {
+		snprintf(why, wl, "'response_format' must be an object with a 'type'");
+		return -1;
+	}
+	if (!strcmp(type, "text"))
+		return 0;
+	if (!strcmp(type, "json_object")) {
+		snprintf(why, wl, "'response_format' type 'json_object' is not supported (any JSON at all); give "
+			 "'json_schema' with the schema the answer must follow");
+		return -1;
+	}
+	if (strcmp(type, "json_schema")) {
+		snprintf(why, wl, "'response_format' type '%.32s' is not one of text, json_schema", type);
+		return -1;
+	}
+	json_t *js = json_object_get(rf, "json_schema"), *schema = json_object_get(js, "schema");
+	if (!json_is_object(js) || !json_is_object(schema)) {
+		snprintf(why, wl, "'response_format' json_schema needs 'json_schema': {\"name\": ..., \"schema\": {...}}");
+		return -1;
+	}
+	if (!(r->schema = json_dumps(schema, JSON_COMPACT | JSON_PRESERVE_ORDER)))
+		return -ENOMEM;
+	return 0;
+}
+
 int http_req_parse(const char *body, size_t len, int chat, const struct http_limits *lim,
 		   struct http_req *r, char *why, size_t wl)
 {
@@ -218,7 +252,7 @@ int http_req_parse(const char *body, size_t len, int chat, const struct http_lim
 	}
 	r->json = j;
 	if (known_keys(j, chat, why, wl) || defaults_and_logprobs(j, r, why, wl) || sampling(j, lim, r, why, wl) ||
-	    stops(j, r, why, wl)) {
+	    stops(j, r, why, wl) || response_format(j, r, why, wl)) {
 		http_req_free(r);
 		return HTTP_REQ_BAD;
 	}
@@ -243,6 +277,7 @@ void http_req_free(struct http_req *r)
 	free(r->text);
 	free(r->ids);
 	free(r->msgs);
+	free(r->schema);
 	json_decref(r->json);
 	memset(r, 0, sizeof *r);
 }

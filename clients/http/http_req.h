@@ -38,6 +38,8 @@ struct http_req {
 	int      n_ids;
 	struct ringlm_chat_msg *msgs;
 	size_t   n_msgs;
+	char    *schema;                   /* response_format json_schema: its schema, compact JSON
+					    * (malloc'd), for ringlm_constraint_create; NULL: none */
 	json_t  *json;
 };
 

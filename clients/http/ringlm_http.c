@@ -79,6 +79,7 @@ struct req {
 	int      refs;                 /* head: the connection's and the runtime's */
 	struct ringlm_request q;       /* head with copies still to submit: choice 0's request, and */
 	uint32_t *ids;                 /* its prompt (q.prompt), until they are submitted */
+	struct ringlm_constraint *cons; /* head: response_format's schema, compiled, for every choice */
 	int      n_submitted;          /* head: choices given to the runtime */
 	int      chat, stream;
 	struct MHD_Connection *conn;
@@ -210,6 +211,7 @@ static void req_unref(struct req *r)
 	}
 	free(r->out);
 	free(r->ids);
+	ringlm_constraint_destroy(r->cons);
 	free(r);
 }
 
@@ -827,6 +829,13 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 		http_req_free(&q);
 		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s", why);
 	}
+	struct ringlm_constraint *cons = NULL;   /* response_format: refused here, by name, or compiled */
+	if (q.schema && ringlm_constraint_create(RINGLM_CONSTRAINT_JSON_SCHEMA, q.schema, strlen(q.schema), &cons)) {
+		const char *e = ringlm_last_error(), *colon = strstr(e, ": ");   /* past "ringlm_constraint_create: " */
+		snprintf(why, sizeof why, "'response_format': %s", colon ? colon + 2 : e);
+		http_req_free(&q);
+		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s", why);
+	}
 	const int n_ch = q.n, is_stream = q.stream, lp_on = q.lp_on, do_echo = q.echo, n_stops = q.n_stops;
 	const uint32_t max_tokens = q.max_tokens;
 	char *text = q.text;
@@ -839,8 +848,10 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 		free(text);
 		free(ids);
 		http_req_free(&q);
+		ringlm_constraint_destroy(cons);
 		return fail(conn, chat, 503, EK_BUSY, "server_error", "out of memory");
 	}
+	r->cons = cons;
 	pthread_mutex_lock(&g.mu);
 	if (text) {                        /* tokenize under g.mu: the pump detokenizes */
 		int cap = 3 * (int)strlen(text) + 8;   /* rl_tok.h: 3 x len + 3 always suffices */
@@ -856,6 +867,7 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 	if (why[0]) {
 		pthread_mutex_unlock(&g.mu);
 		free(ids);
+		ringlm_constraint_destroy(cons);
 		free(r);
 		http_req_free(&q);
 		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s", why);
@@ -907,6 +919,7 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 		rq.top_logprobs = (uint8_t)x->lp_top;
 		/* echo: the prompt's own log-probabilities (and with max_tokens 0, only those) */
 		rq.prompt_logprobs = (uint8_t)(do_echo && (lp_on || !max_tokens));
+		rq.constraint = cons;
 		if (c) {                       /* the copies: when choice 0 has its first token */
 			if (c == 1) {
 				r->q = rq;

@@ -51,6 +51,7 @@
 #include "runtime/sched/rl_sched.h"
 #include "runtime/model/rl_model_io.h"
 #include "runtime/loop/rl_validate.h"
+#include "runtime/loop/rl_rt_cons.h"
 #include "runtime/loop/rl_rt_internal.h"
 #include "tokenizer/rl_tok.h"
 
@@ -219,6 +220,8 @@ static void hook_emit(void *ctx, const struct rl_seq *q, uint32_t type, uint32_t
 	struct client *c = &rt->clients[q->client];
 	if (c->reserved)
 		c->reserved--;
+	if (type == RL_EV_TOKEN && q->allow && rl_rt_cons_advance(rt->cons, q->id, token))
+		LOG(rt, "request %u: token %u outside its constraint", q->rid, token);   /* not reached */
 	if (type == RL_EV_TOKEN && q->logprobs) {
 		const struct rl_step_lp *o = &rt->step_lp;
 		put_lp(next_lp(c), q->step_index < o->n_seqs ? &o->tok[q->step_index] : NULL, q->logprobs - 1);
@@ -240,7 +243,9 @@ static void hook_emit(void *ctx, const struct rl_seq *q, uint32_t type, uint32_t
 static void hook_seq_gone(void *ctx, uint32_t seq_id)
 {
 	struct rl_rt *rt = ctx;
-	rl_draft_forget(rt->draft, seq_id);
+	if (rt->draft)
+		rl_draft_forget(rt->draft, seq_id);
+	rl_rt_cons_forget(rt->cons, seq_id);
 }
 
 static void hook_emit_prompt(void *ctx, const struct rl_seq *q, uint32_t k, uint32_t pos, uint32_t token)
@@ -364,9 +369,22 @@ static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, 
 	q->logprobs = r->logprobs;
 	q->prompt_logprobs = r->prompt_logprobs;
 	q->no_spec = r->no_spec;
+	if (r->cons_kind) {            /* its text follows the prompt in the arena */
+		char why[256];
+		rl_rt_copy_text(rt->cons_text, c->arena, c->arena_mask, r->arena_pos + n, r->cons_len);
+		err = rl_rt_cons_start(rt->cons, q->id, r->cons_kind, rt->cons_text, r->cons_len, &q->allow, why,
+				       sizeof why);
+		if (err) {
+			LOG(rt, "client %u request %u: constraint refused: %s", slot, rid, why);
+			rl_sched_seq_release(rt->sched, q);
+			return reject(rt, slot, rid, err);
+		}
+	}
 	err = rl_sched_enqueue(rt->sched, q, now);
-	if (err)
+	if (err) {
+		rl_rt_cons_forget(rt->cons, q->id);
 		return reject(rt, slot, rid, err);
+	}
 	c->by_rid[rid] = q;
 	c->active++;
 }
@@ -826,7 +844,15 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 		goto fail;
 	}
 	struct rl_sched_hooks hooks = { .ctx = rt, .reserve = hook_reserve, .emit = hook_emit,
-					.emit_prompt = hook_emit_prompt };
+					.emit_prompt = hook_emit_prompt, .seq_gone = hook_seq_gone };
+	/* structured output: the constraints' handles and per-sequence states (the vocabulary's
+	 * trie is built at the first constrained request) */
+	if ((rc = rl_rt_cons_create(bi->vocab_blob, bi->vocab_blob_size, sp.pool_size, &rt->cons)) ||
+	    !(rt->cons_text = malloc(RL_MAX_CONS_BYTES + 1))) {
+		rc = rc ? rc : -ENOMEM;
+		snprintf(err, errlen, "cannot allocate the constraint states: %s", strerror(-rc));
+		goto fail;
+	}
 	if (p->spec_model) {           /* the draft model: its own backend, KV pool and drafter */
 		if ((rc = rl_rt_draft_open(&rt->p, bi, n_blocks, &rt->draft_be, &rt->draft_model, err, errlen)))
 			goto fail;
@@ -835,7 +861,6 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 			snprintf(err, errlen, "--spec %s: cannot create the drafter: %s", p->spec_model, strerror(-rc));
 			goto fail;
 		}
-		hooks.seq_gone = hook_seq_gone;
 		LOG(rt, "speculative decoding: drafts of up to %u tokens from %s (%s)", p->spec_k, p->spec_model,
 		    rt->draft_model->name);
 	} else if (p->spec_k)
@@ -1150,6 +1175,8 @@ void rl_rt_destroy(struct rl_rt *rt)
 	}
 	if (rt->sched)
 		rl_sched_destroy(rt->sched);
+	rl_rt_cons_destroy(rt->cons);
+	free(rt->cons_text);
 	rl_draft_destroy(rt->draft);
 	rl_backend_destroy(rt->draft_be);
 	rl_model_destroy(rt->draft_model);

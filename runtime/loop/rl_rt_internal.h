@@ -87,6 +87,8 @@ struct rl_rt {
 	struct rl_backend *draft_be;   /* --spec FILE: the draft model's backend, model, drafter */
 	struct rl_model *draft_model;
 	struct rl_draft *draft;
+	struct rl_rt_cons *cons;       /* structured output: constraints and their sequences' states */
+	char    *cons_text;            /* [RL_MAX_CONS_BYTES + 1] a request's constraint text, copied */
 	struct rl_step_lp step_lp;     /* the finished step's log-probabilities (its output, beside out) */
 	struct rl_spec_cost spec_cost; /* decode step time against rows, for the draft lengths */
 	double draft_ns;               /* EWMA of the draft model's time per draft step */

@@ -22,7 +22,10 @@ int rl_rt_validate_req(const struct rl_req *r, const struct rl_limits *lim, uint
 		return -EINVAL;
 	if ((r->logprobs || r->prompt_logprobs) && !lim->logprobs)
 		return -ENOTSUP;
-	if (r->n_prompt > lim->max_prompt || r->n_prompt > lim->arena_ids || r->max_new > lim->max_new)
+	if (r->cons_kind > RL_CONS_KIND_JSON_SCHEMA || !r->cons_kind != !r->cons_len)
+		return -EINVAL;
+	if (r->n_prompt > lim->max_prompt || r->max_new > lim->max_new || r->cons_len > RL_MAX_CONS_BYTES ||
+	    (uint64_t)r->n_prompt + rl_rt_cons_words(r->cons_len) > lim->arena_ids)
 		return -E2BIG;
 	if (r->deadline_ns && r->deadline_ns <= now)
 		return -ETIMEDOUT;
@@ -45,6 +48,16 @@ int rl_rt_copy_prompt(uint32_t *dst, const uint32_t *arena, uint32_t arena_mask,
 	for (uint32_t i = 0; i < n; i++)
 		bad |= dst[i] >= vocab;
 	return bad ? -ERANGE : 0;
+}
+
+void rl_rt_copy_text(char *dst, const uint32_t *arena, uint32_t arena_mask, uint32_t pos, uint32_t len)
+{
+	for (uint32_t i = 0; i < rl_rt_cons_words(len); i++) {
+		const uint32_t w = arena[(pos + i) & arena_mask];
+		for (uint32_t k = 0; k < 4 && 4 * i + k < len; k++)
+			dst[4 * i + k] = (char)(w >> (8 * k) & 0xff);
+	}
+	dst[len] = 0;
 }
 
 static int uid_allowed(const struct rl_attach_policy *p, uid_t uid, gid_t gid)

@@ -20,8 +20,10 @@ struct rl_limits {
 
 /* A SUBMIT record (already copied out of shared memory). 0, or the -errno its error event
  * carries: -EINVAL (bad op, id, counts, sampling parameters, more than RL_MAX_TOP_LOGPROBS
- * alternatives), -E2BIG (over a limit), -ETIMEDOUT (deadline already past at now), -ERANGE
- * (stop id outside the vocabulary), -ENOTSUP (log-probabilities from a backend without them). */
+ * alternatives, a constraint kind it does not know or without text, or text without one),
+ * -E2BIG (over a limit: the prompt and the constraint's text share the arena), -ETIMEDOUT
+ * (deadline already past at now), -ERANGE (stop id outside the vocabulary), -ENOTSUP
+ * (log-probabilities from a backend without them). */
 int rl_rt_validate_req(const struct rl_req *r, const struct rl_limits *lim, uint64_t now);
 
 /* Copies n prompt ids starting at pos (mod arena_mask + 1) out of the client-writable arena
@@ -29,6 +31,11 @@ int rl_rt_validate_req(const struct rl_req *r, const struct rl_limits *lim, uint
  * most arena_mask + 1. 0, or -ERANGE when an id is outside the vocabulary. */
 int rl_rt_copy_prompt(uint32_t *dst, const uint32_t *arena, uint32_t arena_mask, uint32_t pos,
 		      uint32_t n, uint32_t vocab);
+/* Arena words a constraint text of len bytes takes (after the prompt's ids). */
+static inline uint32_t rl_rt_cons_words(uint32_t len) { return (len + 3) / 4; }
+/* Copies the len bytes of a constraint text starting at word pos (mod arena_mask + 1) into
+ * dst[len + 1] and ends it with a NUL; the compiler then checks the copy. */
+void rl_rt_copy_text(char *dst, const uint32_t *arena, uint32_t arena_mask, uint32_t pos, uint32_t len);
 
 /* Who may attach, and whether there is room. */
 struct rl_attach_policy {

@@ -71,6 +71,9 @@ struct rl_seq {
 	uint32_t logprobs;             /* rl_req.logprobs: 0, or 1 + top alternatives per token */
 	uint32_t prompt_logprobs;      /* rl_req.prompt_logprobs: the same for the prompt's tokens */
 	uint32_t no_spec;              /* 1: never draft for this request (rl_req.no_spec) */
+	const uint32_t *allow;         /* structured output: the tokens its constraint allows next
+					* (rl_batch_seq.allow; kept current by its owner); NULL: any.
+					* A constrained sequence is never drafted for */
 	/* scheduler-owned state (read-only for others) */
 	enum rl_seq_state state;
 	uint32_t id;                   /* pool index */

@@ -362,6 +362,34 @@ def test_chat_on_a_real_instruct_model(smollm):
     assert "".join(e["choices"][0]["delta"].get("content", "") for e in ev[:-1]) == "The capital of France is Paris."
 
 
+def test_response_format_json_schema_on_a_real_instruct_model(smollm):
+    """response_format json_schema: every choice's content parses and validates against the
+    schema (jsonschema, the oracle), streamed too; json_object and unenforceable keywords are
+    refused by name with a 400."""
+    import jsonschema
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
+                                               "population": {"type": "integer", "minimum": 0}},
+              "required": ["city", "population"], "additionalProperties": False}
+    req = {"messages": [{"role": "user", "content": "Name a big city and its population, as JSON."}],
+           "max_tokens": 60, "temperature": 0.8, "seed": 5, "n": 3,
+           "response_format": {"type": "json_schema", "json_schema": {"name": "city", "schema": schema,
+                                                                      "strict": True}}}
+    code, body = curl(smollm.url + "/v1/chat/completions", data=json.dumps(req))
+    assert code == 200, body
+    for ch in json.loads(body)["choices"]:
+        jsonschema.validate(json.loads(ch["message"]["content"]), schema)
+        assert ch["finish_reason"] == "stop"
+    code, body = curl("-N", smollm.url + "/v1/chat/completions", data=json.dumps(dict(req, stream=True, n=1)))
+    ev = sse_events(body)
+    jsonschema.validate(json.loads("".join(e["choices"][0]["delta"].get("content", "") for e in ev[:-1])), schema)
+    for rf, word in (({"type": "json_object"}, "json_object"),
+                     ({"type": "json_schema", "json_schema": {"name": "e", "schema": {"type": "string",
+                                                                                       "format": "email"}}},
+                      "format")):
+        code, body = curl(smollm.url + "/v1/chat/completions", data=json.dumps(dict(req, response_format=rf)))
+        assert code == 400 and word in json.loads(body)["error"]["message"], body
+
+
 def test_openai_package_on_a_real_instruct_model(smollm):
     openai = pytest.importorskip("openai")
     c = openai.OpenAI(base_url=smollm.url + "/v1", api_key="unused")

@@ -189,6 +189,7 @@ class Client:
         self._lock = threading.Lock()       # submit, cancel, tokenizer
         self._reqs = {}                     # tag -> _Req, until its last event
         self._tags = itertools.count(1)
+        self._constraints = {}              # (kind, text) -> ringlm_constraint, until close
         self._closing = False
         self._gone = None                   # RinglmError once the runtime is gone
         self._submit_timeout = submit_timeout
@@ -210,6 +211,9 @@ class Client:
         _lib().ringlm_close(self._h)
         self._h = None
         self._fail_all(RinglmError(-107, "ringlm: the client was closed"))
+        for k in self._constraints.values():
+            _lib().ringlm_constraint_destroy(k)
+        self._constraints.clear()
 
     def __enter__(self):
         return self
@@ -280,9 +284,33 @@ class Client:
             raise RinglmError(_EINVAL, "ringlm: the prompt is empty")
         return ids
 
+    _CONS_REGEX, _CONS_SCHEMA = 1, 2       # RINGLM_CONSTRAINT_REGEX, _JSON_SCHEMA
+
+    def _constraint(self, schema, regex):
+        """The compiled constraint for schema (a dict or JSON text) or regex, kept per text."""
+        if schema is not None and regex is not None:
+            raise RinglmError(_EINVAL, "ringlm: give schema or regex, not both")
+        if schema is None and regex is None:
+            return None
+        kind = self._CONS_REGEX if regex is not None else self._CONS_SCHEMA
+        text = regex if regex is not None else (schema if isinstance(schema, str)
+                                                else json.dumps(schema, separators=(",", ":")))
+        key = (kind, text)
+        k = self._constraints.get(key)
+        if k is None:
+            b = text.encode()
+            h = ctypes.c_void_p()
+            rc = _lib().ringlm_constraint_create(kind, b, len(b), ctypes.byref(h))
+            if rc:
+                raise _error(rc, "ringlm_constraint_create")
+            k = self._constraints[key] = h.value
+        return k
+
     def _submit(self, prompt, loop, text, max_tokens, temperature, top_p, top_k, seed, stop,
-                priority, add_bos, logprobs=False, top_logprobs=0, prompt_logprobs=False, speculate=True):
+                priority, add_bos, logprobs=False, top_logprobs=0, prompt_logprobs=False, speculate=True,
+                schema=None, regex=None):
         self._check()
+        cons = self._constraint(schema, regex)
         ids = self._prompt_ids(prompt, add_bos)
         stop = list(stop or [])
         if len(stop) > _capi.MAX_STOP:
@@ -307,6 +335,7 @@ class Client:
         r.top_logprobs = int(top_logprobs)
         r.prompt_logprobs = 1 if prompt_logprobs else 0
         r.no_spec = 0 if speculate else 1
+        r.constraint = cons
         tag = next(self._tags)
         r.tag = tag
         req = _Req(loop, bool(r.logprobs))
@@ -330,16 +359,19 @@ class Client:
 
     def stream(self, prompt, max_tokens=16, *, temperature=0.0, top_p=1.0, top_k=0, seed=0, stop=None,
                priority=0, text=True, add_bos=True, logprobs=False, top_logprobs=0, prompt_logprobs=False,
-               speculate=True):
+               speculate=True, schema=None, regex=None):
         """Submits a request and returns its Stream. prompt: text (tokenized with the runtime's
         vocabulary, BOS first where the vocabulary wants one) or token ids; stop: token ids.
         logprobs / top_logprobs (0..20): each token's log-probability, and that many
         alternatives', in Stream.logprobs (the cpu backend has them); prompt_logprobs: the
         prompt's in Stream.prompt_logprobs (max_tokens may then be 0: scoring a text).
         speculate=False: no speculative decoding for this request on a runtime started with
-        --spec (the same tokens either way; only their timing differs)."""
+        --spec (the same tokens either way; only their timing differs).
+        schema (a JSON Schema, dict or text) or regex: structured output, the answer held to it
+        (compact JSON in the schema's property order; a keyword the engine cannot enforce raises
+        RinglmError naming it); log-probabilities are then of the constrained distribution."""
         return self._submit(prompt, None, text, max_tokens, temperature, top_p, top_k, seed, stop,
-                            priority, add_bos, logprobs, top_logprobs, prompt_logprobs, speculate)
+                            priority, add_bos, logprobs, top_logprobs, prompt_logprobs, speculate, schema, regex)
 
     def generate(self, prompt, max_tokens=16, *, ids=False, **kw):
         """The whole output: text, or with ids=True the token ids."""
@@ -349,11 +381,11 @@ class Client:
 
     async def astream(self, prompt, max_tokens=16, *, temperature=0.0, top_p=1.0, top_k=0, seed=0,
                       stop=None, priority=0, text=True, add_bos=True, logprobs=False, top_logprobs=0,
-                      prompt_logprobs=False, speculate=True):
+                      prompt_logprobs=False, speculate=True, schema=None, regex=None):
         """As stream(), returning an AsyncStream bound to the running event loop."""
         return self._submit(prompt, asyncio.get_running_loop(), text, max_tokens, temperature, top_p,
                             top_k, seed, stop, priority, add_bos, logprobs, top_logprobs, prompt_logprobs,
-                            speculate)
+                            speculate, schema, regex)
 
     async def agenerate(self, prompt, max_tokens=16, *, ids=False, **kw):
         s = await self.astream(prompt, max_tokens, text=not ids, **kw)

@@ -26,7 +26,7 @@ class Request(ctypes.Structure):
                 ("stop", ctypes.POINTER(ctypes.c_uint32)), ("n_stop", ctypes.c_uint32),
                 ("priority", ctypes.c_int32), ("deadline_ns", ctypes.c_uint64), ("tag", ctypes.c_uint64),
                 ("logprobs", ctypes.c_uint8), ("top_logprobs", ctypes.c_uint8), ("prompt_logprobs", ctypes.c_uint8),
-                ("no_spec", ctypes.c_uint8)]
+                ("no_spec", ctypes.c_uint8), ("constraint", ctypes.c_void_p)]
 
 
 class Logprobs(ctypes.Structure):
@@ -111,6 +111,9 @@ def _declare(lib):
         "ringlm_textstream_push": (ctypes.c_int, [P, ctypes.POINTER(TextStream), ctypes.c_uint32,
                                                   ctypes.c_char_p, ctypes.c_size_t]),
         "ringlm_textstream_flush": (ctypes.c_int, [ctypes.POINTER(TextStream), ctypes.c_char_p, ctypes.c_size_t]),
+        "ringlm_constraint_create": (ctypes.c_int, [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t,
+                                                    ctypes.POINTER(P)]),
+        "ringlm_constraint_destroy": (None, [P]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)

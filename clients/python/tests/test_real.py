@@ -34,3 +34,27 @@ def test_chat_answers_and_stops_at_end_of_turn(smollm):
             c.chat([{"role": "robot", "content": "hi"}])
         with pytest.raises(ringlm.RinglmError):
             c.chat([])
+
+
+PERSON = {"type": "object", "additionalProperties": False, "required": ["name", "age"],
+          "properties": {"name": {"type": "string", "maxLength": 20},
+                         "age": {"type": "integer", "minimum": 0, "maximum": 120}}}
+
+
+def test_structured_output_holds_to_schema_and_regex(smollm):
+    import re
+    import jsonschema
+    with ringlm.Client(socket=smollm) as c:
+        for seed, t in ((0, 0.0), (3, 0.9), (4, 0.9)):
+            s = c.chat_stream([{"role": "user", "content": "Describe a person as JSON."}], max_tokens=80,
+                              schema=PERSON, temperature=t, seed=seed)
+            out = "".join(s)
+            assert s.finish_reason == "eos", out
+            jsonschema.validate(json.loads(out), PERSON)
+            date = c.chat([{"role": "user", "content": "When was the moon landing?"}], max_tokens=20,
+                          regex=r"(19|20)\d\d-[01]\d-[0-3]\d", temperature=t, seed=seed)
+            assert re.fullmatch(r"(19|20)\d\d-[01]\d-[0-3]\d", date), date
+        with pytest.raises(ringlm.RinglmError, match="format"):
+            c.chat(QUESTION, schema={"type": "string", "format": "email"})
+        with pytest.raises(ringlm.RinglmError, match="not both"):
+            c.chat(QUESTION, schema=PERSON, regex="a")

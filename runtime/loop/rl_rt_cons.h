@@ -1,0 +1,37 @@
+/* rl_rt_cons.h — the runtime's constraints (structured output, constrain/): the compiled
+ * handles, shared by the requests that name the same text, and each constrained sequence's
+ * automaton state and allowed-token mask (rl_seq.allow, which the scheduler hands the
+ * backend as rl_batch_seq.allow).
+ *
+ * On the runtime thread: a request's constraint is compiled when it arrives, unless a handle
+ * of the same kind and text is cached (the first request of a schema pays its compile); a
+ * mask is computed when the sequence starts and after each of its tokens (cached per
+ * automaton state by the engine). The vocabulary's trie is built at the first constrained
+ * request.
+ */
+#ifndef RL_RT_CONS_H
+#define RL_RT_CONS_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define RL_RT_CONS_HANDLES 32          /* distinct constraints kept compiled */
+
+struct rl_rt_cons;
+
+/* Over the model's vocabulary (the backend's blob, rl_tok.h; kept by reference until the
+ * trie is built), for sequence ids below pool_size. 0, -ENOMEM. */
+int  rl_rt_cons_create(const void *vocab_blob, size_t vocab_bytes, uint32_t pool_size, struct rl_rt_cons **out);
+void rl_rt_cons_destroy(struct rl_rt_cons *k);
+/* Puts sequence seq_id under the constraint (kind: enum rl_cons_kind, text: len bytes) and
+ * sets *allow to its mask for the first token (valid until rl_rt_cons_forget). 0; -EINVAL
+ * with the compiler's one-line reason in err; -ENOTSUP (a model without a vocabulary);
+ * -EBUSY (RL_RT_CONS_HANDLES other constraints in use); -ENOMEM. */
+int  rl_rt_cons_start(struct rl_rt_cons *k, uint32_t seq_id, int kind, const char *text, size_t len,
+		      const uint32_t **allow, char *err, size_t errlen);
+/* After sequence seq_id's token: its next state and, in place, its mask. 0, or -EINVAL
+ * when the constraint did not allow the token (not reached: the mask came first). */
+int  rl_rt_cons_advance(struct rl_rt_cons *k, uint32_t seq_id, uint32_t token);
+/* The sequence is gone: its state and mask are dropped (its handle stays compiled). */
+void rl_rt_cons_forget(struct rl_rt_cons *k, uint32_t seq_id);
+
+#endif
