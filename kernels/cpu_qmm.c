@@ -226,6 +226,48 @@ static void q8_0_many(const struct qmm_call *c, uint32_t o0, uint32_t o1, int vn
 static void run_q8_0_many_t8(const struct qmm_call *c, uint32_t o0, uint32_t o1) { q8_0_many(c, o0, o1, 0); }
 static void run_q8_0_many_t16(const struct qmm_call *c, uint32_t o0, uint32_t o1) { q8_0_many(c, o0, o1, 1); }
 
+/* ------------------------------------------------------------ Q4_0, Q4_1, Q5_0, Q5_1 */
+
+/* 1..8 rows: the rows' q8 blocks alone (their sums of 16 carry the offsets and mins) */
+static void run_q45_t8(const struct qmm_call *c, uint32_t o0, uint32_t o1)
+{
+	const struct q8x *xq[Q8_ROWS];
+	q8_rows(c, 0, c->nr, xq);
+	rl_qmm_q45_t8(c->Y, c->ldy, xq, c->W, c->bias, c->nr, o0, o1, c->acc);
+}
+
+static void run_q45_t16(const struct qmm_call *c, uint32_t o0, uint32_t o1)
+{
+	const struct q8x *xq[Q8_ROWS];
+	q8_rows(c, 0, c->nr, xq);
+	rl_qmm_q45_t16(c->Y, c->ldy, xq, c->W, c->bias, c->nr, o0, o1, c->acc);
+}
+
+/* Many rows over packed groups, as q8_0_many: every row quantized once, then for each group
+ * of 16 weight rows the rows 8 at a time through the decode kernels, so that a row computes
+ * as it would in a decode step. */
+static void q45_many(const struct qmm_call *c, uint32_t o0, uint32_t o1, int vnni)
+{
+	const uint32_t nb = c->W->cols / 32, n_rows = c->nr;
+	const struct q8x *q = part(c, QMM_L_Q8, 0), *xall[1];
+	for (uint32_t r = 0; r < n_rows; r++)
+		q8_rows(c, r, 1, xall);
+	for (uint32_t o = o0; o < o1;) {
+		const uint32_t g1 = (o & ~15u) + 16 < o1 ? (o & ~15u) + 16 : o1;   /* to the group's end */
+		for (uint32_t r0 = 0; r0 < n_rows; r0 += Q8_ROWS) {
+			const uint32_t nr = n_rows - r0 < Q8_ROWS ? n_rows - r0 : Q8_ROWS;
+			const struct q8x *xq[Q8_ROWS];
+			for (uint32_t r = 0; r < nr; r++)
+				xq[r] = q + (size_t)(r0 + r) * nb;
+			(vnni ? rl_qmm_q45_t16 : rl_qmm_q45_t8)(c->Y + (size_t)r0 * c->ldy, c->ldy, xq, c->W, c->bias, nr, o, g1,
+							     c->acc);
+		}
+		o = g1;
+	}
+}
+static void run_q45_many_t8(const struct qmm_call *c, uint32_t o0, uint32_t o1) { q45_many(c, o0, o1, 0); }
+static void run_q45_many_t16(const struct qmm_call *c, uint32_t o0, uint32_t o1) { q45_many(c, o0, o1, 1); }
+
 /* ------------------------------------------------------------ Q4_K, Q6_K ----------- */
 
 /* rows [r0, r0 + nr) quantized to q8k blocks (xk[r]), and their kq_aux sums */
@@ -340,10 +382,13 @@ static const struct qmm_kernel
 	q8_0_many_t8 = K(q8_0_many_t8, ACTS_Q8), q8_0_many_t16 = K(q8_0_many_t16, ACTS_Q8),
 	q4k_t8 = K(q4k_t8, ACTS_Q8), q6k_t8p = K(q6k_t8p, ACTS_Q8), kq_t16 = K(kq_t16, ACTS_Q8),
 	kq_tiles = K(kq_tiles, ACTS_Q8), kq_row512 = K(kq_row512, ACTS_Q8),
-	kq_many_t8 = K(kq_many_t8, ACTS_Q8), kq_many_t16 = K(kq_many_t16, ACTS_Q8);
+	kq_many_t8 = K(kq_many_t8, ACTS_Q8), kq_many_t16 = K(kq_many_t16, ACTS_Q8),
+	q45_t8 = K(q45_t8, ACTS_Q8), q45_t16 = K(q45_t16, ACTS_Q8),
+	q45_many_t8 = K(q45_many_t8, ACTS_Q8), q45_many_t16 = K(q45_many_t16, ACTS_Q8);
 #undef K
 
-enum { T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_K, T_Q6_K, T_BLOCK, T_COUNT };   /* T_BLOCK: other block types */
+/* T_Q45: Q4_0, Q4_1, Q5_0, Q5_1 (q45_type); T_BLOCK: other block types */
+enum { T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_K, T_Q6_K, T_Q45, T_BLOCK, T_COUNT };
 enum { ROWS_LAYOUT, PACKED_LAYOUT };
 enum { ONE, FEW, MANY };
 enum { C_SCALAR, C_AVX2, C_AVX512, C_VNNI, C_BF16, C_COUNT };
@@ -398,6 +443,13 @@ static const struct qmm_kernel *const route[T_COUNT][2][3][C_COUNT] = {
 	[T_Q6_K][PACKED_LAYOUT][FEW]    = { &rows_scalar, &q6k_t8p,      NULL,        &kq_t16 },
 	[T_Q6_K][PACKED_LAYOUT][MANY]   = { &tiles_f32,   &kq_many_t8,   NULL,        &kq_many_t16 },
 
+	[T_Q45][ROWS_LAYOUT][ONE]       = { &rows_scalar, &q45_t8,       NULL,        &q45_t16 },
+	[T_Q45][ROWS_LAYOUT][FEW]       = { &rows_scalar, &q45_t8,       NULL,        &q45_t16 },
+	[T_Q45][ROWS_LAYOUT][MANY]      = { &tiles_f32,   NULL,          NULL,        NULL,           &tiles_bf16 },
+	[T_Q45][PACKED_LAYOUT][ONE]     = { &rows_scalar, &q45_t8,       NULL,        &q45_t16 },
+	[T_Q45][PACKED_LAYOUT][FEW]     = { &rows_scalar, &q45_t8,       NULL,        &q45_t16 },
+	[T_Q45][PACKED_LAYOUT][MANY]    = { &tiles_f32,   &q45_many_t8,  NULL,        &q45_many_t16 },
+
 	[T_BLOCK][ROWS_LAYOUT][ONE]     = { &rows_scalar, &rows_avx2 },
 	[T_BLOCK][ROWS_LAYOUT][FEW]     = { &rows_scalar, &rows_avx2 },
 	[T_BLOCK][ROWS_LAYOUT][MANY]    = { &tiles_f32,   NULL,          NULL,        NULL,           &tiles_bf16 },
@@ -412,6 +464,7 @@ static int type_row(int dtype)
 	case RL_DT_Q8_0: return T_Q8_0;
 	case RL_DT_Q4_K: return T_Q4_K;
 	case RL_DT_Q6_K: return T_Q6_K;
+	case RL_DT_Q4_0: case RL_DT_Q4_1: case RL_DT_Q5_0: case RL_DT_Q5_1: return T_Q45;
 	default: return T_BLOCK;
 	}
 }

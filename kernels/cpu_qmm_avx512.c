@@ -348,6 +348,121 @@ RL_TGT_AVX512_VNNI void rl_qmm_q8_0_t16(float *Y, size_t ldy, const struct q8x *
 #undef Q8_0_T16_N
 }
 
+/* q5_qh_perm on each lane (the qh of unpacked rows; ternary logic: x ^ t ^ (t << n)) */
+RL_TGT_AVX512_VNNI AI __m512i q5_qh_perm16(__m512i x)
+{
+	__m512i t = _mm512_and_si512(_mm512_xor_si512(x, _mm512_srli_epi32(x, 7)), _mm512_set1_epi32(0x00AA00AA));
+	x = _mm512_ternarylogic_epi32(x, t, _mm512_slli_epi32(t, 7), 0x96);
+	t = _mm512_and_si512(_mm512_xor_si512(x, _mm512_srli_epi32(x, 14)), _mm512_set1_epi32(0x0000CCCC));
+	return _mm512_ternarylogic_epi32(x, t, _mm512_slli_epi32(t, 14), 0x96);
+}
+
+/* Decode steps of 1..8 rows over the 32-weight 4/5-bit types (q45_type) on AVX512-VNNI,
+ * sixteen weight rows at a time, one output row per lane: q45_t8_group's weights 16 lanes
+ * wide (packed: loads; else gathers, t16_dword), and per activation row and block 8 vpdpbusd
+ * (the unsigned q as vpdpbusd wants them, against broadcast activations) in two chains, the
+ * low nibbles' seeded with -off * the activation block's sum. The same integer sum and the
+ * same float operations as q45_t8_group, so a row's result does not depend on the ISA column
+ * either. */
+RL_TGT_AVX512_VNNI AI void q45_t16_group(float *Y, size_t ldy, const struct q8x *const *xq, const struct rl_wmat *W,
+			    const float *bias, const int DT, const int NR, const int PK, const struct t16g *G,
+			    uint32_t o, __mmask16 lanes, int accumulate)
+{
+	const uint8_t *base = W->data;
+	const uint32_t nb = W->cols / 32;
+	const int B5 = q45_bits5(DT), MIN = q45_min(DT), OFF = q45_off(DT);
+	const size_t bb = W->blk_bytes, hd = pack_head(DT), qs = hd + (B5 ? 4 : 0), ndw = B5 ? 5 : 4;
+	const size_t next = (size_t)(o + 16) * W->row_bytes;
+	const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
+	__m512 acc[8];
+#pragma GCC unroll 8
+	for (int r = 0; r < NR; r++)
+		acc[r] = _mm512_setzero_ps();
+	for (uint32_t b = 0; b < nb; b++) {
+		const size_t blk = (size_t)b * bb;
+		t16_prefetch((const char *)base + next + 16 * blk, 16 * bb, 0);
+		__m512i T[4], Q[8];
+#pragma GCC unroll 4
+		for (int k = 0; k < 4; k++)
+			T[k] = PK ? _mm512_loadu_si512((const void *)(G->pk + 16 * blk + 64 * (size_t)(k + B5)))
+				  : t16_dword(G, 0, DT, blk, qs + 4 * (size_t)k);
+#pragma GCC unroll 4
+		for (int k = 0; k < 4; k++) {
+			Q[k] = _mm512_and_si512(T[k], m4);
+			Q[4 + k] = _mm512_and_si512(_mm512_srli_epi16(T[k], 4), m4);
+		}
+		if (B5) {
+			const __m512i qh = PK ? _mm512_loadu_si512((const void *)(G->pk + 16 * blk))
+					      : q5_qh_perm16(t16_dword(G, 0, DT, blk, hd));
+#pragma GCC unroll 4
+			for (int k = 0; k < 4; k++)
+#pragma GCC unroll 2
+				for (int h = 0; h < 2; h++) {
+					const int sh = q45_hshift(k, h);
+					const __m512i v = sh > 0 ? _mm512_slli_epi32(qh, sh) : sh < 0 ? _mm512_srli_epi32(qh, -sh) : qh;
+					/* Q | (v & 0x10) */
+					Q[4 * h + k] = _mm512_ternarylogic_epi32(Q[4 * h + k], v, m10, 0xF8);
+				}
+		}
+		/* the 16 rows' d (and m): packed, the tails as one run (f16 d, or d | m dwords);
+		 * else the block's first dword, gathered */
+		__m512 d, m = _mm512_setzero_ps();
+		if (MIN || !PK) {
+			const __m512i g = PK ? _mm512_loadu_si512((const void *)(G->pk + 16 * blk + 64 * ndw))
+					     : t16_dword(G, 0, DT, blk, 0);
+			d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+			if (MIN)
+				m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
+		} else {
+			d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G->pk + 16 * blk + 64 * ndw)));
+		}
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++) {
+			const struct q8x *x = &xq[r][b];
+			const i32u *q4 = (const i32u *)x->q;      /* broadcast from memory */
+			const int32_t sx = (int32_t)x->s[0] + x->s[1];
+			__m512i s = _mm512_set1_epi32(MIN ? 0 : -OFF * sx), s2 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+			for (int k = 0; k < 4; k++) {
+				s = _mm512_dpbusd_epi32(s, Q[k], _mm512_set1_epi32(q4[k]));
+				s2 = _mm512_dpbusd_epi32(s2, Q[4 + k], _mm512_set1_epi32(q4[4 + k]));
+			}
+			acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s, s2)), _mm512_mul_ps(d, _mm512_set1_ps(x->d)),
+						 acc[r]);
+			if (MIN)
+				acc[r] = _mm512_fmadd_ps(m, _mm512_set1_ps(x->d * (float)sx), acc[r]);
+		}
+	}
+	t16_store(Y, ldy, acc, NR, o, lanes, bias, accumulate);
+}
+
+RL_TGT_AVX512_VNNI AI void q45_t16_body(float *Y, size_t ldy, const struct q8x *const *xq, const struct rl_wmat *W,
+			   const float *bias, const int DT, const int NR, uint32_t o0, uint32_t o1, int accumulate)
+{
+#define Q45_T16(PK, G, o, m) q45_t16_group(Y, ldy, xq, W, bias, DT, NR, PK, G, o, m, accumulate)
+	T16_GROUPS(Q45_T16);
+#undef Q45_T16
+}
+
+RL_TGT_AVX512_VNNI AI void q45_t16_rows(float *Y, size_t ldy, const struct q8x *const *xq, const struct rl_wmat *W,
+			   const float *bias, const int NR, uint32_t o0, uint32_t o1, int accumulate)
+{
+	switch (W->dtype) {
+	case RL_DT_Q4_0: q45_t16_body(Y, ldy, xq, W, bias, RL_DT_Q4_0, NR, o0, o1, accumulate); break;
+	case RL_DT_Q4_1: q45_t16_body(Y, ldy, xq, W, bias, RL_DT_Q4_1, NR, o0, o1, accumulate); break;
+	case RL_DT_Q5_0: q45_t16_body(Y, ldy, xq, W, bias, RL_DT_Q5_0, NR, o0, o1, accumulate); break;
+	default: q45_t16_body(Y, ldy, xq, W, bias, RL_DT_Q5_1, NR, o0, o1, accumulate); break;
+	}
+}
+
+RL_TGT_AVX512_VNNI void rl_qmm_q45_t16(float *Y, size_t ldy, const struct q8x *const *xq, const struct rl_wmat *W,
+			       const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate)
+{
+#define Q45_T16_N(n) q45_t16_rows(Y, ldy, xq, W, bias, n, o0, o1, accumulate)
+	RL_CASES_1_TO_8(nr, Q45_T16_N);
+#undef Q45_T16_N
+}
+
 /* Decode steps of 1..8 rows over Q4_K on AVX512-VNNI, a group of sixteen weight rows at a
  * time, one output row per lane, as q8_0_t16_body: each 32-byte run of a super-block's 4-bit
  * q is 8 vectors of the 16 rows' dwords (t16_run), and its low and high nibbles are the two

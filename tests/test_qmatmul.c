@@ -64,7 +64,9 @@ static void *make_w(int dt, uint32_t rows, uint32_t cols, float *dec, struct rl_
 /* the paths that round the activations (to 8 bits per 32 or 256, or to bf16) */
 static int reduced_path(const struct rl_wmat *W, int dt, enum rl_cpu_isa isa, uint32_t rows)
 {
-	return (isa != RL_CPU_SCALAR && rows <= 8 && (dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K)) ||
+	const int q8 = dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K || dt == RL_DT_Q4_0 || dt == RL_DT_Q4_1 ||
+		       dt == RL_DT_Q5_0 || dt == RL_DT_Q5_1;
+	return (isa != RL_CPU_SCALAR && rows <= 8 && q8) ||
 	       (isa != RL_CPU_SCALAR && W->packed_rows && dt != RL_DT_F16 && dt != RL_DT_BF16) ||  /* packed block types: 8-bit from 9 rows too */
 	       rl_cpu_qmatmul_bf16_acts(W, rows);
 }
@@ -274,11 +276,13 @@ static void wmat_rows_decode_as_the_table(void)
  * quotes, on each ISA and feature set this CPU can narrow to. */
 static void the_table_routes_each_case(void)
 {
-	static const int types[] = { RL_DT_F32, RL_DT_F16, RL_DT_BF16, RL_DT_Q8_0, RL_DT_Q4_K, RL_DT_Q6_K, RL_DT_Q4_0 };
+	static const int types[] = { RL_DT_F32, RL_DT_F16, RL_DT_BF16, RL_DT_Q8_0, RL_DT_Q4_K, RL_DT_Q6_K, RL_DT_IQ4_NL,
+				     RL_DT_Q4_1, RL_DT_Q5_0 };
+	enum { NT = sizeof types / sizeof *types };
 	static uint8_t data[32 * 256 * 4];
 	const uint32_t best = rl_cpu_features_detected();
-	struct rl_wmat W[7];
-	for (int t = 0; t < 7; t++)
+	struct rl_wmat W[NT];
+	for (int t = 0; t < NT; t++)
 		rl_wmat_init(&W[t], data, types[t], 32, 256);
 #define ROUTE(i, n, pk, want) CHECKF(!strcmp(rl_cpu_qmatmul_kernel(&W[i], n, pk), want), "%s %u rows %s: %s, not %s", \
 				      rl_dt_info(types[i])->name, n, pk ? "packed" : "unpacked", \
@@ -297,6 +301,10 @@ static void the_table_routes_each_case(void)
 		ROUTE(2, 20, 0, "tiles_f32");
 		ROUTE(6, 3, 0, "rows_avx2");
 		ROUTE(1, 1, 1, "h16");
+		ROUTE(7, 1, 0, "q45_t8");
+		ROUTE(8, 3, 1, "q45_t8");
+		ROUTE(7, 20, 1, "q45_many_t8");
+		ROUTE(8, 20, 0, "tiles_f32");
 	}
 	if ((best & RL_CPUF_AVX512) && (best & RL_CPUF_VNNI)) {
 		rl_cpu_set_features(RL_CPUF_ALL & ~RL_CPUF_BF16);
@@ -305,10 +313,14 @@ static void the_table_routes_each_case(void)
 		ROUTE(3, 3, 1, "q8_0_t16");
 		ROUTE(4, 1, 0, "kq_t16");
 		ROUTE(5, 20, 1, "kq_many_t16");
+		ROUTE(7, 1, 1, "q45_t16");
+		ROUTE(8, 8, 0, "q45_t16");
+		ROUTE(8, 20, 1, "q45_many_t16");
 		rl_cpu_set_features(RL_CPUF_ALL & ~RL_CPUF_VNNI & ~RL_CPUF_BF16);
 		REQUIRE(rl_cpu_set_isa(RL_CPU_AVX512) == 0);
 		ROUTE(4, 1, 0, "kq_row512");
 		ROUTE(4, 3, 0, "q4k_t8");
+		ROUTE(7, 3, 1, "q45_t8");
 	}
 	if ((best & RL_CPUF_AVX512) && (best & RL_CPUF_BF16)) {
 		rl_cpu_set_features(RL_CPUF_ALL);
@@ -326,7 +338,7 @@ static void the_table_routes_each_case(void)
 		rl_cpu_set_features(mask);
 		for (int isa = 0; isa <= (int)rl_cpu_isa_best(); isa++) {
 			REQUIRE(rl_cpu_set_isa((enum rl_cpu_isa)isa) == 0);
-			for (int t = 0; t < 7; t++)
+			for (int t = 0; t < NT; t++)
 				for (uint32_t n = 1; n <= 9; n += 4)
 					for (int pk = 0; pk < 2; pk++)
 						CHECK(rl_cpu_qmatmul_kernel(&W[t], n, pk) != NULL);
