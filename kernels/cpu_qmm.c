@@ -399,7 +399,9 @@ enum { C_SCALAR, C_AVX2, C_AVX512, C_VNNI, C_BF16, C_COUNT };
  *    streams them faster than the VNNI one, whose 8 chained vpdpbusd a block leave less in
  *    flight; over unpacked Q8_0 a row at a time, one sequential stream (q8_0_row1);
  *  - AVX-512 without VNNI has its own kernel only for one row over unpacked K-quants;
- *  - prefill over packed Q8_0/K-quants takes the integer decode kernels 8 rows at a time
+ *  - Q4_0/Q4_1/Q5_0/Q5_1 take one kernel per ISA for 1..8 rows and both layouts (q45_t8,
+ *    q45_t16), which compute a row the same way in any batch and on either column;
+ *  - prefill over packed Q8_0/K-quants/Q4_0..Q5_1 takes the integer decode kernels 8 rows at a time
  *    (never rounded to bf16); over unpacked block types tiles decoded to bf16 (AVX512-BF16)
  *    or fp32; F32 and F16 keep fp32 arithmetic (their precision is the point of them). */
 static const struct qmm_kernel *const route[T_COUNT][2][3][C_COUNT] = {

@@ -4,7 +4,8 @@
  * compute on the stored form: the activation rows quantized to 8 bits once per call
  * (cpu_qmm_act.c), each weight block dotted in integers and scaled to float once per block of
  * 32, each block loaded once for all the rows.
- *   - lane-per-row (q8_0_t8_group, q4k_t8_group, q4k_t8k_half, q6k_t8p_half, q6k_t8k_half):
+ *   - lane-per-row (q8_0_t8_group, q4k_t8_group, q4k_t8k_half, q6k_t8p_half, q6k_t8k_half,
+ *     q45_t8_group for Q4_0/Q4_1/Q5_0/Q5_1):
  *     eight weight rows at a time, one output row per lane, so that block and sub-block scales
  *     meet whole lanes; over packed groups (rl_cpu_wmat_pack) the lanes are loads, over
  *     unpacked rows an 8x8 dword transpose in registers (t8_load). Q8_0 multiplies in 16-bit

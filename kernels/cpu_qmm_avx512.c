@@ -1,12 +1,13 @@
 /* cpu_qmm_avx512.c — the integer kernels for AVX-512.
  *   - AVX-512 F/BW (rl_qmm_q4k_row512, rl_qmm_q6k_row512): one activation row over unpacked
  *     Q4_K/Q6_K rows, q4_k_tile's arithmetic 64 weights per instruction, four rows at a time.
- *   - AVX512-VNNI (q8_0_t16_group, q4k_t16_group, q6k_t16_group): sixteen weight rows at a
+ *   - AVX512-VNNI (q8_0_t16_group, q4k_t16_group, q6k_t16_group, q45_t16_group): sixteen weight rows at a
  *     time, one output row per lane, vpdpbusd doing 64 multiply-adds of 16 rows against 4
  *     broadcast activations; the block and sub-block scales meet whole lanes. Packed groups
  *     (rl_cpu_wmat_pack) are loaded as they lie; unpacked rows are transposed in registers
  *     (t16_load) and their scales gathered. They serve 2..8 rows over Q8_0 and 1..8 over the
- *     K-quants, and prefill over packed groups 8 rows at a time (the driver's *_many).
+ *     K-quants and Q4_0/Q4_1/Q5_0/Q5_1, and prefill over packed groups 8 rows at a time (the
+ *     driver's *_many).
  * One row over packed Q8_0 takes the AVX2 kernel on every ISA (the table in cpu_qmm.c says
  * why). Accuracy: as the AVX2 integer kernels (8-bit activations, exact integer sums).
  */

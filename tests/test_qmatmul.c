@@ -2,19 +2,21 @@
  * float64 product over the same weights decoded to fp32 (the table's decoders, which
  * test_quant checks bit for bit against gguf-py), for every weight type, every ISA this CPU
  * runs, 1..8 activation rows (the dot paths) and 9+ rows (the GEMM and decoded-tile paths),
- * odd column ranges, bias and accumulate, and Q8_0, the K-quants, F16 and BF16 again packed
- * (rl_cpu_wmat_pack).
+ * odd column ranges, bias and accumulate, and the types rl_cpu_wmat_pack packs (Q8_0, the
+ * K-quants, Q4_0..Q5_1, F16, BF16) again packed.
  *
  * Error measure: |y - ref| / sum_i |w_i x_i| (the error relative to the size of the terms,
  * which is what rounding scales with). Tolerances, written down per path:
  *   fp32 arithmetic on exact or decoded weights (F32, F16, BF16, every type on the scalar
  *   ISA, the tile path, the other block types' decoded rows): 1e-5;
- *   8-bit activations (Q8_0, Q4_K, Q6_K dots on AVX2 and AVX-512): 4e-3 (the activations'
- *   rounding, half a step of amax/127 per element; measured at most 1.6e-3 on a Zen 4 VM
- *   over every ISA; 1e-2 let a Q4_K kernel with two mins swapped pass at 9e-3);
+ *   8-bit activations (Q8_0, Q4_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1 dots on AVX2 and AVX-512):
+ *   4e-3 (the activations' rounding, half a step of amax/127 per element; measured at most
+ *   1.6e-3 on a Zen 4 VM over every ISA, 2.1e-3 for Q5_0 on a Xeon VM; 1e-2 let a Q4_K
+ *   kernel with two mins swapped pass at 9e-3);
  *   bf16 activations and weights (9+ rows over BF16 and block types, 2..8 rows over BF16,
  *   where the CPU has AVX512-BF16): the same 4e-3 (8 significant bits each; measured ~1e-3);
- *   packed Q8_0/Q4_K/Q6_K on any vector ISA: the same 4e-3 (9+ rows take the 8-bit kernels too).
+ *   packed Q8_0/Q4_K/Q6_K/Q4_0/Q4_1/Q5_0/Q5_1 on any vector ISA: the same 4e-3 (9+ rows take the
+ *   8-bit kernels too).
  * Also the dispatch table's choices for the cases kernels/README.md names.
  * Tests: kernels (cpu_qmm*, cpu_ops), runtime/model (model_dtype's table and decoders).
  */
@@ -252,6 +254,58 @@ static void h16_panels_every_range(void)
 	}
 }
 
+/* The 4/5-bit kernels (q45_*) compute a row alike alone, in a decode step of 2..8 rows, or in
+ * a prefill chunk over packed groups, and alike on AVX2 and AVX512-VNNI: the same 8-bit
+ * activations, exact integer block sums, the same float operations in the same block order.
+ * Bit for bit, packed and unpacked rows (unpacked prefill takes the decoded tiles instead). */
+static void q45_rows_compute_alike(void)
+{
+	static const int types[] = { RL_DT_Q4_0, RL_DT_Q4_1, RL_DT_Q5_0, RL_DT_Q5_1 };
+	const uint32_t in = 288, out = 37, nx = 20;
+	if (!(rl_cpu_features_detected() & RL_CPUF_AVX2)) {
+		printf("  skipped: no AVX2\n");
+		return;
+	}
+	float *dec = malloc((size_t)out * in * sizeof(float)), *X = malloc((size_t)nx * in * sizeof(float));
+	float *Y8 = malloc((size_t)nx * out * sizeof(float)), *Y = malloc((size_t)nx * out * sizeof(float));
+	void *scratch = malloc(rl_cpu_qmatmul_scratch(in, nx));
+	REQUIRE(dec && X && Y8 && Y && scratch);
+	for (size_t i = 0; i < (size_t)nx * in; i++)
+		X[i] = rnd() * (i % 7 == 0 ? 3 : 1);
+	const int vnni = (rl_cpu_features_detected() & RL_CPUF_AVX512) && (rl_cpu_features_detected() & RL_CPUF_VNNI);
+	for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+		struct rl_wmat W;
+		void *w = make_w(types[t], out, in, dec, &W);
+		for (int pk = 0; pk < 2; pk++) {
+			if (pk)
+				REQUIRE(rl_cpu_wmat_pack(&W) == 1);
+			for (int isa = RL_CPU_AVX2; isa <= (vnni ? RL_CPU_AVX512 : RL_CPU_AVX2); isa++) {
+				REQUIRE(rl_cpu_set_isa((enum rl_cpu_isa)isa) == 0);
+				if (isa == RL_CPU_AVX2 && !pk)     /* the reference: each row alone on AVX2, unpacked */
+					for (uint32_t r = 0; r < nx; r++)
+						rl_cpu_qmatmul(Y8 + (size_t)r * out, out, X + (size_t)r * in, in, &W, NULL, 1, 0, out, 0,
+							       scratch);
+				static const uint32_t counts[] = { 1, 3, 8, 20 };
+				for (size_t c = 0; c < 4; c++) {
+					const uint32_t n = counts[c], o1 = n > 8 ? W.packed_rows : out;
+					if (!o1)
+						continue;
+					for (uint32_t r0 = 0; r0 + n <= nx; r0 += n) {
+						rl_cpu_qmatmul(Y, out, X + (size_t)r0 * in, in, &W, NULL, n, 0, o1, 0, scratch);
+						for (uint32_t r = 0; r < n; r++)
+							CHECKF(!memcmp(Y + (size_t)r * out, Y8 + (size_t)(r0 + r) * out, o1 * sizeof(float)),
+							       "%s %s %s: row %u of %u computes otherwise", rl_dt_info(types[t])->name,
+							       pk ? "packed" : "unpacked", rl_cpu_isa_name((enum rl_cpu_isa)isa), r0 + r, n);
+					}
+				}
+			}
+		}
+		free(w);
+	}
+	rl_cpu_set_isa(rl_cpu_isa_best());
+	free(dec); free(X); free(Y8); free(Y); free(scratch);
+}
+
 /* Rows of a stored matrix decode as the table's decoder does (the embedding lookup). */
 static void wmat_rows_decode_as_the_table(void)
 {
@@ -352,6 +406,7 @@ int main(void)
 {
 	RUN(qmatmul_every_type_isa_and_row_count);
 	RUN(h16_panels_every_range);
+	RUN(q45_rows_compute_alike);
 	RUN(wmat_rows_decode_as_the_table);
 	RUN(the_table_routes_each_case);
 	TEST_MAIN_END();
