@@ -192,9 +192,9 @@ static inline void q4_k_scales(const uint8_t *q, uint8_t *sc, uint8_t *mn)
 
 /* The dwords of a block that a packed group keeps as 16-lane vectors: Q8_0's 32 quants, all
  * of Q4_K's (d|dmin, the 12 scale bytes, qs), Q6_K's but the trailing f16 d (ql, qh, the
- * scales), the 32-weight 4/5-bit types' qs (Q5_0/Q5_1: qh first, q5_qh_perm'd); 0: this type
+ * scales), the 32-weight 4/5-bit types' qs (IQ4_NL's too; Q5_0/Q5_1: qh first, q5_qh_perm'd); 0: this type
  * is not packed. They start pack_head bytes into the block; the bytes before and after them
- * (Q8_0's, Q4_0's and Q5_0's f16 d, Q4_1's and Q5_1's d|m, Q6_K's d) follow the vectors as
+ * (Q8_0's, Q4_0's, Q5_0's and IQ4_NL's f16 d, Q4_1's and Q5_1's d|m, Q6_K's d) follow the vectors as
  * each row's tail. The one owner of the packed layout, with pack_pos, q5_qh_perm,
  * rl_cpu_wmat_pack and qmm_block (cpu_qmm_pack.c). */
 static inline uint32_t pack_dwords(int dt)
@@ -203,7 +203,7 @@ static inline uint32_t pack_dwords(int dt)
 	case RL_DT_Q8_0: return 8;
 	case RL_DT_Q4_K: return 36;
 	case RL_DT_Q6_K: return 52;
-	case RL_DT_Q4_0: case RL_DT_Q4_1: return 4;
+	case RL_DT_Q4_0: case RL_DT_Q4_1: case RL_DT_IQ4_NL: return 4;
 	case RL_DT_Q5_0: case RL_DT_Q5_1: return 5;
 	default: return 0;
 	}
@@ -212,7 +212,7 @@ static inline uint32_t pack_dwords(int dt)
 static inline uint32_t pack_head(int dt)
 {
 	switch (dt) {
-	case RL_DT_Q8_0: case RL_DT_Q4_0: case RL_DT_Q5_0: return 2;
+	case RL_DT_Q8_0: case RL_DT_Q4_0: case RL_DT_Q5_0: case RL_DT_IQ4_NL: return 2;
 	case RL_DT_Q4_1: case RL_DT_Q5_1: return 4;
 	default: return 0;
 	}
@@ -229,6 +229,12 @@ static inline int q45_type(int dt)
 static inline int q45_bits5(int dt) { return dt == RL_DT_Q5_0 || dt == RL_DT_Q5_1; }
 static inline int q45_min(int dt) { return dt == RL_DT_Q4_1 || dt == RL_DT_Q5_1; }
 static inline int q45_off(int dt) { return dt == RL_DT_Q4_0 ? 8 : dt == RL_DT_Q5_0 ? 16 : 0; }
+
+/* IQ4_NL (32 weights, 18 bytes: f16 d, 16 bytes of nibbles; w = d * level[nibble]) looked up
+ * to its int8 levels is a Q8_0 block: the Q8_0 kernels take it (iq4nl_levels, as
+ * model_dtype.c's kvalues_iq4nl and ggml's). */
+static const int8_t iq4nl_levels[16] __attribute__((aligned(16))) = {
+	-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
 
 /* Q5_0/Q5_1's qh (bit j: the fifth bit of weight j; weight j < 16 is byte j's low nibble of
  * qs, j + 16 its high one) with the bit-index bits 0, 1 swapped with 3, 4: bit 16h + 4k + i

@@ -286,15 +286,17 @@ RL_TGT_AVX512_VNNI AI void t16_prefetch(const char *p, size_t len, int l1)
 	}                                                                                          \
 } while (0)
 
-/* Decode steps over Q8_0 on AVX512-VNNI: see the comment at RL_TGT_AVX512_VNNI. A group's vectors are
+/* Decode steps over Q8_0 (and IQ4_NL, DT: its nibbles looked up to levels + 128) on
+ * AVX512-VNNI: see the comment at RL_TGT_AVX512_VNNI. A group's vectors are
  * loaded as packed, else transposed in registers (t16_run); its 16 block scales are one run of
  * f16 when packed, else gathered. */
 RL_TGT_AVX512_VNNI AI void q8_0_t16_group(float *Y, size_t ldy, const struct q8x *const *xq, const int32_t *seed,
-			     const struct rl_wmat *W, const float *bias, const int NR, const int PK,
+			     const struct rl_wmat *W, const float *bias, const int DT, const int NR, const int PK,
 			     const struct t16g *G, uint32_t o, __mmask16 lanes, int accumulate)
 {
 	const uint8_t *base = W->data;
 	const uint32_t nb = W->cols / 32;
+	const size_t bb = DT == RL_DT_Q8_0 ? 34 : 18, ndw = DT == RL_DT_Q8_0 ? 8 : 4;
 	const size_t next = (size_t)(o + 16) * W->row_bytes;
 	const __m512i flip = _mm512_set1_epi8((char)0x80);
 	__m512 acc[8];
@@ -302,18 +304,31 @@ RL_TGT_AVX512_VNNI AI void q8_0_t16_group(float *Y, size_t ldy, const struct q8x
 	for (int r = 0; r < NR; r++)
 		acc[r] = _mm512_setzero_ps();
 	for (uint32_t b = 0; b < nb; b++) {
-		const size_t blk = (size_t)b * 34;
+		const size_t blk = (size_t)b * bb;
 		/* the next group's rows, one contiguous run, into L2 a slice per block: sixteen
 		 * streams of 34 bytes a step leave the prefetchers behind */
-		for (size_t pf = next + 16 * blk; pf < next + 16 * (blk + 34); pf += 64)
+		for (size_t pf = next + 16 * blk; pf < next + 16 * (blk + bb); pf += 64)
 			T16_PREFETCH((const char *)base + pf, 0);
 		__m512i T[8];
-		t16_run(G, PK, RL_DT_Q8_0, blk, 2, T);
+		if (DT == RL_DT_Q8_0) {
+			t16_run(G, PK, RL_DT_Q8_0, blk, 2, T);
 #pragma GCC unroll 8
-		for (int k = 0; k < 8; k++)
-			T[k] = _mm512_xor_si512(flip, T[k]);
+			for (int k = 0; k < 8; k++)
+				T[k] = _mm512_xor_si512(flip, T[k]);
+		} else {
+			/* IQ4_NL: the nibbles looked up to their levels + 128 */
+			const __m512i m4 = _mm512_set1_epi8(0x0F);
+			const __m512i lv = _mm512_xor_si512(flip, _mm512_broadcast_i32x4(_mm_load_si128((const __m128i *)iq4nl_levels)));
+#pragma GCC unroll 4
+			for (int k = 0; k < 4; k++) {
+				const __m512i v = PK ? _mm512_loadu_si512((const void *)(G->pk + 16 * blk + 64 * (size_t)k))
+						     : t16_dword(G, 0, DT, blk, 2 + 4 * (size_t)k);
+				T[k] = _mm512_shuffle_epi8(lv, _mm512_and_si512(v, m4));
+				T[4 + k] = _mm512_shuffle_epi8(lv, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+			}
+		}
 		/* the 16 rows' block scales: f16 in the low half of each gathered dword */
-		const __m512 dw = PK ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G->pk + 16 * blk + 512)))
+		const __m512 dw = PK ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G->pk + 16 * blk + 64 * ndw)))
 				     : _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
 					_mm512_i32gather_epi32(G->vidx, (const void *)(G->rp[0] + blk), 1)));
 #pragma GCC unroll 8
@@ -331,10 +346,10 @@ RL_TGT_AVX512_VNNI AI void q8_0_t16_group(float *Y, size_t ldy, const struct q8x
 }
 
 RL_TGT_AVX512_VNNI AI void q8_0_t16_body(float *Y, size_t ldy, const struct q8x *const *xq, const int32_t *seed,
-			    const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
-			    int accumulate)
+			    const struct rl_wmat *W, const float *bias, const int DT, const int NR, uint32_t o0,
+			    uint32_t o1, int accumulate)
 {
-#define Q8_0_T16(PK, G, o, m) q8_0_t16_group(Y, ldy, xq, seed, W, bias, NR, PK, G, o, m, accumulate)
+#define Q8_0_T16(PK, G, o, m) q8_0_t16_group(Y, ldy, xq, seed, W, bias, DT, NR, PK, G, o, m, accumulate)
 	T16_GROUPS(Q8_0_T16);
 #undef Q8_0_T16
 }
@@ -344,7 +359,12 @@ RL_TGT_AVX512_VNNI void rl_qmm_q8_0_t16(float *Y, size_t ldy, const struct q8x *
 					const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0,
 					uint32_t o1, int accumulate)
 {
-#define Q8_0_T16_N(n) q8_0_t16_body(Y, ldy, xq, seed, W, bias, n, o0, o1, accumulate)
+#define Q8_0_T16_N(n) do {                                                                         \
+	if (W->dtype == RL_DT_IQ4_NL)                                                              \
+		q8_0_t16_body(Y, ldy, xq, seed, W, bias, RL_DT_IQ4_NL, n, o0, o1, accumulate);     \
+	else                                                                                       \
+		q8_0_t16_body(Y, ldy, xq, seed, W, bias, RL_DT_Q8_0, n, o0, o1, accumulate);       \
+} while (0)
 	RL_CASES_1_TO_8(nr, Q8_0_T16_N);
 #undef Q8_0_T16_N
 }

@@ -67,7 +67,7 @@ static void *make_w(int dt, uint32_t rows, uint32_t cols, float *dec, struct rl_
 static int reduced_path(const struct rl_wmat *W, int dt, enum rl_cpu_isa isa, uint32_t rows)
 {
 	const int q8 = dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K || dt == RL_DT_Q4_0 || dt == RL_DT_Q4_1 ||
-		       dt == RL_DT_Q5_0 || dt == RL_DT_Q5_1;
+		       dt == RL_DT_Q5_0 || dt == RL_DT_Q5_1 || dt == RL_DT_IQ4_NL;
 	return (isa != RL_CPU_SCALAR && rows <= 8 && q8) ||
 	       (isa != RL_CPU_SCALAR && W->packed_rows && dt != RL_DT_F16 && dt != RL_DT_BF16) ||  /* packed block types: 8-bit from 9 rows too */
 	       rl_cpu_qmatmul_bf16_acts(W, rows);
@@ -254,13 +254,14 @@ static void h16_panels_every_range(void)
 	}
 }
 
-/* The 4/5-bit kernels (q45_*) compute a row alike alone, in a decode step of 2..8 rows, or in
- * a prefill chunk over packed groups, and alike on AVX2 and AVX512-VNNI: the same 8-bit
- * activations, exact integer block sums, the same float operations in the same block order.
+/* The 4/5-bit kernels (q45_*, and the Q8_0 ones over IQ4_NL) compute a row alike alone, in a
+ * decode step of 2..8 rows, or in a prefill chunk over packed groups, and alike on AVX2 and
+ * AVX512-VNNI: the same 8-bit activations, exact integer block sums, the same float
+ * operations in the same block order.
  * Bit for bit, packed and unpacked rows (unpacked prefill takes the decoded tiles instead). */
 static void q45_rows_compute_alike(void)
 {
-	static const int types[] = { RL_DT_Q4_0, RL_DT_Q4_1, RL_DT_Q5_0, RL_DT_Q5_1 };
+	static const int types[] = { RL_DT_Q4_0, RL_DT_Q4_1, RL_DT_Q5_0, RL_DT_Q5_1, RL_DT_IQ4_NL };
 	const uint32_t in = 288, out = 37, nx = 20;
 	if (!(rl_cpu_features_detected() & RL_CPUF_AVX2)) {
 		printf("  skipped: no AVX2\n");
@@ -331,7 +332,7 @@ static void wmat_rows_decode_as_the_table(void)
 static void the_table_routes_each_case(void)
 {
 	static const int types[] = { RL_DT_F32, RL_DT_F16, RL_DT_BF16, RL_DT_Q8_0, RL_DT_Q4_K, RL_DT_Q6_K, RL_DT_IQ4_NL,
-				     RL_DT_Q4_1, RL_DT_Q5_0 };
+				     RL_DT_Q4_1, RL_DT_Q5_0, RL_DT_Q5_K };
 	enum { NT = sizeof types / sizeof *types };
 	static uint8_t data[32 * 256 * 4];
 	const uint32_t best = rl_cpu_features_detected();
@@ -353,7 +354,8 @@ static void the_table_routes_each_case(void)
 		ROUTE(3, 3, 0, "q8_0_t8");
 		ROUTE(3, 20, 1, "q8_0_many_t8");
 		ROUTE(2, 20, 0, "tiles_f32");
-		ROUTE(6, 3, 0, "rows_avx2");
+		ROUTE(6, 3, 0, "q8_0_t8");     /* IQ4_NL: the Q8_0 kernels, its nibbles looked up */
+		ROUTE(9, 3, 0, "rows_avx2");
 		ROUTE(1, 1, 1, "h16");
 		ROUTE(7, 1, 0, "q45_t8");
 		ROUTE(8, 3, 1, "q45_t8");
@@ -370,6 +372,7 @@ static void the_table_routes_each_case(void)
 		ROUTE(7, 1, 1, "q45_t16");
 		ROUTE(8, 8, 0, "q45_t16");
 		ROUTE(8, 20, 1, "q45_many_t16");
+		ROUTE(6, 1, 1, "q8_0_t16");    /* IQ4_NL: one row on VNNI too */
 		rl_cpu_set_features(RL_CPUF_ALL & ~RL_CPUF_VNNI & ~RL_CPUF_BF16);
 		REQUIRE(rl_cpu_set_isa(RL_CPU_AVX512) == 0);
 		ROUTE(4, 1, 0, "kq_row512");
