@@ -404,9 +404,10 @@ enum { C_SCALAR, C_AVX2, C_AVX512, C_VNNI, C_BF16, C_COUNT };
  *    the Q8_0 lane-per-row kernels (its nibbles looked up), alike in any batch, one row too
  *    on VNNI (where Q8_0 keeps AVX2's: the lookups make IQ4_NL's work a block count more
  *    than its bytes, ~1.2x Q4_0's one-row rate against ~0.4-0.9x on AVX2's, Xeon VM);
- *  - prefill over packed Q8_0/K-quants/Q4_0..Q5_1 takes the integer decode kernels 8 rows at a time
- *    (never rounded to bf16); over unpacked block types tiles decoded to bf16 (AVX512-BF16)
- *    or fp32; F32 and F16 keep fp32 arithmetic (their precision is the point of them). */
+ *  - prefill over packed groups (every packed block type) takes the integer decode kernels 8
+ *    rows at a time (never rounded to bf16); over unpacked block types tiles decoded to bf16
+ *    (AVX512-BF16) or fp32; F32 and F16 keep fp32 arithmetic (their precision is the point of
+ *    them). */
 static const struct qmm_kernel *const route[T_COUNT][2][3][C_COUNT] = {
 	/*                                    scalar        AVX2           AVX-512      +VNNI           +BF16 */
 	[T_F32][ROWS_LAYOUT][ONE]       = { &f32 },
