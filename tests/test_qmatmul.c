@@ -254,11 +254,11 @@ static void h16_panels_every_range(void)
 	}
 }
 
-/* The 4/5-bit kernels (q45_*, and the Q8_0 ones over IQ4_NL) compute a row alike alone, in a
- * decode step of 2..8 rows, or in a prefill chunk over packed groups, and alike on AVX2 and
- * AVX512-VNNI: the same 8-bit activations, exact integer block sums, the same float
- * operations in the same block order.
- * Bit for bit, packed and unpacked rows (unpacked prefill takes the decoded tiles instead). */
+/* The 4/5-bit kernels (q45_*, and the Q8_0 ones over IQ4_NL) compute a row alike alone or in
+ * a decode step of 2..8 rows (IQ4_NL also in a prefill chunk over packed groups), and alike on
+ * AVX2 and AVX512-VNNI: the same 8-bit activations, exact integer block sums, the same float
+ * operations in the same block order. Bit for bit, packed and unpacked rows (Q4_0..Q5_1's
+ * prefill and unpacked IQ4_NL's take the decoded tiles instead). */
 static void q45_rows_compute_alike(void)
 {
 	static const int types[] = { RL_DT_Q4_0, RL_DT_Q4_1, RL_DT_Q5_0, RL_DT_Q5_1, RL_DT_IQ4_NL };
@@ -288,7 +288,7 @@ static void q45_rows_compute_alike(void)
 							       scratch);
 				static const uint32_t counts[] = { 1, 3, 8, 20 };
 				for (size_t c = 0; c < 4; c++) {
-					const uint32_t n = counts[c], o1 = n > 8 ? W.packed_rows : out;
+					const uint32_t n = counts[c], o1 = n <= 8 ? out : types[t] == RL_DT_IQ4_NL ? W.packed_rows : 0;
 					if (!o1)
 						continue;
 					for (uint32_t r0 = 0; r0 + n <= nx; r0 += n) {
@@ -359,7 +359,7 @@ static void the_table_routes_each_case(void)
 		ROUTE(1, 1, 1, "h16");
 		ROUTE(7, 1, 0, "q45_t8");
 		ROUTE(8, 3, 1, "q45_t8");
-		ROUTE(7, 20, 1, "q45_many_t8");
+		ROUTE(7, 20, 1, "tiles_f32");
 		ROUTE(8, 20, 0, "tiles_f32");
 	}
 	if ((best & RL_CPUF_AVX512) && (best & RL_CPUF_VNNI)) {
@@ -371,7 +371,7 @@ static void the_table_routes_each_case(void)
 		ROUTE(5, 20, 1, "kq_many_t16");
 		ROUTE(7, 1, 1, "q45_t16");
 		ROUTE(8, 8, 0, "q45_t16");
-		ROUTE(8, 20, 1, "q45_many_t16");
+		ROUTE(6, 20, 1, "q8_0_many_t16");
 		ROUTE(6, 1, 1, "q8_0_t16");    /* IQ4_NL: one row on VNNI too */
 		rl_cpu_set_features(RL_CPUF_ALL & ~RL_CPUF_VNNI & ~RL_CPUF_BF16);
 		REQUIRE(rl_cpu_set_isa(RL_CPU_AVX512) == 0);
