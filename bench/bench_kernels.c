@@ -265,7 +265,8 @@ int rl_cmd_bench_kernels(int argc, char **argv)
 			"256..16384 (the K-quant super-block), got %u x %u\n", rows, cols);
 		return 2;
 	}
-	const int types[] = { RL_DT_F32, RL_DT_F16, RL_DT_BF16, RL_DT_Q8_0, RL_DT_Q4_K, RL_DT_Q6_K };
+	const int types[] = { RL_DT_F32, RL_DT_F16, RL_DT_BF16, RL_DT_Q8_0, RL_DT_Q4_K, RL_DT_Q6_K,
+			      RL_DT_Q4_0, RL_DT_Q4_1, RL_DT_Q5_0, RL_DT_Q5_1, RL_DT_IQ4_NL };
 	const int nt = sizeof types / sizeof *types;
 	float *X = malloc((size_t)8 * cols * sizeof(float)), *Y = malloc((size_t)8 * rows * sizeof(float));
 	void *scratch = malloc(rl_cpu_qmatmul_scratch(cols, 8));
@@ -279,8 +280,8 @@ int rl_cmd_bench_kernels(int argc, char **argv)
 		X[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
 	const double bw = stream_gbs();
 	/* per type: GMAC/s at 1 and 8 rows in cache, bytes a weight, ns a weight at batch 1 at best */
-	double r1[8], r8[8], bpw[8], t1[8];
-	const char *k1[8], *k8[8];          /* the kernels that served them (cpu_qmm.c's table) */
+	double r1[16], r8[16], bpw[16], t1[16];
+	const char *k1[16], *k8[16];          /* the kernels that served them (cpu_qmm.c's table) */
 	int rc = 0;
 	for (int t = 0; t < nt; t++) {
 		const struct rl_dt_info *di = rl_dt_info(types[t]);
@@ -327,7 +328,7 @@ int rl_cmd_bench_kernels(int argc, char **argv)
 	const double m_i8u = vec ? mix_i8_unsigned() : 0, m_vnni = vnni ? mix_vnni() : 0;
 	const double m_i16 = vec ? mix_i16_pairs() : 0;
 
-	char line[4096];
+	char line[8192];
 	int n = snprintf(line, sizeof line, "{\"bench\":\"kernels\",\"isa\":\"%s\",\"rows\":%u,\"cols\":%u,"
 			 "\"stream_gb_s\":%.2f,\"types\":{", rl_cpu_isa_name(rl_cpu_isa()), rows, cols, bw);
 	for (int t = 0; t < nt; t++)

@@ -23,10 +23,10 @@ void rl_cpu_matmul(float *Y, size_t ldy, const float *X, size_t ldx, const float
  * table names the kernel for each stored type, layout, row count and ISA):
  * Y[r, o] (=, or +=) sum_i X[r, i] * W[o, i] (+ bias[o]), r < n_rows, o in [o_begin, o_end),
  * in = W->cols. F32 is rl_cpu_matmul; up to 8 rows compute on the stored form (16-bit floats
- * widened in registers; Q8_0, Q4_K, Q6_K as integer dots against activations quantized to
- * 8 bits; other block types decoded a row at a time); more rows decode tiles of weight rows to
- * fp32 for rl_cpu_matmul (or to bf16 for bf16 dot products where the CPU has AVX512-BF16),
- * except packed Q8_0/Q4_K/Q6_K (rl_cpu_wmat_pack), which take the decode steps' 8-bit
+ * widened in registers; Q8_0, Q4_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL as integer dots against
+ * activations quantized to 8 bits; other block types decoded a row at a time); more rows decode
+ * tiles of weight rows to fp32 for rl_cpu_matmul (or to bf16 for bf16 dot products where the CPU
+ * has AVX512-BF16), except packed groups of those block types (rl_cpu_wmat_pack), which take the decode steps' 8-bit
  * integer dots 8 rows at a time. W may be packed or not.
  * scratch: rl_cpu_qmatmul_scratch(in, n_rows at most) bytes, the caller's thread's own. */
 struct rl_wmat;
@@ -53,18 +53,19 @@ void rl_cpu_wmat_row(const struct rl_wmat *W, uint32_t r, float *out);
  *   rows % 16. The block of rows [o, o + w) stays at data + o * row_bytes and holds [cols][w]
  *   halfs: weight (o + j, k) at element k * w + j (the outer-product kernels broadcast an
  *   activation into whole vectors of outputs; cpu_qmm_h16.c's panels).
- * - Q8_0, Q4_K and Q6_K, on AVX2 or AVX-512: each whole group of 16 rows (rows [16g,
- *   16g + 16), 16g + 16 <= rows) keeps its bytes where they were, reordered so that for each
- *   block b the 16 rows' block dwords j (4 * ndw bytes from byte head of a block; Q8_0 the 8
- *   after its f16 d, Q4_K all 36, Q6_K the first 52) are one 64-byte vector at
+ * - Q8_0, Q4_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL, on AVX2 or AVX-512: each whole group of 16
+ *   rows (rows [16g, 16g + 16), 16g + 16 <= rows) keeps its bytes where they were, reordered so
+ *   that for each block b the 16 rows' block dwords j (4 * ndw bytes from byte head of a block;
+ *   Q8_0 the 8 after its f16 d, Q4_K all 36, Q6_K the first 52, Q4_0/Q4_1/IQ4_NL the 4 of qs, Q5_0/Q5_1
+ *   qh and qs, qh bit-permuted: cpu_qmm.h's q5_qh_perm) are one 64-byte vector at
  *   group + b * 16 * blk_bytes + 64 j, lane L = row L, and the rest of each row's block
- *   (Q8_0's and Q6_K's f16 d) follows row after row. The lane-per-row kernels then load what
+ *   (the f16 d, or d and m) follows row after row. The lane-per-row kernels then load what
  *   they used to transpose in registers. Rows past the last whole group stay as they were.
  * W->data must be writable memory the caller owns. Returns 1 when packed, 0 when left as is,
  * -ENOMEM. */
 int rl_cpu_wmat_pack(struct rl_wmat *W);
 /* The row count that the threads' shares of W's output rows are multiples of: whole packed
- * groups or blocks (48 for packed F16 and BF16, 16 for packed Q8_0 and K-quants), else 4. */
+ * groups or blocks (48 for packed F16 and BF16, 16 for packed block types), else 4. */
 uint32_t rl_cpu_wmat_grain(const struct rl_wmat *W);
 
 /* o[n] = x[n] * w[n] / sqrt(mean(x^2) + eps); o may be x. */

@@ -192,18 +192,67 @@ static inline void q4_k_scales(const uint8_t *q, uint8_t *sc, uint8_t *mn)
 
 /* The dwords of a block that a packed group keeps as 16-lane vectors: Q8_0's 32 quants, all
  * of Q4_K's (d|dmin, the 12 scale bytes, qs), Q6_K's but the trailing f16 d (ql, qh, the
- * scales); 0: this type is not packed. They start pack_head bytes into the block; the bytes
- * before and after them (Q8_0's f16 d, Q6_K's) follow the vectors as each row's tail. The one
- * owner of the packed layout, with pack_pos, rl_cpu_wmat_pack and qmm_block (cpu_qmm_pack.c). */
+ * scales), the 32-weight 4/5-bit types' qs (IQ4_NL's too; Q5_0/Q5_1: qh first, q5_qh_perm'd); 0: this type
+ * is not packed. They start pack_head bytes into the block; the bytes before and after them
+ * (Q8_0's, Q4_0's, Q5_0's and IQ4_NL's f16 d, Q4_1's and Q5_1's d|m, Q6_K's d) follow the vectors as
+ * each row's tail. The one owner of the packed layout, with pack_pos, q5_qh_perm,
+ * rl_cpu_wmat_pack and qmm_block (cpu_qmm_pack.c). */
 static inline uint32_t pack_dwords(int dt)
 {
-	return dt == RL_DT_Q8_0 ? 8 : dt == RL_DT_Q4_K ? 36 : dt == RL_DT_Q6_K ? 52 : 0;
+	switch (dt) {
+	case RL_DT_Q8_0: return 8;
+	case RL_DT_Q4_K: return 36;
+	case RL_DT_Q6_K: return 52;
+	case RL_DT_Q4_0: case RL_DT_Q4_1: case RL_DT_IQ4_NL: return 4;
+	case RL_DT_Q5_0: case RL_DT_Q5_1: return 5;
+	default: return 0;
+	}
 }
 
 static inline uint32_t pack_head(int dt)
 {
-	return dt == RL_DT_Q8_0 ? 2 : 0;
+	switch (dt) {
+	case RL_DT_Q8_0: case RL_DT_Q4_0: case RL_DT_Q5_0: case RL_DT_IQ4_NL: return 2;
+	case RL_DT_Q4_1: case RL_DT_Q5_1: return 4;
+	default: return 0;
+	}
 }
+
+/* The 32-weight 4- and 5-bit types (ggml's Q4_0, Q4_1, Q5_0, Q5_1; model_dtype.c draws the
+ * blocks): an unsigned q of 4 or 5 bits a weight, w = d * (q - off) (Q4_0: off 8, Q5_0: 16)
+ * or w = d * q + m (Q4_1, Q5_1). The integer kernels dot q unsigned against the 8-bit
+ * activations and take the offset or the min through the activation block's sum. */
+static inline int q45_type(int dt)
+{
+	return dt == RL_DT_Q4_0 || dt == RL_DT_Q4_1 || dt == RL_DT_Q5_0 || dt == RL_DT_Q5_1;
+}
+static inline int q45_bits5(int dt) { return dt == RL_DT_Q5_0 || dt == RL_DT_Q5_1; }
+static inline int q45_min(int dt) { return dt == RL_DT_Q4_1 || dt == RL_DT_Q5_1; }
+static inline int q45_off(int dt) { return dt == RL_DT_Q4_0 ? 8 : dt == RL_DT_Q5_0 ? 16 : 0; }
+
+/* IQ4_NL (32 weights, 18 bytes: f16 d, 16 bytes of nibbles; w = d * level[nibble]) looked up
+ * to its int8 levels is a Q8_0 block: the Q8_0 kernels take it (iq4nl_levels, as
+ * model_dtype.c's kvalues_iq4nl and ggml's). */
+static const int8_t iq4nl_levels[16] __attribute__((aligned(16))) = {
+	-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+
+/* Q5_0/Q5_1's qh (bit j: the fifth bit of weight j; weight j < 16 is byte j's low nibble of
+ * qs, j + 16 its high one) with the bit-index bits 0, 1 swapped with 3, 4: bit 16h + 4k + i
+ * (dword k of qs, byte i, nibble h) moves to 8i + s with s = 4 (k & 1) + 2h + k / 2, so that
+ * the fifth bits of a qs dword's 4 bytes are one shift of the whole dword away from bit 4 of
+ * each byte (q45_hbit). Its own inverse. Packed rows keep qh this way; the kernels turn
+ * unpacked rows' qh in registers. */
+static inline uint32_t q5_qh_perm(uint32_t x)
+{
+	uint32_t t = (x ^ (x >> 7)) & 0x00AA00AAu;     /* index bits 0 <-> 3 */
+	x ^= t ^ (t << 7);
+	t = (x ^ (x >> 14)) & 0x0000CCCCu;             /* index bits 1 <-> 4 */
+	return x ^ t ^ (t << 14);
+}
+
+/* where q5_qh_perm puts the fifth bit of byte 0 of qs dword k's nibble h, less 4: the shift
+ * left (negative: right) that brings it to bit 4 */
+static inline int q45_hshift(int k, int h) { return 4 - (4 * (k & 1) + 2 * h + k / 2); }
 
 /* The vector that holds dword j of the 16 rows' blocks, in the order the kernels read them,
  * so that a group streams front to back: Q4_K's is the file's; Q6_K's the scales (48-51),
@@ -269,6 +318,9 @@ void rl_qmm_q4k_t8(float *Y, size_t ldy, const struct q8k *const *xk, const int3
 void rl_qmm_q6k_t8p(float *Y, size_t ldy, const struct q8k *const *xk, const struct q8kr *xr,
 		    const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
 		    int accumulate);
+/* xq: the rows' q8 blocks (Q4_0, Q4_1, Q5_0, Q5_1: q45_type) */
+void rl_qmm_q45_t8(float *Y, size_t ldy, const struct q8x *const *xq, const struct rl_wmat *W, const float *bias,
+		   uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
 void rl_qmm_kq_tiles(float *Y, size_t ldy, const struct q8k *const *xk, const struct rl_wmat *W,
 		     const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
 void rl_qmm_rows_f32(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
@@ -289,6 +341,8 @@ void rl_qmm_q4k_t16(float *Y, size_t ldy, const struct q8k *const *xk, const int
 void rl_qmm_q6k_t16(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *seed,
 		    const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
 		    int accumulate);
+void rl_qmm_q45_t16(float *Y, size_t ldy, const struct q8x *const *xq, const struct rl_wmat *W, const float *bias,
+		    uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
 
 /* cpu_qmm_h16.c: the 16-bit engine (F16/BF16 panels at both widths; AVX512-BF16 products).
  * xt: [64 * in] floats, row: [in] (QMM_L_PANELS); dpbf: vdpbf16ps on activations rounded to bf16 */

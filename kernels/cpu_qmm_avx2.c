@@ -4,7 +4,8 @@
  * compute on the stored form: the activation rows quantized to 8 bits once per call
  * (cpu_qmm_act.c), each weight block dotted in integers and scaled to float once per block of
  * 32, each block loaded once for all the rows.
- *   - lane-per-row (q8_0_t8_group, q4k_t8_group, q4k_t8k_half, q6k_t8p_half, q6k_t8k_half):
+ *   - lane-per-row (q8_0_t8_group, q4k_t8_group, q4k_t8k_half, q6k_t8p_half, q6k_t8k_half,
+ *     q45_t8_group for Q4_0/Q4_1/Q5_0/Q5_1):
  *     eight weight rows at a time, one output row per lane, so that block and sub-block scales
  *     meet whole lanes; over packed groups (rl_cpu_wmat_pack) the lanes are loads, over
  *     unpacked rows an 8x8 dword transpose in registers (t8_load). Q8_0 multiplies in 16-bit
@@ -323,6 +324,44 @@ RL_TGT_AVX2 AI __m256i t8_dword(const struct t8g *G, const int PK, const int dt,
 	}                                                                                          \
 } while (0)
 
+/* T[k], lane L = dword k of bytes off .. off + 15 of row rp[L] (a 4x4 dword transpose in each
+ * 128-bit half; 16 bytes a row, so a row's last block reads nothing past it) */
+RL_TGT_AVX2 AI void t8_load16(const uint8_t *const *rp, size_t off, __m256i *T)
+{
+	__m256i z[4];
+#pragma GCC unroll 4
+	for (int l = 0; l < 4; l++)
+		z[l] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(rp[l] + off))),
+					       _mm_loadu_si128((const __m128i *)(rp[l + 4] + off)), 1);
+	const __m256i t0 = _mm256_unpacklo_epi32(z[0], z[1]), t1 = _mm256_unpackhi_epi32(z[0], z[1]);
+	const __m256i t2 = _mm256_unpacklo_epi32(z[2], z[3]), t3 = _mm256_unpackhi_epi32(z[2], z[3]);
+	T[0] = _mm256_unpacklo_epi64(t0, t2);
+	T[1] = _mm256_unpackhi_epi64(t0, t2);
+	T[2] = _mm256_unpacklo_epi64(t1, t3);
+	T[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+/* T[k], lane L = dword k of row L's IQ4_NL block at blk looked up to Q8_0's layout: its
+ * weights 4k..4k+3 (the low nibbles of qs dword k, k < 4) and 16+4(k-4).. (the high ones) */
+RL_TGT_AVX2 AI void iq4nl_t8_run(const struct t8g *G, const int PK, size_t blk, __m256i *T)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0F);
+	const __m256i lv = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)iq4nl_levels));
+	__m256i V[4];
+	if (PK) {
+#pragma GCC unroll 4
+		for (int k = 0; k < 4; k++)
+			V[k] = _mm256_loadu_si256((const __m256i *)(G->pk + 16 * blk + 64 * k));
+	} else {
+		t8_load16(G->rp, blk + 2, V);
+	}
+#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++) {
+		T[k] = _mm256_shuffle_epi8(lv, _mm256_and_si256(V[k], m4));
+		T[4 + k] = _mm256_shuffle_epi8(lv, _mm256_and_si256(_mm256_srli_epi16(V[k], 4), m4));
+	}
+}
+
 /* Activation block b of a row as int16 pairs, in the order q8_0_t8_group's even/odd weight
  * vectors take them: dword 2k = (x[4k], x[4k+2]), dword 2k+1 = (x[4k+1], x[4k+3]). */
 RL_TGT_AVX2 void rl_qmm_q8_0_pairs(const struct q8x *x, uint32_t nb, int16_t *p /* [nb][32] */)
@@ -351,7 +390,8 @@ RL_TGT_AVX2 void rl_qmm_q8r_make(const struct q8x *const *xq, const int16_t *con
 	}
 }
 
-/* Decode steps over Q8_0 on AVX2 (no VNNI), eight weight rows at a time, one output row per
+/* Decode steps over Q8_0 (and IQ4_NL, DT: its nibbles looked up to the levels, iq4nl_t8_run)
+ * on AVX2 (no VNNI), eight weight rows at a time, one output row per
  * lane, as q8_0_t16_group: vector k of a block holds bytes 4k..4k+3 of each row (loaded as
  * packed, else transposed in registers, t8_run), and is split into its even and odd bytes
  * sign-extended to int16 (E = (w[4k], w[4k+2]), O = (w[4k+1], w[4k+3]) per lane, three
@@ -370,27 +410,32 @@ RL_TGT_AVX2 void rl_qmm_q8r_make(const struct q8x *const *xq, const int16_t *con
  * broadcasts. */
 RL_TGT_AVX2 AI void q8_0_t8_group(float *Y, size_t ldy, const struct q8x *const *xq, const int16_t *const *xp,
 			   const struct q8r *xr, const int ROT, const struct rl_wmat *W, const float *bias,
-			   const int NR, const int PK, const struct t8g *G, uint32_t o, uint32_t l0, uint32_t n,
-			   int accumulate)
+			   const int DT, const int NR, const int PK, const struct t8g *G, uint32_t o, uint32_t l0,
+			   uint32_t n, int accumulate)
 {
 	const uint8_t *base = W->data;
 	const uint32_t nb = W->cols / 32;
+	const size_t bb = DT == RL_DT_Q8_0 ? 34 : 18;
 	/* the next 16 (packed: the half's share of them) or 8 rows, one contiguous run */
-	const size_t ahead = PK ? (size_t)((o & ~15u) + 16) * W->row_bytes + (o & 8) * 34 : (size_t)(o + 8) * W->row_bytes;
+	const size_t ahead = PK ? (size_t)((o & ~15u) + 16) * W->row_bytes + (o & 8) * bb : (size_t)(o + 8) * W->row_bytes;
 	__m256 acc[8];
 #pragma GCC unroll 8
 	for (int r = 0; r < NR; r++)
 		acc[r] = _mm256_setzero_ps();
 	for (uint32_t b = 0; b < nb; b++) {
-		const size_t blk = (size_t)b * 34;
+		const size_t blk = (size_t)b * bb;
 		/* into L2, a slice per block: 8 rows' blocks are 272 bytes, five lines (a loop
-		 * over them mispredicted) */
+		 * over them mispredicted); IQ4_NL's 144, three */
 		const char *pf = (const char *)base + ahead + (PK ? 16 : 8) * blk;
 #pragma GCC unroll 5
 		for (int l = 0; l < 5; l++)
-			_mm_prefetch(pf + 64 * l, _MM_HINT_T1);
+			if (DT == RL_DT_Q8_0 || l < 3)
+				_mm_prefetch(pf + 64 * l, _MM_HINT_T1);
 		__m256i T[8];                  /* stored by the compiler: the rows' sums keep the registers */
-		t8_run(G, PK, RL_DT_Q8_0, blk, 2, T);
+		if (DT == RL_DT_Q8_0)
+			t8_run(G, PK, RL_DT_Q8_0, blk, 2, T);
+		else
+			iq4nl_t8_run(G, PK, blk, T);
 		__m256i s[8];
 #pragma GCC unroll 8
 		for (int r = 0; r < NR; r++)
@@ -430,14 +475,14 @@ RL_TGT_AVX2 AI void q8_0_t8_group(float *Y, size_t ldy, const struct q8x *const 
 }
 
 RL_TGT_AVX2 AI void q8_0_t8_body(float *Y, size_t ldy, const struct q8x *const *xq, const int16_t *const *xp,
-			  const struct q8r *xr, const struct rl_wmat *W, const float *bias, const int NR,
+			  const struct q8r *xr, const struct rl_wmat *W, const float *bias, const int DT, const int NR,
 			  uint32_t o0, uint32_t o1, int accumulate)
 {
 #define Q8_0_T8(PK, G, o, l0, n) do {                                                              \
 	if (PK && NR == 8 && xr)   /* packed halves of 8 rows: rotated */                          \
-		q8_0_t8_group(Y, ldy, xq, xp, xr, 1, W, bias, NR, 1, G, o, l0, n, accumulate);     \
+		q8_0_t8_group(Y, ldy, xq, xp, xr, 1, W, bias, DT, NR, 1, G, o, l0, n, accumulate); \
 	else                                                                                       \
-		q8_0_t8_group(Y, ldy, xq, xp, NULL, 0, W, bias, NR, PK, G, o, l0, n, accumulate);  \
+		q8_0_t8_group(Y, ldy, xq, xp, NULL, 0, W, bias, DT, NR, PK, G, o, l0, n, accumulate); \
 } while (0)
 	T8_GROUPS(Q8_0_T8);
 #undef Q8_0_T8
@@ -448,9 +493,162 @@ RL_TGT_AVX2 void rl_qmm_q8_0_t8(float *Y, size_t ldy, const struct q8x *const *x
 			      const struct q8r *xr, const struct rl_wmat *W, const float *bias, uint32_t nr,
 			      uint32_t o0, uint32_t o1, int accumulate)
 {
-#define Q8_0_T8_N(n) q8_0_t8_body(Y, ldy, xq, xp, n == 8 ? xr : NULL, W, bias, n, o0, o1, accumulate)
+#define Q8_0_T8_N(n) do {                                                                          \
+	if (W->dtype == RL_DT_IQ4_NL)                                                              \
+		q8_0_t8_body(Y, ldy, xq, xp, n == 8 ? xr : NULL, W, bias, RL_DT_IQ4_NL, n, o0, o1, accumulate); \
+	else                                                                                       \
+		q8_0_t8_body(Y, ldy, xq, xp, n == 8 ? xr : NULL, W, bias, RL_DT_Q8_0, n, o0, o1, accumulate); \
+} while (0)
 	RL_CASES_1_TO_8(nr, Q8_0_T8_N);
 #undef Q8_0_T8_N
+}
+
+/* ------------------------------------------------------------ Q4_0, Q4_1, Q5_0, Q5_1 */
+
+/* q5_qh_perm on each lane (the qh of unpacked rows) */
+RL_TGT_AVX2 AI __m256i q5_qh_perm8(__m256i x)
+{
+	__m256i t = _mm256_and_si256(_mm256_xor_si256(x, _mm256_srli_epi32(x, 7)), _mm256_set1_epi32(0x00AA00AA));
+	x = _mm256_xor_si256(x, _mm256_xor_si256(t, _mm256_slli_epi32(t, 7)));
+	t = _mm256_and_si256(_mm256_xor_si256(x, _mm256_srli_epi32(x, 14)), _mm256_set1_epi32(0x0000CCCC));
+	return _mm256_xor_si256(x, _mm256_xor_si256(t, _mm256_slli_epi32(t, 14)));
+}
+
+/* bit 4 of each byte: the fifth bit of the weight in nibble h of that byte of qs dword k,
+ * from a q5_qh_perm'd qh */
+RL_TGT_AVX2 AI __m256i q45_hbit8(__m256i qh, int k, int h)
+{
+	const int s = q45_hshift(k, h);
+	const __m256i v = s > 0 ? _mm256_slli_epi32(qh, s) : s < 0 ? _mm256_srli_epi32(qh, -s) : qh;
+	return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+/* Decode steps of 1..8 rows over the 32-weight 4/5-bit types (q45_type) on AVX2, eight weight
+ * rows at a time, one output row per lane (as q8_0_t8_group): a block's 16 bytes of qs are 4
+ * vectors of the 8 rows' dwords (packed: loads; else a 4x4 transpose per half, t8_load16),
+ * whose low and high nibbles are the weights 4k..4k+3 and 16+4k..16+4k+3, the fifth bits or'd
+ * in from qh (q45_hbit8). Per activation row and block: 8 vpmaddubsw (unsigned q against the
+ * row's broadcast bytes) added in int16 (4 bits: 8 * 2 * 15 * 127 fits; 5 bits: 4 at a time),
+ * one vpmaddwd by ones to int32; then Q4_0/Q5_0 subtract off * the activation block's sum (so
+ * that the integer sum is exactly sum (q - off) x) and meet d * dx in one FMA, Q4_1/Q5_1 add
+ * m * (dx * sum x) in a second. The weights are split once for all the rows (rows inside).
+ * A lane's arithmetic is the same whatever NR, and the same as q45_t16_group's. */
+RL_TGT_AVX2 AI void q45_t8_group(float *Y, size_t ldy, const struct q8x *const *xq, const struct rl_wmat *W,
+			  const float *bias, const int DT, const int NR, const int PK, const struct t8g *G,
+			  uint32_t o, uint32_t l0, uint32_t n, int accumulate)
+{
+	const uint8_t *base = W->data;
+	const uint32_t nb = W->cols / 32;
+	const int B5 = q45_bits5(DT), MIN = q45_min(DT), OFF = q45_off(DT);
+	const size_t bb = W->blk_bytes, hd = pack_head(DT), qs = hd + (B5 ? 4 : 0);
+	/* the next 16 (packed: the half's share of them) or 8 rows, one contiguous run */
+	const size_t ahead = PK ? (size_t)((o & ~15u) + 16) * W->row_bytes + (o & 8) * bb : (size_t)(o + 8) * W->row_bytes;
+	const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+	__m256 acc[8];
+#pragma GCC unroll 8
+	for (int r = 0; r < NR; r++)
+		acc[r] = _mm256_setzero_ps();
+	for (uint32_t b = 0; b < nb; b++) {
+		const size_t blk = (size_t)b * bb;
+		/* into L2, a slice per block */
+		const char *pf = (const char *)base + ahead + (PK ? 16 : 8) * blk;
+		for (const char *q = (const char *)((uintptr_t)pf & ~(uintptr_t)63); q < pf + 8 * bb; q += 64)
+			_mm_prefetch(q, _MM_HINT_T1);
+		__m256i T[4], Q[8];
+		if (PK) {
+			const uint8_t *p = G->pk + 16 * blk + (B5 ? 64 : 0);
+#pragma GCC unroll 4
+			for (int k = 0; k < 4; k++)
+				T[k] = _mm256_loadu_si256((const __m256i *)(p + 64 * k));
+		} else {
+			t8_load16(G->rp, blk + qs, T);
+		}
+#pragma GCC unroll 4
+		for (int k = 0; k < 4; k++) {
+			Q[k] = _mm256_and_si256(T[k], m4);
+			Q[4 + k] = _mm256_and_si256(_mm256_srli_epi16(T[k], 4), m4);
+		}
+		if (B5) {
+			const __m256i qh = PK ? _mm256_loadu_si256((const __m256i *)(G->pk + 16 * blk))
+					      : q5_qh_perm8(ld32x8(G->rp, blk + hd));
+#pragma GCC unroll 4
+			for (int k = 0; k < 4; k++) {
+				Q[k] = _mm256_or_si256(Q[k], q45_hbit8(qh, k, 0));
+				Q[4 + k] = _mm256_or_si256(Q[4 + k], q45_hbit8(qh, k, 1));
+			}
+		}
+		/* the 8 rows' d (and m): packed, the tails (f16 d, or d | m dwords) as one run; else
+		 * the block's first dword */
+		__m256 d, m = _mm256_setzero_ps();
+		if (MIN || !PK) {
+			const __m256i g = PK ? _mm256_loadu_si256((const __m256i *)(G->tl + 16 * blk)) : ld32x8(G->rp, blk);
+			d = f16_lo8(g);
+			if (MIN)
+				m = f16_lo8(_mm256_srli_epi32(g, 16));
+		} else {
+			d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G->tl + 16 * blk)));
+		}
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++) {
+			const struct q8x *x = &xq[r][b];
+			const i32u *q4 = (const i32u *)x->q;
+			__m256i s;
+			if (B5) {
+				__m256i a = _mm256_add_epi16(_mm256_maddubs_epi16(Q[0], _mm256_set1_epi32(q4[0])),
+							     _mm256_maddubs_epi16(Q[4], _mm256_set1_epi32(q4[4])));
+				a = _mm256_add_epi16(a, _mm256_maddubs_epi16(Q[1], _mm256_set1_epi32(q4[1])));
+				a = _mm256_add_epi16(a, _mm256_maddubs_epi16(Q[5], _mm256_set1_epi32(q4[5])));
+				__m256i c = _mm256_add_epi16(_mm256_maddubs_epi16(Q[2], _mm256_set1_epi32(q4[2])),
+							     _mm256_maddubs_epi16(Q[6], _mm256_set1_epi32(q4[6])));
+				c = _mm256_add_epi16(c, _mm256_maddubs_epi16(Q[3], _mm256_set1_epi32(q4[3])));
+				c = _mm256_add_epi16(c, _mm256_maddubs_epi16(Q[7], _mm256_set1_epi32(q4[7])));
+				s = _mm256_add_epi32(_mm256_madd_epi16(a, ones), _mm256_madd_epi16(c, ones));
+			} else {
+				__m256i a = _mm256_maddubs_epi16(Q[0], _mm256_set1_epi32(q4[0]));
+#pragma GCC unroll 8
+				for (int k = 1; k < 8; k++)
+					a = _mm256_add_epi16(a, _mm256_maddubs_epi16(Q[k], _mm256_set1_epi32(q4[k])));
+				s = _mm256_madd_epi16(a, ones);
+			}
+			const int32_t sx = (int32_t)x->s[0] + x->s[1];
+			const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(x->d));
+			if (MIN) {
+				acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, acc[r]);
+				acc[r] = _mm256_fmadd_ps(m, _mm256_set1_ps(x->d * (float)sx), acc[r]);
+			} else {
+				s = _mm256_sub_epi32(s, _mm256_set1_epi32(OFF * sx));
+				acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), dd, acc[r]);
+			}
+		}
+	}
+	t8_store(Y, ldy, acc, NR, o, l0, n, bias, accumulate);
+}
+
+RL_TGT_AVX2 AI void q45_t8_body(float *Y, size_t ldy, const struct q8x *const *xq, const struct rl_wmat *W,
+			 const float *bias, const int DT, const int NR, uint32_t o0, uint32_t o1, int accumulate)
+{
+#define Q45_T8(PK, G, o, l0, n) q45_t8_group(Y, ldy, xq, W, bias, DT, NR, PK, G, o, l0, n, accumulate)
+	T8_GROUPS(Q45_T8);
+#undef Q45_T8
+}
+
+RL_TGT_AVX2 AI void q45_t8_rows(float *Y, size_t ldy, const struct q8x *const *xq, const struct rl_wmat *W,
+			 const float *bias, const int NR, uint32_t o0, uint32_t o1, int accumulate)
+{
+	switch (W->dtype) {
+	case RL_DT_Q4_0: q45_t8_body(Y, ldy, xq, W, bias, RL_DT_Q4_0, NR, o0, o1, accumulate); break;
+	case RL_DT_Q4_1: q45_t8_body(Y, ldy, xq, W, bias, RL_DT_Q4_1, NR, o0, o1, accumulate); break;
+	case RL_DT_Q5_0: q45_t8_body(Y, ldy, xq, W, bias, RL_DT_Q5_0, NR, o0, o1, accumulate); break;
+	default: q45_t8_body(Y, ldy, xq, W, bias, RL_DT_Q5_1, NR, o0, o1, accumulate); break;
+	}
+}
+
+RL_TGT_AVX2 void rl_qmm_q45_t8(float *Y, size_t ldy, const struct q8x *const *xq, const struct rl_wmat *W,
+			     const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate)
+{
+#define Q45_T8_N(n) q45_t8_rows(Y, ldy, xq, W, bias, n, o0, o1, accumulate)
+	RL_CASES_1_TO_8(nr, Q45_T8_N);
+#undef Q45_T8_N
 }
 
 /* A Q4_K super-block's header for the 8 rows of a lane set (at byte off of a row): d and

@@ -1,12 +1,13 @@
 /* cpu_qmm_avx512.c — the integer kernels for AVX-512.
  *   - AVX-512 F/BW (rl_qmm_q4k_row512, rl_qmm_q6k_row512): one activation row over unpacked
  *     Q4_K/Q6_K rows, q4_k_tile's arithmetic 64 weights per instruction, four rows at a time.
- *   - AVX512-VNNI (q8_0_t16_group, q4k_t16_group, q6k_t16_group): sixteen weight rows at a
+ *   - AVX512-VNNI (q8_0_t16_group, q4k_t16_group, q6k_t16_group, q45_t16_group): sixteen weight rows at a
  *     time, one output row per lane, vpdpbusd doing 64 multiply-adds of 16 rows against 4
  *     broadcast activations; the block and sub-block scales meet whole lanes. Packed groups
  *     (rl_cpu_wmat_pack) are loaded as they lie; unpacked rows are transposed in registers
  *     (t16_load) and their scales gathered. They serve 2..8 rows over Q8_0 and 1..8 over the
- *     K-quants, and prefill over packed groups 8 rows at a time (the driver's *_many).
+ *     K-quants and Q4_0/Q4_1/Q5_0/Q5_1, and prefill over packed groups 8 rows at a time (the
+ *     driver's *_many).
  * One row over packed Q8_0 takes the AVX2 kernel on every ISA (the table in cpu_qmm.c says
  * why). Accuracy: as the AVX2 integer kernels (8-bit activations, exact integer sums).
  */
@@ -285,15 +286,17 @@ RL_TGT_AVX512_VNNI AI void t16_prefetch(const char *p, size_t len, int l1)
 	}                                                                                          \
 } while (0)
 
-/* Decode steps over Q8_0 on AVX512-VNNI: see the comment at RL_TGT_AVX512_VNNI. A group's vectors are
+/* Decode steps over Q8_0 (and IQ4_NL, DT: its nibbles looked up to levels + 128) on
+ * AVX512-VNNI: see the comment at RL_TGT_AVX512_VNNI. A group's vectors are
  * loaded as packed, else transposed in registers (t16_run); its 16 block scales are one run of
  * f16 when packed, else gathered. */
 RL_TGT_AVX512_VNNI AI void q8_0_t16_group(float *Y, size_t ldy, const struct q8x *const *xq, const int32_t *seed,
-			     const struct rl_wmat *W, const float *bias, const int NR, const int PK,
+			     const struct rl_wmat *W, const float *bias, const int DT, const int NR, const int PK,
 			     const struct t16g *G, uint32_t o, __mmask16 lanes, int accumulate)
 {
 	const uint8_t *base = W->data;
 	const uint32_t nb = W->cols / 32;
+	const size_t bb = DT == RL_DT_Q8_0 ? 34 : 18, ndw = DT == RL_DT_Q8_0 ? 8 : 4;
 	const size_t next = (size_t)(o + 16) * W->row_bytes;
 	const __m512i flip = _mm512_set1_epi8((char)0x80);
 	__m512 acc[8];
@@ -301,18 +304,31 @@ RL_TGT_AVX512_VNNI AI void q8_0_t16_group(float *Y, size_t ldy, const struct q8x
 	for (int r = 0; r < NR; r++)
 		acc[r] = _mm512_setzero_ps();
 	for (uint32_t b = 0; b < nb; b++) {
-		const size_t blk = (size_t)b * 34;
+		const size_t blk = (size_t)b * bb;
 		/* the next group's rows, one contiguous run, into L2 a slice per block: sixteen
 		 * streams of 34 bytes a step leave the prefetchers behind */
-		for (size_t pf = next + 16 * blk; pf < next + 16 * (blk + 34); pf += 64)
+		for (size_t pf = next + 16 * blk; pf < next + 16 * (blk + bb); pf += 64)
 			T16_PREFETCH((const char *)base + pf, 0);
 		__m512i T[8];
-		t16_run(G, PK, RL_DT_Q8_0, blk, 2, T);
+		if (DT == RL_DT_Q8_0) {
+			t16_run(G, PK, RL_DT_Q8_0, blk, 2, T);
 #pragma GCC unroll 8
-		for (int k = 0; k < 8; k++)
-			T[k] = _mm512_xor_si512(flip, T[k]);
+			for (int k = 0; k < 8; k++)
+				T[k] = _mm512_xor_si512(flip, T[k]);
+		} else {
+			/* IQ4_NL: the nibbles looked up to their levels + 128 */
+			const __m512i m4 = _mm512_set1_epi8(0x0F);
+			const __m512i lv = _mm512_xor_si512(flip, _mm512_broadcast_i32x4(_mm_load_si128((const __m128i *)iq4nl_levels)));
+#pragma GCC unroll 4
+			for (int k = 0; k < 4; k++) {
+				const __m512i v = PK ? _mm512_loadu_si512((const void *)(G->pk + 16 * blk + 64 * (size_t)k))
+						     : t16_dword(G, 0, DT, blk, 2 + 4 * (size_t)k);
+				T[k] = _mm512_shuffle_epi8(lv, _mm512_and_si512(v, m4));
+				T[4 + k] = _mm512_shuffle_epi8(lv, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+			}
+		}
 		/* the 16 rows' block scales: f16 in the low half of each gathered dword */
-		const __m512 dw = PK ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G->pk + 16 * blk + 512)))
+		const __m512 dw = PK ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G->pk + 16 * blk + 64 * ndw)))
 				     : _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
 					_mm512_i32gather_epi32(G->vidx, (const void *)(G->rp[0] + blk), 1)));
 #pragma GCC unroll 8
@@ -330,10 +346,10 @@ RL_TGT_AVX512_VNNI AI void q8_0_t16_group(float *Y, size_t ldy, const struct q8x
 }
 
 RL_TGT_AVX512_VNNI AI void q8_0_t16_body(float *Y, size_t ldy, const struct q8x *const *xq, const int32_t *seed,
-			    const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
-			    int accumulate)
+			    const struct rl_wmat *W, const float *bias, const int DT, const int NR, uint32_t o0,
+			    uint32_t o1, int accumulate)
 {
-#define Q8_0_T16(PK, G, o, m) q8_0_t16_group(Y, ldy, xq, seed, W, bias, NR, PK, G, o, m, accumulate)
+#define Q8_0_T16(PK, G, o, m) q8_0_t16_group(Y, ldy, xq, seed, W, bias, DT, NR, PK, G, o, m, accumulate)
 	T16_GROUPS(Q8_0_T16);
 #undef Q8_0_T16
 }
@@ -343,9 +359,129 @@ RL_TGT_AVX512_VNNI void rl_qmm_q8_0_t16(float *Y, size_t ldy, const struct q8x *
 					const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0,
 					uint32_t o1, int accumulate)
 {
-#define Q8_0_T16_N(n) q8_0_t16_body(Y, ldy, xq, seed, W, bias, n, o0, o1, accumulate)
+#define Q8_0_T16_N(n) do {                                                                         \
+	if (W->dtype == RL_DT_IQ4_NL)                                                              \
+		q8_0_t16_body(Y, ldy, xq, seed, W, bias, RL_DT_IQ4_NL, n, o0, o1, accumulate);     \
+	else                                                                                       \
+		q8_0_t16_body(Y, ldy, xq, seed, W, bias, RL_DT_Q8_0, n, o0, o1, accumulate);       \
+} while (0)
 	RL_CASES_1_TO_8(nr, Q8_0_T16_N);
 #undef Q8_0_T16_N
+}
+
+/* q5_qh_perm on each lane (the qh of unpacked rows; ternary logic: x ^ t ^ (t << n)) */
+RL_TGT_AVX512_VNNI AI __m512i q5_qh_perm16(__m512i x)
+{
+	__m512i t = _mm512_and_si512(_mm512_xor_si512(x, _mm512_srli_epi32(x, 7)), _mm512_set1_epi32(0x00AA00AA));
+	x = _mm512_ternarylogic_epi32(x, t, _mm512_slli_epi32(t, 7), 0x96);
+	t = _mm512_and_si512(_mm512_xor_si512(x, _mm512_srli_epi32(x, 14)), _mm512_set1_epi32(0x0000CCCC));
+	return _mm512_ternarylogic_epi32(x, t, _mm512_slli_epi32(t, 14), 0x96);
+}
+
+/* Decode steps of 1..8 rows over the 32-weight 4/5-bit types (q45_type) on AVX512-VNNI,
+ * sixteen weight rows at a time, one output row per lane: q45_t8_group's weights 16 lanes
+ * wide (packed: loads; else gathers, t16_dword), and per activation row and block 8 vpdpbusd
+ * (the unsigned q as vpdpbusd wants them, against broadcast activations) in two chains, the
+ * low nibbles' seeded with -off * the activation block's sum. The same integer sum and the
+ * same float operations as q45_t8_group, so a row's result does not depend on the ISA column
+ * either. */
+RL_TGT_AVX512_VNNI AI void q45_t16_group(float *Y, size_t ldy, const struct q8x *const *xq, const struct rl_wmat *W,
+			    const float *bias, const int DT, const int NR, const int PK, const struct t16g *G,
+			    uint32_t o, __mmask16 lanes, int accumulate)
+{
+	const uint8_t *base = W->data;
+	const uint32_t nb = W->cols / 32;
+	const int B5 = q45_bits5(DT), MIN = q45_min(DT), OFF = q45_off(DT);
+	const size_t bb = W->blk_bytes, hd = pack_head(DT), qs = hd + (B5 ? 4 : 0), ndw = B5 ? 5 : 4;
+	const size_t next = (size_t)(o + 16) * W->row_bytes;
+	const __m512i m4 = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
+	__m512 acc[8];
+#pragma GCC unroll 8
+	for (int r = 0; r < NR; r++)
+		acc[r] = _mm512_setzero_ps();
+	for (uint32_t b = 0; b < nb; b++) {
+		const size_t blk = (size_t)b * bb;
+		t16_prefetch((const char *)base + next + 16 * blk, 16 * bb, 0);
+		__m512i T[4], Q[8];
+#pragma GCC unroll 4
+		for (int k = 0; k < 4; k++)
+			T[k] = PK ? _mm512_loadu_si512((const void *)(G->pk + 16 * blk + 64 * (size_t)(k + B5)))
+				  : t16_dword(G, 0, DT, blk, qs + 4 * (size_t)k);
+#pragma GCC unroll 4
+		for (int k = 0; k < 4; k++) {
+			Q[k] = _mm512_and_si512(T[k], m4);
+			Q[4 + k] = _mm512_and_si512(_mm512_srli_epi16(T[k], 4), m4);
+		}
+		if (B5) {
+			const __m512i qh = PK ? _mm512_loadu_si512((const void *)(G->pk + 16 * blk))
+					      : q5_qh_perm16(t16_dword(G, 0, DT, blk, hd));
+#pragma GCC unroll 4
+			for (int k = 0; k < 4; k++)
+#pragma GCC unroll 2
+				for (int h = 0; h < 2; h++) {
+					const int sh = q45_hshift(k, h);
+					const __m512i v = sh > 0 ? _mm512_slli_epi32(qh, sh) : sh < 0 ? _mm512_srli_epi32(qh, -sh) : qh;
+					/* Q | (v & 0x10) */
+					Q[4 * h + k] = _mm512_ternarylogic_epi32(Q[4 * h + k], v, m10, 0xF8);
+				}
+		}
+		/* the 16 rows' d (and m): packed, the tails as one run (f16 d, or d | m dwords);
+		 * else the block's first dword, gathered */
+		__m512 d, m = _mm512_setzero_ps();
+		if (MIN || !PK) {
+			const __m512i g = PK ? _mm512_loadu_si512((const void *)(G->pk + 16 * blk + 64 * ndw))
+					     : t16_dword(G, 0, DT, blk, 0);
+			d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+			if (MIN)
+				m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
+		} else {
+			d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G->pk + 16 * blk + 64 * ndw)));
+		}
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++) {
+			const struct q8x *x = &xq[r][b];
+			const i32u *q4 = (const i32u *)x->q;      /* broadcast from memory */
+			const int32_t sx = (int32_t)x->s[0] + x->s[1];
+			__m512i s = _mm512_set1_epi32(MIN ? 0 : -OFF * sx), s2 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+			for (int k = 0; k < 4; k++) {
+				s = _mm512_dpbusd_epi32(s, Q[k], _mm512_set1_epi32(q4[k]));
+				s2 = _mm512_dpbusd_epi32(s2, Q[4 + k], _mm512_set1_epi32(q4[4 + k]));
+			}
+			acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s, s2)), _mm512_mul_ps(d, _mm512_set1_ps(x->d)),
+						 acc[r]);
+			if (MIN)
+				acc[r] = _mm512_fmadd_ps(m, _mm512_set1_ps(x->d * (float)sx), acc[r]);
+		}
+	}
+	t16_store(Y, ldy, acc, NR, o, lanes, bias, accumulate);
+}
+
+RL_TGT_AVX512_VNNI AI void q45_t16_body(float *Y, size_t ldy, const struct q8x *const *xq, const struct rl_wmat *W,
+			   const float *bias, const int DT, const int NR, uint32_t o0, uint32_t o1, int accumulate)
+{
+#define Q45_T16(PK, G, o, m) q45_t16_group(Y, ldy, xq, W, bias, DT, NR, PK, G, o, m, accumulate)
+	T16_GROUPS(Q45_T16);
+#undef Q45_T16
+}
+
+RL_TGT_AVX512_VNNI AI void q45_t16_rows(float *Y, size_t ldy, const struct q8x *const *xq, const struct rl_wmat *W,
+			   const float *bias, const int NR, uint32_t o0, uint32_t o1, int accumulate)
+{
+	switch (W->dtype) {
+	case RL_DT_Q4_0: q45_t16_body(Y, ldy, xq, W, bias, RL_DT_Q4_0, NR, o0, o1, accumulate); break;
+	case RL_DT_Q4_1: q45_t16_body(Y, ldy, xq, W, bias, RL_DT_Q4_1, NR, o0, o1, accumulate); break;
+	case RL_DT_Q5_0: q45_t16_body(Y, ldy, xq, W, bias, RL_DT_Q5_0, NR, o0, o1, accumulate); break;
+	default: q45_t16_body(Y, ldy, xq, W, bias, RL_DT_Q5_1, NR, o0, o1, accumulate); break;
+	}
+}
+
+RL_TGT_AVX512_VNNI void rl_qmm_q45_t16(float *Y, size_t ldy, const struct q8x *const *xq, const struct rl_wmat *W,
+			       const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate)
+{
+#define Q45_T16_N(n) q45_t16_rows(Y, ldy, xq, W, bias, n, o0, o1, accumulate)
+	RL_CASES_1_TO_8(nr, Q45_T16_N);
+#undef Q45_T16_N
 }
 
 /* Decode steps of 1..8 rows over Q4_K on AVX512-VNNI, a group of sixteen weight rows at a

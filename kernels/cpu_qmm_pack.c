@@ -9,6 +9,15 @@
 #include "kernels/cpu_qmm.h"
 #include "kernels/rl_half.h"
 
+/* Q5_0/Q5_1's qh at p turned by q5_qh_perm (to the packed order, and back) */
+static void qh_perm_at(uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	v = q5_qh_perm(v);
+	memcpy(p, &v, 4);
+}
+
 /* Row r's block b as the file lays it out: in place, or gathered from its packed group into
  * tmp[blk_bytes]. */
 const uint8_t *rl_qmm_block(const struct rl_wmat *W, uint32_t r, uint32_t b, uint8_t *tmp)
@@ -22,6 +31,8 @@ const uint8_t *rl_qmm_block(const struct rl_wmat *W, uint32_t r, uint32_t b, uin
 	const uint8_t *t = g + 64 * ndw + (size_t)L * tail;
 	for (uint32_t j = 0; j < ndw; j++)
 		memcpy(tmp + hd + 4 * j, g + 64 * pack_pos(W->dtype, j) + 4 * L, 4);
+	if (q45_bits5(W->dtype))
+		qh_perm_at(tmp + hd);
 	memcpy(tmp, t, hd);
 	memcpy(tmp + hd + 4 * ndw, t + hd, tail - hd);
 	return tmp;
@@ -76,6 +87,8 @@ int rl_cpu_wmat_pack(struct rl_wmat *W)
 				uint8_t *t = dst + 64 * ndw + L * tail;
 				for (uint32_t j = 0; j < ndw; j++)
 					memcpy(dst + 64 * pack_pos(W->dtype, j) + 4 * L, blk + hd + 4 * j, 4);
+				if (q45_bits5(W->dtype))
+					qh_perm_at(dst + 4 * L);       /* dword 0 */
 				memcpy(t, blk, hd);
 				memcpy(t + hd, blk + hd + 4 * ndw, tail - hd);
 			}

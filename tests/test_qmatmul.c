@@ -2,19 +2,21 @@
  * float64 product over the same weights decoded to fp32 (the table's decoders, which
  * test_quant checks bit for bit against gguf-py), for every weight type, every ISA this CPU
  * runs, 1..8 activation rows (the dot paths) and 9+ rows (the GEMM and decoded-tile paths),
- * odd column ranges, bias and accumulate, and Q8_0, the K-quants, F16 and BF16 again packed
- * (rl_cpu_wmat_pack).
+ * odd column ranges, bias and accumulate, and the types rl_cpu_wmat_pack packs (Q8_0, the
+ * K-quants, Q4_0..Q5_1, F16, BF16) again packed.
  *
  * Error measure: |y - ref| / sum_i |w_i x_i| (the error relative to the size of the terms,
  * which is what rounding scales with). Tolerances, written down per path:
  *   fp32 arithmetic on exact or decoded weights (F32, F16, BF16, every type on the scalar
  *   ISA, the tile path, the other block types' decoded rows): 1e-5;
- *   8-bit activations (Q8_0, Q4_K, Q6_K dots on AVX2 and AVX-512): 4e-3 (the activations'
- *   rounding, half a step of amax/127 per element; measured at most 1.6e-3 on a Zen 4 VM
- *   over every ISA; 1e-2 let a Q4_K kernel with two mins swapped pass at 9e-3);
+ *   8-bit activations (Q8_0, Q4_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1 dots on AVX2 and AVX-512):
+ *   4e-3 (the activations' rounding, half a step of amax/127 per element; measured at most
+ *   1.6e-3 on a Zen 4 VM over every ISA, 2.1e-3 for Q5_0 on a Xeon VM; 1e-2 let a Q4_K
+ *   kernel with two mins swapped pass at 9e-3);
  *   bf16 activations and weights (9+ rows over BF16 and block types, 2..8 rows over BF16,
  *   where the CPU has AVX512-BF16): the same 4e-3 (8 significant bits each; measured ~1e-3);
- *   packed Q8_0/Q4_K/Q6_K on any vector ISA: the same 4e-3 (9+ rows take the 8-bit kernels too).
+ *   packed Q8_0/Q4_K/Q6_K/Q4_0/Q4_1/Q5_0/Q5_1 on any vector ISA: the same 4e-3 (9+ rows take the
+ *   8-bit kernels too).
  * Also the dispatch table's choices for the cases kernels/README.md names.
  * Tests: kernels (cpu_qmm*, cpu_ops), runtime/model (model_dtype's table and decoders).
  */
@@ -64,7 +66,9 @@ static void *make_w(int dt, uint32_t rows, uint32_t cols, float *dec, struct rl_
 /* the paths that round the activations (to 8 bits per 32 or 256, or to bf16) */
 static int reduced_path(const struct rl_wmat *W, int dt, enum rl_cpu_isa isa, uint32_t rows)
 {
-	return (isa != RL_CPU_SCALAR && rows <= 8 && (dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K)) ||
+	const int q8 = dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K || dt == RL_DT_Q4_0 || dt == RL_DT_Q4_1 ||
+		       dt == RL_DT_Q5_0 || dt == RL_DT_Q5_1 || dt == RL_DT_IQ4_NL;
+	return (isa != RL_CPU_SCALAR && rows <= 8 && q8) ||
 	       (isa != RL_CPU_SCALAR && W->packed_rows && dt != RL_DT_F16 && dt != RL_DT_BF16) ||  /* packed block types: 8-bit from 9 rows too */
 	       rl_cpu_qmatmul_bf16_acts(W, rows);
 }
@@ -250,6 +254,59 @@ static void h16_panels_every_range(void)
 	}
 }
 
+/* The 4/5-bit kernels (q45_*, and the Q8_0 ones over IQ4_NL) compute a row alike alone or in
+ * a decode step of 2..8 rows (IQ4_NL also in a prefill chunk over packed groups), and alike on
+ * AVX2 and AVX512-VNNI: the same 8-bit activations, exact integer block sums, the same float
+ * operations in the same block order. Bit for bit, packed and unpacked rows (Q4_0..Q5_1's
+ * prefill and unpacked IQ4_NL's take the decoded tiles instead). */
+static void q45_rows_compute_alike(void)
+{
+	static const int types[] = { RL_DT_Q4_0, RL_DT_Q4_1, RL_DT_Q5_0, RL_DT_Q5_1, RL_DT_IQ4_NL };
+	const uint32_t in = 288, out = 37, nx = 20;
+	if (!(rl_cpu_features_detected() & RL_CPUF_AVX2)) {
+		printf("  skipped: no AVX2\n");
+		return;
+	}
+	float *dec = malloc((size_t)out * in * sizeof(float)), *X = malloc((size_t)nx * in * sizeof(float));
+	float *Y8 = malloc((size_t)nx * out * sizeof(float)), *Y = malloc((size_t)nx * out * sizeof(float));
+	void *scratch = malloc(rl_cpu_qmatmul_scratch(in, nx));
+	REQUIRE(dec && X && Y8 && Y && scratch);
+	for (size_t i = 0; i < (size_t)nx * in; i++)
+		X[i] = rnd() * (i % 7 == 0 ? 3 : 1);
+	const int vnni = (rl_cpu_features_detected() & RL_CPUF_AVX512) && (rl_cpu_features_detected() & RL_CPUF_VNNI);
+	for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+		struct rl_wmat W;
+		void *w = make_w(types[t], out, in, dec, &W);
+		for (int pk = 0; pk < 2; pk++) {
+			if (pk)
+				REQUIRE(rl_cpu_wmat_pack(&W) == 1);
+			for (int isa = RL_CPU_AVX2; isa <= (vnni ? RL_CPU_AVX512 : RL_CPU_AVX2); isa++) {
+				REQUIRE(rl_cpu_set_isa((enum rl_cpu_isa)isa) == 0);
+				if (isa == RL_CPU_AVX2 && !pk)     /* the reference: each row alone on AVX2, unpacked */
+					for (uint32_t r = 0; r < nx; r++)
+						rl_cpu_qmatmul(Y8 + (size_t)r * out, out, X + (size_t)r * in, in, &W, NULL, 1, 0, out, 0,
+							       scratch);
+				static const uint32_t counts[] = { 1, 3, 8, 20 };
+				for (size_t c = 0; c < 4; c++) {
+					const uint32_t n = counts[c], o1 = n <= 8 ? out : types[t] == RL_DT_IQ4_NL ? W.packed_rows : 0;
+					if (!o1)
+						continue;
+					for (uint32_t r0 = 0; r0 + n <= nx; r0 += n) {
+						rl_cpu_qmatmul(Y, out, X + (size_t)r0 * in, in, &W, NULL, n, 0, o1, 0, scratch);
+						for (uint32_t r = 0; r < n; r++)
+							CHECKF(!memcmp(Y + (size_t)r * out, Y8 + (size_t)(r0 + r) * out, o1 * sizeof(float)),
+							       "%s %s %s: row %u of %u computes otherwise", rl_dt_info(types[t])->name,
+							       pk ? "packed" : "unpacked", rl_cpu_isa_name((enum rl_cpu_isa)isa), r0 + r, n);
+					}
+				}
+			}
+		}
+		free(w);
+	}
+	rl_cpu_set_isa(rl_cpu_isa_best());
+	free(dec); free(X); free(Y8); free(Y); free(scratch);
+}
+
 /* Rows of a stored matrix decode as the table's decoder does (the embedding lookup). */
 static void wmat_rows_decode_as_the_table(void)
 {
@@ -274,11 +331,13 @@ static void wmat_rows_decode_as_the_table(void)
  * quotes, on each ISA and feature set this CPU can narrow to. */
 static void the_table_routes_each_case(void)
 {
-	static const int types[] = { RL_DT_F32, RL_DT_F16, RL_DT_BF16, RL_DT_Q8_0, RL_DT_Q4_K, RL_DT_Q6_K, RL_DT_Q4_0 };
+	static const int types[] = { RL_DT_F32, RL_DT_F16, RL_DT_BF16, RL_DT_Q8_0, RL_DT_Q4_K, RL_DT_Q6_K, RL_DT_IQ4_NL,
+				     RL_DT_Q4_1, RL_DT_Q5_0, RL_DT_Q5_K };
+	enum { NT = sizeof types / sizeof *types };
 	static uint8_t data[32 * 256 * 4];
 	const uint32_t best = rl_cpu_features_detected();
-	struct rl_wmat W[7];
-	for (int t = 0; t < 7; t++)
+	struct rl_wmat W[NT];
+	for (int t = 0; t < NT; t++)
 		rl_wmat_init(&W[t], data, types[t], 32, 256);
 #define ROUTE(i, n, pk, want) CHECKF(!strcmp(rl_cpu_qmatmul_kernel(&W[i], n, pk), want), "%s %u rows %s: %s, not %s", \
 				      rl_dt_info(types[i])->name, n, pk ? "packed" : "unpacked", \
@@ -295,8 +354,13 @@ static void the_table_routes_each_case(void)
 		ROUTE(3, 3, 0, "q8_0_t8");
 		ROUTE(3, 20, 1, "q8_0_many_t8");
 		ROUTE(2, 20, 0, "tiles_f32");
-		ROUTE(6, 3, 0, "rows_avx2");
+		ROUTE(6, 3, 0, "q8_0_t8");     /* IQ4_NL: the Q8_0 kernels, its nibbles looked up */
+		ROUTE(9, 3, 0, "rows_avx2");
 		ROUTE(1, 1, 1, "h16");
+		ROUTE(7, 1, 0, "q45_t8");
+		ROUTE(8, 3, 1, "q45_t8");
+		ROUTE(7, 20, 1, "tiles_f32");
+		ROUTE(8, 20, 0, "tiles_f32");
 	}
 	if ((best & RL_CPUF_AVX512) && (best & RL_CPUF_VNNI)) {
 		rl_cpu_set_features(RL_CPUF_ALL & ~RL_CPUF_BF16);
@@ -305,10 +369,15 @@ static void the_table_routes_each_case(void)
 		ROUTE(3, 3, 1, "q8_0_t16");
 		ROUTE(4, 1, 0, "kq_t16");
 		ROUTE(5, 20, 1, "kq_many_t16");
+		ROUTE(7, 1, 1, "q45_t16");
+		ROUTE(8, 8, 0, "q45_t16");
+		ROUTE(6, 20, 1, "q8_0_many_t16");
+		ROUTE(6, 1, 1, "q8_0_t16");    /* IQ4_NL: one row on VNNI too */
 		rl_cpu_set_features(RL_CPUF_ALL & ~RL_CPUF_VNNI & ~RL_CPUF_BF16);
 		REQUIRE(rl_cpu_set_isa(RL_CPU_AVX512) == 0);
 		ROUTE(4, 1, 0, "kq_row512");
 		ROUTE(4, 3, 0, "q4k_t8");
+		ROUTE(7, 3, 1, "q45_t8");
 	}
 	if ((best & RL_CPUF_AVX512) && (best & RL_CPUF_BF16)) {
 		rl_cpu_set_features(RL_CPUF_ALL);
@@ -326,7 +395,7 @@ static void the_table_routes_each_case(void)
 		rl_cpu_set_features(mask);
 		for (int isa = 0; isa <= (int)rl_cpu_isa_best(); isa++) {
 			REQUIRE(rl_cpu_set_isa((enum rl_cpu_isa)isa) == 0);
-			for (int t = 0; t < 7; t++)
+			for (int t = 0; t < NT; t++)
 				for (uint32_t n = 1; n <= 9; n += 4)
 					for (int pk = 0; pk < 2; pk++)
 						CHECK(rl_cpu_qmatmul_kernel(&W[t], n, pk) != NULL);
@@ -340,6 +409,7 @@ int main(void)
 {
 	RUN(qmatmul_every_type_isa_and_row_count);
 	RUN(h16_panels_every_range);
+	RUN(q45_rows_compute_alike);
 	RUN(wmat_rows_decode_as_the_table);
 	RUN(the_table_routes_each_case);
 	TEST_MAIN_END();

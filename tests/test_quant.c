@@ -226,6 +226,14 @@ static void quant_unknown_type_named(void)
 
 /* Greedy tokens of a model through ringlm's CPU backend (on the weights as stored) and
  * through the float64 reference (on the same weights decoded to fp32). */
+/* the types the cpu backend's decode steps compute against 8-bit activations
+ * (kernels/README.md's route table; test_qmatmul: within 4e-3 of the terms) */
+static int q8_acts(int dt)
+{
+	return dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K || dt == RL_DT_Q4_0 || dt == RL_DT_Q4_1 ||
+	       dt == RL_DT_Q5_0 || dt == RL_DT_Q5_1 || dt == RL_DT_IQ4_NL;
+}
+
 static void quant_models_serve_like_the_reference(void)
 {
 	struct rl_model_config c;
@@ -304,11 +312,11 @@ static void quant_models_serve_like_the_reference(void)
 						done = 1;
 				}
 			}
-			/* the cpu backend computes Q8_0, Q4_K and Q6_K against 8-bit activations
+			/* the cpu backend computes q8_acts types against 8-bit activations
 			 * (test_qmatmul: within 1e-2 of the terms), so a near-tie of the reference
 			 * may go either way there: tokens are compared up to the first position
 			 * whose top-2 gap is below that path's tolerance; fp32 paths: all of them */
-			float tol = dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K ? 0.05f : 0;
+			float tol = q8_acts(dt) ? 0.05f : 0;
 			uint32_t cmp = 0;
 			while (cmp < NG - 1 && gap[cmp] >= tol)
 				cmp++;
@@ -379,10 +387,9 @@ static void stored_logits_follow_the_reference(void)
 			}
 			worst = fmax(worst, dmax / lmax);
 		}
-		/* 8-bit activations (decode over Q8_0/Q4_K/Q6_K) or bf16 ones (the 12-row prefill over
+		/* 8-bit activations (decode over q8_acts types) or bf16 ones (the 12-row prefill over
 		 * BF16 and block types on AVX512-BF16): the reduced-activation tolerance */
-		int reduced = dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K ||
-			      rl_cpu_qmatmul_bf16_acts(&st->layers[0].mq, PRE);
+		int reduced = q8_acts(dt) || rl_cpu_qmatmul_bf16_acts(&st->layers[0].mq, PRE);
 		double tol = reduced ? 3e-2 : 1e-4;
 		CHECKF(worst <= tol, "%s: logits off by %.3g of the largest (tolerance %g)", tn, worst, tol);
 		printf("  %-6s stored weights: logits within %.2g of the reference's largest (tolerance %g)\n", tn, worst, tol);
