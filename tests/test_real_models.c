@@ -4,7 +4,8 @@
  *  - tokenization: llama.cpp 0c1e570's ids for every string of tests/fixtures/llamacpp/
  *    strings.json, with specials added and with control tokens parsed;
  *  - greedy decoding through the runtime (libringlm, embedded, cpu backend): llama.cpp's
- *    tokens until they part, and there llama.cpp's near-tie or the float64 forward's choice;
+ *    tokens until they part, and there llama.cpp's near-tie, the float64 forward's choice, or
+ *    llama.cpp's runner-up where the float64 forward's own margin is within 8-bit rounding;
  *  - prompt log-probabilities against an exact float64 forward (tests/ref/ref_forward.py over
  *    gguf-py's dequantized weights): mean |delta log p| no worse than llama.cpp's by more than
  *    a small margin;
@@ -199,6 +200,11 @@ static struct ringlm *connect_model(const char *path)
  * end-of-generation id) ringlm stops too. At least MIN_CMP tokens a model must have been
  * compared, or the test proves nothing. */
 #define TIE 0.25
+/* ...or ringlm's token is llama.cpp's runner-up where the float64 forward's own margin is
+ * below TIE_REF: a near-tie for any engine that quantizes activations to 8 bits in decode, as
+ * both do (llama.cpp's log-probabilities lie up to 0.39 from the float64 forward's on these
+ * prompts) */
+#define TIE_REF 0.4
 #define MIN_CMP 20
 static void greedy_model(size_t m, const char *path)
 {
@@ -225,8 +231,12 @@ static void greedy_model(size_t m, const char *path)
 			how = "both stop there";           /* llama.cpp's last id ended generation */
 		else if (same < nw) {
 			double gap = json_real_value(json_array_get(json_object_get(pr, "margin"), same));
+			double ref_gap = json_real_value(json_array_get(json_object_get(pr, "ref_margin"), same));
+			json_int_t second = json_integer_value(json_array_get(json_object_get(pr, "top2"), same));
 			how = same >= ng ? NULL : got[same] == (uint32_t)ref[same] ? "then the float64 forward's choice" :
-			      gap < TIE ? "then llama.cpp's near-tie, not the float64 forward's choice" : NULL;
+			      gap < TIE ? "then llama.cpp's near-tie, not the float64 forward's choice" :
+			      got[same] == (uint32_t)second && ref_gap < TIE_REF ? "then llama.cpp's runner-up at a float64 near-tie" :
+			      NULL;
 			CHECKF(how, "%s prompt %zu: ringlm parts from llama.cpp at generated token %zu (%u vs %d, gap %.3f; "
 			       "the float64 forward picks %d)", models[m], i, same, same < ng ? got[same] : 0, want[same],
 			       gap, ref[same]);

@@ -350,7 +350,10 @@ def test_echo_scores_the_prompt(stories):
 def test_chat_on_a_real_instruct_model(smollm):
     """SmolLM2-135M-Instruct through /v1/chat/completions: its ChatML template, a real answer,
     finish_reason "stop" at its end of turn; streamed the same."""
-    req = {"messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 64,
+    # asked twice, the repeat through the prefix cache: a wording without a near-tie first token
+    # (clients/python/tests/test_real.py says why)
+    req = {"messages": [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}],
+           "max_tokens": 64,
            "temperature": 0}
     code, body = curl(smollm.url + "/v1/chat/completions", data=json.dumps(req))
     assert code == 200, body
@@ -393,6 +396,7 @@ def test_response_format_json_schema_on_a_real_instruct_model(smollm):
 def test_openai_package_on_a_real_instruct_model(smollm):
     openai = pytest.importorskip("openai")
     c = openai.OpenAI(base_url=smollm.url + "/v1", api_key="unused")
-    r = c.chat.completions.create(model="x", messages=[{"role": "user", "content": "What is the capital of France?"}],
+    r = c.chat.completions.create(model="x", messages=[{"role": "user", "content": "What is the capital of France? "
+                                                                       "Answer in one sentence."}],
                                   max_tokens=64, temperature=0)
     assert r.choices[0].message.content == "The capital of France is Paris." and r.choices[0].finish_reason == "stop"
