@@ -362,8 +362,6 @@ static const struct qmm_kernel
 	q45_t8 = K(q45_t8, ACTS_Q8), q45_t16 = K(q45_t16, ACTS_Q8);
 #undef K
 
-/* T_Q45: Q4_0, Q4_1, Q5_0, Q5_1 (q45_type); T_BLOCK: other block types */
-enum { T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_K, T_Q6_K, T_Q45, T_IQ4_NL, T_BLOCK, T_COUNT };
 enum { ROWS_LAYOUT, PACKED_LAYOUT };
 enum { ONE, FEW, MANY };
 enum { C_SCALAR, C_AVX2, C_AVX512, C_VNNI, C_BF16, C_COUNT };
@@ -446,21 +444,6 @@ static const struct qmm_kernel *const route[T_COUNT][2][3][C_COUNT] = {
 	[T_BLOCK][ROWS_LAYOUT][MANY]    = { &tiles_f32,   NULL,          NULL,        NULL,           &tiles_bf16 },
 };
 
-static int type_row(int dtype)
-{
-	switch (dtype) {
-	case RL_DT_F32: return T_F32;
-	case RL_DT_F16: return T_F16;
-	case RL_DT_BF16: return T_BF16;
-	case RL_DT_Q8_0: return T_Q8_0;
-	case RL_DT_Q4_K: return T_Q4_K;
-	case RL_DT_Q6_K: return T_Q6_K;
-	case RL_DT_Q4_0: case RL_DT_Q4_1: case RL_DT_Q5_0: case RL_DT_Q5_1: return T_Q45;
-	case RL_DT_IQ4_NL: return T_IQ4_NL;
-	default: return T_BLOCK;
-	}
-}
-
 /* The kernel for W's packed rows (packed) or its other rows at n_rows activation rows: the
  * rightmost non-empty column the CPU allows. Besides the ISA, the SIMD columns need the
  * halves widened in hardware for F16 and rows of whole 32s for the q8 and bf16 kernels. */
@@ -478,7 +461,7 @@ static const struct qmm_kernel *qmm_pick(const struct rl_wmat *W, uint32_t n_row
 		[C_BF16] = simd && isa == RL_CPU_AVX512 && (f & RL_CPUF_BF16) && W->cols % 32 == 0,
 	};
 	const struct qmm_kernel *const *cell =
-		route[type_row(W->dtype)][packed ? PACKED_LAYOUT : ROWS_LAYOUT][n_rows == 1 ? ONE : n_rows <= Q8_ROWS ? FEW : MANY];
+		route[qmm_type(W->dtype)->route][packed ? PACKED_LAYOUT : ROWS_LAYOUT][n_rows == 1 ? ONE : n_rows <= Q8_ROWS ? FEW : MANY];
 	for (int col = C_COUNT - 1; col > C_SCALAR; col--)
 		if (allowed[col] && cell[col])
 			return cell[col];

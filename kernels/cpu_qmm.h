@@ -190,45 +190,57 @@ static inline void q4_k_scales(const uint8_t *q, uint8_t *sc, uint8_t *mn)
 
 /* ------------------------------------------------------------ layouts ------------ */
 
-/* The dwords of a block that a packed group keeps as 16-lane vectors: Q8_0's 32 quants, all
- * of Q4_K's (d|dmin, the 12 scale bytes, qs), Q6_K's but the trailing f16 d (ql, qh, the
- * scales), the 32-weight 4/5-bit types' qs (IQ4_NL's too; Q5_0/Q5_1: qh first, q5_qh_perm'd); 0: this type
- * is not packed. They start pack_head bytes into the block; the bytes before and after them
- * (Q8_0's, Q4_0's, Q5_0's and IQ4_NL's f16 d, Q4_1's and Q5_1's d|m, Q6_K's d) follow the vectors as
- * each row's tail. The one owner of the packed layout, with pack_pos, q5_qh_perm,
- * rl_cpu_wmat_pack and qmm_block (cpu_qmm_pack.c). */
-static inline uint32_t pack_dwords(int dt)
-{
-	switch (dt) {
-	case RL_DT_Q8_0: return 8;
-	case RL_DT_Q4_K: return 36;
-	case RL_DT_Q6_K: return 52;
-	case RL_DT_Q4_0: case RL_DT_Q4_1: case RL_DT_IQ4_NL: return 4;
-	case RL_DT_Q5_0: case RL_DT_Q5_1: return 5;
-	default: return 0;
-	}
-}
+/* ------------------------------------------------------------ per-type facts ------ */
 
-static inline uint32_t pack_head(int dt)
-{
-	switch (dt) {
-	case RL_DT_Q8_0: case RL_DT_Q4_0: case RL_DT_Q5_0: case RL_DT_IQ4_NL: return 2;
-	case RL_DT_Q4_1: case RL_DT_Q5_1: return 4;
-	default: return 0;
-	}
-}
+/* The route table's rows (cpu_qmm.c): T_Q45 is Q4_0, Q4_1, Q5_0, Q5_1; T_BLOCK every other
+ * block type (decoded rows). T_BLOCK is 0, so a type the table below leaves out takes it. */
+enum qmm_route_row { T_BLOCK, T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_K, T_Q6_K, T_Q45, T_IQ4_NL, T_COUNT };
 
-/* The 32-weight 4- and 5-bit types (ggml's Q4_0, Q4_1, Q5_0, Q5_1; model_dtype.c draws the
- * blocks): an unsigned q of 4 or 5 bits a weight, w = d * (q - off) (Q4_0: off 8, Q5_0: 16)
- * or w = d * q + m (Q4_1, Q5_1). The integer kernels dot q unsigned against the 8-bit
- * activations and take the offset or the min through the activation block's sum. */
-static inline int q45_type(int dt)
+/* What the CPU matmul knows of each stored type, one row a type (ggml's type_traits_cpu
+ * shape); the one owner of these facts, read through the accessors below.
+ *   route        its row of the route table
+ *   pack_dwords  the dwords of a block a packed group keeps as 16-lane vectors: Q8_0's 32
+ *                quants, all of Q4_K's (d|dmin, the 12 scale bytes, qs), Q6_K's but the
+ *                trailing f16 d (ql, qh, the scales), the 32-weight 4/5-bit types' qs
+ *                (IQ4_NL's too; Q5_0/Q5_1: qh first, q5_qh_perm'd); 0: not packed
+ *   pack_head    bytes of the block before them; those and the bytes after them (Q8_0's,
+ *                Q4_0's, Q5_0's and IQ4_NL's f16 d, Q4_1's and Q5_1's d|m, Q6_K's d) follow
+ *                the vectors as each row's tail (with pack_pos, q5_qh_perm, rl_cpu_wmat_pack
+ *                and qmm_block, cpu_qmm_pack.c, the packed layout)
+ *   q45, bits5, has_min, off  the 32-weight 4- and 5-bit types (ggml's Q4_0, Q4_1, Q5_0,
+ *                Q5_1; model_dtype.c draws the blocks): an unsigned q of 4 or 5 (bits5) bits a
+ *                weight, w = d * (q - off) (Q4_0: 8, Q5_0: 16) or w = d * q + m (has_min).
+ *                The integer kernels dot q unsigned against the 8-bit activations and take
+ *                the offset or the min through the activation block's sum. */
+struct qmm_type {
+	uint8_t route, pack_dwords, pack_head;
+	uint8_t q45, bits5, has_min, off;
+};
+static const struct qmm_type qmm_types[RL_DT_COUNT] = {
+	/*                route     dwords head  q45 bits5 min off */
+	[RL_DT_F32]    = { T_F32,    0,     0 },
+	[RL_DT_F16]    = { T_F16,    0,     0 },
+	[RL_DT_BF16]   = { T_BF16,   0,     0 },
+	[RL_DT_Q8_0]   = { T_Q8_0,   8,     2 },
+	[RL_DT_Q4_0]   = { T_Q45,    4,     2,   1,  0,    0,  8 },
+	[RL_DT_Q4_1]   = { T_Q45,    4,     4,   1,  0,    1,  0 },
+	[RL_DT_Q5_0]   = { T_Q45,    5,     2,   1,  1,    0, 16 },
+	[RL_DT_Q5_1]   = { T_Q45,    5,     4,   1,  1,    1,  0 },
+	[RL_DT_Q4_K]   = { T_Q4_K,  36,     0 },
+	[RL_DT_Q6_K]   = { T_Q6_K,  52,     0 },
+	[RL_DT_IQ4_NL] = { T_IQ4_NL, 4,     2 },
+};
+static inline const struct qmm_type *qmm_type(int dt)
 {
-	return dt == RL_DT_Q4_0 || dt == RL_DT_Q4_1 || dt == RL_DT_Q5_0 || dt == RL_DT_Q5_1;
+	static const struct qmm_type none = { T_BLOCK, 0, 0, 0, 0, 0, 0 };
+	return dt >= 0 && dt < RL_DT_COUNT ? &qmm_types[dt] : &none;
 }
-static inline int q45_bits5(int dt) { return dt == RL_DT_Q5_0 || dt == RL_DT_Q5_1; }
-static inline int q45_min(int dt) { return dt == RL_DT_Q4_1 || dt == RL_DT_Q5_1; }
-static inline int q45_off(int dt) { return dt == RL_DT_Q4_0 ? 8 : dt == RL_DT_Q5_0 ? 16 : 0; }
+static inline uint32_t pack_dwords(int dt) { return qmm_type(dt)->pack_dwords; }
+static inline uint32_t pack_head(int dt) { return qmm_type(dt)->pack_head; }
+static inline int q45_type(int dt) { return qmm_type(dt)->q45; }
+static inline int q45_bits5(int dt) { return qmm_type(dt)->bits5; }
+static inline int q45_min(int dt) { return qmm_type(dt)->has_min; }
+static inline int q45_off(int dt) { return qmm_type(dt)->off; }
 
 /* IQ4_NL (32 weights, 18 bytes: f16 d, 16 bytes of nibbles; w = d * level[nibble]) looked up
  * to its int8 levels is a Q8_0 block: the Q8_0 kernels take it (iq4nl_levels, as

@@ -343,14 +343,15 @@ static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, 
 	int err = rl_rt_validate_req(r, &lim, now);
 	if (err)
 		return reject(rt, slot, rid, err);
+	/* the prompt's ids are checked on a copy (the arena stays client-writable), before a
+	 * sequence is taken for them */
+	uint32_t n = r->n_prompt;
+	if (rl_rt_copy_prompt(rt->prompt, c->arena, c->arena_mask, r->arena_pos, n, rt->vocab))
+		return reject(rt, slot, rid, -ERANGE);
 	struct rl_seq *q = rl_sched_seq_alloc(rt->sched);
 	if (!q)
 		return reject(rt, slot, rid, -ENOSPC);
-	uint32_t n = r->n_prompt;
-	if (rl_rt_copy_prompt(q->tokens, c->arena, c->arena_mask, r->arena_pos, n, rt->vocab)) {
-		rl_sched_seq_release(rt->sched, q);
-		return reject(rt, slot, rid, -ERANGE);
-	}
+	memcpy(q->tokens, rt->prompt, (size_t)n * sizeof *q->tokens);
 	q->client = slot;
 	q->rid = rid;
 	q->tag = r->tag;
@@ -848,7 +849,8 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 	/* structured output: the constraints' handles and per-sequence states (the vocabulary's
 	 * trie is built at the first constrained request) */
 	if ((rc = rl_rt_cons_create(bi->vocab_blob, bi->vocab_blob_size, sp.pool_size, &rt->cons)) ||
-	    !(rt->cons_text = malloc(RL_MAX_CONS_BYTES + 1))) {
+	    !(rt->cons_text = malloc(RL_MAX_CONS_BYTES + 1)) ||
+	    !(rt->prompt = malloc(((size_t)rt->max_prompt + 1) * sizeof *rt->prompt))) {
 		rc = rc ? rc : -ENOMEM;
 		snprintf(err, errlen, "cannot allocate the constraint states: %s", strerror(-rc));
 		goto fail;
@@ -1177,6 +1179,7 @@ void rl_rt_destroy(struct rl_rt *rt)
 		rl_sched_destroy(rt->sched);
 	rl_rt_cons_destroy(rt->cons);
 	free(rt->cons_text);
+	free(rt->prompt);
 	rl_draft_destroy(rt->draft);
 	rl_backend_destroy(rt->draft_be);
 	rl_model_destroy(rt->draft_model);
