@@ -927,7 +927,7 @@ static int64_t intern(struct builder *b, const uint32_t *s, uint32_t k, uint32_t
 	for (; b->hash[i]; i = (i + 1) & m) {
 		uint32_t id = b->hash[i] - 1;
 		uint64_t o = b->off[id], len = b->off[id + 1] - o;
-		if (len == k && !memcmp(b->pool + o, s, k * sizeof *s))
+		if (len == k && (!k || !memcmp(b->pool + o, s, k * sizeof *s)))
 			return id;
 	}
 	if (b->n >= max_states)
@@ -948,7 +948,8 @@ static int64_t intern(struct builder *b, const uint32_t *s, uint32_t k, uint32_t
 		b->pool = np;
 		b->cappool = nc;
 	}
-	memcpy(b->pool + b->npool, s, k * sizeof *s);
+	if (k)                                 /* the empty set (the dead state) has no members */
+		memcpy(b->pool + b->npool, s, k * sizeof *s);
 	b->npool += k;
 	uint32_t id = b->n++;
 	b->off[b->n] = b->npool;

@@ -48,7 +48,8 @@ static void putn(struct sb *b, const char *s, size_t n)
 		b->p = np;
 		b->cap = nc;
 	}
-	memcpy(b->p + b->n, s, n);
+	if (n)
+		memcpy(b->p + b->n, s, n);
 	b->n += n;
 	b->p[b->n] = 0;
 }
