@@ -370,6 +370,10 @@ static int full_match(const char *re, const char *s)
 
 static void constrained_model(size_t m, const char *path)
 {
+	if (m && getenv("RL_SLOW")) {          /* a sanitizer build: the first model walks every path */
+		printf("  %s: not in a sanitizer build (RL_SLOW)\n", models[m]);
+		return;
+	}
 	struct ringlm *cl = connect_model(path);
 	REQUIRE(cl);
 	struct ringlm_constraint *phone, *person;
