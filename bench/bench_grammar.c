@@ -59,28 +59,6 @@ struct row {
 	double allowed_mean;
 };
 
-static uint32_t *dist_to_accept(const struct rl_cons *c)
-{
-	uint32_t n = rl_cons_n_states(c), *d = malloc(n * sizeof *d);
-	if (!d)
-		return NULL;
-	for (uint32_t s = 0; s < n; s++)
-		d[s] = rl_cons_accepting(c, s) ? 0 : UINT32_MAX;
-	for (int changed = 1; changed;) {
-		changed = 0;
-		for (uint32_t s = 1; s < n; s++)
-			for (int b = 0; b < 256; b++) {
-				unsigned char ch = (unsigned char)b;
-				uint32_t t = rl_cons_feed(c, s, &ch, 1);
-				if (t && d[t] != UINT32_MAX && d[t] + 1 < d[s]) {
-					d[s] = d[t] + 1;
-					changed = 1;
-				}
-			}
-	}
-	return d;
-}
-
 static int compile(const struct rl_cons_vocab *v, size_t k, struct rl_cons **c, char *err, size_t errlen)
 {
 	const char *t = cases[k].text;
@@ -142,7 +120,7 @@ static int run_vocab(const char *path, const char *label, int walks, struct row 
 		}
 		r->compile_ms = (double)rl_bench_pct(ct, 3, 0.5, 0) / 1e6;
 		r->states = rl_cons_n_states(c);
-		uint32_t *dist = dist_to_accept(c);
+		uint32_t *dist = rl_cons_dist_to_accept(c);
 		size_t n = 0;
 		double allowed = 0;
 		for (int w = 0; w < walks && dist; w++) {

@@ -427,3 +427,25 @@ void rl_cons_cache_stats(const struct rl_cons *c, uint64_t *hits, uint64_t *miss
 	if (bytes)
 		*bytes = (size_t)c->ne * c->words * 4;
 }
+
+uint32_t *rl_cons_dist_to_accept(const struct rl_cons *c)
+{
+	uint32_t n = rl_cons_n_states(c), *d = malloc(n * sizeof *d);
+	if (!d)
+		return NULL;
+	for (uint32_t s = 0; s < n; s++)
+		d[s] = rl_cons_accepting(c, s) ? 0 : UINT32_MAX;
+	for (int changed = 1; changed;) {
+		changed = 0;
+		for (uint32_t s = 1; s < n; s++)
+			for (int b = 0; b < 256; b++) {
+				unsigned char ch = (unsigned char)b;
+				uint32_t t = rl_cons_feed(c, s, &ch, 1);
+				if (t && d[t] != UINT32_MAX && d[t] + 1 < d[s]) {
+					d[s] = d[t] + 1;
+					changed = 1;
+				}
+			}
+	}
+	return d;
+}

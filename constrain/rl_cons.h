@@ -85,6 +85,10 @@ size_t rl_cons_mask_words(const struct rl_cons *c);
 long rl_cons_mask(struct rl_cons *c, uint32_t state, uint32_t *mask);
 /* The same without the cache (the trie walk every time): the benchmark's cold path. */
 long rl_cons_mask_nocache(const struct rl_cons *c, uint32_t state, uint32_t *mask);
+/* For every state, the fewest bytes that reach an accepting one (UINT32_MAX for the dead
+ * state), malloc'd [rl_cons_n_states]; NULL without memory. Walks that must end soon head
+ * for the end by it (tests, the benchmark). */
+uint32_t *rl_cons_dist_to_accept(const struct rl_cons *c);
 /* cache counters since compile */
 void rl_cons_cache_stats(const struct rl_cons *c, uint64_t *hits, uint64_t *misses, size_t *bytes);
 

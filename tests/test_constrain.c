@@ -417,29 +417,6 @@ static const char *const walk_schemas[] = {
 	"{\"type\":\"null\"},{\"type\":\"boolean\"}]}],\"items\":{\"type\":\"number\",\"minimum\":0},\"maxItems\":5}",
 };
 
-/* steps of the shortest completion from each state: walks that ran long head for the end */
-static uint32_t *dist_to_accept(const struct rl_cons *c)
-{
-	uint32_t n = rl_cons_n_states(c), *d = malloc(n * sizeof *d);
-	if (!d)
-		return NULL;
-	for (uint32_t s = 0; s < n; s++)
-		d[s] = rl_cons_accepting(c, s) ? 0 : UINT32_MAX;
-	for (int changed = 1; changed;) {
-		changed = 0;
-		for (uint32_t s = 1; s < n; s++)
-			for (int b = 0; b < 256; b++) {
-				unsigned char ch = (unsigned char)b;
-				uint32_t t = rl_cons_feed(c, s, &ch, 1);
-				if (t && d[t] != UINT32_MAX && d[t] + 1 < d[s]) {
-					d[s] = d[t] + 1;
-					changed = 1;
-				}
-			}
-	}
-	return d;
-}
-
 static void walks_on(size_t m, const char *path, int n_walks)
 {
 	struct rl_tok *t = load_tok(path);
@@ -473,7 +450,7 @@ static void walks_on(size_t m, const char *path, int n_walks)
 		CHECKF(rc == 0, "schema %zu: %s", si, err);
 		if (rc)
 			continue;
-		uint32_t *dist = dist_to_accept(c);
+		uint32_t *dist = rl_cons_dist_to_accept(c);
 		REQUIRE(dist);
 		json_t *schema = json_loads(walk_schemas[si], 0, NULL);
 		g_root = schema;
