@@ -10,9 +10,10 @@ for t in "$build"/tests/test_*; do
   name=$(basename "$t")
   [ -n "$filter" ] && ! echo "$name" | grep -qE "$filter" && continue
   echo "== $name"
-  out=$(mktemp)
+  out=$(mktemp); t0=$SECONDS
   timeout "${RL_TEST_TIMEOUT:-900}" "$t" >"$out" 2>&1; rc=$?
   grep -v -E "^[0-9]+ passed, [0-9]+ failed" "$out"
+  echo "-- $name: $((SECONDS - t0)) s"
   p=$(grep -c '^PASS ' "$out"); f=$(grep -c '^FAIL ' "$out"); s=$(grep -c '^SKIP ' "$out")
   if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "FAIL $name: exited with status $rc"; fi
   [ "$f" -gt 0 ] && failed+=("$name")
