@@ -19,4 +19,5 @@ int rl_cmd_bench_gpu(int argc, char **argv);
 int rl_cmd_bench_spec(int argc, char **argv);
 int rl_cmd_bench_latency(int argc, char **argv);
 int rl_cmd_bench_grammar(int argc, char **argv);
+int rl_cmd_bench_schemas(int argc, char **argv);
 #endif

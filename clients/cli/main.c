@@ -23,6 +23,7 @@ static const struct cmd benches[] = {
 	{ "spec", rl_cmd_bench_spec, "speculative decoding vs plain decoding, one stream" },
 	{ "latency", rl_cmd_bench_latency, "latency tails (to p99.99) beside the machine's floors" },
 	{ "grammar", rl_cmd_bench_grammar, "structured output: constraint compile ms, token mask us" },
+	{ "schemas", rl_cmd_bench_schemas, "JSON Schema corpus: compiled/refused, soundness, answers to validate" },
 };
 
 static void usage(void)
