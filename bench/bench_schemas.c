@@ -1,6 +1,7 @@
 /* bench_schemas.c — `ringlm bench schemas DIR`: the JSON Schema compiler (constrain/) against a
  * schema corpus in the JSON-Schema-Test-Suite's layout (files of [{description, schema, tests:
- * [{description, data, valid}]}]; bench/schema_suite.sh fetches the official suite, pinned).
+ * [{description, data, valid}]}]; bench/schema_suite.sh fetches the official suite, pinned),
+ * or one such group per file (MaskBench's data/ of JSONSchemaBench's real-world schemas).
  *
  * Per schema, three outcomes: compiled; refused (-EINVAL with a reason: what it does not
  * enforce, by name, never ignored); or failed (any other error, none given, or "not JSON" for
@@ -24,6 +25,7 @@
 #include "bench/bench_util.h"
 #include "clients/cli/cli.h"
 #include "constrain/rl_cons.h"
+#include "ipc/rl_clock.h"
 
 #define WALK_BYTES 48                  /* after this many bytes a walk heads for the nearest end */
 #define WALK_CAP 4096
@@ -79,6 +81,11 @@ static void one_file(const char *dir, const char *name, const struct rl_cons_voc
 	snprintf(path, sizeof path, "%s/%s", dir, name);
 	json_error_t je;
 	json_t *groups = json_load_file(path, JSON_ALLOW_NUL, &je);
+	if (json_is_object(groups)) {          /* MaskBench's layout: one group per file */
+		json_t *a = json_array();
+		json_array_append_new(a, groups);
+		groups = a;
+	}
 	if (!json_is_array(groups)) {
 		fprintf(stderr, "ringlm bench schemas: %s: line %d: %s (skipped)\n", path, je.line, je.text);
 		json_decref(groups);
@@ -99,7 +106,9 @@ static void one_file(const char *dir, const char *name, const struct rl_cons_voc
 		const struct rl_cons_opts opts = { .flags = RL_CONS_NO_EXTRA_KEYS };
 		struct rl_cons *c = NULL;
 		char err[512] = "";
+		uint64_t t0 = rl_now_ns();
 		int rc = rl_cons_compile_schema(v, text, strlen(text), &opts, &c, err, sizeof err);
+		double ms = (double)(rl_now_ns() - t0) / 1e6;
 		json_t *rec = json_pack("{s:s, s:s, s:s}", "file", name, "group",
 					json_string_value(json_object_get(g, "description")) ?: "", "schema", text);
 		if (rc) {
@@ -111,6 +120,8 @@ static void one_file(const char *dir, const char *name, const struct rl_cons_voc
 		} else {
 			t.compiled++;
 			json_object_set_new(rec, "status", json_string("compiled"));
+			json_object_set_new(rec, "compile_ms", json_real(ms));
+			json_object_set_new(rec, "states", json_integer(rl_cons_n_states(c)));
 			json_t *unsound = json_array(), *gen = json_array();
 			size_t ti;
 			json_t *tc;
@@ -199,13 +210,22 @@ int rl_cmd_bench_schemas(int argc, char **argv)
 		fprintf(stderr, "ringlm bench schemas: %s: %s\n", dir, strerror(errno));
 		return 1;
 	}
-	char *names[512];
-	size_t nn = 0;
+	char **names = NULL;
+	size_t nn = 0, cap = 0;
 	struct dirent *e;
-	while ((e = readdir(d)) && nn < 512) {
+	while ((e = readdir(d))) {
 		size_t l = strlen(e->d_name);
-		if (l > 5 && !strcmp(e->d_name + l - 5, ".json"))
-			names[nn++] = strdup(e->d_name);
+		if (l <= 5 || strcmp(e->d_name + l - 5, ".json"))
+			continue;
+		if (nn == cap) {
+			char **nw = realloc(names, (cap = cap ? 2 * cap : 256) * sizeof *names);
+			if (!nw)
+				break;
+			names = nw;
+		}
+		if (!(names[nn] = strdup(e->d_name)))
+			break;
+		nn++;
 	}
 	closedir(d);
 	qsort(names, nn, sizeof *names, by_name);
@@ -238,6 +258,7 @@ int rl_cmd_bench_schemas(int argc, char **argv)
 		one_file(dir, names[i], v, walks, out, &tot);
 		free(names[i]);
 	}
+	free(names);
 	fclose(out);
 	printf("%-34s %7zu %8zu %7zu %6zu %9zu %7zu\n", "all", tot.schemas, tot.compiled, tot.refused, tot.failed,
 	       tot.instances_invalid, tot.unsound);

@@ -3,8 +3,8 @@
  * construction (eager, capped) into a DFA, and the pruning that makes state 0 the only dead one.
  *
  * Syntax: literals (UTF-8), escapes (\n \t \r \f \v \a \0 \xHH \uHHHH \UHHHHHHHH, escaped
- * punctuation), classes [...] with ranges and ^, '.', \d \w \s and \D \W \S (ASCII meanings,
- * as Python's re.ASCII), groups (...) (?:...) (?P<name>...), alternation, * + ? {m} {m,} {m,n}
+ * punctuation), classes [...] with ranges and ^, '.', \d \w \s and \D \W \S (see cls_perl:
+ * what they admit matches under ASCII and Unicode meanings alike), groups (...) (?:...) (?P<name>...), alternation, * + ? {m} {m,} {m,n}
  * {,n}; lazy quantifiers are taken (the set of whole matches does not depend on laziness).
  * Matching is always of the whole output, so '^' first and '$' last are accepted and mean
  * nothing more. Classes and '.' are over code points (compiled to UTF-8 byte sequences;
@@ -40,6 +40,7 @@ struct parser {
 	size_t n, i;
 	unsigned flags;
 	int json;                      /* inside (?J:...) */
+	int cls_neg;                   /* inside a [^...] class */
 	int depth;
 	char *err;
 	size_t errlen;
@@ -146,17 +147,34 @@ static int cls_negate(struct cls *c)
 	return rc;
 }
 
-/* \d \w \s (ASCII) into c; upper case: their complement, added as ranges */
-static int cls_perl(struct cls *c, int ch)
+/* \d \w \s and their complements into c. Which characters they mean depends on the reader
+ * (Python's re: Unicode; re.ASCII and ECMA-262's \d \w: ASCII; ECMA-262's \s: Unicode spaces),
+ * and an output must match under each (JSON Schema's `pattern` is checked by validators of
+ * either kind). So a set that is admitted as it is takes the narrow, ASCII meaning, and a set
+ * whose complement is admitted (\D \W \S, or \d \w \s inside [^...]) the wide one: \s with
+ * every Unicode space either reader knows, \d and \w with all of non-ASCII. [^\D] and its
+ * kind flip once more. in_neg: c is a [^...] class's member list. */
+static int cls_perl(struct cls *c, int ch, int in_neg)
 {
+	static const struct range uspace[] = {            /* beyond ASCII's \t-\r and ' ' */
+		{ 0x1C, 0x1F }, { 0x85, 0x85 }, { 0xA0, 0xA0 }, { 0x1680, 0x1680 }, { 0x2000, 0x200A },
+		{ 0x2028, 0x2029 }, { 0x202F, 0x202F }, { 0x205F, 0x205F }, { 0x3000, 0x3000 }, { 0xFEFF, 0xFEFF },
+	};
+	int upper = ch < 'a', wide = upper != !!in_neg;
 	struct cls t = { 0 };
 	int rc = 0;
 	switch (ch | 0x20) {
 	case 'd': rc = cls_add(&t, '0', '9'); break;
 	case 'w': rc = cls_add(&t, '0', '9') | cls_add(&t, 'A', 'Z') | cls_add(&t, 'a', 'z') | cls_add(&t, '_', '_'); break;
-	case 's': rc = cls_add(&t, '\t', '\r') | cls_add(&t, ' ', ' '); break;
+	case 's':
+		rc = cls_add(&t, '\t', '\r') | cls_add(&t, ' ', ' ');
+		for (size_t i = 0; wide && i < sizeof uspace / sizeof *uspace; i++)
+			rc |= cls_add(&t, uspace[i].lo, uspace[i].hi);
+		break;
 	}
-	if (!rc && ch < 'a')
+	if (wide && (ch | 0x20) != 's')
+		rc |= cls_add(&t, 0x80, MAX_CP);
+	if (!rc && upper)
 		rc = cls_negate(&t);
 	for (size_t i = 0; i < t.n && !rc; i++)
 		rc = cls_add(c, t.r[i].lo, t.r[i].hi);
@@ -218,7 +236,7 @@ static int read_escape(struct parser *p, uint32_t *cp, struct cls *c, int in_cla
 		if (!c)
 			return fail(p, "a class range ends in '\\%c'", ch);
 		p->i++;
-		if (cls_perl(c, ch))
+		if (cls_perl(c, ch, in_class && p->cls_neg))
 			return fail(p, "out of memory");
 		*cp = UINT32_MAX;
 		return 0;
@@ -286,6 +304,7 @@ static struct node *parse_class(struct parser *p)
 		neg = 1;
 		p->i++;
 	}
+	p->cls_neg = neg;
 	int first = 1;
 	for (;;) {
 		if (p->i >= p->n) {
