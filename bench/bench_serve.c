@@ -58,6 +58,9 @@ struct opts {
 	uint32_t (*trace_len)[2]; uint32_t n_trace;
 	double system_frac;
 	uint64_t seed;
+	/* structured output: clients below n_constrained put every request under this constraint
+	 * (--schema FILE or --regex RE), so constrained and free streams share the steps */
+	char *cons_text; size_t cons_len; int cons_kind; uint32_t n_constrained;
 	uint64_t itl_target_us;
 	const char *budget;                /* --max-batch-tokens for the started runtime */
 	const char *sweep[MAX_SWEEP]; int n_sweep;
@@ -70,7 +73,7 @@ struct opts {
 
 struct rec {
 	_Atomic uint32_t state;            /* 0 empty, 1 submitted, 2 done, 3 error/cancelled */
-	uint32_t client, prompt_len, max_new, n_out, n_gaps;
+	uint32_t client, prompt_len, max_new, n_out, n_gaps, constrained;
 	uint64_t gap_off;
 	uint64_t t_submit, ttft, e2e;      /* ns; t_submit relative to the run's start */
 };
@@ -320,6 +323,14 @@ static int client_main(const struct opts *o, struct shm *sh, uint64_t *gaps, int
 		fprintf(stderr, "bench serve: client %d: out of memory\n", c);
 		return 1;
 	}
+	struct ringlm_constraint *cons = NULL;
+	if ((uint32_t)c < o->n_constrained && ringlm_constraint_create(o->cons_kind, o->cons_text, o->cons_len, &cons)) {
+		fprintf(stderr, "bench serve: client %d: %s\n", c, ringlm_last_error());
+		free(slots);
+		free(prompt);
+		ringlm_close(rl);
+		return 1;
+	}
 	atomic_fetch_add(&sh->ready, 1);
 	while (!atomic_load(&sh->go))
 		usleep(200);
@@ -367,6 +378,7 @@ static int client_main(const struct opts *o, struct shm *sh, uint64_t *gaps, int
 			q.n_prompt = plen;
 			q.max_new = olen;
 			q.tag = pend_req;
+			q.constraint = cons;
 			uint32_t id;
 			int s = ringlm_submit(rl, &q, &id);
 			if (s == -EAGAIN)
@@ -378,6 +390,7 @@ static int client_main(const struct opts *o, struct shm *sh, uint64_t *gaps, int
 			}
 			uint64_t off = atomic_fetch_add(&sh->gap_used, olen);
 			r->client = (uint32_t)c;
+			r->constrained = cons != NULL;
 			r->prompt_len = plen;
 			r->max_new = olen;
 			r->gap_off = off + olen <= MAX_GAPS ? off : UINT64_MAX;
@@ -444,6 +457,7 @@ static int client_main(const struct opts *o, struct shm *sh, uint64_t *gaps, int
 	}
 out:
 	ringlm_close(rl);
+	ringlm_constraint_destroy(cons);
 	free(slots);
 	free(prompt);
 	return rc;
@@ -496,6 +510,8 @@ struct result {
 	uint64_t itl_p99_worst;            /* the largest of the clients' own ITL p99 (a client: one
 					    * stream of requests, one at a time in a closed loop) */
 	uint32_t itl_p99_worst_client;
+	struct pct itl_cons, itl_free;     /* with --constrained: the two kinds of stream apart */
+	size_t n_itl_cons, n_itl_free;
 	char stats[4096];                  /* the runtime's stats JSON at the end */
 };
 
@@ -569,6 +585,27 @@ static void aggregate(const struct opts *o, struct shm *sh, const uint64_t *gaps
 		if (!o->itl_target_us || !r->n_gaps || sum / r->n_gaps <= o->itl_target_us * 1e3)
 			R->good++;
 	}
+	/* constrained and free streams' gaps apart (the mask's cost shows as their difference) */
+	if (o->n_constrained) {
+		uint64_t *gc = malloc(sizeof(uint64_t) * (R->n_itl + 1)), *gf = malloc(sizeof(uint64_t) * (R->n_itl + 1));
+		for (uint64_t i = 0; gc && gf && i < n_req; i++) {
+			const struct rec *r = &sh->rec[i];
+			if (atomic_load(&r->state) != 2)
+				continue;
+			for (uint32_t g = 0; r->gap_off != UINT64_MAX && g < r->n_gaps; g++) {
+				if (r->constrained)
+					gc[R->n_itl_cons++] = gaps[r->gap_off + g];
+				else
+					gf[R->n_itl_free++] = gaps[r->gap_off + g];
+			}
+		}
+		if (gc && gf) {
+			R->itl_cons = pcts(gc, R->n_itl_cons);
+			R->itl_free = pcts(gf, R->n_itl_free);
+		}
+		free(gc);
+		free(gf);
+	}
 	/* each client's own gaps, for the worst stream's p99 */
 	uint64_t *mine = malloc(sizeof(uint64_t) * ((used < MAX_GAPS ? used : MAX_GAPS) + 1));
 	for (uint32_t c = 0; mine && c < MAX_CLIENTS; c++) {
@@ -614,6 +651,12 @@ static void json_result(FILE *f, const struct opts *o, const struct result *R)
 	fputc(',', f);
 	json_pct(f, "e2e_us", &R->e2e);
 	fprintf(f, ",\"itl_p99_worst_client_us\":%.1f,\"worst_client\":%u", R->itl_p99_worst / 1e3, R->itl_p99_worst_client);
+	if (o->n_constrained) {
+		fprintf(f, ",\"constrained_clients\":%u,", o->n_constrained);
+		json_pct(f, "itl_constrained_us", &R->itl_cons);
+		fputc(',', f);
+		json_pct(f, "itl_free_us", &R->itl_free);
+	}
 	fprintf(f, ",\"tokens_per_s\":%.1f,\"goodput_rps\":%.3f,\"runtime_stats\":%s}",
 		R->tokens_per_s, R->goodput_rps, R->stats[0] ? R->stats : "null");
 }
@@ -754,7 +797,14 @@ static void print_table(FILE *f, const struct opts *o, struct result *R, int n, 
 				r->itl.p50 / 1e6, r->itl.p99 / 1e6, r->itl_p99_worst / 1e6, r->itl.max / 1e6,
 				r->e2e.p50 / 1e6, r->tokens_per_s, r->goodput_rps);
 	}
-	(void)o;
+	for (int i = 0; i < n; i++) {
+		struct result *r = &R[i];
+		if (o->n_constrained)
+			fprintf(f, "%sbudget %s: ITL p50/p99 ms, %u constrained clients %.2f / %.2f (%zu gaps), the others %.2f / %.2f (%zu gaps): p99 ratio %.2f\n",
+				md ? "\n" : "", r->budget, o->n_constrained, r->itl_cons.p50 / 1e6, r->itl_cons.p99 / 1e6, r->n_itl_cons,
+				r->itl_free.p50 / 1e6, r->itl_free.p99 / 1e6, r->n_itl_free,
+				r->itl_free.p99 ? (double)r->itl_cons.p99 / (double)r->itl_free.p99 : 0.0);
+	}
 }
 
 /* CDF points: at most ~400 per curve, so the data files stay small enough to commit */
@@ -851,12 +901,15 @@ static void usage(void)
 "                          [--prompt N|A-B] [--output N|A-B] [--trace FILE.csv] [--system-frac F]\n"
 "                          [--max-batch-tokens N|auto] [--itl-target-us T]\n"
 "                          [--sweep max-batch-tokens=64,128,...,auto] [--out DIR] [--name NAME]\n"
-"                          [--http http://127.0.0.1:PORT] [--json] [-- RUNTIME OPTIONS...]\n"
+"                          [--http http://127.0.0.1:PORT] [--json]\n"
+"                          [--constrained N (--schema FILE.json | --regex RE)] [-- RUNTIME OPTIONS...]\n"
 "  Without --socket it starts a runtime per run with the ringlmd options after `--`\n"
 "  (e.g. -- --backend sim --sim-step-us 5000 --sim-token-us 20).\n"
 "  --trace: CSV lines prompt_len,output_len (a header line is skipped).\n"
 "  --http URL: run the load twice, over the rings of --socket and over the ringlm-http at URL\n"
-"  that serves the same runtime, and show what HTTP costs per request and per token.\n");
+"  that serves the same runtime, and show what HTTP costs per request and per token.\n"
+"  --constrained N: the first N clients' requests are under the constraint (structured output;\n"
+"  a model with a vocabulary), and the table adds their ITL beside the other clients'.\n");
 }
 
 static int parse_len(const char *v, struct len_spec *l)
@@ -980,6 +1033,25 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 					fprintf(stderr, "bench serve: --sweep value '%s' is neither a token count nor auto\n", o->sweep[k]);
 					return -EINVAL;
 				}
+		} else if (!strcmp(a, "--constrained"))
+			bad = !(o->n_constrained = (uint32_t)strtoul(v, &end, 10)) || *end;
+		else if (!strcmp(a, "--regex")) {
+			free(o->cons_text);
+			o->cons_text = strdup(v);
+			o->cons_len = strlen(v);
+			o->cons_kind = RINGLM_CONSTRAINT_REGEX;
+		} else if (!strcmp(a, "--schema")) {
+			FILE *sf = fopen(v, "rb");
+			if (!sf) {
+				fprintf(stderr, "bench serve: cannot open --schema %s: %s\n", v, strerror(errno));
+				return -EINVAL;
+			}
+			free(o->cons_text);
+			o->cons_text = malloc(1 << 16);
+			o->cons_len = o->cons_text ? fread(o->cons_text, 1, 1 << 16, sf) : 0;
+			fclose(sf);
+			o->cons_kind = RINGLM_CONSTRAINT_JSON_SCHEMA;
+			bad = !o->cons_len;
 		} else if (!strcmp(a, "--out"))
 			o->out_dir = v;
 		else if (!strcmp(a, "--name"))
@@ -1001,6 +1073,14 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 		o->clients = o->rate > 0 ? 4 : (o->users < 8 ? o->users : 8);
 	if (o->rate == 0 && o->clients > o->users)
 		o->clients = o->users;
+	if (!o->n_constrained != !o->cons_text || o->n_constrained > o->clients) {
+		fprintf(stderr, "bench serve: --constrained N (at most --clients) and --schema FILE or --regex RE go together\n");
+		return -EINVAL;
+	}
+	if (o->n_constrained && o->http) {
+		fprintf(stderr, "bench serve: --constrained runs over the rings only; drop --http\n");
+		return -EINVAL;
+	}
 	if (o->http && (!o->socket || o->rate > 0 || o->n_sweep)) {
 		fprintf(stderr, "bench serve: --http URL runs the same closed-loop load over the rings and over HTTP: it needs "
 			"--socket NAME (the ringlmd that ringlm-http serves) and --users, without --rate or --sweep\n");
