@@ -9,15 +9,21 @@
  * (other spellings and key orders are never produced).
  *
  * Enforced: type (object, array, string, number, integer, boolean, null, and lists of them),
- * enum, const, properties, required, additionalProperties false, items (a schema or false),
+ * enum, const, properties, required, additionalProperties (false; true or a schema hold
+ * vacuously, as no key beyond 'properties' is ever produced), patternProperties (the same,
+ * when no declared property's name matches a pattern), items (a schema or false),
  * prefixItems, minItems, maxItems, minLength, maxLength, pattern (as a whole match of the
- * string, through the regex compiler), integer minimum/maximum/exclusiveMinimum/
+ * string, through the regex compiler), format (the formats in `formats` below, each as an
+ * expression every checker accepts), integer minimum/maximum/exclusiveMinimum/
  * exclusiveMaximum, number minimum 0, anyOf, oneOf (as alternation, after checking that no
  * string matches two branches), allOf of one schema, $ref to #/$defs/... or
- * #/definitions/... without recursion. Annotations (title, description, default, examples,
- * $schema, $id, $comment, deprecated, readOnly, writeOnly) constrain nothing and are passed
- * over. Every other keyword is refused by name, as is a combination this code cannot enforce
- * (e.g. pattern with minLength). */
+ * #/definitions/... without recursion.
+ * Annotations (title, description, default, examples, $schema, $id and draft 4's id,
+ * $comment, $anchor, deprecated, readOnly, writeOnly, content*) constrain nothing and are
+ * passed over, as are keywords that no JSON Schema draft defines (vendor extensions such as
+ * x-*): validators ignore them too, so the output validates either way. Every assertion
+ * keyword of a draft that this code does not enforce is refused by name (`asserting`), as is
+ * a combination it cannot enforce (e.g. pattern with minLength). */
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -120,19 +126,34 @@ static const struct { const char *name; int kind; } keywords[] = {
 	{ "title", K_ANNOT }, { "description", K_ANNOT }, { "default", K_ANNOT }, { "examples", K_ANNOT },
 	{ "$schema", K_ANNOT }, { "$id", K_ANNOT }, { "$comment", K_ANNOT }, { "deprecated", K_ANNOT },
 	{ "readOnly", K_ANNOT }, { "writeOnly", K_ANNOT }, { "$defs", K_ANNOT }, { "definitions", K_ANNOT },
+	{ "id", K_ANNOT }, { "$anchor", K_ANNOT }, { "contentMediaType", K_ANNOT }, { "contentEncoding", K_ANNOT },
+	{ "contentSchema", K_ANNOT },
 	{ "type", K_ANY }, { "enum", K_ANY }, { "const", K_ANY }, { "anyOf", K_ANY }, { "oneOf", K_ANY },
 	{ "allOf", K_ANY }, { "$ref", K_ANY },
-	{ "properties", K_OBJ }, { "required", K_OBJ }, { "additionalProperties", K_OBJ },
+	{ "properties", K_OBJ }, { "required", K_OBJ }, { "additionalProperties", K_OBJ }, { "patternProperties", K_OBJ },
 	{ "items", K_ARR }, { "prefixItems", K_ARR }, { "minItems", K_ARR }, { "maxItems", K_ARR },
-	{ "minLength", K_STR }, { "maxLength", K_STR }, { "pattern", K_STR },
+	{ "minLength", K_STR }, { "maxLength", K_STR }, { "pattern", K_STR }, { "format", K_STR },
 	{ "minimum", K_NUM }, { "maximum", K_NUM }, { "exclusiveMinimum", K_NUM }, { "exclusiveMaximum", K_NUM },
 };
+/* the assertion keywords of drafts 3 to 2020-12 that are not in `keywords`: refused by name */
+static const char *const asserting[] = {
+	"not", "if", "then", "else", "dependentSchemas", "dependentRequired", "dependencies", "contains",
+	"minContains", "maxContains", "unevaluatedItems", "unevaluatedProperties", "propertyNames",
+	"additionalItems", "uniqueItems", "multipleOf", "divisibleBy", "minProperties", "maxProperties",
+	"$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "extends", "disallow",
+	"$vocabulary", "nullable",             /* OpenAPI 3.0's: "type": [T, "null"] says it */
+};
+/* a keyword's kind; 0 for an assertion this code does not enforce; K_ANNOT for a keyword no
+ * draft defines (validators pass it over as an annotation) */
 static int kw_kind(const char *k)
 {
 	for (size_t i = 0; i < sizeof keywords / sizeof *keywords; i++)
 		if (!strcmp(keywords[i].name, k))
 			return keywords[i].kind;
-	return 0;
+	for (size_t i = 0; i < sizeof asserting / sizeof *asserting; i++)
+		if (!strcmp(asserting[i], k))
+			return 0;
+	return K_ANNOT;
 }
 
 static int value(struct ctx *c, json_t *s, struct sb *b);
@@ -329,6 +350,26 @@ static int count_kw(struct ctx *c, json_t *s, const char *k, long *v)
 	return 1;
 }
 
+/* 'format' values as expressions whose every match each checker accepts (RFC 3339 dates and
+ * times with February kept to 28 days, RFC 4122 UUIDs, dotted-quad IPv4 without leading zeros,
+ * ASCII e-mail addresses and host names, http(s) URIs of such hosts): narrower than the
+ * formats, never wider. */
+#define F_DATE "[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+#define F_TIME "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,6})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+#define F_LABEL "[a-z0-9](?:[a-z0-9-]{0,20}[a-z0-9])?"
+#define F_HOST F_LABEL "(?:\\." F_LABEL "){0,3}"
+#define F_OCTET "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+static const struct { const char *name, *re; } formats[] = {
+	{ "date", F_DATE },
+	{ "time", F_TIME },
+	{ "date-time", F_DATE "T" F_TIME },
+	{ "uuid", "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}" },
+	{ "ipv4", F_OCTET "(?:\\." F_OCTET "){3}" },
+	{ "email", "[a-z0-9](?:[a-z0-9._+-]{0,30}[a-z0-9])?@" F_LABEL "(?:\\." F_LABEL "){0,2}\\.[a-z]{2,8}" },
+	{ "hostname", F_HOST },
+	{ "uri", "https?://" F_HOST "(?:/[A-Za-z0-9._~-]{0,20}){0,4}" },
+};
+
 static int string(struct ctx *c, json_t *s, struct sb *b)
 {
 	long mn = 0, mx = -1;
@@ -337,7 +378,20 @@ static int string(struct ctx *c, json_t *s, struct sb *b)
 		return -EINVAL;
 	if (mx >= 0 && mx < mn)
 		return bad(c, "'maxLength' is below 'minLength'");
-	json_t *pat = json_object_get(s, "pattern");
+	json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
+	if (fmt) {
+		if (!json_is_string(fmt))
+			return bad(c, "'format' must be a string");
+		if (pat || r1 || r2)
+			return bad(c, "'format' together with 'pattern'/'minLength'/'maxLength' is not supported");
+		for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
+			if (!strcmp(formats[i].name, json_string_value(fmt))) {
+				putf(b, "\"%s\"", formats[i].re);
+				return 0;
+			}
+		return bad(c, "'format' '%s' is not supported (date, time, date-time, uuid, ipv4, email, hostname, uri are)",
+			   json_string_value(fmt));
+	}
 	put(b, "\"");
 	if (pat) {
 		if (!json_is_string(pat))
@@ -366,6 +420,46 @@ static int string(struct ctx *c, json_t *s, struct sb *b)
 }
 
 /* ---- objects and arrays ----------------------------------------------------------------- */
+/* patternProperties hold vacuously for the keys never produced, but they also bind each
+ * declared property whose name a pattern finds (anywhere in it, as ECMA-262's test does):
+ * that combination is refused. */
+static int pattern_props(struct ctx *c, json_t *s, json_t *props)
+{
+	json_t *pp = json_object_get(s, "patternProperties");
+	if (!pp)
+		return 0;
+	if (!json_is_object(pp))
+		return bad(c, "'patternProperties' must be an object");
+	const char *pat, *name;
+	json_t *x, *y;
+	json_object_foreach(pp, pat, x) {
+		/* a search: unanchored ends get "any text" (a leading '^' / trailing '$' stay anchors) */
+		size_t n = strlen(pat);
+		int a0 = n && pat[0] == '^', a1 = n > (size_t)a0 && pat[n - 1] == '$' && (n < 2 || pat[n - 2] != '\\');
+		struct sb re = { 0 };
+		putf(&re, "%s(?:%.*s)%s", a0 ? "" : "[\\s\\S]*", (int)(n - a0 - a1), pat + a0, a1 ? "" : "[\\s\\S]*");
+		if (re.oom)
+			return -ENOMEM;
+		struct rl_cons_dfa d;
+		char e[300];
+		int rc = rl_cons_regex_dfa(re.p, re.n, 0, 0, &d, e, sizeof e);
+		free(re.p);
+		if (rc)
+			return bad(c, "'patternProperties' '%s': %s", pat, e);
+		json_object_foreach(props, name, y) {
+			uint32_t st = d.start;
+			for (const char *q = name; *q && st != RL_CONS_DEAD; q++)
+				st = rl_cons_dfa_step(&d, st, (uint8_t)*q);
+			if (st != RL_CONS_DEAD && d.accept[st]) {
+				rl_cons_dfa_free(&d);
+				return bad(c, "'patternProperties' '%s' binding the declared property '%s' is not supported", pat, name);
+			}
+		}
+		rl_cons_dfa_free(&d);
+	}
+	return 0;
+}
+
 static int object(struct ctx *c, json_t *s, struct sb *b)
 {
 	json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required"),
@@ -374,11 +468,14 @@ static int object(struct ctx *c, json_t *s, struct sb *b)
 		return bad(c, "'properties' must be an object");
 	if (req && !json_is_array(req))
 		return bad(c, "'required' must be an array");
-	if (ap && !json_is_false(ap))
-		return bad(c, "'additionalProperties' other than false is not supported");
-	if (!ap && !(c->flags & RL_CONS_NO_EXTRA_KEYS))
+	if (ap && !json_is_boolean(ap) && !json_is_object(ap))
+		return bad(c, "'additionalProperties' must be a schema");
+	if (!json_is_false(ap) && !(c->flags & RL_CONS_NO_EXTRA_KEYS))
 		return bad(c, "an object schema without \"additionalProperties\": false is not supported (extra keys); "
 			   "add it, or compile with RL_CONS_NO_EXTRA_KEYS");
+	int rp = pattern_props(c, s, props);
+	if (rp)
+		return rp;
 	size_t i, n = props ? json_object_size(props) : 0;
 	json_t *x;
 	json_array_foreach(req, i, x) {
