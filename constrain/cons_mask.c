@@ -449,3 +449,52 @@ uint32_t *rl_cons_dist_to_accept(const struct rl_cons *c)
 	}
 	return d;
 }
+
+long rl_cons_vocab_longest(const struct rl_cons_vocab *v, const void *bytes, size_t n, uint32_t *len, int *longer)
+{
+	const uint8_t *b = bytes;
+	long best = -1;
+	uint32_t i = 0, d = 0;
+	/* down the preorder trie: a node's children follow it, its next sibling is at its skip */
+	while (i < v->nnode && d < n) {
+		const struct tnode *x = &v->node[i];
+		if (x->depth != d + 1)         /* past the last child of the node matched so far */
+			break;
+		if (x->byte != b[d]) {
+			i = x->skip;
+			continue;
+		}
+		d++;
+		if (x->ntok) {
+			best = (long)v->sorted[x->tok];
+			*len = d;
+		}
+		i++;
+	}
+	/* all n bytes matched and the node has a child: tokens go on past them */
+	*longer = d == n && n && i < v->nnode && v->node[i].depth == d + 1;
+	return best;
+}
+
+size_t rl_cons_forced(const struct rl_cons *c, uint32_t s, char *out, size_t cap)
+{
+	size_t n = 0;
+	while (n < cap && s && s < c->d.n && !c->d.accept[s]) {
+		uint32_t next = RL_CONS_DEAD;
+		int only = -1;
+		for (int b = 0; b < 256; b++) {
+			const uint32_t t = rl_cons_dfa_step(&c->d, s, (uint8_t)b);
+			if (!t)
+				continue;
+			if (only >= 0)
+				return n;              /* a choice: nothing beyond it is forced */
+			only = b;
+			next = t;
+		}
+		if (only < 0)
+			break;
+		out[n++] = (char)only;
+		s = next;
+	}
+	return n;
+}

@@ -40,6 +40,10 @@ uint32_t rl_cons_vocab_size(const struct rl_cons_vocab *v);
 const char *rl_cons_vocab_bytes(const struct rl_cons_vocab *v, uint32_t id, uint32_t *len);
 /* 1 when id is one of the end-of-generation ids */
 int  rl_cons_vocab_is_eog(const struct rl_cons_vocab *v, uint32_t id);
+/* The longest token whose bytes begin bytes[0..n) (a trie descent): its id and, in *len, its
+ * length; -1 when no token's bytes do. *longer: 1 when some tokens begin with all n bytes
+ * and go on. */
+long rl_cons_vocab_longest(const struct rl_cons_vocab *v, const void *bytes, size_t n, uint32_t *len, int *longer);
 
 /* Compile options (flags) */
 #define RL_CONS_NO_EXTRA_KEYS 1u       /* JSON Schema: an object schema without
@@ -78,6 +82,9 @@ uint32_t rl_cons_feed(const struct rl_cons *c, uint32_t state, const void *bytes
 /* The state after token id: >= 0 the new state (an EOG id in an accepting state leaves it as
  * is: the request ends there), -EINVAL when the mask would not allow the token. */
 long rl_cons_advance(const struct rl_cons *c, uint32_t state, uint32_t id);
+/* The bytes every continuation from state starts with (the constraint forces them), up to
+ * cap, into out: none from an accepting state, and none past a point with two ways on. */
+size_t rl_cons_forced(const struct rl_cons *c, uint32_t state, char *out, size_t cap);
 /* Words of a mask: (vocab size + 31) / 32 */
 size_t rl_cons_mask_words(const struct rl_cons *c);
 /* The allowed tokens of state into mask (bit i of word i/32 = token i; every word written).

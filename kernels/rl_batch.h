@@ -53,10 +53,11 @@ struct rl_batch_seq {
 	 * goes to finish()'s out as usual. The scheduler compares them with the drafts. */
 	uint32_t n_draft;
 	int32_t *draft_out;
-	/* structured output (sample must be 1, n_draft 0): the tokens the request's constraint
-	 * allows at the sampled position, a bitmask of rl_sample_mask_words(vocab) words (bit
-	 * i % 32 of word i / 32: token i), at least one set; NULL: every token. The backend samples
-	 * (and reports log-probabilities) from the distribution restricted to them. */
+	/* structured output (sample must be 1): the tokens the request's constraint allows at
+	 * each sampled position, n_draft + 1 bitmasks of rl_sample_mask_words(vocab) words (bit
+	 * i % 32 of word i / 32: token i), each with at least one bit set: mask j for the row
+	 * that samples position ctx_len - n_draft + j. NULL: every token. The backend samples (and
+	 * reports log-probabilities) from the distribution restricted to them. */
 	const uint32_t *allow;
 };
 

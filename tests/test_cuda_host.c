@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include "kernels/rl_sample.h"
 #include "runtime/cuda/host/cuda_host.h"
 #include "tests/rl_test.h"
 
@@ -340,6 +341,69 @@ static void test_pack_rejects(void)
 	free(img);
 }
 
+/* Constraint masks with drafts: a verifying seq's allow holds n_draft + 1 masks, and each of its
+ * sampling rows gets its own (draft row k mask k, the last row mask n_draft); a seq without
+ * one gets none; a mask without a bit refuses the batch. */
+static void test_pack_masks_with_drafts(void)
+{
+	static struct tb t;
+	struct rl_cuda_geom g;
+	struct rl_cuda_layout l;
+	const uint32_t vocab = 1000, words = rl_sample_mask_words(vocab);
+	rl_cuda_host_geom(&g, 1024, 64, 5000, 16, 4096, 8, 2, vocab, 264);
+	g.max_samp += 256;
+	rl_cuda_host_layout(&g, &l);
+	char *img = malloc(l.max_bytes);
+	uint32_t samp_seq[512], *masks = malloc((size_t)g.max_samp * words * 4);
+	int32_t samp_draft[512];
+	static uint32_t allow[64][17][(1000 + 31) / 32];
+	uint32_t checked = 0;
+	for (int it = 0; it < 50; it++) {
+		make_batch(&t, 3, 5, 40, 64, 16, 5000, vocab);
+		for (uint32_t i = 0; i < t.b.n_seqs; i++) {
+			t.seqs[i].allow = NULL;
+			if (!t.seqs[i].sample || rnd() % 2)
+				continue;
+			for (uint32_t k = 0; k <= t.seqs[i].n_draft; k++)   /* mask k: token k*10+i alone */
+				for (uint32_t w = 0; w < words; w++)
+					allow[i][k][w] = w == (k * 10 + i) / 32 ? 1u << ((k * 10 + i) % 32) : 0;
+			t.seqs[i].allow = allow[i][0];
+		}
+		size_t bytes;
+		REQUIRE(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq, samp_draft) == 0);
+		const uint32_t n = rl_cuda_host_pack_masks(&g, &l, &t.b, img, samp_seq, samp_draft, masks);
+		const struct rl_cuda_meta m = rl_cuda_host_meta_at(&l, img);
+		uint32_t want = 0;
+		for (uint32_t j = 0; j < m.hdr->n_samp; j++) {
+			const struct rl_batch_seq *s = &t.seqs[samp_seq[j]];
+			if (!s->allow) {
+				CHECK(m.samp[j].mask == -1);
+				continue;
+			}
+			const uint32_t k = samp_draft[j] >= 0 ? (uint32_t)samp_draft[j] : s->n_draft, tok = k * 10 + samp_seq[j];
+			REQUIRE(m.samp[j].mask >= 0 && (uint32_t)m.samp[j].mask < n);
+			const uint32_t *mk = masks + (size_t)m.samp[j].mask * words;
+			CHECKF(mk[tok / 32] == 1u << (tok % 32), "sampling row %u (draft %d): its mask is not mask %u", j, samp_draft[j], k);
+			want++;
+		}
+		CHECK(n == want);
+		checked += want;
+	}
+	/* a mask that allows nothing: refused */
+	make_batch(&t, 0, 1, 1, 64, 16, 5000, vocab);
+	memset(allow[0], 0, sizeof allow[0]);
+	allow[0][0][0] = 1;
+	t.seqs[0].allow = allow[0][0];
+	size_t bytes;
+	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq, samp_draft) == 0);
+	allow[0][0][0] = 0;
+	CHECK(rl_cuda_host_pack(&g, &l, &t.b, t.b.n_tokens, img, &bytes, samp_seq, samp_draft) == -EINVAL);
+	printf("  %u sampling rows' masks checked\n", checked);
+	CHECK(checked > 100);
+	free(img);
+	free(masks);
+}
+
 /* Nearest of the two candidates around f (by exact double distance), ties to the even one. */
 static uint16_t bf16_ref(float f)
 {
@@ -419,6 +483,7 @@ int main(void)
 	RUN(test_pack_random);
 	RUN(test_pack_splits);
 	RUN(test_pack_rejects);
+	RUN(test_pack_masks_with_drafts);
 	RUN(test_bf16);
 	RUN(test_f16);
 	TEST_MAIN_END();

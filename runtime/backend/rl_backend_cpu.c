@@ -91,6 +91,7 @@ struct cpu {
 	uint32_t *samp_row;            /* [max_tokens] its row of x */
 	uint32_t *samp_pos;            /* [max_tokens] position of the token it samples (the RNG key) */
 	int32_t **samp_dst;            /* [max_tokens] where its token goes: tok_out, or draft_out */
+	const uint32_t **samp_mask;    /* [max_tokens] its constraint's mask, NULL for none */
 	int32_t  *logit_row;           /* [max_seqs] sampling row of each batch seq's last row, -1 if none */
 	int32_t  *tok_out;             /* [max_seqs] sampled token per batch seq, -1 if none */
 	struct rl_lp *lp;              /* [max_seqs] log-probabilities of the seqs that asked */
@@ -570,8 +571,8 @@ static void forward(struct cpu *c, int t)
 			const uint32_t i = c->samp_seq[k0 + j];
 			const struct rl_batch_seq *s = &b->seqs[i];
 			float *lg = c->logits + (size_t)j * c->vocab;
-			if (s->allow)                  /* a constrained row: its distribution restricted */
-				rl_sample_mask(lg, c->vocab, s->allow);
+			if (c->samp_mask[k0 + j])      /* a constrained row: its distribution restricted */
+				rl_sample_mask(lg, c->vocab, c->samp_mask[k0 + j]);
 			const int32_t tok = (int32_t)rl_sample(lg, c->vocab, &s->sp, c->samp_pos[k0 + j],
 							       (char *)c->samp_scratch + (size_t)t * c->samp_scratch_size);
 			*c->samp_dst[k0 + j] = tok;
@@ -638,8 +639,12 @@ static int validate(struct cpu *c, const struct rl_batch *b)
 		}
 		if ((i >= b->n_prefill && s->q_len != 1) ||
 		    (s->n_draft && (!s->sample || s->n_draft >= s->q_len || !s->draft_out || s->logprobs)) ||
-		    (s->allow && (!s->sample || s->n_draft || !rl_sample_mask_any(s->allow, c->vocab))))
+		    (s->allow && !s->sample))
 			return -EINVAL;
+		const size_t words = rl_sample_mask_words(c->vocab);
+		for (uint32_t j = 0; s->allow && j <= s->n_draft; j++)
+			if (!rl_sample_mask_any(s->allow + j * words, c->vocab))
+				return -EINVAL;
 		for (uint32_t k = 0; k < (s->ctx_len + c->bs - 1) / c->bs; k++)
 			if (s->block_table[k] >= c->n_blocks)
 				return -EINVAL;
@@ -649,6 +654,7 @@ static int validate(struct cpu *c, const struct rl_batch *b)
 			c->samp_row[c->n_samp] = s->q_start + s->q_len - 1 - s->n_draft + j;
 			c->samp_pos[c->n_samp] = s->ctx_len - s->n_draft + j;
 			c->samp_dst[c->n_samp] = j < s->n_draft ? &s->draft_out[j] : &c->tok_out[i];
+			c->samp_mask[c->n_samp] = s->allow ? s->allow + j * words : NULL;
 			c->samp_seq[c->n_samp++] = i;
 		}
 		if (s->sample)
@@ -732,7 +738,7 @@ static void free_all(struct cpu *c)
 	free(c->rlog); free(c->exp_n); free(c->exp_rows); free(c->exp_w); free(c->xg); free(c->xd);
 	free(c->att); free(c->hb); free(c->hb2); free(c->xs); free(c->logits); free(c->inv_freq); free(c->rope_cs);
 	free(c->attn_scratch); free(c->qscratch); free(c->samp_scratch); free(c->samp_seq); free(c->samp_row);
-	free(c->samp_pos); free(c->samp_dst);
+	free(c->samp_pos); free(c->samp_dst); free(c->samp_mask);
 	free(c->items); free(c->logit_row);
 	free(c->tok_out); free(c->lp); free(c->plp_row); free(c->plp_tok); free(c->plp_ntop); free(c->plp_start);
 	free(c->plp); free(c->th); free(c);
@@ -878,6 +884,7 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	c->samp_row = malloc(T * sizeof(uint32_t));
 	c->samp_pos = malloc(T * sizeof(uint32_t));
 	c->samp_dst = malloc(T * sizeof(int32_t *));
+	c->samp_mask = malloc(T * sizeof *c->samp_mask);
 	c->items = malloc((size_t)S * c->nkv * sizeof *c->items);
 	c->logit_row = malloc(S * sizeof(int32_t));
 	c->tok_out = malloc(S * sizeof(int32_t));
@@ -890,7 +897,7 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	c->th = calloc(c->n_threads, sizeof(pthread_t));
 	if (!c->kpool || !c->vpool || !c->x || !c->xb || !c->xb_own || !c->q || !c->k || !c->v || !c->att ||
 	    !c->hb || !c->hb2 || !c->xs || !c->logits || !c->inv_freq || !c->rope_cs || !c->attn_scratch ||
-	    !c->samp_scratch || !c->qscratch || !c->samp_seq || !c->samp_row || !c->samp_pos || !c->samp_dst || !c->items || !c->logit_row ||
+	    !c->samp_scratch || !c->qscratch || !c->samp_seq || !c->samp_row || !c->samp_pos || !c->samp_dst || !c->samp_mask || !c->items || !c->logit_row ||
 	    !c->tok_out || !c->lp || !c->plp_row || !c->plp_tok || !c->plp_ntop || !c->plp_start || !c->plp || !c->th) {
 		snprintf(err, errlen, "cpu backend: cannot allocate %.1f GiB of KV cache and buffers; lower --kv-blocks or --max-batch-tokens",
 			 2.0 * kv * (c->kv_f16 ? 2 : 4) / (1 << 30));

@@ -509,6 +509,8 @@ static int try_launch(struct rl_rt *rt, uint64_t now)
 		rl_draft_propose(rt->draft, asks, n_asks);   /* on failure no drafts, the step goes on */
 	else if (n_asks)
 		rl_ngram_propose(asks, n_asks);
+	for (uint32_t i = 0; i < n_asks; i++)   /* constrained: checked, extended by forced tokens */
+		asks[i].n_out = rl_rt_cons_drafts(rt->cons, asks[i].seq_id, asks[i].out, asks[i].n_out, asks[i].k);
 	const struct rl_batch *b = rl_sched_compose(rt->sched);
 	publish_events(rt);             /* errors the scheduler emitted (expired deadlines) */
 	if (!b || !b->n_seqs)
@@ -848,7 +850,7 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 					.emit_prompt = hook_emit_prompt, .seq_gone = hook_seq_gone };
 	/* structured output: the constraints' handles and per-sequence states (the vocabulary's
 	 * trie is built at the first constrained request) */
-	if ((rc = rl_rt_cons_create(bi->vocab_blob, bi->vocab_blob_size, sp.pool_size, &rt->cons)) ||
+	if ((rc = rl_rt_cons_create(bi->vocab_blob, bi->vocab_blob_size, sp.pool_size, sp.spec_k, &rt->cons)) ||
 	    !(rt->cons_text = malloc(RL_MAX_CONS_BYTES + 1)) ||
 	    !(rt->prompt = malloc(((size_t)rt->max_prompt + 1) * sizeof *rt->prompt))) {
 		rc = rc ? rc : -ENOMEM;

@@ -20,7 +20,7 @@ struct handle {
 struct seq {
 	int      h;                    /* its handle, -1 when unconstrained */
 	uint32_t state;
-	uint32_t *mask;                /* [mask words] */
+	uint32_t *mask;                /* [1 + max_draft][mask words]: the state's, then after each draft */
 };
 
 struct rl_rt_cons {
@@ -30,10 +30,11 @@ struct rl_rt_cons {
 	struct handle h[RL_RT_CONS_HANDLES];
 	uint64_t uses;
 	struct seq *seq;               /* [pool_size] */
-	uint32_t pool_size;
+	uint32_t pool_size, max_draft;
 };
 
-int rl_rt_cons_create(const void *vocab_blob, size_t vocab_bytes, uint32_t pool_size, struct rl_rt_cons **out)
+int rl_rt_cons_create(const void *vocab_blob, size_t vocab_bytes, uint32_t pool_size, uint32_t max_draft,
+		      struct rl_rt_cons **out)
 {
 	struct rl_rt_cons *k = calloc(1, sizeof *k);
 	if (!k || !(k->seq = calloc(pool_size, sizeof *k->seq))) {
@@ -45,6 +46,7 @@ int rl_rt_cons_create(const void *vocab_blob, size_t vocab_bytes, uint32_t pool_
 	k->blob = vocab_blob;
 	k->blob_bytes = vocab_bytes;
 	k->pool_size = pool_size;
+	k->max_draft = max_draft;
 	*out = k;
 	return 0;
 }
@@ -144,7 +146,7 @@ int rl_rt_cons_start(struct rl_rt_cons *k, uint32_t seq_id, int kind, const char
 		return hi;
 	struct handle *e = &k->h[hi];
 	struct seq *s = &k->seq[seq_id];
-	if (!(s->mask = malloc(rl_cons_mask_words(e->c) * sizeof *s->mask)))
+	if (!(s->mask = malloc((1 + (size_t)k->max_draft) * rl_cons_mask_words(e->c) * sizeof *s->mask)))
 		return -ENOMEM;
 	s->state = rl_cons_start(e->c);
 	if (rl_cons_mask(e->c, s->state, s->mask) <= 0) {   /* the compiler prunes to live states */
@@ -174,6 +176,46 @@ int rl_rt_cons_advance(struct rl_rt_cons *k, uint32_t seq_id, uint32_t token)
 	 * step samples one and the request ends */
 	rl_cons_mask(c, s->state, s->mask);
 	return 0;
+}
+
+uint32_t rl_rt_cons_drafts(struct rl_rt_cons *k, uint32_t seq_id, uint32_t *draft, uint32_t n, uint32_t cap)
+{
+	if (seq_id >= k->pool_size || k->seq[seq_id].h < 0)
+		return n;
+	struct seq *s = &k->seq[seq_id];
+	struct rl_cons *c = k->h[s->h].c;
+	const size_t words = rl_cons_mask_words(c);
+	if (cap > k->max_draft)
+		cap = k->max_draft;
+	uint32_t st = s->state, kept = 0;
+	/* the drafts as far as the constraint allows them (a mask after each) */
+	for (; kept < n && kept < cap; kept++) {
+		const long next = rl_cons_advance(c, st, draft[kept]);
+		if (next < 0 || rl_cons_vocab_is_eog(k->v, draft[kept]))
+			break;                 /* an end is sampled, never drafted */
+		st = (uint32_t)next;
+		rl_cons_mask(c, st, s->mask + (kept + 1) * words);
+	}
+	/* then the bytes the constraint forces, cut into the vocabulary's longest tokens: drafts
+	 * the model verifies like any. The cut that reaches the end of the forced bytes is left
+	 * out where tokens go on past it (" named" + " " where the model writes " named" + " Lily"):
+	 * the choice after the forced bytes is the model's. */
+	char forced[64];
+	while (kept < cap) {
+		const size_t nb = rl_cons_forced(c, st, forced, sizeof forced);
+		uint32_t len = 0;
+		int longer = 0;
+		const long id = nb ? rl_cons_vocab_longest(k->v, forced, nb, &len, &longer) : -1;
+		if (id < 0 || (len == nb && longer))
+			break;
+		const long next = rl_cons_advance(c, st, (uint32_t)id);
+		if (next < 0)
+			break;
+		draft[kept] = (uint32_t)id;
+		st = (uint32_t)next;
+		rl_cons_mask(c, st, s->mask + ++kept * words);
+	}
+	return kept;
 }
 
 void rl_rt_cons_forget(struct rl_rt_cons *k, uint32_t seq_id)

@@ -8,6 +8,12 @@
  * mask is computed when the sequence starts and after each of its tokens (cached per
  * automaton state by the engine). The vocabulary's trie is built at the first constrained
  * request.
+ *
+ * With speculative decoding a constrained sequence's drafts are checked against its
+ * constraint, and extended by the tokens the constraint forces (rl_rt_cons_drafts); the
+ * masks for the positions after each draft follow its own in the same buffer, so the step
+ * verifies each draft row under the constraint. Nothing rolls back: the state moves only
+ * with the tokens the step emits (rl_rt_cons_advance).
  */
 #ifndef RL_RT_CONS_H
 #define RL_RT_CONS_H
@@ -19,8 +25,10 @@
 struct rl_rt_cons;
 
 /* Over the model's vocabulary (the backend's blob, rl_tok.h; kept by reference until the
- * trie is built), for sequence ids below pool_size. 0, -ENOMEM. */
-int  rl_rt_cons_create(const void *vocab_blob, size_t vocab_bytes, uint32_t pool_size, struct rl_rt_cons **out);
+ * trie is built), for sequence ids below pool_size, with room for max_draft drafts' masks a
+ * sequence (the runtime's spec_k; 0 without speculation). 0, -ENOMEM. */
+int  rl_rt_cons_create(const void *vocab_blob, size_t vocab_bytes, uint32_t pool_size, uint32_t max_draft,
+		       struct rl_rt_cons **out);
 void rl_rt_cons_destroy(struct rl_rt_cons *k);
 /* Puts sequence seq_id under the constraint (kind: enum rl_cons_kind, text: len bytes) and
  * sets *allow to its mask for the first token (valid until rl_rt_cons_forget). 0; -EINVAL
@@ -31,6 +39,12 @@ int  rl_rt_cons_start(struct rl_rt_cons *k, uint32_t seq_id, int kind, const cha
 /* After sequence seq_id's token: its next state and, in place, its mask. 0, or -EINVAL
  * when the constraint did not allow the token (not reached: the mask came first). */
 int  rl_rt_cons_advance(struct rl_rt_cons *k, uint32_t seq_id, uint32_t token);
+/* A step's drafts draft[0..n) for sequence seq_id (a draft source's, for the positions after
+ * its tokens): a constrained sequence keeps the longest run its constraint allows, then takes
+ * the tokens the constraint forces after them, up to cap (and max_draft) in all, and its
+ * mask buffer (*allow from rl_rt_cons_start) gets the mask after each kept draft: n + 1 masks
+ * for the step's n + 1 sampling rows. Returns the count kept; an unconstrained sequence's n. */
+uint32_t rl_rt_cons_drafts(struct rl_rt_cons *k, uint32_t seq_id, uint32_t *draft, uint32_t n, uint32_t cap);
 /* The sequence is gone: its state and mask are dropped (its handle stays compiled). */
 void rl_rt_cons_forget(struct rl_rt_cons *k, uint32_t seq_id);
 

@@ -694,7 +694,7 @@ static uint32_t ask_drafts(struct rl_sched *s, uint32_t left)
 	}
 	for (uint32_t i = 0; i < s->n_dec && rows; i++) {
 		struct seqx *x = s->dec[i];
-		if (x->dropped || x->q.no_spec || x->q.logprobs || x->q.allow)
+		if (x->dropped || x->q.no_spec || x->q.logprobs)
 			continue;
 		const uint32_t len = seq_len(x);
 		/* room: the rows, the context (drafts up to position len + k - 1, and the token
@@ -844,7 +844,7 @@ static void pack_one(struct rl_sched *s, struct seqx *x, uint32_t *t)
 	b->next_token = start + x->chunk < len ? x->tok[start + x->chunk] : UINT32_MAX;
 	b->n_draft = x->n_draft;
 	b->draft_out = s->draft_out + b->q_start;
-	b->allow = b->sample && !x->n_draft ? x->q.allow : NULL;
+	b->allow = b->sample ? x->q.allow : NULL;   /* n_draft + 1 masks (rl_rt_cons_drafts) */
 	assert(x->n_blocks == (b->ctx_len + s->p.block_size - 1) / s->p.block_size);
 	s->step_x[i] = x;
 	s->step_inc[i] = x->inc;

@@ -172,8 +172,11 @@ static int validate(const struct rl_cuda_geom *g, const struct rl_batch *b)
 			return -EINVAL;
 		if (s->n_draft && (!s->sample || s->n_draft >= s->q_len || !s->draft_out))
 			return -EINVAL;
-		if (s->allow && (!s->sample || s->n_draft || !rl_sample_mask_any(s->allow, g->vocab)))
+		if (s->allow && !s->sample)
 			return -EINVAL;
+		for (uint32_t j = 0; s->allow && j <= s->n_draft; j++)   /* a mask a sampling row */
+			if (!rl_sample_mask_any(s->allow + (size_t)j * rl_sample_mask_words(g->vocab), g->vocab))
+				return -EINVAL;
 		for (uint32_t k = 0; k < need; k++)
 			if (s->block_table[k] >= g->n_kv_blocks)
 				return -EINVAL;
@@ -326,9 +329,11 @@ uint32_t rl_cuda_host_pack_masks(const struct rl_cuda_geom *g, const struct rl_c
 	uint32_t n = 0;
 	for (uint32_t j = 0; j < h->n_samp; j++) {
 		const struct rl_batch_seq *s = &b->seqs[samp_seq[j]];
-		if (!s->allow || samp_draft[j] >= 0)   /* pack refused masks on verifying rows */
+		if (!s->allow)
 			continue;
-		memcpy(masks + (size_t)n * words, s->allow, words * sizeof *masks);
+		/* a draft row's mask is the draft's index; the last row's comes after the drafts' */
+		const uint32_t k = samp_draft[j] >= 0 ? (uint32_t)samp_draft[j] : s->n_draft;
+		memcpy(masks + (size_t)n * words, s->allow + (size_t)k * words, words * sizeof *masks);
 		samp[j].mask = (int32_t)n++;
 	}
 	return n;
