@@ -19,6 +19,7 @@
 #include "tests/rl_test.h"
 #include "tests/rt_harness.h"
 #include <math.h>
+#include <regex.h>
 #include "kernels/rl_ref.h"
 #include "runtime/model/rl_model_io.h"
 
@@ -40,8 +41,8 @@ static const char *PROMPTS[6] = {
 
 struct gen { uint32_t ids[512]; int n; char text[8192]; };
 
-/* Runs one request to completion on c; text is the prompt + decoded output. */
-/* a generation under constraint k (NULL: none) */
+/* Runs one request to completion on c, under constraint k (NULL: none); text is the prompt +
+ * decoded output. */
 static int generate_c(struct ringlm *c, const char *prompt, uint32_t n, float temp, float top_p,
 		      uint64_t seed, const struct ringlm_constraint *k, struct gen *g)
 {
@@ -449,6 +450,86 @@ static void constrained_speculation_gives_the_same_tokens(void)
 	ringlm_constraint_destroy(k);
 }
 
+/* Constrained requests where the runtime is pressed: a KV pool too small for all of them
+ * (preemption and recompute), a budget of 8 tokens (chunked prefill), shared prompts (prefix
+ * cache hits), speculation, a cancelled one and an unconstrained one among them. Every
+ * constrained answer that finishes is a whole match, by POSIX regexec (not our engine). */
+static void constrained_under_pressure(void)
+{
+	const char *m = rl_t_model("stories260K.bin"), *t = rl_t_model("tok512.bin");
+	if (!m || !t)
+		SKIP("../shared/models/stories260K.bin or tok512.bin not found");
+	static const char RE[] = "Once upon a time, there was a little (girl|boy|dog) named (Lily|Tim|Max)\\. "
+				 "(She|He|It) (liked|loved) to [a-z ]{4,40}\\.";
+	regex_t posix;
+	REQUIRE(regcomp(&posix, "^Once upon a time, there was a little (girl|boy|dog) named (Lily|Tim|Max)\\. "
+			"(She|He|It) (liked|loved) to [a-z ]{4,40}\\.$", REG_EXTENDED | REG_NOSUB) == 0);
+	struct ringlm_constraint *k;
+	REQUIRE(ringlm_constraint_create(RINGLM_CONSTRAINT_REGEX, RE, strlen(RE), &k) == 0);
+	struct ringlm *c;
+	REQUIRE(embedded(&c, m, t, "--threads 1 --block-size 4 --ctx 160 --kv-blocks 44 --max-batch-tokens 8 "
+				   "--spec ngram --spec-k 4 --spec-cost 0.05") == 0);
+	enum { N = 9 };
+	static uint32_t p[N][64], out[N][256];
+	uint32_t id[N], np[N], nout[N] = { 0 };
+	int fin[N];
+	for (int i = 0; i < N; i++) {
+		np[i] = (uint32_t)ringlm_tokenize(c, PROMPTS[i % 3 * 2], 1, p[i], 64);   /* three prompts, thrice */
+		struct ringlm_request r = ringlm_default_request();
+		r.prompt = p[i];
+		r.n_prompt = np[i];
+		r.max_new = 120;
+		r.temperature = i % 2 ? 0.9f : 0;
+		r.seed = 70 + i;
+		r.tag = (uint64_t)i;
+		r.constraint = i == N - 1 ? NULL : k;       /* the last one free */
+		REQUIRE(ringlm_submit(c, &r, &id[i]) == 0);
+		fin[i] = -1;
+	}
+	struct ringlm_event ev[64];
+	for (int left = N; left;) {
+		const int n = ringlm_wait(c, ev, 64, 30000);
+		REQUIRE(n > 0);
+		for (int e = 0; e < n; e++) {
+			const int i = (int)ev[e].tag;
+			if (ev[e].type == RINGLM_EV_TOKEN) {
+				out[i][nout[i]++ % 256] = ev[e].token;
+				if (i == 1 && nout[i] == 2)
+					ringlm_cancel(c, id[i]);
+				continue;
+			}
+			fin[i] = ev[e].type == RINGLM_EV_DONE ? (int)ev[e].code : -1000;
+			left--;
+		}
+	}
+	int whole = 0;
+	for (int i = 0; i < N - 1; i++) {
+		char text[4096] = "", piece[128];
+		uint32_t prev = p[i][np[i] - 1];
+		for (uint32_t j = 0; j < nout[i] && j < 256; j++) {
+			const char *sp = ringlm_detokenize(c, prev, out[i][j], piece, sizeof piece);
+			strncat(text, sp ? sp : "", sizeof text - strlen(text) - 1);
+			prev = out[i][j];
+		}
+		if (i == 1 && fin[i] == RINGLM_FIN_CANCEL)   /* else it ended before the cancel came */
+			continue;
+		/* the end-of-text token ends the request and adds no text */
+		CHECKF((fin[i] == RINGLM_FIN_STOP || fin[i] == RINGLM_FIN_EOS) && regexec(&posix, text, 0, NULL, 0) == 0,
+		       "request %d (finish %d): \"%s\" is not a whole match", i, fin[i], text);
+		whole++;
+	}
+	const long long pre = rt_stat(c, "preemptions"), dr = rt_stat(c, "spec_drafted");
+	printf("  %d constrained answers whole matches; %lld preemptions, %lld drafts; the free one: %u tokens\n",
+	       whole, pre, dr, nout[N - 1]);
+	CHECK(pre > 0 && nout[N - 1] > 0 && fin[N - 1] >= 0);
+	/* the runtime goes on: a request after all that */
+	static struct gen g;
+	CHECK(generate_c(c, PROMPTS[0], 100, 0, 1, 1, k, &g) == 0);
+	ringlm_close(c);
+	ringlm_constraint_destroy(k);
+	regfree(&posix);
+}
+
 /* 1 when s[n] is whole UTF-8 characters (no character cut at the end or elsewhere) */
 static int whole_utf8(const char *s, size_t n)
 {
@@ -719,6 +800,7 @@ int main(void)
 	RUN(daemon_tiny_budget_equals_in_process);
 	RUN(speculation_gives_the_same_tokens);
 	RUN(constrained_speculation_gives_the_same_tokens);
+	RUN(constrained_under_pressure);
 	RUN(daemon_cuda_on_emulator);
 	RUN(daemon_cuda_fp16_on_emulator);
 	RUN(daemon_cuda_spec_on_emulator);
