@@ -221,19 +221,24 @@ RL_TGT_AVX512_VNNI static double mix_vnni(void)
 
 /* ---------------------------------------------------------------- kernels ------- */
 
-/* the matrix's multiply-adds a second over nr activation rows, best of 5 runs */
+/* the matrix's multiply-adds a second over nr activation rows, best of 5 runs of ~30 ms (the
+ * first run, which warms the caches, counts how many calls fill that: a sanitizer build's
+ * slower calls make fewer, not a longer benchmark) */
 static double kernel_gmacs(const struct rl_wmat *W, uint32_t nr, const float *X, float *Y, void *scratch)
 {
 	const double macs = (double)W->rows * W->cols * nr;
-	int iters = (int)((nr == 1 ? 1e9 : 3e9) / macs) + 1;   /* ~20-50 ms a run */
-	double best = 0;
-	for (int rep = 0; rep < 6; rep++) {
-		double t0 = secs();
-		for (int it = 0; it < iters; it++)
+	long iters = 0;
+	double best = 0, t0 = secs();
+	while (secs() - t0 < 0.03 || !iters) {
+		rl_cpu_qmatmul(Y, W->rows, X, W->cols, W, NULL, nr, 0, W->rows, 0, scratch);
+		iters++;
+	}
+	for (int rep = 0; rep < 5; rep++) {
+		t0 = secs();
+		for (long it = 0; it < iters; it++)
 			rl_cpu_qmatmul(Y, W->rows, X, W->cols, W, NULL, nr, 0, W->rows, 0, scratch);
 		double g = macs * iters / (secs() - t0) / 1e9;
-		if (rep && g > best)           /* the first run warms the caches */
-			best = g;
+		best = g > best ? g : best;
 	}
 	return best;
 }
