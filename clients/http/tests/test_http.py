@@ -387,7 +387,7 @@ def test_response_format_json_schema_on_a_real_instruct_model(smollm):
     jsonschema.validate(json.loads("".join(e["choices"][0]["delta"].get("content", "") for e in ev[:-1])), schema)
     for rf, word in (({"type": "json_object"}, "json_object"),
                      ({"type": "json_schema", "json_schema": {"name": "e", "schema": {"type": "string",
-                                                                                       "format": "email"}}},
+                                                                                       "format": "idn-email"}}},
                       "format")):
         code, body = curl(smollm.url + "/v1/chat/completions", data=json.dumps(dict(req, response_format=rf)))
         assert code == 400 and word in json.loads(body)["error"]["message"], body

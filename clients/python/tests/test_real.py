@@ -60,6 +60,6 @@ def test_structured_output_holds_to_schema_and_regex(smollm):
                           regex=r"(19|20)\d\d-[01]\d-[0-3]\d", temperature=t, seed=seed)
             assert re.fullmatch(r"(19|20)\d\d-[01]\d-[0-3]\d", date), date
         with pytest.raises(ringlm.RinglmError, match="format"):
-            c.chat(QUESTION, schema={"type": "string", "format": "email"})
+            c.chat(QUESTION, schema={"type": "string", "format": "idn-email"})
         with pytest.raises(ringlm.RinglmError, match="not both"):
             c.chat(QUESTION, schema=PERSON, regex="a")
