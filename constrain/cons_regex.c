@@ -20,6 +20,9 @@
 
 #define MAX_REPEAT 1000                /* {m,n} bounds: larger is refused by name */
 #define MAX_NFA    (1u << 22)          /* NFA states: the expression's expanded size */
+#define MAX_WORK   (1ull << 29)        /* NFA state visits while building the DFA: the bound on
+					* a compile's time (~1 s) where the states stay few but
+					* each is a large set (long repetitions of long pieces) */
 #define MAX_CP     0x10FFFFu
 
 /* ---- the tree -------------------------------------------------------------------------- */
@@ -1045,7 +1048,13 @@ static int build_dfa(const struct nfa *a, int32_t start, int32_t match, uint32_t
 		goto out;
 	}
 	d->start = (uint32_t)s0;
+	uint64_t work = 0;
 	for (uint32_t s = 0; s < b.n; s++) {      /* b.n grows as states are found */
+		work += (b.off[s + 1] - b.off[s]) * (uint64_t)(ncls + 1);
+		if (work > MAX_WORK) {
+			rc = -ETIME;
+			goto out;
+		}
 		if ((size_t)(s + 1) * ncls > next_cap) {
 			size_t nc = next_cap ? next_cap * 2 : (size_t)ncls * 1024;
 			uint32_t *nn = realloc(next, nc * sizeof *nn);
@@ -1185,6 +1194,10 @@ int rl_cons_regex_dfa(const char *re, size_t len, unsigned pflags, uint32_t max_
 	if (rc == -E2BIG)
 		snprintf(err, errlen, "the automaton needs more than %u states (large repetition counts, lengths or many alternatives?)",
 			 max_states ? max_states : 100000);
+	else if (rc == -ETIME) {
+		snprintf(err, errlen, "the automaton takes too long to build (large repetition counts of long pieces?)");
+		rc = -E2BIG;
+	}
 	else if (rc == -ENOENT) {
 		snprintf(err, errlen, "the expression matches no string");
 		rc = -EINVAL;
