@@ -28,7 +28,7 @@
 #include "ipc/rl_clock.h"
 
 #define WALK_BYTES 48                  /* after this many bytes a walk heads for the nearest end */
-#define WALK_CAP 4096
+#define WALK_CAP (1 << 16)          /* bytes of one answer (minItems 600 of objects: ~20 KB) */
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -149,7 +149,7 @@ static void one_file(const char *dir, const char *name, const struct rl_cons_voc
 					continue;
 				}
 				/* bytes as latin-1 code points would hide bad UTF-8: the checker gets them hex */
-				char hex[2 * WALK_CAP + 1];
+				static char hex[2 * WALK_CAP + 1];
 				for (size_t i = 0; i < n; i++)
 					snprintf(hex + 2 * i, 3, "%02x", (uint8_t)buf[i]);
 				hex[2 * n] = 0;

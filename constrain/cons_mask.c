@@ -430,23 +430,46 @@ void rl_cons_cache_stats(const struct rl_cons *c, uint64_t *hits, uint64_t *miss
 
 uint32_t *rl_cons_dist_to_accept(const struct rl_cons *c)
 {
-	uint32_t n = rl_cons_n_states(c), *d = malloc(n * sizeof *d);
-	if (!d)
+	/* a breadth-first search from the accepting states over the reversed transitions (one
+	 * edge a byte class: every byte of a class leads to the same state) */
+	const uint32_t n = c->d.n, ncls = c->d.ncls;
+	uint32_t *d = malloc(n * sizeof *d), *start = calloc((size_t)n + 1, sizeof *start);
+	uint32_t *from = malloc(((size_t)n * ncls + 1) * sizeof *from), *queue = malloc(((size_t)n + 1) * sizeof *queue);
+	if (!d || !start || !from || !queue) {
+		free(d); free(start); free(from); free(queue);
 		return NULL;
-	for (uint32_t s = 0; s < n; s++)
-		d[s] = rl_cons_accepting(c, s) ? 0 : UINT32_MAX;
-	for (int changed = 1; changed;) {
-		changed = 0;
-		for (uint32_t s = 1; s < n; s++)
-			for (int b = 0; b < 256; b++) {
-				unsigned char ch = (unsigned char)b;
-				uint32_t t = rl_cons_feed(c, s, &ch, 1);
-				if (t && d[t] != UINT32_MAX && d[t] + 1 < d[s]) {
-					d[s] = d[t] + 1;
-					changed = 1;
-				}
+	}
+	for (uint32_t s = 1; s < n; s++)
+		for (uint32_t k = 0; k < ncls; k++)
+			start[c->d.next[(size_t)s * ncls + k]]++;
+	for (uint32_t t = 0, sum = 0; t <= n; t++) {   /* counts to starts */
+		const uint32_t x = t < n ? start[t] : 0;
+		start[t] = sum;
+		sum += x;
+	}
+	for (uint32_t s = 1; s < n; s++)
+		for (uint32_t k = 0; k < ncls; k++) {
+			const uint32_t t = c->d.next[(size_t)s * ncls + k];
+			from[start[t]++] = s;
+		}
+	for (uint32_t t = n; t > 0; t--)            /* starts again, shifted back */
+		start[t] = start[t - 1];
+	start[0] = 0;
+	uint32_t qh = 0, qt = 0;
+	for (uint32_t s = 0; s < n; s++) {
+		d[s] = s && c->d.accept[s] ? 0 : UINT32_MAX;
+		if (!d[s])
+			queue[qt++] = s;
+	}
+	while (qh < qt) {
+		const uint32_t t = queue[qh++];
+		for (uint32_t e = start[t]; e < start[t + 1]; e++)
+			if (d[from[e]] == UINT32_MAX) {
+				d[from[e]] = d[t] + 1;
+				queue[qt++] = from[e];
 			}
 	}
+	free(start); free(from); free(queue);
 	return d;
 }
 
