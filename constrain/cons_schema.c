@@ -37,6 +37,7 @@
 
 #define MAX_REF_DEPTH 32
 #define MAX_COUNT     1000             /* minItems/maxItems/minLength/maxLength expanded */
+#define ANY_DEPTH     3                /* containers nested inside a value of any kind */
 
 struct sb { char *p; size_t n, cap; int oom; };
 
@@ -157,6 +158,7 @@ static int kw_kind(const char *k)
 }
 
 static int value(struct ctx *c, json_t *s, struct sb *b);
+static void any_value(struct sb *b, int depth);
 
 /* ---- numbers ---------------------------------------------------------------------------- */
 /* Numbers are bounded to what parsers hold: at most 18 integer digits (an int64), 17 fraction
@@ -476,6 +478,28 @@ static int object(struct ctx *c, json_t *s, struct sb *b)
 	int rp = pattern_props(c, s, props);
 	if (rp)
 		return rp;
+	if (!props && !json_is_false(ap) && !req && !json_object_get(s, "patternProperties")) {
+		/* no properties named: keys are free, their values by additionalProperties (any
+		 * value when it is absent or true) */
+		struct sb v = { 0 };
+		int rc = 0;
+		if (json_is_object(ap)) {
+			size_t old = path_push(c, "additionalProperties");
+			rc = value(c, ap, &v);
+			path_pop(c, old);
+		} else
+			any_value(&v, ANY_DEPTH - 1);
+		if (!rc) {
+			put(b, "\\{(?:\"" STR_CHAR "*\":");
+			putn(b, v.p, v.n);
+			put(b, "(?:,\"" STR_CHAR "*\":");
+			putn(b, v.p, v.n);
+			put(b, ")*)?\\}");
+			rc = v.oom || b->oom ? -ENOMEM : 0;
+		}
+		free(v.p);
+		return rc;
+	}
 	size_t i, n = props ? json_object_size(props) : 0;
 	json_t *x;
 	json_array_foreach(req, i, x) {
@@ -555,8 +579,6 @@ static int array(struct ctx *c, json_t *s, struct sb *b)
 	if (prefix && !json_is_array(prefix))
 		return bad(c, "'prefixItems' must be an array");
 	size_t k = prefix ? json_array_size(prefix) : 0;
-	if (items && json_is_true(items))
-		return bad(c, "'items': true (any value) is not supported");
 	if (!items && !(c->flags & RL_CONS_NO_EXTRA_KEYS))
 		return bad(c, k ? "'prefixItems' without \"items\" (extra items of any kind) is not supported; add \"items\": false or a schema"
 			       : "an array schema without 'items' is not supported");
@@ -855,10 +877,31 @@ static int kind_of_type(const char *t)
 		: !strcmp(t, "integer") || !strcmp(t, "number") ? K_NUM : 0;
 }
 
+/* Any JSON value, containers nested at most depth deep (compact, as every output): where a
+ * schema allows any value, the automaton allows these; deeper nesting is the limit. */
+static void any_value(struct sb *b, int depth)
+{
+	put(b, "(?:null|true|false|" NUM_RE "|\"" STR_CHAR "*\"");
+	if (depth > 0) {
+		put(b, "|\\[(?:");
+		any_value(b, depth - 1);
+		put(b, "(?:,");
+		any_value(b, depth - 1);
+		put(b, ")*)?\\]|\\{(?:\"" STR_CHAR "*\":");
+		any_value(b, depth - 1);
+		put(b, "(?:,\"" STR_CHAR "*\":");
+		any_value(b, depth - 1);
+		put(b, ")*)?\\}");
+	}
+	put(b, ")");
+}
+
 static int value(struct ctx *c, json_t *s, struct sb *b)
 {
-	if (json_is_true(s))
-		return bad(c, "a schema of true (any value) is not supported");
+	if (json_is_true(s)) {
+		any_value(b, ANY_DEPTH);
+		return 0;
+	}
 	if (json_is_false(s))
 		return bad(c, "a schema of false (no value) cannot be generated");
 	if (!json_is_object(s))
@@ -921,9 +964,13 @@ static int value(struct ctx *c, json_t *s, struct sb *b)
 	}
 	if (json_object_get(s, "enum") || json_object_get(s, "const"))
 		return literals(c, s, b);
+	if (!type && !constraining) {          /* annotations only: any value */
+		any_value(b, ANY_DEPTH);
+		return 0;
+	}
 	if (!type)
-		return bad(c, "a schema needs 'type', 'enum', 'const', 'anyOf', 'oneOf', 'allOf' or '$ref' "
-			   "(any value is not supported)");
+		return bad(c, "a schema with keywords of some types needs 'type' (or 'enum', 'const', 'anyOf', 'oneOf', "
+			   "'allOf', '$ref')");
 	/* a keyword no listed type uses is a mistake in the schema, not something to drop quietly */
 	json_object_foreach(s, k, x) {
 		int kind = kw_kind(k), used = kind == K_ANNOT || kind == K_ANY;

@@ -93,8 +93,6 @@ static void bad_bodies_named(void)
 		{ 0, "{\"prompt\": \"x\", \"prompt\": \"y\"}", HTTP_REQ_BAD_JSON, "duplicate" },
 		{ 0, "{\"prompt\": \"x\", \"response_format\": {\"type\": \"text\"}}", HTTP_REQ_BAD,
 		  "'response_format' is not a parameter" },
-		{ 1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"json_object\"}}",
-		  HTTP_REQ_BAD, "'json_object' is not supported" },
 		{ 1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"xml\"}}",
 		  HTTP_REQ_BAD, "type 'xml' is not one of" },
 		{ 1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"json_schema\"}}",

@@ -203,9 +203,9 @@ static int prompt(json_t *j, const struct http_limits *lim, struct http_req *r, 
 	return 0;
 }
 
-/* response_format (chat): "text", or "json_schema" with json_schema.schema, which becomes
+/* response_format (chat): "text"; "json_schema" with json_schema.schema, which becomes
  * r->schema (compiled by the caller, whose engine names what it cannot enforce); "json_object"
- * (any JSON) is refused: any JSON is a recursive grammar the engine does not have */
+ * (an object of any keys and values) as the schema {"type":"object"} */
 static int response_format(json_t *j, struct http_req *r, char *why, size_t wl)
 {
 	json_t *rf = json_object_get(j, "response_format");
@@ -218,13 +218,10 @@ static int response_format(json_t *j, struct http_req *r, char *why, size_t wl)
 	}
 	if (!strcmp(type, "text"))
 		return 0;
-	if (!strcmp(type, "json_object")) {
-		snprintf(why, wl, "'response_format' type 'json_object' is not supported (any JSON at all); give "
-			 "'json_schema' with the schema the answer must follow");
-		return -1;
-	}
+	if (!strcmp(type, "json_object"))
+		return (r->schema = strdup("{\"type\":\"object\"}")) ? 0 : -ENOMEM;
 	if (strcmp(type, "json_schema")) {
-		snprintf(why, wl, "'response_format' type '%.32s' is not one of text, json_schema", type);
+		snprintf(why, wl, "'response_format' type '%.32s' is not one of text, json_object, json_schema", type);
 		return -1;
 	}
 	json_t *js = json_object_get(rf, "json_schema"), *schema = json_object_get(js, "schema");
