@@ -896,6 +896,44 @@ static void any_value(struct sb *b, int depth)
 	put(b, ")");
 }
 
+/* A schema without 'type' whose keywords bind some types (e.g. {"maxLength": 3}: a string is
+ * at most 3 long, a value of another type is free): each type as its keywords make it (a
+ * number with bounds as an integer), and a type this code cannot hold to them is left out,
+ * never loosened: the output is always a value the schema takes. null and booleans, which no
+ * keyword here binds, always remain. */
+static int untyped(struct ctx *c, json_t *s, struct sb *b)
+{
+	static const char *const kinds[] = { "string", "integer", "array", "object" };
+	int numeric = 0;
+	const char *k;
+	json_t *x;
+	json_object_foreach(s, k, x)
+		numeric |= kw_kind(k) == K_NUM;
+	put(b, "(?:null|true|false");
+	if (!numeric)
+		put(b, "|" NUM_RE);
+	for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+		if (!numeric && i == 1)
+			continue;
+		struct sb part = { 0 };
+		const size_t elen = c->err && c->errlen ? strlen(c->err) : 0;
+		const int rc = typed(c, s, kinds[i], &part);
+		if (rc == -EINVAL && c->err && c->errlen)
+			c->err[elen] = 0;      /* that type is left out, its reason with it */
+		else if (rc) {
+			free(part.p);
+			return rc;
+		}
+		if (!rc && !part.oom) {
+			put(b, "|");
+			putn(b, part.p, part.n);
+		}
+		free(part.p);
+	}
+	put(b, ")");
+	return b->oom ? -ENOMEM : 0;
+}
+
 static int value(struct ctx *c, json_t *s, struct sb *b)
 {
 	if (json_is_true(s)) {
@@ -969,8 +1007,7 @@ static int value(struct ctx *c, json_t *s, struct sb *b)
 		return 0;
 	}
 	if (!type)
-		return bad(c, "a schema with keywords of some types needs 'type' (or 'enum', 'const', 'anyOf', 'oneOf', "
-			   "'allOf', '$ref')");
+		return untyped(c, s, b);
 	/* a keyword no listed type uses is a mistake in the schema, not something to drop quietly */
 	json_object_foreach(s, k, x) {
 		int kind = kw_kind(k), used = kind == K_ANNOT || kind == K_ANY;

@@ -240,7 +240,6 @@ static void schema_refused_by_name(void)
 		{ "{\"allOf\":[{\"type\":\"string\"},{\"maxLength\":2}]}", "'allOf' with other than one" },
 		{ "{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "'oneOf' branches 0 and 1" },
 		{ "{\"type\":\"string\",\"minimum\":1}", "'minimum' applies to none" },
-		{ "{\"maxLength\":3}", "needs 'type'" },
 		{ "{\"type\":\"strin\"}", "'strin' is not a JSON Schema type" },
 		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"b\"],\"additionalProperties\":false}",
 		  "required property 'b'" },
