@@ -4,7 +4,7 @@
  * or one such group per file (MaskBench's data/ of JSONSchemaBench's real-world schemas).
  *
  * Per schema, three outcomes: compiled; refused (-EINVAL with a reason: what it does not
- * enforce, by name, never ignored); or failed (any other error, none given, or "not JSON" for
+ * enforce, by name, never ignored; or -E2BIG: too large, said so); or failed (any other error, none given, or "not JSON" for
  * the corpus' valid JSON: a defect). Per compiled schema, two checks whose verdict comes from elsewhere:
  *   - soundness against the suite's own labels: each test instance written as compact JSON is
  *     fed to the automaton; an instance the suite calls invalid must not be accepted. (A valid
@@ -112,10 +112,11 @@ static void one_file(const char *dir, const char *name, const struct rl_cons_voc
 		json_t *rec = json_pack("{s:s, s:s, s:s}", "file", name, "group",
 					json_string_value(json_object_get(g, "description")) ?: "", "schema", text);
 		if (rc) {
-			/* refused: the compiler said what it will not take, by name; failed: anything else */
-			int named = rc == -EINVAL && err[0] && !strstr(err, "is not JSON");
+			/* refused: the compiler said what it will not take, by name (too_large: by size);
+			 * failed: anything else */
+			int named = (rc == -EINVAL || rc == -E2BIG) && err[0] && !strstr(err, "is not JSON");
 			named ? t.refused++ : t.failed++;
-			json_object_set_new(rec, "status", json_string(named ? "refused" : "failed"));
+			json_object_set_new(rec, "status", json_string(!named ? "failed" : rc == -E2BIG ? "too_large" : "refused"));
 			json_object_set_new(rec, "reason", json_string(err));
 		} else {
 			t.compiled++;

@@ -46,7 +46,7 @@ def main():
                 bad_list.append({"file": r["file"], "group": r["group"], "answer": raw.decode("utf-8", "replace"), "why": why})
         unsound += len(r["accepted_invalid"])
     print(f"schemas {sum(status.values())}: compiled {status['compiled']}, refused by name {status['refused']}, "
-          f"failed {status['failed']}")
+          f"too large {status['too_large']}, failed {status['failed']}")
     compile_ms.sort()
     pct = lambda q: compile_ms[min(len(compile_ms) - 1, int(q * len(compile_ms)))] if compile_ms else 0.0
     print(f"compile ms: p50 {pct(0.5):.2f}, p90 {pct(0.9):.2f}, p99 {pct(0.99):.2f}, max {pct(1.0):.2f}")

@@ -1038,7 +1038,7 @@ int rl_cons_schema_to_regex(const char *schema, size_t len, unsigned flags, char
 		err[0] = 0;
 	*out = NULL;
 	json_error_t je;
-	json_t *root = json_loadb(schema, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
+	json_t *root = json_loadb(schema, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
 	if (!root) {
 		snprintf(err, errlen, "the schema is not JSON: %s (line %d)", je.text, je.line);
 		return -EINVAL;
