@@ -39,12 +39,22 @@
 #define MAX_COUNT     1000             /* minItems/maxItems/minLength/maxLength expanded */
 #define ANY_DEPTH     3                /* containers nested inside a value of any kind */
 
+#define MAX_TEXT      (16u << 20)      /* bytes appended to all buffers of one compile: the bound
+					* on its memory (text grows with nested optional keys) */
+
 struct sb { char *p; size_t n, cap; int oom; };
+
+/* one compile's appended bytes, across its buffers (a compile runs on one thread) */
+static _Thread_local size_t text_total;
 
 static void putn(struct sb *b, const char *s, size_t n)
 {
 	if (b->oom)
 		return;
+	if ((text_total += n) > MAX_TEXT) {
+		b->oom = 2;                    /* too large, not out of memory */
+		return;
+	}
 	if (b->n + n + 1 > b->cap) {
 		size_t nc = (b->n + n + 1) * 2;
 		char *np = realloc(b->p, nc);
@@ -1045,8 +1055,16 @@ int rl_cons_schema_to_regex(const char *schema, size_t len, unsigned flags, char
 	}
 	struct ctx c = { .root = root, .flags = flags, .err = err, .errlen = errlen };
 	struct sb b = { 0 };
+	text_total = 0;
 	int rc = value(&c, root, &b);
 	json_decref(root);
+	if (text_total > MAX_TEXT && (!rc || rc == -ENOMEM)) {
+		if (err && errlen)
+			snprintf(err, errlen, "the schema expands to more than %u MiB of expression (many optional "
+				 "properties, nested deep?)", MAX_TEXT >> 20);
+		free(b.p);
+		return -E2BIG;
+	}
 	if (!rc && b.oom)
 		rc = -ENOMEM;
 	if (rc) {

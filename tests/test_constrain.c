@@ -217,6 +217,33 @@ static void integer_bounds(void)
 	rl_cons_vocab_destroy(v);
 }
 
+/* A schema whose expression would grow past the bound (optional keys nested through $ref:
+ * O(n^2) text a level) is refused by size, fast, in bounded memory. */
+static void schema_too_large_refused(void)
+{
+	char *sch = malloc(1 << 16);
+	REQUIRE(sch);
+	size_t n = (size_t)sprintf(sch, "{\"$defs\":{");
+	for (int l = 0; l < 3; l++) {
+		n += (size_t)sprintf(sch + n, "%s\"l%d\":{\"type\":\"object\",\"properties\":{", l ? "," : "", l);
+		for (int k = 0; k < 30; k++)
+			n += (size_t)sprintf(sch + n, "%s\"k%d\":%s", k ? "," : "", k,
+					     l < 2 ? (l ? "{\"$ref\":\"#/$defs/l2\"}" : "{\"$ref\":\"#/$defs/l1\"}") : "{\"type\":\"string\"}");
+		n += (size_t)sprintf(sch + n, "},\"additionalProperties\":false}");
+	}
+	n += (size_t)sprintf(sch + n, "},\"$ref\":\"#/$defs/l0\"}");
+	struct rl_cons_vocab *v = byte_vocab();
+	REQUIRE(v);
+	struct rl_cons *c = NULL;
+	char err[512] = "";
+	int rc = rl_cons_compile_schema(v, sch, n, NULL, &c, err, sizeof err);
+	CHECKF(rc == -E2BIG && strstr(err, "expands to more than"), "rc %d: %s", rc, err);
+	if (!rc)
+		rl_cons_destroy(c);
+	rl_cons_vocab_destroy(v);
+	free(sch);
+}
+
 static void schema_refused_by_name(void)
 {
 	static const char *const tab[][2] = {
@@ -659,6 +686,7 @@ int main(void)
 	RUN(schema_vs_jsonschema);
 	RUN(integer_bounds);
 	RUN(schema_refused_by_name);
+	RUN(schema_too_large_refused);
 	RUN(mask_cache_lru);
 	RUN(vocab_bytes_gemma3);
 	RUN(mask_walks_smollm2);
