@@ -365,8 +365,8 @@ static int count_kw(struct ctx *c, json_t *s, const char *k, long *v)
 /* 'format' values as expressions whose every match each checker accepts (RFC 3339 dates and
  * times with February kept to 28 days, RFC 4122 UUIDs, dotted-quad IPv4 without leading zeros,
  * ASCII e-mail addresses and host names, http(s) URIs of such hosts): narrower than the
- * formats, never wider. */
-#define F_DATE "[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+ * formats, never wider (years 1000-9999: Python has no year 0). */
+#define F_DATE "[1-9][0-9]{3}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))"
 #define F_TIME "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,6})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
 #define F_LABEL "[a-z0-9](?:[a-z0-9-]{0,20}[a-z0-9])?"
 #define F_HOST F_LABEL "(?:\\." F_LABEL "){0,3}"
