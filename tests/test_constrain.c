@@ -38,7 +38,7 @@ static struct rl_cons_vocab *byte_vocab(void)
 	return rl_cons_vocab_create(256, tok, len, NULL, NULL, 0, &v) ? NULL : v;
 }
 
-static int matches(const struct rl_cons *c, const char *s, size_t n)
+static int matches(struct rl_cons *c, const char *s, size_t n)
 {
 	uint32_t st = rl_cons_feed(c, rl_cons_start(c), s, n);
 	return st != RL_CONS_DEAD && rl_cons_accepting(c, st);
@@ -218,8 +218,10 @@ static void schema_refused_by_name(void)
 		{ "{\"type\":\"integer\",\"multipleOf\":3}", "'multipleOf' is not supported" },
 		{ "{\"type\":\"string\",\"pattern\":\"(?=a)\"}", "lookahead" },
 		{ "{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", "'pattern' together with" },
-		{ "{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"k\":{\"$ref\":\"#/$defs/n\"}},\"additionalProperties\":false}},\"$ref\":\"#/$defs/n\"}",
-		  "recursive '$ref'" },
+		{ "{\"$defs\":{\"n\":{\"oneOf\":[{\"type\":\"null\"},{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/n\"}}]}},\"$ref\":\"#/$defs/n\"}",
+		  "'oneOf' with recursive branches" },
+		{ "{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"k\":{\"$ref\":\"#/$defs/n\"}},\"required\":[\"k\"],\"additionalProperties\":false}},\"$ref\":\"#/$defs/n\"}",
+		  "derives no finite string" },
 		{ "{\"$ref\":\"http://x/y\"}", "'$ref' 'http://x/y'" },
 		{ "{\"allOf\":[{\"type\":\"string\"},{\"maxLength\":2}]}", "'allOf' with other than one" },
 		{ "{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "'oneOf' branches 0 and 1" },
@@ -384,7 +386,7 @@ static struct rl_tok *load_tok(const char *path)
 }
 
 /* the mask by brute force: every token's bytes through the DFA */
-static long brute_mask(const struct rl_cons *c, const struct rl_cons_vocab *v, uint32_t st, uint32_t *m)
+static long brute_mask(struct rl_cons *c, const struct rl_cons_vocab *v, uint32_t st, uint32_t *m)
 {
 	uint32_t n = rl_cons_vocab_size(v);
 	long cnt = 0;
@@ -450,8 +452,6 @@ static void walks_on(size_t m, const char *path, int n_walks)
 		CHECKF(rc == 0, "schema %zu: %s", si, err);
 		if (rc)
 			continue;
-		uint32_t *dist = rl_cons_dist_to_accept(c);
-		REQUIRE(dist);
 		json_t *schema = json_loads(walk_schemas[si], 0, NULL);
 		g_root = schema;
 		for (int w = 0; w < n_walks; w++) {
@@ -486,7 +486,7 @@ static void walks_on(size_t m, const char *path, int n_walks)
 					pick = ids[0];
 					for (size_t k = 0; k < na; k++) {
 						long ns = rl_cons_advance(c, st, ids[k]);
-						uint32_t dd = ns < 0 ? UINT32_MAX : rl_cons_vocab_is_eog(v, ids[k]) ? 0 : dist[ns];
+						uint32_t dd = ns < 0 ? UINT32_MAX : rl_cons_vocab_is_eog(v, ids[k]) ? 0 : rl_cons_dist(c, (uint32_t)ns);
 						if (dd < best || (dd == best && rand() % 4 == 0)) {
 							best = dd;
 							pick = ids[k];
@@ -526,7 +526,6 @@ static void walks_on(size_t m, const char *path, int n_walks)
 		rl_cons_cache_stats(c, &hits, &misses, NULL);
 		CHECK(hits > 0);
 		json_decref(schema);
-		free(dist);
 		rl_cons_destroy(c);
 	}
 	printf("  %s: %u tokens (%zu control), %zu walks (%zu tokens), %zu states checked by brute force; "
