@@ -5,9 +5,14 @@
  *  - JSON Schema: the `jsonschema` package's verdicts (schemas.json): every invalid instance
  *    rejected, every canonical valid one accepted; integer bounds against arithmetic;
  *    refused keywords named in the error;
+ *  - grammars (GBNF, recursive schemas; the pushdown matcher): llama.cpp's grammars/ corpus
+ *    compiles; json.gbnf against Python's json, arithmetic.gbnf against a recogniser written in
+ *    Python, recursive schemas against `jsonschema` (grammar.json, gen_grammar_fixtures.py);
+ *    unsupported GBNF refused by name;
  *  - the token mask on the real SmolLM2 (49k) and Gemma 3 (262k) vocabularies: equal to running
- *    every token's bytes through the DFA, on every state random walks visit; the walks end in
- *    JSON that jansson parses and a small validator here (pcre2 for 'pattern') accepts; EOS
+ *    every token's bytes through the automaton, on every state random walks visit; the walks
+ *    end in JSON that jansson parses and a small validator here (pcre2 for 'pattern') accepts,
+ *    or (json.gbnf) that a recursive pcre2 pattern written from the grammar matches; EOS
  *    exactly in accepting states, control tokens never.
  * Tests: constrain (rl_cons_*), tokenizer (rl_tok_type, rl_tok_decode). */
 #include <errno.h>
@@ -152,6 +157,137 @@ static void schema_vs_jsonschema(void)
 	CHECK(nvalid > 150 && ninvalid > 1000);
 	rl_cons_vocab_destroy(v);
 	json_decref(fx);
+}
+
+/* grammars against oracles that share no code with them (grammar.json) */
+static void grammar_vs_oracles(void)
+{
+	json_error_t je;
+	json_t *fx = json_load_file(FIX "grammar.json", 0, &je);
+	REQUIRE(fx);
+	struct rl_cons_vocab *v = byte_vocab();
+	REQUIRE(v);
+	size_t i, k, n = 0, nvalid = 0, bad = 0;
+	json_t *g, *cs;
+	json_array_foreach(json_object_get(fx, "gbnf"), i, g) {
+		json_t *t = json_object_get(g, "grammar");
+		struct rl_cons *c;
+		char err[256];
+		int rc = rl_cons_compile_gbnf(v, json_string_value(t), json_string_length(t), NULL, &c, err, sizeof err);
+		CHECKF(rc == 0, "%s: %s", json_string_value(json_object_get(g, "name")), err);
+		if (rc)
+			continue;
+		CHECK(rl_cons_is_grammar(c));
+		json_array_foreach(json_object_get(g, "cases"), k, cs) {
+			json_t *x = json_object_get(cs, "text");
+			int want = json_is_true(json_object_get(cs, "valid"));
+			int got = matches(c, json_string_value(x), json_string_length(x));
+			n++;
+			nvalid += want;
+			if (got != want && bad++ < 10)
+				fprintf(stderr, "  %s on \"%s\": %d, oracle %d\n", json_string_value(json_object_get(g, "name")),
+					json_string_value(x), got, want);
+		}
+		rl_cons_destroy(c);
+	}
+	size_t ns = 0, sv = 0, si = 0;
+	json_array_foreach(json_object_get(fx, "schemas"), i, g) {
+		json_t *t = json_object_get(g, "schema");
+		struct rl_cons *c;
+		char err[256];
+		int rc = rl_cons_compile_schema(v, json_string_value(t), json_string_length(t), NULL, &c, err, sizeof err);
+		CHECKF(rc == 0, "recursive schema %zu: %s", i, err);
+		if (rc)
+			continue;
+		CHECK(rl_cons_is_grammar(c));
+		json_array_foreach(json_object_get(g, "cases"), k, cs) {
+			json_t *x = json_object_get(cs, "text");
+			int valid = json_is_true(json_object_get(cs, "valid")), canon = json_is_true(json_object_get(cs, "canonical"));
+			if (valid && !canon)
+				continue;              /* valid in another spelling or key order: no label for us */
+			int got = matches(c, json_string_value(x), json_string_length(x));
+			ns++;
+			sv += valid;
+			si += !valid;
+			if (got != valid && bad++ < 10)
+				fprintf(stderr, "  recursive schema %zu on %s: %d, jsonschema %d\n", i, json_string_value(x), got, valid);
+		}
+		rl_cons_destroy(c);
+	}
+	printf("  GBNF: %zu strings (%zu in the language) against Python oracles; recursive schemas: %zu canonical valid, "
+	       "%zu invalid; %zu wrong\n", n, nvalid, sv, si, bad);
+	CHECK(bad == 0);
+	CHECK(n > 1000 && nvalid > 300 && sv > 60 && si > 300);
+	rl_cons_vocab_destroy(v);
+	json_decref(fx);
+}
+
+/* llama.cpp's grammars/ compile (each on the matcher it needs); what is not taken is refused
+ * by name; a grammar's state cap is an error, not a crash */
+static void gbnf_corpus_and_refusals(void)
+{
+	static const char *const corpus[] = { "arithmetic", "c", "chess", "english", "japanese", "json", "json_arr", "list" };
+	struct rl_cons_vocab *v = byte_vocab();
+	REQUIRE(v);
+	for (size_t i = 0; i < sizeof corpus / sizeof *corpus; i++) {
+		char path[200], err[256];
+		snprintf(path, sizeof path, FIX "gbnf/%s.gbnf", corpus[i]);
+		FILE *f = fopen(path, "rb");
+		REQUIRE(f);
+		static char text[8192];
+		size_t n = fread(text, 1, sizeof text, f);
+		fclose(f);
+		struct rl_cons *c;
+		int rc = rl_cons_compile_gbnf(v, text, n, NULL, &c, err, sizeof err);
+		CHECKF(rc == 0, "%s: %s", path, err);
+		if (!rc)
+			rl_cons_destroy(c);
+	}
+	static const char *const tab[][2] = {
+		{ "root ::= expr\nexpr ::= expr \"+\" [0-9] | [0-9]\n", "'expr' is left-recursive" },
+		{ "root ::= a\na ::= [ ]* a \"x\" | \"y\"\n", "'a' is left-recursive" },
+		{ "root ::= \"x\" root\n", "derives no finite string" },
+		{ "root ::= \"a\" <[12]>\n", "token references" },
+		{ "root ::= !<[12]>\n", "token references" },
+		{ "root ::= foo\n", "'foo' is used but not defined" },
+		{ "top ::= \"a\"\n", "no 'root' rule" },
+		{ "root ::= \"a\"\nroot ::= \"b\"\n", "defined twice" },
+		{ "root ::= \"\\q\"\n", "unknown escape" },
+		{ "root ::= \"abc\n", "not closed" },
+		{ "root ::= [a-z\n", "not closed" },
+		{ "root ::= (\"a\"\n", "expecting ')'" },
+		{ "root ::= \"a\"{2000}\n", "above 1000" },
+		{ "root ::= \"a\"{3,2}\n", "min above max" },
+		{ "root ::= *\"a\"\n", "nothing before it to repeat" },
+		{ "root = \"a\"\n", "expecting '::='" },
+		{ "root ::= \"\\uD800\"\n", "no Unicode scalar value" },
+		{ "root ::= \"\xff\"\n", "invalid UTF-8" },
+		{ "root ::= [z-a]\n", "reversed" },
+		{ "root ::= []\n", "matches no string" },
+		{ "root ::= \"a\" ) \n", "expecting the end of the line" },
+	};
+	for (size_t i = 0; i < sizeof tab / sizeof *tab; i++) {
+		struct rl_cons *c = NULL;
+		char err[256] = "";
+		int rc = rl_cons_compile_gbnf(v, tab[i][0], strlen(tab[i][0]), NULL, &c, err, sizeof err);
+		CHECKF(rc == -EINVAL && strstr(err, tab[i][1]), "%s: rc %d, \"%s\" (want \"%s\")", tab[i][0], rc, err, tab[i][1]);
+		if (!rc)
+			rl_cons_destroy(c);
+	}
+	/* a grammar's states are met as outputs go: past the cap its advances fail, by name */
+	struct rl_cons_opts o = { .max_states = 40 };
+	struct rl_cons *c = NULL;
+	char err[256];
+	const char *g = "root ::= \"(\" root \")\" | \"x\"\n";
+	REQUIRE(rl_cons_compile_gbnf(v, g, strlen(g), &o, &c, err, sizeof err) == 0);
+	uint32_t st = rl_cons_start(c);
+	long r = 0;
+	for (int i = 0; i < 100 && r >= 0; i++)
+		if ((r = rl_cons_advance(c, st, '(')) >= 0)
+			st = (uint32_t)r;
+	CHECKF(r == -E2BIG && rl_cons_error(c) == -E2BIG, "advance %ld, error %d", r, rl_cons_error(c));
+	rl_cons_destroy(c);
+	rl_cons_vocab_destroy(v);
 }
 
 /* integer bounds as regexes: every integer near the bounds against arithmetic */
@@ -645,6 +781,8 @@ int main(void)
 	RUN(integer_bounds);
 	RUN(schema_refused_by_name);
 	RUN(mask_cache_lru);
+	RUN(grammar_vs_oracles);
+	RUN(gbnf_corpus_and_refusals);
 	RUN(vocab_bytes_gemma3);
 	RUN(mask_walks_smollm2);
 	RUN(mask_walks_gemma3);
