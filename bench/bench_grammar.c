@@ -5,7 +5,10 @@
  * Vocabularies: SmolLM2-135M-Instruct (49,152 tokens) and Gemma 3 270M (262,144) from the
  * model cache (~/.cache/ringlm/models, $RINGLM_CACHE), or --model FILE.gguf (repeatable); one
  * that is absent is skipped, saying so. Constraints: a flat object of 5 typed fields, nested
- * objects and arrays, an enum-heavy object, and a regular expression. Per vocabulary and
+ * objects and arrays, an enum-heavy object, a regular expression, a recursive schema (a tree
+ * of nodes) and two of llama.cpp's GBNF grammars (json.gbnf, arithmetic.gbnf; MIT, The ggml
+ * authors), the last three on the grammar matcher (`states`: the configurations the walks
+ * met). Per vocabulary and
  * constraint: compile (schema -> regex -> DFA -> handle; the median of 3), then --walks random
  * completions (a uniformly drawn allowed token per step; after 40 steps the one nearest the
  * end, so each completion finishes), timing at every step the mask as the runtime would get it
@@ -24,7 +27,8 @@
 #include "runtime/model/rl_model_io.h"
 #include "tokenizer/rl_tok.h"
 
-static const struct { const char *name, *text; int regex; } cases[] = {
+enum { C_SCHEMA, C_REGEX, C_GBNF };
+static const struct { const char *name, *text; int kind; } cases[] = {
 	{ "flat5",
 	  "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":24},\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150},"
 	  "\"email\":{\"type\":\"string\",\"pattern\":\"^[a-z0-9._]+@[a-z0-9]+\\\\.[a-z]{2,4}$\"},\"score\":{\"type\":\"number\"},\"active\":{\"type\":\"boolean\"}},"
@@ -47,7 +51,26 @@ static const struct { const char *name, *text; int regex; } cases[] = {
 	  "\"unit\":{\"enum\":[\"mm\",\"cm\",\"m\",\"km\",\"in\",\"ft\",\"yd\",\"mi\"]},\"labels\":{\"type\":\"array\",\"items\":{\"enum\":[\"bug\",\"feature\","
 	  "\"docs\",\"perf\",\"security\",\"ux\"]},\"maxItems\":6}},\"required\":[\"country\",\"level\",\"status\"],\"additionalProperties\":false}", 0 },
 	{ "regex-date-log",
-	  "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z (INFO|WARN|ERROR) [A-Za-z][\\w.-]{0,30}: [^\\n]{1,80}", 1 },
+	  "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z (INFO|WARN|ERROR) [A-Za-z][\\w.-]{0,30}: [^\\n]{1,80}", C_REGEX },
+	{ "tree-schema",
+	  "{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":16},\"value\":{\"type\":\"integer\"},"
+	  "\"children\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/node\"},\"maxItems\":4}},\"required\":[\"name\"],"
+	  "\"additionalProperties\":false}},\"$ref\":\"#/$defs/node\"}", C_SCHEMA },
+	{ "gbnf-json",                         /* llama.cpp grammars/json.gbnf */
+	  "root   ::= object\n"
+	  "value  ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
+	  "object ::=\n  \"{\" ws (\n            string \":\" ws value\n    (\",\" ws string \":\" ws value)*\n  )? \"}\" ws\n"
+	  "array  ::=\n  \"[\" ws (\n            value\n    (\",\" ws value)*\n  )? \"]\" ws\n"
+	  "string ::=\n  \"\\\"\" (\n    [^\"\\\\\\x7F\\x00-\\x1F] |\n    \"\\\\\" ([\"\\\\bfnrt] | \"u\" [0-9a-fA-F]{4}) # escapes\n  )* \"\\\"\" ws\n"
+	  "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws\n"
+	  "ws ::= | \" \" | \"\\n\" [ \\t]{0,20}\n", C_GBNF },
+	{ "gbnf-arith",                        /* llama.cpp grammars/arithmetic.gbnf */
+	  "root  ::= (expr \"=\" ws term \"\\n\")+\n"
+	  "expr  ::= term ([-+*/] term)*\n"
+	  "term  ::= ident | num | \"(\" ws expr \")\" ws\n"
+	  "ident ::= [a-z] [a-z0-9_]* ws\n"
+	  "num   ::= [0-9]+ ws\n"
+	  "ws    ::= [ \\t\\n]*\n", C_GBNF },
 };
 
 struct row {
@@ -62,8 +85,9 @@ struct row {
 static int compile(const struct rl_cons_vocab *v, size_t k, struct rl_cons **c, char *err, size_t errlen)
 {
 	const char *t = cases[k].text;
-	return cases[k].regex ? rl_cons_compile_regex(v, t, strlen(t), NULL, c, err, errlen)
-			      : rl_cons_compile_schema(v, t, strlen(t), NULL, c, err, errlen);
+	return cases[k].kind == C_REGEX ? rl_cons_compile_regex(v, t, strlen(t), NULL, c, err, errlen)
+	     : cases[k].kind == C_GBNF  ? rl_cons_compile_gbnf(v, t, strlen(t), NULL, c, err, errlen)
+					: rl_cons_compile_schema(v, t, strlen(t), NULL, c, err, errlen);
 }
 
 static int run_vocab(const char *path, const char *label, int walks, struct row *rows, size_t *nrows)
@@ -120,10 +144,9 @@ static int run_vocab(const char *path, const char *label, int walks, struct row 
 		}
 		r->compile_ms = (double)rl_bench_pct(ct, 3, 0.5, 0) / 1e6;
 		r->states = rl_cons_n_states(c);
-		uint32_t *dist = rl_cons_dist_to_accept(c);
 		size_t n = 0;
 		double allowed = 0;
-		for (int w = 0; w < walks && dist; w++) {
+		for (int w = 0; w < walks; w++) {
 			uint32_t st = rl_cons_start(c);
 			for (int step = 0; step < 2000 && n < cap; step++) {
 				uint64_t a = rl_now_ns();
@@ -149,8 +172,8 @@ static int run_vocab(const char *path, const char *label, int walks, struct row 
 					uint32_t best = UINT32_MAX;
 					for (size_t q = 0; q < na; q++) {
 						long ns = rl_cons_advance(c, st, ids[q]);
-						if (ns > 0 && !rl_cons_vocab_is_eog(v, ids[q]) && dist[ns] < best) {
-							best = dist[ns];
+						if (ns > 0 && !rl_cons_vocab_is_eog(v, ids[q]) && rl_cons_dist(c, (uint32_t)ns) < best) {
+							best = rl_cons_dist(c, (uint32_t)ns);
 							pick = ids[q];
 						}
 					}
@@ -164,7 +187,7 @@ static int run_vocab(const char *path, const char *label, int walks, struct row 
 			}
 			r->walks++;
 		}
-		free(dist);
+		r->states = rl_cons_n_states(c);       /* a grammar's: those the walks met */
 		r->steps = n;
 		r->allowed_mean = n ? allowed / (double)n : 0;
 		r->p50 = rl_bench_pct(tm, n, 0.5, 0);

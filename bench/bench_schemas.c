@@ -40,7 +40,7 @@ static uint64_t rng_next(uint64_t *s)
 
 /* One random accepting string, or 0 bytes written when the walk got stuck (cannot happen for a
  * pruned automaton; counted if it does). */
-static size_t walk(const struct rl_cons *c, const uint32_t *dist, uint64_t *rng, char *out, size_t cap)
+static size_t walk(struct rl_cons *c, uint64_t *rng, char *out, size_t cap)
 {
 	uint32_t st = rl_cons_start(c);
 	size_t n = 0;
@@ -55,8 +55,9 @@ static size_t walk(const struct rl_cons *c, const uint32_t *dist, uint64_t *rng,
 			if (nx == RL_CONS_DEAD)
 				continue;
 			cand[nc++] = b;
-			if (dist[nx] < bestd) {
-				bestd = dist[nx];
+			const uint32_t dn = rl_cons_dist(c, nx);
+			if (dn < bestd) {
+				bestd = dn;
 				best = b;
 			}
 		}
@@ -140,10 +141,9 @@ static void one_file(const char *dir, const char *name, const struct rl_cons_voc
 				}
 				free(inst);
 			}
-			uint32_t *dist = rl_cons_dist_to_accept(c);
 			static char buf[WALK_CAP];
-			for (int w = 0; dist && w < walks; w++) {
-				size_t n = walk(c, dist, &rng, buf, sizeof buf);
+			for (int w = 0; w < walks; w++) {
+				size_t n = walk(c, &rng, buf, sizeof buf);
 				t.walks++;
 				if (!n && !rl_cons_accepting(c, rl_cons_start(c))) {
 					t.stuck++;
@@ -156,7 +156,6 @@ static void one_file(const char *dir, const char *name, const struct rl_cons_voc
 				hex[2 * n] = 0;
 				json_array_append_new(gen, json_string(hex));
 			}
-			free(dist);
 			json_object_set_new(rec, "accepted_invalid", unsound);
 			json_object_set_new(rec, "generated_hex", gen);
 			rl_cons_destroy(c);

@@ -9,14 +9,15 @@
 #include "constrain/rl_cons.h"
 #include "ipc/rl_wire.h"
 
-_Static_assert(RINGLM_CONSTRAINT_REGEX == RL_CONS_KIND_REGEX && RINGLM_CONSTRAINT_JSON_SCHEMA == RL_CONS_KIND_JSON_SCHEMA,
-	       "ringlm.h constraint kinds differ from the wire");
+_Static_assert(RINGLM_CONSTRAINT_REGEX == RL_CONS_KIND_REGEX && RINGLM_CONSTRAINT_JSON_SCHEMA == RL_CONS_KIND_JSON_SCHEMA &&
+	       RINGLM_CONSTRAINT_GBNF == RL_CONS_KIND_GBNF, "ringlm.h constraint kinds differ from the wire");
 
 int ringlm_constraint_create(int kind, const char *text, size_t len, struct ringlm_constraint **out)
 {
-	if (!out || !text || (kind != RINGLM_CONSTRAINT_REGEX && kind != RINGLM_CONSTRAINT_JSON_SCHEMA))
+	if (!out || !text || (kind != RINGLM_CONSTRAINT_REGEX && kind != RINGLM_CONSTRAINT_JSON_SCHEMA &&
+			      kind != RINGLM_CONSTRAINT_GBNF))
 		return rl_client_fail(-EINVAL, "ringlm_constraint_create: %s", !out || !text ? "text or out is NULL" :
-				      "kind must be RINGLM_CONSTRAINT_REGEX or RINGLM_CONSTRAINT_JSON_SCHEMA");
+				      "kind must be RINGLM_CONSTRAINT_REGEX, RINGLM_CONSTRAINT_JSON_SCHEMA or RINGLM_CONSTRAINT_GBNF");
 	if (!len)
 		return rl_client_fail(-EINVAL, "ringlm_constraint_create: empty text");
 	if (len > RL_MAX_CONS_BYTES)
@@ -29,8 +30,9 @@ int ringlm_constraint_create(int kind, const char *text, size_t len, struct ring
 	const struct rl_cons_opts opts = { .flags = RL_CONS_NO_EXTRA_KEYS };
 	struct rl_cons *c = NULL;
 	char err[256];
-	rc = kind == RINGLM_CONSTRAINT_REGEX ? rl_cons_compile_regex(v, text, len, &opts, &c, err, sizeof err)
-					     : rl_cons_compile_schema(v, text, len, &opts, &c, err, sizeof err);
+	rc = kind == RINGLM_CONSTRAINT_REGEX  ? rl_cons_compile_regex(v, text, len, &opts, &c, err, sizeof err)
+	   : kind == RINGLM_CONSTRAINT_GBNF   ? rl_cons_compile_gbnf(v, text, len, &opts, &c, err, sizeof err)
+					      : rl_cons_compile_schema(v, text, len, &opts, &c, err, sizeof err);
 	rl_cons_destroy(c);
 	rl_cons_vocab_destroy(v);
 	if (rc)

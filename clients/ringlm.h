@@ -88,17 +88,19 @@ struct ringlm_request {
 };
 
 /* Structured output: a regular expression (Python re syntax without look-around and
- * back-references; the whole output must match) or a JSON Schema (as OpenAI's strict mode
+ * back-references; the whole output must match), a JSON Schema (as OpenAI's strict mode
  * uses it: types, enum, const, properties/required, additionalProperties (no key beyond
  * 'properties' is ever produced), items/prefixItems, min/maxItems, min/maxLength, pattern,
  * format (date, time, date-time, uuid, ipv4, email, hostname, uri), integer bounds,
- * anyOf/oneOf, allOf of one, $ref to $defs without recursion; keywords no JSON Schema draft
- * defines are passed over as validators do; the output is compact JSON with properties in
- * the schema's order). Checked and compiled here: a keyword
- * it cannot enforce, or a bad expression, is refused now, by name, in ringlm_last_error().
+ * anyOf/oneOf, allOf of one, $ref to $defs, recursion included; keywords no JSON Schema
+ * draft defines are passed over as validators do; the output is compact JSON with properties
+ * in the schema's order) or a grammar in llama.cpp's GBNF (matching starts at rule 'root';
+ * token references and left recursion are refused). Checked and compiled here: a keyword it
+ * cannot enforce, or a bad expression, is refused now, by name, in ringlm_last_error().
  * 0, -EINVAL, -E2BIG (text over 64 KiB, or an automaton over 100 000 states), -ENOMEM. */
 #define RINGLM_CONSTRAINT_REGEX       1
 #define RINGLM_CONSTRAINT_JSON_SCHEMA 2
+#define RINGLM_CONSTRAINT_GBNF        3
 struct ringlm_constraint;
 RINGLM_API int  ringlm_constraint_create(int kind, const char *text, size_t len, struct ringlm_constraint **out);
 RINGLM_API void ringlm_constraint_destroy(struct ringlm_constraint *k);

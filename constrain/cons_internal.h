@@ -1,5 +1,6 @@
-/* cons_internal.h — what the constrain/ files share and nothing outside uses: the DFA the
- * regex compiler hands to the mask code, and the schema-to-regex entry. */
+/* cons_internal.h — what the constrain/ files share and nothing outside uses: the regex tree
+ * and the DFA the regex compiler hands on, the rule sets that grammars and recursive schemas
+ * become, and the grammar matcher the mask code drives. */
 #ifndef RL_CONS_INTERNAL_H
 #define RL_CONS_INTERNAL_H
 #include <stddef.h>
@@ -20,7 +21,30 @@ struct rl_cons_dfa {
 #define RL_RE_INTERNAL 1u              /* the schema compiler's own syntax: (?J:...) matches its
 					* body as the inside of a JSON string (quotes, backslashes and
 					* control characters escaped), so a 'pattern' can sit there */
+#define RL_RE_RULES    2u              /* (?&NAME): the whole of rule NAME of a rule set, in place */
 
+/* The parsed expression */
+enum { N_EMPTY, N_CLASS, N_CAT, N_ALT, N_REP, N_REF };
+struct rl_re_range { uint32_t lo, hi; };
+struct rl_re_node {
+	int kind;
+	int json;                      /* N_CLASS inside (?J:...): JSON-escape what must be */
+	int min, max;                  /* N_REP; max -1: unbounded. N_REF: min is the rule's index */
+	struct rl_re_range *r;         /* N_CLASS: sorted, merged code-point ranges */
+	size_t nr;
+	struct rl_re_node **kid;       /* N_CAT, N_ALT, N_REP (one) */
+	size_t nkid;
+};
+/* re parsed into *out; with RL_RE_RULES, (?&NAME) names one of names[nnames]. 0, -EINVAL,
+ * -ENOMEM. */
+int  rl_cons_regex_tree(const char *re, size_t len, unsigned pflags, const char *const *names, size_t nnames,
+			struct rl_re_node **out, char *err, size_t errlen);
+void rl_cons_tree_free(struct rl_re_node *x);
+/* The DFA of a tree without N_REF. 0, -E2BIG, -ENOENT (it matches no string), -ENOMEM; err says. */
+int  rl_cons_tree_dfa(const struct rl_re_node *x, uint32_t max_states, struct rl_cons_dfa *out, char *err,
+		      size_t errlen);
+
+/* rl_cons_regex_tree then rl_cons_tree_dfa ("matches no string" is -EINVAL here) */
 int  rl_cons_regex_dfa(const char *re, size_t len, unsigned pflags, uint32_t max_states,
 		       struct rl_cons_dfa *out, char *err, size_t errlen);
 void rl_cons_dfa_free(struct rl_cons_dfa *d);
@@ -31,6 +55,49 @@ struct rl_cons;
 struct rl_cons_opts;
 int  rl_cons_from_dfa(const struct rl_cons_vocab *v, struct rl_cons_dfa *d, const struct rl_cons_opts *opts,
 		      struct rl_cons **out);
+
+/* A rule set: rule 0 is where matching starts; each body is an expression in the regex
+ * syntax with RL_RE_RULES (and RL_RE_INTERNAL where the schema compiler wrote it). GBNF
+ * (cons_gbnf.c) and recursive JSON Schemas (cons_schema.c) become one. */
+struct rl_cons_rules {
+	size_t n, cap;
+	char **name, **body;
+	size_t *len;
+};
+int  rl_cons_rules_add(struct rl_cons_rules *r, const char *name, const char *body, size_t len);
+void rl_cons_rules_free(struct rl_cons_rules *r);
+int  rl_cons_gbnf_rules(const char *text, size_t len, struct rl_cons_rules *out, char *err, size_t errlen);
+/* The schema as a rule set: one rule when it has no recursion (its regular expression). */
+int  rl_cons_schema_rules(const char *schema, size_t len, unsigned flags, struct rl_cons_rules *out, char *err,
+			  size_t errlen);
+
+/* A handle over a rule set: a grammar, or a DFA when no recursion is left (cons_mask.c) */
+struct rl_cons_vocab;
+struct rl_cons;
+struct rl_cons_opts;
+int  rl_cons_compile_rules(const struct rl_cons_vocab *v, const struct rl_cons_rules *r, unsigned pflags,
+			   const struct rl_cons_opts *opts, struct rl_cons **out, char *err, size_t errlen);
+
+/* The grammar matcher (cons_gram.c): rules whose recursion no DFA holds, as a pushdown
+ * automaton over terminal DFAs, determinised lazily. Its states (configurations: the set of
+ * stacks a prefix can leave) are numbered as they are met, so the handle's table d grows:
+ * d->next holds RL_GRAM_UNKNOWN where a transition was not computed yet. */
+struct rl_cons_gram;
+#define RL_GRAM_UNKNOWN UINT32_MAX
+/* Rules into a grammar (*g) or, when no recursion is left once the rules that do not recurse
+ * are inlined, one DFA (*d, *g NULL). 0, -EINVAL (err names the rule), -E2BIG, -ENOMEM. */
+int  rl_cons_gram_build(const struct rl_cons_rules *r, unsigned pflags, uint32_t max_states, struct rl_cons_gram **g,
+			struct rl_cons_dfa *d, char *err, size_t errlen);
+void rl_cons_gram_free(struct rl_cons_gram *g);
+/* The table's first states (dead 0, the start) into d */
+int  rl_cons_gram_init(struct rl_cons_gram *g, struct rl_cons_dfa *d);
+/* The state after byte of state s, computed, stored in d (which may grow: re-read
+ * d->next) and returned; RL_CONS_DEAD when over the state cap or out of memory (sticky:
+ * rl_cons_gram_error says). */
+uint32_t rl_cons_gram_fill(struct rl_cons_gram *g, struct rl_cons_dfa *d, uint32_t s, uint8_t byte);
+int  rl_cons_gram_error(const struct rl_cons_gram *g);
+/* the fewest bytes from state s to a whole match (UINT32_MAX for the dead state) */
+uint32_t rl_cons_gram_dist(const struct rl_cons_gram *g, uint32_t s);
 
 static inline uint32_t rl_cons_dfa_step(const struct rl_cons_dfa *d, uint32_t s, uint8_t b)
 {

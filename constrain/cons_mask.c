@@ -230,9 +230,12 @@ struct centry { uint32_t state; int32_t prev, next; long count; uint32_t *mask; 
 
 struct rl_cons {
 	const struct rl_cons_vocab *v;
-	struct rl_cons_dfa d;
+	struct rl_cons_dfa d;          /* a grammar's grows as its states are met (cons_gram.c) */
+	struct rl_cons_gram *g;        /* NULL: d is a whole DFA */
+	uint32_t *dist;                /* a DFA's fewest bytes to a match per state, on first use */
 	size_t words;
-	int32_t *slot;                 /* [d.n] cache entry of a state, -1 none */
+	int32_t *slot;                 /* [nslot] cache entry of a state, -1 none */
+	uint32_t nslot;
 	struct centry *e;
 	uint32_t ne, maxe;
 	int32_t head, tail;            /* most and least recently used */
@@ -256,6 +259,7 @@ int rl_cons_from_dfa(const struct rl_cons_vocab *v, struct rl_cons_dfa *d, const
 	size_t per = c->words ? c->words * 4 : 4;   /* the masks' bytes (an empty vocabulary: none) */
 	size_t maxe = budget / per;
 	c->maxe = (uint32_t)(maxe < c->d.n ? maxe : c->d.n);
+	c->nslot = c->d.n;
 	c->slot = malloc(c->d.n * sizeof *c->slot);
 	c->e = calloc(c->maxe ? c->maxe : 1, sizeof *c->e);
 	c->stack = malloc(((size_t)v->max_depth + 1) * sizeof *c->stack);
@@ -279,8 +283,71 @@ void rl_cons_destroy(struct rl_cons *c)
 	free(c->e);
 	free(c->slot);
 	free(c->stack);
+	free(c->dist);
 	rl_cons_dfa_free(&c->d);
+	rl_cons_gram_free(c->g);
 	free(c);
+}
+
+/* A handle over a grammar (taken over; freed on failure): its table starts with the dead and
+ * the start state and grows; the mask cache is bounded by bytes alone. */
+static int from_gram(const struct rl_cons_vocab *v, struct rl_cons_gram *g, const struct rl_cons_opts *opts,
+		     struct rl_cons **out)
+{
+	struct rl_cons_dfa d;
+	int rc = rl_cons_gram_init(g, &d);
+	if (rc) {
+		rl_cons_dfa_free(&d);
+		rl_cons_gram_free(g);
+		return rc;
+	}
+	if ((rc = rl_cons_from_dfa(v, &d, opts, out))) {
+		rl_cons_gram_free(g);
+		return rc;
+	}
+	struct rl_cons *c = *out;
+	c->g = g;
+	size_t budget = opts && opts->cache_bytes ? opts->cache_bytes : (size_t)64 << 20;
+	size_t maxe = budget / (c->words ? c->words * 4 : 4), cap = opts && opts->max_states ? opts->max_states : 100000;
+	c->maxe = (uint32_t)(maxe < cap ? maxe : cap);
+	struct centry *e = realloc(c->e, (c->maxe ? c->maxe : 1) * sizeof *e);
+	if (!e) {
+		rl_cons_destroy(c);
+		return -ENOMEM;
+	}
+	c->e = e;
+	return 0;
+}
+
+int rl_cons_compile_rules(const struct rl_cons_vocab *v, const struct rl_cons_rules *r, unsigned pflags,
+			  const struct rl_cons_opts *opts, struct rl_cons **out, char *err, size_t errlen)
+{
+	struct rl_cons_gram *g;
+	struct rl_cons_dfa d;
+	int rc = rl_cons_gram_build(r, pflags, opts ? opts->max_states : 0, &g, &d, err, errlen);
+	if (rc)
+		return rc;
+	return g ? from_gram(v, g, opts, out) : rl_cons_from_dfa(v, &d, opts, out);
+}
+
+int rl_cons_compile_gbnf(const struct rl_cons_vocab *v, const char *text, size_t len, const struct rl_cons_opts *opts,
+			 struct rl_cons **out, char *err, size_t errlen)
+{
+	struct rl_cons_rules r = { 0 };
+	int rc = rl_cons_gbnf_rules(text, len, &r, err, errlen);
+	if (!rc)
+		rc = rl_cons_compile_rules(v, &r, 0, opts, out, err, errlen);
+	rl_cons_rules_free(&r);
+	return rc;
+}
+
+int rl_cons_is_grammar(const struct rl_cons *c) { return c->g != NULL; }
+
+/* the state after byte b: the table's entry, computed first when a grammar has none yet */
+static inline uint32_t cstep(struct rl_cons *c, uint32_t s, uint8_t b)
+{
+	uint32_t t = c->d.next[(size_t)s * c->d.ncls + c->d.cls[b]];
+	return t != RL_GRAM_UNKNOWN ? t : rl_cons_gram_fill(c->g, &c->d, s, b);
 }
 
 int rl_cons_compile_regex(const struct rl_cons_vocab *v, const char *re, size_t len,
@@ -299,17 +366,17 @@ size_t rl_cons_mask_words(const struct rl_cons *c) { return c->words; }
 int rl_cons_accepting(const struct rl_cons *c, uint32_t s) { return s < c->d.n && c->d.accept[s]; }
 int rl_cons_can_continue(const struct rl_cons *c, uint32_t s) { return s < c->d.n && c->d.cont[s]; }
 
-uint32_t rl_cons_feed(const struct rl_cons *c, uint32_t s, const void *bytes, size_t n)
+uint32_t rl_cons_feed(struct rl_cons *c, uint32_t s, const void *bytes, size_t n)
 {
 	const uint8_t *b = bytes;
 	if (s >= c->d.n)
 		return RL_CONS_DEAD;
 	for (size_t i = 0; i < n && s; i++)
-		s = rl_cons_dfa_step(&c->d, s, b[i]);
+		s = cstep(c, s, b[i]);
 	return s;
 }
 
-long rl_cons_advance(const struct rl_cons *c, uint32_t s, uint32_t id)
+long rl_cons_advance(struct rl_cons *c, uint32_t s, uint32_t id)
 {
 	if (s >= c->d.n || s == RL_CONS_DEAD || id >= c->v->n)
 		return -EINVAL;
@@ -320,17 +387,19 @@ long rl_cons_advance(const struct rl_cons *c, uint32_t s, uint32_t id)
 	if (!b)
 		return -EINVAL;
 	uint32_t t = rl_cons_feed(c, s, b, len);
-	return t ? (long)t : -EINVAL;
+	return t ? (long)t : c->g && rl_cons_gram_error(c->g) ? rl_cons_gram_error(c->g) : -EINVAL;
 }
 
-long rl_cons_mask_nocache(const struct rl_cons *c, uint32_t s, uint32_t *mask)
+int rl_cons_error(const struct rl_cons *c) { return c->g ? rl_cons_gram_error(c->g) : 0; }
+
+long rl_cons_mask_nocache(struct rl_cons *c, uint32_t s, uint32_t *mask)
 {
 	memset(mask, 0, c->words * 4);
 	if (s == RL_CONS_DEAD || s >= c->d.n)
 		return 0;
 	const struct rl_cons_vocab *v = c->v;
 	const struct tnode *node = v->node;
-	const uint32_t *sorted = v->sorted, *next = c->d.next;
+	const uint32_t *sorted = v->sorted, *next = c->d.next;   /* re-read after a grammar's fill */
 	const uint8_t *cls = c->d.cls;
 	const uint32_t ncls = c->d.ncls;
 	uint32_t *st = c->stack;
@@ -339,6 +408,10 @@ long rl_cons_mask_nocache(const struct rl_cons *c, uint32_t s, uint32_t *mask)
 	for (uint32_t i = 0, nn = v->nnode; i < nn;) {
 		const struct tnode *x = &node[i];
 		uint32_t t = next[(size_t)st[x->depth - 1] * ncls + cls[x->byte]];
+		if (t == RL_GRAM_UNKNOWN) {
+			t = rl_cons_gram_fill(c->g, &c->d, st[x->depth - 1], x->byte);
+			next = c->d.next;
+		}
 		if (!t) {                          /* the prefix leaves the language: skip its subtree */
 			i = x->skip;
 			continue;
@@ -351,7 +424,7 @@ long rl_cons_mask_nocache(const struct rl_cons *c, uint32_t s, uint32_t *mask)
 		count += x->ntok;
 		i++;
 	}
-	if (c->d.accept[s])
+	if (c->d.accept[s])                    /* (a grammar's table may have moved) */
 		for (uint32_t e = 0; e < v->neog; e++) {
 			uint32_t id = v->eog[e];
 			mask[id >> 5] |= 1u << (id & 31);
@@ -387,6 +460,16 @@ long rl_cons_mask(struct rl_cons *c, uint32_t s, uint32_t *mask)
 {
 	if (s == RL_CONS_DEAD || s >= c->d.n || !c->maxe)
 		return rl_cons_mask_nocache(c, s, mask);
+	if (s >= c->nslot) {                   /* a grammar's state met since */
+		uint32_t ns = c->d.n > 2 * c->nslot ? c->d.n : 2 * c->nslot;
+		int32_t *sl = realloc(c->slot, ns * sizeof *sl);
+		if (!sl)
+			return rl_cons_mask_nocache(c, s, mask);
+		for (uint32_t q = c->nslot; q < ns; q++)
+			sl[q] = -1;
+		c->slot = sl;
+		c->nslot = ns;
+	}
 	int32_t i = c->slot[s];
 	if (i >= 0) {
 		c->hits++;
@@ -428,10 +511,10 @@ void rl_cons_cache_stats(const struct rl_cons *c, uint64_t *hits, uint64_t *miss
 		*bytes = (size_t)c->ne * c->words * 4;
 }
 
-uint32_t *rl_cons_dist_to_accept(const struct rl_cons *c)
+/* every state's distance to an accepting one: a breadth-first search from the accepting
+ * states over the reversed transitions (one edge a byte class) */
+static uint32_t *dist_table(const struct rl_cons *c)
 {
-	/* a breadth-first search from the accepting states over the reversed transitions (one
-	 * edge a byte class: every byte of a class leads to the same state) */
 	const uint32_t n = c->d.n, ncls = c->d.ncls;
 	uint32_t *d = malloc(n * sizeof *d), *start = calloc((size_t)n + 1, sizeof *start);
 	uint32_t *from = malloc(((size_t)n * ncls + 1) * sizeof *from), *queue = malloc(((size_t)n + 1) * sizeof *queue);
@@ -473,6 +556,17 @@ uint32_t *rl_cons_dist_to_accept(const struct rl_cons *c)
 	return d;
 }
 
+uint32_t rl_cons_dist(struct rl_cons *c, uint32_t s)
+{
+	if (c->g)
+		return rl_cons_gram_dist(c->g, s);
+	if (s >= c->d.n)
+		return UINT32_MAX;
+	if (!c->dist && !(c->dist = dist_table(c)))
+		return UINT32_MAX;
+	return c->dist[s];
+}
+
 long rl_cons_vocab_longest(const struct rl_cons_vocab *v, const void *bytes, size_t n, uint32_t *len, int *longer)
 {
 	const uint8_t *b = bytes;
@@ -499,9 +593,11 @@ long rl_cons_vocab_longest(const struct rl_cons_vocab *v, const void *bytes, siz
 	return best;
 }
 
-size_t rl_cons_forced(const struct rl_cons *c, uint32_t s, char *out, size_t cap)
+size_t rl_cons_forced(struct rl_cons *c, uint32_t s, char *out, size_t cap)
 {
 	size_t n = 0;
+	if (c->g)                              /* a grammar's states are made as reached: none forced */
+		return 0;
 	while (n < cap && s && s < c->d.n && !c->d.accept[s]) {
 		uint32_t next = RL_CONS_DEAD;
 		int only = -1;

@@ -25,18 +25,7 @@
 					* each is a large set (long repetitions of long pieces) */
 #define MAX_CP     0x10FFFFu
 
-/* ---- the tree -------------------------------------------------------------------------- */
-enum { N_EMPTY, N_CLASS, N_CAT, N_ALT, N_REP };
-struct range { uint32_t lo, hi; };
-struct node {
-	int kind;
-	int json;                      /* N_CLASS inside (?J:...): JSON-escape what must be */
-	int min, max;                  /* N_REP; max -1: unbounded */
-	struct range *r;               /* N_CLASS: sorted, merged code-point ranges */
-	size_t nr;
-	struct node **kid;             /* N_CAT, N_ALT, N_REP (one) */
-	size_t nkid;
-};
+/* ---- the tree (struct rl_re_node, cons_internal.h) -------------------------------------- */
 
 struct parser {
 	const unsigned char *s;
@@ -48,6 +37,8 @@ struct parser {
 	char *err;
 	size_t errlen;
 	int failed;
+	const char *const *names;      /* RL_RE_RULES: the rule set's names */
+	size_t nnames;
 };
 
 static int fail(struct parser *p, const char *fmt, ...)
@@ -62,7 +53,7 @@ static int fail(struct parser *p, const char *fmt, ...)
 	return -EINVAL;
 }
 
-static void node_free(struct node *x)
+static void node_free(struct rl_re_node *x)
 {
 	if (!x)
 		return;
@@ -73,9 +64,9 @@ static void node_free(struct node *x)
 	free(x);
 }
 
-static struct node *node_new(struct parser *p, int kind)
+static struct rl_re_node *node_new(struct parser *p, int kind)
 {
-	struct node *x = calloc(1, sizeof *x);
+	struct rl_re_node *x = calloc(1, sizeof *x);
 	if (!x) {
 		fail(p, "out of memory");
 		return NULL;
@@ -85,9 +76,9 @@ static struct node *node_new(struct parser *p, int kind)
 	return x;
 }
 
-static int kid_add(struct parser *p, struct node *x, struct node *k)
+static int kid_add(struct parser *p, struct rl_re_node *x, struct rl_re_node *k)
 {
-	struct node **nk = realloc(x->kid, (x->nkid + 1) * sizeof *nk);
+	struct rl_re_node **nk = realloc(x->kid, (x->nkid + 1) * sizeof *nk);
 	if (!nk) {
 		node_free(k);
 		return fail(p, "out of memory");
@@ -98,23 +89,23 @@ static int kid_add(struct parser *p, struct node *x, struct node *k)
 }
 
 /* class building: ranges appended, then normalised */
-struct cls { struct range *r; size_t n, cap; };
+struct cls { struct rl_re_range *r; size_t n, cap; };
 static int cls_add(struct cls *c, uint32_t lo, uint32_t hi)
 {
 	if (c->n == c->cap) {
 		size_t nc = c->cap ? c->cap * 2 : 8;
-		struct range *nr = realloc(c->r, nc * sizeof *nr);
+		struct rl_re_range *nr = realloc(c->r, nc * sizeof *nr);
 		if (!nr)
 			return -ENOMEM;
 		c->r = nr;
 		c->cap = nc;
 	}
-	c->r[c->n++] = (struct range){ lo, hi };
+	c->r[c->n++] = (struct rl_re_range){ lo, hi };
 	return 0;
 }
 static int by_lo(const void *a, const void *b)
 {
-	const struct range *x = a, *y = b;
+	const struct rl_re_range *x = a, *y = b;
 	return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 static void cls_norm(struct cls *c)
@@ -159,7 +150,7 @@ static int cls_negate(struct cls *c)
  * kind flip once more. in_neg: c is a [^...] class's member list. */
 static int cls_perl(struct cls *c, int ch, int in_neg)
 {
-	static const struct range uspace[] = {            /* beyond ASCII's \t-\r and ' ' */
+	static const struct rl_re_range uspace[] = {            /* beyond ASCII's \t-\r and ' ' */
 		{ 0x1C, 0x1F }, { 0x85, 0x85 }, { 0xA0, 0xA0 }, { 0x1680, 0x1680 }, { 0x2000, 0x200A },
 		{ 0x2028, 0x2029 }, { 0x202F, 0x202F }, { 0x205F, 0x205F }, { 0x3000, 0x3000 }, { 0xFEFF, 0xFEFF },
 	};
@@ -185,10 +176,10 @@ static int cls_perl(struct cls *c, int ch, int in_neg)
 	return rc ? -ENOMEM : 0;
 }
 
-static struct node *class_node(struct parser *p, struct cls *c)
+static struct rl_re_node *class_node(struct parser *p, struct cls *c)
 {
 	cls_norm(c);
-	struct node *x = node_new(p, N_CLASS);
+	struct rl_re_node *x = node_new(p, N_CLASS);
 	if (!x) {
 		free(c->r);
 		return NULL;
@@ -296,9 +287,9 @@ static int read_escape(struct parser *p, uint32_t *cp, struct cls *c, int in_cla
 	}
 }
 
-static struct node *parse_alt(struct parser *p, int top);
+static struct rl_re_node *parse_alt(struct parser *p, int top);
 
-static struct node *parse_class(struct parser *p)
+static struct rl_re_node *parse_class(struct parser *p)
 {
 	struct cls c = { 0 };
 	int neg = 0;
@@ -396,7 +387,7 @@ static int read_braces(struct parser *p, int *mn, int *mx)
 	return 1;
 }
 
-static struct node *parse_atom(struct parser *p, int *anchor_end)
+static struct rl_re_node *parse_atom(struct parser *p, int *anchor_end)
 {
 	int ch = p->s[p->i];
 	struct cls c = { 0 };
@@ -437,6 +428,19 @@ static struct node *parse_atom(struct parser *p, int *anchor_end)
 			} else if (AT("(")) {
 				fail(p, "conditional groups ('(?(') are not supported");
 				return NULL;
+			} else if (AT("&") && (p->flags & RL_RE_RULES)) {
+				const char *e = memchr(q, ')', left), *nm = q + 1;
+				size_t k = e ? (size_t)(e - nm) : 0;
+				for (size_t r = 0; e && r < p->nnames; r++)
+					if (strlen(p->names[r]) == k && !memcmp(p->names[r], nm, k)) {
+						struct rl_re_node *x = node_new(p, N_REF);
+						if (x)
+							x->min = (int)r;
+						p->i = (size_t)((const unsigned char *)e - p->s) + 1;
+						return x;
+					}
+				fail(p, e ? "'(?&%.*s)' names no rule" : "a '(?&' is not closed", (int)(k > 60 ? 60 : k), nm);
+				return NULL;
 			} else if (AT("J:") && (p->flags & RL_RE_INTERNAL)) {
 				p->i += 3;
 				p->json = 1;
@@ -450,7 +454,7 @@ static struct node *parse_atom(struct parser *p, int *anchor_end)
 			fail(p, "groups nest deeper than 200");
 			return NULL;
 		}
-		struct node *x = parse_alt(p, p->json && !was_json);
+		struct rl_re_node *x = parse_alt(p, p->json && !was_json);
 		p->depth--;
 		p->json = was_json;
 		if (!x)
@@ -517,9 +521,9 @@ static struct node *parse_atom(struct parser *p, int *anchor_end)
 
 /* a sequence; top: the outermost level of the expression (or of a (?J:...) body), where '^'
  * may open and '$' may close a branch */
-static struct node *parse_seq(struct parser *p, int top)
+static struct rl_re_node *parse_seq(struct parser *p, int top)
 {
-	struct node *cat = node_new(p, N_CAT);
+	struct rl_re_node *cat = node_new(p, N_CAT);
 	if (!cat)
 		return NULL;
 	int ended = 0;                          /* a '$' was read: only the branch's end may follow */
@@ -533,7 +537,7 @@ static struct node *parse_seq(struct parser *p, int top)
 			return NULL;
 		}
 		int anchor_end = 0;
-		struct node *a = parse_atom(p, &anchor_end);
+		struct rl_re_node *a = parse_atom(p, &anchor_end);
 		if (!a) {
 			node_free(cat);
 			return NULL;
@@ -585,7 +589,7 @@ static struct node *parse_seq(struct parser *p, int top)
 				fail(p, "possessive quantifiers are not supported");
 				return NULL;
 			}
-			struct node *r = node_new(p, N_REP);
+			struct rl_re_node *r = node_new(p, N_REP);
 			if (!r || kid_add(p, r, a)) {
 				free(r);
 				node_free(cat);
@@ -603,13 +607,13 @@ static struct node *parse_seq(struct parser *p, int top)
 	return cat;
 }
 
-static struct node *parse_alt(struct parser *p, int top)
+static struct rl_re_node *parse_alt(struct parser *p, int top)
 {
-	struct node *alt = node_new(p, N_ALT);
+	struct rl_re_node *alt = node_new(p, N_ALT);
 	if (!alt)
 		return NULL;
 	for (;;) {
-		struct node *s = parse_seq(p, top);
+		struct rl_re_node *s = parse_seq(p, top);
 		if (!s || kid_add(p, alt, s)) {
 			node_free(alt);
 			return NULL;
@@ -763,7 +767,7 @@ static void cp_range(struct nfa *a, int32_t *split, int32_t end, uint32_t lo, ui
 
 static int is_json_special(uint32_t c) { return c < 0x20 || c == '"' || c == '\\'; }
 
-static struct frag compile_class(struct nfa *a, const struct node *x)
+static struct frag compile_class(struct nfa *a, const struct rl_re_node *x)
 {
 	int32_t start = nst_new(a, S_EPS, 0, 0), end = nst_new(a, S_EPS, 0, 0);
 	if (BAD(a))
@@ -803,7 +807,7 @@ static struct frag compile_class(struct nfa *a, const struct node *x)
 	return (struct frag){ start, end };
 }
 
-static struct frag compile(struct nfa *a, const struct node *x)
+static struct frag compile(struct nfa *a, const struct rl_re_node *x)
 {
 	struct frag f = { -1, -1 };
 	if (BAD(a))
@@ -1026,7 +1030,7 @@ static int build_dfa(const struct nfa *a, int32_t start, int32_t match, uint32_t
 	b.stack = malloc(a->n * sizeof *b.stack);
 	b.off = calloc(b.cap + 1, sizeof *b.off);
 	b.hash = calloc(b.hcap, sizeof *b.hash);
-	uint32_t *set = malloc(a->n * sizeof *set);
+	uint32_t *set = calloc(a->n, sizeof *set);      /* (zeroed: GCC cannot see that intern reads none of it for k = 0) */
 	int32_t *seeds = malloc(a->n * sizeof *seeds);
 	uint32_t *next = NULL;
 	size_t next_cap = 0;
@@ -1160,14 +1164,17 @@ out:
 	return rc;
 }
 
-int rl_cons_regex_dfa(const char *re, size_t len, unsigned pflags, uint32_t max_states,
-		      struct rl_cons_dfa *out, char *err, size_t errlen)
+void rl_cons_tree_free(struct rl_re_node *x) { node_free(x); }
+
+int rl_cons_regex_tree(const char *re, size_t len, unsigned pflags, const char *const *names, size_t nnames,
+		       struct rl_re_node **out, char *err, size_t errlen)
 {
-	memset(out, 0, sizeof *out);
+	*out = NULL;
 	if (err && errlen)
 		err[0] = 0;
-	struct parser p = { .s = (const unsigned char *)re, .n = len, .flags = pflags, .err = err, .errlen = errlen };
-	struct node *root = parse_alt(&p, 1);
+	struct parser p = { .s = (const unsigned char *)re, .n = len, .flags = pflags, .err = err, .errlen = errlen,
+			    .names = names, .nnames = nnames };
+	struct rl_re_node *root = parse_alt(&p, 1);
 	if (root && p.i < p.n) {
 		fail(&p, "unbalanced ')' at byte %zu", p.i);
 		node_free(root);
@@ -1175,9 +1182,30 @@ int rl_cons_regex_dfa(const char *re, size_t len, unsigned pflags, uint32_t max_
 	}
 	if (!root)
 		return p.failed ? -EINVAL : -ENOMEM;
+	*out = root;
+	return 0;
+}
+
+static int has_ref(const struct rl_re_node *x)
+{
+	if (x->kind == N_REF)
+		return 1;
+	for (size_t i = 0; i < x->nkid; i++)
+		if (has_ref(x->kid[i]))
+			return 1;
+	return 0;
+}
+
+int rl_cons_tree_dfa(const struct rl_re_node *root, uint32_t max_states, struct rl_cons_dfa *out, char *err,
+		     size_t errlen)
+{
+	memset(out, 0, sizeof *out);
+	if (has_ref(root)) {                   /* a caller's mistake: rules are the grammar's */
+		snprintf(err, errlen, "a rule reference where a regular expression was expected");
+		return -EINVAL;
+	}
 	struct nfa a = { 0 };
 	struct frag f = compile(&a, root);
-	node_free(root);
 	int32_t match = BAD(&a) ? -1 : nst_new(&a, S_MATCH, 0, 0);
 	if (BAD(&a)) {
 		free(a.s);
@@ -1198,10 +1226,22 @@ int rl_cons_regex_dfa(const char *re, size_t len, unsigned pflags, uint32_t max_
 		snprintf(err, errlen, "the automaton takes too long to build (large repetition counts of long pieces?)");
 		rc = -E2BIG;
 	}
-	else if (rc == -ENOENT) {
+	else if (rc == -ENOENT)
 		snprintf(err, errlen, "the expression matches no string");
-		rc = -EINVAL;
-	} else if (rc)
+	else if (rc)
 		snprintf(err, errlen, "out of memory");
 	return rc;
+}
+
+int rl_cons_regex_dfa(const char *re, size_t len, unsigned pflags, uint32_t max_states,
+		      struct rl_cons_dfa *out, char *err, size_t errlen)
+{
+	memset(out, 0, sizeof *out);
+	struct rl_re_node *root;
+	int rc = rl_cons_regex_tree(re, len, pflags & ~RL_RE_RULES, NULL, 0, &root, err, errlen);
+	if (rc)
+		return rc;
+	rc = rl_cons_tree_dfa(root, max_states, out, err, errlen);
+	node_free(root);
+	return rc == -ENOENT ? -EINVAL : rc;
 }

@@ -17,7 +17,10 @@
  * expression every checker accepts), integer minimum/maximum/exclusiveMinimum/
  * exclusiveMaximum, number minimum 0, anyOf, oneOf (as alternation, after checking that no
  * string matches two branches), allOf of one schema, $ref to #/$defs/... or
- * #/definitions/... without recursion.
+ * #/definitions/..., recursion included. A $ref is expanded in place; one met again inside its
+ * own expansion becomes a rule reference (?&refN) and its target a rule of its own, so a
+ * recursive schema compiles to a rule set for the grammar matcher (cons_gram.c) and any other
+ * to one expression, as before.
  * Annotations (title, description, default, examples, $schema, $id and draft 4's id,
  * $comment, $anchor, deprecated, readOnly, writeOnly, content*) constrain nothing and are
  * passed over, as are keywords that no JSON Schema draft defines (vendor extensions such as
@@ -100,6 +103,10 @@ struct ctx {
 	char path[512];                /* where in the schema, for the messages */
 	json_t *refs[MAX_REF_DEPTH];   /* $ref targets being expanded: a repeat is recursion */
 	int nref;
+	json_t **rule;                 /* targets that recursion made rules: rule i is (?&ref<i>) */
+	char **rule_ref;               /* their $ref text, for messages */
+	size_t nrule, caprule;
+	size_t nrec;                   /* rule references written so far */
 };
 
 static int bad(struct ctx *c, const char *fmt, ...)
@@ -169,6 +176,35 @@ static int kw_kind(const char *k)
 
 static int value(struct ctx *c, json_t *s, struct sb *b);
 static void any_value(struct sb *b, int depth);
+
+/* recursion: a reference to t's rule, made a rule when it is not one yet */
+static int rule_ref(struct ctx *c, json_t *t, const char *ref, struct sb *b)
+{
+	size_t i = 0;
+	while (i < c->nrule && c->rule[i] != t)
+		i++;
+	if (i == c->nrule) {
+		if (c->nrule == c->caprule) {
+			size_t nc = c->caprule ? c->caprule * 2 : 8;
+			json_t **nr = realloc(c->rule, nc * sizeof *nr);
+			if (nr)
+				c->rule = nr;
+			char **nn = realloc(c->rule_ref, nc * sizeof *nn);
+			if (nn)
+				c->rule_ref = nn;
+			if (!nr || !nn)
+				return -ENOMEM;
+			c->caprule = nc;
+		}
+		if (!(c->rule_ref[i] = strdup(ref)))
+			return -ENOMEM;
+		c->rule[i] = t;
+		c->nrule++;
+	}
+	putf(b, "(?&ref%zu)", i);
+	c->nrec++;
+	return 0;
+}
 
 /* ---- numbers ---------------------------------------------------------------------------- */
 /* Numbers are bounded to what parsers hold: at most 18 integer digits (an int64), 17 fraction
@@ -827,6 +863,7 @@ static int alternatives(struct ctx *c, json_t *s, const char *kw, struct sb *b)
 	if (!br)
 		return -ENOMEM;
 	int rc = 0;
+	size_t nrec = c->nrec;
 	for (size_t i = 0; i < n && !rc; i++) {
 		size_t old = path_push(c, "%s[%zu]", kw, i);
 		rc = value(c, json_array_get(arr, i), &br[i]);
@@ -834,6 +871,8 @@ static int alternatives(struct ctx *c, json_t *s, const char *kw, struct sb *b)
 		if (!rc && br[i].oom)
 			rc = -ENOMEM;
 	}
+	if (!rc && !strcmp(kw, "oneOf") && c->nrec != nrec)
+		rc = bad(c, "'oneOf' with recursive branches is not supported (their overlap cannot be checked; use anyOf)");
 	if (!rc && !strcmp(kw, "oneOf")) {
 		/* an output that two branches match fails oneOf: the branches must be disjoint */
 		struct rl_cons_dfa *d = calloc(n, sizeof *d);
@@ -974,7 +1013,7 @@ static int value(struct ctx *c, json_t *s, struct sb *b)
 				   json_string_value(x));
 		for (int i = 0; i < c->nref; i++)
 			if (c->refs[i] == t)
-				return bad(c, "recursive '$ref' to '%s' is not supported", json_string_value(x));
+				return rule_ref(c, t, json_string_value(x), b);
 		if (c->nref == MAX_REF_DEPTH)
 			return bad(c, "'$ref' nests deeper than %d", MAX_REF_DEPTH);
 		c->refs[c->nref++] = t;
@@ -1042,11 +1081,12 @@ static int value(struct ctx *c, json_t *s, struct sb *b)
 	return 0;
 }
 
-int rl_cons_schema_to_regex(const char *schema, size_t len, unsigned flags, char **out, char *err, size_t errlen)
+int rl_cons_schema_rules(const char *schema, size_t len, unsigned flags, struct rl_cons_rules *out, char *err,
+			 size_t errlen)
 {
 	if (err && errlen)
 		err[0] = 0;
-	*out = NULL;
+	memset(out, 0, sizeof *out);
 	json_error_t je;
 	json_t *root = json_loadb(schema, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
 	if (!root) {
@@ -1057,6 +1097,22 @@ int rl_cons_schema_to_regex(const char *schema, size_t len, unsigned flags, char
 	struct sb b = { 0 };
 	text_total = 0;
 	int rc = value(&c, root, &b);
+	if (!rc && !b.oom)
+		rc = rl_cons_rules_add(out, "root", b.p ? b.p : "", b.n);
+	/* each rule's body: its target expanded with itself on the stack, so its own recursion
+	 * refers to it (the list grows as bodies find other recursion) */
+	for (size_t i = 0; i < c.nrule && !rc; i++) {
+		b.n = 0;
+		c.refs[0] = c.rule[i];
+		c.nref = 1;
+		c.path[0] = 0;
+		path_push(&c, "%s", c.rule_ref[i]);
+		rc = value(&c, c.rule[i], &b);
+		char name[32];
+		snprintf(name, sizeof name, "ref%zu", i);
+		if (!rc && !b.oom)
+			rc = rl_cons_rules_add(out, name, b.p ? b.p : "", b.n);
+	}
 	json_decref(root);
 	if (text_total > MAX_TEXT && (!rc || rc == -ENOMEM)) {
 		if (err && errlen)
@@ -1067,27 +1123,46 @@ int rl_cons_schema_to_regex(const char *schema, size_t len, unsigned flags, char
 	}
 	if (!rc && b.oom)
 		rc = -ENOMEM;
+	free(b.p);
+	for (size_t i = 0; i < c.nrule; i++)
+		free(c.rule_ref[i]);
+	free(c.rule);
+	free(c.rule_ref);
 	if (rc) {
 		if (rc == -ENOMEM && err && errlen)
 			snprintf(err, errlen, "out of memory");
-		free(b.p);
-		return rc;
+		rl_cons_rules_free(out);
 	}
-	*out = b.p;
+	return rc;
+}
+
+int rl_cons_schema_to_regex(const char *schema, size_t len, unsigned flags, char **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	struct rl_cons_rules r;
+	int rc = rl_cons_schema_rules(schema, len, flags, &r, err, errlen);
+	if (rc)
+		return rc;
+	if (r.n > 1) {
+		snprintf(err, errlen, "the schema recurses through '$ref' ('%s'): no regular expression holds it "
+			 "(it compiles to a grammar)", r.n > 1 ? "see its $defs" : "");
+		rl_cons_rules_free(&r);
+		return -EINVAL;
+	}
+	*out = r.body[0];
+	r.body[0] = NULL;
+	rl_cons_rules_free(&r);
 	return 0;
 }
 
 int rl_cons_compile_schema(const struct rl_cons_vocab *v, const char *schema, size_t len,
 			   const struct rl_cons_opts *opts, struct rl_cons **out, char *err, size_t errlen)
 {
-	char *re;
-	int rc = rl_cons_schema_to_regex(schema, len, opts ? opts->flags : 0, &re, err, errlen);
+	struct rl_cons_rules r;
+	int rc = rl_cons_schema_rules(schema, len, opts ? opts->flags : 0, &r, err, errlen);
 	if (rc)
 		return rc;
-	struct rl_cons_dfa d;
-	rc = rl_cons_regex_dfa(re, strlen(re), RL_RE_INTERNAL, opts ? opts->max_states : 0, &d, err, errlen);
-	free(re);
-	if (rc)
-		return rc;
-	return rl_cons_from_dfa(v, &d, opts, out);
+	rc = rl_cons_compile_rules(v, &r, RL_RE_INTERNAL, opts, out, err, errlen);
+	rl_cons_rules_free(&r);
+	return rc;
 }

@@ -1,6 +1,9 @@
-/* rl_cons.h — structured output's engine core: a constraint (a regular expression, or a JSON
- * Schema compiled into one) becomes a byte-level DFA once; per decoding step, the allowed-token
- * mask of a DFA state comes from walking a trie of the vocabulary's token bytes against it.
+/* rl_cons.h — structured output's engine core: a constraint (a regular expression, a JSON
+ * Schema, a GBNF grammar) becomes a byte-level automaton once; per decoding step, the
+ * allowed-token mask of a state comes from walking a trie of the vocabulary's token bytes
+ * against it. Without recursion the automaton is a DFA; a grammar or schema whose recursion
+ * no DFA holds becomes a pushdown matcher over terminal DFAs (cons_gram.c) whose states
+ * (configurations of its stacks) are numbered as they are met, behind the same uint32 state.
  *
  * Pieces, each swappable behind this interface:
  *   rl_cons_vocab  each token id's bytes (from tokenizer/), in a byte trie laid out in preorder;
@@ -8,7 +11,9 @@
  *   rl_cons        a compiled constraint over one vocabulary: the DFA (dead state pruned, so a
  *                  state either can still reach an accepting state or is RL_CONS_DEAD) and a
  *                  bounded LRU cache of per-state masks (JSON automata revisit states).
- *   state          a request's position: a uint32 DFA state, the caller keeps it per row.
+ *   state          a request's position: a uint32 state, the caller keeps it per row. A
+ *                  grammar's state numbers grow as outputs reach new configurations (up to
+ *                  max_states; past it the handle fails its advances with -E2BIG).
  * Matching is anchored at both ends: the whole output must match. End-of-generation tokens
  * (EOS and the vocabulary's other EOG ids) are allowed exactly in accepting states; other
  * control, unknown and unused tokens never are.
@@ -62,40 +67,54 @@ struct rl_cons_opts {
 int  rl_cons_compile_regex(const struct rl_cons_vocab *v, const char *re, size_t len,
 			   const struct rl_cons_opts *opts, struct rl_cons **out, char *err, size_t errlen);
 /* Compiles a JSON Schema (JSON text) into the same automaton: compact JSON (no whitespace),
- * properties in the schema's order. Every keyword it does not enforce is refused by name. */
+ * properties in the schema's order. Every keyword it does not enforce is refused by name.
+ * $ref to a $defs entry may recurse (a tree whose children are trees): the schema then
+ * becomes a grammar. */
 int  rl_cons_compile_schema(const struct rl_cons_vocab *v, const char *schema, size_t len,
 			    const struct rl_cons_opts *opts, struct rl_cons **out, char *err, size_t errlen);
 /* The regular expression a JSON Schema compiles to (what rl_cons_compile_schema runs through
- * the regex compiler), malloc'd into *out; 0 or -EINVAL/-ENOMEM as above. */
+ * the regex compiler), malloc'd into *out; 0 or -EINVAL/-ENOMEM as above; -EINVAL for a
+ * recursive schema, which no regular expression holds. */
 int  rl_cons_schema_to_regex(const char *schema, size_t len, unsigned flags, char **out, char *err,
 			     size_t errlen);
+/* Compiles a grammar in llama.cpp's GBNF (see cons_gbnf.c for what it takes and refuses):
+ * matching starts at rule 'root'. */
+int  rl_cons_compile_gbnf(const struct rl_cons_vocab *v, const char *text, size_t len,
+			  const struct rl_cons_opts *opts, struct rl_cons **out, char *err, size_t errlen);
 void rl_cons_destroy(struct rl_cons *c);
+/* 1 when the handle is a grammar's pushdown matcher (0: one DFA) */
+int  rl_cons_is_grammar(const struct rl_cons *c);
+/* a grammar's sticky failure (-E2BIG: more states than max_states; -ENOMEM), 0 none */
+int  rl_cons_error(const struct rl_cons *c);
 
 uint32_t rl_cons_start(const struct rl_cons *c);
+/* states so far (a grammar's grow as they are met) */
 uint32_t rl_cons_n_states(const struct rl_cons *c);
 /* 1 when the output so far is a whole match (EOS allowed) */
 int  rl_cons_accepting(const struct rl_cons *c, uint32_t state);
 /* 1 when some non-empty byte continuation stays matchable */
 int  rl_cons_can_continue(const struct rl_cons *c, uint32_t state);
-/* The state after n bytes (RL_CONS_DEAD when they leave the language). */
-uint32_t rl_cons_feed(const struct rl_cons *c, uint32_t state, const void *bytes, size_t n);
+/* The state after n bytes (RL_CONS_DEAD when they leave the language). Not const: a
+ * grammar computes and keeps transitions it has not met (as do the masks). */
+uint32_t rl_cons_feed(struct rl_cons *c, uint32_t state, const void *bytes, size_t n);
 /* The state after token id: >= 0 the new state (an EOG id in an accepting state leaves it as
- * is: the request ends there), -EINVAL when the mask would not allow the token. */
-long rl_cons_advance(const struct rl_cons *c, uint32_t state, uint32_t id);
+ * is: the request ends there), -EINVAL when the mask would not allow the token, a grammar's
+ * rl_cons_error when it failed. */
+long rl_cons_advance(struct rl_cons *c, uint32_t state, uint32_t id);
 /* The bytes every continuation from state starts with (the constraint forces them), up to
- * cap, into out: none from an accepting state, and none past a point with two ways on. */
-size_t rl_cons_forced(const struct rl_cons *c, uint32_t state, char *out, size_t cap);
+ * cap, into out: none from an accepting state, and none past a point with two ways on; none
+ * for a grammar. */
+size_t rl_cons_forced(struct rl_cons *c, uint32_t state, char *out, size_t cap);
 /* Words of a mask: (vocab size + 31) / 32 */
 size_t rl_cons_mask_words(const struct rl_cons *c);
 /* The allowed tokens of state into mask (bit i of word i/32 = token i; every word written).
  * Returns how many tokens are allowed (0 for RL_CONS_DEAD). Cached per state. */
 long rl_cons_mask(struct rl_cons *c, uint32_t state, uint32_t *mask);
 /* The same without the cache (the trie walk every time): the benchmark's cold path. */
-long rl_cons_mask_nocache(const struct rl_cons *c, uint32_t state, uint32_t *mask);
-/* For every state, the fewest bytes that reach an accepting one (UINT32_MAX for the dead
- * state), malloc'd [rl_cons_n_states]; NULL without memory. Walks that must end soon head
- * for the end by it (tests, the benchmark). */
-uint32_t *rl_cons_dist_to_accept(const struct rl_cons *c);
+long rl_cons_mask_nocache(struct rl_cons *c, uint32_t state, uint32_t *mask);
+/* The fewest bytes from state to a whole match (UINT32_MAX for the dead state, or without
+ * memory). Walks that must end soon head for the end by it (tests, the benchmark). */
+uint32_t rl_cons_dist(struct rl_cons *c, uint32_t state);
 /* cache counters since compile */
 void rl_cons_cache_stats(const struct rl_cons *c, uint64_t *hits, uint64_t *misses, size_t *bytes);
 

@@ -55,7 +55,7 @@
 #define RL_MAX_STOP_IDS 8            /* stop ids per request (rl_req.stop, rl_seq.stop) */
 #define RL_MAX_CONS_BYTES 65536      /* a constraint's text (rl_req.cons_len) */
 /* What a request's constraint text is (rl_req.cons_kind; structured output, constrain/) */
-enum rl_cons_kind { RL_CONS_NONE = 0, RL_CONS_KIND_REGEX = 1, RL_CONS_KIND_JSON_SCHEMA = 2 };
+enum rl_cons_kind { RL_CONS_NONE = 0, RL_CONS_KIND_REGEX = 1, RL_CONS_KIND_JSON_SCHEMA = 2, RL_CONS_KIND_GBNF = 3 };
 
 /* Event types and finish codes: the numbers on the wire (rl_evt.type, rl_evt.code). The
  * scheduler emits them; clients/ringlm.h publishes the same values as RINGLM_EV_* and

@@ -5,9 +5,14 @@
  *  - JSON Schema: the `jsonschema` package's verdicts (schemas.json): every invalid instance
  *    rejected, every canonical valid one accepted; integer bounds against arithmetic;
  *    refused keywords named in the error;
+ *  - grammars (GBNF, recursive schemas; the pushdown matcher): llama.cpp's grammars/ corpus
+ *    compiles; json.gbnf against Python's json, arithmetic.gbnf against a recogniser written in
+ *    Python, recursive schemas against `jsonschema` (grammar.json, gen_grammar_fixtures.py);
+ *    unsupported GBNF refused by name;
  *  - the token mask on the real SmolLM2 (49k) and Gemma 3 (262k) vocabularies: equal to running
- *    every token's bytes through the DFA, on every state random walks visit; the walks end in
- *    JSON that jansson parses and a small validator here (pcre2 for 'pattern') accepts; EOS
+ *    every token's bytes through the automaton, on every state random walks visit; the walks
+ *    end in JSON that jansson parses and a small validator here (pcre2 for 'pattern') accepts,
+ *    or (json.gbnf) that a recursive pcre2 pattern written from the grammar matches; EOS
  *    exactly in accepting states, control tokens never.
  * Tests: constrain (rl_cons_*), tokenizer (rl_tok_type, rl_tok_decode). */
 #include <errno.h>
@@ -38,7 +43,7 @@ static struct rl_cons_vocab *byte_vocab(void)
 	return rl_cons_vocab_create(256, tok, len, NULL, NULL, 0, &v) ? NULL : v;
 }
 
-static int matches(const struct rl_cons *c, const char *s, size_t n)
+static int matches(struct rl_cons *c, const char *s, size_t n)
 {
 	uint32_t st = rl_cons_feed(c, rl_cons_start(c), s, n);
 	return st != RL_CONS_DEAD && rl_cons_accepting(c, st);
@@ -167,6 +172,137 @@ static void schema_vs_jsonschema(void)
 	json_decref(fx);
 }
 
+/* grammars against oracles that share no code with them (grammar.json) */
+static void grammar_vs_oracles(void)
+{
+	json_error_t je;
+	json_t *fx = json_load_file(FIX "grammar.json", 0, &je);
+	REQUIRE(fx);
+	struct rl_cons_vocab *v = byte_vocab();
+	REQUIRE(v);
+	size_t i, k, n = 0, nvalid = 0, bad = 0;
+	json_t *g, *cs;
+	json_array_foreach(json_object_get(fx, "gbnf"), i, g) {
+		json_t *t = json_object_get(g, "grammar");
+		struct rl_cons *c;
+		char err[256];
+		int rc = rl_cons_compile_gbnf(v, json_string_value(t), json_string_length(t), NULL, &c, err, sizeof err);
+		CHECKF(rc == 0, "%s: %s", json_string_value(json_object_get(g, "name")), err);
+		if (rc)
+			continue;
+		CHECK(rl_cons_is_grammar(c));
+		json_array_foreach(json_object_get(g, "cases"), k, cs) {
+			json_t *x = json_object_get(cs, "text");
+			int want = json_is_true(json_object_get(cs, "valid"));
+			int got = matches(c, json_string_value(x), json_string_length(x));
+			n++;
+			nvalid += want;
+			if (got != want && bad++ < 10)
+				fprintf(stderr, "  %s on \"%s\": %d, oracle %d\n", json_string_value(json_object_get(g, "name")),
+					json_string_value(x), got, want);
+		}
+		rl_cons_destroy(c);
+	}
+	size_t ns = 0, sv = 0, si = 0;
+	json_array_foreach(json_object_get(fx, "schemas"), i, g) {
+		json_t *t = json_object_get(g, "schema");
+		struct rl_cons *c;
+		char err[256];
+		int rc = rl_cons_compile_schema(v, json_string_value(t), json_string_length(t), NULL, &c, err, sizeof err);
+		CHECKF(rc == 0, "recursive schema %zu: %s", i, err);
+		if (rc)
+			continue;
+		CHECK(rl_cons_is_grammar(c));
+		json_array_foreach(json_object_get(g, "cases"), k, cs) {
+			json_t *x = json_object_get(cs, "text");
+			int valid = json_is_true(json_object_get(cs, "valid")), canon = json_is_true(json_object_get(cs, "canonical"));
+			if (valid && !canon)
+				continue;              /* valid in another spelling or key order: no label for us */
+			int got = matches(c, json_string_value(x), json_string_length(x));
+			ns++;
+			sv += valid;
+			si += !valid;
+			if (got != valid && bad++ < 10)
+				fprintf(stderr, "  recursive schema %zu on %s: %d, jsonschema %d\n", i, json_string_value(x), got, valid);
+		}
+		rl_cons_destroy(c);
+	}
+	printf("  GBNF: %zu strings (%zu in the language) against Python oracles; recursive schemas: %zu canonical valid, "
+	       "%zu invalid; %zu wrong\n", n, nvalid, sv, si, bad);
+	CHECK(bad == 0);
+	CHECK(n > 1000 && nvalid > 300 && sv > 60 && si > 300);
+	rl_cons_vocab_destroy(v);
+	json_decref(fx);
+}
+
+/* llama.cpp's grammars/ compile (each on the matcher it needs); what is not taken is refused
+ * by name; a grammar's state cap is an error, not a crash */
+static void gbnf_corpus_and_refusals(void)
+{
+	static const char *const corpus[] = { "arithmetic", "c", "chess", "english", "japanese", "json", "json_arr", "list" };
+	struct rl_cons_vocab *v = byte_vocab();
+	REQUIRE(v);
+	for (size_t i = 0; i < sizeof corpus / sizeof *corpus; i++) {
+		char path[200], err[256];
+		snprintf(path, sizeof path, FIX "gbnf/%s.gbnf", corpus[i]);
+		FILE *f = fopen(path, "rb");
+		REQUIRE(f);
+		static char text[8192];
+		size_t n = fread(text, 1, sizeof text, f);
+		fclose(f);
+		struct rl_cons *c;
+		int rc = rl_cons_compile_gbnf(v, text, n, NULL, &c, err, sizeof err);
+		CHECKF(rc == 0, "%s: %s", path, err);
+		if (!rc)
+			rl_cons_destroy(c);
+	}
+	static const char *const tab[][2] = {
+		{ "root ::= expr\nexpr ::= expr \"+\" [0-9] | [0-9]\n", "'expr' is left-recursive" },
+		{ "root ::= a\na ::= [ ]* a \"x\" | \"y\"\n", "'a' is left-recursive" },
+		{ "root ::= \"x\" root\n", "derives no finite string" },
+		{ "root ::= \"a\" <[12]>\n", "token references" },
+		{ "root ::= !<[12]>\n", "token references" },
+		{ "root ::= foo\n", "'foo' is used but not defined" },
+		{ "top ::= \"a\"\n", "no 'root' rule" },
+		{ "root ::= \"a\"\nroot ::= \"b\"\n", "defined twice" },
+		{ "root ::= \"\\q\"\n", "unknown escape" },
+		{ "root ::= \"abc\n", "not closed" },
+		{ "root ::= [a-z\n", "not closed" },
+		{ "root ::= (\"a\"\n", "expecting ')'" },
+		{ "root ::= \"a\"{2000}\n", "above 1000" },
+		{ "root ::= \"a\"{3,2}\n", "min above max" },
+		{ "root ::= *\"a\"\n", "nothing before it to repeat" },
+		{ "root = \"a\"\n", "expecting '::='" },
+		{ "root ::= \"\\uD800\"\n", "no Unicode scalar value" },
+		{ "root ::= \"\xff\"\n", "invalid UTF-8" },
+		{ "root ::= [z-a]\n", "reversed" },
+		{ "root ::= []\n", "matches no string" },
+		{ "root ::= \"a\" ) \n", "expecting the end of the line" },
+	};
+	for (size_t i = 0; i < sizeof tab / sizeof *tab; i++) {
+		struct rl_cons *c = NULL;
+		char err[256] = "";
+		int rc = rl_cons_compile_gbnf(v, tab[i][0], strlen(tab[i][0]), NULL, &c, err, sizeof err);
+		CHECKF(rc == -EINVAL && strstr(err, tab[i][1]), "%s: rc %d, \"%s\" (want \"%s\")", tab[i][0], rc, err, tab[i][1]);
+		if (!rc)
+			rl_cons_destroy(c);
+	}
+	/* a grammar's states are met as outputs go: past the cap its advances fail, by name */
+	struct rl_cons_opts o = { .max_states = 40 };
+	struct rl_cons *c = NULL;
+	char err[256];
+	const char *g = "root ::= \"(\" root \")\" | \"x\"\n";
+	REQUIRE(rl_cons_compile_gbnf(v, g, strlen(g), &o, &c, err, sizeof err) == 0);
+	uint32_t st = rl_cons_start(c);
+	long r = 0;
+	for (int i = 0; i < 100 && r >= 0; i++)
+		if ((r = rl_cons_advance(c, st, '(')) >= 0)
+			st = (uint32_t)r;
+	CHECKF(r == -E2BIG && rl_cons_error(c) == -E2BIG, "advance %ld, error %d", r, rl_cons_error(c));
+	rl_cons_destroy(c);
+	rl_cons_vocab_destroy(v);
+}
+
 /* integer bounds as regexes: every integer near the bounds against arithmetic */
 static void integer_bounds(void)
 {
@@ -261,8 +397,10 @@ static void schema_refused_by_name(void)
 		{ "{\"type\":\"integer\",\"multipleOf\":3}", "'multipleOf' is not supported" },
 		{ "{\"type\":\"string\",\"pattern\":\"(?=a)\"}", "lookahead" },
 		{ "{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", "'pattern' together with" },
-		{ "{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"k\":{\"$ref\":\"#/$defs/n\"}},\"additionalProperties\":false}},\"$ref\":\"#/$defs/n\"}",
-		  "recursive '$ref'" },
+		{ "{\"$defs\":{\"n\":{\"oneOf\":[{\"type\":\"null\"},{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/n\"}}]}},\"$ref\":\"#/$defs/n\"}",
+		  "'oneOf' with recursive branches" },
+		{ "{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"k\":{\"$ref\":\"#/$defs/n\"}},\"required\":[\"k\"],\"additionalProperties\":false}},\"$ref\":\"#/$defs/n\"}",
+		  "derives no finite string" },
 		{ "{\"$ref\":\"http://x/y\"}", "'$ref' 'http://x/y'" },
 		{ "{\"allOf\":[{\"type\":\"string\"},{\"maxLength\":2}]}", "'allOf' with other than one" },
 		{ "{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "'oneOf' branches 0 and 1" },
@@ -425,7 +563,7 @@ static struct rl_tok *load_tok(const char *path)
 }
 
 /* the mask by brute force: every token's bytes through the DFA */
-static long brute_mask(const struct rl_cons *c, const struct rl_cons_vocab *v, uint32_t st, uint32_t *m)
+static long brute_mask(struct rl_cons *c, const struct rl_cons_vocab *v, uint32_t st, uint32_t *m)
 {
 	uint32_t n = rl_cons_vocab_size(v);
 	long cnt = 0;
@@ -458,6 +596,47 @@ static const char *const walk_schemas[] = {
 	"{\"type\":\"null\"},{\"type\":\"boolean\"}]}],\"items\":{\"type\":\"number\",\"minimum\":0},\"maxItems\":5}",
 };
 
+/* grammars walked too: a recursive schema (validate() follows its $ref) and llama.cpp's
+ * json.gbnf, whose outputs a recursive pcre2 pattern written from the grammar checks (a
+ * backtracking engine: nothing shared with the matcher) */
+static const char walk_tree[] =
+	"{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":6},"
+	"\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/node\"},\"maxItems\":3}},\"required\":[\"name\"],"
+	"\"additionalProperties\":false}},\"$ref\":\"#/$defs/node\"}";
+static const char json_gbnf_pcre[] =
+	"(?(DEFINE)(?<ws>(?:|[ ]|\\n[ \\t]{0,20}))"
+	"(?<value>(?&object)|(?&array)|(?&string)|(?&number)|(?:true|false|null)(?&ws))"
+	"(?<object>\\{(?&ws)(?:(?&string):(?&ws)(?&value)(?:,(?&ws)(?&string):(?&ws)(?&value))*)?\\}(?&ws))"
+	"(?<array>\\[(?&ws)(?:(?&value)(?:,(?&ws)(?&value))*)?\\](?&ws))"
+	"(?<string>\"(?:[^\"\\\\\\x7F\\x00-\\x1F]|\\\\(?:[\"\\\\bfnrt]|u[0-9a-fA-F]{4}))*\"(?&ws))"
+	"(?<number>-?(?:[0-9]|[1-9][0-9]{0,15})(?:\\.[0-9]+)?(?:[eE][-+]?[0-9][1-9]{0,15})?(?&ws)))"
+	"\\A(?&object)\\z";
+
+static int gbnf_json_ok(const char *s, size_t n)
+{
+	int e;
+	PCRE2_SIZE eo;
+	pcre2_code *re = pcre2_compile((PCRE2_SPTR)json_gbnf_pcre, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &e, &eo, NULL);
+	if (!re)
+		return -1;
+	pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+	int m = pcre2_match(re, (PCRE2_SPTR)s, n, 0, 0, md, NULL);
+	pcre2_match_data_free(md);
+	pcre2_code_free(re);
+	return m >= 0;
+}
+
+static char *read_fixture(const char *name, size_t *n)
+{
+	FILE *f = fopen(name, "rb");
+	if (!f)
+		return NULL;
+	char *b = malloc(1 << 16);
+	*n = b ? fread(b, 1, 1 << 16, f) : 0;
+	fclose(f);
+	return b;
+}
+
 static void walks_on(size_t m, const char *path, int n_walks)
 {
 	struct rl_tok *t = load_tok(path);
@@ -484,16 +663,21 @@ static void walks_on(size_t m, const char *path, int n_walks)
 	REQUIRE(mask && want && ids);
 	srand(50 + (unsigned)m);
 	size_t states_checked = 0, mask_bad = 0, walks = 0, walk_bad = 0, eos_bad = 0, total_tokens = 0;
-	for (size_t si = 0; si < sizeof walk_schemas / sizeof *walk_schemas; si++) {
+	const size_t nschema = sizeof walk_schemas / sizeof *walk_schemas;
+	size_t gbnf_len = 0;
+	char *gbnf = read_fixture(FIX "gbnf/json.gbnf", &gbnf_len);
+	REQUIRE(gbnf && gbnf_json_ok("{\"a\": [1, {}]}", 14) == 1);
+	for (size_t si = 0; si < nschema + 2; si++) {
 		struct rl_cons *c;
 		char err[300];
-		int rc = rl_cons_compile_schema(v, walk_schemas[si], strlen(walk_schemas[si]), NULL, &c, err, sizeof err);
+		const char *text = si < nschema ? walk_schemas[si] : walk_tree;
+		int rc = si == nschema + 1 ? rl_cons_compile_gbnf(v, gbnf, gbnf_len, NULL, &c, err, sizeof err)
+					   : rl_cons_compile_schema(v, text, strlen(text), NULL, &c, err, sizeof err);
 		CHECKF(rc == 0, "schema %zu: %s", si, err);
 		if (rc)
 			continue;
-		uint32_t *dist = rl_cons_dist_to_accept(c);
-		REQUIRE(dist);
-		json_t *schema = json_loads(walk_schemas[si], 0, NULL);
+		CHECK(rl_cons_is_grammar(c) == (si >= nschema));
+		json_t *schema = si <= nschema ? json_loads(text, 0, NULL) : NULL;
 		g_root = schema;
 		for (int w = 0; w < n_walks; w++) {
 			uint32_t st = rl_cons_start(c);
@@ -527,7 +711,7 @@ static void walks_on(size_t m, const char *path, int n_walks)
 					pick = ids[0];
 					for (size_t k = 0; k < na; k++) {
 						long ns = rl_cons_advance(c, st, ids[k]);
-						uint32_t dd = ns < 0 ? UINT32_MAX : rl_cons_vocab_is_eog(v, ids[k]) ? 0 : dist[ns];
+						uint32_t dd = ns < 0 ? UINT32_MAX : rl_cons_vocab_is_eog(v, ids[k]) ? 0 : rl_cons_dist(c, (uint32_t)ns);
 						if (dd < best || (dd == best && rand() % 4 == 0)) {
 							best = dd;
 							pick = ids[k];
@@ -554,12 +738,12 @@ static void walks_on(size_t m, const char *path, int n_walks)
 			}
 			walks++;
 			json_error_t je;
-			json_t *x = ended ? json_loadb(out, on, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je) : NULL;
-			int ok = x && validate(schema, x);
+			json_t *x = ended && schema ? json_loadb(out, on, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je) : NULL;
+			int ok = schema ? x && validate(schema, x) : ended && gbnf_json_ok(out, on) == 1;
 			if (!ok && walk_bad++ < 5)
 				fprintf(stderr, "  %s schema %zu walk %d%s: %.*s\n", models[m], si, w, ended ? "" : " did not end",
 					(int)on, out);
-			if (w < 1 && si < 4)
+			if (w < 1)
 				printf("    %s schema %zu: %.*s\n", models[m], si, (int)(on < 200 ? on : 200), out);
 			json_decref(x);
 		}
@@ -567,13 +751,14 @@ static void walks_on(size_t m, const char *path, int n_walks)
 		rl_cons_cache_stats(c, &hits, &misses, NULL);
 		CHECK(hits > 0);
 		json_decref(schema);
-		free(dist);
 		rl_cons_destroy(c);
+		g_root = NULL;
 	}
 	printf("  %s: %u tokens (%zu control), %zu walks (%zu tokens), %zu states checked by brute force; "
 	       "%zu masks wrong, %zu walks invalid, %zu EOS wrong\n", models[m], nv, ncontrol, walks, total_tokens,
 	       states_checked, mask_bad, walk_bad, eos_bad);
 	CHECK(mask_bad == 0 && walk_bad == 0 && eos_bad == 0);
+	free(gbnf);
 	free(mask);
 	free(want);
 	free(ids);
@@ -688,6 +873,8 @@ int main(void)
 	RUN(schema_refused_by_name);
 	RUN(schema_too_large_refused);
 	RUN(mask_cache_lru);
+	RUN(grammar_vs_oracles);
+	RUN(gbnf_corpus_and_refusals);
 	RUN(vocab_bytes_gemma3);
 	RUN(mask_walks_smollm2);
 	RUN(mask_walks_gemma3);

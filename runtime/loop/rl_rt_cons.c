@@ -116,8 +116,9 @@ static int handle_for(struct rl_rt_cons *k, int kind, const char *text, size_t l
 	/* an object without additionalProperties takes no other keys (strict mode's reading) */
 	const struct rl_cons_opts opts = { .flags = RL_CONS_NO_EXTRA_KEYS };
 	struct rl_cons *c;
-	int rc = kind == RL_CONS_KIND_REGEX ? rl_cons_compile_regex(k->v, copy, len, &opts, &c, err, errlen)
-					    : rl_cons_compile_schema(k->v, copy, len, &opts, &c, err, errlen);
+	int rc = kind == RL_CONS_KIND_REGEX  ? rl_cons_compile_regex(k->v, copy, len, &opts, &c, err, errlen)
+		 : kind == RL_CONS_KIND_GBNF ? rl_cons_compile_gbnf(k->v, copy, len, &opts, &c, err, errlen)
+					     : rl_cons_compile_schema(k->v, copy, len, &opts, &c, err, errlen);
 	if (rc) {
 		free(copy);
 		return rc;
@@ -131,7 +132,7 @@ static int handle_for(struct rl_rt_cons *k, int kind, const char *text, size_t l
 int rl_rt_cons_start(struct rl_rt_cons *k, uint32_t seq_id, int kind, const char *text, size_t len,
 		     const uint32_t **allow, char *err, size_t errlen)
 {
-	if (seq_id >= k->pool_size || (kind != RL_CONS_KIND_REGEX && kind != RL_CONS_KIND_JSON_SCHEMA)) {
+	if (seq_id >= k->pool_size || (kind != RL_CONS_KIND_REGEX && kind != RL_CONS_KIND_JSON_SCHEMA && kind != RL_CONS_KIND_GBNF)) {
 		snprintf(err, errlen, "constraint kind %d is not one ringlm knows", kind);
 		return -EINVAL;
 	}

@@ -22,7 +22,7 @@ int rl_rt_validate_req(const struct rl_req *r, const struct rl_limits *lim, uint
 		return -EINVAL;
 	if ((r->logprobs || r->prompt_logprobs) && !lim->logprobs)
 		return -ENOTSUP;
-	if (r->cons_kind > RL_CONS_KIND_JSON_SCHEMA || !r->cons_kind != !r->cons_len)
+	if (r->cons_kind > RL_CONS_KIND_GBNF || !r->cons_kind != !r->cons_len)
 		return -EINVAL;
 	if (r->n_prompt > lim->max_prompt || r->max_new > lim->max_new || r->cons_len > RL_MAX_CONS_BYTES ||
 	    (uint64_t)r->n_prompt + rl_rt_cons_words(r->cons_len) > lim->arena_ids)

@@ -284,17 +284,23 @@ class Client:
             raise RinglmError(_EINVAL, "ringlm: the prompt is empty")
         return ids
 
-    _CONS_REGEX, _CONS_SCHEMA = 1, 2       # RINGLM_CONSTRAINT_REGEX, _JSON_SCHEMA
+    _CONS_REGEX, _CONS_SCHEMA, _CONS_GBNF = 1, 2, 3   # RINGLM_CONSTRAINT_REGEX, _JSON_SCHEMA, _GBNF
 
-    def _constraint(self, schema, regex):
-        """The compiled constraint for schema (a dict or JSON text) or regex, kept per text."""
-        if schema is not None and regex is not None:
-            raise RinglmError(_EINVAL, "ringlm: give schema or regex, not both")
-        if schema is None and regex is None:
+    def _constraint(self, schema, regex, grammar=None):
+        """The compiled constraint for schema (a dict or JSON text), regex or grammar (GBNF
+        text), kept per text."""
+        given = [k for k, v in (("schema", schema), ("regex", regex), ("grammar", grammar)) if v is not None]
+        if len(given) > 1:
+            raise RinglmError(_EINVAL, "ringlm: give one of schema, regex and grammar, not %s" % " and ".join(given))
+        if not given:
             return None
-        kind = self._CONS_REGEX if regex is not None else self._CONS_SCHEMA
-        text = regex if regex is not None else (schema if isinstance(schema, str)
-                                                else json.dumps(schema, separators=(",", ":")))
+        if regex is not None:
+            kind, text = self._CONS_REGEX, regex
+        elif grammar is not None:
+            kind, text = self._CONS_GBNF, grammar
+        else:
+            kind = self._CONS_SCHEMA
+            text = schema if isinstance(schema, str) else json.dumps(schema, separators=(",", ":"))
         key = (kind, text)
         k = self._constraints.get(key)
         if k is None:
@@ -308,9 +314,9 @@ class Client:
 
     def _submit(self, prompt, loop, text, max_tokens, temperature, top_p, top_k, seed, stop,
                 priority, add_bos, logprobs=False, top_logprobs=0, prompt_logprobs=False, speculate=True,
-                schema=None, regex=None):
+                schema=None, regex=None, grammar=None):
         self._check()
-        cons = self._constraint(schema, regex)
+        cons = self._constraint(schema, regex, grammar)
         ids = self._prompt_ids(prompt, add_bos)
         stop = list(stop or [])
         if len(stop) > _capi.MAX_STOP:
@@ -359,7 +365,7 @@ class Client:
 
     def stream(self, prompt, max_tokens=16, *, temperature=0.0, top_p=1.0, top_k=0, seed=0, stop=None,
                priority=0, text=True, add_bos=True, logprobs=False, top_logprobs=0, prompt_logprobs=False,
-               speculate=True, schema=None, regex=None):
+               speculate=True, schema=None, regex=None, grammar=None):
         """Submits a request and returns its Stream. prompt: text (tokenized with the runtime's
         vocabulary, BOS first where the vocabulary wants one) or token ids; stop: token ids.
         logprobs / top_logprobs (0..20): each token's log-probability, and that many
@@ -367,11 +373,13 @@ class Client:
         prompt's in Stream.prompt_logprobs (max_tokens may then be 0: scoring a text).
         speculate=False: no speculative decoding for this request on a runtime started with
         --spec (the same tokens either way; only their timing differs).
-        schema (a JSON Schema, dict or text) or regex: structured output, the answer held to it
-        (compact JSON in the schema's property order; a keyword the engine cannot enforce raises
-        RinglmError naming it); log-probabilities are then of the constrained distribution."""
+        schema (a JSON Schema, dict or text), regex or grammar (llama.cpp GBNF text, from rule
+        'root'): structured output, the answer held to it (compact JSON in the schema's property
+        order; a keyword or GBNF feature the engine cannot enforce raises RinglmError naming it);
+        log-probabilities are then of the constrained distribution."""
         return self._submit(prompt, None, text, max_tokens, temperature, top_p, top_k, seed, stop,
-                            priority, add_bos, logprobs, top_logprobs, prompt_logprobs, speculate, schema, regex)
+                            priority, add_bos, logprobs, top_logprobs, prompt_logprobs, speculate, schema, regex,
+                            grammar)
 
     def generate(self, prompt, max_tokens=16, *, ids=False, **kw):
         """The whole output: text, or with ids=True the token ids."""
@@ -381,11 +389,11 @@ class Client:
 
     async def astream(self, prompt, max_tokens=16, *, temperature=0.0, top_p=1.0, top_k=0, seed=0,
                       stop=None, priority=0, text=True, add_bos=True, logprobs=False, top_logprobs=0,
-                      prompt_logprobs=False, speculate=True, schema=None, regex=None):
+                      prompt_logprobs=False, speculate=True, schema=None, regex=None, grammar=None):
         """As stream(), returning an AsyncStream bound to the running event loop."""
         return self._submit(prompt, asyncio.get_running_loop(), text, max_tokens, temperature, top_p,
                             top_k, seed, stop, priority, add_bos, logprobs, top_logprobs, prompt_logprobs,
-                            speculate, schema, regex)
+                            speculate, schema, regex, grammar)
 
     async def agenerate(self, prompt, max_tokens=16, *, ids=False, **kw):
         s = await self.astream(prompt, max_tokens, text=not ids, **kw)

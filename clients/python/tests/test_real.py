@@ -61,5 +61,35 @@ def test_structured_output_holds_to_schema_and_regex(smollm):
             assert re.fullmatch(r"(19|20)\d\d-[01]\d-[0-3]\d", date), date
         with pytest.raises(ringlm.RinglmError, match="format"):
             c.chat(QUESTION, schema={"type": "string", "format": "idn-email"})
-        with pytest.raises(ringlm.RinglmError, match="not both"):
+        with pytest.raises(ringlm.RinglmError, match="give one of schema, regex and grammar"):
             c.chat(QUESTION, schema=PERSON, regex="a")
+
+
+EXPR = {"$defs": {"expr": {"anyOf": [
+    {"type": "integer"},
+    {"type": "object", "additionalProperties": False, "required": ["op", "args"],
+     "properties": {"op": {"enum": ["+", "-", "*", "/"]},
+                    "args": {"type": "array", "items": {"$ref": "#/$defs/expr"}, "minItems": 2, "maxItems": 2}}}]}},
+    "$ref": "#/$defs/expr"}
+
+
+def test_recursive_grammar_and_schema(smollm):
+    # llama.cpp's json.gbnf (recursive rules: the grammar matcher) judged by Python's json, and a
+    # recursive schema (an expression tree) judged by jsonschema
+    import jsonschema
+    with open(os.path.join(REPO, "tests", "fixtures", "constrain", "gbnf", "json.gbnf")) as f:
+        gbnf = f.read()
+    with ringlm.Client(socket=smollm) as c:
+        for seed, t in ((0, 0.0), (5, 0.8)):
+            s = c.chat_stream([{"role": "user", "content": "Give a JSON object with a cat's name and age."}], max_tokens=400,
+                              grammar=gbnf, temperature=t, seed=seed)
+            out = "".join(s)
+            assert s.finish_reason == "eos", out
+            assert isinstance(json.loads(out), dict), out
+            s = c.chat_stream([{"role": "user", "content": "Write (1 + 2) * 3 as a JSON expression tree."}],
+                              max_tokens=120, schema=EXPR, temperature=t, seed=seed)
+            out = "".join(s)
+            assert s.finish_reason == "eos", out
+            jsonschema.validate(json.loads(out), EXPR)
+        with pytest.raises(ringlm.RinglmError, match="left-recursive"):
+            c.chat(QUESTION, grammar='root ::= e\ne ::= e "+" "1" | "1"\n')
