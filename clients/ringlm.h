@@ -239,6 +239,28 @@ struct ringlm_chat_msg {
 RINGLM_API int ringlm_chat_format(struct ringlm *c, const struct ringlm_chat_msg *m, int n,
 				  char *out, int cap);
 
+/* Tool calling, as OpenAI's chat API has it, in the model's template family (ChatML as
+ * Hermes/Qwen2.5 write it, Llama 3.1's JSON calls, Gemma's documented prompt; Mistral and
+ * Phi-3: -ENOTSUP). request is a chat request's JSON object: "messages" (roles system, user,
+ * assistant (with "tool_calls"), tool), "tools", "tool_choice" ("none", "auto" (the default
+ * with tools), "required", or {"type": "function", "function": {"name": ...}}) and
+ * "parallel_tool_calls" (default true); other keys are not read. It gives the prompt (the
+ * tools and the history in the template; tokenize it as ringlm_chat_format's text) and the
+ * constraint to submit it with (NULL: none), which holds the answer to the family's call
+ * format, each call's arguments to its tool's "parameters" JSON Schema (as
+ * RINGLM_CONSTRAINT_JSON_SCHEMA's; 'pattern' is refused); ringlm_tools_parse reads the
+ * answer back. 0 and *out, or -EINVAL (ringlm_last_error() names the field), -ENOTSUP, -ENOMEM. */
+struct ringlm_tools;
+RINGLM_API int  ringlm_tools_create(struct ringlm *c, const char *request, size_t len, struct ringlm_tools **out);
+RINGLM_API const char *ringlm_tools_prompt(const struct ringlm_tools *t);
+RINGLM_API const struct ringlm_constraint *ringlm_tools_constraint(const struct ringlm_tools *t);
+/* The answer's text as {"content": string or null, "tool_calls": [{"id", "type": "function",
+ * "function": {"name", "arguments" (JSON text)}}, ...]} ("tool_calls" absent when there are
+ * none; with calls the content is trimmed, null when empty). Writes at most cap bytes (NUL
+ * included) and returns the length needed; -EINVAL, -ENOMEM. */
+RINGLM_API int  ringlm_tools_parse(const struct ringlm_tools *t, const char *text, size_t len, char *out, size_t cap);
+RINGLM_API void ringlm_tools_destroy(struct ringlm_tools *t);
+
 /* Streaming text of one sequence, as its TOKEN events arrive: push each token id and get
  * back only whole UTF-8 characters. A token may end inside a character (byte-level BPE
  * splits emoji and CJK characters; SentencePiece spells them as <0xNN> byte tokens); its

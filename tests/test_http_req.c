@@ -51,6 +51,14 @@ static void valid_bodies(void)
 		      1, &r, why) == 0);
 	CHECK(!r.schema);
 	http_req_free(&r);
+	/* tools, or a history with calls or results: the body is the tools' formatter's (chat_tools.c) */
+	REQUIRE(parse("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"tools\": [], \"tool_choice\": "
+		      "\"auto\", \"parallel_tool_calls\": false}", 1, &r, why) == 0);
+	CHECK(r.tools && !r.msgs);
+	http_req_free(&r);
+	REQUIRE(parse("{\"messages\": [{\"role\": \"tool\", \"content\": \"21 C\"}]}", 1, &r, why) == 0);
+	CHECK(r.tools && !r.msgs);
+	http_req_free(&r);
 	/* echo lets max_tokens be 0 (scoring the prompt) */
 	REQUIRE(parse("{\"prompt\": \"x\", \"echo\": true, \"max_tokens\": 0, \"logprobs\": 0}", 0, &r, why) == 0);
 	CHECK(r.echo && r.max_tokens == 0 && r.lp_on && r.lp_top == 0);
@@ -99,6 +107,9 @@ static void bad_bodies_named(void)
 		  HTTP_REQ_BAD, "needs 'json_schema'" },
 		{ 1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": 3}", HTTP_REQ_BAD,
 		  "must be an object" },
+		{ 1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": [], \"response_format\": "
+		  "{\"type\": \"json_schema\", \"json_schema\": {\"schema\": {}}}}", HTTP_REQ_BAD, "'response_format' together with 'tools'" },
+		{ 0, "{\"prompt\": \"x\", \"tools\": []}", HTTP_REQ_BAD, "'tools' is not a parameter" },
 	};
 	for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
 		struct http_req r;

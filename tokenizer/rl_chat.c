@@ -99,9 +99,12 @@ static void put(struct buf *b, const char *fmt, ...)
 		b->n += (size_t)k;
 }
 
-static int known_role(const char *r)
+/* system, user, assistant; and Llama 3's ipython (a tool's result, as Llama 3.1's template
+ * writes it) */
+static int known_role(enum rl_chat_family f, const char *r)
 {
-	return r && (!strcmp(r, "system") || !strcmp(r, "user") || !strcmp(r, "assistant"));
+	return r && (!strcmp(r, "system") || !strcmp(r, "user") || !strcmp(r, "assistant") ||
+		     (f == RL_CHAT_LLAMA3 && !strcmp(r, "ipython")));
 }
 
 size_t rl_chat_default_system(const char *t, char *out, size_t cap)
@@ -143,7 +146,7 @@ long rl_chat_format(enum rl_chat_family f, const char *dflt_system, const struct
 	if (cap)
 		out[0] = 0;
 	for (size_t i = 0; i < n; i++)
-		if (!known_role(m[i].role) || !m[i].content)
+		if (!known_role(f, m[i].role) || !m[i].content)
 			return -EINVAL;
 	switch (f) {
 	case RL_CHAT_LLAMA3:

@@ -20,7 +20,7 @@ const char *rl_chat_name(enum rl_chat_family f);
 enum rl_chat_family rl_chat_from_name(const char *name);
 
 struct rl_chat_msg {
-	const char *role;              /* "system", "user", "assistant" */
+	const char *role;              /* "system", "user", "assistant" (and Llama 3's "ipython") */
 	const char *content;
 };
 

@@ -24,19 +24,19 @@ static int num_field(json_t *o, const char *k, double lo, double hi, double *v, 
 /* The parameters the endpoint takes: refused by name when not among them */
 static int known_keys(json_t *j, int chat, char *why, size_t wl)
 {
-	static const char *const known[2][20] = {
+	static const char *const known[2][24] = {
 		{ "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "n", "stream", "stop", "seed",
 		  "logprobs", "echo", "user", "stream_options", "presence_penalty", "frequency_penalty", "best_of",
 		  "logit_bias", "suffix", NULL },
 		{ "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "n",
 		  "stream", "stop", "seed", "logprobs", "top_logprobs", "user", "stream_options", "presence_penalty",
-		  "frequency_penalty", "logit_bias", "response_format", NULL },
+		  "frequency_penalty", "logit_bias", "response_format", "tools", "tool_choice", "parallel_tool_calls", NULL },
 	};
 	const char *key;
 	json_t *val;
 	json_object_foreach(j, key, val) {
 		int ok = 0;
-		for (int i = 0; i < 20 && known[chat][i] && !ok; i++)
+		for (int i = 0; i < 24 && known[chat][i] && !ok; i++)
 			ok = !strcmp(key, known[chat][i]);
 		if (!ok) {
 			snprintf(why, wl, "'%.64s' is not a parameter ringlm supports; leave it out", key);
@@ -155,8 +155,29 @@ static int stops(json_t *j, struct http_req *r, char *why, size_t wl)
 	return 0;
 }
 
-/* The prompt: chat messages (formatted later, through the model's template), or text, or
- * token ids below the vocabulary's size */
+/* A chat that is the tools' business (clients/chat_tools.c: it validates and formats it):
+ * tools or their parameters given, or a history with calls or results */
+static int tools_chat(json_t *j)
+{
+	static const char *const keys[] = { "tools", "tool_choice", "parallel_tool_calls" };
+	for (int i = 0; i < 3; i++) {
+		json_t *x = json_object_get(j, keys[i]);
+		if (x && !json_is_null(x))
+			return 1;
+	}
+	size_t i;
+	json_t *m;
+	json_array_foreach(json_object_get(j, "messages"), i, m) {
+		const char *role = json_string_value(json_object_get(m, "role"));
+		json_t *calls = json_object_get(m, "tool_calls");
+		if ((role && !strcmp(role, "tool")) || (calls && !json_is_null(calls)))
+			return 1;
+	}
+	return 0;
+}
+
+/* The prompt: chat messages (formatted later, through the model's template, or by the tools'
+ * formatter), or text, or token ids below the vocabulary's size */
 static int prompt(json_t *j, const struct http_limits *lim, struct http_req *r, char *why, size_t wl)
 {
 	if (r->chat) {
@@ -165,6 +186,14 @@ static int prompt(json_t *j, const struct http_limits *lim, struct http_req *r, 
 		if (!nm) {
 			snprintf(why, wl, "'messages' must be a non-empty array");
 			return -1;
+		}
+		if ((r->tools = tools_chat(j))) {
+			if (r->schema) {
+				snprintf(why, wl, "'response_format' together with 'tools' or a tool-calling history is not "
+					 "supported; give one of them");
+				return -1;
+			}
+			return 0;
 		}
 		if (!(r->msgs = calloc(nm, sizeof *r->msgs)))
 			return -ENOMEM;

@@ -40,6 +40,8 @@ struct http_req {
 	size_t   n_msgs;
 	char    *schema;                   /* response_format json_schema: its schema, compact JSON
 					    * (malloc'd), for ringlm_constraint_create; NULL: none */
+	int      tools;                    /* chat with tools, or with calls or results in its history:
+					    * the body goes to ringlm_tools_create (msgs unset) */
 	json_t  *json;
 };
 

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "clients/ringlm.h"
+#include "clients/chat_tools.h"
 #include "tokenizer/rl_chat.h"
 #include "clients/http/http_req.h"
 
@@ -80,6 +81,8 @@ struct req {
 	struct ringlm_request q;       /* head with copies still to submit: choice 0's request, and */
 	uint32_t *ids;                 /* its prompt (q.prompt), until they are submitted */
 	struct ringlm_constraint *cons; /* head: response_format's schema, compiled, for every choice */
+	struct ringlm_tools *tools;    /* head: the request's tools (prompt, calls' constraint), or NULL */
+	struct rl_tools_scan scan;     /* with tools: this choice's answer read into text and calls */
 	int      n_submitted;          /* head: choices given to the runtime */
 	int      chat, stream;
 	struct MHD_Connection *conn;
@@ -212,6 +215,7 @@ static void req_unref(struct req *r)
 	free(r->out);
 	free(r->ids);
 	ringlm_constraint_destroy(r->cons);
+	ringlm_tools_destroy(r->tools);
 	free(r);
 }
 
@@ -341,12 +345,13 @@ static json_t *usage_json(const struct req *h)
 			 gen, "total_tokens", (json_int_t)h->n_prompt + gen);
 }
 
-/* one streamed chunk of text (finish NULL while streaming) */
-static void sse_chunk(struct req *r, const char *text, size_t n, const char *finish)
+/* one streamed chunk of text (finish NULL while streaming); chat: or of delta (taken) */
+static void sse_chunk_delta(struct req *r, const char *text, size_t n, json_t *delta, const char *finish)
 {
 	json_t *choice;
 	if (r->chat) {
-		json_t *delta = json_object();
+		if (!delta)
+			delta = json_object();
 		if (text)
 			json_object_set_new(delta, "content", json_text(text, n));
 		if (!r->sent_role) {    /* the first chunk says whose turn it is */
@@ -368,6 +373,62 @@ static void sse_chunk(struct req *r, const char *text, size_t n, const char *fin
 	out_json(r, j, 1);
 }
 
+static void sse_chunk(struct req *r, const char *text, size_t n, const char *finish)
+{
+	sse_chunk_delta(r, text, n, NULL, finish);
+}
+
+/* A streamed answer with tools, as its scanner reads it: text as content, a call's start as
+ * delta.tool_calls [{index, id, type, function: {name, arguments: ""}}], then its arguments'
+ * pieces as [{index, function: {arguments}}], as OpenAI streams them */
+static void tools_stream(void *ctx, enum rl_tools_ev ev, int call, const char *s, size_t n)
+{
+	struct req *r = ctx;
+	if (ev == RL_TOOLS_TEXT) {
+		sse_chunk(r, s, n, NULL);
+		return;
+	}
+	json_t *tc = json_pack("{s:i}", "index", call), *fn = json_object();
+	if (ev == RL_TOOLS_CALL) {
+		char id[32];
+		rl_tools_call_id(id);
+		json_object_set_new(tc, "id", json_string(id));
+		json_object_set_new(tc, "type", json_string("function"));
+		json_object_set_new(fn, "name", json_text(s, n));
+		json_object_set_new(fn, "arguments", json_string(""));
+	} else {
+		json_object_set_new(fn, "arguments", json_text(s, n));
+	}
+	json_object_set_new(tc, "function", fn);
+	sse_chunk_delta(r, NULL, 0, json_pack("{s:[o]}", "tool_calls", tc), NULL);
+}
+
+/* A choice's message: its text, or with tools the text read into content and tool_calls;
+ * *finish becomes "tool_calls" when the answer ended (not cut) with calls */
+static json_t *message_json(const struct req *r, const char **finish)
+{
+	const struct ringlm_tools *t = r->head->tools;
+	if (!t || !rl_tools_parses(t))
+		return json_pack("{s:s, s:o}", "role", "assistant", "content", json_text(r->text, r->text_len));
+	size_t cl;
+	char *clean = utf8_clean(r->text ? r->text : "", r->text ? r->text_len : 0, &cl);
+	int need = clean ? ringlm_tools_parse(t, clean, cl, NULL, 0) : -ENOMEM;
+	char *buf = need >= 0 ? malloc((size_t)need + 1) : NULL;
+	json_t *p = buf && ringlm_tools_parse(t, clean, cl, buf, (size_t)need + 1) >= 0 ? json_loads(buf, 0, NULL) : NULL;
+	free(clean);
+	free(buf);
+	if (!p)
+		return json_pack("{s:s, s:o}", "role", "assistant", "content", json_text(r->text, r->text_len));
+	json_t *m = json_pack("{s:s, s:O}", "role", "assistant", "content", json_object_get(p, "content"));
+	if (json_object_get(p, "tool_calls")) {
+		json_object_set(m, "tool_calls", json_object_get(p, "tool_calls"));
+		if (!strcmp(*finish, "stop"))
+			*finish = "tool_calls";
+	}
+	json_decref(p);
+	return m;
+}
+
 /* the whole answer, every choice, once the last has ended (h: the head) */
 static void final_json(struct req *h)
 {
@@ -378,9 +439,11 @@ static void final_json(struct req *h)
 		size_t keep = 0;
 		while (r->lp_on && keep < json_array_size(r->lp_items) && (r->lp_off[keep] < r->text_len || !keep))
 			keep++;
+		const char *finish = r->finish;
+		json_t *msg = r->chat ? message_json(r, &finish) : NULL;
 		json_array_append_new(choices, r->chat ?
-			json_pack("{s:i, s:{s:s, s:o}, s:o, s:s}", "index", i, "message", "role", "assistant", "content",
-				  json_text(r->text, r->text_len), "logprobs", lp_take(r, keep), "finish_reason", r->finish) :
+			json_pack("{s:i, s:o, s:o, s:s}", "index", i, "message", msg, "logprobs", lp_take(r, keep),
+				  "finish_reason", finish) :
 			json_pack("{s:o, s:i, s:o, s:s}", "text", json_text(r->text, r->text_len), "index", i,
 				  "logprobs", lp_take(r, keep), "finish_reason", r->finish));
 	}
@@ -413,7 +476,9 @@ static void emit_text(struct req *r, int final)
 		safe--;                        /* never inside a UTF-8 character */
 	if (safe <= r->emitted)
 		return;
-	if (r->stream)
+	if (r->stream && r->head->tools)
+		rl_tools_scan_feed(&r->scan, r->text + r->emitted, safe - r->emitted, tools_stream, r);
+	else if (r->stream)
 		sse_chunk(r, r->text + r->emitted, safe - r->emitted, NULL);
 	r->emitted = safe;
 }
@@ -605,6 +670,11 @@ static void on_end(struct req *r, const struct ringlm_event *e)
 		r->text[r->text_len] = 0;
 	emit_text(r, 1);
 	if (r->stream) {
+		if (h->tools) {
+			rl_tools_scan_end(&r->scan, tools_stream, r);
+			if (r->scan.n_done && !strcmp(r->finish, "stop"))
+				r->finish = "tool_calls";
+		}
 		sse_chunk(r, NULL, 0, r->finish);
 		if (h->done)
 			out_put(r, "data: [DONE]\n\n", 14);
@@ -768,6 +838,25 @@ static int chat_text(struct http_req *q, char *why, size_t wl)
 	return 0;
 }
 
+/* Chat with tools (or a history of calls and results): the body through ringlm_tools_create
+ * (clients/chat_tools.c: it validates the tools, formats the conversation with them and
+ * builds the calls' constraint) into q->text and *tools; -1 with why set when refused. */
+static int tools_text(struct http_req *q, const struct conn_state *cs, struct ringlm_tools **tools, char *why, size_t wl)
+{
+	if (ringlm_tools_create(g.c, cs->body, cs->len, tools)) {
+		const char *e = ringlm_last_error(), *colon = strstr(e, ": ");   /* past "ringlm_tools_create: " */
+		snprintf(why, wl, "%s", colon ? colon + 2 : e);
+		return -1;
+	}
+	if (!(q->text = strdup(ringlm_tools_prompt(*tools)))) {
+		snprintf(why, wl, "out of memory");
+		return -1;
+	}
+	if (q->n_stops < HTTP_MAX_STOPS)
+		snprintf(q->stops[q->n_stops++], sizeof q->stops[0], "%s", rl_chat_end(g.chat));
+	return 0;
+}
+
 /* A submit failed: the choices already submitted are cancelled (freed when their ends
  * arrive) and the connection gets the error. Called with g.mu held; releases it. */
 static enum MHD_Result submit_failed(struct MHD_Connection *conn, struct req *r, int chat, int submitted, int rc)
@@ -825,8 +914,10 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 	if (perr)
 		return fail(conn, chat, 400, perr == HTTP_REQ_BAD_JSON ? EK_BAD_JSON : perr == HTTP_REQ_NO_TEMPLATE ?
 			    EK_NO_TEMPLATE : EK_BAD_REQUEST, "invalid_request_error", "%s", why);
-	if (chat && chat_text(&q, why, sizeof why)) {
+	struct ringlm_tools *tools = NULL;
+	if (chat && (q.tools ? tools_text(&q, cs, &tools, why, sizeof why) : chat_text(&q, why, sizeof why))) {
 		http_req_free(&q);
+		ringlm_tools_destroy(tools);
 		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s", why);
 	}
 	struct ringlm_constraint *cons = NULL;   /* response_format: refused here, by name, or compiled */
@@ -849,9 +940,12 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 		free(ids);
 		http_req_free(&q);
 		ringlm_constraint_destroy(cons);
+		ringlm_tools_destroy(tools);
 		return fail(conn, chat, 503, EK_BUSY, "server_error", "out of memory");
 	}
 	r->cons = cons;
+	r->tools = tools;
+	const struct ringlm_constraint *rcons = cons ? cons : ringlm_tools_constraint(tools);
 	pthread_mutex_lock(&g.mu);
 	if (text) {                        /* tokenize under g.mu: the pump detokenizes */
 		int cap = 3 * (int)strlen(text) + 8;   /* rl_tok.h: 3 x len + 3 always suffices */
@@ -868,6 +962,7 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 		pthread_mutex_unlock(&g.mu);
 		free(ids);
 		ringlm_constraint_destroy(cons);
+		ringlm_tools_destroy(tools);
 		free(r);
 		http_req_free(&q);
 		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s", why);
@@ -902,6 +997,8 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 				x->max_stop = strlen(q.stops[i]);
 		}
 		ringlm_textstream_init(&x->ts, last_id);
+		if (tools)
+			rl_tools_scan_init(&x->scan, tools);
 		if (do_echo && echo_setup(x, ids, n_ids)) {
 			rc = -ENOMEM;
 			break;
@@ -919,7 +1016,7 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 		rq.top_logprobs = (uint8_t)x->lp_top;
 		/* echo: the prompt's own log-probabilities (and with max_tokens 0, only those) */
 		rq.prompt_logprobs = (uint8_t)(do_echo && (lp_on || !max_tokens));
-		rq.constraint = cons;
+		rq.constraint = rcons;
 		if (c) {                       /* the copies: when choice 0 has its first token */
 			if (c == 1) {
 				r->q = rq;

@@ -123,3 +123,19 @@ def smollm():
     s.model_path = m
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="session")
+def gemma():
+    """Gemma 3 270M (a real instruct model with Gemma's template), as smollm."""
+    import sys
+    sys.path.insert(0, os.path.join(REPO, "clients"))
+    from real_models import REAL_WHY, real_model
+    name = "gemma-3-270m-q4_k_m.gguf"
+    m = real_model(name)
+    if not m:
+        pytest.skip(name + " " + REAL_WHY)
+    s = Server(m)
+    s.model_path = m
+    yield s
+    s.stop()

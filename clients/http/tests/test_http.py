@@ -403,3 +403,118 @@ def test_openai_package_on_a_real_instruct_model(smollm):
                                                                        "Answer in one sentence."}],
                                   max_tokens=64, temperature=0)
     assert r.choices[0].message.content == "The capital of France is Paris." and r.choices[0].finish_reason == "stop"
+
+
+TOOLS = [{"type": "function", "function": {
+             "name": "get_weather", "description": "The weather now in a city",
+             "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
+                                                             "unit": {"enum": ["celsius", "fahrenheit"]}},
+                            "required": ["city"]}}},
+         {"type": "function", "function": {
+             "name": "get_time", "description": "The time now in a time zone",
+             "parameters": {"type": "object", "properties": {"tz": {"type": "string", "maxLength": 30}},
+                            "required": ["tz"]}}}]
+WEATHER_Q = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+
+
+def check_calls(calls, only=None):
+    """Each call names a tool and its arguments parse and validate against that tool's parameters
+    (jsonschema, the oracle)."""
+    import jsonschema
+    params = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    assert calls
+    for c in calls:
+        assert c["type"] == "function" and c["id"].startswith("call_") and c["function"]["name"] in (only or params)
+        jsonschema.validate(json.loads(c["function"]["arguments"]), params[c["function"]["name"]])
+
+
+def test_tool_calls_on_a_real_instruct_model(smollm):
+    """tools through /v1/chat/completions on SmolLM2 (ChatML, Hermes calls): required and named
+    tool_choice give calls whose arguments validate, with finish_reason tool_calls and content
+    null; streamed, the delta.tool_calls pieces reassemble to the same call; none gives text; a
+    history with a call and its result (role tool) is taken."""
+    req = {"messages": WEATHER_Q, "tools": TOOLS, "tool_choice": "required", "parallel_tool_calls": False,
+           "max_tokens": 48, "temperature": 0}
+    code, body = curl(smollm.url + "/v1/chat/completions", data=json.dumps(req))
+    assert code == 200, body
+    ch = json.loads(body)["choices"][0]
+    assert ch["finish_reason"] == "tool_calls" and ch["message"]["content"] is None
+    calls = ch["message"]["tool_calls"]
+    check_calls(calls)
+    assert len(calls) == 1
+    code, body = curl("-N", smollm.url + "/v1/chat/completions", data=json.dumps(dict(req, stream=True)))
+    ev = sse_events(body)
+    assert ev[-1] == "[DONE]" and ev[-2]["choices"][0]["finish_reason"] == "tool_calls"
+    deltas = [d for e in ev[:-1] for d in e["choices"][0]["delta"].get("tool_calls", [])]
+    assert deltas[0]["id"].startswith("call_") and deltas[0]["function"]["arguments"] == ""
+    assert all(d["index"] == 0 and "id" not in d and "name" not in d["function"] for d in deltas[1:])
+    assert deltas[0]["function"]["name"] == calls[0]["function"]["name"]
+    assert "".join(d["function"]["arguments"] for d in deltas) == calls[0]["function"]["arguments"]
+    named = dict(req, tool_choice={"type": "function", "function": {"name": "get_time"}})
+    code, body = curl(smollm.url + "/v1/chat/completions", data=json.dumps(named))
+    assert code == 200, body
+    check_calls(json.loads(body)["choices"][0]["message"]["tool_calls"], only=["get_time"])
+    code, body = curl(smollm.url + "/v1/chat/completions", data=json.dumps(dict(req, tool_choice="none",
+                                                                                  max_tokens=8)))
+    msg = json.loads(body)["choices"][0]["message"]
+    assert code == 200 and isinstance(msg["content"], str) and msg["content"] and "tool_calls" not in msg
+    history = WEATHER_Q + [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"celsius": 21, "sky": "sunny"}'}]
+    code, body = curl(smollm.url + "/v1/chat/completions", data=json.dumps(
+        {"messages": history, "tools": TOOLS, "max_tokens": 8, "temperature": 0}))
+    j = json.loads(body)
+    assert code == 200 and j["usage"]["prompt_tokens"] > 300, body    # the tools, the call and its result
+    msg = j["choices"][0]["message"]
+    if msg.get("tool_calls"):                    # auto: a call that holds, or text
+        check_calls(msg["tool_calls"])
+    else:
+        assert isinstance(msg["content"], str)
+
+
+def test_bad_tools_are_refused_naming_the_field(smollm):
+    fn = TOOLS[1]["function"]
+    for change, word in (({"tools": [{"type": "function", "function": {"parameters": fn["parameters"]}}]},
+                          "'tools[0].function.name'"),
+                         ({"tools": [{"type": "function", "function": dict(fn, parameters=[1])}]},
+                          "'tools[0].function.parameters'"),
+                         ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+                          "'tool_choice' names the function 'nope'"),
+                         ({"tools": TOOLS, "tool_choice": "sometimes"}, "'tool_choice' must be"),
+                         ({"tool_choice": "required"}, "'tool_choice' needs 'tools'"),
+                         ({"tools": TOOLS, "response_format": {"type": "json_schema", "json_schema": {
+                             "name": "x", "schema": {"type": "object"}}}}, "'response_format' together with 'tools'"),
+                         ({"tools": TOOLS, "messages": [{"role": "tool"}]}, "'messages[0].content'")):
+        code, body = curl(smollm.url + "/v1/chat/completions", data=json.dumps(dict({"messages": WEATHER_Q}, **change)))
+        msg = json.loads(body)["error"]["message"]
+        assert code == 400 and word in msg and "\n" not in msg, body
+
+
+def test_tool_calls_on_gemma(gemma):
+    """Gemma 3 (no tool format of its own: Google's documented prompt, Llama 3.1's JSON calls): a
+    named call whose arguments validate."""
+    req = {"messages": WEATHER_Q, "tools": TOOLS, "max_tokens": 40, "temperature": 0,
+           "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+    code, body = curl(gemma.url + "/v1/chat/completions", data=json.dumps(req))
+    assert code == 200, body
+    ch = json.loads(body)["choices"][0]
+    assert ch["finish_reason"] == "tool_calls" and ch["message"]["content"] is None
+    check_calls(ch["message"]["tool_calls"], only=["get_weather"])
+
+
+def test_openai_package_tools(smollm):
+    openai = pytest.importorskip("openai")
+    c = openai.OpenAI(base_url=smollm.url + "/v1", api_key="unused")
+    r = c.chat.completions.create(model="x", messages=WEATHER_Q, tools=TOOLS, tool_choice="required",
+                                  parallel_tool_calls=False, max_tokens=48, temperature=0)
+    calls = r.choices[0].message.tool_calls
+    assert r.choices[0].finish_reason == "tool_calls" and len(calls) == 1
+    check_calls([c.model_dump() for c in calls])
+    # streamed: the package's own pieces, put together
+    args, name = "", None
+    for chunk in c.chat.completions.create(model="x", messages=WEATHER_Q, tools=TOOLS, tool_choice="required",
+                                           parallel_tool_calls=False, max_tokens=48, temperature=0, stream=True):
+        for d in chunk.choices[0].delta.tool_calls or []:
+            name = name or d.function.name
+            args += d.function.arguments or ""
+    assert name == calls[0].function.name and args == calls[0].function.arguments

@@ -314,9 +314,9 @@ class Client:
 
     def _submit(self, prompt, loop, text, max_tokens, temperature, top_p, top_k, seed, stop,
                 priority, add_bos, logprobs=False, top_logprobs=0, prompt_logprobs=False, speculate=True,
-                schema=None, regex=None, grammar=None):
+                schema=None, regex=None, grammar=None, cons=None):
         self._check()
-        cons = self._constraint(schema, regex, grammar)
+        cons = cons or self._constraint(schema, regex, grammar)
         ids = self._prompt_ids(prompt, add_bos)
         stop = list(stop or [])
         if len(stop) > _capi.MAX_STOP:
@@ -424,11 +424,15 @@ class Client:
             n = lib.ringlm_chat_format(self._h, arr, len(msgs), buf, n + 1)
             if n < 0:
                 raise _error(n, "ringlm_chat_format")
-            cap = n + 3
-            ids = (ctypes.c_uint32 * cap)()
-            k = lib.ringlm_tokenize_ex(self._h, buf.value, _capi.TOKENIZE_SPECIAL, ids, cap)
-            if k < 0:
-                raise _error(k, "ringlm_tokenize_ex")
+            return self._chat_ids(buf.value)
+
+    def _chat_ids(self, text):
+        """a chat template's text (bytes) as ids: its control tokens parsed, no BOS added"""
+        cap = len(text) * 3 + 3
+        ids = (ctypes.c_uint32 * cap)()
+        k = _lib().ringlm_tokenize_ex(self._h, text, _capi.TOKENIZE_SPECIAL, ids, cap)
+        if k < 0:
+            raise _error(k, "ringlm_tokenize_ex")
         return list(ids[:k])
 
     def chat_stream(self, messages, max_tokens=256, **kw):
@@ -438,6 +442,45 @@ class Client:
     def chat(self, messages, max_tokens=256, **kw):
         """The assistant's whole answer to a conversation (see chat_prompt), as text."""
         return "".join(self.chat_stream(messages, max_tokens, **kw))
+
+    def chat_message(self, messages, max_tokens=256, *, tools=None, tool_choice=None, parallel_tool_calls=None,
+                     temperature=0.0, top_p=1.0, top_k=0, seed=0, priority=0, speculate=True):
+        """The assistant's answer as an OpenAI chat message: {"role": "assistant", "content": str
+        or None, "tool_calls": [{"id", "type": "function", "function": {"name", "arguments"}}]}
+        ("tool_calls" only when the answer makes calls). tools, tool_choice ("none", "auto" (the
+        default with tools), "required", {"type": "function", "function": {"name": ...}}) and
+        parallel_tool_calls are OpenAI's: the tools go into the prompt the way the model's
+        template family writes them (ChatML as Hermes/Qwen2.5, Llama 3.1's JSON calls, Gemma's
+        documented prompt), and a call's arguments hold to its tool's "parameters" schema.
+        messages may carry assistant "tool_calls" and "tool" results. (ringlm_tools_* in C.)"""
+        req = {"messages": list(messages)}
+        for k, v in (("tools", tools), ("tool_choice", tool_choice), ("parallel_tool_calls", parallel_tool_calls)):
+            if v is not None:
+                req[k] = v
+        b = json.dumps(req).encode()
+        lib = _lib()
+        h = ctypes.c_void_p()
+        with self._lock:
+            self._check()
+            rc = lib.ringlm_tools_create(self._h, b, len(b), ctypes.byref(h))
+            if rc:
+                raise _error(rc, "ringlm_tools_create")
+            try:
+                ids = self._chat_ids(lib.ringlm_tools_prompt(h))
+            except RinglmError:
+                lib.ringlm_tools_destroy(h)
+                raise
+        try:
+            s = self._submit(ids, None, True, max_tokens, temperature, top_p, top_k, seed, None, priority, False,
+                             speculate=speculate, cons=lib.ringlm_tools_constraint(h))
+            text = "".join(s).encode()
+            n = lib.ringlm_tools_parse(h, text, len(text), None, 0)
+            buf = ctypes.create_string_buffer(max(n, 0) + 1)
+            if n < 0 or lib.ringlm_tools_parse(h, text, len(text), buf, n + 1) < 0:
+                raise _error(n if n < 0 else _EINVAL, "ringlm_tools_parse")
+        finally:
+            lib.ringlm_tools_destroy(h)
+        return dict({"role": "assistant"}, **json.loads(buf.value.decode()))
 
     async def achat(self, messages, max_tokens=256, **kw):
         s = await self.astream(self.chat_prompt(messages), max_tokens, **kw)

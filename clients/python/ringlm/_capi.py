@@ -114,6 +114,11 @@ def _declare(lib):
         "ringlm_constraint_create": (ctypes.c_int, [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t,
                                                     ctypes.POINTER(P)]),
         "ringlm_constraint_destroy": (None, [P]),
+        "ringlm_tools_create": (ctypes.c_int, [P, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(P)]),
+        "ringlm_tools_prompt": (ctypes.c_char_p, [P]),
+        "ringlm_tools_constraint": (P, [P]),
+        "ringlm_tools_parse": (ctypes.c_int, [P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]),
+        "ringlm_tools_destroy": (None, [P]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)

@@ -93,3 +93,28 @@ def test_recursive_grammar_and_schema(smollm):
             jsonschema.validate(json.loads(out), EXPR)
         with pytest.raises(ringlm.RinglmError, match="left-recursive"):
             c.chat(QUESTION, grammar='root ::= e\ne ::= e "+" "1" | "1"\n')
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather now in a city",
+    "parameters": {"type": "object", "required": ["city"],
+                   "properties": {"city": {"type": "string", "maxLength": 30},
+                                  "unit": {"enum": ["celsius", "fahrenheit"]}}}}}
+
+
+def test_chat_message_with_tools(smollm):
+    """chat_message: a required call whose arguments validate against the tool's schema, then
+    the call and its result sent back (role tool) and the answer taken with tool_choice none."""
+    import jsonschema
+    ask = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+    with ringlm.Client(socket=smollm) as c:
+        m = c.chat_message(ask, 48, tools=[WEATHER], tool_choice="required", parallel_tool_calls=False)
+        assert m["content"] is None and len(m["tool_calls"]) == 1
+        call = m["tool_calls"][0]
+        assert call["function"]["name"] == "get_weather" and call["id"].startswith("call_")
+        jsonschema.validate(json.loads(call["function"]["arguments"]), WEATHER["function"]["parameters"])
+        m2 = c.chat_message(ask + [m, {"role": "tool", "tool_call_id": call["id"], "content": "21 C, sunny"}], 16,
+                            tools=[WEATHER], tool_choice="none")
+        assert isinstance(m2["content"], str) and m2["content"] and "tool_calls" not in m2
+        with pytest.raises(ringlm.RinglmError, match="'tools\\[0\\].function.name'"):
+            c.chat_message(ask, 8, tools=[{"type": "function", "function": {}}])
