@@ -147,13 +147,13 @@ int rl_rt_cons_start(struct rl_rt_cons *k, uint32_t seq_id, int kind, const char
 		return hi;
 	struct handle *e = &k->h[hi];
 	struct seq *s = &k->seq[seq_id];
-	if (!(s->mask = malloc((1 + (size_t)k->max_draft) * rl_cons_mask_words(e->c) * sizeof *s->mask)))
+	/* one buffer a pool entry, kept until destroy: a step in flight may still read the masks of
+	 * a sequence cancelled meanwhile (every handle has the vocabulary's mask width) */
+	if (!s->mask && !(s->mask = malloc((1 + (size_t)k->max_draft) * rl_cons_mask_words(e->c) * sizeof *s->mask)))
 		return -ENOMEM;
 	s->state = rl_cons_start(e->c);
 	if (rl_cons_mask(e->c, s->state, s->mask) <= 0) {   /* the compiler prunes to live states */
 		snprintf(err, errlen, "the constraint allows no token of this vocabulary to start with");
-		free(s->mask);
-		s->mask = NULL;
 		return -EINVAL;
 	}
 	s->h = hi;
@@ -225,6 +225,5 @@ void rl_rt_cons_forget(struct rl_rt_cons *k, uint32_t seq_id)
 		return;
 	struct seq *s = &k->seq[seq_id];
 	k->h[s->h].users--;
-	free(s->mask);
-	*s = (struct seq){ .h = -1 };
+	s->h = -1;                             /* its mask buffer stays (see rl_rt_cons_start) */
 }
