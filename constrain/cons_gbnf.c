@@ -147,7 +147,7 @@ static int gchar(struct gp *p, uint32_t *cp)
 		case '\\': case '"': case '[': case ']': case '-': *cp = (uint32_t)e; return 0;
 		default:
 			p->i -= 2;
-			return gfail(p, "unknown escape '\\%c'", e ? e : '0');
+			return (e > 0x20 && e < 0x7f) ? gfail(p, "unknown escape '\\%c'", e) : gfail(p, "unknown escape '\\' then byte 0x%02x", (unsigned)(unsigned char)e);
 		}
 	}
 	if (!c)
