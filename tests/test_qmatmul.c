@@ -68,7 +68,9 @@ static int reduced_path(const struct rl_wmat *W, int dt, enum rl_cpu_isa isa, ui
 {
 	const int q8 = dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K || dt == RL_DT_Q4_0 || dt == RL_DT_Q4_1 ||
 		       dt == RL_DT_Q5_0 || dt == RL_DT_Q5_1 || dt == RL_DT_IQ4_NL;
-	return (isa != RL_CPU_SCALAR && rows <= 8 && q8) ||
+	/* Q2_K, Q3_K, Q5_K, IQ4_XS: 8 bits per 256 at every row count */
+	const int kx = dt == RL_DT_Q2_K || dt == RL_DT_Q3_K || dt == RL_DT_Q5_K || dt == RL_DT_IQ4_XS;
+	return (isa != RL_CPU_SCALAR && rows <= 8 && q8) || (isa != RL_CPU_SCALAR && kx) ||
 	       (isa != RL_CPU_SCALAR && W->packed_rows && dt != RL_DT_F16 && dt != RL_DT_BF16) ||  /* packed block types: 8-bit from 9 rows too */
 	       rl_cpu_qmatmul_bf16_acts(W, rows);
 }
