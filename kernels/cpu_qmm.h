@@ -365,6 +365,8 @@ void rl_qmm_q45_t16(float *Y, size_t ldy, const struct q8x *const *xq, const str
  * rows, x: row r's q8k blocks at x + r * (W->cols / 256); the same bits on either ISA */
 void rl_qmm_kx_avx2(float *Y, size_t ldy, const struct q8k *x, const struct rl_wmat *W, const float *bias,
 		    uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
+void rl_qmm_kx_512(float *Y, size_t ldy, const struct q8k *x, const struct rl_wmat *W, const float *bias,
+		   uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
 void rl_qmm_kx_vnni(float *Y, size_t ldy, const struct q8k *x, const struct rl_wmat *W, const float *bias,
 		    uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
 

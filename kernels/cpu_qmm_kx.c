@@ -28,7 +28,7 @@
  *   m16    word j, against the activations' sum over weights 16j .. 16j + 15: the min of its
  *          sub-block (Q5_K, Q2_K: - dmin * m16 . bsums), or 4 * its scale (Q3_K: the -4 offset
  *          of q, subtracted in integers)
- *   d, dmin  the float scales: sum w x = dx * (d * isum - dmin * msum) */
+ *   d, dmin  the float scales: sum w x = dx * (d * isum - dmin * msum) (dmin: Q5_K, Q2_K) */
 struct kx_sb {
 	__m256i q[8], sc[8], m16;
 	float d, dmin;
@@ -137,7 +137,6 @@ T256 AI void kx_q3_k(const uint8_t *blk, struct kx_sb *S)
 		}
 	}
 	S->d = H2F(blk + 108);
-	S->dmin = 0;
 }
 
 /* IQ4_XS (136 bytes): f16 d, u16 scales_h, 4 bytes scales_l, qs[128]; w = d * (ls - 32) *
@@ -165,7 +164,6 @@ T256 AI void kx_iq4_xs(const uint8_t *blk, struct kx_sb *S)
 								     _mm_and_si128(_mm_srli_epi16(v, 4), m4)));
 	}
 	S->d = H2F(blk);
-	S->dmin = 0;
 }
 
 T256 AI void kx_decode(const int dt, const uint8_t *blk, struct kx_sb *S)
@@ -180,26 +178,24 @@ T256 AI void kx_decode(const int dt, const uint8_t *blk, struct kx_sb *S)
 		kx_iq4_xs(blk, S);
 }
 
-/* c + a * b, one rounding (the same operation on every path) */
-T256 AI float kx_fma(float a, float b, float c)
-{
-	return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
-}
-
-/* acc + dx * (d * isum - dmin * msum), as two FMAs */
-T256 AI float kx_term(float acc, const struct kx_sb *S, float dx, int32_t isum, int32_t msum)
-{
-	acc = kx_fma(S->d * dx, (float)isum, acc);
-	return kx_fma(-(S->dmin * dx), (float)msum, acc);
-}
-
-/* activation rows a pass of the prefill takes against one weight row (their sums on the stack) */
+/* activation rows a pass of the prefill takes against one weight row (their accumulators on
+ * the stack) */
 #define KX_ROWS 64
 
-/* the kernels at each ISA: kx_dot and the row loop, with vpmaddwd + vpaddd (AVX2) or vpdpwssd */
+/* the dot and the row loop at each ISA (kernels/cpu_qmm_kx_tmpl.h): 32 weights a vector with
+ * vpmaddwd + vpaddd (AVX2), 64 with vpmaddwd + vpaddd (AVX-512BW) or vpdpwssd (VNNI) */
 #define KX_TGT RL_TGT_AVX2
 #define KX_FN(name) name##_avx2
-#define KX_MADD(s, p, sc) _mm256_add_epi32(s, _mm256_madd_epi16(p, sc))
+#define KX_W 256
+#include "kernels/cpu_qmm_kx_tmpl.h"
+#undef KX_TGT
+#undef KX_FN
+#undef KX_W
+
+#define KX_TGT RL_TGT_AVX512
+#define KX_FN(name) name##_512
+#define KX_W 512
+#define KX_MADD(s, p, sc) _mm512_add_epi32(s, _mm512_madd_epi16(p, sc))
 #include "kernels/cpu_qmm_kx_tmpl.h"
 #undef KX_TGT
 #undef KX_FN
@@ -207,8 +203,9 @@ T256 AI float kx_term(float acc, const struct kx_sb *S, float dx, int32_t isum, 
 
 #define KX_TGT RL_TGT_AVX512_VNNI
 #define KX_FN(name) name##_vnni
-#define KX_MADD(s, p, sc) _mm256_dpwssd_epi32(s, p, sc)
+#define KX_MADD(s, p, sc) _mm512_dpwssd_epi32(s, p, sc)
 #include "kernels/cpu_qmm_kx_tmpl.h"
 #undef KX_TGT
 #undef KX_FN
 #undef KX_MADD
+#undef KX_W

@@ -357,7 +357,8 @@ static void the_table_routes_each_case(void)
 		ROUTE(3, 20, 1, "q8_0_many_t8");
 		ROUTE(2, 20, 0, "tiles_f32");
 		ROUTE(6, 3, 0, "q8_0_t8");     /* IQ4_NL: the Q8_0 kernels, its nibbles looked up */
-		ROUTE(9, 3, 0, "rows_avx2");
+		ROUTE(9, 3, 0, "kx_rows");      /* Q5_K: the super-block kernels */
+		ROUTE(9, 20, 0, "kx_rows");
 		ROUTE(1, 1, 1, "h16");
 		ROUTE(7, 1, 0, "q45_t8");
 		ROUTE(8, 3, 1, "q45_t8");
@@ -375,11 +376,13 @@ static void the_table_routes_each_case(void)
 		ROUTE(8, 8, 0, "q45_t16");
 		ROUTE(6, 20, 1, "q8_0_many_t16");
 		ROUTE(6, 1, 1, "q8_0_t16");    /* IQ4_NL: one row on VNNI too */
+		ROUTE(9, 1, 0, "kx_rows_vnni");
 		rl_cpu_set_features(RL_CPUF_ALL & ~RL_CPUF_VNNI & ~RL_CPUF_BF16);
 		REQUIRE(rl_cpu_set_isa(RL_CPU_AVX512) == 0);
 		ROUTE(4, 1, 0, "kq_row512");
 		ROUTE(4, 3, 0, "q4k_t8");
 		ROUTE(7, 3, 1, "q45_t8");
+		ROUTE(9, 3, 0, "kx_rows512");
 	}
 	if ((best & RL_CPUF_AVX512) && (best & RL_CPUF_BF16)) {
 		rl_cpu_set_features(RL_CPUF_ALL);
