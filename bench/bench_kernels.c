@@ -271,7 +271,8 @@ int rl_cmd_bench_kernels(int argc, char **argv)
 		return 2;
 	}
 	const int types[] = { RL_DT_F32, RL_DT_F16, RL_DT_BF16, RL_DT_Q8_0, RL_DT_Q4_K, RL_DT_Q6_K,
-			      RL_DT_Q4_0, RL_DT_Q4_1, RL_DT_Q5_0, RL_DT_Q5_1, RL_DT_IQ4_NL };
+			      RL_DT_Q4_0, RL_DT_Q4_1, RL_DT_Q5_0, RL_DT_Q5_1, RL_DT_IQ4_NL, RL_DT_Q2_K, RL_DT_Q3_K,
+			      RL_DT_Q5_K, RL_DT_IQ4_XS };
 	const int nt = sizeof types / sizeof *types;
 	float *X = malloc((size_t)8 * cols * sizeof(float)), *Y = malloc((size_t)8 * rows * sizeof(float));
 	void *scratch = malloc(rl_cpu_qmatmul_scratch(cols, 8));

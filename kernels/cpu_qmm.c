@@ -347,6 +347,23 @@ static void kq_many(const struct qmm_call *c, uint32_t o0, uint32_t o1, int vnni
 static void run_kq_many_t8(const struct qmm_call *c, uint32_t o0, uint32_t o1) { kq_many(c, o0, o1, 0); }
 static void run_kq_many_t16(const struct qmm_call *c, uint32_t o0, uint32_t o1) { kq_many(c, o0, o1, 1); }
 
+/* ------------------------------------------------------------ Q2_K, Q3_K, Q5_K, IQ4_XS */
+
+/* any number of rows: each quantized to q8k blocks once, then a weight row at a time */
+static void kx(const struct qmm_call *c, uint32_t o0, uint32_t o1,
+	       void (*fn)(float *, size_t, const struct q8k *, const struct rl_wmat *, const float *, uint32_t, uint32_t,
+			  uint32_t, int))
+{
+	const uint32_t nb = c->W->cols / 256;
+	struct q8k *q = part(c, QMM_L_Q8K, 0);
+	for (uint32_t r = 0; r < c->nr; r++)
+		rl_qmm_quantize_q8k(c->X + (size_t)r * c->ldx, c->W->cols, q + (size_t)r * nb);
+	fn(c->Y, c->ldy, q, c->W, c->bias, c->nr, o0, o1, c->acc);
+}
+static void run_kx_rows(const struct qmm_call *c, uint32_t o0, uint32_t o1) { kx(c, o0, o1, rl_qmm_kx_avx2); }
+static void run_kx_rows512(const struct qmm_call *c, uint32_t o0, uint32_t o1) { kx(c, o0, o1, rl_qmm_kx_512); }
+static void run_kx_rows_vnni(const struct qmm_call *c, uint32_t o0, uint32_t o1) { kx(c, o0, o1, rl_qmm_kx_vnni); }
+
 /* ------------------------------------------------------------ the table ------------ */
 
 #define K(fn, acts) { run_##fn, #fn, acts }
@@ -359,7 +376,8 @@ static const struct qmm_kernel
 	q4k_t8 = K(q4k_t8, ACTS_Q8), q6k_t8p = K(q6k_t8p, ACTS_Q8), kq_t16 = K(kq_t16, ACTS_Q8),
 	kq_tiles = K(kq_tiles, ACTS_Q8), kq_row512 = K(kq_row512, ACTS_Q8),
 	kq_many_t8 = K(kq_many_t8, ACTS_Q8), kq_many_t16 = K(kq_many_t16, ACTS_Q8),
-	q45_t8 = K(q45_t8, ACTS_Q8), q45_t16 = K(q45_t16, ACTS_Q8);
+	q45_t8 = K(q45_t8, ACTS_Q8), q45_t16 = K(q45_t16, ACTS_Q8),
+	kx_rows = K(kx_rows, ACTS_Q8), kx_rows512 = K(kx_rows512, ACTS_Q8), kx_rows_vnni = K(kx_rows_vnni, ACTS_Q8);
 #undef K
 
 enum { ROWS_LAYOUT, PACKED_LAYOUT };
@@ -438,6 +456,10 @@ static const struct qmm_kernel *const route[T_COUNT][2][3][C_COUNT] = {
 	[T_IQ4_NL][PACKED_LAYOUT][ONE]  = { &rows_scalar, &q8_0_t8,      NULL,        &q8_0_t16 },
 	[T_IQ4_NL][PACKED_LAYOUT][FEW]  = { &rows_scalar, &q8_0_t8,      NULL,        &q8_0_t16 },
 	[T_IQ4_NL][PACKED_LAYOUT][MANY] = { &tiles_f32,   &q8_0_many_t8, NULL,        &q8_0_many_t16 },
+
+	[T_KX][ROWS_LAYOUT][ONE]        = { &rows_scalar, &kx_rows,      &kx_rows512, &kx_rows_vnni },
+	[T_KX][ROWS_LAYOUT][FEW]        = { &rows_scalar, &kx_rows,      &kx_rows512, &kx_rows_vnni },
+	[T_KX][ROWS_LAYOUT][MANY]       = { &tiles_f32,   &kx_rows,      &kx_rows512, &kx_rows_vnni },
 
 	[T_BLOCK][ROWS_LAYOUT][ONE]     = { &rows_scalar, &rows_avx2 },
 	[T_BLOCK][ROWS_LAYOUT][FEW]     = { &rows_scalar, &rows_avx2 },

@@ -192,9 +192,10 @@ static inline void q4_k_scales(const uint8_t *q, uint8_t *sc, uint8_t *mn)
 
 /* ------------------------------------------------------------ per-type facts ------ */
 
-/* The route table's rows (cpu_qmm.c): T_Q45 is Q4_0, Q4_1, Q5_0, Q5_1; T_BLOCK every other
- * block type (decoded rows). T_BLOCK is 0, so a type the table below leaves out takes it. */
-enum qmm_route_row { T_BLOCK, T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_K, T_Q6_K, T_Q45, T_IQ4_NL, T_COUNT };
+/* The route table's rows (cpu_qmm.c): T_Q45 is Q4_0, Q4_1, Q5_0, Q5_1; T_KX Q2_K, Q3_K, Q5_K,
+ * IQ4_XS (cpu_qmm_kx.c); T_BLOCK every other block type (decoded rows). T_BLOCK is 0, so a
+ * type the table below leaves out takes it. */
+enum qmm_route_row { T_BLOCK, T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_K, T_Q6_K, T_Q45, T_IQ4_NL, T_KX, T_COUNT };
 
 /* What the CPU matmul knows of each stored type, one row a type (ggml's type_traits_cpu
  * shape); the one owner of these facts, read through the accessors below.
@@ -229,6 +230,10 @@ static const struct qmm_type qmm_types[RL_DT_COUNT] = {
 	[RL_DT_Q4_K]   = { T_Q4_K,  36,     0 },
 	[RL_DT_Q6_K]   = { T_Q6_K,  52,     0 },
 	[RL_DT_IQ4_NL] = { T_IQ4_NL, 4,     2 },
+	[RL_DT_Q2_K]   = { T_KX,     0,     0 },
+	[RL_DT_Q3_K]   = { T_KX,     0,     0 },
+	[RL_DT_Q5_K]   = { T_KX,     0,     0 },
+	[RL_DT_IQ4_XS] = { T_KX,     0,     0 },
 };
 static inline const struct qmm_type *qmm_type(int dt)
 {
@@ -354,6 +359,15 @@ void rl_qmm_q6k_t16(float *Y, size_t ldy, const struct q8k *const *xk, const int
 		    const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
 		    int accumulate);
 void rl_qmm_q45_t16(float *Y, size_t ldy, const struct q8x *const *xq, const struct rl_wmat *W, const float *bias,
+		    uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
+
+/* cpu_qmm_kx.c: Q2_K, Q3_K, Q5_K, IQ4_XS (unpacked rows) against any number of activation
+ * rows, x: row r's q8k blocks at x + r * (W->cols / 256); the same bits on either ISA */
+void rl_qmm_kx_avx2(float *Y, size_t ldy, const struct q8k *x, const struct rl_wmat *W, const float *bias,
+		    uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
+void rl_qmm_kx_512(float *Y, size_t ldy, const struct q8k *x, const struct rl_wmat *W, const float *bias,
+		   uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
+void rl_qmm_kx_vnni(float *Y, size_t ldy, const struct q8k *x, const struct rl_wmat *W, const float *bias,
 		    uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
 
 /* cpu_qmm_h16.c: the 16-bit engine (F16/BF16 panels at both widths; AVX512-BF16 products).

@@ -68,7 +68,9 @@ static int reduced_path(const struct rl_wmat *W, int dt, enum rl_cpu_isa isa, ui
 {
 	const int q8 = dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K || dt == RL_DT_Q4_0 || dt == RL_DT_Q4_1 ||
 		       dt == RL_DT_Q5_0 || dt == RL_DT_Q5_1 || dt == RL_DT_IQ4_NL;
-	return (isa != RL_CPU_SCALAR && rows <= 8 && q8) ||
+	/* Q2_K, Q3_K, Q5_K, IQ4_XS: 8 bits per 256 at every row count */
+	const int kx = dt == RL_DT_Q2_K || dt == RL_DT_Q3_K || dt == RL_DT_Q5_K || dt == RL_DT_IQ4_XS;
+	return (isa != RL_CPU_SCALAR && rows <= 8 && q8) || (isa != RL_CPU_SCALAR && kx) ||
 	       (isa != RL_CPU_SCALAR && W->packed_rows && dt != RL_DT_F16 && dt != RL_DT_BF16) ||  /* packed block types: 8-bit from 9 rows too */
 	       rl_cpu_qmatmul_bf16_acts(W, rows);
 }
@@ -356,7 +358,8 @@ static void the_table_routes_each_case(void)
 		ROUTE(3, 20, 1, "q8_0_many_t8");
 		ROUTE(2, 20, 0, "tiles_f32");
 		ROUTE(6, 3, 0, "q8_0_t8");     /* IQ4_NL: the Q8_0 kernels, its nibbles looked up */
-		ROUTE(9, 3, 0, "rows_avx2");
+		ROUTE(9, 3, 0, "kx_rows");      /* Q5_K: the super-block kernels */
+		ROUTE(9, 20, 0, "kx_rows");
 		ROUTE(1, 1, 1, "h16");
 		ROUTE(7, 1, 0, "q45_t8");
 		ROUTE(8, 3, 1, "q45_t8");
@@ -374,11 +377,13 @@ static void the_table_routes_each_case(void)
 		ROUTE(8, 8, 0, "q45_t16");
 		ROUTE(6, 20, 1, "q8_0_many_t16");
 		ROUTE(6, 1, 1, "q8_0_t16");    /* IQ4_NL: one row on VNNI too */
+		ROUTE(9, 1, 0, "kx_rows_vnni");
 		rl_cpu_set_features(RL_CPUF_ALL & ~RL_CPUF_VNNI & ~RL_CPUF_BF16);
 		REQUIRE(rl_cpu_set_isa(RL_CPU_AVX512) == 0);
 		ROUTE(4, 1, 0, "kq_row512");
 		ROUTE(4, 3, 0, "q4k_t8");
 		ROUTE(7, 3, 1, "q45_t8");
+		ROUTE(9, 3, 0, "kx_rows512");
 	}
 	if ((best & RL_CPUF_AVX512) && (best & RL_CPUF_BF16)) {
 		rl_cpu_set_features(RL_CPUF_ALL);
