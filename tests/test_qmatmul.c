@@ -258,14 +258,16 @@ static void h16_panels_every_range(void)
 }
 
 /* The 4/5-bit kernels (q45_*, and the Q8_0 ones over IQ4_NL) compute a row alike alone or in
- * a decode step of 2..8 rows (IQ4_NL also in a prefill chunk over packed groups), and alike on
+ * a decode step of 2..8 rows (IQ4_NL also in a prefill chunk over packed groups; kx_* for
+ * Q2_K, Q3_K, Q5_K, IQ4_XS at every row count), and alike on
  * AVX2 and AVX512-VNNI: the same 8-bit activations, exact integer block sums, the same float
  * operations in the same block order. Bit for bit, packed and unpacked rows (Q4_0..Q5_1's
  * prefill and unpacked IQ4_NL's take the decoded tiles instead). */
 static void q45_rows_compute_alike(void)
 {
-	static const int types[] = { RL_DT_Q4_0, RL_DT_Q4_1, RL_DT_Q5_0, RL_DT_Q5_1, RL_DT_IQ4_NL };
-	const uint32_t in = 288, out = 37, nx = 20;
+	static const int types[] = { RL_DT_Q4_0, RL_DT_Q4_1, RL_DT_Q5_0, RL_DT_Q5_1, RL_DT_IQ4_NL,
+				     RL_DT_Q2_K, RL_DT_Q3_K, RL_DT_Q5_K, RL_DT_IQ4_XS };
+	const uint32_t in = 512, out = 37, nx = 20;   /* 512: two super-blocks, sixteen blocks of 32 */
 	if (!(rl_cpu_features_detected() & RL_CPUF_AVX2)) {
 		printf("  skipped: no AVX2\n");
 		return;
@@ -280,7 +282,10 @@ static void q45_rows_compute_alike(void)
 	for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
 		struct rl_wmat W;
 		void *w = make_w(types[t], out, in, dec, &W);
-		for (int pk = 0; pk < 2; pk++) {
+		/* Q2_K, Q3_K, Q5_K, IQ4_XS stay as the file has them, at every row count */
+		const int kx = types[t] == RL_DT_Q2_K || types[t] == RL_DT_Q3_K || types[t] == RL_DT_Q5_K ||
+			       types[t] == RL_DT_IQ4_XS;
+		for (int pk = 0; pk < 2 - kx; pk++) {
 			if (pk)
 				REQUIRE(rl_cpu_wmat_pack(&W) == 1);
 			for (int isa = RL_CPU_AVX2; isa <= (vnni ? RL_CPU_AVX512 : RL_CPU_AVX2); isa++) {
@@ -291,7 +296,7 @@ static void q45_rows_compute_alike(void)
 							       scratch);
 				static const uint32_t counts[] = { 1, 3, 8, 20 };
 				for (size_t c = 0; c < 4; c++) {
-					const uint32_t n = counts[c], o1 = n <= 8 ? out : types[t] == RL_DT_IQ4_NL ? W.packed_rows : 0;
+					const uint32_t n = counts[c], o1 = n <= 8 || kx ? out : types[t] == RL_DT_IQ4_NL ? W.packed_rows : 0;
 					if (!o1)
 						continue;
 					for (uint32_t r0 = 0; r0 + n <= nx; r0 += n) {
