@@ -58,6 +58,7 @@ for line in open(sys.argv[1]):
         keep(key + ("r_tg8",), j["decode_tok_s"]["8"])
         best[key + ("rss",)] = j["peak_rss_mb"]; best[key + ("file",)] = j["file_mb"]
         best[key + ("kv",)] = j["kv_mb"]; best[key + ("isa",)] = j["isa"]; best[key + ("w",)] = j["weights"]
+        keep(key + ("r_gbs",), j["decode_b1_gbs"]); keep(key + ("stream",), j["stream_gbs"])
     elif who == "batched":
         for r in rest.split("|"):
             if r.strip():
@@ -71,7 +72,7 @@ for line in open(sys.argv[1]):
                 keep(key + ("l_tg",), float(row["avg_ts"]))
 keys = sorted({k[:2] for k in best})
 cols = ["model", "threads", "isa", "pp128 ringlm", "pp128 llama.cpp", "pp ratio", "tg ringlm", "tg llama.cpp",
-        "tg ratio", "decode b8 ringlm", "b8 / b1", "peak RSS MB", "file MB", "KV pool MB"]
+        "tg ratio", "decode b8 ringlm", "b8 / b1", "b1 GB/s", "stream GB/s", "of stream", "peak RSS MB", "file MB", "KV pool MB"]
 batched = any(k[2] == "l_b8" for k in best)
 if batched:
     cols += ["llama.cpp batched b1", "llama.cpp batched b8", "llama.cpp b8 / b1"]
@@ -85,6 +86,7 @@ for k in keys:
     ratio = lambda a, b: "%.2f" % (g(a) / g(b) if g(b) else 0)
     row = [k[0], k[1], g("isa"), "%.1f" % g("r_pp"), "%.1f" % g("l_pp"), ratio("r_pp", "l_pp"),
            "%.1f" % g("r_tg"), "%.1f" % g("l_tg"), ratio("r_tg", "l_tg"), "%.1f" % g("r_tg8"), ratio("r_tg8", "r_tg"),
+           "%.2f" % g("r_gbs"), "%.2f" % g("stream"), ratio("r_gbs", "stream"),
            "%.0f" % g("rss"), "%.0f" % g("file"), "%.0f" % g("kv")]
     if batched:
         row += ["%.1f" % g("l_b1"), "%.1f" % g("l_b8"), ratio("l_b8", "l_b1")]
