@@ -10,7 +10,7 @@
 # Writes bench/out/presets_SHAPE.csv (cpu_vs_llamacpp.sh's CSV) and prints its table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-: "${LLAMA_BIN:?set LLAMA_BIN to llama.cpp's build/bin (llama-quantize, llama-bench)}"
+: "${LLAMA_BIN:?set LLAMA_BIN to the build/bin folder of llama.cpp (llama-quantize, llama-bench)}"
 shape=${1:-110m}; shift || true
 presets=${*:-"Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K IQ4_NL IQ4_XS Q8_0"}
 dir=${RINGLM_CACHE:-$HOME/.cache/ringlm}/presets
