@@ -70,6 +70,11 @@ struct rl_batch {
 	const uint32_t *pos;           /* [T] position of each row within its sequence */
 	const uint32_t *row_seq;       /* [T] index into seqs[] of each row */
 	const struct rl_batch_seq *seqs; /* [S] */
+	/* 1: the deterministic contract (`ringlmd --deterministic`, or a request that asks for it
+	 * is in this step): each row's logits are the bits it would get alone or in any other
+	 * step, whatever shares the step, its row count, the chunking and the thread count
+	 * (row-invariant kernels, reductions in an order fixed by the row and position alone) */
+	uint32_t deterministic;
 };
 
 #endif
