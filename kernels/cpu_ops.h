@@ -33,6 +33,13 @@ struct rl_wmat;
 void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
 		    const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end,
 		    int accumulate, void *scratch);
+/* The same product, row-invariant (the deterministic mode, issue 51): row r's outputs are the
+ * same bits whatever n_rows, whichever rows share the call, and however [o_begin, o_end) is
+ * cut at rl_cpu_wmat_grain(W) boundaries. Every row count takes the 2..8-row kernels (or
+ * many-row kernels that are those 8 rows at a time); never the decoded tiles. */
+void rl_cpu_qmatmul_det(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
+			const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end,
+			int accumulate, void *scratch);
 /* scratch bytes for rows of `in` inputs and calls of at most max_rows activation rows */
 size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows);
 /* 1 when rl_cpu_qmatmul over W with n_rows rows rounds the activations to bf16 (AVX512-BF16
@@ -43,6 +50,8 @@ int rl_cpu_qmatmul_bf16_acts(const struct rl_wmat *W, uint32_t n_rows);
 /* The name of the kernel that serves W's packed rows (packed) or its others at n_rows
  * activation rows on this CPU, as cpu_qmm.c's table and kernels/README.md name it. */
 const char *rl_cpu_qmatmul_kernel(const struct rl_wmat *W, uint32_t n_rows, int packed);
+/* The same for rl_cpu_qmatmul_det (past 8 rows, where it runs chunks of 8: the 8-row kernel) */
+const char *rl_cpu_qmatmul_kernel_det(const struct rl_wmat *W, uint32_t n_rows, int packed);
 /* Row r of W as fp32: out[W->cols]. */
 void rl_cpu_wmat_row(const struct rl_wmat *W, uint32_t r, float *out);
 /* Repacks W in place, once at load, into the layout the kernels stream best, where that pays

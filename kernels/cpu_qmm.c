@@ -469,7 +469,7 @@ static const struct qmm_kernel *const route[T_COUNT][2][3][C_COUNT] = {
 /* The kernel for W's packed rows (packed) or its other rows at n_rows activation rows: the
  * rightmost non-empty column the CPU allows. Besides the ISA, the SIMD columns need the
  * halves widened in hardware for F16 and rows of whole 32s for the q8 and bf16 kernels. */
-static const struct qmm_kernel *qmm_pick(const struct rl_wmat *W, uint32_t n_rows, int packed)
+static const struct qmm_kernel *qmm_pick_class(const struct rl_wmat *W, int rows_class, int packed)
 {
 	const enum rl_cpu_isa isa = rl_cpu_isa();
 	const uint32_t f = rl_cpu_features();
@@ -483,16 +483,42 @@ static const struct qmm_kernel *qmm_pick(const struct rl_wmat *W, uint32_t n_row
 		[C_BF16] = simd && isa == RL_CPU_AVX512 && (f & RL_CPUF_BF16) && W->cols % 32 == 0,
 	};
 	const struct qmm_kernel *const *cell =
-		route[qmm_type(W->dtype)->route][packed ? PACKED_LAYOUT : ROWS_LAYOUT][n_rows == 1 ? ONE : n_rows <= Q8_ROWS ? FEW : MANY];
+		route[qmm_type(W->dtype)->route][packed ? PACKED_LAYOUT : ROWS_LAYOUT][rows_class];
 	for (int col = C_COUNT - 1; col > C_SCALAR; col--)
 		if (allowed[col] && cell[col])
 			return cell[col];
 	return cell[C_SCALAR] ? cell[C_SCALAR] : &rows_scalar;   /* a type never packed: as unpacked */
 }
 
+static const struct qmm_kernel *qmm_pick(const struct rl_wmat *W, uint32_t n_rows, int packed)
+{
+	return qmm_pick_class(W, n_rows == 1 ? ONE : n_rows <= Q8_ROWS ? FEW : MANY, packed);
+}
+
+/* The row-invariant choice (rl_cpu_qmatmul_det): the 2..8-row kernel for every row count, each
+ * of which computes a row alone as among the others (its activations quantized per row, its
+ * sums in one order per output); past 8 rows the many-row kernel where it is that kernel 8
+ * rows at a time over 8-bit activations (q8_0_many_*, kq_many_*, kx_*), else NULL: the caller
+ * runs the 8-row kernel on chunks of 8 (tiles_f32 and tiles_bf16 sum in another order, or in
+ * bf16). test_qmatmul's rows_compute_alike_when_deterministic holds every type to it. */
+static const struct qmm_kernel *qmm_pick_det(const struct rl_wmat *W, uint32_t n_rows, int packed)
+{
+	const struct qmm_kernel *few = qmm_pick_class(W, FEW, packed);
+	if (n_rows <= Q8_ROWS)
+		return few;
+	const struct qmm_kernel *many = qmm_pick_class(W, MANY, packed);
+	return many == few || (few->acts == ACTS_Q8 && many->acts == ACTS_Q8) ? many : NULL;
+}
+
 const char *rl_cpu_qmatmul_kernel(const struct rl_wmat *W, uint32_t n_rows, int packed)
 {
 	return qmm_pick(W, n_rows, packed)->name;
+}
+
+const char *rl_cpu_qmatmul_kernel_det(const struct rl_wmat *W, uint32_t n_rows, int packed)
+{
+	const struct qmm_kernel *k = qmm_pick_det(W, n_rows, packed);
+	return k ? k->name : qmm_pick_det(W, Q8_ROWS, packed)->name;
 }
 
 int rl_cpu_qmatmul_bf16_acts(const struct rl_wmat *W, uint32_t n_rows)
@@ -525,4 +551,29 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 	}
 	if (o_begin < o_end)
 		qmm_pick(W, n_rows, 0)->run(&c, o_begin, o_end);
+}
+
+void rl_cpu_qmatmul_det(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
+			const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end,
+			int accumulate, void *scratch)
+{
+	if (!n_rows || o_begin >= o_end)
+		return;
+	for (int packed = 1; packed >= 0; packed--) {
+		/* W's packed rows [0, packed_rows), then the rest, as rl_cpu_qmatmul splits them */
+		const uint32_t a = packed ? o_begin : (o_begin > W->packed_rows ? o_begin : W->packed_rows);
+		const uint32_t b = packed ? (o_end < W->packed_rows ? o_end : W->packed_rows) : o_end;
+		if (a >= b)
+			continue;
+		const struct qmm_kernel *k = qmm_pick_det(W, n_rows, packed);
+		const uint32_t step = k ? n_rows : Q8_ROWS;
+		if (!k)
+			k = qmm_pick_det(W, Q8_ROWS, packed);
+		for (uint32_t r0 = 0; r0 < n_rows; r0 += step) {
+			const uint32_t nr = n_rows - r0 < step ? n_rows - r0 : step;
+			const struct qmm_call c = { Y + (size_t)r0 * ldy, ldy, X + (size_t)r0 * ldx, ldx, W, bias, nr,
+						    accumulate, qmm_align64p(scratch) };
+			k->run(&c, a, b);
+		}
+	}
 }

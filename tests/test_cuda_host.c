@@ -118,7 +118,7 @@ static void make_batch(struct tb *t, uint32_t n_pf, uint32_t n_dec, uint32_t max
 			t->row_seq[row] = i;
 		}
 	}
-	t->b = (struct rl_batch){ row, n_pf + n_dec, n_pf, bs, t->tokens, t->pos, t->row_seq, t->seqs };
+	t->b = (struct rl_batch){ row, n_pf + n_dec, n_pf, bs, t->tokens, t->pos, t->row_seq, t->seqs, 0 };
 }
 
 /* Checks the packed image against the batch: the invariants the kernels rely on. */

@@ -315,6 +315,72 @@ static void q45_rows_compute_alike(void)
 	free(dec); free(X); free(Y8); free(Y); free(scratch);
 }
 
+
+/* The deterministic mode's product (rl_cpu_qmatmul_det): for every stored type, both layouts
+ * and every ISA column this CPU can be narrowed to, row r's outputs are the same bits alone,
+ * among 2..33 rows (past 8 the many-row kernels or chunks of 8), and with the outputs cut at
+ * the thread split's grain, as the CPU backend's workers cut them. */
+static void rows_compute_alike_when_deterministic(void)
+{
+	const uint32_t in = 512, out = 53, nx = 33;   /* 53: three packed groups of 16 and 5 rows */
+	static const uint32_t counts[] = { 2, 3, 8, 9, 20, 33 };
+	static const uint32_t masks[] = { RL_CPUF_ALL, RL_CPUF_ALL & ~RL_CPUF_VNNI, RL_CPUF_ALL & ~RL_CPUF_BF16,
+					  RL_CPUF_ALL & ~(RL_CPUF_VNNI | RL_CPUF_BF16 | RL_CPUF_F16C) };
+	float *dec = malloc((size_t)out * in * sizeof(float)), *X = malloc((size_t)nx * in * sizeof(float));
+	float *Y1 = malloc((size_t)nx * out * sizeof(float)), *Y = malloc((size_t)nx * out * sizeof(float));
+	void *scratch = malloc(rl_cpu_qmatmul_scratch(in, nx));
+	float bias[53];
+	REQUIRE(dec && X && Y1 && Y && scratch);
+	for (size_t i = 0; i < (size_t)nx * in; i++)
+		X[i] = rnd() * (i % 7 == 0 ? 3 : 1);
+	for (uint32_t i = 0; i < out; i++)
+		bias[i] = rnd();
+	int cases = 0;
+	for (int dt = 0; dt < RL_DT_COUNT; dt++) {
+		if (in % rl_dt_info(dt)->blk_elems)
+			continue;
+		struct rl_wmat W;
+		void *w = make_w(dt, out, in, dec, &W);
+		for (int pk = 0; pk < 2; pk++) {
+			if (pk && rl_cpu_wmat_pack(&W) <= 0)
+				break;
+			for (size_t m = 0; m < sizeof masks / sizeof *masks; m++) {
+				if (m && !(rl_cpu_features_detected() & ~masks[m]))
+					continue;
+				rl_cpu_set_features(masks[m]);
+				for (int isa = 0; isa <= (int)rl_cpu_isa_best(); isa++) {
+					REQUIRE(rl_cpu_set_isa((enum rl_cpu_isa)isa) == 0);
+					for (uint32_t r = 0; r < nx; r++)      /* each row alone */
+						rl_cpu_qmatmul_det(Y1 + (size_t)r * out, out, X + (size_t)r * in, in, &W, bias, 1, 0,
+								   out, 0, scratch);
+					const uint32_t g = rl_cpu_wmat_grain(&W);
+					for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+						const uint32_t n = counts[c];
+						for (uint32_t r0 = 0; r0 + n <= nx; r0 += n) {
+							/* outputs in two parts cut at a grain boundary, as two workers */
+							const uint32_t cut = (r0 / n % 3) * g < out ? (r0 / n % 3) * g : 0;
+							rl_cpu_qmatmul_det(Y, out, X + (size_t)r0 * in, in, &W, bias, n, 0, cut, 0, scratch);
+							rl_cpu_qmatmul_det(Y, out, X + (size_t)r0 * in, in, &W, bias, n, cut, out, 0, scratch);
+							for (uint32_t r = 0; r < n; r++)
+								CHECKF(!memcmp(Y + (size_t)r * out, Y1 + (size_t)(r0 + r) * out, out * sizeof(float)),
+								       "%s %s %s features %#x: row %u of %u (outputs cut at %u) computes otherwise (%s)",
+								       rl_dt_info(dt)->name, pk ? "packed" : "unpacked",
+								       rl_cpu_isa_name((enum rl_cpu_isa)isa), masks[m], r0 + r, n, cut,
+								       rl_cpu_qmatmul_kernel_det(&W, n, pk));
+						}
+					}
+					cases++;
+				}
+			}
+		}
+		free(w);
+	}
+	CHECK(cases > 20);
+	rl_cpu_set_features(RL_CPUF_ALL);
+	rl_cpu_set_isa(rl_cpu_isa_best());
+	free(dec); free(X); free(Y1); free(Y); free(scratch);
+}
+
 /* Rows of a stored matrix decode as the table's decoder does (the embedding lookup). */
 static void wmat_rows_decode_as_the_table(void)
 {
@@ -421,6 +487,7 @@ int main(void)
 	RUN(qmatmul_every_type_isa_and_row_count);
 	RUN(h16_panels_every_range);
 	RUN(q45_rows_compute_alike);
+	RUN(rows_compute_alike_when_deterministic);
 	RUN(wmat_rows_decode_as_the_table);
 	RUN(the_table_routes_each_case);
 	TEST_MAIN_END();

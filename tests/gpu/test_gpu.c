@@ -968,7 +968,7 @@ static void mixed_equals_alone(const struct rl_model_config *cfg)
 		memcpy(one.tokens, t.tokens + t.seqs[i].q_start, t.seqs[i].q_len * 4);
 		memcpy(one.pos, t.pos + t.seqs[i].q_start, t.seqs[i].q_len * 4);
 		memset(one.row_seq, 0, t.seqs[i].q_len * 4);
-		one.b = (struct rl_batch){ t.seqs[i].q_len, 1, i == 0, 16, one.tokens, one.pos, one.row_seq, one.seqs };
+		one.b = (struct rl_batch){ t.seqs[i].q_len, 1, i == 0, 16, one.tokens, one.pos, one.row_seq, one.seqs, 0 };
 		int32_t o[1];
 		REQUIRE(run(pr.gpu, &one.b, o) == 0);
 		REQUIRE(cuda_logits(pr.gpu, 0, alone + (size_t)i * V) == 0);
