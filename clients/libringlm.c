@@ -424,6 +424,7 @@ int ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id
 	q->logprobs = r->logprobs ? (uint8_t)(1 + r->top_logprobs) : 0;
 	q->prompt_logprobs = r->prompt_logprobs ? (uint8_t)(1 + r->top_logprobs) : 0;
 	q->no_spec = r->no_spec != 0;
+	q->deterministic = r->deterministic != 0;
 	q->cons_kind = k ? (uint8_t)k->kind : 0;
 	q->cons_len = k ? k->len : 0;
 	if (r->n_stop)
@@ -616,6 +617,7 @@ int ringlm_get_info(struct ringlm *c, struct ringlm_info *out)
 	out->max_prompt = in->max_prompt;
 	out->max_new = in->max_new;
 	out->max_inflight = in->max_inflight;
+	out->deterministic = (int)in->deterministic;
 	out->futex_wake = c->observer ? in->wake_mode == RL_WAKE_FUTEX : c->hdr.wake_mode == RL_WAKE_FUTEX;
 	return 0;
 }

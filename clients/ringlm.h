@@ -78,6 +78,13 @@ struct ringlm_request {
 				  * KV is computed anew (the prefix cache serves it no rows). */
 	uint8_t  no_spec;        /* 1: no speculative decoding for this request (ringlmd --spec);
 				  * its tokens are the same either way, only their timing differs */
+	uint8_t  deterministic;  /* 1: this request's logits, hence its tokens and log-probabilities,
+				  * are the same bits whatever other requests share its steps, however
+				  * its prompt is chunked, with or without speculation, prefix-cache
+				  * hits or preemption, at any thread count (the steps it is in take
+				  * row-invariant kernels; its cached blocks are shared only with such
+				  * requests). On a runtime started with --deterministic every request
+				  * has it. A backend without the mode refuses it (-ENOTSUP) */
 	const struct ringlm_constraint *constraint;   /* structured output (ringlm_constraint_create):
 				  * every generated token keeps the output a prefix of something the
 				  * constraint accepts, and the end-of-turn token comes only where
@@ -145,6 +152,9 @@ struct ringlm_info {
 	int      futex_wake;     /* 1: futex doorbells, 0: eventfd fallback */
 	char     chat_template[16]; /* the model's chat template family: "llama3", "chatml",
 				  * "mistral", or "" (none, or one ringlm does not format) */
+	int      deterministic;  /* 0: the runtime's backend has no deterministic mode; 1: a request
+				  * may ask for it (ringlm_request.deterministic); 2: every request
+				  * has it (ringlmd --deterministic) */
 };
 
 RINGLM_API struct ringlm_params  ringlm_default_params(void);

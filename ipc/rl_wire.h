@@ -45,12 +45,14 @@
 #include "ipc/rl_ring.h"
 
 #define RL_WIRE_MAGIC   0x4d4c4752u  /* "RGLM" */
-#define RL_WIRE_VERSION 8u          /* 2: observer attach, refusal counters; 3: chat template family;
+#define RL_WIRE_VERSION 9u          /* 2: observer attach, refusal counters; 3: chat template family;
 				     * 4: the budget's five-feature step model, margin, calibration;
 				     * 5: log-probabilities (rl_req.logprobs, the slab beside the event ring);
 				     * 6: speculative decoding (rl_req.no_spec, spec_* info stats);
 				     * 7: the chat template's default system turn (rl_info.chat_system);
-				     * 8: constraints (rl_req.cons_kind, cons_len) */
+				     * 8: constraints (rl_req.cons_kind, cons_len);
+				     * 9: the deterministic mode (rl_req.deterministic,
+				     * rl_info.deterministic) */
 #define RL_MAX_TOP_LOGPROBS 20       /* alternatives a token's log-probabilities list (rl_lp) */
 #define RL_MAX_STOP_IDS 8            /* stop ids per request (rl_req.stop, rl_seq.stop) */
 #define RL_MAX_CONS_BYTES 65536      /* a constraint's text (rl_req.cons_len) */
@@ -139,7 +141,9 @@ struct rl_req {
 					* text (cons_len bytes, UTF-8, 4 to an arena word, little end
 					* first) follows the prompt ids in the arena */
 	uint32_t cons_len;
-	uint8_t  _pad[128 - 104];
+	uint8_t  deterministic;        /* 0 or 1: the request's logits are the same bits whatever shares
+					* its steps (issue 51); -ENOTSUP from a backend without the mode */
+	uint8_t  _pad[128 - 105];
 };
 _Static_assert(sizeof(struct rl_req) == 128, "rl_req is one 128-byte slot");
 
@@ -210,6 +214,9 @@ struct rl_info {
 	uint32_t block_size, wake_mode;
 	uint32_t vocab_off, vocab_size_bytes;
 	int32_t  pid;
+	uint32_t deterministic;        /* 0: the backend has no deterministic mode (a request asking is
+					* refused); 1: a request may ask (rl_req.deterministic); 2: every
+					* request has it (ringlmd --deterministic) */
 	_Alignas(RL_CACHELINE) struct rl_info_stats st;
 };
 enum { RL_STATE_RUNNING = 1, RL_STATE_DRAINING = 2, RL_STATE_STOPPED = 3 };

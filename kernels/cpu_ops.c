@@ -162,8 +162,8 @@ void rl_cpu_rope(float *v, uint32_t n_heads, uint32_t hd, uint32_t rot, const fl
 /* g / (1 + e^-a) * u over whole vectors with the vector exp of the attention kernels, a = g
  * for SiLU, a = 2 sqrt(2/pi) (g + 0.044715 g^3) for GELU's tanh form (0.5 (1 + tanh(a/2)) is
  * 1 / (1 + e^-a)); e^-a is clamped at e^88 (rl_v8_exp builds 2^n in the exponent field), which
- * leaves g / (1 + e^88) ~ 0, the limit. Returns how many elements it did; rl_cpu_silu_mul and
- * rl_cpu_gelu_mul do the rest. */
+ * leaves g / (1 + e^88) ~ 0, the limit. Returns how many elements it did; act_tail does the
+ * rest. */
 #define GELU_K 1.5957691216057308f    /* 2 sqrt(2/pi) */
 #define GELU_C 0.044715f
 /* written once for both widths: V(op) is the width's rl_vN_op (cpu_simd.h) */
@@ -192,10 +192,27 @@ RL_TGT_AVX2 static uint32_t silu_mul_avx2(float *g, const float *u, uint32_t n) 
 RL_TGT_AVX512 static uint32_t gelu_mul_avx512(float *g, const float *u, uint32_t n) { return act_mul_avx512(g, u, n, 1); }
 RL_TGT_AVX2 static uint32_t gelu_mul_avx2(float *g, const float *u, uint32_t n) { return act_mul_avx2(g, u, n, 1); }
 
+/* The vector kernel on the last n - i (< 16) elements too, through a padded copy: an element's
+ * value must not depend on where a worker's range cuts the row (the scalar expf rounds
+ * otherwise than the vector exp), or a row's activations would depend on the thread count. */
+static uint32_t act_tail(float *g, const float *u, uint32_t i, uint32_t n, uint32_t (*fn)(float *, const float *, uint32_t))
+{
+	float gt[16] = { 0 }, ut[16] = { 0 };
+	if (i >= n)
+		return i;
+	memcpy(gt, g + i, (n - i) * sizeof *gt);
+	memcpy(ut, u + i, (n - i) * sizeof *ut);
+	fn(gt, ut, 16);
+	memcpy(g + i, gt, (n - i) * sizeof *gt);
+	return n;
+}
+
 void rl_cpu_gelu_mul(float *g, const float *u, uint32_t n)
 {
 	enum rl_cpu_isa isa = rl_cpu_isa();
-	uint32_t i = isa == RL_CPU_AVX512 ? gelu_mul_avx512(g, u, n) : isa == RL_CPU_AVX2 ? gelu_mul_avx2(g, u, n) : 0;
+	uint32_t (*fn)(float *, const float *, uint32_t) = isa == RL_CPU_AVX512 ? gelu_mul_avx512 :
+							     isa == RL_CPU_AVX2 ? gelu_mul_avx2 : NULL;
+	uint32_t i = fn ? act_tail(g, u, fn(g, u, n), n, fn) : 0;
 	for (; i < n; i++) {
 		float a = GELU_K * g[i] * (1.0f + GELU_C * g[i] * g[i]);
 		g[i] = g[i] / (1.0f + expf(-a)) * u[i];
@@ -205,7 +222,9 @@ void rl_cpu_gelu_mul(float *g, const float *u, uint32_t n)
 void rl_cpu_silu_mul(float *g, const float *u, uint32_t n)
 {
 	enum rl_cpu_isa isa = rl_cpu_isa();
-	uint32_t i = isa == RL_CPU_AVX512 ? silu_mul_avx512(g, u, n) : isa == RL_CPU_AVX2 ? silu_mul_avx2(g, u, n) : 0;
+	uint32_t (*fn)(float *, const float *, uint32_t) = isa == RL_CPU_AVX512 ? silu_mul_avx512 :
+							     isa == RL_CPU_AVX2 ? silu_mul_avx2 : NULL;
+	uint32_t i = fn ? act_tail(g, u, fn(g, u, n), n, fn) : 0;
 	for (; i < n; i++)
 		g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }

@@ -84,7 +84,8 @@ static void matmul_every_isa_matches_loops(void)
 }
 
 /* SwiGLU's gate on every ISA against the loop in double, over gates from -100 to 100 (the
- * vector exp is clamped where e^-g would overflow) and a tail that is not a whole vector */
+ * vector exp is clamped where e^-g would overflow) and a tail that is not a whole vector; the
+ * same bits when the row is cut in two anywhere (the workers' ranges) */
 static void silu_every_isa_matches_loops(void)
 {
 	enum { N = 37 };
@@ -104,7 +105,14 @@ static void silu_every_isa_matches_loops(void)
 				const double a = gelu ? 2 * sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x) : x;
 				want[i] = x / (1.0 + exp(-a)) * u[i];
 			}
+			/* cut where a worker's range would be: each element the same bits either way */
+			float g2[N];
+			memcpy(g2, g, sizeof g);
+			const int cut = 1 + t % (N - 1);
 			(gelu ? rl_cpu_gelu_mul : rl_cpu_silu_mul)(g, u, N);
+			(gelu ? rl_cpu_gelu_mul : rl_cpu_silu_mul)(g2, u, (uint32_t)cut);
+			(gelu ? rl_cpu_gelu_mul : rl_cpu_silu_mul)(g2 + cut, u + cut, (uint32_t)(N - cut));
+			CHECKF(!memcmp(g, g2, sizeof g), "isa %d %s: cut at %d computes otherwise", isa, gelu ? "gelu" : "silu", cut);
 			for (int i = 0; i < N; i++) {
 				CHECKF(isfinite(g[i]), "isa %d: silu(%g) not finite", isa, want[i]);
 				double e = fabs(g[i] - want[i]) / (fabs(want[i]) + 1e-30);

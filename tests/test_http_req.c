@@ -38,7 +38,14 @@ static void valid_bodies(void)
 	      r.lp_on && r.lp_top == 2 && r.max_tokens == 9 && !r.text);
 	http_req_free(&r);
 	REQUIRE(parse("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}", 1, &r, why) == 0);
-	CHECK(r.max_tokens == 256 && !r.schema);
+	CHECK(r.max_tokens == 256 && !r.schema && !r.deterministic);
+	http_req_free(&r);
+	/* ringlm's own: the deterministic mode */
+	REQUIRE(parse("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"deterministic\": true}", 1, &r, why) == 0);
+	CHECK(r.deterministic);
+	http_req_free(&r);
+	REQUIRE(parse("{\"prompt\": \"x\", \"deterministic\": true}", 0, &r, why) == 0);
+	CHECK(r.deterministic);
 	http_req_free(&r);
 	/* response_format: the schema kept as compact JSON in its own order, for the engine */
 	REQUIRE(parse("{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"response_format\": {\"type\": "
@@ -99,6 +106,7 @@ static void bad_bodies_named(void)
 		{ 1, "{\"messages\": []}", HTTP_REQ_BAD, "'messages' must be a non-empty array" },
 		{ 1, "{\"messages\": [{\"role\": \"user\"}]}", HTTP_REQ_BAD, "messages[0] needs a string 'role' and a string 'content'" },
 		{ 0, "{\"prompt\": \"x\", \"prompt\": \"y\"}", HTTP_REQ_BAD_JSON, "duplicate" },
+		{ 0, "{\"prompt\": \"x\", \"deterministic\": 1}", HTTP_REQ_BAD, "'deterministic' must be true or false" },
 		{ 0, "{\"prompt\": \"x\", \"response_format\": {\"type\": \"text\"}}", HTTP_REQ_BAD,
 		  "'response_format' is not a parameter" },
 		{ 1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"xml\"}}",

@@ -16,7 +16,7 @@ static void usage(FILE *f)
 "                        [--backend cpu|cuda|sim] [--spec off|ngram] [--spec-k N] [--runtime-args \"...\"]]\n"
 "                       (--prompt TEXT [--chat [--system TEXT]] | --prompt-ids 1,2,3) [-n N] [--temp T]\n"
 "                       [--top-k K] [--top-p P] [--seed S] [--stop ID,..] [--ids] [--stats] [--no-bos]\n"
-"                       [--no-spec]\n"
+"                       [--no-spec] [--deterministic]\n"
 "  --chat      the prompt is a user's turn in the model's chat template (ChatML, Llama 3, Gemma ...);\n"
 "              the answer ends at the model's end of turn. --system TEXT: a system turn before it\n"
 "  -n N        tokens to generate at most (>= 1, default 64)\n"
@@ -26,6 +26,7 @@ static void usage(FILE *f)
 "  --spec M    in-process runtime: speculative decoding, off or ngram (prompt lookup); with\n"
 "              --socket it is ringlmd's option. --spec-k N: the longest draft (1..16, default 8)\n"
 "  --no-spec   this request without speculative decoding (same tokens, other timing)\n"
+"  --deterministic  this request's logits the same bits whatever shares the runtime's steps\n"
 "exit status: 0 done, 1 error, 2 bad usage, 3 stopped early because the context window was full\n");
 }
 
@@ -85,6 +86,7 @@ int rl_cmd_generate(int argc, char **argv)
 		if (!strcmp(a, "--no-bos")) { bos = 0; continue; }
 		if (!strcmp(a, "--chat")) { chat = 1; continue; }
 		if (!strcmp(a, "--no-spec")) { r.no_spec = 1; continue; }
+		if (!strcmp(a, "--deterministic")) { r.deterministic = 1; continue; }
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
 		if (!v) {
 			fprintf(stderr, "ringlm generate: %s needs a value (ringlm generate --help)\n", a);

@@ -21,16 +21,18 @@ static int num_field(json_t *o, const char *k, double lo, double hi, double *v, 
 	return 0;
 }
 
-/* The parameters the endpoint takes: refused by name when not among them */
+/* The parameters the endpoint takes: refused by name when not among them. OpenAI's, and
+ * "deterministic" (ringlm's: the answer's bits independent of the requests beside it) */
 static int known_keys(json_t *j, int chat, char *why, size_t wl)
 {
 	static const char *const known[2][24] = {
 		{ "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "n", "stream", "stop", "seed",
 		  "logprobs", "echo", "user", "stream_options", "presence_penalty", "frequency_penalty", "best_of",
-		  "logit_bias", "suffix", NULL },
+		  "logit_bias", "suffix", "deterministic", NULL },
 		{ "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "n",
 		  "stream", "stop", "seed", "logprobs", "top_logprobs", "user", "stream_options", "presence_penalty",
-		  "frequency_penalty", "logit_bias", "response_format", "tools", "tool_choice", "parallel_tool_calls", NULL },
+		  "frequency_penalty", "logit_bias", "response_format", "tools", "tool_choice", "parallel_tool_calls",
+		  "deterministic", NULL },
 	};
 	const char *key;
 	json_t *val;
@@ -104,11 +106,16 @@ static int defaults_and_logprobs(json_t *j, struct http_req *r, char *why, size_
 static int sampling(json_t *j, const struct http_limits *lim, struct http_req *r, char *why, size_t wl)
 {
 	double max_tokens = r->chat ? lim->max_new : 16, temperature = 1, top_p = 1, top_k = 0, seed = -1, n = 1;
-	json_t *stream = json_object_get(j, "stream");
+	json_t *stream = json_object_get(j, "stream"), *det = json_object_get(j, "deterministic");
 	if (stream && !json_is_boolean(stream) && !json_is_null(stream)) {
 		snprintf(why, wl, "'stream' must be true or false");
 		return -1;
 	}
+	if (det && !json_is_boolean(det) && !json_is_null(det)) {
+		snprintf(why, wl, "'deterministic' must be true or false");
+		return -1;
+	}
+	r->deterministic = json_is_true(det);
 	if (num_field(j, "max_tokens", r->echo ? 0 : 1, lim->max_new, &max_tokens, why, wl) ||
 	    num_field(j, "max_completion_tokens", 1, lim->max_new, &max_tokens, why, wl) ||
 	    num_field(j, "temperature", 0, 2, &temperature, why, wl) ||

@@ -25,6 +25,7 @@ struct http_limits {
  * messages whose strings point into the parsed body (json, kept until http_req_free). */
 struct http_req {
 	int      chat, stream, echo;
+	int      deterministic;            /* ringlm_request.deterministic */
 	int      lp_on, lp_top;            /* log-probabilities, and alternatives a token */
 	int      n;                        /* choices */
 	uint32_t max_tokens, top_k;

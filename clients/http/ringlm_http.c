@@ -1017,6 +1017,7 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 		/* echo: the prompt's own log-probabilities (and with max_tokens 0, only those) */
 		rq.prompt_logprobs = (uint8_t)(do_echo && (lp_on || !max_tokens));
 		rq.constraint = rcons;
+		rq.deterministic = (uint8_t)q.deterministic;
 		if (c) {                       /* the copies: when choice 0 has its first token */
 			if (c == 1) {
 				r->q = rq;

@@ -40,6 +40,9 @@ struct rl_backend_info {
 	/* draft rows (rl_batch.h n_draft) one step may verify in all: UINT32_MAX no limit (cpu,
 	 * sim), else what the backend sized its sampling buffers for (cuda: max_draft_rows) */
 	uint32_t max_draft_rows;
+	/* 1: honours rl_batch.deterministic (each row's logits the same bits whatever shares the
+	 * step, however it is cut and threaded); 0: a deterministic request is refused */
+	int      deterministic;
 };
 
 #define RL_SIM_DEFAULT_CTX 8192        /* the sim backend's context when none is asked for */

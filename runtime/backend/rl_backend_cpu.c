@@ -112,6 +112,10 @@ struct cpu {
 	uint32_t min_work;             /* matmul FLOPs per layer that justify one more worker */
 	pthread_t *th;
 	const struct rl_batch *cur;
+	/* the step's matrix product: rl_cpu_qmatmul, or rl_cpu_qmatmul_det when the step is
+	 * deterministic (rl_batch.deterministic); set with cur, before the workers are told */
+	void (*qmm)(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W, const float *bias,
+		    uint32_t n_rows, uint32_t o_begin, uint32_t o_end, int accumulate, void *scratch);
 	_Atomic uint32_t gen;          /* futex word: step counter << 8 | n_active of that step */
 	_Atomic uint32_t done;         /* futex word: 1 when the step is finished */
 	_Atomic uint32_t bar_count, bar_gen, sleepers;
@@ -186,7 +190,7 @@ static void matmul_part(struct cpu *c, int t, float *Y, size_t ldy, const float 
 	uint32_t lo, hi;
 	split(W->rows, rl_cpu_wmat_grain(W), t, c->n_active, &lo, &hi);   /* whole packed groups */
 	if (lo < hi)
-		rl_cpu_qmatmul(Y, ldy, X, ldx, W, bias, rows, lo, hi, acc,
+		c->qmm(Y, ldy, X, ldx, W, bias, rows, lo, hi, acc,
 			       (char *)c->qscratch + (size_t)t * c->qscratch_size);
 }
 
@@ -196,7 +200,7 @@ static void expert_matmul(struct cpu *c, int t, float *Y, size_t ldy, const floa
 			  const struct rl_wmat *W, uint32_t rows, uint32_t o0, uint32_t lo, uint32_t hi)
 {
 	if (lo < hi)
-		rl_cpu_qmatmul((float *)((uintptr_t)Y - (uintptr_t)o0 * sizeof(float)), ldy, X, ldx, W, NULL, rows,
+		c->qmm((float *)((uintptr_t)Y - (uintptr_t)o0 * sizeof(float)), ldy, X, ldx, W, NULL, rows,
 			       o0 + lo, o0 + hi, 0, (char *)c->qscratch + (size_t)t * c->qscratch_size);
 }
 
@@ -529,8 +533,8 @@ static void forward(struct cpu *c, int t)
 		split(hid, gg > gu ? gg : gu, t, nt, &h0, &h1);     /* 4 | 16 | 48: the larger serves both */
 		if (h0 < h1) {
 			void *qs = (char *)c->qscratch + (size_t)t * c->qscratch_size;
-			rl_cpu_qmatmul(c->hb, hid, xb, dim, &L->mgate, NULL, T, h0, h1, 0, qs);
-			rl_cpu_qmatmul(c->hb2, hid, xb, dim, &L->mup, NULL, T, h0, h1, 0, qs);
+			c->qmm(c->hb, hid, xb, dim, &L->mgate, NULL, T, h0, h1, 0, qs);
+			c->qmm(c->hb2, hid, xb, dim, &L->mup, NULL, T, h0, h1, 0, qs);
 			for (uint32_t r = 0; r < T; r++)
 				(cfg->ffn_gelu ? rl_cpu_gelu_mul : rl_cpu_silu_mul)(c->hb + (size_t)r * hid + h0,
 										   c->hb2 + (size_t)r * hid + h0, h1 - h0);
@@ -685,6 +689,7 @@ static int cpu_launch(struct rl_backend *be, const struct rl_batch *b)
 	uint64_t w = c->layer_flops * (b->n_tokens ? b->n_tokens : 1) / c->min_work;
 	c->n_active = w < 1 ? 1 : w < (uint64_t)c->n_threads ? (int)w : c->n_threads;
 	plan_attention(c, b);
+	c->qmm = b->deterministic ? rl_cpu_qmatmul_det : rl_cpu_qmatmul;
 	c->cur = b;
 	atomic_store(&c->done, 0);
 	/* A step of one participant is the finish() caller's alone, and the workers are not told:
@@ -941,6 +946,7 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	c->be.info.max_ctx = ctx;
 	c->be.info.bos_id = cfg->bos_id;
 	c->be.info.eos_id = cfg->eos_id;
+	c->be.info.deterministic = 1;          /* rl_cpu_qmatmul_det; attention is row-invariant */
 	c->be.info.max_draft_rows = UINT32_MAX;   /* the LM head runs max_seqs rows at a time */
 	c->be.info.vocab_blob = m->vocab_blob;
 	c->be.info.vocab_blob_size = m->vocab_blob_size;

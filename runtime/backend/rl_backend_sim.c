@@ -133,6 +133,7 @@ int rl_backend_sim_create(const struct rl_backend_params *p, struct rl_backend *
 	s->be.info.bos_id = 1;
 	s->be.info.eos_id = UINT32_MAX;
 	s->be.info.max_draft_rows = UINT32_MAX;
+	s->be.info.deterministic = 1;          /* a row's token depends on its sequence alone */
 	*out = &s->be;
 	return 0;
 }

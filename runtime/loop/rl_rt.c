@@ -339,7 +339,8 @@ static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, 
 		return reject(rt, slot, rid, -ESHUTDOWN);
 	struct rl_limits lim = { .max_inflight = rt->p.max_inflight, .max_prompt = rt->max_prompt,
 				 .max_new = rt->max_new, .vocab = rt->vocab, .arena_ids = c->arena_mask + 1,
-				 .logprobs = rt->be->ops->logprobs != NULL };
+				 .logprobs = rt->be->ops->logprobs != NULL,
+				 .deterministic = rt->be->info.deterministic };
 	int err = rl_rt_validate_req(r, &lim, now);
 	if (err)
 		return reject(rt, slot, rid, err);
@@ -370,6 +371,7 @@ static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, 
 	q->logprobs = r->logprobs;
 	q->prompt_logprobs = r->prompt_logprobs;
 	q->no_spec = r->no_spec;
+	q->deterministic = r->deterministic;
 	if (r->cons_kind) {            /* its text follows the prompt in the arena */
 		char why[256];
 		rl_rt_copy_text(rt->cons_text, c->arena, c->arena_mask, r->arena_pos + n, r->cons_len);
@@ -706,6 +708,7 @@ static int make_info(struct rl_rt *rt, char *err, size_t errlen)
 	in->max_inflight = rt->p.max_inflight;
 	in->max_clients = rt->p.max_clients;
 	in->block_size = rt->p.block_size;
+	in->deterministic = rt->p.deterministic ? 2 : bi->deterministic ? 1 : 0;
 	in->wake_mode = rt->futex_ok ? RL_WAKE_FUTEX : RL_WAKE_EVENTFD;
 	in->pid = getpid();
 	if (vocab) {
@@ -841,6 +844,13 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 	rl_rt_eog_ids(bi, &sp);
 	sp.spec_k = p->spec_k;
 	sp.spec_max_rows = bi->max_draft_rows == UINT32_MAX ? 0 : bi->max_draft_rows;
+	sp.deterministic = p->deterministic;
+	if (p->deterministic && !bi->deterministic) {
+		snprintf(err, errlen, "--deterministic: the %s backend has no deterministic mode; omit --deterministic or use --backend cpu",
+			 bi->name);
+		rc = -ENOTSUP;
+		goto fail;
+	}
 	if (p->spec_k && !bi->max_draft_rows) {
 		snprintf(err, errlen, "--spec: the %s backend cannot verify drafts; omit --spec", bi->name);
 		rc = -ENOTSUP;

@@ -34,6 +34,8 @@ struct rl_rt_params {
 	uint32_t max_seqs, kv_blocks, block_size;
 	uint32_t ctx;                  /* --ctx: context length served; 0 = the model's */
 	int      prefix_cache;
+	int      deterministic;        /* --deterministic: every request's logits the same bits whatever
+					* shares its steps (else only the requests that ask for it) */
 	uint32_t spec_k;               /* --spec ngram|FILE --spec-k N: speculative decoding, drafts
 					* of at most N tokens; 0 = off (default) */
 	const char *spec_model;        /* --spec FILE: drafts from this model (else prompt lookup) */

@@ -22,7 +22,7 @@ void rl_rt_usage(FILE *f)
 "               [--kv-type f16|f32] [--cuda-graph-buckets N,N,...] [--cuda-dtype bf16|fp16] [--cuda-attn ringlm|flashinfer]\n"
 "               [--wake auto|futex|eventfd] [--idle-spin-us N] [--idle-adapt-ms N]\n"
 "               [--event-ring N] [--request-ring N] [--arena-ids N] [--drain-timeout-ms N]\n"
-"               [--latency] [--verbose|--quiet]\n");
+"               [--deterministic] [--latency] [--verbose|--quiet]\n");
 }
 
 static int num(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -76,6 +76,7 @@ static const struct option value_opts[] = {
 	{ "idle-spin-us", required_argument, NULL, 0 },
 	{ "idle-adapt-ms", required_argument, NULL, 0 },
 	{ "latency", no_argument, NULL, 'L' },
+	{ "deterministic", no_argument, NULL, 'D' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
@@ -96,6 +97,10 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 			return 1;
 		if (o == 'L') {
 			p->latency = 1;
+			continue;
+		}
+		if (o == 'D') {
+			p->deterministic = 1;
 			continue;
 		}
 		if (o == 'q' || o == 'v') {

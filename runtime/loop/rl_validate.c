@@ -18,9 +18,9 @@ int rl_rt_validate_req(const struct rl_req *r, const struct rl_limits *lim, uint
 		return -EINVAL;
 	if (r->n_prompt == 0 || (r->max_new == 0 && !r->prompt_logprobs) || r->n_stop > RL_MAX_STOP_IDS ||
 	    !sampling_ok(r, lim->vocab) || r->logprobs > 1 + RL_MAX_TOP_LOGPROBS ||
-	    r->prompt_logprobs > 1 + RL_MAX_TOP_LOGPROBS || r->no_spec > 1)
+	    r->prompt_logprobs > 1 + RL_MAX_TOP_LOGPROBS || r->no_spec > 1 || r->deterministic > 1)
 		return -EINVAL;
-	if ((r->logprobs || r->prompt_logprobs) && !lim->logprobs)
+	if (((r->logprobs || r->prompt_logprobs) && !lim->logprobs) || (r->deterministic && !lim->deterministic))
 		return -ENOTSUP;
 	if (r->cons_kind > RL_CONS_KIND_GBNF || !r->cons_kind != !r->cons_len)
 		return -EINVAL;

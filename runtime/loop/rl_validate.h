@@ -16,6 +16,7 @@ struct rl_limits {
 	uint32_t vocab;                /* token and stop ids are < this */
 	uint32_t arena_ids;            /* a prompt can never be longer than the arena */
 	int      logprobs;             /* the backend gives log-probabilities */
+	int      deterministic;        /* the backend honours rl_batch.deterministic */
 };
 
 /* A SUBMIT record (already copied out of shared memory). 0, or the -errno its error event
@@ -23,7 +24,7 @@ struct rl_limits {
  * alternatives, a constraint kind it does not know or without text, or text without one),
  * -E2BIG (over a limit: the prompt and the constraint's text share the arena), -ETIMEDOUT
  * (deadline already past at now), -ERANGE (stop id outside the vocabulary), -ENOTSUP
- * (log-probabilities from a backend without them). */
+ * (log-probabilities, or the deterministic mode, from a backend without them). */
 int rl_rt_validate_req(const struct rl_req *r, const struct rl_limits *lim, uint64_t now);
 
 /* Copies n prompt ids starting at pos (mod arena_mask + 1) out of the client-writable arena

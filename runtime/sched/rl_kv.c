@@ -57,7 +57,13 @@ static uint64_t block_hash(uint64_t h, const uint32_t *t, uint32_t n)
 
 void rl_kv_chain_root(struct rl_kv_chain *c)
 {
-	c->hash = ROOT_HASH;
+	rl_kv_chain_root_in(c, 0);
+}
+
+void rl_kv_chain_root_in(struct rl_kv_chain *c, uint32_t space)
+{
+	/* a space's root is its own hash, so its chains never meet another's */
+	c->hash = space ? block_hash(ROOT_HASH, &space, 1) : ROOT_HASH;
 	c->blk = RL_KV_NONE;
 	c->gen = 0;
 }

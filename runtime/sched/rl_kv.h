@@ -50,6 +50,11 @@ int64_t rl_kv_alloc(struct rl_kv *kv);
 void rl_kv_unref(struct rl_kv *kv, uint32_t blk);
 
 void rl_kv_chain_root(struct rl_kv_chain *c);
+/* The root of a separate space of chains: blocks registered under space s are found only by
+ * lookups from space s's root (0 is rl_kv_chain_root's). The deterministic mode's blocks,
+ * computed by other kernels, live in space RL_KV_SPACE_DETERMINISTIC. */
+#define RL_KV_SPACE_DETERMINISTIC 1u
+void rl_kv_chain_root_in(struct rl_kv_chain *c, uint32_t space);
 /* Longest cached prefix of tokens[0..n_tokens) in whole blocks: writes the block ids to
  * table[], takes a reference on each, advances *chain to the last one; returns how many. */
 uint32_t rl_kv_lookup(struct rl_kv *kv, const uint32_t *tokens, uint32_t n_tokens,

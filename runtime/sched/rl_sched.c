@@ -403,6 +403,7 @@ int rl_sched_enqueue(struct rl_sched *s, struct rl_seq *q, uint64_t now_ns)
 		release(s, x);
 		return r;
 	}
+	q->deterministic = q->deterministic || s->p.deterministic;
 	q->tokens = x->tok;
 	q->cap = s->p.max_ctx;
 	q->arrival_ns = now_ns;
@@ -781,7 +782,8 @@ static uint32_t schedule_prefills(struct rl_sched *s, uint32_t left, int *preemp
 static int try_admit(struct rl_sched *s, struct seqx *x, uint32_t left)
 {
 	uint32_t bs = s->p.block_size, len = seq_len(x);
-	rl_kv_chain_root(&x->chain);
+	/* deterministic blocks were computed by other kernels: they are reused among themselves */
+	rl_kv_chain_root_in(&x->chain, x->q.deterministic ? RL_KV_SPACE_DETERMINISTIC : 0);
 	/* a fully cached prompt still computes its last token, which yields the logits; a prompt
 	 * whose log-probabilities are owed computes them all */
 	const int scoring = x->q.prompt_logprobs && x->q.plp_next < x->q.n_prompt;
@@ -848,6 +850,7 @@ static void pack_one(struct rl_sched *s, struct seqx *x, uint32_t *t)
 	assert(x->n_blocks == (b->ctx_len + s->p.block_size - 1) / s->p.block_size);
 	s->step_x[i] = x;
 	s->step_inc[i] = x->inc;
+	s->batch.deterministic |= x->q.deterministic;
 }
 
 /* Multi-row sequences first: decodes with drafts, then prefill chunks; then plain decodes. */
@@ -855,6 +858,7 @@ static void pack(struct rl_sched *s)
 {
 	uint32_t t = 0;
 	s->batch.n_seqs = 0;
+	s->batch.deterministic = s->p.deterministic;   /* or any sequence that asks (pack_one) */
 	for (uint32_t i = 0; i < s->n_dec; i++) {
 		struct seqx *x = s->dec[i];
 		if (x->dropped)

@@ -71,6 +71,10 @@ struct rl_seq {
 	uint32_t logprobs;             /* rl_req.logprobs: 0, or 1 + top alternatives per token */
 	uint32_t prompt_logprobs;      /* rl_req.prompt_logprobs: the same for the prompt's tokens */
 	uint32_t no_spec;              /* 1: never draft for this request (rl_req.no_spec) */
+	uint32_t deterministic;        /* 1: its logits are the same bits whatever shares its steps
+					* (rl_req's flag, or the scheduler's deterministic param): each
+					* step it is in is deterministic (rl_batch.deterministic), and its
+					* prefix-cache blocks are shared only with such sequences */
 	const uint32_t *allow;         /* structured output: the tokens its constraint allows next
 					* (rl_batch_seq.allow; kept current by its owner); NULL: any.
 					* A constrained sequence is never drafted for */
@@ -130,6 +134,8 @@ struct rl_sched_params {
 	/* the other ids that end a generation as EOS does (a chat model's end of turn:
 	 * "<end_of_turn>", "<|eot_id|>" ..., rl_tok_eog_ids) */
 	uint32_t eog[RL_SCHED_MAX_EOG], n_eog;
+	int      deterministic;        /* 1: every step deterministic (ringlmd --deterministic); the
+					* scheduler marks each enqueued sequence so (rl_seq.deterministic) */
 };
 
 struct rl_sched_stats {

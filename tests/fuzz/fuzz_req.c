@@ -31,12 +31,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct rl_limits lim = {
 		.max_inflight = 1 + lim_raw[0] % 65536, .max_prompt = 1 + lim_raw[1] % 8192,
 		.max_new = 1 + lim_raw[2] % 8192, .vocab = 2 + lim_raw[3] % 200000, .arena_ids = arena_ids,
-		.logprobs = (lim_raw[0] >> 16) & 1,
+		.logprobs = (lim_raw[0] >> 16) & 1, .deterministic = (lim_raw[0] >> 17) & 1,
 	};
 	uint64_t now = lim_raw[4];
 	int rc = rl_rt_validate_req(&r, &lim, now);
 	FUZZ_ASSERT(rc == 0 || rc == -EINVAL || rc == -E2BIG || rc == -ETIMEDOUT || rc == -ERANGE ||
-		    (rc == -ENOTSUP && (r.logprobs || r.prompt_logprobs) && !lim.logprobs));
+		    (rc == -ENOTSUP && (((r.logprobs || r.prompt_logprobs) && !lim.logprobs) ||
+					(r.deterministic && !lim.deterministic))));
 	if (rc == 0) {
 		FUZZ_ASSERT(r.op == RL_OP_SUBMIT && r.rid < lim.max_inflight);
 		FUZZ_ASSERT(r.n_prompt >= 1 && r.n_prompt <= lim.max_prompt && r.n_prompt <= arena_ids);
@@ -44,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_ASSERT(r.logprobs <= 1 + RL_MAX_TOP_LOGPROBS && r.prompt_logprobs <= 1 + RL_MAX_TOP_LOGPROBS &&
 			    (!(r.logprobs || r.prompt_logprobs) || lim.logprobs));
 		FUZZ_ASSERT(isfinite(r.temperature) && r.temperature >= 0 && r.top_p > 0 && r.top_p <= 1);
-		FUZZ_ASSERT(r.no_spec <= 1);
+		FUZZ_ASSERT(r.no_spec <= 1 && r.deterministic <= 1 && (!r.deterministic || lim.deterministic));
 		FUZZ_ASSERT(!r.deadline_ns || r.deadline_ns > now);
 		/* exactly n_prompt ids: a heap block of that size makes ASan catch any overrun */
 		uint32_t *dst = malloc((size_t)r.n_prompt * 4);

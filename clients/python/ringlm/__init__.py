@@ -314,7 +314,7 @@ class Client:
 
     def _submit(self, prompt, loop, text, max_tokens, temperature, top_p, top_k, seed, stop,
                 priority, add_bos, logprobs=False, top_logprobs=0, prompt_logprobs=False, speculate=True,
-                schema=None, regex=None, grammar=None, cons=None):
+                schema=None, regex=None, grammar=None, cons=None, deterministic=False):
         self._check()
         cons = cons or self._constraint(schema, regex, grammar)
         ids = self._prompt_ids(prompt, add_bos)
@@ -341,6 +341,7 @@ class Client:
         r.top_logprobs = int(top_logprobs)
         r.prompt_logprobs = 1 if prompt_logprobs else 0
         r.no_spec = 0 if speculate else 1
+        r.deterministic = 1 if deterministic else 0
         r.constraint = cons
         tag = next(self._tags)
         r.tag = tag
@@ -365,7 +366,7 @@ class Client:
 
     def stream(self, prompt, max_tokens=16, *, temperature=0.0, top_p=1.0, top_k=0, seed=0, stop=None,
                priority=0, text=True, add_bos=True, logprobs=False, top_logprobs=0, prompt_logprobs=False,
-               speculate=True, schema=None, regex=None, grammar=None):
+               speculate=True, schema=None, regex=None, grammar=None, deterministic=False):
         """Submits a request and returns its Stream. prompt: text (tokenized with the runtime's
         vocabulary, BOS first where the vocabulary wants one) or token ids; stop: token ids.
         logprobs / top_logprobs (0..20): each token's log-probability, and that many
@@ -376,10 +377,13 @@ class Client:
         schema (a JSON Schema, dict or text), regex or grammar (llama.cpp GBNF text, from rule
         'root'): structured output, the answer held to it (compact JSON in the schema's property
         order; a keyword or GBNF feature the engine cannot enforce raises RinglmError naming it);
-        log-probabilities are then of the constrained distribution."""
+        log-probabilities are then of the constrained distribution.
+        deterministic=True: the answer's logits, hence its tokens and log-probabilities, are the
+        same bits whatever other requests share the runtime's steps (a runtime started with
+        --deterministic gives every request this; a backend without the mode raises)."""
         return self._submit(prompt, None, text, max_tokens, temperature, top_p, top_k, seed, stop,
                             priority, add_bos, logprobs, top_logprobs, prompt_logprobs, speculate, schema, regex,
-                            grammar)
+                            grammar, deterministic=deterministic)
 
     def generate(self, prompt, max_tokens=16, *, ids=False, **kw):
         """The whole output: text, or with ids=True the token ids."""
@@ -389,11 +393,12 @@ class Client:
 
     async def astream(self, prompt, max_tokens=16, *, temperature=0.0, top_p=1.0, top_k=0, seed=0,
                       stop=None, priority=0, text=True, add_bos=True, logprobs=False, top_logprobs=0,
-                      prompt_logprobs=False, speculate=True, schema=None, regex=None, grammar=None):
+                      prompt_logprobs=False, speculate=True, schema=None, regex=None, grammar=None,
+                      deterministic=False):
         """As stream(), returning an AsyncStream bound to the running event loop."""
         return self._submit(prompt, asyncio.get_running_loop(), text, max_tokens, temperature, top_p,
                             top_k, seed, stop, priority, add_bos, logprobs, top_logprobs, prompt_logprobs,
-                            speculate, schema, regex, grammar)
+                            speculate, schema, regex, grammar, deterministic=deterministic)
 
     async def agenerate(self, prompt, max_tokens=16, *, ids=False, **kw):
         s = await self.astream(prompt, max_tokens, text=not ids, **kw)
@@ -444,7 +449,8 @@ class Client:
         return "".join(self.chat_stream(messages, max_tokens, **kw))
 
     def chat_message(self, messages, max_tokens=256, *, tools=None, tool_choice=None, parallel_tool_calls=None,
-                     temperature=0.0, top_p=1.0, top_k=0, seed=0, priority=0, speculate=True):
+                     temperature=0.0, top_p=1.0, top_k=0, seed=0, priority=0, speculate=True,
+                     deterministic=False):
         """The assistant's answer as an OpenAI chat message: {"role": "assistant", "content": str
         or None, "tool_calls": [{"id", "type": "function", "function": {"name", "arguments"}}]}
         ("tool_calls" only when the answer makes calls). tools, tool_choice ("none", "auto" (the
@@ -472,7 +478,7 @@ class Client:
                 raise
         try:
             s = self._submit(ids, None, True, max_tokens, temperature, top_p, top_k, seed, None, priority, False,
-                             speculate=speculate, cons=lib.ringlm_tools_constraint(h))
+                             speculate=speculate, cons=lib.ringlm_tools_constraint(h), deterministic=deterministic)
             text = "".join(s).encode()
             n = lib.ringlm_tools_parse(h, text, len(text), None, 0)
             buf = ctypes.create_string_buffer(max(n, 0) + 1)

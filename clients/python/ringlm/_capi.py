@@ -26,7 +26,7 @@ class Request(ctypes.Structure):
                 ("stop", ctypes.POINTER(ctypes.c_uint32)), ("n_stop", ctypes.c_uint32),
                 ("priority", ctypes.c_int32), ("deadline_ns", ctypes.c_uint64), ("tag", ctypes.c_uint64),
                 ("logprobs", ctypes.c_uint8), ("top_logprobs", ctypes.c_uint8), ("prompt_logprobs", ctypes.c_uint8),
-                ("no_spec", ctypes.c_uint8), ("constraint", ctypes.c_void_p)]
+                ("no_spec", ctypes.c_uint8), ("deterministic", ctypes.c_uint8), ("constraint", ctypes.c_void_p)]
 
 
 class Logprobs(ctypes.Structure):
@@ -45,7 +45,7 @@ class Info(ctypes.Structure):
                 ("vocab_size", ctypes.c_uint32), ("max_ctx", ctypes.c_uint32), ("bos_id", ctypes.c_uint32),
                 ("eos_id", ctypes.c_uint32), ("max_prompt", ctypes.c_uint32), ("max_new", ctypes.c_uint32),
                 ("max_inflight", ctypes.c_uint32), ("futex_wake", ctypes.c_int),
-                ("chat_template", ctypes.c_char * 16)]
+                ("chat_template", ctypes.c_char * 16), ("deterministic", ctypes.c_int)]
 
 
 class ChatMsg(ctypes.Structure):
