@@ -9,6 +9,7 @@
  * of --shape tiny (stories260K) or 110m (llama2.c 110M). Memory: the process's peak resident
  * set beside the file, the weights held and the KV pool (the target: peak <= file + KV + 10%).
  * --isa picks a lesser kernel set than the CPU's best (the AVX2 path on an AVX-512 machine).
+ * --deterministic runs every step in the deterministic mode (row-invariant kernels), to price it.
  * Bandwidth: decode b1's weight stream (the bytes of every matrix a token reads: all held
  * weights less an untied token-embedding table, which a token gathers one row of) times its
  * tokens/s, beside what a plain streaming read over a buffer of four times the weights (1 GiB at
@@ -43,6 +44,9 @@ struct bseq {
 	uint32_t off;                  /* where its prompt starts in the shared token list */
 };
 
+/* --deterministic: every step takes the row-invariant kernels (rl_batch.deterministic) */
+static int bench_model_det;
+
 /* Runs one step: seqs[i] feeds q[i] rows (q[i] > 1 only as the first, prefill, seqs).
  * Sampled tokens become each seq's next input. */
 static int run_step(struct rl_backend *be, struct bseq *s, uint32_t n, const uint32_t *q,
@@ -63,7 +67,8 @@ static int run_step(struct rl_backend *be, struct bseq *s, uint32_t n, const uin
 		}
 	}
 	struct rl_batch b = { .n_tokens = T, .n_seqs = n, .n_prefill = n_prefill, .block_size = BS,
-			      .tokens = tokens, .pos = pos, .row_seq = row_seq, .seqs = bs };
+			      .tokens = tokens, .pos = pos, .row_seq = row_seq, .seqs = bs,
+			      .deterministic = (uint32_t)bench_model_det };
 	int rc = rl_backend_launch(be, &b);
 	if (rc || (rc = rl_backend_finish(be, out)))
 		return rc;
@@ -141,7 +146,7 @@ static double median(double *v, int n)
 static void usage(void)
 {
 	fprintf(stderr, "usage: ringlm bench model [--model PATH [--tokenizer PATH] | --shape tiny|110m] "
-		"[--fp32] [--threads N] [--prompt N] [--budget N] [--depth N] [--kv-type f16|f32] [--only-batch 1|8|64] [--isa avx512|avx2|scalar] [--json]\n");
+		"[--fp32] [--threads N] [--prompt N] [--budget N] [--depth N] [--kv-type f16|f32] [--only-batch 1|8|64] [--isa avx512|avx2|scalar] [--deterministic] [--json]\n");
 }
 
 int rl_cmd_bench_model(int argc, char **argv)
@@ -155,6 +160,7 @@ int rl_cmd_bench_model(int argc, char **argv)
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--json")) { json = 1; continue; }
 		if (!strcmp(a, "--fp32")) { fp32 = 1; continue; }
+		if (!strcmp(a, "--deterministic")) { bench_model_det = 1; continue; }
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
 		if (!v) { fprintf(stderr, "ringlm bench model: %s needs a value\n", a); return 2; }
 		i++;
@@ -300,15 +306,17 @@ int rl_cmd_bench_model(int argc, char **argv)
 		 "\"threads\":%d,\"isa\":\"%s\",\"prompt_tokens\":%u,\"depth\":%u,\"kv_type\":\"%s\",\"budget\":%u,\"prefill_tok_s\":%.1f,"
 		 "\"decode_steps\":%u,\"decode_tok_s\":{\"1\":%.1f,\"8\":%.1f,\"64\":%.1f},"
 		 "\"weights\":\"%s\",\"weights_mb\":%.1f,\"file_mb\":%.1f,\"kv_mb\":%.1f,\"peak_rss_mb\":%.1f,"
-		 "\"decode_b1_gbs\":%.2f,\"stream_gbs\":%.2f}",
+		 "\"decode_b1_gbs\":%.2f,\"stream_gbs\":%.2f,\"deterministic\":%d}",
 		 m->name, m->cfg.dim, m->cfg.n_layers, V, rl_model_weight_elems(&m->cfg) / 1e6, nthreads,
 		 rl_cpu_isa_name(rl_cpu_isa()), prompt_len, depth, kv_f16 ? "f16" : "f32", budget, prefill, decode_steps,
-		 decode[0], decode[1], decode[2], wtype, weights_mb, file_mb, kv_mb, rss_mb, decode_gbs, read_gbs);
+		 decode[0], decode[1], decode[2], wtype, weights_mb, file_mb, kv_mb, rss_mb, decode_gbs, read_gbs,
+		 bench_model_det);
 	if (json) {
 		printf("%s\n", line);
 	} else {
-		printf("model %s (%.1fM params, matrices %s), %d threads, %s\n", m->name,
-		       rl_model_weight_elems(&m->cfg) / 1e6, wtype, nthreads, rl_cpu_isa_name(rl_cpu_isa()));
+		printf("model %s (%.1fM params, matrices %s), %d threads, %s%s\n", m->name,
+		       rl_model_weight_elems(&m->cfg) / 1e6, wtype, nthreads, rl_cpu_isa_name(rl_cpu_isa()),
+		       bench_model_det ? ", deterministic" : "");
 		printf("memory: peak RSS %.1f MB; weights held %.1f MB, file %.1f MB, KV pool (%s) %.1f MB\n",
 		       rss_mb, weights_mb, file_mb, kv_f16 ? "f16" : "f32", kv_mb);
 		printf("%-28s %12s\n", "phase", "tokens/s");
