@@ -18,6 +18,7 @@
  */
 #include "tests/rl_test.h"
 #include "tests/rt_harness.h"
+#include "tests/det_harness.h"
 #include <math.h>
 #include <regex.h>
 #include "kernels/rl_ref.h"
@@ -791,106 +792,6 @@ static void daemon_cuda_spec_on_emulator(void)
 
 /* ---- the deterministic mode (issue 51) ---------------------------------------------------- */
 
-/* What one request gave: its tokens and the bits of each one's log-probabilities */
-struct det_out {
-	uint32_t ids[64];
-	struct ringlm_logprobs lp[64];
-	int n;
-};
-
-static uint64_t det_rng = 99;
-static uint32_t det_rand(uint32_t n)
-{
-	det_rng = det_rng * 6364136223846793005ull + 1442695040888963407ull;
-	return (uint32_t)(det_rng >> 33) % n;
-}
-
-/* Submits a background request: random ids, random length and sampling (tag 1000 + k) */
-static int det_background(struct ringlm *c, uint32_t vocab, int k)
-{
-	uint32_t p[80];
-	const uint32_t n = 3 + det_rand(70);
-	for (uint32_t i = 0; i < n; i++)
-		p[i] = 3 + det_rand(vocab - 3);
-	struct ringlm_request r = ringlm_default_request();
-	r.prompt = p;
-	r.n_prompt = n;
-	r.max_new = 1 + det_rand(40);
-	r.temperature = det_rand(2) ? 0.7f : 0;
-	r.seed = det_rand(1000);
-	r.tag = 1000 + (uint64_t)k;
-	return ringlm_submit(c, &r, NULL);
-}
-
-/* Runs the target request (prompt p, sampled at temperature 0.8, seed 7; with its
- * log-probabilities and 3 alternatives when lp, else none, so speculation may draft for it)
- * while `load` background requests run beside it, each replaced when it ends. */
-static int det_run(struct ringlm *c, uint32_t vocab, const uint32_t *p, int np, int det, int lp, int load,
-		   struct det_out *o)
-{
-	struct ringlm_request r = ringlm_default_request();
-	r.prompt = p;
-	r.n_prompt = (uint32_t)np;
-	r.max_new = 48;
-	r.temperature = 0.8f;
-	r.seed = 7;
-	r.logprobs = (uint8_t)lp;
-	r.top_logprobs = lp ? 3 : 0;
-	r.deterministic = (uint8_t)det;
-	r.tag = 1;
-	int live = 0, bg = 0;
-	for (; live < load / 2; live++)     /* some before it: its first steps are shared too */
-		if (det_background(c, vocab, bg++))
-			return -1;
-	if (ringlm_submit(c, &r, NULL))
-		return -1;
-	for (; live < load; live++)
-		if (det_background(c, vocab, bg++))
-			return -1;
-	memset(o, 0, sizeof *o);
-	for (int done = 0; !done || live;) {
-		struct ringlm_event ev[32];
-		struct ringlm_logprobs l[32];
-		const int k = ringlm_wait_ex(c, ev, l, 32, 30000);
-		if (k <= 0)
-			return -1;
-		for (int i = 0; i < k; i++) {
-			if (ev[i].tag != 1) {            /* background: replaced while the target runs */
-				if (ev[i].type == RINGLM_EV_TOKEN)
-					continue;
-				live--;
-				if (!done && det_background(c, vocab, bg++) == 0)
-					live++;
-				continue;
-			}
-			if (ev[i].type != RINGLM_EV_TOKEN) {
-				if (ev[i].type != RINGLM_EV_DONE)
-					return -1;
-				done = 1;
-				continue;
-			}
-			if (o->n >= 64)
-				return -1;
-			o->ids[o->n] = ev[i].token;
-			o->lp[o->n++] = l[i];
-		}
-	}
-	return 0;
-}
-
-static int det_same(const struct det_out *a, const struct det_out *b, int lp)
-{
-	if (a->n != b->n || memcmp(a->ids, b->ids, a->n * sizeof *a->ids))
-		return 0;
-	for (int i = 0; lp && i < a->n; i++)
-		if (memcmp(&a->lp[i].logprob, &b->lp[i].logprob, sizeof a->lp[i].logprob) ||
-		    a->lp[i].n_top != b->lp[i].n_top ||
-		    memcmp(a->lp[i].top_id, b->lp[i].top_id, a->lp[i].n_top * sizeof *a->lp[i].top_id) ||
-		    memcmp(a->lp[i].top_logprob, b->lp[i].top_logprob, a->lp[i].n_top * sizeof *a->lp[i].top_logprob))
-			return 0;
-	return 1;
-}
-
 /* One request under random background load gives one output, to the bits of its
  * log-probabilities, across budgets of 1 row to more than its prompt, speculation on and off,
  * 1 and 2 threads, prefix-cache hits and misses, preemption (a KV pool too small for the load),
@@ -945,19 +846,19 @@ static void deterministic_under_load(void)
 				REQUIRE(np > 8);
 				/* twice: the second run finds the prompt's blocks cached (but with --prefix-cache off) */
 				for (int rep = 0; rep < 2; rep++) {
-					REQUIRE(det_run(c, V, p, np, !server, 1, 2 + (ci + rep) % 3, &got) == 0);
+					REQUIRE(det_run(c, V, p, np, 48, !server, 1, 2 + (ci + rep) % 3, &got) == 0);
 					if (!runs++)
 						ref = got;
 					same += det_same(&ref, &got, 1);
 					CHECKF(det_same(&ref, &got, 1), "%s, %s, run %d: the output differs (%d vs %d tokens)",
 					       f ? "f32" : "q8_0", args, rep, got.n, ref.n);
 					/* without log-probabilities (so speculation drafts for it): the same tokens */
-					REQUIRE(det_run(c, V, p, np, !server, 0, 3, &got) == 0);
+					REQUIRE(det_run(c, V, p, np, 48, !server, 0, 3, &got) == 0);
 					CHECKF(det_same(&ref, &got, 0), "%s, %s, run %d without log-probabilities: tokens differ",
 					       f ? "f32" : "q8_0", args, rep);
 				}
 				if (!server && !slow) {         /* the same load without the mode, to report */
-					REQUIRE(det_run(c, V, p, np, 0, 1, 2 + ci % 3, &def[n_def]) == 0);
+					REQUIRE(det_run(c, V, p, np, 48, 0, 1, 2 + ci % 3, &def[n_def]) == 0);
 					int seen = 0;
 					for (int j = 0; j < n_def && !seen; j++)
 						seen = det_same(&def[j], &def[n_def], 1);

@@ -11,7 +11,8 @@
  *    a small margin;
  *  - structured output: answers under a regular expression and a JSON Schema, greedy and
  *    sampled, that match it (PCRE2) and parse and validate (jansson), ending at the model's own
- *    end of turn; a keyword the engine cannot enforce refused by name.
+ *    end of turn; a keyword the engine cannot enforce refused by name;
+ *  - the deterministic mode: one request under random load gives one output (det_harness.h).
  * Fixtures: tests/fixtures/llamacpp (gen_llamacpp_fixtures.py), tests/fixtures/real
  * (gen_ref_logprobs.py). Skips, saying so, only where the models could not be fetched.
  * Tests: tokenizer (rl_tok, rl_bpe, rl_pretok, rl_partition), runtime/model (GGUF vocabulary),
@@ -25,6 +26,7 @@
 #include "clients/ringlm.h"
 #include "tokenizer/rl_tok.h"
 #include "runtime/model/rl_model_io.h"
+#include "tests/det_harness.h"
 
 #define FIX "tests/fixtures/llamacpp/"
 #define MAXT 256
@@ -424,11 +426,72 @@ static void real_models_constrained_output(void)
 	EACH_REAL_MODEL(constrained_model);
 }
 
+/* The deterministic mode on the files users download (SmolLM2: Q4_1 matrices, Q8_0 head;
+ * Gemma 3: Q5_0, Q4_K, Q6_K and a Q8_0 head of 262,144 rows, GELU): one request beside random
+ * background requests gives one output, to the bits of its log-probabilities, across budgets
+ * (7 rows, 64, the default), speculation, 1 and 2 threads, prefix-cache hits, and per
+ * request or --deterministic. Prints how many distinct outputs the default mode gives under
+ * the same load (issue 51 measured 6 in 12 on SmolLM2). */
+static void determinism_model(size_t m, const char *path)
+{
+	static const char *const configs[] = {
+		"--threads 1 --max-batch-tokens 7",
+		"--threads 2 --max-batch-tokens 64 --spec ngram --spec-k 4 --spec-cost 0.05",
+		"--threads 2 --deterministic",
+	};
+	const int slow = getenv("RL_SLOW") != NULL, n_cfg = slow ? 1 : 3;
+	static struct det_out ref, got, def[3];
+	int runs = 0, same = 0, n_def = 0, distinct_def = 0;
+	for (int ci = 0; ci < n_cfg; ci++) {
+		struct ringlm_params p = ringlm_default_params();
+		p.model = path;
+		p.backend = "cpu";
+		p.runtime_args = configs[ci];
+		struct ringlm *cl;
+		if (ringlm_connect(&p, &cl)) {
+			fprintf(stderr, "  %s\n", ringlm_last_error());
+			CHECK(0);
+			return;
+		}
+		struct ringlm_info inf;
+		REQUIRE(ringlm_get_info(cl, &inf) == 0);
+		uint32_t ids[64];
+		const int np = ringlm_tokenize(cl, "The three most useful things to pack for a week of hiking are", 1, ids, 64);
+		REQUIRE(np > 8);
+		const int det = !strstr(configs[ci], "--deterministic");
+		for (int rep = 0; rep < 2 - slow; rep++) {          /* the second finds the prompt cached */
+			REQUIRE(det_run(cl, inf.vocab_size, ids, np, 24, det, 1, 2, &got) == 0);
+			if (!runs++)
+				ref = got;
+			same += det_same(&ref, &got, 1);
+			CHECKF(det_same(&ref, &got, 1), "%s, %s, run %d: the output differs", models[m], configs[ci], rep);
+		}
+		if (det && !slow) {
+			REQUIRE(det_run(cl, inf.vocab_size, ids, np, 24, 0, 1, 2, &def[n_def]) == 0);
+			int seen = 0;
+			for (int j = 0; j < n_def && !seen; j++)
+				seen = det_same(&def[j], &def[n_def], 1);
+			distinct_def += !seen;
+			n_def++;
+		}
+		ringlm_close(cl);
+	}
+	printf("  %s: %d of %d runs under load give one output (%d tokens); without the mode %d distinct in %d\n",
+	       models[m], same, runs, ref.n, distinct_def, n_def);
+	CHECK(same == runs && ref.n == 24);
+}
+
+static void real_models_deterministic_under_load(void)
+{
+	EACH_REAL_MODEL(determinism_model);
+}
+
 int main(void)
 {
 	RUN(real_models_tokenize_as_llamacpp);
 	RUN(real_models_greedy_as_llamacpp);
 	RUN(real_models_logprobs_near_float64);
 	RUN(real_models_constrained_output);
+	RUN(real_models_deterministic_under_load);
 	TEST_MAIN_END();
 }
