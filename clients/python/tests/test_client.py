@@ -195,3 +195,31 @@ def test_prompt_logprobs(daemon):
         assert list(s) == [] and s.finish_reason == "length"
         assert [(p, t) for p, t, _ in s.prompt_logprobs] == [(i, ids[i]) for i in range(1, len(ids))]
         assert all(lp <= 0 and len(top) == 2 for _, _, (lp, top) in s.prompt_logprobs)
+
+
+def test_deterministic(daemon):
+    """deterministic=True: the same tokens and log-probabilities whatever runs beside the
+    request (a thread keeps other streams going); the runtime's info says a request may ask
+    (1; 2 when ringlmd runs --deterministic)"""
+    with ringlm.Client(socket=daemon) as c:
+        assert c.info["deterministic"] == 1
+        kw = dict(max_tokens=24, text=False, temperature=0.8, seed=7, top_logprobs=2, deterministic=True)
+        alone = c.stream("Once upon a time, there was a dog", **kw)
+        want = (list(alone), alone.logprobs)
+        stop = threading.Event()
+
+        def load():
+            k = 0
+            while not stop.is_set():
+                k += 1
+                c.generate("The bird %d" % k, max_tokens=5 + k % 20, temperature=0.7, seed=k)
+
+        th = threading.Thread(target=load)
+        th.start()
+        try:
+            for _ in range(4):
+                s = c.stream("Once upon a time, there was a dog", **kw)
+                assert (list(s), s.logprobs) == want
+        finally:
+            stop.set()
+            th.join()
