@@ -66,6 +66,14 @@ int rl_cuda_attention_prepare(uint32_t hd, enum rl_cuda_dtype dt);
  * cores where head_dim % 16 == 0. Affects launches made afterwards, not captured graphs. */
 void rl_cuda_attention_use_tc(int on);
 
+/* The deterministic mode's GEMM (kernels/cuda_gemm_det.cu), in place of cuBLAS when
+ * rl_batch.deterministic: Y[rows, out] (fp32 when y_f32, else st) = X[rows, in] W[out, in]^T
+ * (X, W st), fp32 accumulation. Each output's sum over K runs in one order fixed by K alone
+ * (16-wide tensor-core slices in increasing k, no split-K), so a row's bits never depend on
+ * rows. CPU: gemm_det_ref in tests/gpu/test_gpu.c (rl_cpu_matmul's operation). */
+void rl_cuda_gemm_det(void *Y, int y_f32, const uint16_t *X, const uint16_t *W, uint32_t rows,
+		      uint32_t in, uint32_t out, enum rl_cuda_dtype dt, cudaStream_t st);
+
 /* Samples each row j < samp_cap of logits [samp_cap, vocab] with m.samp[j] into ids[j]
  * (-1 for rows past m.hdr->n_samp). A row with a constraint mask (m.samp[j].mask >= 0, when
  * m.masks is set) first has its disallowed logits set to -inf, in place. probs
