@@ -280,10 +280,11 @@ attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, cons
 template <typename T>
 __global__ void __launch_bounds__(WARPS * 32, 2)
 attn_tc_kernel(T *out, const T *q, const T *kc, const T *vc, rl_cuda_meta m, uint32_t nh,
-	       uint32_t nkv, uint32_t hd, uint32_t bs)
+	       uint32_t nkv, uint32_t hd, uint32_t bs, int all_items)
 {
 	using namespace nvcuda;
-	if (blockIdx.x >= m.hdr->n_items || m.items[blockIdx.x].nrows < 2)
+	// all_items (the deterministic mode): one-row items too, none of them split
+	if (blockIdx.x >= m.hdr->n_items || (!all_items && m.items[blockIdx.x].nrows < 2))
 		return;                                 // uniform across the block: no barrier skipped
 	extern __shared__ __align__(128) unsigned char smem_tc[];   // WMMA wants 256-bit alignment
 	const uint32_t ks = hd + 8, ss = TILE + 4, ps = TILE + 8, os = hd + 4;   // row strides
@@ -425,7 +426,7 @@ template <typename T>
 static cudaError_t attention_prepare(uint32_t hd)
 {
 	cudaError_t e = allow_smem((const void *)attn_kernel<T>, attn_smem(hd, sizeof(T)));
-	if (e == cudaSuccess && use_tc(hd))
+	if (e == cudaSuccess && hd % 16 == 0)      // the deterministic mode uses it whatever tc_enabled says
 		e = allow_smem((const void *)attn_tc_kernel<T>, attn_tc_smem(hd, sizeof(T)));
 	return e;
 }
@@ -439,10 +440,37 @@ static void attention(uint16_t *out, float *part_o, float *part_ml, const uint16
 	int tc = use_tc(hd);
 	if (tc)
 		attn_tc_kernel<T><<<dim3(items_cap, nkv), WARPS * 32, attn_tc_smem(hd, sizeof(T)), st>>>((T *)out,
-			(const T *)q, (const T *)kc, (const T *)vc, m, nh, nkv, hd, bs);
+			(const T *)q, (const T *)kc, (const T *)vc, m, nh, nkv, hd, bs, 0);
 	attn_kernel<T><<<dim3(items_cap, nkv), WARPS * 32, attn_smem(hd, sizeof(T)), st>>>((T *)out, part_o, part_ml,
 		(const T *)q, (const T *)kc, (const T *)vc, m, nh, nkv, hd, bs, tc);
 	reduce_kernel<T><<<dim3(rows, nh), 128, 0, st>>>((T *)out, part_o, part_ml, m, nh, hd);
+}
+
+// The deterministic mode (rl_batch.deterministic): every item on one kernel chosen by head_dim
+// alone (tensor cores where hd % 16 == 0, whatever rl_cuda_attention_use_tc says), so a row
+// takes the same code whether it is a decode row, one row of a chunk or a one-row remainder
+// item; and the packer splits no row (rl_cuda_host_pack), so there is no merge. Each query
+// vector then runs its online softmax over the tiles [32 t, 32 t + 32) from key 0 up to its
+// own causal limit, in order: the reduction depends on its position alone, never on the
+// chunk it came in, the items beside it or the rows of the step.
+template <typename T>
+static void attention_det(uint16_t *out, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
+			  rl_cuda_meta m, uint32_t items_cap, uint32_t nh, uint32_t nkv, uint32_t hd,
+			  uint32_t bs, cudaStream_t st)
+{
+	if (hd % 16 == 0)
+		attn_tc_kernel<T><<<dim3(items_cap, nkv), WARPS * 32, attn_tc_smem(hd, sizeof(T)), st>>>((T *)out,
+			(const T *)q, (const T *)kc, (const T *)vc, m, nh, nkv, hd, bs, 1);
+	else
+		attn_kernel<T><<<dim3(items_cap, nkv), WARPS * 32, attn_smem(hd, sizeof(T)), st>>>((T *)out, (float *)NULL, (float *)NULL,
+			(const T *)q, (const T *)kc, (const T *)vc, m, nh, nkv, hd, bs, 0);
+}
+
+extern "C" void rl_cuda_attention_det(uint16_t *out, const uint16_t *q, const uint16_t *kc,
+				      const uint16_t *vc, rl_cuda_meta m, uint32_t items_cap, uint32_t nh,
+				      uint32_t nkv, uint32_t hd, uint32_t bs, rl_cuda_dtype dt, cudaStream_t st)
+{
+	rl_by_dtype(dt, attention_det)(out, q, kc, vc, m, items_cap, nh, nkv, hd, bs, st);
 }
 
 extern "C" void rl_cuda_attention(uint16_t *out, float *part_o, float *part_ml, const uint16_t *q,

@@ -259,12 +259,14 @@ int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout 
 		row_nparts[r] = 0;
 	}
 
-	/* Split long decode rows over the KV only while the grid would underfill the GPU. */
+	/* Split long decode rows over the KV only while the grid would underfill the GPU; never in
+	 * a deterministic step, where whether and where a row splits would follow the batch (the
+	 * grid it fills, the partials left) and change the order its keys are summed in */
 	uint32_t n_decode = b->n_seqs - b->n_prefill, parts_cap = rl_cuda_host_parts_cap(g, rows);
 	uint64_t base_items = 0;
 	for (uint32_t i = 0; i < b->n_seqs; i++)
 		base_items += (b->seqs[i].q_len + g->qt - 1) / g->qt;
-	int may_split = n_decode && base_items * g->n_kv_heads < g->target_ctas;
+	int may_split = !b->deterministic && n_decode && base_items * g->n_kv_heads < g->target_ctas;
 
 	for (uint32_t i = 0; i < b->n_seqs; i++) {
 		const struct rl_batch_seq *s = &b->seqs[i];
