@@ -12,43 +12,43 @@
 // tile shape, nor where a row sits in its tile changes its bits: the launcher is free to pick
 // a smaller tile for small steps. There is no split-K at all.
 //
-// Block: 4 warps in a WR x WO grid, each owning FR x FO 16x16 accumulator fragments, so a
-// block covers BR = 16 WR FR rows and BO = 16 WO FO outputs. Per BK-wide step of K the block
-// stages X's [BR, BK] and W's [BO, BK] tiles in shared memory (zeros past the edges: zero
-// products leave a sum unchanged, and the slices wholly past K are skipped), then each warp
-// runs its products. The accumulators go through shared memory to be converted and written
-// with bounds checks.
+// Block: WR x WO warps, each owning FR x FO 16x16 accumulator fragments, so a block covers
+// BR = 16 WR FR rows and BO = 16 WO FO outputs. Per BK-wide step of K the block stages X's
+// [BR, BK] and W's [BO, BK] tiles in shared memory (zeros past the edges: zero products leave
+// a sum unchanged, and the slices wholly past K are skipped), then each warp runs its
+// products, slice after slice. BK only sets how much is staged at once (the slices and their
+// order stay the same): decode-sized steps stage long K runs, so each block keeps many bytes
+// of W in flight (a GEMV is bound by memory latency x bytes in flight). The accumulators go
+// through shared memory to be converted and written with bounds checks.
 #include <stdint.h>
 #include "kernels/rl_cuda_ops.h"
 #include "kernels/cuda_storage.h"
 #include <mma.h>
 
-#define GD_BK 32                       // K per shared-memory step (two WMMA slices)
-#define GD_THREADS 128                 // 4 warps
-#define GD_KS (GD_BK + 8)              // shared row stride, elements: 80 bytes keeps WMMA's 32-byte alignment per 16 rows
 
 struct __align__(16) gd_pack {        // 8 two-byte elements, moved as raw bits
 	uint32_t w[4];
 };
 
-// S[n][k] (stride GD_KS) = G[g0 + n][k0 + k] for n < N, k < GD_BK (G row-major, `in` columns);
+// S[n][k] (stride BK + 8: 16 rows are 32 (BK + 8) bytes, keeping WMMA's 32-byte alignment) =
+// G[g0 + n][k0 + k] for n < N, k < BK (G row-major, `in` columns), by the block's NT threads;
 // zeros past gn rows or past `in`. vec: in % 8 == 0 and G 16-byte aligned (8 elements a load).
-template <typename T, int N>
+template <typename T, int N, int BK, int NT>
 static __device__ __forceinline__ void gd_load(T *S, const T *G, uint32_t g0, uint32_t gn, uint32_t k0,
 					       uint32_t in, int vec)
 {
 	if (vec) {
-		for (uint32_t idx = threadIdx.x; idx < N * GD_BK / 8; idx += GD_THREADS) {
-			const uint32_t n = idx / (GD_BK / 8), k = idx % (GD_BK / 8) * 8;
+		for (uint32_t idx = threadIdx.x; idx < N * BK / 8; idx += NT) {
+			const uint32_t n = idx / (BK / 8), k = idx % (BK / 8) * 8;
 			gd_pack v = { { 0, 0, 0, 0 } };
 			if (g0 + n < gn && k0 + k < in)
 				v = *(const gd_pack *)(G + (size_t)(g0 + n) * in + k0 + k);
-			*(gd_pack *)(S + n * GD_KS + k) = v;
+			*(gd_pack *)(S + n * (BK + 8) + k) = v;
 		}
 	} else {
-		for (uint32_t idx = threadIdx.x; idx < N * GD_BK; idx += GD_THREADS) {
-			const uint32_t n = idx / GD_BK, k = idx % GD_BK;
-			S[n * GD_KS + k] = g0 + n < gn && k0 + k < in ? G[(size_t)(g0 + n) * in + k0 + k] : rl_store<T>(0.0f);
+		for (uint32_t idx = threadIdx.x; idx < N * BK; idx += NT) {
+			const uint32_t n = idx / BK, k = idx % BK;
+			S[n * (BK + 8) + k] = g0 + n < gn && k0 + k < in ? G[(size_t)(g0 + n) * in + k0 + k] : rl_store<T>(0.0f);
 		}
 	}
 }
@@ -56,14 +56,15 @@ static __device__ __forceinline__ void gd_load(T *S, const T *G, uint32_t g0, ui
 template <typename TO> static __device__ __forceinline__ TO gd_out(float v) { return rl_store<TO>(v); }
 template <> __device__ __forceinline__ float gd_out<float>(float v) { return v; }
 
-template <typename T, typename TO, int WR, int WO, int FR, int FO>
-__global__ void __launch_bounds__(GD_THREADS)
+template <typename T, typename TO, int WR, int WO, int FR, int FO, int BK>
+__global__ void __launch_bounds__(32 * WR * WO)
 gemm_det_kernel(TO *Y, const T *X, const T *W, uint32_t rows, uint32_t in, uint32_t out, int vec)
 {
 	using namespace nvcuda;
-	constexpr int BR = 16 * WR * FR, BO = 16 * WO * FO, CS = BO + 4;
-	__shared__ __align__(32) T Xs[BR * GD_KS];       // [BR rows, BK]: row-major A tiles
-	__shared__ __align__(32) T Ws[BO * GD_KS];       // [BO outputs, BK]: W^T's [BK, BO], column-major
+	constexpr int BR = 16 * WR * FR, BO = 16 * WO * FO, CS = BO + 4, KS = BK + 8, NT = 32 * WR * WO;
+	static_assert(BK % 16 == 0, "whole WMMA slices");
+	__shared__ __align__(32) T Xs[BR * KS];          // [BR rows, BK]: row-major A tiles
+	__shared__ __align__(32) T Ws[BO * KS];          // [BO outputs, BK]: W^T's [BK, BO], column-major
 	__shared__ __align__(32) float Cs[BR * CS];      // [BR, BO + 4] the block's results
 	const uint32_t r0 = blockIdx.y * BR, o0 = blockIdx.x * BO;
 	const uint32_t w = threadIdx.x >> 5, wr = w / WO, wo = w % WO;
@@ -75,23 +76,23 @@ gemm_det_kernel(TO *Y, const T *X, const T *W, uint32_t rows, uint32_t in, uint3
 		for (int j = 0; j < FO; j++)
 			wmma::fill_fragment(acc[i][j], 0.0f);
 
-	for (uint32_t k0 = 0; k0 < in; k0 += GD_BK) {
+	for (uint32_t k0 = 0; k0 < in; k0 += BK) {
 		__syncthreads();                        // the previous step's tiles are consumed
-		gd_load<T, BR>(Xs, X, r0, rows, k0, in, vec);
-		gd_load<T, BO>(Ws, W, o0, out, k0, in, vec);
+		gd_load<T, BR, BK, NT>(Xs, X, r0, rows, k0, in, vec);
+		gd_load<T, BO, BK, NT>(Ws, W, o0, out, k0, in, vec);
 		__syncthreads();
 #pragma unroll
-		for (uint32_t kk = 0; kk < GD_BK; kk += 16) {
+		for (uint32_t kk = 0; kk < BK; kk += 16) {
 			if (k0 + kk >= in)              // uniform: a slice wholly past K adds nothing
 				break;
 			wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[FR];
 			wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b[FO];
 #pragma unroll
 			for (int i = 0; i < FR; i++)
-				wmma::load_matrix_sync(a[i], Xs + (wr * FR + i) * 16 * GD_KS + kk, GD_KS);
+				wmma::load_matrix_sync(a[i], Xs + (wr * FR + i) * 16 * KS + kk, KS);
 #pragma unroll
 			for (int j = 0; j < FO; j++)
-				wmma::load_matrix_sync(b[j], Ws + (wo * FO + j) * 16 * GD_KS + kk, GD_KS);
+				wmma::load_matrix_sync(b[j], Ws + (wo * FO + j) * 16 * KS + kk, KS);
 #pragma unroll
 			for (int i = 0; i < FR; i++)
 #pragma unroll
@@ -106,7 +107,7 @@ gemm_det_kernel(TO *Y, const T *X, const T *W, uint32_t rows, uint32_t in, uint3
 			wmma::store_matrix_sync(Cs + (wr * FR + i) * 16 * CS + (wo * FO + j) * 16, acc[i][j], CS,
 						wmma::mem_row_major);
 	__syncthreads();
-	for (uint32_t idx = threadIdx.x; idx < BR * BO; idx += GD_THREADS) {
+	for (uint32_t idx = threadIdx.x; idx < BR * BO; idx += NT) {
 		const uint32_t r = idx / BO, o = idx % BO;
 		if (r0 + r < rows && o0 + o < out)
 			Y[(size_t)(r0 + r) * out + o0 + o] = gd_out<TO>(Cs[r * CS + o]);
@@ -114,17 +115,18 @@ gemm_det_kernel(TO *Y, const T *X, const T *W, uint32_t rows, uint32_t in, uint3
 }
 
 // Tile by row count (the bits do not depend on it, see above): a step of up to 16 rows
-// (decode) takes 16 x 64 tiles, one fragment a warp; larger steps 64 x 64 tiles, 2 x 2
-// fragments a warp, which halves the operand traffic per product.
+// (decode: bound by streaming W) takes 16 x 32 tiles on 2 warps, 256 of K staged at once, so
+// there are many blocks and each has 24 KiB in flight; larger steps take 64 x 64 tiles on 4
+// warps with 2 x 2 fragments each, which halves the operand traffic per product.
 template <typename T, typename TO>
 static void gemm_det_typed(TO *Y, const T *X, const T *W, uint32_t rows, uint32_t in, uint32_t out,
 			   cudaStream_t st)
 {
 	const int vec = in % 8 == 0 && (uintptr_t)X % 16 == 0 && (uintptr_t)W % 16 == 0;
 	if (rows <= 16)
-		gemm_det_kernel<T, TO, 1, 4, 1, 1><<<dim3((out + 63) / 64, 1), GD_THREADS, 0, st>>>(Y, X, W, rows, in, out, vec);
+		gemm_det_kernel<T, TO, 1, 2, 1, 1, 256><<<dim3((out + 31) / 32, 1), 64, 0, st>>>(Y, X, W, rows, in, out, vec);
 	else
-		gemm_det_kernel<T, TO, 2, 2, 2, 2><<<dim3((out + 63) / 64, (rows + 63) / 64), GD_THREADS, 0, st>>>(Y, X, W, rows, in, out, vec);
+		gemm_det_kernel<T, TO, 2, 2, 2, 2, 64><<<dim3((out + 63) / 64, (rows + 63) / 64), 128, 0, st>>>(Y, X, W, rows, in, out, vec);
 }
 
 template <typename T>
