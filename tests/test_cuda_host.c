@@ -1,6 +1,7 @@
 /* test_cuda_host.c — the CUDA backend's host-side logic, on the CPU: graph bucket parsing and
  * choice, per-bucket capacities and row padding, metadata packing (every row, item, partial
- * and sampling row checked against the batch it came from, and FlashInfer's decode CSR) and fp32 -> bf16/fp16 rounding
+ * and sampling row checked against the batch it came from, and FlashInfer's decode CSR; no
+ * split rows in a deterministic step) and fp32 -> bf16/fp16 rounding
  * against independent references (exact nearest-even search; the compiler's _Float16).
  * Tests: runtime/cuda/host (cuda_host), kernels/rl_half.h.
  */
@@ -118,7 +119,7 @@ static void make_batch(struct tb *t, uint32_t n_pf, uint32_t n_dec, uint32_t max
 			t->row_seq[row] = i;
 		}
 	}
-	t->b = (struct rl_batch){ row, n_pf + n_dec, n_pf, bs, t->tokens, t->pos, t->row_seq, t->seqs };
+	t->b = (struct rl_batch){ row, n_pf + n_dec, n_pf, bs, t->tokens, t->pos, t->row_seq, t->seqs, 0 };
 }
 
 /* Checks the packed image against the batch: the invariants the kernels rely on. */
@@ -257,11 +258,14 @@ static void test_pack_random(void)
 				t.row_seq[r] = t.row_seq[r] < 2 ? 1 - t.row_seq[r] : t.row_seq[r];
 		}
 		uint32_t rows = t.b.n_tokens + (uint32_t)(rnd() % 8);
+		t.b.deterministic = it % 4 == 3;
 		memset(img, 0x5a, l.max_bytes);            /* poison: every read field must be written */
 		size_t bytes = 0;
 		int rc = rl_cuda_host_pack(&g, &l, &t.b, rows, img, &bytes, samp_seq, samp_draft);
 		REQUIRE(rc == 0);
 		check_packed(&g, &l, &t, img, rows, bytes, samp_seq, samp_draft);
+		/* a deterministic step splits no row (its key order must not follow the batch) */
+		CHECK(!t.b.deterministic || ((const struct rl_cuda_hdr *)img)->n_parts == 0);
 		if (rl_t_failed_now)
 			return;
 	}
@@ -290,6 +294,13 @@ static void test_pack_splits(void)
 	CHECK(m.hdr->n_parts > 1 && m.hdr->n_items == m.hdr->n_parts);
 	CHECK(m.row_nparts[0] == (int32_t)m.hdr->n_parts && m.row_part[0] == 0);
 	check_packed(&g, &l, &t, img, 1, bytes, samp_seq, samp_draft);
+	/* the same row in a deterministic step: one item over its whole context, never split */
+	t.b.deterministic = 1;
+	REQUIRE(rl_cuda_host_pack(&g, &l, &t.b, 1, img, &bytes, samp_seq, samp_draft) == 0);
+	CHECK(m.hdr->n_parts == 0 && m.hdr->n_items == 1 && m.row_part[0] == -1);
+	CHECK(m.items[0].kv0 == 0 && m.items[0].kv1 == 5000 && m.items[0].part == -1);
+	check_packed(&g, &l, &t, img, 1, bytes, samp_seq, samp_draft);
+	t.b.deterministic = 0;
 	/* a short context is never split */
 	t.seqs[0].ctx_len = 300; t.pos[0] = 299;
 	REQUIRE(rl_cuda_host_pack(&g, &l, &t.b, 1, img, &bytes, samp_seq, samp_draft) == 0);
