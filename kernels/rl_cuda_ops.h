@@ -59,13 +59,15 @@ void rl_cuda_attention(uint16_t *out, float *part_o, float *part_ml, const uint1
 		       const uint16_t *kc, const uint16_t *vc, struct rl_cuda_meta m,
 		       uint32_t items_cap, uint32_t rows, uint32_t nh, uint32_t nkv, uint32_t hd,
 		       uint32_t bs, enum rl_cuda_dtype dt, cudaStream_t st);
-/* The deterministic mode's attention (rl_batch.deterministic; the step packed with it, so no
- * row is split): every item on one kernel picked by hd alone, so each query row's reduction
- * over its keys (32-key tiles from key 0 up to its position, in order) depends on its position
- * alone, not on the batch, the chunking or rl_cuda_attention_use_tc. Shapes as above. */
-void rl_cuda_attention_det(uint16_t *out, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
-			   struct rl_cuda_meta m, uint32_t items_cap, uint32_t nh, uint32_t nkv,
-			   uint32_t hd, uint32_t bs, enum rl_cuda_dtype dt, cudaStream_t st);
+/* The deterministic mode's attention (rl_batch.deterministic; the step packed with it): every
+ * item on one kernel picked by hd alone, each query row's keys in fixed chunks of
+ * RL_CUDA_DET_CHUNK merged in position order, in the kernel or (rows the packer split, at chunk
+ * boundaries) by a merge of the same arithmetic: a row's bits depend on its position alone,
+ * not on the batch, the chunking, the split or rl_cuda_attention_use_tc. Shapes as above. */
+void rl_cuda_attention_det(uint16_t *out, float *part_o, float *part_ml, const uint16_t *q,
+			   const uint16_t *kc, const uint16_t *vc, struct rl_cuda_meta m, uint32_t items_cap,
+			   uint32_t rows, uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs,
+			   enum rl_cuda_dtype dt, cudaStream_t st);
 /* Raises attention's dynamic shared memory limit where head_dim needs it (> 48 KiB); once per
  * dtype, before the first launch or capture. 0, or the cudaError_t as an int. */
 int rl_cuda_attention_prepare(uint32_t hd, enum rl_cuda_dtype dt);

@@ -5,8 +5,9 @@
  * A deterministic step (rl_batch.deterministic, issue 51) gives each row the bits it would get
  * alone or in any other step: its GEMMs run rl_cuda_gemm_det (a K order fixed by K, whatever
  * the rows) instead of cuBLAS (whose algorithm and split-K follow the shape), its attention
- * rl_cuda_attention_det (no split rows, one kernel for every item) instead of the split-KV
- * path or FlashInfer (whose plan follows the batch), and it replays graphs of its own
+ * rl_cuda_attention_det (one kernel for every item, keys reduced in fixed chunks merged in
+ * order, split only at those chunks) instead of the split-KV path or FlashInfer (whose
+ * splits follow the batch), and it replays graphs of its own
  * (graph_det, captured on first use of a bucket). Norms, RoPE, SwiGLU and sampling are
  * already per-row kernels whose launch shape depends on the model only.
  *
@@ -107,8 +108,8 @@ int rl_cuda_forward(struct rl_cuda *c, uint32_t rows)
 		rl_cuda_rope_kv(c->q, kc, vc, c->qkv, L->bqkv, c->inv_freq, m, rows, c->nh, c->nkv, c->hd,
 				c->g.block_size, c->cfg.rope_scale, c->cfg.rope_halves, L->qknorm, c->cfg.norm_eps, dt, c->st);
 		if (c->det_step)
-			rl_cuda_attention_det(c->att, c->q, kc, vc, m, items, c->nh, c->nkv, c->hd, c->g.block_size,
-					      dt, c->st);
+			rl_cuda_attention_det(c->att, c->part_o, c->part_ml, c->q, kc, vc, m, items, rows, c->nh, c->nkv,
+					      c->hd, c->g.block_size, dt, c->st);
 		else
 #ifdef RL_HAVE_FLASHINFER
 		if (c->fi_step == RL_CUDA_FI_CSR_DECODE)     /* FlashInfer over the packed CSR */

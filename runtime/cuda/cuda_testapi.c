@@ -207,7 +207,8 @@ static int t_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, con
 	int rc = meta(&s, g, b, rows, &m, &hdr);
 	if (rc)
 		return end(&s), rc;
-	uint32_t P = rl_cuda_host_parts_cap(g, rows);
+	/* a deterministic step may use every partial of the geometry (rl_cuda_host_pack) */
+	uint32_t P = b->deterministic ? g->max_parts : rl_cuda_host_parts_cap(g, rows);
 	uint16_t *dout = up(&s, out, (size_t)rows * nh * hd * 2);
 	uint16_t *dq = up(&s, q, (size_t)rows * nh * hd * 2);
 	uint16_t *dk = up(&s, kc, cache_elems * 2), *dv = up(&s, vc, cache_elems * 2);
@@ -215,8 +216,8 @@ static int t_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, con
 	if (!s.failed)
 		ok(&s, (cudaError_t)rl_cuda_attention_prepare(hd, dt), "attention shared memory");
 	if (!s.failed && b->deterministic)     /* the backend's choice for such a step */
-		rl_cuda_attention_det(dout, dq, dk, dv, m, rl_cuda_host_items_cap(g, rows), nh, g->n_kv_heads, hd,
-				      g->block_size, dt, 0);
+		rl_cuda_attention_det(dout, po, pml, dq, dk, dv, m, rl_cuda_host_items_cap(g, rows), rows, nh,
+				      g->n_kv_heads, hd, g->block_size, dt, 0);
 	else if (!s.failed)
 		rl_cuda_attention(dout, po, pml, dq, dk, dv, m, rl_cuda_host_items_cap(g, rows), rows, nh,
 				  g->n_kv_heads, hd, g->block_size, dt, 0);
