@@ -18,6 +18,9 @@
 // l); reduce_kernel merges them. All counts come from m.hdr, so the launch is graph-safe.
 // Both kernels are templates on the storage type T of q, out and the cache (bf16 or fp16,
 // cuda_storage.h); keys and values move as T pairs, scores and sums are fp32.
+// The deterministic mode (rl_cuda_attention_det, issue 51) instantiates them with DET: one of
+// the two serves every item (picked by head_dim), and each query vector reduces its keys in
+// fixed chunks merged in position order, so its bits depend on its position alone (below).
 #include <math.h>
 #include "kernels/rl_cuda_ops.h"
 #include "kernels/cuda_storage.h"

@@ -12,6 +12,10 @@
  * of stories260K equal the cpu's; graph replay equals eager execution bit for bit; a mixed
  * batch equals its sequences run alone. FlashInfer's decode (when built in) against the
  * reference and the in-house kernel, and a model whose decode steps run through it.
+ * The deterministic mode (rl_batch.deterministic, issue 51), by memcmp: the batch-invariant
+ * GEMM's rows whatever the row count (and near its CPU reference), the deterministic
+ * attention's rows whatever the batch, chunking or split, and a sequence's logits and sampled
+ * tokens through the whole backend alone, beside others, chunked, eager and as drafts.
  * Tests: the CUDA kernels (kernels/cuda_*.cu), runtime/cuda (on a GPU, or on cudasim via test_gpu_cudasim).
  */
 #include <dlfcn.h>
