@@ -1324,8 +1324,9 @@ static int det_run(struct rl_backend *be, const uint32_t *prompt, const uint32_t
  * alone, (b) in steps shared with two other sequences of other lengths, (c) with its prompt cut
  * into chunks of 7, 100 and 193, (d) as (a) with graphs off (eager steps), and (e) verifying (a)'s
  * first three tokens as speculative drafts after a prompt of DET_PROMPT - 1 tokens: draft_out
- * gets (a)'s tokens and the last row (a)'s fourth token and its logits. The model is small
- * enough for the emulator; cfg picks the attention kernel (hd % 16 == 0: tensor cores). */
+ * gets (a)'s tokens and the last row (a)'s fourth token and its logits. And (a)'s first logits
+ * are near the default mode's. The model is small enough for the emulator; cfg picks the
+ * attention kernel (hd % 16 == 0: tensor cores). */
 static void model_det(const struct rl_model_config *cfg)
 {
 	struct rl_model_config c = *cfg;
@@ -1400,13 +1401,27 @@ static void model_det(const struct rl_model_config *cfg)
 		CHECK(!ok);        /* a failed prefill is a failure; a failed run above is already one */
 		ok = 0;
 	}
+	/* the mode computes the model, not just the same bits: its first logits are near the
+	 * default mode's (cuBLAS, the split-KV attention) for the same prompt */
+	if (ok) {
+		struct dseq pf = { DET_PROMPT, DET_PROMPT, 1, 0, 0, prompt, NULL, sp };
+		tstep_init(&t, 16);
+		det_add(&t, &pf, V);
+		t.b.deterministic = 0;
+		float *l = lg + (size_t)4 * DET_GEN * V;
+		if (!run(be, &t.b, out) && !cuda_logits(be, 0, l)) {
+			double e = rel_l2(lg, l, V);
+			CHECKF(e < tol(1e-2), "%s: deterministic vs default logits rel err %g", dt_name(), e);
+		} else {
+			CHECK(0);
+		}
+	}
 	struct rl_cuda_stats st;
 	CHECK(cuda_stats(be, &st) == 0);
-	CHECKF(st.det_steps == st.steps && st.det_graphs > 0 && st.graph_steps > 0 && st.eager_steps > 0,
-	       "%s: %llu of %llu steps deterministic, %llu graphs captured for them, %llu replayed, %llu eager",
-	       dt_name(), (unsigned long long)st.det_steps, (unsigned long long)st.steps,
-	       (unsigned long long)st.det_graphs, (unsigned long long)st.graph_steps,
-	       (unsigned long long)st.eager_steps);
+	CHECKF(st.det_steps + !!ok == st.steps && st.det_graphs > 0 && st.graph_steps > 0 && st.eager_steps > 0,
+	       "%s: %llu of %llu steps deterministic (all but the default one), %llu graphs captured for them, "
+	       "%llu replayed, %llu eager", dt_name(), (unsigned long long)st.det_steps, (unsigned long long)st.steps,
+	       (unsigned long long)st.det_graphs, (unsigned long long)st.graph_steps, (unsigned long long)st.eager_steps);
 	free(lg);
 	rl_backend_destroy(be);
 	rl_model_destroy(m);
