@@ -31,6 +31,10 @@
 #   serve    `ringlm bench serve` through ringlmd --backend cuda, fixed budgets against auto
 #            (SERVE_SECONDS per run, default 20), and auto with --cuda-attn flashinfer
 #   table    one markdown table of ringlm (in-house and FlashInfer) beside the peer
+#   det      (only when named) the deterministic mode (issue 51): its GPU tests (gemm_det,
+#            attention_det, model_det: a row's bits alike whatever shares its step, on the
+#            device's tensor cores), then `ringlm bench gpu --deterministic` at llama3-8b, to set
+#            beside the gpu stage's default run ($out/bench_det.txt, gpu_det.json)
 # Output goes to $OUT (the device tool's folder) or bench/out/; each stage prints its time,
 # and $out/stages.txt lists every stage's result and seconds.
 #   bash bench/gpu_carry.sh && <device call>: bash bench/gpu_session.sh
@@ -94,6 +98,9 @@ sys.exit(0 if s["fi_graph"] > 0 and s["fi_eager"] == 0 and s["graph"] + s["eager
 EOF
            ;;
   test)    run_tests "$out/tests.log" "" ;;
+  det)     run_tests "$out/tests_det.log" "gemm_det,attention_det,model_det" &&
+           ./build/ringlm bench gpu --require-device --deterministic 2>&1 | tee "$out/bench_det.txt" &&
+           { cp bench/out/gpu.json "$out/gpu_det.json" 2>/dev/null || true; } ;;
   gen)     if [ -f "$RINGLM_MODELS/stories260K.bin" ]; then
              ./build/ringlm generate --model "$RINGLM_MODELS/stories260K.bin" --tokenizer "$RINGLM_MODELS/tok512.bin" \
                --backend cuda --prompt "Once upon a time" -n 200 --stats 2>&1 | tee "$out/generate.txt"

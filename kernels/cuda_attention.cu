@@ -18,6 +18,9 @@
 // l); reduce_kernel merges them. All counts come from m.hdr, so the launch is graph-safe.
 // Both kernels are templates on the storage type T of q, out and the cache (bf16 or fp16,
 // cuda_storage.h); keys and values move as T pairs, scores and sums are fp32.
+// The deterministic mode (rl_cuda_attention_det, issue 51) instantiates them with DET: one of
+// the two serves every item (picked by head_dim), and each query vector reduces its keys in
+// fixed chunks merged in position order, so its bits depend on its position alone (below).
 #include <math.h>
 #include "kernels/rl_cuda_ops.h"
 #include "kernels/cuda_storage.h"
@@ -169,10 +172,89 @@ static __device__ __forceinline__ void store_out(T *out, uint32_t row, uint32_t 
 	}
 }
 
-// 3 blocks per SM: 80 registers without spills at sm_90 (more unbounded, i.e. 2 blocks); 4
-// would spill the 4 x 8 accumulators
+// ---- the deterministic mode's fixed KV split (DET instantiations, rl_cuda_attention_det) ----
+// A query vector's keys are cut at the fixed boundaries DCH, 2 DCH, ...: each chunk runs the
+// online softmax above from a fresh state, and the finished chunks' (mx, l, o) are merged in
+// position order by det_merge from (-inf, 0, 0). A split item (a decode row's run of whole
+// chunks) writes each of its chunks' states as a partial and det_reduce_kernel merges them in
+// the same order with the same det_merge; an unsplit item merges them itself as it goes. The
+// two give the same bits (fmaf and separate products leave the compiler no contraction to
+// choose), so whether a row is split, which follows the batch, never shows in its output.
+#define DCH RL_CUDA_DET_CHUNK
+
+struct det_w {
+	float a, b;                // the running state's weight and the chunk's
+};
+
+// Merges a chunk's max and sum into the running (M, L); returns the weights for the outputs.
+static __device__ __forceinline__ det_w det_merge(float &M, float &L, float mx, float l)
+{
+	const float nm = fmaxf(M, mx);
+	const det_w w = { expf(M - nm), expf(mx - nm) };   // a = 0 on the first chunk (M = -inf)
+	L = fmaf(L, w.a, l * w.b);
+	M = nm;
+	return w;
+}
+
+static __device__ __forceinline__ float det_mix(float O, float o, det_w w) { return fmaf(O, w.a, o * w.b); }
+
+// A query vector's chunk ends after the tile at t0 (lim: its key limit within the item): at a
+// fixed boundary or at its last key.
+static __device__ __forceinline__ bool det_chunk_ends(int t0, int lim)
+{
+	return (t0 + TILE) % DCH == 0 || t0 + TILE >= lim;
+}
+
+// The end of a vector's chunk: unsplit items merge the state into (M, L, O), split ones write it
+// as partial part + chunk of the item; then the chunk state restarts.
+static __device__ __forceinline__ void det_chunk_end(const rl_cuda_item &it, int t0, uint32_t h, uint32_t nh,
+						     uint32_t hd, float *part_o, float *part_ml, float &mx, float &l,
+						     float (&acc)[MAX_HD / 32], float &M, float &L,
+						     float (&O)[MAX_HD / 32])
+{
+	const uint32_t lane = threadIdx.x & 31;
+	if (it.part < 0) {
+		const det_w w = det_merge(M, L, mx, l);
+#pragma unroll
+		for (int i = 0; i < MAX_HD / 32; i++)
+			O[i] = det_mix(O[i], acc[i], w);
+	} else {
+		const size_t k = (size_t)(it.part + (t0 - it.kv0) / DCH) * nh + h;
+#pragma unroll
+		for (int i = 0; i < MAX_HD / 32; i++)
+			if (lane + 32 * i < hd)
+				part_o[k * hd + lane + 32 * i] = acc[i];
+		if (lane == 0) {
+			part_ml[k * 2] = mx;
+			part_ml[k * 2 + 1] = l;
+		}
+	}
+	mx = -INFINITY;
+	l = 0.0f;
+#pragma unroll
+	for (int i = 0; i < MAX_HD / 32; i++)
+		acc[i] = 0.0f;
+}
+
+// A finished vector's output row in the deterministic mode: O / L (a division, as
+// det_reduce_kernel's), lane k writing dims k + 32 i.
 template <typename T>
-__global__ void __launch_bounds__(WARPS * 32, 3)
+static __device__ __forceinline__ void det_store_out(T *out, uint32_t row, uint32_t h, uint32_t qd, uint32_t hd,
+						     float L, const float (&O)[MAX_HD / 32])
+{
+#pragma unroll
+	for (int i = 0; i < MAX_HD / 32; i++) {
+		uint32_t d = (threadIdx.x & 31) + 32 * i;
+		if (d < hd)
+			out[(size_t)row * qd + h * hd + d] = rl_store<T>(O[i] / L);
+	}
+}
+
+// 3 blocks per SM: 80 registers without spills at sm_90 (more unbounded, i.e. 2 blocks); 4
+// would spill the 4 x 8 accumulators. DET (the deterministic mode, above) adds the merged
+// state, 4 x 8 more: 2 blocks.
+template <typename T, bool DET = false>
+__global__ void __launch_bounds__(WARPS * 32, DET ? 2 : 3)
 attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, const T *vc,
 	    rl_cuda_meta m, uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs, int only_single)
 {
@@ -199,6 +281,9 @@ attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, cons
 
 	float mx[QPW], l[QPW], acc[QPW][MAX_HD / 32];
 	softmax_begin(mx, l, acc);
+	float M[QPW], L[QPW], O[QPW][MAX_HD / 32];   // DET: the merged chunks (else unused, dropped)
+	if (DET)
+		softmax_begin(M, L, O);
 
 	for (int t0 = it.kv0; t0 < kv_end; t0 += TILE) {
 		__syncthreads();                        // the previous tile is consumed
@@ -246,12 +331,20 @@ attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, cons
 				}
 			}
 		}
+		if (DET)
+#pragma unroll
+			for (int j = 0; j < QPW; j++)
+				if (act[j] && t0 < lim[j] && det_chunk_ends(t0, lim[j]))
+					det_chunk_end(it, t0, QV_HEAD(w + WARPS * j), nh, hd, part_o, part_ml, mx[j], l[j],
+						      acc[j], M[j], L[j], O[j]);
 	}
 #pragma unroll
 	for (int j = 0; j < QPW; j++) {
-		if (!act[j])
+		if (!act[j] || (DET && it.part >= 0))   // DET partials are written chunk by chunk
 			continue;
-		if (it.part < 0) {
+		if (DET) {
+			det_store_out(out, QV_ROW(w + WARPS * j), QV_HEAD(w + WARPS * j), qd, hd, L[j], O[j]);
+		} else if (it.part < 0) {
 			store_out(out, QV_ROW(w + WARPS * j), QV_HEAD(w + WARPS * j), qd, hd, l[j], acc[j]);
 		} else {
 			float *po = part_o + ((size_t)it.part * nh + QV_HEAD(w + WARPS * j)) * hd;
@@ -277,13 +370,15 @@ attn_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, cons
 // and rescaling its accumulators; then the warps share the 2 x hd/16 blocks of P V [32, hd];
 // then each warp adds its vectors' rows to its accumulators. P is rounded to T for the MMA
 // (as flash attention does), the sums stay fp32.
-template <typename T>
-__global__ void __launch_bounds__(WARPS * 32, 2)
-attn_tc_kernel(T *out, const T *q, const T *kc, const T *vc, rl_cuda_meta m, uint32_t nh,
-	       uint32_t nkv, uint32_t hd, uint32_t bs)
+// DET (the deterministic mode): every item, one-row and split ones too, with the fixed chunks
+// of attn_kernel's DET (the merged state: 1 block per SM).
+template <typename T, bool DET = false>
+__global__ void __launch_bounds__(WARPS * 32, DET ? 1 : 2)
+attn_tc_kernel(T *out, float *part_o, float *part_ml, const T *q, const T *kc, const T *vc, rl_cuda_meta m,
+	       uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs)
 {
 	using namespace nvcuda;
-	if (blockIdx.x >= m.hdr->n_items || m.items[blockIdx.x].nrows < 2)
+	if (blockIdx.x >= m.hdr->n_items || (!DET && m.items[blockIdx.x].nrows < 2))
 		return;                                 // uniform across the block: no barrier skipped
 	extern __shared__ __align__(128) unsigned char smem_tc[];   // WMMA wants 256-bit alignment
 	const uint32_t ks = hd + 8, ss = TILE + 4, ps = TILE + 8, os = hd + 4;   // row strides
@@ -307,6 +402,9 @@ attn_tc_kernel(T *out, const T *q, const T *kc, const T *vc, rl_cuda_meta m, uin
 
 	float mx[QPW], l[QPW], acc[QPW][MAX_HD / 32];
 	softmax_begin(mx, l, acc);
+	float M[QPW], L[QPW], O[QPW][MAX_HD / 32];   // DET: the merged chunks (else unused, dropped)
+	if (DET)
+		softmax_begin(M, L, O);
 
 	const uint32_t nblk_o = 2 * (hd / 16);
 	for (int t0 = c.it.kv0; t0 < kv_end; t0 += TILE) {
@@ -361,11 +459,16 @@ attn_tc_kernel(T *out, const T *q, const T *kc, const T *vc, rl_cuda_meta m, uin
 				if (d < hd)
 					acc[j][i] += Os[v * os + d];
 			}
+			if (DET && det_chunk_ends(t0, lim[j]))
+				det_chunk_end(c.it, t0, QV_HEAD(v), nh, hd, part_o, part_ml, mx[j], l[j], acc[j], M[j], L[j],
+					      O[j]);
 		}
 	}
 #pragma unroll
 	for (int j = 0; j < QPW; j++)
-		if (act[j])
+		if (act[j] && DET && c.it.part < 0)
+			det_store_out(out, QV_ROW(w + WARPS * j), QV_HEAD(w + WARPS * j), qd, hd, L[j], O[j]);
+		else if (act[j] && !DET)
 			store_out(out, QV_ROW(w + WARPS * j), QV_HEAD(w + WARPS * j), qd, hd, l[j], acc[j]);
 }
 
@@ -393,6 +496,27 @@ __global__ void reduce_kernel(T *out, const float *part_o, const float *part_ml,
 			o += expf(part_ml[k * 2] - M) * part_o[k * hd + d];
 		}
 		out[(size_t)r * nh * hd + h * hd + d] = rl_store<T>(o / L);
+	}
+}
+
+// The deterministic mode's merge of a split row's chunk partials: det_merge over the chunks in
+// position order from (-inf, 0, 0), then O / L, exactly as an unsplit item merges in-kernel.
+template <typename T>
+__global__ void det_reduce_kernel(T *out, const float *part_o, const float *part_ml, rl_cuda_meta m,
+				  uint32_t nh, uint32_t hd)
+{
+	uint32_t r = blockIdx.x, h = blockIdx.y;
+	if (r >= m.hdr->n_tokens || m.row_nparts[r] < 1)
+		return;
+	const int p0 = m.row_part[r], np = m.row_nparts[r];
+	for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x) {
+		float M = -INFINITY, L = 0.0f, O = 0.0f;
+		for (int p = 0; p < np; p++) {
+			const size_t k = (size_t)(p0 + p) * nh + h;
+			const det_w w = det_merge(M, L, part_ml[k * 2], part_ml[k * 2 + 1]);
+			O = det_mix(O, part_o[k * hd + d], w);
+		}
+		out[(size_t)r * nh * hd + h * hd + d] = rl_store<T>(O / L);
 	}
 }
 
@@ -425,8 +549,12 @@ template <typename T>
 static cudaError_t attention_prepare(uint32_t hd)
 {
 	cudaError_t e = allow_smem((const void *)attn_kernel<T>, attn_smem(hd, sizeof(T)));
+	if (e == cudaSuccess)
+		e = allow_smem((const void *)attn_kernel<T, true>, attn_smem(hd, sizeof(T)));
 	if (e == cudaSuccess && use_tc(hd))
 		e = allow_smem((const void *)attn_tc_kernel<T>, attn_tc_smem(hd, sizeof(T)));
+	if (e == cudaSuccess && hd % 16 == 0)      // the deterministic mode's, whatever tc_enabled says
+		e = allow_smem((const void *)attn_tc_kernel<T, true>, attn_tc_smem(hd, sizeof(T)));
 	return e;
 }
 
@@ -438,11 +566,38 @@ static void attention(uint16_t *out, float *part_o, float *part_ml, const uint16
 	// prefill items (several rows) on tensor cores where head_dim allows; the rest here
 	int tc = use_tc(hd);
 	if (tc)
-		attn_tc_kernel<T><<<dim3(items_cap, nkv), WARPS * 32, attn_tc_smem(hd, sizeof(T)), st>>>((T *)out,
-			(const T *)q, (const T *)kc, (const T *)vc, m, nh, nkv, hd, bs);
+		attn_tc_kernel<T><<<dim3(items_cap, nkv), WARPS * 32, attn_tc_smem(hd, sizeof(T)), st>>>((T *)out, part_o,
+			part_ml, (const T *)q, (const T *)kc, (const T *)vc, m, nh, nkv, hd, bs);
 	attn_kernel<T><<<dim3(items_cap, nkv), WARPS * 32, attn_smem(hd, sizeof(T)), st>>>((T *)out, part_o, part_ml,
 		(const T *)q, (const T *)kc, (const T *)vc, m, nh, nkv, hd, bs, tc);
 	reduce_kernel<T><<<dim3(rows, nh), 128, 0, st>>>((T *)out, part_o, part_ml, m, nh, hd);
+}
+
+// The deterministic mode (rl_batch.deterministic): every item on one kernel chosen by head_dim
+// alone (tensor cores where hd % 16 == 0, whatever rl_cuda_attention_use_tc says), so a row
+// takes the same code whether it is a decode row, one row of a chunk or a one-row remainder
+// item; each query vector's keys in the fixed chunks of DCH, merged in position order (above),
+// in-kernel or by det_reduce_kernel for the rows the packer split (at chunk boundaries only).
+template <typename T>
+static void attention_det(uint16_t *out, float *part_o, float *part_ml, const uint16_t *q, const uint16_t *kc,
+			  const uint16_t *vc, rl_cuda_meta m, uint32_t items_cap, uint32_t rows, uint32_t nh,
+			  uint32_t nkv, uint32_t hd, uint32_t bs, cudaStream_t st)
+{
+	if (hd % 16 == 0)
+		attn_tc_kernel<T, true><<<dim3(items_cap, nkv), WARPS * 32, attn_tc_smem(hd, sizeof(T)), st>>>((T *)out,
+			part_o, part_ml, (const T *)q, (const T *)kc, (const T *)vc, m, nh, nkv, hd, bs);
+	else
+		attn_kernel<T, true><<<dim3(items_cap, nkv), WARPS * 32, attn_smem(hd, sizeof(T)), st>>>((T *)out, part_o,
+			part_ml, (const T *)q, (const T *)kc, (const T *)vc, m, nh, nkv, hd, bs, 0);
+	det_reduce_kernel<T><<<dim3(rows, nh), 128, 0, st>>>((T *)out, part_o, part_ml, m, nh, hd);
+}
+
+extern "C" void rl_cuda_attention_det(uint16_t *out, float *part_o, float *part_ml, const uint16_t *q,
+				      const uint16_t *kc, const uint16_t *vc, rl_cuda_meta m, uint32_t items_cap,
+				      uint32_t rows, uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs,
+				      rl_cuda_dtype dt, cudaStream_t st)
+{
+	rl_by_dtype(dt, attention_det)(out, part_o, part_ml, q, kc, vc, m, items_cap, rows, nh, nkv, hd, bs, st);
 }
 
 extern "C" void rl_cuda_attention(uint16_t *out, float *part_o, float *part_ml, const uint16_t *q,

@@ -15,6 +15,9 @@
 #define RL_CUDA_SPLIT_CHUNK 256   /* a decode row is split only into chunks of >= this many keys */
 #define RL_CUDA_KV_TILE 32        /* keys per attention tile (one per lane) */
 #define RL_CUDA_ATTN_QV 32        /* query vectors (rows x heads of a KV head) per attention block */
+#define RL_CUDA_DET_CHUNK 256     /* the deterministic mode's fixed KV chunk (a multiple of the tile):
+				   * a row's keys are reduced chunk by chunk and merged in order, and a
+				   * row may be split only at these boundaries, a partial a chunk */
 
 /* Counts of this step. */
 struct rl_cuda_hdr {

@@ -59,12 +59,29 @@ void rl_cuda_attention(uint16_t *out, float *part_o, float *part_ml, const uint1
 		       const uint16_t *kc, const uint16_t *vc, struct rl_cuda_meta m,
 		       uint32_t items_cap, uint32_t rows, uint32_t nh, uint32_t nkv, uint32_t hd,
 		       uint32_t bs, enum rl_cuda_dtype dt, cudaStream_t st);
+/* The deterministic mode's attention (rl_batch.deterministic; the step packed with it): every
+ * item on one kernel picked by hd alone, each query row's keys in fixed chunks of
+ * RL_CUDA_DET_CHUNK merged in position order, in the kernel or (rows the packer split, at chunk
+ * boundaries) by a merge of the same arithmetic: a row's bits depend on its position alone,
+ * not on the batch, the chunking, the split or rl_cuda_attention_use_tc. Shapes as above. */
+void rl_cuda_attention_det(uint16_t *out, float *part_o, float *part_ml, const uint16_t *q,
+			   const uint16_t *kc, const uint16_t *vc, struct rl_cuda_meta m, uint32_t items_cap,
+			   uint32_t rows, uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs,
+			   enum rl_cuda_dtype dt, cudaStream_t st);
 /* Raises attention's dynamic shared memory limit where head_dim needs it (> 48 KiB); once per
  * dtype, before the first launch or capture. 0, or the cudaError_t as an int. */
 int rl_cuda_attention_prepare(uint32_t hd, enum rl_cuda_dtype dt);
 /* 0: prefill items run on the CUDA-core kernel too (a benchmark's A/B); 1 (default): on tensor
  * cores where head_dim % 16 == 0. Affects launches made afterwards, not captured graphs. */
 void rl_cuda_attention_use_tc(int on);
+
+/* The deterministic mode's GEMM (kernels/cuda_gemm_det.cu), in place of cuBLAS when
+ * rl_batch.deterministic: Y[rows, out] (fp32 when y_f32, else st) = X[rows, in] W[out, in]^T
+ * (X, W st), fp32 accumulation. Each output's sum over K runs in one order fixed by K alone
+ * (16-wide tensor-core slices in increasing k, no split-K), so a row's bits never depend on
+ * rows. CPU: gemm_det_ref in tests/gpu/test_gpu.c (rl_cpu_matmul's operation). */
+void rl_cuda_gemm_det(void *Y, int y_f32, const uint16_t *X, const uint16_t *W, uint32_t rows,
+		      uint32_t in, uint32_t out, enum rl_cuda_dtype dt, cudaStream_t st);
 
 /* Samples each row j < samp_cap of logits [samp_cap, vocab] with m.samp[j] into ids[j]
  * (-1 for rows past m.hdr->n_samp). A row with a constraint mask (m.samp[j].mask >= 0, when

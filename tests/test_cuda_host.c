@@ -1,6 +1,7 @@
 /* test_cuda_host.c — the CUDA backend's host-side logic, on the CPU: graph bucket parsing and
  * choice, per-bucket capacities and row padding, metadata packing (every row, item, partial
- * and sampling row checked against the batch it came from, and FlashInfer's decode CSR) and fp32 -> bf16/fp16 rounding
+ * and sampling row checked against the batch it came from, and FlashInfer's decode CSR; in a
+ * deterministic step, splits at the fixed chunks only) and fp32 -> bf16/fp16 rounding
  * against independent references (exact nearest-even search; the compiler's _Float16).
  * Tests: runtime/cuda/host (cuda_host), kernels/rl_half.h.
  */
@@ -129,7 +130,8 @@ static void check_packed(const struct rl_cuda_geom *g, const struct rl_cuda_layo
 	struct rl_cuda_meta m = rl_cuda_host_meta_at(l, img);
 	CHECK(m.hdr->n_tokens == b->n_tokens && m.hdr->n_rows == rows && m.hdr->n_seqs == b->n_seqs);
 	CHECK(m.hdr->n_items <= rl_cuda_host_items_cap(g, rows));
-	CHECK(m.hdr->n_parts <= rl_cuda_host_parts_cap(g, rows));
+	/* a deterministic step's partials are chunks (up to the geometry's), not splits */
+	CHECK(m.hdr->n_parts <= (b->deterministic ? g->max_parts : rl_cuda_host_parts_cap(g, rows)));
 	CHECK(m.hdr->n_samp <= rl_cuda_host_samp_cap(g, rows));
 	CHECK(bytes <= l->max_bytes && bytes >= l->bt);
 	for (uint32_t r = 0; r < rows; r++) {
@@ -156,7 +158,14 @@ static void check_packed(const struct rl_cuda_geom *g, const struct rl_cuda_layo
 		CHECK(it->nrows >= 1 && (uint32_t)it->nrows <= g->qt);
 		CHECK((uint32_t)it->row0 >= s->q_start && (uint32_t)(it->row0 + it->nrows) <= s->q_start + s->q_len);
 		CHECK(it->kv0 >= 0 && it->kv0 < it->kv1 && (uint32_t)it->kv1 <= s->ctx_len);
-		if (it->part >= 0) {
+		if (it->part >= 0 && b->deterministic) {
+			/* whole fixed chunks from a chunk boundary, partial row_part + chunk index each */
+			CHECK(it->nrows == 1 && it->kv0 % RL_CUDA_DET_CHUNK == 0 &&
+			      (it->kv1 % RL_CUDA_DET_CHUNK == 0 || (uint32_t)it->kv1 == s->ctx_len));
+			CHECK(it->part == m.row_part[it->row0] + it->kv0 / RL_CUDA_DET_CHUNK);
+			CHECK(m.row_nparts[it->row0] == (int32_t)((s->ctx_len + RL_CUDA_DET_CHUNK - 1) / RL_CUDA_DET_CHUNK));
+			parts_seen += (uint32_t)(it->kv1 - it->kv0 + RL_CUDA_DET_CHUNK - 1) / RL_CUDA_DET_CHUNK;
+		} else if (it->part >= 0) {
 			CHECK(it->nrows == 1 && it->kv0 % RL_CUDA_KV_TILE == 0);
 			CHECK(it->part >= m.row_part[it->row0] && it->part < m.row_part[it->row0] + m.row_nparts[it->row0]);
 			parts_seen++;
@@ -166,7 +175,7 @@ static void check_packed(const struct rl_cuda_geom *g, const struct rl_cuda_layo
 		for (int r = it->row0; r < it->row0 + it->nrows; r++) {
 			int end = it->kv1 < (int)b->pos[r] + 1 ? it->kv1 : (int)b->pos[r] + 1;
 			cover[r] += end > it->kv0 ? (uint32_t)(end - it->kv0) : 0;
-			if (it->part >= 0 && k + 1 < m.hdr->n_items && m.items[k + 1].row0 == it->row0 &&
+			if (it->part >= 0 && !b->deterministic && k + 1 < m.hdr->n_items && m.items[k + 1].row0 == it->row0 &&
 			    m.items[k + 1].part == it->part + 1)
 				CHECK(m.items[k + 1].kv0 == it->kv1);   /* splits are contiguous */
 		}
@@ -257,6 +266,7 @@ static void test_pack_random(void)
 				t.row_seq[r] = t.row_seq[r] < 2 ? 1 - t.row_seq[r] : t.row_seq[r];
 		}
 		uint32_t rows = t.b.n_tokens + (uint32_t)(rnd() % 8);
+		t.b.deterministic = it % 4 == 3;
 		memset(img, 0x5a, l.max_bytes);            /* poison: every read field must be written */
 		size_t bytes = 0;
 		int rc = rl_cuda_host_pack(&g, &l, &t.b, rows, img, &bytes, samp_seq, samp_draft);
@@ -290,6 +300,15 @@ static void test_pack_splits(void)
 	CHECK(m.hdr->n_parts > 1 && m.hdr->n_items == m.hdr->n_parts);
 	CHECK(m.row_nparts[0] == (int32_t)m.hdr->n_parts && m.row_part[0] == 0);
 	check_packed(&g, &l, &t, img, 1, bytes, samp_seq, samp_draft);
+	/* the same row in a deterministic step: cut at the fixed chunks only, a partial each (20 of
+	 * 256 keys), in at most RL_CUDA_MAX_SPLITS items of whole chunks (10 of 2 here) */
+	t.b.deterministic = 1;
+	REQUIRE(rl_cuda_host_pack(&g, &l, &t.b, 1, img, &bytes, samp_seq, samp_draft) == 0);
+	CHECKF(m.hdr->n_parts == 20 && m.hdr->n_items == 10 && m.row_part[0] == 0 && m.row_nparts[0] == 20,
+	       "%u partials, %u items", m.hdr->n_parts, m.hdr->n_items);
+	CHECK(m.items[9].kv0 == 18 * RL_CUDA_DET_CHUNK && m.items[9].kv1 == 5000 && m.items[9].part == 18);
+	check_packed(&g, &l, &t, img, 1, bytes, samp_seq, samp_draft);
+	t.b.deterministic = 0;
 	/* a short context is never split */
 	t.seqs[0].ctx_len = 300; t.pos[0] = 299;
 	REQUIRE(rl_cuda_host_pack(&g, &l, &t.b, 1, img, &bytes, samp_seq, samp_draft) == 0);

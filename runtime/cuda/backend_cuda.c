@@ -2,6 +2,15 @@
  * projections and the LM head, the kernels of kernels/cuda_*.cu for the rest, sampling on the
  * device, and one CUDA graph per padded token-count bucket.
  *
+ * A deterministic step (rl_batch.deterministic, issue 51) gives each row the bits it would get
+ * alone or in any other step: its GEMMs run rl_cuda_gemm_det (a K order fixed by K, whatever
+ * the rows) instead of cuBLAS (whose algorithm and split-K follow the shape), its attention
+ * rl_cuda_attention_det (one kernel for every item, keys reduced in fixed chunks merged in
+ * order, split only at those chunks) instead of the split-KV path or FlashInfer (whose
+ * splits follow the batch), and it replays graphs of its own
+ * (graph_det, captured on first use of a bucket). Norms, RoPE, SwiGLU and sampling are
+ * already per-row kernels whose launch shape depends on the model only.
+ *
  * Weights come from a model file streamed straight to the device (io_uring reads into pinned
  * staging buffers, converted to the storage dtype, copied while the next reads run: see
  * upload_weights), from an fp32 rl_model through the same path, or are made on the device
@@ -66,6 +75,10 @@ int rl_cuda_gemm(struct rl_cuda *c, void *Y, int y_f32, const uint16_t *X, const
 {
 	/* Row-major Y[rows, out] = X[rows, in] W[out, in]^T is column-major
 	 * Y^T[out, rows] = W^T (W read as [in, out] col-major, transposed) x X^T. */
+	if (c->det_step) {
+		rl_cuda_gemm_det(Y, y_f32, X, W, rows, in, out, c->wdt, c->st);
+		return 0;              /* a launch error is caught by rl_cuda_forward's peek */
+	}
 	const float one = 1.0f, zero = 0.0f;
 	cudaDataType_t h = c->wdt == RL_CUDA_FP16 ? CUDA_R_16F : CUDA_R_16BF;
 	cublasStatus_t s = cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)rows, (int)in,
@@ -94,6 +107,10 @@ int rl_cuda_forward(struct rl_cuda *c, uint32_t rows)
 		rc |= rl_cuda_gemm(c, c->qkv, 0, c->xb, L->wqkv, rows, dim, qd + 2 * kvd);
 		rl_cuda_rope_kv(c->q, kc, vc, c->qkv, L->bqkv, c->inv_freq, m, rows, c->nh, c->nkv, c->hd,
 				c->g.block_size, c->cfg.rope_scale, c->cfg.rope_halves, L->qknorm, c->cfg.norm_eps, dt, c->st);
+		if (c->det_step)
+			rl_cuda_attention_det(c->att, c->part_o, c->part_ml, c->q, kc, vc, m, items, rows, c->nh, c->nkv,
+					      c->hd, c->g.block_size, dt, c->st);
+		else
 #ifdef RL_HAVE_FLASHINFER
 		if (c->fi_step == RL_CUDA_FI_CSR_DECODE)     /* FlashInfer over the packed CSR */
 			rc |= rl_cuda_fi_decode_run(dt, c->hd, c->nh, c->nkv, c->g.block_size, &c->fi_ws, &c->fi_plan,
@@ -162,6 +179,9 @@ static int fi_plan(struct rl_cuda *c, int mode, uint32_t rows)
 #endif
 }
 
+static int capture(struct rl_cuda *c, uint32_t rows, int fi, cudaGraphExec_t *out, uint32_t *kernels,
+		   char *err, size_t errlen);
+
 static int cuda_launch(struct rl_backend *be, const struct rl_batch *b)
 {
 	struct rl_cuda *c = be->priv;
@@ -179,12 +199,28 @@ static int cuda_launch(struct rl_backend *be, const struct rl_batch *b)
 	c->n_samp = h->n_samp;
 	c->n_seqs = b->n_seqs;
 	uint32_t samp = rl_cuda_host_samp_cap(&c->g, rows);
-	/* FlashInfer plans on the host from the image's CSR and copies its own int workspace */
-	int fi = !c->fi ? RL_CUDA_FI_CSR_NONE
+	const int det = b->deterministic != 0;
+	/* FlashInfer plans on the host from the image's CSR and copies its own int workspace;
+	 * never in a deterministic step (its split-KV plan follows the batch) */
+	int fi = !c->fi || det ? RL_CUDA_FI_CSR_NONE
 		 : h->fi_csr == RL_CUDA_FI_CSR_DECODE && rows > c->fi_rows ? RL_CUDA_FI_CSR_NONE : (int)h->fi_csr;
 	if (fi && (rc = fi_plan(c, fi, rows)))
 		return step_fail(c, rc, fi == RL_CUDA_FI_CSR_DECODE ? "FlashInfer decode plan" : "FlashInfer prefill plan",
 				 cudaSuccess);
+	/* a deterministic step's graph: its own key (the same bucket, the batch-invariant
+	 * kernels), captured the first time a deterministic step takes the bucket, before this
+	 * step's copies are enqueued (the graph reads the metadata at replay, like the others) */
+	if (det && bi >= 0 && c->use_graphs && !c->graph_det[bi]) {
+		char why[256];
+		c->det_step = 1;
+		rc = capture(c, rows, RL_CUDA_FI_CSR_NONE, &c->graph_det[bi], &c->graph_det_kernels[bi], why, sizeof why);
+		c->det_step = 0;
+		if (rc) {
+			snprintf(c->err, sizeof c->err, "%s", why);
+			return rc;
+		}
+		c->stats.det_graphs++;
+	}
 	/* constraint masks (structured output) before the image copy that points at them */
 	const uint32_t n_masks = rl_cuda_host_pack_masks(&c->g, &c->lay, b, c->meta_h, c->samp_seq, c->samp_draft,
 							 c->masks_h);
@@ -197,7 +233,23 @@ static int cuda_launch(struct rl_backend *be, const struct rl_batch *b)
 	if (e != cudaSuccess)
 		return step_fail(c, -EIO, "step metadata copy", e);
 	c->stats.steps++;
-	if (fi) {
+	c->stats.det_steps += det;
+	if (det) {
+		if (bi >= 0 && c->use_graphs) {
+			c->stats.graph_steps++;
+			c->stats.last_kernels = c->graph_det_kernels[bi];
+			if ((e = cudaGraphLaunch(c->graph_det[bi], c->st)) != cudaSuccess)
+				return step_fail(c, -EIO, "deterministic graph launch", e);
+		} else {
+			c->stats.eager_steps++;
+			c->stats.last_kernels = 0;
+			c->det_step = 1;
+			rc = rl_cuda_forward(c, rows);
+			c->det_step = 0;
+			if (rc)
+				return step_fail(c, rc, "eager deterministic step", cudaPeekAtLastError());
+		}
+	} else if (fi) {
 		int dec = fi == RL_CUDA_FI_CSR_DECODE;
 		cudaGraphExec_t gx = bi >= 0 && c->use_graphs ? (dec ? c->graph_fi : c->graph_fp)[bi] : NULL;
 		if (gx && !memcmp(&c->fi_plan, dec ? &c->fi_graph_plan[bi] : &c->fi_pgraph_plan[bi], sizeof c->fi_plan)) {
@@ -276,6 +328,8 @@ static void free_all(struct rl_cuda *c)
 			cudaGraphExecDestroy(c->graph_fi[i]);
 		if (c->graph_fp[i])
 			cudaGraphExecDestroy(c->graph_fp[i]);
+		if (c->graph_det[i])
+			cudaGraphExecDestroy(c->graph_det[i]);
 	}
 	if (c->fi_ws.int_host)
 		cudaFreeHost(c->fi_ws.int_host);
@@ -583,7 +637,8 @@ static int capture(struct rl_cuda *c, uint32_t rows, int fi, cudaGraphExec_t *ou
 	e = cudaStreamEndCapture(c->st, &gr);
 	if (frc || e != cudaSuccess) {
 		snprintf(err, errlen, "cuda backend: capturing the %sgraph for %u rows failed (%s)",
-			 fi == RL_CUDA_FI_CSR_DECODE ? "FlashInfer decode " : fi ? "FlashInfer prefill " : "", rows,
+			 c->det_step ? "deterministic " : fi == RL_CUDA_FI_CSR_DECODE ? "FlashInfer decode " :
+			 fi ? "FlashInfer prefill " : "", rows,
 			 e != cudaSuccess ? cudaGetErrorString(e) : fi && *fi_err() ? fi_err() :
 			 cudaGetErrorString(cudaGetLastError()));
 		if (e == cudaSuccess)

@@ -16,6 +16,10 @@
  * time; prints a table, or with --json one line (also written to bench/out/gpu.json), with the
  * steps the backend ran by path (graph, eager; FlashInfer decode and prefill, graph and eager).
  * --batches LIST picks the decode batches, --decode-only skips prefill, host and itl.
+ * --deterministic runs every step with rl_batch.deterministic (issue 51: the batch-invariant
+ * GEMM and attention, their own graphs), so a run beside a default one prices the mode; the
+ * prefill GEMM column is then rl_cuda_gemm_det's, and the CUDA-core attention A/B is 0 (the
+ * mode picks its attention kernel by head_dim alone).
  * For a GPU session, where a run that passes by skipping is worthless:
  *   --check              prints the device and the FlashInfer build of this library, runs nothing
  *   --require-device     no device is an error (exit 1), not "skipped"
@@ -101,12 +105,14 @@ struct bstep {
 	struct rl_batch_seq *seqs;
 	uint32_t *tokens, *pos, *row_seq, *bt;
 	uint32_t max_rows, max_seqs, per_seq;
+	uint32_t det;                  /* --deterministic: every step carries the flag */
 };
 
 static void bstep_reset(struct bstep *s, uint32_t bs)
 {
 	memset(&s->b, 0, sizeof s->b);
 	s->b.block_size = bs;
+	s->b.deterministic = s->det;
 	s->b.tokens = s->tokens; s->b.pos = s->pos; s->b.row_seq = s->row_seq; s->b.seqs = s->seqs;
 }
 
@@ -172,7 +178,7 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 	const char *shape = "llama3-8b";
 	uint32_t ctx = 1024, reps = 20, prompt = 8192, streams = 32, max_b = 256, chunk = 512, nsteps = 64, copy_mb = 1024;
 	int json = 0, attn = 0;        /* --cuda-attn: 0 in-house, 1 FlashInfer (decode steps) */
-	int check = 0, need_dev = 0, need_fi = 0, decode_only = 0;
+	int check = 0, need_dev = 0, need_fi = 0, decode_only = 0, det = 0;
 	const char *upload = NULL, *batch_list = NULL, *profile = NULL;
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -207,6 +213,8 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 			profile = argv[++i];
 		else if (!strcmp(a, "--decode-only"))
 			decode_only = 1;
+		else if (!strcmp(a, "--deterministic"))
+			det = 1;
 		else if (!strcmp(a, "--check"))
 			check = 1;
 		else if (!strcmp(a, "--require-device"))
@@ -215,7 +223,7 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 			need_fi = 1;
 		else {
 			fprintf(stderr, "usage: ringlm bench gpu [--shape tiny|110m|1b|llama3-8b] [--ctx N] [--reps N] "
-				"[--prompt N] [--chunk N] [--streams N] [--max-batch 8|64|256] [--batches N,N,...] [--decode-only] "
+				"[--prompt N] [--chunk N] [--streams N] [--max-batch 8|64|256] [--batches N,N,...] [--decode-only] [--deterministic] "
 				"[--itl-steps N] [--copy-mb N] [--upload MODEL] [--cuda-attn ringlm|flashinfer] [--json] "
 				"[--check] [--require-device] [--require-flashinfer] [--profile decode1|decode64|prefill2048|mixed]\n");
 			return 2;
@@ -341,7 +349,7 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 	rl_cuda_fill_uniform(c->vc, c->layer_kv * c->nl, 1.0f, 0.0f, 98, c->wdt, c->st);
 	cudaStreamSynchronize(c->st);
 
-	struct bstep s = { .max_rows = p.max_batch_tokens, .max_seqs = max_b, .per_seq = per_seq };
+	struct bstep s = { .max_rows = p.max_batch_tokens, .max_seqs = max_b, .per_seq = per_seq, .det = (uint32_t)det };
 	s.seqs = calloc(max_b, sizeof *s.seqs);
 	s.tokens = calloc(s.max_rows, 4); s.pos = calloc(s.max_rows, 4); s.row_seq = calloc(s.max_rows, 4);
 	s.bt = calloc((size_t)max_b * per_seq, 4);
@@ -415,7 +423,7 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 		 * --cuda-attn flashinfer the in-house kernel does not run: no A/B) */
 		rl_backend_cuda_set_graphs(be, 0);
 		rl_cuda_attention_use_tc(0);
-		pf_simt[k] = rc || attn ? 0 : time_step(be, &s.b, (int)(reps < 5 ? reps : 5), NULL, &rc);
+		pf_simt[k] = rc || attn || det ? 0 : time_step(be, &s.b, (int)(reps < 5 ? reps : 5), NULL, &rc);
 		rl_cuda_attention_use_tc(1);
 		rl_backend_cuda_set_graphs(be, 1);
 		double lin = 2.0 * T * ((double)c->dim * (c->qd + 2 * c->kvd) + (double)c->dim * c->qd + 3.0 * c->dim * c->hid);
@@ -427,7 +435,9 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 		double gt[10];
 		for (int i = 0; i < 12 && !rc; i++) {
 			cudaEventRecord(e0, c->st);
+			c->det_step = det;     /* the GEMM the steps ran: cuBLAS, or rl_cuda_gemm_det */
 			rc = rl_cuda_gemm(c, c->gu, 0, c->xb, c->L[i % c->nl].wgu, T, c->dim, 2 * c->hid);
+			c->det_step = 0;
 			cudaEventRecord(e1, c->st);
 			cudaEventSynchronize(e1);
 			float ms;
@@ -490,11 +500,11 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 
 	char js[4096];
 	int n = snprintf(js, sizeof js,
-		"{\"device\":\"%s\",\"shape\":\"%s\",\"attention\":\"%s\",\"flashinfer\":%s%s%s,\"ctx\":%u,"
+		"{\"device\":\"%s\",\"shape\":\"%s\",\"attention\":\"%s\",\"flashinfer\":%s%s%s,\"deterministic\":%d,\"ctx\":%u,"
 		"\"copy_gbps\":%.1f,\"upload_gbps\":%.2f,\"steps\":{\"graph\":%llu,\"eager\":%llu,\"fi_graph\":%llu,"
 		"\"fi_eager\":%llu,\"fi_prefill_graph\":%llu,\"fi_prefill_eager\":%llu},\"decode\":[",
 		prop.name, shape, attn ? "flashinfer" : "ringlm", fi_version ? "\"" : "", fi_version ? fi_version : "null",
-		fi_version ? "\"" : "", ctx, bw / 1e9, up_s > 0 ? up_bytes / 1e9 / up_s : 0.0,
+		fi_version ? "\"" : "", det, ctx, bw / 1e9, up_s > 0 ? up_bytes / 1e9 / up_s : 0.0,
 		(unsigned long long)cs.graph_steps, (unsigned long long)cs.eager_steps,
 		(unsigned long long)cs.fi_graph_steps, (unsigned long long)cs.fi_eager_steps,
 		(unsigned long long)cs.fi_prefill_graph_steps, (unsigned long long)cs.fi_prefill_eager_steps);
@@ -522,7 +532,8 @@ EXPORT int rl_cuda_bench(int argc, char **argv)
 		printf("%s\n", js);
 		return 0;
 	}
-	printf("device %s, synthetic:%s, copy bandwidth %.0f GB/s\n", prop.name, shape, bw / 1e9);
+	printf("device %s, synthetic:%s, copy bandwidth %.0f GB/s%s\n", prop.name, shape, bw / 1e9,
+	       det ? "; deterministic steps" : "");
 	if (upload)
 		printf("upload %s: %.2f GB of file weights in %.2f s (%.2f GB/s, create included)\n", upload,
 		       up_bytes / 1e9, up_s, up_bytes / 1e9 / up_s);

@@ -55,6 +55,15 @@ struct rl_cuda {
 	cudaGraphExec_t graph[RL_CUDA_MAX_BUCKETS];
 	int use_graphs;
 
+	/* The deterministic mode (rl_batch.deterministic): a step enqueued with det_step set runs
+	 * the batch-invariant kernels (rl_cuda_gemm_det for every GEMM, rl_cuda_attention_det) and
+	 * never FlashInfer. Its graphs are a key of their own, graph_det[bucket], captured the
+	 * first time a deterministic step takes that bucket (a server that never asks for the mode
+	 * captures none), with graph_det_kernels[bucket] kernels. */
+	int det_step;
+	cudaGraphExec_t graph_det[RL_CUDA_MAX_BUCKETS];
+	uint32_t graph_det_kernels[RL_CUDA_MAX_BUCKETS];
+
 	/* FlashInfer attention (--cuda-attn flashinfer; kernels/rl_cuda_fi.h): each bucket has two
 	 * more graphs, captured under a graph-mode plan for that bucket, whose launch depends on
 	 * the counts only: graph_fi for decode-only steps (plan by rows), graph_fp for steps with a
@@ -88,7 +97,7 @@ struct rl_cuda {
 };
 
 /* Y[rows, out] (fp32 when y_f32, else c->wdt) = X[rows, in] W[out, in]^T (both c->wdt) on
- * c->st, computed in fp32. 0 or -EIO. */
+ * c->st, computed in fp32: cuBLAS, or rl_cuda_gemm_det under c->det_step. 0 or -EIO. */
 int rl_cuda_gemm(struct rl_cuda *c, void *Y, int y_f32, const uint16_t *X, const uint16_t *W,
 		 uint32_t rows, uint32_t in, uint32_t out);
 /* Enqueues a whole step for `rows` padded rows on c->st (graph body or eager). */

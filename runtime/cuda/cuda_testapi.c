@@ -174,6 +174,19 @@ static int t_rope_kv(uint16_t *q_out, uint16_t *kc, uint16_t *vc, size_t cache_e
 	return end(&s);
 }
 
+static int t_gemm_det(void *Y, int y_f32, const uint16_t *X, const uint16_t *W, uint32_t rows, uint32_t in,
+		      uint32_t out, enum rl_cuda_dtype dt)
+{
+	struct scope s = { .n = 0 };
+	const size_t y_bytes = (size_t)rows * out * (y_f32 ? 4 : 2);
+	void *dy = up(&s, Y, y_bytes);
+	uint16_t *dx = up(&s, X, (size_t)rows * in * 2), *dw = up(&s, W, (size_t)out * in * 2);
+	if (!s.failed)
+		rl_cuda_gemm_det(dy, y_f32, dx, dw, rows, in, out, dt, 0);
+	down(&s, Y, dy, y_bytes);
+	return end(&s);
+}
+
 static int t_swiglu(uint16_t *h, const uint16_t *gu, uint32_t rows, uint32_t hid, enum rl_cuda_dtype dt)
 {
 	struct scope s = { .n = 0 };
@@ -194,14 +207,18 @@ static int t_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, con
 	int rc = meta(&s, g, b, rows, &m, &hdr);
 	if (rc)
 		return end(&s), rc;
-	uint32_t P = rl_cuda_host_parts_cap(g, rows);
+	/* a deterministic step may use every partial of the geometry (rl_cuda_host_pack) */
+	uint32_t P = b->deterministic ? g->max_parts : rl_cuda_host_parts_cap(g, rows);
 	uint16_t *dout = up(&s, out, (size_t)rows * nh * hd * 2);
 	uint16_t *dq = up(&s, q, (size_t)rows * nh * hd * 2);
 	uint16_t *dk = up(&s, kc, cache_elems * 2), *dv = up(&s, vc, cache_elems * 2);
 	float *po = up(&s, NULL, (size_t)(P ? P : 1) * nh * hd * 4), *pml = up(&s, NULL, (size_t)(P ? P : 1) * nh * 8);
 	if (!s.failed)
 		ok(&s, (cudaError_t)rl_cuda_attention_prepare(hd, dt), "attention shared memory");
-	if (!s.failed)
+	if (!s.failed && b->deterministic)     /* the backend's choice for such a step */
+		rl_cuda_attention_det(dout, po, pml, dq, dk, dv, m, rl_cuda_host_items_cap(g, rows), rows, nh,
+				      g->n_kv_heads, hd, g->block_size, dt, 0);
+	else if (!s.failed)
 		rl_cuda_attention(dout, po, pml, dq, dk, dv, m, rl_cuda_host_items_cap(g, rows), rows, nh,
 				  g->n_kv_heads, hd, g->block_size, dt, 0);
 	down(&s, out, dout, (size_t)rows * nh * hd * 2);
@@ -372,7 +389,7 @@ static int t_fi_attention(uint16_t *out, const uint16_t *q, const uint16_t *kc, 
 
 static const struct rl_cuda_testapi api = {
 	.embed = t_embed, .add_rmsnorm = t_add_rmsnorm, .rope_kv = t_rope_kv, .swiglu = t_swiglu,
-	.attention = t_attention, .sample = t_sample, .last_error = t_last_error,
+	.attention = t_attention, .sample = t_sample, .last_error = t_last_error, .gemm_det = t_gemm_det,
 #ifdef RL_HAVE_FLASHINFER
 	.fi_attention = t_fi_attention,
 #endif

@@ -51,6 +51,9 @@ struct rl_cuda_stats {
 	uint64_t fi_prefill_graph_steps, fi_prefill_eager_steps;
 	uint32_t last_kernels;         /* kernels the last step's graph launched (cuBLAS's included,
 					* counted from the captured graph); 0 when it ran eagerly */
+	/* of steps, those with rl_batch.deterministic (the batch-invariant kernels, the in-house
+	 * attention; counted in graph_steps or eager_steps too), and the graphs captured for them */
+	uint64_t det_steps, det_graphs;
 };
 /* Test and bench hook: copies the counters. 0, or -EINVAL for another backend. */
 int rl_backend_cuda_stats(struct rl_backend *be, struct rl_cuda_stats *out);
@@ -73,6 +76,7 @@ struct rl_cuda_testapi {
 		       const struct rl_cuda_geom *g, const struct rl_batch *b, uint32_t rows,
 		       uint32_t nh, uint32_t hd, float rope_scale, int halves, enum rl_cuda_dtype dt);
 	int (*swiglu)(uint16_t *h, const uint16_t *gu, uint32_t rows, uint32_t hid, enum rl_cuda_dtype dt);
+	/* rl_cuda_attention, or rl_cuda_attention_det when b->deterministic (as the backend) */
 	int (*attention)(uint16_t *out, const uint16_t *q, const uint16_t *kc, const uint16_t *vc,
 			 size_t cache_elems, const struct rl_cuda_geom *g, const struct rl_batch *b,
 			 uint32_t rows, uint32_t nh, uint32_t hd, uint32_t *n_parts,
@@ -94,6 +98,9 @@ struct rl_cuda_testapi {
 	/* Why this thread's last failed call above failed: the CUDA call (or FlashInfer step) and
 	 * its message, one line. */
 	const char *(*last_error)(void);
+	/* rl_cuda_gemm_det: Y[rows, out] (fp32 when y_f32, else dt) = X[rows, in] W[out, in]^T */
+	int (*gemm_det)(void *Y, int y_f32, const uint16_t *X, const uint16_t *W, uint32_t rows,
+			uint32_t in, uint32_t out, enum rl_cuda_dtype dt);
 };
 const struct rl_cuda_testapi *rl_cuda_testapi(void);
 

@@ -12,6 +12,10 @@
  * of stories260K equal the cpu's; graph replay equals eager execution bit for bit; a mixed
  * batch equals its sequences run alone. FlashInfer's decode (when built in) against the
  * reference and the in-house kernel, and a model whose decode steps run through it.
+ * The deterministic mode (rl_batch.deterministic, issue 51), by memcmp: the batch-invariant
+ * GEMM's rows whatever the row count (and near its CPU reference), the deterministic
+ * attention's rows whatever the batch, chunking or split, and a sequence's logits and sampled
+ * tokens through the whole backend alone, beside others, chunked, eager and as drafts.
  * Tests: the CUDA kernels (kernels/cuda_*.cu), runtime/cuda (on a GPU, or on cudasim via test_gpu_cudasim).
  */
 #include <dlfcn.h>
@@ -423,6 +427,214 @@ static void test_attention_long(void)
 	attention_case(8, 2, 64, 16, 1024, ql2, ctx2, 2, 0, 1);
 	uint32_t ql3[] = { 512, 1 }, ctx3[] = { 3000, 2000 };
 	attention_case(8, 2, 64, 16, 1024, ql3, ctx3, 2, 1, 0);
+}
+
+/* ---------------------------------------------------------------- deterministic --- */
+
+/* The CPU reference of rl_cuda_gemm_det (rl_cpu_matmul's operation): y[rows, out] =
+ * x[rows, in] w[out, in]^T over the same dt values, summed in double. */
+static void gemm_det_ref(float *y, const float *x, const float *w, uint32_t rows, uint32_t in, uint32_t out)
+{
+	for (uint32_t r = 0; r < rows; r++)
+		for (uint32_t o = 0; o < out; o++) {
+			double s = 0;
+			for (uint32_t k = 0; k < in; k++)
+				s += (double)x[(size_t)r * in + k] * w[(size_t)o * in + k];
+			y[(size_t)r * out + o] = (float)s;
+		}
+}
+
+/* The deterministic GEMM on the last n of 64 rows of X, n = 64, 1, 3, 17: a row moves from
+ * tile position 63 to 0, 2 and 16 and across the kernel's two tile shapes (<= 16 rows, more),
+ * and its outputs (fp32 and dt alike) must keep their bits; the 64-row result is within
+ * tolerance of the reference. */
+static void gemm_det_case(uint32_t in, uint32_t out)
+{
+	enum { R = 64 };
+	static const uint32_t ns[] = { 64, 1, 3, 17 };
+	uint16_t *x = malloc((size_t)R * in * 2), *w = malloc((size_t)out * in * 2);
+	uint16_t *all16 = malloc((size_t)R * out * 2), *y16 = malloc((size_t)R * out * 2);
+	float *xf = malloc((size_t)R * in * 4), *wf = malloc((size_t)out * in * 4), *ref = malloc((size_t)R * out * 4);
+	float *all = malloc((size_t)R * out * 4), *y = malloc((size_t)R * out * 4), *got = malloc((size_t)out * 4);
+	for (size_t i = 0; i < (size_t)R * in; i++)
+		xf[i] = dec(x[i] = enc(frand()));
+	for (size_t i = 0; i < (size_t)out * in; i++)
+		wf[i] = dec(w[i] = enc(frand()));
+	for (int c = 0; c < 4; c++) {
+		const uint32_t n = ns[c], first = R - n;
+		memset(y, 0xff, (size_t)R * out * 4);    /* poison: NaN */
+		memset(y16, 0xff, (size_t)R * out * 2);
+		REQUIRE_API(api->gemm_det(y, 1, x + (size_t)first * in, w, n, in, out, dt));
+		REQUIRE_API(api->gemm_det(y16, 0, x + (size_t)first * in, w, n, in, out, dt));
+		if (n == R) {
+			memcpy(all, y, (size_t)R * out * 4);
+			memcpy(all16, y16, (size_t)R * out * 2);
+			continue;
+		}
+		CHECKF(!memcmp(y, all + (size_t)first * out, (size_t)n * out * 4),
+		       "%s %ux%u: fp32 rows %u.. differ computed among %u rows and among 64", dt_name(), in, out, first, n);
+		CHECKF(!memcmp(y16, all16 + (size_t)first * out, (size_t)n * out * 2),
+		       "%s %ux%u: %s rows %u.. differ computed among %u rows and among 64", dt_name(), in, out, dt_name(),
+		       first, n);
+	}
+	gemm_det_ref(ref, xf, wf, R, in, out);
+	for (uint32_t r = 0; r < R; r++) {
+		double e = rel_l2(all + (size_t)r * out, ref + (size_t)r * out, out);
+		CHECKF(e < 1e-5, "%s %ux%u row %u: fp32 output rel err %g", dt_name(), in, out, r, e);
+		for (uint32_t o = 0; o < out; o++)
+			got[o] = dec(all16[(size_t)r * out + o]);
+		e = rel_l2(got, ref + (size_t)r * out, out);
+		CHECKF(e < tol(4e-3), "%s %ux%u row %u: %s output rel err %g", dt_name(), in, out, r, dt_name(), e);
+	}
+	free(x); free(w); free(all16); free(y16); free(xf); free(wf); free(ref); free(all); free(y); free(got);
+}
+
+static void test_gemm_det(void)
+{
+	NEED_GPU();
+	gemm_det_case(200, 150);     /* K % 8 == 0: 16-byte loads; a half K slice and a part output tile */
+	gemm_det_case(77, 70);       /* odd K: element loads, a ragged last slice */
+	gemm_det_case(512, 64);
+}
+
+/* The deterministic attention (the step packed with deterministic = 1, as the backend runs
+ * it): the row at position P of one sequence, with the same query, cache and block table,
+ * keeps its bits as a lone decode row (split at the fixed chunks: a partial each, merged by
+ * the reduce kernel), as a decode row among other sequences' chunks and decode rows, as one
+ * of 140 decode rows (which fill the grid: not split, merged in the kernel), and as the last
+ * row of prefill chunks of 5, 37 and 200 rows beside others; the lone row is within
+ * tolerance of the CPU reference. */
+static void attention_det_case(uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs, uint32_t P)
+{
+	static struct tstep t;
+	const uint32_t nblk = 1024, qd = nh * hd, V = 1000;
+	struct rl_cuda_geom g;
+	rl_cuda_host_geom(&g, 2048, 256, nblk, bs, 8192, nh, nkv, V, 264);
+	size_t ce = (size_t)nblk * nkv * bs * hd;
+	uint16_t *kc = malloc(ce * 2), *vc = malloc(ce * 2), *qrow = malloc((size_t)qd * 2), *first = malloc((size_t)qd * 2);
+	uint16_t *q = malloc((size_t)2048 * qd * 2), *out = malloc((size_t)2048 * qd * 2);
+	float *kf = malloc(ce * 4), *vf = malloc(ce * 4), *qf = malloc((size_t)2048 * qd * 4), *ref = malloc((size_t)2048 * qd * 4);
+	float *got = malloc((size_t)qd * 4), *scratch = malloc(rl_cpu_attention_scratch(1, hd, bs) * sizeof(float));
+	for (size_t i = 0; i < ce; i++) {
+		kf[i] = dec(kc[i] = enc(frand()));
+		vf[i] = dec(vc[i] = enc(frand()));
+	}
+	for (uint32_t i = 0; i < qd; i++)
+		qrow[i] = enc(2 * frand());
+	/* steps: the target's q_len (1: decode), the other sequences' (q_len, ctx) and where the
+	 * target goes among the decode rows (its chunk goes first among the chunks) */
+	struct { uint32_t q_len, n_other, other[3][2], fill; } sc[] = {
+		{ 1, 0, { { 0 } }, 0 },
+		{ 1, 3, { { 33, 80 }, { 1, 2 * P }, { 1, 5 } }, 0 },
+		{ 1, 0, { { 0 } }, 139 },              /* + 139 short decode rows */
+		{ 37, 0, { { 0 } }, 0 },
+		{ 5, 2, { { 64, 64 }, { 1, 1000 } }, 0 },
+		{ 200, 2, { { 3, 3 }, { 1, 17 } }, 0 },
+	};
+	for (uint32_t k = 0; k < sizeof sc / sizeof *sc; k++) {
+		tstep_init(&t, bs);
+		uint32_t target = 0;
+		/* chunks first (rl_batch.h): the target's when it has one, then the others' */
+		if (sc[k].q_len > 1)
+			add_seq(&t, sc[k].q_len, P + 1, bs, nblk, 1, V, 0);
+		for (uint32_t j = 0; j < sc[k].n_other; j++)
+			if (sc[k].other[j][0] > 1)
+				add_seq(&t, sc[k].other[j][0], sc[k].other[j][1], bs, nblk, 1, V, 0);
+		if (sc[k].q_len == 1) {
+			target = t.b.n_seqs;
+			add_seq(&t, 1, P + 1, bs, nblk, 1, V, 0);
+		}
+		for (uint32_t j = 0; j < sc[k].n_other; j++)
+			if (sc[k].other[j][0] == 1)
+				add_seq(&t, 1, sc[k].other[j][1], bs, nblk, 1, V, 0);
+		for (uint32_t j = 0; j < sc[k].fill; j++)
+			add_seq(&t, 1, 3 + j % 5, bs, nblk, 1, V, 0);
+		for (uint32_t b = 0; b < t.seqs[target].n_blocks; b++)
+			t.bt[target][b] = (7 + 13 * b) % nblk;    /* the target's blocks, the same every step */
+		t.b.deterministic = 1;
+		const uint32_t rows = rl_cuda_host_eager_rows(t.b.n_tokens);
+		const uint32_t row = t.seqs[target].q_start + t.seqs[target].q_len - 1;
+		for (size_t i = 0; i < (size_t)rows * qd; i++)
+			q[i] = enc(2 * frand());
+		memcpy(q + (size_t)row * qd, qrow, (size_t)qd * 2);
+		memset(out, 0xff, (size_t)rows * qd * 2);
+		uint32_t n_parts = UINT32_MAX;
+		REQUIRE_API(api->attention(out, q, kc, vc, ce, &g, &t.b, rows, nh, hd, &n_parts, dt));
+		/* alone, the row is split at every chunk; among 140 rows it is not */
+		if (k == 0 || k == 2)
+			CHECKF(n_parts == (k ? 0 : (P + RL_CUDA_DET_CHUNK) / RL_CUDA_DET_CHUNK),
+			       "%s hd %u step %u: %u partials", dt_name(), hd, k, n_parts);
+		if (k == 0) {
+			memcpy(first, out + (size_t)row * qd, (size_t)qd * 2);
+			for (size_t i = 0; i < (size_t)rows * qd; i++)
+				qf[i] = dec(q[i]);
+			attention_ref(&t, nh, nkv, hd, bs, kf, vf, qf, ref, scratch);
+			for (uint32_t i = 0; i < qd; i++)
+				got[i] = dec(first[i]);
+			double e = rel_l2(got, ref + (size_t)row * qd, qd);
+			CHECKF(e < tol(1e-2), "%s hd %u: the lone row's rel err %g", dt_name(), hd, e);
+		} else {
+			CHECKF(!memcmp(first, out + (size_t)row * qd, (size_t)qd * 2),
+			       "%s hd %u step %u: position %u's output differs from the lone decode row's", dt_name(), hd, k, P);
+		}
+	}
+	free(kc); free(vc); free(qrow); free(first); free(q); free(out); free(kf); free(vf); free(qf); free(ref);
+	free(got); free(scratch);
+}
+
+/* The same, Q positions at once for sensitivity (a 1-ulp fp32 difference rarely survives the
+ * rounding to dt, so many outputs are compared): positions P - Q + 1 .. P as the rows of one
+ * prefill chunk (each merged in the kernel) and as Q decode rows of Q sequences on the same
+ * blocks in one step, each split at the fixed chunks (a geometry that always wants more CTAs)
+ * and merged by the reduce kernel: every output bit alike. */
+static void attention_det_rows(uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t bs, uint32_t P, uint32_t Q)
+{
+	static struct tstep t;
+	const uint32_t nblk = 1024, qd = nh * hd, V = 1000;
+	struct rl_cuda_geom g;
+	rl_cuda_host_geom(&g, 2048, 256, nblk, bs, 8192, nh, nkv, V, 1u << 20);
+	size_t ce = (size_t)nblk * nkv * bs * hd;
+	uint16_t *kc = malloc(ce * 2), *vc = malloc(ce * 2), *q = malloc((size_t)Q * qd * 2);
+	uint16_t *a = malloc((size_t)Q * qd * 2), *b = malloc((size_t)Q * qd * 2);
+	for (size_t i = 0; i < ce; i++) {
+		kc[i] = enc(frand());
+		vc[i] = enc(frand());
+	}
+	for (size_t i = 0; i < (size_t)Q * qd; i++)
+		q[i] = enc(2 * frand());
+	for (int mode = 0; mode < 2; mode++) {     /* 0: one chunk, 1: Q decode rows */
+		tstep_init(&t, bs);
+		for (uint32_t i = 0; i < (mode ? Q : 1); i++) {
+			const uint32_t ctx = mode ? P - Q + 2 + i : P + 1;
+			add_seq(&t, mode ? 1 : Q, ctx, bs, nblk, 0, V, 0);
+			for (uint32_t k = 0; k < t.seqs[i].n_blocks; k++)
+				t.bt[i][k] = (7 + 13 * k) % nblk;
+		}
+		t.b.deterministic = 1;
+		uint16_t *out = mode ? b : a;
+		memset(out, 0xff, (size_t)Q * qd * 2);
+		uint32_t n_parts = 0;
+		REQUIRE_API(api->attention(out, q, kc, vc, ce, &g, &t.b, Q, nh, hd, &n_parts, dt));
+		if (mode)
+			CHECKF(n_parts >= Q * 2, "%s hd %u: %u partials for %u long decode rows", dt_name(), hd, n_parts, Q);
+		else
+			CHECKF(n_parts == 0, "%s hd %u: a prefill chunk split (%u partials)", dt_name(), hd, n_parts);
+	}
+	uint32_t differ = 0;
+	for (size_t i = 0; i < (size_t)Q * qd; i++)
+		differ += a[i] != b[i];
+	CHECKF(!differ, "%s hd %u: %u of %u outputs differ between the chunk's rows and the split decode rows",
+	       dt_name(), hd, differ, Q * qd);
+	free(kc); free(vc); free(q); free(a); free(b);
+}
+
+static void test_attention_det(void)
+{
+	NEED_GPU();
+	attention_det_rows(8, 2, 64, 16, 1100, 128);
+	attention_det_rows(8, 4, 8, 4, 600, 64);
+	attention_det_case(8, 2, 64, 16, 700);      /* hd % 16 == 0: every item on tensor cores */
+	attention_det_case(8, 4, 8, 4, 600);        /* stories260K's hd 8: every item on CUDA cores */
 }
 
 /* FlashInfer (--cuda-attn flashinfer) against the CPU reference and the in-house kernel on one
@@ -1014,12 +1226,228 @@ static void test_mixed_equals_alone_fi(void)
 	use_fi = 0;
 }
 
+/* ---------------------------------------------------------------- deterministic model */
+
+/* One sequence of a deterministic step under construction: q_len rows ending at ctx, blocks
+ * first_block, first_block + 1, ... (each sequence its own), tokens toks (NULL: random). */
+struct dseq {
+	uint32_t q_len, ctx, sample, first_block, n_draft;
+	const uint32_t *toks;
+	int32_t *draft_out;
+	struct rl_sampling sp;
+};
+
+/* Appends d to t (chunks before decode rows, as rl_batch.h wants: callers add them so). */
+static void det_add(struct tstep *t, const struct dseq *d, uint32_t vocab)
+{
+	uint32_t i = t->b.n_seqs++, row = t->b.n_tokens;
+	struct rl_batch_seq *s = &t->seqs[i];
+	memset(s, 0, sizeof *s);
+	s->q_start = row; s->q_len = d->q_len; s->ctx_len = d->ctx;
+	s->n_blocks = (d->ctx + 15) / 16;
+	for (uint32_t k = 0; k < s->n_blocks; k++)
+		t->bt[i][k] = d->first_block + k;
+	s->block_table = t->bt[i];
+	s->sample = d->sample; s->seq_id = i; s->sp = d->sp;
+	s->n_draft = d->n_draft; s->draft_out = d->draft_out;
+	for (uint32_t r = 0; r < d->q_len; r++) {
+		t->tokens[row + r] = d->toks ? d->toks[r] : (uint32_t)(rnd() % vocab);
+		t->pos[row + r] = d->ctx - d->q_len + r;
+		t->row_seq[row + r] = i;
+	}
+	t->b.n_tokens += d->q_len;
+	if (d->q_len > 1)
+		t->b.n_prefill = i + 1;
+	t->b.tokens = t->tokens; t->b.pos = t->pos; t->b.row_seq = t->row_seq; t->b.seqs = t->seqs;
+	t->b.block_size = 16;
+	t->b.deterministic = 1;
+}
+
+#define DET_PROMPT 300
+#define DET_GEN 4
+
+/* The target sequence's run: its prompt in the chunks `chunks` (0-terminated), then DET_GEN - 1
+ * decode steps feeding back its sampled tokens; with_others adds two sequences of other
+ * lengths to each step (a prefill chunk, then a decode row of a long context, the target's
+ * decode row between the others'). tok[j], logits[j]: the token sampled for position
+ * DET_PROMPT + j and the logits it was drawn from. 0, or -1 after a failed check. */
+static int det_run(struct rl_backend *be, const uint32_t *prompt, const uint32_t *chunks, int with_others,
+		   uint32_t V, int32_t *tok, float *logits)
+{
+	static struct tstep t;
+	const struct rl_sampling sp = { 0.9f, 0.95f, 0, 0, 1234 }, osp = { 0.7f, 1.0f, 5, 0, 99 };
+	uint32_t done = 0, step = 0, b_ctx = 20;
+	for (uint32_t c = 0; done < DET_PROMPT + DET_GEN - 1; step++) {
+		tstep_init(&t, 16);
+		const int prefill = done < DET_PROMPT;
+		const uint32_t q = prefill ? chunks[c++] : 1;
+		const uint32_t ctx = done + q, last = ctx == DET_PROMPT;
+		struct dseq tg = { q, ctx, prefill ? last : 1, 0, 0, prefill ? prompt + done : NULL, NULL, sp };
+		uint32_t fed;
+		if (!prefill) {            /* the token sampled last, at position done */
+			fed = (uint32_t)tok[done - DET_PROMPT];
+			tg.toks = &fed;
+		}
+		struct dseq ob = { with_others && step % 2 == 0 ? 9 + step : 1, 0, 1, 100, 0, NULL, NULL, osp };
+		struct dseq oc = { 1, 700 + step, 1, 200, 0, NULL, NULL, osp };
+		ob.ctx = b_ctx += ob.q_len;
+		uint32_t target = 0;
+		if (q > 1)
+			det_add(&t, &tg, V);
+		if (with_others && ob.q_len > 1)
+			det_add(&t, &ob, V);
+		if (with_others)
+			det_add(&t, &oc, V);
+		if (q == 1) {
+			target = t.b.n_seqs;
+			det_add(&t, &tg, V);
+		}
+		if (with_others && ob.q_len == 1)
+			det_add(&t, &ob, V);
+		int32_t out[3];
+		if (run(be, &t.b, out))
+			return -1;
+		done = ctx;
+		if (tg.sample) {
+			const uint32_t j = ctx - DET_PROMPT;
+			tok[j] = out[target];
+			if (cuda_logits(be, target, logits + (size_t)j * V))
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/* The deterministic mode through the whole backend (rl_batch.deterministic = 1 in every step,
+ * graphs on): one sequence's logits (bit for bit) and sampled tokens (temperature 0.9, top-p
+ * 0.95, so the draw reads every logit) are the same (a) prefilled in one chunk and decoded
+ * alone, (b) in steps shared with two other sequences of other lengths, (c) with its prompt cut
+ * into chunks of 7, 100 and 193, (d) as (a) with graphs off (eager steps), and (e) verifying (a)'s
+ * first three tokens as speculative drafts after a prompt of DET_PROMPT - 1 tokens: draft_out
+ * gets (a)'s tokens and the last row (a)'s fourth token and its logits. And (a)'s first logits
+ * are near the default mode's. The model is small enough for the emulator; cfg picks the
+ * attention kernel (hd % 16 == 0: tensor cores). */
+static void model_det(const struct rl_model_config *cfg)
+{
+	struct rl_model_config c = *cfg;
+	struct rl_model *m;
+	char err[512];
+	REQUIRE(rl_model_alloc(&c, &m, err, sizeof err) == 0);
+	rl_model_fill_random(m, 13);
+	struct rl_backend_params p = { .n_kv_blocks = 512, .block_size = 16, .max_batch_tokens = 512,
+				       .max_seqs = 8, .threads = 2, .runtime_cpu = -1, .max_draft_rows = 8,
+				       .cuda_dtype = dt };
+	struct rl_backend *be;
+	if (cuda_create(m, NULL, &p, &be, err, sizeof err)) {
+		fprintf(stderr, "  %s\n", err);
+		CHECK(0);
+		rl_model_destroy(m);
+		return;
+	}
+	const uint32_t V = c.vocab_size;
+	uint32_t prompt[DET_PROMPT];
+	for (uint32_t i = 0; i < DET_PROMPT; i++)
+		prompt[i] = (uint32_t)(rnd() % V);
+	int32_t tok[5][DET_GEN];
+	float *lg = malloc((size_t)5 * DET_GEN * V * 4);
+	static const uint32_t one_chunk[] = { DET_PROMPT, 0 }, chunked[] = { 7, 100, 193, 0 };
+	static const char *what[] = { "alone", "with others", "chunked 7+100+193", "eagerly" };
+	int ok = det_run(be, prompt, one_chunk, 0, V, tok[0], lg) == 0 &&
+		 det_run(be, prompt, one_chunk, 1, V, tok[1], lg + (size_t)DET_GEN * V) == 0 &&
+		 det_run(be, prompt, chunked, 0, V, tok[2], lg + (size_t)2 * DET_GEN * V) == 0;
+	if (ok) {
+		cuda_set_graphs(be, 0);
+		ok = det_run(be, prompt, one_chunk, 1, V, tok[3], lg + (size_t)3 * DET_GEN * V) == 0;
+		cuda_set_graphs(be, 1);
+	}
+	CHECKF(ok, "%s: a deterministic run failed (above)", dt_name());
+	for (int k = 1; ok && k < 4; k++)
+		for (uint32_t j = 0; j < DET_GEN; j++) {
+			CHECKF(tok[k][j] == tok[0][j], "%s %s: token %u is %d, alone %d", dt_name(), what[k], j, tok[k][j],
+			       tok[0][j]);
+			CHECKF(!memcmp(lg + ((size_t)k * DET_GEN + j) * V, lg + (size_t)j * V, (size_t)V * 4),
+			       "%s %s: the logits of token %u differ from the lone run's", dt_name(), what[k], j);
+		}
+	/* (e) speculative verification: the prompt but its last token, then one step of that token
+	 * and (a)'s first DET_GEN - 1 tokens as drafts */
+	static struct tstep t;
+	const struct rl_sampling sp = { 0.9f, 0.95f, 0, 0, 1234 };
+	uint32_t vt[DET_GEN];
+	vt[0] = prompt[DET_PROMPT - 1];
+	for (uint32_t j = 1; j < DET_GEN; j++)
+		vt[j] = (uint32_t)tok[0][j - 1];
+	int32_t draft_out[DET_GEN - 1] = { -1, -1, -1 }, out[1] = { -1 };
+	struct dseq pre = { DET_PROMPT - 1, DET_PROMPT - 1, 0, 0, 0, prompt, NULL, sp };
+	struct dseq ver = { DET_GEN, DET_PROMPT - 1 + DET_GEN, 1, 0, DET_GEN - 1, vt, draft_out, sp };
+	tstep_init(&t, 16);
+	det_add(&t, &pre, V);
+	if (ok && !run(be, &t.b, out)) {
+		tstep_init(&t, 16);
+		det_add(&t, &ver, V);
+		if (!run(be, &t.b, out)) {
+			for (uint32_t j = 0; j + 1 < DET_GEN; j++)
+				CHECKF(draft_out[j] == tok[0][j], "%s drafts: token %u is %d, alone %d", dt_name(), j,
+				       draft_out[j], tok[0][j]);
+			CHECKF(out[0] == tok[0][DET_GEN - 1], "%s drafts: the last row's token %d, alone %d", dt_name(), out[0],
+			       tok[0][DET_GEN - 1]);
+			float *l = lg + (size_t)4 * DET_GEN * V;
+			CHECK(cuda_logits(be, 0, l) == 0);
+			CHECKF(!memcmp(l, lg + (size_t)(DET_GEN - 1) * V, (size_t)V * 4),
+			       "%s drafts: the last row's logits differ from the lone run's", dt_name());
+		} else {
+			CHECK(0);
+		}
+	} else {
+		CHECK(!ok);        /* a failed prefill is a failure; a failed run above is already one */
+		ok = 0;
+	}
+	/* the mode computes the model, not just the same bits: its first logits are near the
+	 * default mode's (cuBLAS, the split-KV attention) for the same prompt */
+	if (ok) {
+		struct dseq pf = { DET_PROMPT, DET_PROMPT, 1, 0, 0, prompt, NULL, sp };
+		tstep_init(&t, 16);
+		det_add(&t, &pf, V);
+		t.b.deterministic = 0;
+		float *l = lg + (size_t)4 * DET_GEN * V;
+		if (!run(be, &t.b, out) && !cuda_logits(be, 0, l)) {
+			double e = rel_l2(lg, l, V);
+			CHECKF(e < tol(1e-2), "%s: deterministic vs default logits rel err %g", dt_name(), e);
+		} else {
+			CHECK(0);
+		}
+	}
+	struct rl_cuda_stats st;
+	CHECK(cuda_stats(be, &st) == 0);
+	CHECKF(st.det_steps + !!ok == st.steps && st.det_graphs > 0 && st.graph_steps > 0 && st.eager_steps > 0,
+	       "%s: %llu of %llu steps deterministic (all but the default one), %llu graphs captured for them, "
+	       "%llu replayed, %llu eager", dt_name(), (unsigned long long)st.det_steps, (unsigned long long)st.steps,
+	       (unsigned long long)st.det_graphs, (unsigned long long)st.graph_steps, (unsigned long long)st.eager_steps);
+	free(lg);
+	rl_backend_destroy(be);
+	rl_model_destroy(m);
+}
+
+static void test_model_det(void)
+{
+	NEED_GPU();
+	/* head_dim 32: the tensor-core attention for every item, GQA 2 */
+	struct rl_model_config c = { .dim = 128, .hidden_dim = 344, .n_layers = 2, .n_heads = 4,
+		.n_kv_heads = 2, .head_dim = 32, .vocab_size = 512, .max_ctx = 1024, .rope_theta = 10000.0f,
+		.rope_scale = 1.0f, .norm_eps = 1e-5f, .rope_halves = 1, .bos_id = 1, .eos_id = 2 };
+	model_det(&c);
+	/* stories260K's shape: head_dim 8, the CUDA-core attention for every item */
+	REQUIRE(rl_model_shape("tiny", &c) == 0);
+	model_det(&c);
+}
+
 BOTH_DTYPES(test_embed)
 BOTH_DTYPES(test_add_rmsnorm)
 BOTH_DTYPES(test_rope_kv)
 BOTH_DTYPES(test_swiglu)
 BOTH_DTYPES(test_attention_mixed)
 BOTH_DTYPES(test_attention_long)
+BOTH_DTYPES(test_gemm_det)
+BOTH_DTYPES(test_attention_det)
 BOTH_DTYPES(test_fi_decode)
 BOTH_DTYPES(test_fi_prefill)
 BOTH_DTYPES(test_model_fi)
@@ -1030,6 +1458,7 @@ BOTH_DTYPES(test_model_qwen3)
 BOTH_DTYPES(test_graph_equals_eager)
 BOTH_DTYPES(test_mixed_equals_alone)
 BOTH_DTYPES(test_mixed_equals_alone_fi)
+BOTH_DTYPES(test_model_det)
 
 int main(void)
 {
@@ -1046,6 +1475,10 @@ int main(void)
 	RUN(test_attention_mixed_fp16);
 	RUN(test_attention_long_bf16);
 	RUN(test_attention_long_fp16);
+	RUN(test_gemm_det_bf16);
+	RUN(test_gemm_det_fp16);
+	RUN(test_attention_det_bf16);
+	RUN(test_attention_det_fp16);
 	RUN(test_fi_decode_bf16);
 	RUN(test_fi_decode_fp16);
 	RUN(test_fi_prefill_bf16);
@@ -1067,5 +1500,7 @@ int main(void)
 	RUN(test_mixed_equals_alone_fp16);
 	RUN(test_mixed_equals_alone_fi_bf16);
 	RUN(test_mixed_equals_alone_fi_fp16);
+	RUN(test_model_det_bf16);
+	RUN(test_model_det_fp16);
 	TEST_MAIN_END();
 }

@@ -259,17 +259,42 @@ int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout 
 		row_nparts[r] = 0;
 	}
 
-	/* Split long decode rows over the KV only while the grid would underfill the GPU. */
+	/* Split long decode rows over the KV only while the grid would underfill the GPU. In a
+	 * deterministic step a row splits only at the fixed chunk boundaries (RL_CUDA_DET_CHUNK),
+	 * one partial a chunk, which the kernels make bit-identical to not splitting: so the
+	 * choice may follow the batch as it does here. */
 	uint32_t n_decode = b->n_seqs - b->n_prefill, parts_cap = rl_cuda_host_parts_cap(g, rows);
 	uint64_t base_items = 0;
 	for (uint32_t i = 0; i < b->n_seqs; i++)
 		base_items += (b->seqs[i].q_len + g->qt - 1) / g->qt;
 	int may_split = n_decode && base_items * g->n_kv_heads < g->target_ctas;
+	uint32_t n_det_items = 0;          /* split items of a deterministic step (<= parts_cap) */
 
 	for (uint32_t i = 0; i < b->n_seqs; i++) {
 		const struct rl_batch_seq *s = &b->seqs[i];
 		uint32_t nsplit = 1;
-		if (may_split && s->q_len == 1 && s->ctx_len >= 2 * RL_CUDA_SPLIT_CHUNK) {
+		const uint32_t nch = (s->ctx_len + RL_CUDA_DET_CHUNK - 1) / RL_CUDA_DET_CHUNK;
+		if (b->deterministic && may_split && s->q_len == 1 && nch >= 2 && nch <= g->max_parts - n_parts) {
+			/* items of `per` whole chunks; partial n_parts + c is chunk c */
+			uint64_t want = (g->target_ctas + g->n_kv_heads - 1) / g->n_kv_heads;
+			uint32_t ns = nch < want ? nch : (uint32_t)(want < 2 ? 2 : want);
+			ns = ns < RL_CUDA_MAX_SPLITS ? ns : RL_CUDA_MAX_SPLITS;
+			const uint32_t per = (nch + ns - 1) / ns;
+			ns = (nch + per - 1) / per;
+			if (ns <= parts_cap - n_det_items) {
+				row_part[s->q_start] = (int32_t)n_parts;
+				row_nparts[s->q_start] = (int32_t)nch;
+				for (uint32_t k = 0; k < ns; k++) {
+					uint32_t k1 = (k + 1) * per * RL_CUDA_DET_CHUNK;
+					items[n_items++] = (struct rl_cuda_item){ (int32_t)i, (int32_t)s->q_start, 1,
+						(int32_t)(k * per * RL_CUDA_DET_CHUNK), (int32_t)(k1 < s->ctx_len ? k1 : s->ctx_len),
+						(int32_t)(n_parts + k * per) };
+				}
+				n_parts += nch;
+				n_det_items += ns;
+				nsplit = 0;            /* its items are made */
+			}
+		} else if (!b->deterministic && may_split && s->q_len == 1 && s->ctx_len >= 2 * RL_CUDA_SPLIT_CHUNK) {
 			nsplit = s->ctx_len / RL_CUDA_SPLIT_CHUNK;
 			uint64_t want = (g->target_ctas + g->n_kv_heads - 1) / g->n_kv_heads;
 			if (nsplit > want)
@@ -279,7 +304,9 @@ int rl_cuda_host_pack(const struct rl_cuda_geom *g, const struct rl_cuda_layout 
 			if (nsplit > parts_cap - n_parts)
 				nsplit = parts_cap - n_parts >= 2 ? parts_cap - n_parts : 1;
 		}
-		if (nsplit > 1) {
+		if (nsplit == 0) {
+			/* split above (deterministic) */
+		} else if (nsplit > 1) {
 			/* chunks in whole KV tiles, so every split but the last is full */
 			uint32_t chunk = (s->ctx_len + nsplit - 1) / nsplit;
 			chunk = (chunk + RL_CUDA_KV_TILE - 1) / RL_CUDA_KV_TILE * RL_CUDA_KV_TILE;

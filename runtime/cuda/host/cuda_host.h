@@ -76,6 +76,9 @@ struct rl_cuda_meta rl_cuda_host_meta_at(const struct rl_cuda_layout *l, const v
 /* Validates b (every index it carries) and packs it for a step padded to `rows` rows
  * (n_tokens <= rows <= max_rows) into buf (layout l, max_bytes). Padding rows get token 0,
  * position 0, slot -1, no items and no partials; sampling rows past n_samp get row -1.
+ * In a deterministic b (rl_batch.deterministic) a split row is cut at the fixed chunks of
+ * RL_CUDA_DET_CHUNK keys only, with one partial a chunk (row_nparts = its chunks; item part =
+ * the partial of its first chunk), up to max_parts partials in all.
  * The image also carries FlashInfer's CSR, so its one copy holds what either attention needs:
  * a decode-only step (sequence i on row i) gets the decode CSR over all `rows` (one request a
  * row); a step with a prefill chunk whose sequences sit in row order gets the prefill CSR over
