@@ -914,6 +914,7 @@ static int create(const struct rl_model *m, struct rl_model_plan *plan, const ch
 	c->be.info.bos_id = cfg.bos_id;
 	c->be.info.eos_id = cfg.eos_id;
 	c->be.info.max_draft_rows = p->max_draft_rows;
+	c->be.info.deterministic = 1;          /* rl_cuda_gemm_det, rl_cuda_attention_det, their own graphs */
 	c->be.info.vocab_blob = m ? m->vocab_blob : c->vocab_blob;
 	c->be.info.vocab_blob_size = m ? m->vocab_blob_size : c->vocab_blob_size;
 	*out = &c->be;
