@@ -790,6 +790,14 @@ static void daemon_cuda_spec_on_emulator(void)
 	cuda_daemon_on_emulator("--cuda-dtype fp16 --spec ngram --spec-k 4 --spec-cost 0.01", 2, 40);
 }
 
+/* ringlmd --deterministic on the cuda backend (its own GEMM, attention and graphs): the
+ * daemon takes the flag (the backend says it has the mode), and two client processes get the
+ * cpu's tokens as with fp16 above */
+static void daemon_cuda_deterministic_on_emulator(void)
+{
+	cuda_daemon_on_emulator("--cuda-dtype fp16 --deterministic", 2, 40);
+}
+
 /* ---- the deterministic mode (issue 51) ---------------------------------------------------- */
 
 /* One request under random background load gives one output, to the bits of its
@@ -897,5 +905,6 @@ int main(void)
 	RUN(daemon_cuda_on_emulator);
 	RUN(daemon_cuda_fp16_on_emulator);
 	RUN(daemon_cuda_spec_on_emulator);
+	RUN(daemon_cuda_deterministic_on_emulator);
 	TEST_MAIN_END();
 }
