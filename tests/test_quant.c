@@ -231,7 +231,8 @@ static void quant_unknown_type_named(void)
 static int q8_acts(int dt)
 {
 	return dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K || dt == RL_DT_Q4_0 || dt == RL_DT_Q4_1 ||
-	       dt == RL_DT_Q5_0 || dt == RL_DT_Q5_1 || dt == RL_DT_IQ4_NL;
+	       dt == RL_DT_Q5_0 || dt == RL_DT_Q5_1 || dt == RL_DT_IQ4_NL || dt == RL_DT_Q2_K || dt == RL_DT_Q3_K ||
+	       dt == RL_DT_Q5_K || dt == RL_DT_IQ4_XS;
 }
 
 static void quant_models_serve_like_the_reference(void)
