@@ -35,8 +35,9 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 		    int accumulate, void *scratch);
 /* The same product, row-invariant (the deterministic mode, issue 51): row r's outputs are the
  * same bits whatever n_rows, whichever rows share the call, and however [o_begin, o_end) is
- * cut at rl_cpu_wmat_grain(W) boundaries. Every row count takes the 2..8-row kernels (or
- * many-row kernels that are those 8 rows at a time); never the decoded tiles. */
+ * cut at rl_cpu_wmat_grain(W) boundaries. Every row count takes one kernel: the one-row
+ * kernel where it takes several rows too, else the 2..8-row one (past 8 rows, the many-row
+ * kernel that is it 8 rows at a time, or chunks of 8); never the decoded tiles. */
 void rl_cpu_qmatmul_det(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
 			const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end,
 			int accumulate, void *scratch);

@@ -495,19 +495,37 @@ static const struct qmm_kernel *qmm_pick(const struct rl_wmat *W, uint32_t n_row
 	return qmm_pick_class(W, n_rows == 1 ? ONE : n_rows <= Q8_ROWS ? FEW : MANY, packed);
 }
 
-/* The row-invariant choice (rl_cpu_qmatmul_det): the 2..8-row kernel for every row count, each
- * of which computes a row alone as among the others (its activations quantized per row, its
- * sums in one order per output); past 8 rows the many-row kernel where it is that kernel 8
- * rows at a time over 8-bit activations (q8_0_many_*, kq_many_*, kx_*), else NULL: the caller
- * runs the 8-row kernel on chunks of 8 (tiles_f32 and tiles_bf16 sum in another order, or in
- * bf16). test_qmatmul's rows_compute_alike_when_deterministic holds every type to it. */
+/* The many-row kernel that runs k 8 rows at a time over packed groups, on the same 8-bit
+ * activations (cpu_qmm.c's q8_0_many and kq_many), so a row computes in it as in k; NULL
+ * when k has none */
+static const struct qmm_kernel *many_of(const struct qmm_kernel *k, int dt)
+{
+	return k == &q8_0_t8 ? &q8_0_many_t8 : k == &q8_0_t16 ? &q8_0_many_t16 : k == &kq_t16 ? &kq_many_t16 :
+	       k == &q4k_t8 || k == &q6k_t8p ? (k == (dt == RL_DT_Q4_K ? &q4k_t8 : &q6k_t8p) ? &kq_many_t8 : NULL) : NULL;
+}
+
+/* The row-invariant choice (rl_cpu_qmatmul_det): one kernel for every row count, each of which
+ * computes a row alone as among the others (its activations quantized per row, its sums in
+ * one order per output). The one-row kernel where it takes several rows too (a batch-1 step,
+ * what latency-bound users run, then costs nothing), else the 2..8-row one (q8_0_row1 and
+ * kq_row512 take one row only); past 8 rows the many-row kernel where it is that kernel 8 rows
+ * at a time, else NULL: the caller runs it on chunks of 8 (tiles_f32 and tiles_bf16 sum in
+ * another order, or in bf16). test_qmatmul's rows_compute_alike_when_deterministic holds every
+ * type and ISA column to it. */
+static const struct qmm_kernel *qmm_det_kernel(const struct rl_wmat *W, int packed)
+{
+	const struct qmm_kernel *one = qmm_pick_class(W, ONE, packed);
+	return one == &q8_0_row1 || one == &kq_row512 ? qmm_pick_class(W, FEW, packed) : one;
+}
+
 static const struct qmm_kernel *qmm_pick_det(const struct rl_wmat *W, uint32_t n_rows, int packed)
 {
-	const struct qmm_kernel *few = qmm_pick_class(W, FEW, packed);
+	const struct qmm_kernel *k = qmm_det_kernel(W, packed);
 	if (n_rows <= Q8_ROWS)
-		return few;
-	const struct qmm_kernel *many = qmm_pick_class(W, MANY, packed);
-	return many == few || (few->acts == ACTS_Q8 && many->acts == ACTS_Q8) ? many : NULL;
+		return k;
+	if (qmm_pick_class(W, MANY, packed) == k)
+		return k;
+	return packed ? many_of(k, W->dtype) : NULL;
 }
 
 const char *rl_cpu_qmatmul_kernel(const struct rl_wmat *W, uint32_t n_rows, int packed)
