@@ -291,7 +291,7 @@ soak: deps
 # tests/gpu on the emulator built with ASan too (like compute-sanitizer's memcheck: any kernel or
 # host access outside its allocation); test_gpu itself is plain, so ASan's runtime is preloaded
 # (slow: ~40x; the kernel tests by default, CUDASIM_ASAN_TESTS= for all)
-CUDASIM_ASAN_TESTS ?= embed,rmsnorm,rope,swiglu,attention,sample,gemm_det
+CUDASIM_ASAN_TESTS ?= embed,rmsnorm,rope,swiglu,attention_mixed,attention_long,attention_det_bf16,sample,gemm_det
 SIM_ASAN = -fsanitize=address,alignment,bounds -fno-sanitize-recover=all -fno-omit-frame-pointer
 test-cudasim-asan: all
 	@$(MAKE) --no-print-directory SIM=$(BUILD)/cudasim-asan SIM_UBSAN="$(SIM_ASAN)" $(BUILD)/cudasim-asan/librlcuda.so $(BUILD)/cudasim-asan/librlcuda_dev.so
