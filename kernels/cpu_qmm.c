@@ -518,9 +518,25 @@ static const struct qmm_kernel *qmm_det_kernel(const struct rl_wmat *W, int pack
 	return one == &q8_0_row1 || one == &kq_row512 ? qmm_pick_class(W, FEW, packed) : one;
 }
 
+/* Kernels that compute a row to the same bits (the same 8-bit activations, exact integer
+ * block sums, the same float operations in the same block order), whatever their ISA column
+ * or row count: one family each (test_qmatmul's q45_rows_compute_alike), 0 for the others */
+static int alike_family(const struct qmm_kernel *k)
+{
+	if (k == &q8_0_t8 || k == &q8_0_t16 || k == &q8_0_many_t8 || k == &q8_0_many_t16)
+		return 1;
+	if (k == &q45_t8 || k == &q45_t16)
+		return 2;
+	if (k == &kx_rows || k == &kx_rows512 || k == &kx_rows_vnni)
+		return 3;
+	return 0;
+}
+
 static const struct qmm_kernel *qmm_pick_det(const struct rl_wmat *W, uint32_t n_rows, int packed)
 {
-	const struct qmm_kernel *k = qmm_det_kernel(W, packed);
+	const struct qmm_kernel *k = qmm_det_kernel(W, packed), *def = qmm_pick(W, n_rows, packed);
+	if (alike_family(def) && alike_family(def) == alike_family(k))
+		return def;                    /* the default's own kernel computes as k: no cost */
 	if (n_rows <= Q8_ROWS)
 		return k;
 	if (qmm_pick_class(W, MANY, packed) == k)
