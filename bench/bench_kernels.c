@@ -30,44 +30,6 @@
 
 static double secs(void) { return (double)rl_now_ns() * 1e-9; }
 
-/* ------------------------------------------------------------ memory stream ----- */
-
-RL_TGT_AVX2 static uint64_t stream_avx2(const uint8_t *p, size_t n)
-{
-	__m256i a = _mm256_setzero_si256(), b = a;
-	for (size_t i = 0; i + 64 <= n; i += 64) {
-		a = _mm256_xor_si256(a, _mm256_load_si256((const __m256i *)(p + i)));
-		b = _mm256_xor_si256(b, _mm256_load_si256((const __m256i *)(p + i + 32)));
-	}
-	a = _mm256_xor_si256(a, b);
-	return (uint64_t)_mm256_extract_epi64(a, 0) ^ (uint64_t)_mm256_extract_epi64(a, 3);
-}
-
-/* one thread reading a 256 MiB buffer front to back, best of 3, GB/s */
-static double stream_gbs(void)
-{
-	const size_t n = (size_t)256 << 20;
-	uint8_t *p = aligned_alloc(64, n);
-	if (!p)
-		return 0;
-	memset(p, 1, n);
-	double best = 0;
-	uint64_t sink = 0;
-	for (int rep = 0; rep < 3; rep++) {
-		double t0 = secs();
-		if (rl_cpu_isa() != RL_CPU_SCALAR) {
-			sink ^= stream_avx2(p, n);
-		} else {
-			const uint64_t *q = (const uint64_t *)p;
-			for (size_t i = 0; i < n / 8; i++)
-				sink ^= q[i];
-		}
-		double g = n / (secs() - t0) / 1e9;
-		best = g > best ? g : best;
-	}
-	free(p);
-	return sink == 42 ? best + 1e-9 : best;   /* keeps the reads */
-}
 
 /* ------------------------------------------------------- instruction mixes ------ */
 
@@ -284,7 +246,7 @@ int rl_cmd_bench_kernels(int argc, char **argv)
 	uint64_t st = 7;
 	for (size_t i = 0; i < (size_t)8 * cols; i++)
 		X[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
-	const double bw = stream_gbs();
+	const double bw = rl_bench_stream_gbs((size_t)256 << 20, 1);   /* one thread, past the L2 */
 	/* per type: GMAC/s at 1 and 8 rows in cache, bytes a weight, ns a weight at batch 1 at best */
 	double r1[16], r8[16], bpw[16], t1[16];
 	const char *k1[16], *k8[16];          /* the kernels that served them (cpu_qmm.c's table) */

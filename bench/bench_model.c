@@ -12,13 +12,12 @@
  * --deterministic runs every step in the deterministic mode (row-invariant kernels), to price it.
  * Bandwidth: decode b1's weight stream (the bytes of every matrix a token reads: all held
  * weights less an untied token-embedding table, which a token gathers one row of) times its
- * tokens/s, beside what a plain streaming read over a buffer of four times the weights (1 GiB at
- * least, past any last-level cache) reaches
+ * tokens/s, beside what a plain streaming read (rl_bench_stream_gbs) over four times the weights
+ * (256 MiB at least) reaches
  * on the same number of threads in the same run (the target: >= 80%).
  * Prints a table, or with --json one line; the JSON is always written to bench/out/model.json.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,58 +76,6 @@ static int run_step(struct rl_backend *be, struct bseq *s, uint32_t n, const uin
 		s[i].next = (uint32_t)out[i];
 	}
 	return 0;
-}
-
-/* The read bandwidth a streaming loop reaches: each of n threads sums its share of a buffer
- * (eight independent lanes, so the loads, not an add chain, set the pace), best of 3, GB/s. */
-struct stream_part {
-	const uint64_t *p;
-	size_t n;
-	uint64_t sum;
-};
-static void *stream_part(void *arg)
-{
-	struct stream_part *s = arg;
-	uint64_t a[8] = { 0 };
-	for (size_t i = 0; i + 8 <= s->n; i += 8)
-		for (int k = 0; k < 8; k++)
-			a[k] += s->p[i + k];
-	for (int k = 0; k < 8; k++)
-		s->sum += a[k];
-	return NULL;
-}
-static double stream_gbs(size_t bytes, int nthreads)
-{
-	size_t n = bytes / 8 / 64 * 64;
-	uint64_t *buf = malloc(n * 8);
-	if (!buf || nthreads < 1 || nthreads > 256) {
-		free(buf);
-		return 0;
-	}
-	for (size_t i = 0; i < n; i++)
-		buf[i] = i;
-	double best = 0;
-	for (int r = 0; r < 3; r++) {
-		struct stream_part parts[256];
-		pthread_t th[256];
-		uint64_t t0 = rl_now_ns();
-		for (int t = 0; t < nthreads; t++) {
-			parts[t] = (struct stream_part){ .p = buf + n / nthreads * t, .n = n / nthreads };
-			if (pthread_create(&th[t], NULL, stream_part, &parts[t]))
-				stream_part(&parts[t]), th[t] = 0;
-		}
-		uint64_t sum = 0;
-		for (int t = 0; t < nthreads; t++) {
-			if (th[t])
-				pthread_join(th[t], NULL);
-			sum += parts[t].sum;
-		}
-		double gbs = (double)(n / nthreads) * nthreads * 8 / ((rl_now_ns() - t0) * 1e-9) / 1e9;
-		if (gbs > best && sum)
-			best = gbs;
-	}
-	free(buf);
-	return best;
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -299,7 +246,7 @@ int rl_cmd_bench_model(int argc, char **argv)
 	}
 	/* decode b1's weight stream against a streaming read on as many threads */
 	double streamed = (double)m->mem_size - (m->cfg.tied_embeddings ? 0 : (double)m->mtok_emb.rows * m->mtok_emb.row_bytes);
-	double decode_gbs = streamed * decode[0] / 1e9, read_gbs = decode[0] > 0 ? stream_gbs(4 * m->mem_size > (1ull << 30) ? 4 * m->mem_size : (1ull << 30), nthreads) : 0;
+	double decode_gbs = streamed * decode[0] / 1e9, read_gbs = decode[0] > 0 ? rl_bench_stream_gbs(4 * m->mem_size > ((size_t)256 << 20) ? 4 * m->mem_size : ((size_t)256 << 20), nthreads) : 0;
 	char line[1200];
 	snprintf(line, sizeof line,
 		 "{\"bench\":\"model\",\"model\":\"%s\",\"dim\":%u,\"layers\":%u,\"vocab\":%u,\"params_m\":%.1f,"

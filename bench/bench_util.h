@@ -9,6 +9,11 @@
 #include <sys/stat.h>
 #include "kernels/cpu_ops.h"
 
+/* The read bandwidth of a plain streaming loop (bench_stream.c): `threads` threads (the caller
+ * is one) each read their share of a `bytes` buffer front to back, best of 3, GB/s; 0 when the
+ * buffer cannot be had. */
+double rl_bench_stream_gbs(size_t bytes, int threads);
+
 static int rl_bench_cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
