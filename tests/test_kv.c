@@ -211,10 +211,37 @@ static void bad_params(void)
 	CHECK(rl_kv_create(16, 0, 1, &kv) == -EINVAL);
 }
 
+/* Spaces (rl_kv_chain_root_in): blocks registered from one space's root are found only from
+ * it, the same tokens in another space hit nothing and register apart (the deterministic
+ * mode's blocks, computed by other kernels, never serve a default request, nor the reverse) */
+static void spaces_never_share_blocks(void)
+{
+	struct rl_kv *kv;
+	REQUIRE(rl_kv_create(16, 4, 1, &kv) == 0);
+	uint32_t tok[8], ids[2], got[2], det[2];
+	fill(tok, 8, 3);
+	register_chain(kv, tok, 2, 4, ids);                  /* space 0 */
+	struct rl_kv_chain c;
+	rl_kv_chain_root_in(&c, RL_KV_SPACE_DETERMINISTIC);
+	CHECK(rl_kv_lookup(kv, tok, 8, got, &c) == 0);
+	for (uint32_t i = 0; i < 2; i++) {                    /* the same text in the other space */
+		det[i] = (uint32_t)rl_kv_alloc(kv);
+		rl_kv_register(kv, det[i], tok + i * 4, rl_kv_hash(kv, &c, tok + i * 4), &c);
+		CHECK(c.blk == det[i] && det[i] != ids[i]);
+	}
+	rl_kv_chain_root_in(&c, RL_KV_SPACE_DETERMINISTIC);
+	CHECK(rl_kv_lookup(kv, tok, 8, got, &c) == 2 && got[0] == det[0] && got[1] == det[1]);
+	rl_kv_chain_root(&c);
+	uint32_t got0[2];
+	CHECK(rl_kv_lookup(kv, tok, 8, got0, &c) == 2 && got0[0] == ids[0] && got0[1] == ids[1]);
+	rl_kv_destroy(kv);
+}
+
 int main(void)
 {
 	RUN(alloc_free_refcount);
 	RUN(chain_hits_are_prefix_exact);
+	RUN(spaces_never_share_blocks);
 	RUN(duplicate_register_keeps_first);
 	RUN(lru_eviction_order);
 	RUN(evicted_parent_invalidates_children);
