@@ -2,6 +2,17 @@
  * per-state token mask: the trie walked against the DFA, subtrees whose prefix leaves the
  * language skipped whole, masks cached per DFA state (LRU, bounded bytes).
  *
+ * A state inside a JSON string allows nearly the whole vocabulary, so its walk visits nearly
+ * every node: the p99 of a mask. The vocabulary therefore also keeps its plain tokens (whole
+ * UTF-8 characters, none of them '"', '\' or a control character; at most PLAIN_MAX
+ * characters) as bitmasks by character count, and a second trie of the other tokens. Where
+ * every plain character leads a state to one same state (checked on the automaton: printable
+ * ASCII, then each well-formed multi-byte sequence), and so on for J steps (a string with
+ * room for J more characters; J unbounded once a state leads to itself), a plain token is
+ * allowed exactly when it has at most J characters: the mask is that bitmask plus the walk of
+ * the second trie alone. The same mask (the tests hold it to every token's bytes run through
+ * the automaton) for a fraction of the walk.
+ *
  * The trie is laid out in preorder, one record a node (its byte, its depth, the index just past
  * its subtree, the tokens that end there), so the walk is one forward pass over an array that
  * jumps past every dead subtree: its cost follows the live part of the vocabulary, not its
@@ -22,14 +33,26 @@ struct tnode {
 	uint8_t  byte;
 };
 
+/* the most characters a plain token has; longer ones go with the rest */
+#define PLAIN_MAX 32
+
+/* a preorder trie over some of the text tokens */
+struct trie {
+	uint32_t *sorted;              /* its tokens by bytes */
+	struct tnode *node;
+	uint32_t nnode, max_depth;
+};
+
 struct rl_cons_vocab {
 	uint32_t n;
 	char *bytes;                   /* every allowed token's bytes, back to back */
 	uint64_t *off;                 /* [n + 1] */
 	uint8_t *kind;                 /* [n] 0 text, 1 never allowed, 2 end of generation */
-	uint32_t *sorted;              /* text tokens by bytes */
-	struct tnode *node;
-	uint32_t nnode, max_depth;
+	struct trie all;               /* every text token */
+	struct trie rest;              /* the text tokens that are not plain */
+	uint32_t *plain;               /* [(PLAIN_MAX + 1) * words]: the plain tokens of <= L characters
+					* at [L * words], L = 0..PLAIN_MAX */
+	uint32_t nplain[PLAIN_MAX + 1];  /* how many of them */
 	uint32_t *eog, neog;           /* the end-of-generation ids, so accepting states need no scan */
 };
 
@@ -54,8 +77,11 @@ void rl_cons_vocab_destroy(struct rl_cons_vocab *v)
 	free(v->bytes);
 	free(v->off);
 	free(v->kind);
-	free(v->sorted);
-	free(v->node);
+	free(v->all.sorted);
+	free(v->all.node);
+	free(v->rest.sorted);
+	free(v->rest.node);
+	free(v->plain);
 	free(v->eog);
 	free(v);
 }
@@ -73,49 +99,79 @@ static int by_bytes(const void *x, const void *y)
 	return a < b ? -1 : a > b;
 }
 
-/* the sorted ids and the preorder trie over them */
-static int build_trie(struct rl_cons_vocab *v)
+/* The number of characters when the bytes are whole, well-formed UTF-8 characters (Unicode's
+ * table 3-7), none of them '"', '\\', a C0 control or DEL: what a JSON string's body (and most
+ * text states) take as they come; else -1 */
+static int plain_chars(const uint8_t *b, uint64_t n)
+{
+	int chars = 0;
+	for (uint64_t i = 0; i < n; chars++) {
+		const uint8_t c = b[i];
+		if (c < 0x80) {
+			if (c < 0x20 || c == 0x7F || c == '"' || c == '\\')
+				return -1;
+			i++;
+			continue;
+		}
+		uint8_t lo = 0x80, hi = 0xBF;          /* the first continuation byte's range */
+		int more;
+		if (c >= 0xC2 && c <= 0xDF) more = 1;
+		else if (c >= 0xE0 && c <= 0xEF) { more = 2; lo = c == 0xE0 ? 0xA0 : 0x80; hi = c == 0xED ? 0x9F : 0xBF; }
+		else if (c >= 0xF0 && c <= 0xF4) { more = 3; lo = c == 0xF0 ? 0x90 : 0x80; hi = c == 0xF4 ? 0x8F : 0xBF; }
+		else return -1;
+		if (n - i <= (uint64_t)more || b[i + 1] < lo || b[i + 1] > hi)
+			return -1;
+		for (int k = 2; k <= more; k++)
+			if (b[i + k] < 0x80 || b[i + k] > 0xBF)
+				return -1;
+		i += (uint64_t)more + 1;
+	}
+	return chars;
+}
+
+/* the sorted ids of the text tokens that in[] keeps (all when NULL) and the preorder trie
+ * over them */
+static int build_trie(const struct rl_cons_vocab *v, const uint8_t *in, struct trie *tr)
 {
 	uint32_t nt = 0;
 	uint64_t total = 0;
 	for (uint32_t i = 0; i < v->n; i++)
-		if (v->kind[i] == K_TEXT && v->off[i + 1] > v->off[i] && v->off[i + 1] - v->off[i] < 65535) {
+		if (v->kind[i] == K_TEXT && (!in || in[i])) {
 			nt++;
 			total += v->off[i + 1] - v->off[i];
-		} else if (v->kind[i] == K_TEXT)
-			v->kind[i] = K_NEVER;   /* no bytes (or absurdly many): never a useful step */
-	v->sorted = malloc((nt ? nt : 1) * sizeof *v->sorted);
-	v->node = malloc((total ? total : 1) * sizeof *v->node);
+		}
+	tr->sorted = malloc((nt ? nt : 1) * sizeof *tr->sorted);
+	tr->node = malloc((total ? total : 1) * sizeof *tr->node);
 	uint32_t *path = malloc(65536 * sizeof *path);
-	if (!v->sorted || !v->node || !path) {
+	if (!tr->sorted || !tr->node || !path) {
 		free(path);
 		return -ENOMEM;
 	}
 	nt = 0;
 	for (uint32_t i = 0; i < v->n; i++)
-		if (v->kind[i] == K_TEXT)
-			v->sorted[nt++] = i;
+		if (v->kind[i] == K_TEXT && (!in || in[i]))
+			tr->sorted[nt++] = i;
 	sort_v = v;                            /* qsort has no context argument in C11 */
-	qsort(v->sorted, nt, sizeof *v->sorted, by_bytes);
+	qsort(tr->sorted, nt, sizeof *tr->sorted, by_bytes);
 	uint32_t depth = 0, nn = 0;            /* path[d - 1]: the node at depth d on the current path */
 	const char *prev = NULL;
 	uint64_t plen = 0;
 	for (uint32_t k = 0; k < nt; k++) {
-		uint32_t id = v->sorted[k];
+		uint32_t id = tr->sorted[k];
 		const char *s = v->bytes + v->off[id];
 		uint64_t len = v->off[id + 1] - v->off[id], lcp = 0;
 		while (prev && lcp < len && lcp < plen && s[lcp] == prev[lcp])
 			lcp++;
 		if (prev && lcp == len && len == plen) {   /* the same bytes: the same node */
-			v->node[path[depth - 1]].ntok++;
+			tr->node[path[depth - 1]].ntok++;
 			continue;
 		}
 		while (depth > lcp) {              /* close the subtrees the path leaves */
-			v->node[path[depth - 1]].skip = nn;
+			tr->node[path[depth - 1]].skip = nn;
 			depth--;
 		}
 		for (uint64_t j = lcp; j < len; j++) {
-			struct tnode *x = &v->node[nn];
+			struct tnode *x = &tr->node[nn];
 			x->byte = (uint8_t)s[j];
 			x->depth = (uint16_t)(j + 1);
 			x->ntok = 0;
@@ -123,19 +179,19 @@ static int build_trie(struct rl_cons_vocab *v)
 			x->skip = 0;
 			path[depth++] = nn++;
 		}
-		struct tnode *last = &v->node[path[depth - 1]];
+		struct tnode *last = &tr->node[path[depth - 1]];
 		last->tok = k;
 		last->ntok = 1;
-		if (depth > v->max_depth)
-			v->max_depth = depth;
+		if (depth > tr->max_depth)
+			tr->max_depth = depth;
 		prev = s;
 		plen = len;
 	}
 	while (depth) {
-		v->node[path[depth - 1]].skip = nn;
+		tr->node[path[depth - 1]].skip = nn;
 		depth--;
 	}
-	v->nnode = nn;
+	tr->nnode = nn;
 	free(path);
 	return 0;
 }
@@ -180,7 +236,34 @@ int rl_cons_vocab_create(uint32_t n, const char *const *tok, const uint32_t *len
 		o += len[i];
 	}
 	v->off[n] = o;
-	int rc = build_trie(v);
+	/* the plain tokens: their bitmasks by characters, and the trie of the others */
+	const size_t words = ((size_t)n + 31) / 32;
+	uint8_t *other = calloc(n ? n : 1, 1);
+	v->plain = calloc((PLAIN_MAX + 1) * words + 1, 4);
+	int rc = other && v->plain ? 0 : -ENOMEM;
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		if (v->kind[i] == K_TEXT && (v->off[i + 1] == v->off[i] || v->off[i + 1] - v->off[i] >= 65535))
+			v->kind[i] = K_NEVER;   /* no bytes (or absurdly many): never a useful step */
+		if (v->kind[i] != K_TEXT)
+			continue;
+		const int ch = plain_chars((const uint8_t *)v->bytes + v->off[i], v->off[i + 1] - v->off[i]);
+		if (ch < 1 || ch > PLAIN_MAX) {
+			other[i] = 1;
+			continue;
+		}
+		v->plain[ch * words + (i >> 5)] |= 1u << (i & 31);   /* by exact count first */
+		v->nplain[ch]++;
+	}
+	for (int L = 1; L <= PLAIN_MAX && !rc; L++) {            /* then <= L: each adds the last */
+		for (size_t w = 0; w < words; w++)
+			v->plain[L * words + w] |= v->plain[(L - 1) * words + w];
+		v->nplain[L] += v->nplain[L - 1];
+	}
+	if (!rc)
+		rc = build_trie(v, NULL, &v->all);
+	if (!rc)
+		rc = build_trie(v, other, &v->rest);
+	free(other);
 	if (rc) {
 		rl_cons_vocab_destroy(v);
 		return rc;
@@ -241,7 +324,10 @@ struct rl_cons {
 	int32_t head, tail;            /* most and least recently used */
 	uint64_t hits, misses;
 	uint32_t *stack;               /* [max_depth + 1] the walk's state per depth */
+	uint64_t plain_masks;          /* masks made as the plain tokens plus the rest's walk */
 };
+
+uint64_t rl_cons_plain_masks(const struct rl_cons *c) { return c->plain_masks; }
 
 int rl_cons_from_dfa(const struct rl_cons_vocab *v, struct rl_cons_dfa *d, const struct rl_cons_opts *opts,
 		     struct rl_cons **out)
@@ -262,7 +348,7 @@ int rl_cons_from_dfa(const struct rl_cons_vocab *v, struct rl_cons_dfa *d, const
 	c->nslot = c->d.n;
 	c->slot = malloc(c->d.n * sizeof *c->slot);
 	c->e = calloc(c->maxe ? c->maxe : 1, sizeof *c->e);
-	c->stack = malloc(((size_t)v->max_depth + 1) * sizeof *c->stack);
+	c->stack = malloc(((size_t)v->all.max_depth + 1) * sizeof *c->stack);
 	if (!c->slot || !c->e || !c->stack) {
 		rl_cons_destroy(c);
 		return -ENOMEM;
@@ -392,20 +478,98 @@ long rl_cons_advance(struct rl_cons *c, uint32_t s, uint32_t id)
 
 int rl_cons_error(const struct rl_cons *c) { return c->g ? rl_cons_gram_error(c->g) : 0; }
 
-long rl_cons_mask_nocache(struct rl_cons *c, uint32_t s, uint32_t *mask)
+/* The state every plain character (plain_chars) leads s to: RL_CONS_DEAD when each of them
+ * leaves the language, PLAIN_PART when they part (or the search outgrows a small bound; the
+ * full walk is then the answer, never a wrong one). Each printable ASCII byte, then each
+ * well-formed multi-byte sequence followed through the automaton as pairs (bytes still to
+ * come, state), each pair expanded once; bytes of one class (the same transitions) once. */
+#define PLAIN_PART UINT32_MAX
+static uint32_t plain_next(struct rl_cons *c, uint32_t s)
 {
-	memset(mask, 0, c->words * 4);
-	if (s == RL_CONS_DEAD || s >= c->d.n)
-		return 0;
-	const struct rl_cons_vocab *v = c->v;
-	const struct tnode *node = v->node;
-	const uint32_t *sorted = v->sorted, *next = c->d.next;   /* re-read after a grammar's fill */
+	uint32_t to = PLAIN_PART;              /* the common target, once one character is in */
+	uint8_t seen[256] = { 0 };
+#define PLAIN_TO(t) do { if (to == PLAIN_PART) to = (t); else if (to != (t)) return PLAIN_PART; } while (0)
+	for (unsigned b = 0x20; b < 0x7F; b++)
+		if (b != '"' && b != '\\' && !seen[c->d.cls[b]]) {
+			seen[c->d.cls[b]] = 1;
+			PLAIN_TO(cstep(c, s, (uint8_t)b));
+		}
+	/* a pair's kind: 1..3 continuation bytes of 80..BF to come, or 4..7 the first of them
+	 * narrowed after E0 (A0..BF, then 1 more), ED (80..9F, 1 more), F0 (90..BF, 2 more),
+	 * F4 (80..8F, 2 more). A dead pair is a character that leaves the language. */
+	static const uint8_t lo[8] = { 0, 0x80, 0x80, 0x80, 0xA0, 0x80, 0x90, 0x80 };
+	static const uint8_t hi[8] = { 0, 0xBF, 0xBF, 0xBF, 0xBF, 0x9F, 0xBF, 0x8F };
+	static const uint8_t after[8] = { 0, 0, 1, 2, 1, 1, 2, 2 };   /* the kind once one byte is in */
+	enum { MAXP = 64 };
+	uint8_t pk[MAXP];
+	uint32_t ps[MAXP], np = 0;
+#define PLAIN_PAIR(k, t) do { \
+		uint32_t q_ = 0; \
+		while (q_ < np && (pk[q_] != (k) || ps[q_] != (t))) \
+			q_++; \
+		if (q_ == np) { \
+			if (np == MAXP) \
+				return PLAIN_PART; \
+			pk[np] = (k); \
+			ps[np++] = (t); \
+		} \
+	} while (0)
+	for (unsigned b = 0xC2; b <= 0xF4; b++) {
+		const uint8_t k = b <= 0xDF ? 1 : b == 0xE0 ? 4 : b == 0xED ? 5 : b <= 0xEF ? 2 : b == 0xF0 ? 6 : b == 0xF4 ? 7 : 3;
+		const uint32_t t = cstep(c, s, (uint8_t)b);
+		if (!t)
+			PLAIN_TO(RL_CONS_DEAD);
+		else
+			PLAIN_PAIR(k, t);
+	}
+	for (uint32_t q = 0; q < np; q++) {          /* np grows as pairs are found */
+		uint8_t done[256] = { 0 };
+		const uint8_t k = after[pk[q]];
+		for (unsigned b = lo[pk[q]]; b <= hi[pk[q]]; b++) {
+			if (done[c->d.cls[b]])
+				continue;
+			done[c->d.cls[b]] = 1;
+			const uint32_t t = cstep(c, ps[q], (uint8_t)b);
+			if (!k || !t)
+				PLAIN_TO(t);
+			else
+				PLAIN_PAIR(k, t);
+		}
+	}
+#undef PLAIN_PAIR
+#undef PLAIN_TO
+	return to;
+}
+
+/* J: the most plain characters a token may have from s (PLAIN_MAX for any), -1 when the plain
+ * characters part somewhere along the way */
+static int plain_room(struct rl_cons *c, uint32_t s)
+{
+	uint32_t cur = s;
+	for (int j = 0; j < PLAIN_MAX; j++) {
+		const uint32_t nx = plain_next(c, cur);
+		if (nx == PLAIN_PART)
+			return -1;
+		if (nx == RL_CONS_DEAD)
+			return j;
+		if (nx == cur)                 /* it leads to itself: any number more */
+			return PLAIN_MAX;
+		cur = nx;
+	}
+	return PLAIN_MAX;
+}
+
+/* the tokens of trie tr that lead from state s to a live state, into mask */
+static long walk(struct rl_cons *c, const struct trie *tr, uint32_t s, uint32_t *mask)
+{
+	const struct tnode *node = tr->node;
+	const uint32_t *sorted = tr->sorted, *next = c->d.next;   /* re-read after a grammar's fill */
 	const uint8_t *cls = c->d.cls;
 	const uint32_t ncls = c->d.ncls;
 	uint32_t *st = c->stack;
 	long count = 0;
 	st[0] = s;
-	for (uint32_t i = 0, nn = v->nnode; i < nn;) {
+	for (uint32_t i = 0, nn = tr->nnode; i < nn;) {
 		const struct tnode *x = &node[i];
 		uint32_t t = next[(size_t)st[x->depth - 1] * ncls + cls[x->byte]];
 		if (t == RL_GRAM_UNKNOWN) {
@@ -424,6 +588,23 @@ long rl_cons_mask_nocache(struct rl_cons *c, uint32_t s, uint32_t *mask)
 		count += x->ntok;
 		i++;
 	}
+	return count;
+}
+
+long rl_cons_mask_nocache(struct rl_cons *c, uint32_t s, uint32_t *mask)
+{
+	memset(mask, 0, c->words * 4);
+	if (s == RL_CONS_DEAD || s >= c->d.n)
+		return 0;
+	const struct rl_cons_vocab *v = c->v;
+	long count;
+	const int J = v->nplain[PLAIN_MAX] ? plain_room(c, s) : -1;
+	if (J >= 0) {
+		memcpy(mask, v->plain + (size_t)J * c->words, c->words * 4);
+		count = v->nplain[J] + walk(c, &v->rest, s, mask);
+		c->plain_masks++;
+	} else
+		count = walk(c, &v->all, s, mask);
 	if (c->d.accept[s])                    /* (a grammar's table may have moved) */
 		for (uint32_t e = 0; e < v->neog; e++) {
 			uint32_t id = v->eog[e];
@@ -573,8 +754,8 @@ long rl_cons_vocab_longest(const struct rl_cons_vocab *v, const void *bytes, siz
 	long best = -1;
 	uint32_t i = 0, d = 0;
 	/* down the preorder trie: a node's children follow it, its next sibling is at its skip */
-	while (i < v->nnode && d < n) {
-		const struct tnode *x = &v->node[i];
+	while (i < v->all.nnode && d < n) {
+		const struct tnode *x = &v->all.node[i];
 		if (x->depth != d + 1)         /* past the last child of the node matched so far */
 			break;
 		if (x->byte != b[d]) {
@@ -583,13 +764,13 @@ long rl_cons_vocab_longest(const struct rl_cons_vocab *v, const void *bytes, siz
 		}
 		d++;
 		if (x->ntok) {
-			best = (long)v->sorted[x->tok];
+			best = (long)v->all.sorted[x->tok];
 			*len = d;
 		}
 		i++;
 	}
 	/* all n bytes matched and the node has a child: tokens go on past them */
-	*longer = d == n && n && i < v->nnode && v->node[i].depth == d + 1;
+	*longer = d == n && n && i < v->all.nnode && v->all.node[i].depth == d + 1;
 	return best;
 }
 

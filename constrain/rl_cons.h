@@ -117,5 +117,8 @@ long rl_cons_mask_nocache(struct rl_cons *c, uint32_t state, uint32_t *mask);
 uint32_t rl_cons_dist(struct rl_cons *c, uint32_t state);
 /* cache counters since compile */
 void rl_cons_cache_stats(const struct rl_cons *c, uint64_t *hits, uint64_t *misses, size_t *bytes);
+/* masks made from the plain tokens' bitmask and the other tokens' walk (cons_mask.c's
+ * shortcut for states that every plain character leads back to) */
+uint64_t rl_cons_plain_masks(const struct rl_cons *c);
 
 #endif

@@ -582,7 +582,8 @@ static long brute_mask(struct rl_cons *c, const struct rl_cons_vocab *v, uint32_
 
 static const char *const walk_schemas[] = {
 	"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":12},\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150},"
-	"\"score\":{\"type\":\"number\"},\"active\":{\"type\":\"boolean\"},\"tag\":{\"type\":[\"string\",\"null\"],\"maxLength\":6}},"
+	"\"score\":{\"type\":\"number\"},\"active\":{\"type\":\"boolean\"},\"tag\":{\"type\":[\"string\",\"null\"],\"maxLength\":6},"
+	"\"desc\":{\"type\":\"string\"}},"
 	"\"required\":[\"name\",\"age\"],\"additionalProperties\":false}",
 	"{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},\"items\":{\"type\":\"array\",\"items\":{\"type\":\"object\","
 	"\"properties\":{\"sku\":{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-[0-9]{3}$\"},\"qty\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":99}},"
@@ -663,6 +664,7 @@ static void walks_on(size_t m, const char *path, int n_walks)
 	REQUIRE(mask && want && ids);
 	srand(50 + (unsigned)m);
 	size_t states_checked = 0, mask_bad = 0, walks = 0, walk_bad = 0, eos_bad = 0, total_tokens = 0;
+	uint64_t plain_masks[8] = { 0 };        /* per handle: masks made by the plain-token shortcut */
 	const size_t nschema = sizeof walk_schemas / sizeof *walk_schemas;
 	size_t gbnf_len = 0;
 	char *gbnf = read_fixture(FIX "gbnf/json.gbnf", &gbnf_len);
@@ -750,6 +752,7 @@ static void walks_on(size_t m, const char *path, int n_walks)
 		uint64_t hits, misses;
 		rl_cons_cache_stats(c, &hits, &misses, NULL);
 		CHECK(hits > 0);
+		plain_masks[si < 8 ? si : 7] = rl_cons_plain_masks(c);
 		json_decref(schema);
 		rl_cons_destroy(c);
 		g_root = NULL;
@@ -758,6 +761,11 @@ static void walks_on(size_t m, const char *path, int n_walks)
 	       "%zu masks wrong, %zu walks invalid, %zu EOS wrong\n", models[m], nv, ncontrol, walks, total_tokens,
 	       states_checked, mask_bad, walk_bad, eos_bad);
 	CHECK(mask_bad == 0 && walk_bad == 0 && eos_bad == 0);
+	/* the unbounded strings (schema 0's "desc", json.gbnf's) took the plain-token shortcut, and
+	 * the brute force above checked those masks too */
+	printf("  %s: masks by the plain-token shortcut: schema 0 %llu, json.gbnf %llu\n", models[m],
+	       (unsigned long long)plain_masks[0], (unsigned long long)plain_masks[nschema + 1]);
+	CHECK(plain_masks[0] > 0 && plain_masks[nschema + 1] > 0);
 	free(gbnf);
 	free(mask);
 	free(want);
