@@ -93,7 +93,7 @@ static double median(double *v, int n)
 static void usage(void)
 {
 	fprintf(stderr, "usage: ringlm bench model [--model PATH [--tokenizer PATH] | --shape tiny|110m] "
-		"[--fp32] [--threads N] [--prompt N] [--budget N] [--depth N] [--kv-type f16|f32] [--only-batch 1|8|64 | --only-prefill] [--isa avx512|avx2|scalar] [--deterministic] [--json]\n");
+		"[--fp32] [--threads N] [--prompt N] [--budget N] [--depth N] [--kv-type f16|f32] [--only-batch 1|8|64 | --only-prefill] [--max-batch 1|8|64] [--isa avx512|avx2|scalar] [--deterministic] [--json]\n");
 }
 
 int rl_cmd_bench_model(int argc, char **argv)
@@ -102,6 +102,7 @@ int rl_cmd_bench_model(int argc, char **argv)
 	int threads = 0, json = 0, fp32 = 0, kv_f16 = 1;   /* the runtime's default KV cache */
 	uint32_t only_batch = 0;               /* 1, 8 or 64: time that decode batch alone (profiling) */
 	int only_prefill = 0;                  /* time the prefill alone (profiling) */
+	uint32_t max_batch = 64;               /* decode batches above it are not timed */
 	uint32_t prompt_len = 128, budget = 128;
 	uint32_t depth = 16;                   /* context each decode sequence starts with (llama-bench -d) */
 	for (int i = 1; i < argc; i++) {
@@ -126,15 +127,17 @@ int rl_cmd_bench_model(int argc, char **argv)
 			return 2;
 		}
 		else if (!strcmp(a, "--only-batch")) only_batch = (uint32_t)atoi(v);
+		else if (!strcmp(a, "--max-batch")) max_batch = (uint32_t)atoi(v);
 		else if (!strcmp(a, "--isa")) {
 			if (rl_bench_set_isa("model", v))
 				return 2;
 		} else { fprintf(stderr, "ringlm bench model: unknown option %s\n", a); usage(); return 2; }
 	}
 	if (!prompt_len || prompt_len > 4000 || !depth || depth > 3000 || !budget || budget > 4096 || threads < 0 ||
-	    (only_batch && only_batch != 1 && only_batch != 8 && only_batch != 64) || (only_batch && only_prefill)) {
+	    (only_batch && only_batch != 1 && only_batch != 8 && only_batch != 64) || (only_batch && only_prefill) ||
+	    (max_batch != 1 && max_batch != 8 && max_batch != 64)) {
 		fprintf(stderr, "ringlm bench model: --prompt must be 1..4000, --depth 1..3000, --budget 1..4096, --threads >= 0, "
-			"--only-batch 1, 8 or 64, and not with --only-prefill\n");
+			"--only-batch and --max-batch 1, 8 or 64, and --only-batch not with --only-prefill\n");
 		return 2;
 	}
 	struct rl_model *m = NULL;
@@ -204,7 +207,7 @@ int rl_cmd_bench_model(int argc, char **argv)
 	double decode[3] = { 0 };
 	for (int bi = 0; bi < 3 && !rc; bi++) {
 		uint32_t B = batches[bi], q[MAX_B];
-		if ((only_batch && B != only_batch) || only_prefill)
+		if ((only_batch && B != only_batch) || only_prefill || B > max_batch)
 			continue;
 		for (int r = 0; r < 3 && !rc; r++) {
 			for (uint32_t i = 0; i < B; i++) {
