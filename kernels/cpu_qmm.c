@@ -243,6 +243,31 @@ static void run_q45_t16(const struct qmm_call *c, uint32_t o0, uint32_t o1)
 	rl_qmm_q45_t16(c->Y, c->ldy, xq, c->W, c->bias, c->nr, o0, o1, c->acc);
 }
 
+/* Many rows over packed groups, as q8_0_many: every row quantized once, then for each group
+ * of 16 weight rows (still in cache) the rows 8 at a time through the decode kernels, so that
+ * a row computes as it would in a decode step. */
+static void q45_many(const struct qmm_call *c, uint32_t o0, uint32_t o1, int vnni)
+{
+	const uint32_t nb = c->W->cols / 32, n_rows = c->nr;
+	const struct q8x *q = part(c, QMM_L_Q8, 0), *xall[1];
+	for (uint32_t r = 0; r < n_rows; r++)
+		q8_rows(c, r, 1, xall);
+	for (uint32_t o = o0; o < o1;) {
+		const uint32_t g1 = (o & ~15u) + 16 < o1 ? (o & ~15u) + 16 : o1;   /* to the group's end */
+		for (uint32_t r0 = 0; r0 < n_rows; r0 += Q8_ROWS) {
+			const uint32_t nr = n_rows - r0 < Q8_ROWS ? n_rows - r0 : Q8_ROWS;
+			const struct q8x *xq[Q8_ROWS];
+			for (uint32_t r = 0; r < nr; r++)
+				xq[r] = q + (size_t)(r0 + r) * nb;
+			(vnni ? rl_qmm_q45_t16 : rl_qmm_q45_t8)(c->Y + (size_t)r0 * c->ldy, c->ldy, xq, c->W, c->bias, nr, o, g1,
+							     c->acc);
+		}
+		o = g1;
+	}
+}
+static void run_q45_many_t8(const struct qmm_call *c, uint32_t o0, uint32_t o1) { q45_many(c, o0, o1, 0); }
+static void run_q45_many_t16(const struct qmm_call *c, uint32_t o0, uint32_t o1) { q45_many(c, o0, o1, 1); }
+
 
 /* ------------------------------------------------------------ Q4_K, Q6_K ----------- */
 
@@ -377,6 +402,7 @@ static const struct qmm_kernel
 	kq_tiles = K(kq_tiles, ACTS_Q8), kq_row512 = K(kq_row512, ACTS_Q8),
 	kq_many_t8 = K(kq_many_t8, ACTS_Q8), kq_many_t16 = K(kq_many_t16, ACTS_Q8),
 	q45_t8 = K(q45_t8, ACTS_Q8), q45_t16 = K(q45_t16, ACTS_Q8),
+	q45_many_t8 = K(q45_many_t8, ACTS_Q8), q45_many_t16 = K(q45_many_t16, ACTS_Q8),
 	kx_rows = K(kx_rows, ACTS_Q8), kx_rows512 = K(kx_rows512, ACTS_Q8), kx_rows_vnni = K(kx_rows_vnni, ACTS_Q8);
 #undef K
 
@@ -395,13 +421,14 @@ enum { C_SCALAR, C_AVX2, C_AVX512, C_VNNI, C_BF16, C_COUNT };
  *    the Q8_0 lane-per-row kernels (its nibbles looked up), alike in any batch, one row too
  *    on VNNI (where Q8_0 keeps AVX2's: the lookups make IQ4_NL's work a block count more
  *    than its bytes, ~1.2x Q4_0's one-row rate against ~0.4-0.9x on AVX2's, Xeon VM);
- *  - prefill over packed Q8_0, K-quant and IQ4_NL groups takes the integer decode kernels 8
- *    rows at a time (never rounded to bf16); over unpacked block types, and Q4_0..Q5_1, tiles
- *    decoded to bf16 (AVX512-BF16) or fp32: the 4/5-bit kernels 8 rows at a time made
- *    SmolLM2-135M Q4_1's prompt log-probs 0.051 from float64's (mean |delta|) where llama.cpp's
- *    are 0.038 and the tiles' 0.019 (tests/test_real_models.c allows llama.cpp's + 0.01), for
- *    2.7x its prefill (Xeon VM); F32 and F16 keep fp32 arithmetic (their precision is the point
- *    of them). */
+ *  - prefill over packed Q8_0, K-quant, IQ4_NL, Q4_0 and Q5_0 groups takes the integer decode
+ *    kernels 8 rows at a time (never rounded to bf16); over unpacked block types, and Q4_1 and
+ *    Q5_1, tiles decoded to bf16 (AVX512-BF16) or fp32: the 4/5-bit kernels 8 rows at a time
+ *    made SmolLM2-135M Q4_1's prompt log-probs 0.051 from float64's (mean |delta|) where
+ *    llama.cpp's are 0.038 and the tiles' 0.019 (tests/test_real_models.c allows llama.cpp's +
+ *    0.01), for 2.7x its prefill; on Gemma 3 270M's Q5_0 matrices they were as close as the
+ *    tiles (0.057 against 0.059; llama.cpp 0.061) for 2.3x (Xeon VM). F32 and F16 keep fp32
+ *    arithmetic (their precision is the point of them). */
 static const struct qmm_kernel *const route[T_COUNT][2][3][C_COUNT] = {
 	/*                                    scalar        AVX2           AVX-512      +VNNI           +BF16 */
 	[T_F32][ROWS_LAYOUT][ONE]       = { &f32 },
@@ -449,6 +476,13 @@ static const struct qmm_kernel *const route[T_COUNT][2][3][C_COUNT] = {
 	[T_Q45][PACKED_LAYOUT][ONE]     = { &rows_scalar, &q45_t8,       NULL,        &q45_t16 },
 	[T_Q45][PACKED_LAYOUT][FEW]     = { &rows_scalar, &q45_t8,       NULL,        &q45_t16 },
 	[T_Q45][PACKED_LAYOUT][MANY]    = { &tiles_f32,   NULL,          NULL,        NULL,           &tiles_bf16 },
+
+	[T_Q45S][ROWS_LAYOUT][ONE]      = { &rows_scalar, &q45_t8,       NULL,        &q45_t16 },
+	[T_Q45S][ROWS_LAYOUT][FEW]      = { &rows_scalar, &q45_t8,       NULL,        &q45_t16 },
+	[T_Q45S][ROWS_LAYOUT][MANY]     = { &tiles_f32,   NULL,          NULL,        NULL,           &tiles_bf16 },
+	[T_Q45S][PACKED_LAYOUT][ONE]    = { &rows_scalar, &q45_t8,       NULL,        &q45_t16 },
+	[T_Q45S][PACKED_LAYOUT][FEW]    = { &rows_scalar, &q45_t8,       NULL,        &q45_t16 },
+	[T_Q45S][PACKED_LAYOUT][MANY]   = { &tiles_f32,   &q45_many_t8,  NULL,        &q45_many_t16 },
 
 	[T_IQ4_NL][ROWS_LAYOUT][ONE]    = { &rows_scalar, &q8_0_t8,      NULL,        &q8_0_t16 },
 	[T_IQ4_NL][ROWS_LAYOUT][FEW]    = { &rows_scalar, &q8_0_t8,      NULL,        &q8_0_t16 },
@@ -501,6 +535,7 @@ static const struct qmm_kernel *qmm_pick(const struct rl_wmat *W, uint32_t n_row
 static const struct qmm_kernel *many_of(const struct qmm_kernel *k, int dt)
 {
 	return k == &q8_0_t8 ? &q8_0_many_t8 : k == &q8_0_t16 ? &q8_0_many_t16 : k == &kq_t16 ? &kq_many_t16 :
+	       k == &q45_t8 ? &q45_many_t8 : k == &q45_t16 ? &q45_many_t16 :
 	       k == &q4k_t8 || k == &q6k_t8p ? (k == (dt == RL_DT_Q4_K ? &q4k_t8 : &q6k_t8p) ? &kq_many_t8 : NULL) : NULL;
 }
 
@@ -525,7 +560,7 @@ static int alike_family(const struct qmm_kernel *k)
 {
 	if (k == &q8_0_t8 || k == &q8_0_t16 || k == &q8_0_many_t8 || k == &q8_0_many_t16)
 		return 1;
-	if (k == &q45_t8 || k == &q45_t16)
+	if (k == &q45_t8 || k == &q45_t16 || k == &q45_many_t8 || k == &q45_many_t16)
 		return 2;
 	if (k == &kx_rows || k == &kx_rows512 || k == &kx_rows_vnni)
 		return 3;

@@ -192,10 +192,11 @@ static inline void q4_k_scales(const uint8_t *q, uint8_t *sc, uint8_t *mn)
 
 /* ------------------------------------------------------------ per-type facts ------ */
 
-/* The route table's rows (cpu_qmm.c): T_Q45 is Q4_0, Q4_1, Q5_0, Q5_1; T_KX Q2_K, Q3_K, Q5_K,
+/* The route table's rows (cpu_qmm.c): T_Q45 is Q4_1 and Q5_1, T_Q45S Q4_0 and Q5_0 (the same
+ * kernels; prefill differs, see the table's notes); T_KX Q2_K, Q3_K, Q5_K,
  * IQ4_XS (cpu_qmm_kx.c); T_BLOCK every other block type (decoded rows). T_BLOCK is 0, so a
  * type the table below leaves out takes it. */
-enum qmm_route_row { T_BLOCK, T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_K, T_Q6_K, T_Q45, T_IQ4_NL, T_KX, T_COUNT };
+enum qmm_route_row { T_BLOCK, T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_K, T_Q6_K, T_Q45, T_Q45S, T_IQ4_NL, T_KX, T_COUNT };
 
 /* What the CPU matmul knows of each stored type, one row a type (ggml's type_traits_cpu
  * shape); the one owner of these facts, read through the accessors below.
@@ -223,9 +224,9 @@ static const struct qmm_type qmm_types[RL_DT_COUNT] = {
 	[RL_DT_F16]    = { T_F16,    0,     0 },
 	[RL_DT_BF16]   = { T_BF16,   0,     0 },
 	[RL_DT_Q8_0]   = { T_Q8_0,   8,     2 },
-	[RL_DT_Q4_0]   = { T_Q45,    4,     2,   1,  0,    0,  8 },
+	[RL_DT_Q4_0]   = { T_Q45S,   4,     2,   1,  0,    0,  8 },
 	[RL_DT_Q4_1]   = { T_Q45,    4,     4,   1,  0,    1,  0 },
-	[RL_DT_Q5_0]   = { T_Q45,    5,     2,   1,  1,    0, 16 },
+	[RL_DT_Q5_0]   = { T_Q45S,   5,     2,   1,  1,    0, 16 },
 	[RL_DT_Q5_1]   = { T_Q45,    5,     4,   1,  1,    1,  0 },
 	[RL_DT_Q4_K]   = { T_Q4_K,  36,     0 },
 	[RL_DT_Q6_K]   = { T_Q6_K,  52,     0 },

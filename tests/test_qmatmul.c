@@ -446,8 +446,9 @@ static void the_table_routes_each_case(void)
 		ROUTE(1, 1, 1, "h16");
 		ROUTE(7, 1, 0, "q45_t8");
 		ROUTE(8, 3, 1, "q45_t8");
-		ROUTE(7, 20, 1, "tiles_f32");
+		ROUTE(7, 20, 1, "tiles_f32");   /* Q4_1 prefill: decoded tiles (accuracy, cpu_qmm.c) */
 		ROUTE(8, 20, 0, "tiles_f32");
+		ROUTE(8, 20, 1, "q45_many_t8");  /* Q5_0 prefill over packed groups: 8 rows at a time */
 	}
 	if ((best & RL_CPUF_AVX512) && (best & RL_CPUF_VNNI)) {
 		rl_cpu_set_features(RL_CPUF_ALL & ~RL_CPUF_BF16);
@@ -458,6 +459,7 @@ static void the_table_routes_each_case(void)
 		ROUTE(5, 20, 1, "kq_many_t16");
 		ROUTE(7, 1, 1, "q45_t16");
 		ROUTE(8, 8, 0, "q45_t16");
+		ROUTE(8, 20, 1, "q45_many_t16");
 		ROUTE(6, 20, 1, "q8_0_many_t16");
 		ROUTE(6, 1, 1, "q8_0_t16");    /* IQ4_NL: one row on VNNI too */
 		ROUTE(9, 1, 0, "kx_rows_vnni");
@@ -474,6 +476,8 @@ static void the_table_routes_each_case(void)
 		ROUTE(2, 3, 1, "h16_dpbf");
 		ROUTE(2, 1, 1, "h16");
 		ROUTE(3, 20, 0, "tiles_bf16");
+		ROUTE(7, 20, 1, "tiles_bf16");
+		ROUTE(8, 20, 1, "q45_many_t16");
 		ROUTE(2, 20, 0, "bf16_direct");
 		CHECK(rl_cpu_qmatmul_bf16_acts(&W[3], 20));
 		CHECK(!rl_cpu_qmatmul_bf16_acts(&W[1], 20));
