@@ -820,7 +820,8 @@ static void test_sample(void)
 	/* every third row constrained (structured output): a mask of about 1 in 16 tokens */
 	static uint32_t allow[64][(5000 + 31) / 32];
 	uint32_t agree = 0, total = 0, constrained = 0;
-	for (int round = 0; round < 4; round++) {
+	const int rounds = emulated ? 2 : 4;     /* the emulator: half the draws, every row kind still */
+	for (int round = 0; round < rounds; round++) {
 		tstep_init(&t, 16);
 		for (uint32_t i = 0; i < n; i++) {
 			add_seq(&t, 1, 1 + i, 16, 64, 1, vocab, 1);
@@ -868,7 +869,7 @@ static void test_sample(void)
 	}
 	/* the same draw as the CPU except where rounding of the sums moves it across a boundary */
 	CHECKF(agree >= total - 2, "%u of %u draws equal the cpu's", agree, total);
-	CHECK(constrained == 4 * n / 3);
+	CHECK(constrained == (uint32_t)rounds * n / 3);
 	free(logits); free(masked); free(scratch);
 }
 
