@@ -389,6 +389,16 @@ static void run_kx_rows(const struct qmm_call *c, uint32_t o0, uint32_t o1) { kx
 static void run_kx_rows512(const struct qmm_call *c, uint32_t o0, uint32_t o1) { kx(c, o0, o1, rl_qmm_kx_512); }
 static void run_kx_rows_vnni(const struct qmm_call *c, uint32_t o0, uint32_t o1) { kx(c, o0, o1, rl_qmm_kx_vnni); }
 
+/* prefill on VNNI: the same q8k rows, then each group of 16 weight rows transposed once */
+static void run_kx_many_vnni(const struct qmm_call *c, uint32_t o0, uint32_t o1)
+{
+	const uint32_t nb = c->W->cols / 256;
+	struct q8k *q = part(c, QMM_L_KXG, 0);
+	for (uint32_t r = 0; r < c->nr; r++)
+		rl_qmm_quantize_q8k(c->X + (size_t)r * c->ldx, c->W->cols, q + (size_t)r * nb);
+	rl_qmm_kx_many_vnni(c->Y, c->ldy, q, c->W, c->bias, c->nr, o0, o1, c->acc, part(c, QMM_L_KXG, 1));
+}
+
 /* ------------------------------------------------------------ the table ------------ */
 
 #define K(fn, acts) { run_##fn, #fn, acts }
@@ -403,7 +413,8 @@ static const struct qmm_kernel
 	kq_many_t8 = K(kq_many_t8, ACTS_Q8), kq_many_t16 = K(kq_many_t16, ACTS_Q8),
 	q45_t8 = K(q45_t8, ACTS_Q8), q45_t16 = K(q45_t16, ACTS_Q8),
 	q45_many_t8 = K(q45_many_t8, ACTS_Q8), q45_many_t16 = K(q45_many_t16, ACTS_Q8),
-	kx_rows = K(kx_rows, ACTS_Q8), kx_rows512 = K(kx_rows512, ACTS_Q8), kx_rows_vnni = K(kx_rows_vnni, ACTS_Q8);
+	kx_rows = K(kx_rows, ACTS_Q8), kx_rows512 = K(kx_rows512, ACTS_Q8), kx_rows_vnni = K(kx_rows_vnni, ACTS_Q8),
+	kx_many_vnni = K(kx_many_vnni, ACTS_Q8);
 #undef K
 
 enum { ROWS_LAYOUT, PACKED_LAYOUT };
@@ -493,7 +504,7 @@ static const struct qmm_kernel *const route[T_COUNT][2][3][C_COUNT] = {
 
 	[T_KX][ROWS_LAYOUT][ONE]        = { &rows_scalar, &kx_rows,      &kx_rows512, &kx_rows_vnni },
 	[T_KX][ROWS_LAYOUT][FEW]        = { &rows_scalar, &kx_rows,      &kx_rows512, &kx_rows_vnni },
-	[T_KX][ROWS_LAYOUT][MANY]       = { &tiles_f32,   &kx_rows,      &kx_rows512, &kx_rows_vnni },
+	[T_KX][ROWS_LAYOUT][MANY]       = { &tiles_f32,   &kx_rows,      &kx_rows512, &kx_many_vnni },
 
 	[T_BLOCK][ROWS_LAYOUT][ONE]     = { &rows_scalar, &rows_avx2 },
 	[T_BLOCK][ROWS_LAYOUT][FEW]     = { &rows_scalar, &rows_avx2 },

@@ -76,10 +76,12 @@ struct q8r {
  *   QMM_L_Q8     q8x [nr][in/32]; int16 pairs [nr][in/32][32] (AVX2) or int32 seeds
  *                [nr][in/32] (VNNI); rotated q8r [nr/8][in/32] (AVX2, whole groups of 8)
  *   QMM_L_Q8K    q8k [nr][in/256]; int32 aux [nr][in/256][KQ_AUX]; q8kr [nr/8][in/256]
+ *   QMM_L_KXG    q8k [nr][in/256]; a group's transposed super-blocks [in/256][KXG_BYTES]
  *   QMM_L_BF16   bf16 activations [nr][in]; an fp32 row [in]; a bf16 tile [TILE][in]
  *   QMM_L_TILE   fp32 [TILE][in] (a decoded tile, or one decoded row)
  *   QMM_L_PANELS fp32 [64][in] (activations transposed for the 16-bit panels); a row [in] */
-enum qmm_layout_kind { QMM_L_Q8, QMM_L_Q8K, QMM_L_BF16, QMM_L_TILE, QMM_L_PANELS, QMM_L_COUNT };
+#define KXG_BYTES 5760u                /* cpu_qmm_kx.c's struct kxg: 64 + 16 + 8 + 2 vectors */
+enum qmm_layout_kind { QMM_L_Q8, QMM_L_Q8K, QMM_L_KXG, QMM_L_BF16, QMM_L_TILE, QMM_L_PANELS, QMM_L_COUNT };
 
 static inline size_t qmm_align64(size_t n) { return (n + 63) & ~(size_t)63; }
 static inline void *qmm_align64p(void *p) { return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
@@ -99,6 +101,10 @@ static inline size_t qmm_layout(enum qmm_layout_kind k, uint32_t in, uint32_t nr
 		s[0] = b256 * sizeof(struct q8k);
 		s[1] = b256 * KQ_AUX * sizeof(int32_t);
 		s[2] = (size_t)(nr / 8) * (in / 256) * sizeof(struct q8kr);
+		break;
+	case QMM_L_KXG:
+		s[0] = b256 * sizeof(struct q8k);
+		s[1] = (size_t)(in / 256) * KXG_BYTES;
 		break;
 	case QMM_L_BF16:
 		s[0] = (size_t)nr * in * 2;
@@ -370,6 +376,11 @@ void rl_qmm_kx_512(float *Y, size_t ldy, const struct q8k *x, const struct rl_wm
 		   uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
 void rl_qmm_kx_vnni(float *Y, size_t ldy, const struct q8k *x, const struct rl_wmat *W, const float *bias,
 		    uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
+/* prefill over the same types on AVX512-VNNI: 16 weight rows decoded and transposed into buf
+ * (KXG_BYTES a super-block of the row, 64-byte aligned), then lane per row against 8 rows at
+ * a time */
+void rl_qmm_kx_many_vnni(float *Y, size_t ldy, const struct q8k *x, const struct rl_wmat *W, const float *bias,
+			 uint32_t nr, uint32_t o0, uint32_t o1, int accumulate, void *buf);
 
 /* cpu_qmm_h16.c: the 16-bit engine (F16/BF16 panels at both widths; AVX512-BF16 products).
  * xt: [64 * in] floats, row: [in] (QMM_L_PANELS); dpbf: vdpbf16ps on activations rounded to bf16 */

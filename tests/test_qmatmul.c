@@ -258,11 +258,12 @@ static void h16_panels_every_range(void)
 }
 
 /* The 4/5-bit kernels (q45_*, and the Q8_0 ones over IQ4_NL) compute a row alike alone or in
- * a decode step of 2..8 rows (IQ4_NL also in a prefill chunk over packed groups; kx_* for
- * Q2_K, Q3_K, Q5_K, IQ4_XS at every row count), and alike on
- * AVX2 and AVX512-VNNI: the same 8-bit activations, exact integer block sums, the same float
- * operations in the same block order. Bit for bit, packed and unpacked rows (Q4_0..Q5_1's
- * prefill and unpacked IQ4_NL's take the decoded tiles instead). */
+ * a decode step of 2..8 rows (IQ4_NL, Q4_0 and Q5_0 also in a prefill chunk over packed
+ * groups; kx_* for Q2_K, Q3_K, Q5_K, IQ4_XS at every row count on AVX2, where prefill on VNNI
+ * takes kx_many_vnni), and alike on AVX2 and AVX512-VNNI: the same 8-bit activations, exact
+ * integer block sums, the same float operations in the same block order. Bit for bit, packed
+ * and unpacked rows (Q4_1/Q5_1's prefill and unpacked Q4_0..IQ4_NL's take the decoded tiles
+ * instead). */
 static void q45_rows_compute_alike(void)
 {
 	static const int types[] = { RL_DT_Q4_0, RL_DT_Q4_1, RL_DT_Q5_0, RL_DT_Q5_1, RL_DT_IQ4_NL,
@@ -296,7 +297,9 @@ static void q45_rows_compute_alike(void)
 							       scratch);
 				static const uint32_t counts[] = { 1, 3, 8, 20 };
 				for (size_t c = 0; c < 4; c++) {
-					const uint32_t n = counts[c], o1 = n <= 8 || kx ? out : types[t] == RL_DT_IQ4_NL ? W.packed_rows : 0;
+					const int many8 = types[t] == RL_DT_IQ4_NL || types[t] == RL_DT_Q4_0 || types[t] == RL_DT_Q5_0;
+					const uint32_t n = counts[c],
+						       o1 = n <= 8 || (kx && isa == RL_CPU_AVX2) ? out : many8 ? W.packed_rows : 0;
 					if (!o1)
 						continue;
 					for (uint32_t r0 = 0; r0 + n <= nx; r0 += n) {
@@ -463,12 +466,14 @@ static void the_table_routes_each_case(void)
 		ROUTE(6, 20, 1, "q8_0_many_t16");
 		ROUTE(6, 1, 1, "q8_0_t16");    /* IQ4_NL: one row on VNNI too */
 		ROUTE(9, 1, 0, "kx_rows_vnni");
+		ROUTE(9, 20, 0, "kx_many_vnni"); /* Q5_K prefill: 16 weight rows transposed a lane each */
 		rl_cpu_set_features(RL_CPUF_ALL & ~RL_CPUF_VNNI & ~RL_CPUF_BF16);
 		REQUIRE(rl_cpu_set_isa(RL_CPU_AVX512) == 0);
 		ROUTE(4, 1, 0, "kq_row512");
 		ROUTE(4, 3, 0, "q4k_t8");
 		ROUTE(7, 3, 1, "q45_t8");
 		ROUTE(9, 3, 0, "kx_rows512");
+		ROUTE(9, 20, 0, "kx_rows512");
 	}
 	if ((best & RL_CPUF_AVX512) && (best & RL_CPUF_BF16)) {
 		rl_cpu_set_features(RL_CPUF_ALL);
