@@ -604,7 +604,20 @@ static void cap_run(const char *m, const char *t, const char *args, const struct
 		       "round %d: the regex's request ended with type %d code %d after %u tokens (alone: %d)", round,
 		       fin[2], code[2], nout[2], alone_re.n);
 	}
-	CHECK(rt_stat(c, "requests_error") >= 2);
+	/* a regex whose DFA is over the cap at compile: refused at once with the same code */
+	static const char BIG[] = "[a-z ]{4,300}\\.";
+	struct ringlm_constraint *kb;
+	REQUIRE(ringlm_constraint_create(RINGLM_CONSTRAINT_REGEX, BIG, strlen(BIG), &kb) == 0);
+	struct ringlm_request r = ringlm_default_request();
+	r.prompt = p[0];
+	r.n_prompt = np[0];
+	r.constraint = kb;
+	REQUIRE(ringlm_submit(c, &r, NULL) == 0);
+	struct ringlm_event ev = { 0 };
+	CHECKF(ringlm_wait(c, &ev, 1, 30000) == 1 && ev.type == RINGLM_EV_ERROR && ev.code == -EOVERFLOW,
+	       "the regex over the cap: event type %d code %d", ev.type, ev.code);
+	ringlm_constraint_destroy(kb);
+	CHECKF(rt_stat(c, "requests_error") >= 3, "requests_error %lld", rt_stat(c, "requests_error"));
 	/* the runtime goes on */
 	static struct gen g;
 	CHECK(generate_c(c, PROMPTS[0], 40, 0, 1, 1, NULL, &g) == 0 && g.n == alone_free.n &&
@@ -615,8 +628,9 @@ static void cap_run(const char *m, const char *t, const char *args, const struct
 /* A grammar whose automaton outgrows the runtime's state cap mid-answer (--cons-max-states):
  * that request ends with ERROR(-EOVERFLOW), whose text says what to do, after the tokens it
  * had; an unconstrained request and one under a regex running beside it finish as they do
- * alone; the next request of the same grammar gets a fresh compile (and the same end); the
- * runtime serves on. A cap out of range is refused in one line. */
+ * alone; the next request of the same grammar gets a fresh compile (and the same end); a
+ * regex over the cap at compile is refused with the same code; the runtime serves on. A cap
+ * out of range is refused in one line. */
 static void grammar_over_its_state_cap_ends_that_request(void)
 {
 	const char *m = rl_t_model("stories260K.bin"), *t = rl_t_model("tok512.bin");

@@ -100,7 +100,7 @@ static int handle_for(struct rl_rt_cons *k, int kind, const char *text, size_t l
 		const struct handle *e = &k->h[i];
 		if (e->users)
 			continue;
-		if (!e->c) {
+		if (!e->c || rl_cons_error(e->c)) {   /* a failed handle is of no more use */
 			free_i = i;
 			break;
 		}
@@ -125,7 +125,7 @@ static int handle_for(struct rl_rt_cons *k, int kind, const char *text, size_t l
 					     : rl_cons_compile_schema(k->v, copy, len, &opts, &c, err, errlen);
 	if (rc) {
 		free(copy);
-		return rc;
+		return rc == -E2BIG ? -EOVERFLOW : rc;   /* over the state cap: what the client is told */
 	}
 	rl_cons_destroy(e->c);
 	free(e->text);
@@ -160,7 +160,7 @@ int rl_rt_cons_start(struct rl_rt_cons *k, uint32_t seq_id, int kind, const char
 	if (rl_cons_error(e->c)) {
 		snprintf(err, errlen, "the grammar needs more than %u automaton states for its first token; simplify it "
 			 "(or raise ringlmd --cons-max-states)", rl_rt_cons_max_states(k));
-		return rl_cons_error(e->c) == -E2BIG ? -E2BIG : -ENOMEM;
+		return rl_cons_error(e->c) == -E2BIG ? -EOVERFLOW : -ENOMEM;
 	}
 	if (allowed <= 0) {            /* the compiler prunes to live states */
 		snprintf(err, errlen, "the constraint allows no token of this vocabulary to start with");
@@ -235,7 +235,10 @@ uint32_t rl_rt_cons_drafts(struct rl_rt_cons *k, uint32_t seq_id, uint32_t *draf
 		st = (uint32_t)next;
 		rl_cons_mask(c, st, s->mask + ++kept * words);
 	}
-	return kept;
+	/* a grammar that met its cap while its drafts were walked may have left a draft's mask
+	 * short, or empty (a step with an empty row fails whole): no drafts, the row of the
+	 * sequence's own mask, which came before, alone */
+	return rl_cons_error(c) ? 0 : kept;
 }
 
 void rl_rt_cons_forget(struct rl_rt_cons *k, uint32_t seq_id)

@@ -36,7 +36,7 @@ void rl_rt_cons_destroy(struct rl_rt_cons *k);
 /* Puts sequence seq_id under the constraint (kind: enum rl_cons_kind, text: len bytes) and
  * sets *allow to its mask for the first token (the pool entry's buffer, valid until
  * rl_rt_cons_destroy: a step in flight may read it after a cancel). 0; -EINVAL
- * with the compiler's one-line reason in err; -E2BIG (its automaton needs more than the
+ * with the compiler's one-line reason in err; -EOVERFLOW (its automaton needs more than the
  * cap's states, at compile or for the first mask; err says); -ENOTSUP (a model without a
  * vocabulary); -EBUSY (RL_RT_CONS_HANDLES other constraints in use); -ENOMEM. */
 int  rl_rt_cons_start(struct rl_rt_cons *k, uint32_t seq_id, int kind, const char *text, size_t len,
