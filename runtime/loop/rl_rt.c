@@ -446,14 +446,10 @@ static int drain_all(struct rl_rt *rt, uint64_t now)
 
 /* ---- steps ---------------------------------------------------------------------------- */
 
-/* Hands the step's sampled ids to the scheduler (which emits the events). The step's event
- * reservations are spent then (emit consumed one per event; what is left belonged to
- * sequences cancelled mid-step), and they are cleared here and only here: events published
- * while a step runs must not take the slots it reserved. */
-/* The sequences whose grammar ran out of states this step end with ERROR(-EOVERFLOW), each
- * in the event slot the step reserved for its end; one that ended anyway in the same step
- * (or was cancelled) is left as it is. Other requests go on: a failed handle is never given
- * to a new request (rl_rt_cons.c). */
+/* The sequences whose grammar ran out of states this step end with ERROR(-EOVERFLOW) (or
+ * -ENOMEM when memory ran out instead), each in the event slot the step reserved for its
+ * end; one that ended anyway in the same step (or was cancelled) is left as it is. Other
+ * requests go on: a failed handle is never given to a new request (rl_rt_cons.c). */
 static void end_cons_failed(struct rl_rt *rt)
 {
 	for (uint32_t i = 0; i < rt->n_cons_failed; i++) {
@@ -462,19 +458,29 @@ static void end_cons_failed(struct rl_rt *rt)
 		struct client *c = &rt->clients[slot];
 		if (!c->used || c->by_rid[rid] != q)
 			continue;
-		LOG(rt, "client %u request %u: its grammar needs more than %u automaton states (ringlmd "
-		    "--cons-max-states); ended after %u tokens", slot, rid, rl_rt_cons_max_states(rt->cons), n_gen);
+		const int code = rl_rt_cons_error(rt->cons, q->id) == -ENOMEM ? -ENOMEM : -EOVERFLOW;
+		if (code == -EOVERFLOW)
+			LOG(rt, "client %u request %u: its grammar needs more than %u automaton states (ringlmd "
+			    "--cons-max-states); ended after %u tokens", slot, rid, rl_rt_cons_max_states(rt->cons), n_gen);
+		else
+			LOG(rt, "client %u request %u: no memory for its grammar's states; ended after %u tokens", slot, rid,
+			    n_gen);
 		rl_sched_cancel(rt->sched, q);
 		c->by_rid[rid] = NULL;
 		c->active--;
 		if (c->reserved)
 			c->reserved--;
-		put_evt(rt, slot, rid, RL_EV_ERROR, 0, -EOVERFLOW, n_gen);
+		put_evt(rt, slot, rid, RL_EV_ERROR, 0, code, n_gen);
 		ST_ADD(requests_error, 1);
 	}
 	rt->n_cons_failed = 0;
 }
 
+/* Hands the step's sampled ids to the scheduler (which emits the events), then ends the
+ * requests whose grammar failed in them (end_cons_failed). The step's event
+ * reservations are spent then (emit consumed one per event; what is left belonged to
+ * sequences cancelled mid-step), and they are cleared here and only here: events published
+ * while a step runs must not take the slots it reserved. */
 static void complete_step(struct rl_rt *rt, uint64_t now)
 {
 	rl_sched_complete(rt->sched, rt->out, now);

@@ -191,6 +191,13 @@ int rl_rt_cons_advance(struct rl_rt_cons *k, uint32_t seq_id, uint32_t token)
 	return rl_cons_error(c);
 }
 
+int rl_rt_cons_error(const struct rl_rt_cons *k, uint32_t seq_id)
+{
+	if (seq_id >= k->pool_size || k->seq[seq_id].h < 0)
+		return 0;
+	return rl_cons_error(k->h[k->seq[seq_id].h].c);
+}
+
 uint32_t rl_rt_cons_max_states(const struct rl_rt_cons *k)
 {
 	return k->max_states ? k->max_states : 100000;

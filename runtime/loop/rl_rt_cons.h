@@ -30,6 +30,8 @@ struct rl_rt_cons;
  * at most max_states states (0: the engine's 100000). 0, -ENOMEM. */
 int  rl_rt_cons_create(const void *vocab_blob, size_t vocab_bytes, uint32_t pool_size, uint32_t max_draft,
 		       uint32_t max_states, struct rl_rt_cons **out);
+/* sequence seq_id's constraint's sticky failure (rl_cons_error: -E2BIG, -ENOMEM), 0 none */
+int  rl_rt_cons_error(const struct rl_rt_cons *k, uint32_t seq_id);
 /* the cap in force (max_states, or the engine's default) */
 uint32_t rl_rt_cons_max_states(const struct rl_rt_cons *k);
 void rl_rt_cons_destroy(struct rl_rt_cons *k);
