@@ -126,7 +126,7 @@ GPU_TEST_SRC = $(wildcard tests/gpu/test_*.c)
 GPU_TESTS    = $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/%)
 TESTS       += $(GPU_TESTS) $(BUILD)/tests/test_cli $(BUILD)/tests/test_gpu_session
 
-.PHONY: all build-all check-deps deps models demo test test-gpu test-cudasim-asan test-asan test-tsan install clean fuzz fuzz-bins soak
+.PHONY: all build-all check-deps deps models pylibs demo test test-gpu test-cudasim-asan test-asan test-tsan install clean fuzz fuzz-bins soak
 all: check-deps
 	@$(MAKE) --no-print-directory build-all
 build-all: $(BUILD)/ringlmd $(BUILD)/ringlm $(BUILD)/ringlm-http $(BUILD)/libringlm.so $(BUILD)/libringlm.a $(CUDA_LIB) $(TESTS) $(CUDASIM_LIB)
@@ -255,11 +255,15 @@ deps:
 # offline the tests that need them skip and say so, and the demo falls back
 models:
 	@bash .ci/models >/dev/null || echo "ringlm: continuing without the real models (their tests skip)" >&2
+# the `openai` package for ringlm-http's tests (.ci/pylibs: pinned PyPI wheels, sha256-checked, into
+# ~/.cache/ringlm/py, which tests/run.sh puts on PYTHONPATH); offline it says so and those tests skip
+pylibs:
+	@bash .ci/pylibs >/dev/null || true
 # plain `make` installs nothing: it names the Debian packages that are missing and stops
 check-deps:
 	@bash .ci/deps --check-build
 
-test: deps models
+test: deps models pylibs
 	@$(MAKE) --no-print-directory all
 	@bash tests/run.sh $(BUILD)
 

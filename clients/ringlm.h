@@ -52,7 +52,9 @@ struct ringlm_event {
 	uint32_t id;             /* the request id ringlm_submit returned */
 	uint32_t token;          /* TOKEN: the id; DONE with FIN_STOP/EOS: the stop id */
 	uint16_t type;           /* enum ringlm_ev_type */
-	int16_t  code;           /* DONE: enum ringlm_finish; ERROR: -errno (ringlm_strerror) */
+	int16_t  code;           /* DONE: enum ringlm_finish; ERROR: -errno (ringlm_strerror), e.g.
+				  * -EOVERFLOW: the request's constraint needs more automaton states than
+				  * the runtime's cap (ringlmd --cons-max-states), at once or mid-answer */
 	uint32_t index;          /* TOKEN: 0-based index of the token within the output */
 };
 

@@ -36,7 +36,10 @@ if [ -d clients/python/tests ] && [ "$build" = build ] && { [ -z "$filter" ] || 
     echo "SKIP python: pytest not installed (apt-get install python3-pytest)" | tee "$out"
     rc=0
   else
-    RINGLM_LIB="$PWD/$build/libringlm.so" timeout "${RL_TEST_TIMEOUT:-900}" \
+    # the openai package that .ci/pylibs fetched (pinned wheels in the user's cache), when it is there
+    pylibs=$(bash .ci/pylibs --dir); pp=${PYTHONPATH:-}
+    [ -f "$pylibs/.ok" ] && pp="$pylibs${pp:+:$pp}"
+    PYTHONPATH="$pp" RINGLM_LIB="$PWD/$build/libringlm.so" timeout "${RL_TEST_TIMEOUT:-900}" \
       "$py" -m pytest -q -p no:cacheprovider clients/python/tests clients/http/tests >"$out" 2>&1; rc=$?
     grep -E "^(PASS|FAIL|SKIP) |Error|error|assert" "$out" | head -60
   fi

@@ -13,6 +13,8 @@
  *   - speculative decoding by prompt lookup (--spec ngram) gives exactly the tokens of plain
  *     decoding, greedy and sampled (the verification rows sample with the keys one-row decode
  *     uses), while drafts are accepted and rejected; requests that opt out draft nothing.
+ *   - a grammar that outgrows --cons-max-states mid-answer ends that request alone, with
+ *     ERROR(-EOVERFLOW); the requests beside it finish as they do alone.
  * Skips cleanly when ../shared/models is absent.
  * Tests: runtime/loop, runtime/sched, runtime/backend (cpu, cuda on cudasim), runtime/model, clients (libringlm), tokenizer.
  */
@@ -531,6 +533,126 @@ static void constrained_under_pressure(void)
 	regfree(&posix);
 }
 
+/* One runtime (args) serving, twice over, a request under grammar kg that outgrows the cap
+ * beside a free one and one under regex kr (see below). */
+static void cap_run(const char *m, const char *t, const char *args, const struct ringlm_constraint *kg,
+		    const struct ringlm_constraint *kr, int say)
+{
+	struct ringlm *c;
+	REQUIRE(embedded(&c, m, t, args) == 0);
+	static struct gen alone_free, alone_re;
+	REQUIRE(generate_c(c, PROMPTS[0], 40, 0, 1, 1, NULL, &alone_free) == 0);
+	REQUIRE(generate_c(c, PROMPTS[4], 60, 0, 1, 1, kr, &alone_re) == 0);
+	uint32_t p[3][64], np[3], out[3][128], nout[3] = { 0 };
+	int fin[3], code[3];
+	const char *prompt[3] = { PROMPTS[0], PROMPTS[0], PROMPTS[4] };
+	const struct ringlm_constraint *k[3] = { kg, NULL, kr };
+	for (int round = 0; round < 2; round++) {
+		memset(nout, 0, sizeof nout);
+		for (int i = 0; i < 3; i++) {
+			np[i] = (uint32_t)ringlm_tokenize(c, prompt[i], 1, p[i], 64);
+			struct ringlm_request r = ringlm_default_request();
+			r.prompt = p[i];
+			r.n_prompt = np[i];
+			r.max_new = i == 1 ? 40 : 60;
+			r.temperature = 0;
+			r.tag = (uint64_t)i;
+			r.constraint = k[i];
+			REQUIRE(ringlm_submit(c, &r, NULL) == 0);
+			fin[i] = 0;
+		}
+		struct ringlm_event ev[64];
+		for (int left = 3; left;) {
+			const int n = ringlm_wait(c, ev, 64, 30000);
+			REQUIRE(n > 0);
+			for (int e = 0; e < n; e++) {
+				const int i = (int)ev[e].tag;
+				if (ev[e].type == RINGLM_EV_TOKEN) {
+					out[i][nout[i]++ % 128] = ev[e].token;
+					continue;
+				}
+				fin[i] = ev[e].type;
+				code[i] = ev[e].code;
+				left--;
+			}
+		}
+		char text[2048] = "";
+		uint32_t prev = p[0][np[0] - 1];
+		for (uint32_t j = 0; j < nout[0] && j < 128; j++) {
+			char piece[128];
+			const char *sp = ringlm_detokenize(c, prev, out[0][j], piece, sizeof piece);
+			strncat(text, sp ? sp : "", sizeof text - strlen(text) - 1);
+			prev = out[0][j];
+		}
+		const char *why = ringlm_strerror(code[0]);
+		if (round == 0 && say)
+			printf("  the grammar's request ended after %u tokens: \"%s%s\"\n  %s\n", nout[0], prompt[0], text, why);
+		CHECKF(fin[0] == RINGLM_EV_ERROR && code[0] == -EOVERFLOW && nout[0] > 0,
+		       "%s, round %d: the grammar's request ended with type %d code %d after %u tokens", args, round,
+		       fin[0], code[0], nout[0]);
+		CHECK(strstr(why, "--cons-max-states") && strstr(why, "simplify") && !strchr(why, '\n'));
+		/* what it emitted is still a prefix the grammar allows: letters, spaces and commas, then
+		 * periods */
+		const size_t nl = strspn(text, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ,");
+		CHECKF(nl + strspn(text + nl, ".") == strlen(text), "round %d: \"%s\" is outside the grammar", round, text);
+		CHECKF(fin[1] == RINGLM_EV_DONE && code[1] == RINGLM_FIN_LENGTH && (int)nout[1] == alone_free.n &&
+		       !memcmp(out[1], alone_free.ids, nout[1] * sizeof *out[1]),
+		       "round %d: the free request ended with type %d code %d after %u tokens (alone: %d)", round,
+		       fin[1], code[1], nout[1], alone_free.n);
+		CHECKF(fin[2] == RINGLM_EV_DONE && (int)nout[2] == alone_re.n &&
+		       !memcmp(out[2], alone_re.ids, nout[2] * sizeof *out[2]),
+		       "round %d: the regex's request ended with type %d code %d after %u tokens (alone: %d)", round,
+		       fin[2], code[2], nout[2], alone_re.n);
+	}
+	/* a regex whose DFA is over the cap at compile: refused at once with the same code */
+	static const char BIG[] = "[a-z ]{4,300}\\.";
+	struct ringlm_constraint *kb;
+	REQUIRE(ringlm_constraint_create(RINGLM_CONSTRAINT_REGEX, BIG, strlen(BIG), &kb) == 0);
+	struct ringlm_request r = ringlm_default_request();
+	r.prompt = p[0];
+	r.n_prompt = np[0];
+	r.constraint = kb;
+	REQUIRE(ringlm_submit(c, &r, NULL) == 0);
+	struct ringlm_event ev = { 0 };
+	CHECKF(ringlm_wait(c, &ev, 1, 30000) == 1 && ev.type == RINGLM_EV_ERROR && ev.code == -EOVERFLOW,
+	       "the regex over the cap: event type %d code %d", ev.type, ev.code);
+	ringlm_constraint_destroy(kb);
+	CHECKF(rt_stat(c, "requests_error") >= 3, "requests_error %lld", rt_stat(c, "requests_error"));
+	/* the runtime goes on */
+	static struct gen g;
+	CHECK(generate_c(c, PROMPTS[0], 40, 0, 1, 1, NULL, &g) == 0 && g.n == alone_free.n &&
+	      !memcmp(g.ids, alone_free.ids, g.n * sizeof *g.ids));
+	ringlm_close(c);
+}
+
+/* A grammar whose automaton outgrows the runtime's state cap mid-answer (--cons-max-states):
+ * that request ends with ERROR(-EOVERFLOW), whose text says what to do, after the tokens it
+ * had; an unconstrained request and one under a regex running beside it finish as they do
+ * alone; the next request of the same grammar gets a fresh compile (and the same end); a
+ * regex over the cap at compile is refused with the same code; the runtime serves on. A cap
+ * out of range is refused in one line. */
+static void grammar_over_its_state_cap_ends_that_request(void)
+{
+	const char *m = rl_t_model("stories260K.bin"), *t = rl_t_model("tok512.bin");
+	if (!m || !t)
+		SKIP("../shared/models/stories260K.bin or tok512.bin not found");
+	struct ringlm *c;
+	CHECK(embedded(&c, m, t, "--threads 1 --cons-max-states 3") != 0 &&
+	      strstr(ringlm_last_error(), "--cons-max-states") && !strchr(ringlm_last_error(), '\n'));
+	/* each character owes one more closing "." at the end: one more frame on the matcher's
+	 * stack, a state never met before */
+	static const char G[] = "root ::= [a-zA-Z ,] root \".\" | \".\"\n";
+	static const char RE[] = " [a-z]+( [a-z]+)*\\.";
+	struct ringlm_constraint *kg, *kr;
+	REQUIRE(ringlm_constraint_create(RINGLM_CONSTRAINT_GBNF, G, strlen(G), &kg) == 0);
+	REQUIRE(ringlm_constraint_create(RINGLM_CONSTRAINT_REGEX, RE, strlen(RE), &kr) == 0);
+	cap_run(m, t, "--threads 1 --cons-max-states 64", kg, kr, 1);
+	/* with speculation: a sequence whose grammar failed gets no drafts */
+	cap_run(m, t, "--threads 1 --cons-max-states 64 --spec ngram --spec-k 4", kg, kr, 0);
+	ringlm_constraint_destroy(kg);
+	ringlm_constraint_destroy(kr);
+}
+
 /* 1 when s[n] is whole UTF-8 characters (no character cut at the end or elsewhere) */
 static int whole_utf8(const char *s, size_t n)
 {
@@ -901,6 +1023,7 @@ int main(void)
 	RUN(speculation_gives_the_same_tokens);
 	RUN(constrained_speculation_gives_the_same_tokens);
 	RUN(constrained_under_pressure);
+	RUN(grammar_over_its_state_cap_ends_that_request);
 	RUN(deterministic_under_load);
 	RUN(daemon_cuda_on_emulator);
 	RUN(daemon_cuda_fp16_on_emulator);

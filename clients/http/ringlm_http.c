@@ -643,7 +643,8 @@ static void on_end(struct req *r, const struct ringlm_event *e)
 	if (h->failed)                 /* another choice's error was the answer */
 		return;
 	if (e->type == RINGLM_EV_ERROR) {
-		fail_choices(h, e->code == -EINVAL || e->code == -ERANGE || e->code == -E2BIG || e->code == -ENOTSUP ? 400 : 500,
+		fail_choices(h, e->code == -EINVAL || e->code == -ERANGE || e->code == -E2BIG || e->code == -ENOTSUP ||
+				     e->code == -EOVERFLOW ? 400 : 500,
 			     "the runtime rejected the request: %s", ringlm_strerror(e->code));
 		return;
 	}

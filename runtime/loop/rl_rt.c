@@ -214,14 +214,29 @@ static int hook_reserve(void *ctx, uint32_t slot, uint32_t n)
 	return 0;
 }
 
+/* q's grammar met its state cap (or memory) at this token: q is ended once the step is
+ * complete (end_cons_failed), since the scheduler is inside its completion now. */
+static void cons_failed(struct rl_rt *rt, const struct rl_seq *q)
+{
+	for (uint32_t i = 0; i < rt->n_cons_failed; i++)
+		if (rt->cons_failed[i] == q)
+			return;        /* a later token of the same step (drafts) */
+	rt->cons_failed[rt->n_cons_failed++] = (struct rl_seq *)q;
+}
+
 static void hook_emit(void *ctx, const struct rl_seq *q, uint32_t type, uint32_t token, int32_t code)
 {
 	struct rl_rt *rt = ctx;
 	struct client *c = &rt->clients[q->client];
 	if (c->reserved)
 		c->reserved--;
-	if (type == RL_EV_TOKEN && q->allow && rl_rt_cons_advance(rt->cons, q->id, token))
-		LOG(rt, "request %u: token %u outside its constraint", q->rid, token);   /* not reached */
+	if (type == RL_EV_TOKEN && q->allow) {
+		const int e = rl_rt_cons_advance(rt->cons, q->id, token);
+		if (e == -E2BIG || e == -ENOMEM)
+			cons_failed(rt, q);
+		else if (e)
+			LOG(rt, "request %u: token %u outside its constraint", q->rid, token);   /* not reached */
+	}
 	if (type == RL_EV_TOKEN && q->logprobs) {
 		const struct rl_step_lp *o = &rt->step_lp;
 		put_lp(next_lp(c), q->step_index < o->n_seqs ? &o->tok[q->step_index] : NULL, q->logprobs - 1);
@@ -431,13 +446,45 @@ static int drain_all(struct rl_rt *rt, uint64_t now)
 
 /* ---- steps ---------------------------------------------------------------------------- */
 
-/* Hands the step's sampled ids to the scheduler (which emits the events). The step's event
+/* The sequences whose grammar ran out of states this step end with ERROR(-EOVERFLOW) (or
+ * -ENOMEM when memory ran out instead), each in the event slot the step reserved for its
+ * end; one that ended anyway in the same step (or was cancelled) is left as it is. Other
+ * requests go on: a failed handle is never given to a new request (rl_rt_cons.c). */
+static void end_cons_failed(struct rl_rt *rt)
+{
+	for (uint32_t i = 0; i < rt->n_cons_failed; i++) {
+		struct rl_seq *q = rt->cons_failed[i];
+		const uint32_t slot = q->client, rid = q->rid, n_gen = q->n_gen;
+		struct client *c = &rt->clients[slot];
+		if (!c->used || c->by_rid[rid] != q)
+			continue;
+		const int code = rl_rt_cons_error(rt->cons, q->id) == -ENOMEM ? -ENOMEM : -EOVERFLOW;
+		if (code == -EOVERFLOW)
+			LOG(rt, "client %u request %u: its grammar needs more than %u automaton states (ringlmd "
+			    "--cons-max-states); ended after %u tokens", slot, rid, rl_rt_cons_max_states(rt->cons), n_gen);
+		else
+			LOG(rt, "client %u request %u: no memory for its grammar's states; ended after %u tokens", slot, rid,
+			    n_gen);
+		rl_sched_cancel(rt->sched, q);
+		c->by_rid[rid] = NULL;
+		c->active--;
+		if (c->reserved)
+			c->reserved--;
+		put_evt(rt, slot, rid, RL_EV_ERROR, 0, code, n_gen);
+		ST_ADD(requests_error, 1);
+	}
+	rt->n_cons_failed = 0;
+}
+
+/* Hands the step's sampled ids to the scheduler (which emits the events), then ends the
+ * requests whose grammar failed in them (end_cons_failed). The step's event
  * reservations are spent then (emit consumed one per event; what is left belonged to
  * sequences cancelled mid-step), and they are cleared here and only here: events published
  * while a step runs must not take the slots it reserved. */
 static void complete_step(struct rl_rt *rt, uint64_t now)
 {
 	rl_sched_complete(rt->sched, rt->out, now);
+	end_cons_failed(rt);
 	for (uint32_t i = 0; i < rt->n_resv; i++) {
 		struct client *c = &rt->clients[rt->resv[i]];
 		c->reserved = 0;
@@ -860,8 +907,10 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 					.emit_prompt = hook_emit_prompt, .seq_gone = hook_seq_gone };
 	/* structured output: the constraints' handles and per-sequence states (the vocabulary's
 	 * trie is built at the first constrained request) */
-	if ((rc = rl_rt_cons_create(bi->vocab_blob, bi->vocab_blob_size, sp.pool_size, sp.spec_k, &rt->cons)) ||
+	if ((rc = rl_rt_cons_create(bi->vocab_blob, bi->vocab_blob_size, sp.pool_size, sp.spec_k, p->cons_max_states,
+				    &rt->cons)) ||
 	    !(rt->cons_text = malloc(RL_MAX_CONS_BYTES + 1)) ||
+	    !(rt->cons_failed = calloc(sp.pool_size, sizeof *rt->cons_failed)) ||
 	    !(rt->prompt = malloc(((size_t)rt->max_prompt + 1) * sizeof *rt->prompt))) {
 		rc = rc ? rc : -ENOMEM;
 		snprintf(err, errlen, "cannot allocate the constraint states: %s", strerror(-rc));
@@ -1191,6 +1240,7 @@ void rl_rt_destroy(struct rl_rt *rt)
 		rl_sched_destroy(rt->sched);
 	rl_rt_cons_destroy(rt->cons);
 	free(rt->cons_text);
+	free(rt->cons_failed);
 	free(rt->prompt);
 	rl_draft_destroy(rt->draft);
 	rl_backend_destroy(rt->draft_be);

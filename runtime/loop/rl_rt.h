@@ -42,6 +42,8 @@ struct rl_rt_params {
 	double   spec_cost;            /* --spec-cost C: a draft's cost relative to a one-row step,
 					* fixed; 0 = measured (rl_spec.h) */
 	uint32_t max_clients, max_inflight, max_prompt, max_new;
+	uint32_t cons_max_states;      /* --cons-max-states: a constraint's automaton states at most
+					* (a grammar's grow as outputs meet them); 0 = 100000 */
 	uint32_t req_cap, evt_cap, arena_ids;
 	uid_t    allow_uid[RL_RT_MAX_ALLOW]; int n_allow_uid;
 	gid_t    allow_gid[RL_RT_MAX_ALLOW]; int n_allow_gid;

@@ -31,10 +31,11 @@ struct rl_rt_cons {
 	uint64_t uses;
 	struct seq *seq;               /* [pool_size] */
 	uint32_t pool_size, max_draft;
+	uint32_t max_states;           /* each handle's automaton cap (0: the engine's default) */
 };
 
 int rl_rt_cons_create(const void *vocab_blob, size_t vocab_bytes, uint32_t pool_size, uint32_t max_draft,
-		      struct rl_rt_cons **out)
+		      uint32_t max_states, struct rl_rt_cons **out)
 {
 	struct rl_rt_cons *k = calloc(1, sizeof *k);
 	if (!k || !(k->seq = calloc(pool_size, sizeof *k->seq))) {
@@ -47,6 +48,7 @@ int rl_rt_cons_create(const void *vocab_blob, size_t vocab_bytes, uint32_t pool_
 	k->blob_bytes = vocab_bytes;
 	k->pool_size = pool_size;
 	k->max_draft = max_draft;
+	k->max_states = max_states;
 	*out = k;
 	return 0;
 }
@@ -86,9 +88,11 @@ static int vocab(struct rl_rt_cons *k)
  * recently started one no sequence uses). */
 static int handle_for(struct rl_rt_cons *k, int kind, const char *text, size_t len, char *err, size_t errlen)
 {
+	/* a handle that ran out of states is never handed out again: its later masks could miss
+	 * tokens, and a fresh compile gives the next request the whole cap */
 	for (int i = 0; i < RL_RT_CONS_HANDLES; i++) {
 		const struct handle *e = &k->h[i];
-		if (e->c && e->kind == kind && e->len == len && !memcmp(e->text, text, len))
+		if (e->c && !rl_cons_error(e->c) && e->kind == kind && e->len == len && !memcmp(e->text, text, len))
 			return i;
 	}
 	int free_i = -1;
@@ -96,7 +100,7 @@ static int handle_for(struct rl_rt_cons *k, int kind, const char *text, size_t l
 		const struct handle *e = &k->h[i];
 		if (e->users)
 			continue;
-		if (!e->c) {
+		if (!e->c || rl_cons_error(e->c)) {   /* a failed handle is of no more use */
 			free_i = i;
 			break;
 		}
@@ -114,14 +118,14 @@ static int handle_for(struct rl_rt_cons *k, int kind, const char *text, size_t l
 	memcpy(copy, text, len);
 	copy[len] = 0;
 	/* an object without additionalProperties takes no other keys (strict mode's reading) */
-	const struct rl_cons_opts opts = { .flags = RL_CONS_NO_EXTRA_KEYS };
+	const struct rl_cons_opts opts = { .flags = RL_CONS_NO_EXTRA_KEYS, .max_states = k->max_states };
 	struct rl_cons *c;
 	int rc = kind == RL_CONS_KIND_REGEX  ? rl_cons_compile_regex(k->v, copy, len, &opts, &c, err, errlen)
 		 : kind == RL_CONS_KIND_GBNF ? rl_cons_compile_gbnf(k->v, copy, len, &opts, &c, err, errlen)
 					     : rl_cons_compile_schema(k->v, copy, len, &opts, &c, err, errlen);
 	if (rc) {
 		free(copy);
-		return rc;
+		return rc == -E2BIG ? -EOVERFLOW : rc;   /* over the state cap: what the client is told */
 	}
 	rl_cons_destroy(e->c);
 	free(e->text);
@@ -152,7 +156,13 @@ int rl_rt_cons_start(struct rl_rt_cons *k, uint32_t seq_id, int kind, const char
 	if (!s->mask && !(s->mask = malloc((1 + (size_t)k->max_draft) * rl_cons_mask_words(e->c) * sizeof *s->mask)))
 		return -ENOMEM;
 	s->state = rl_cons_start(e->c);
-	if (rl_cons_mask(e->c, s->state, s->mask) <= 0) {   /* the compiler prunes to live states */
+	const long allowed = rl_cons_mask(e->c, s->state, s->mask);
+	if (rl_cons_error(e->c)) {
+		snprintf(err, errlen, "the grammar needs more than %u automaton states for its first token; simplify it "
+			 "(or raise ringlmd --cons-max-states)", rl_rt_cons_max_states(k));
+		return rl_cons_error(e->c) == -E2BIG ? -EOVERFLOW : -ENOMEM;
+	}
+	if (allowed <= 0) {            /* the compiler prunes to live states */
 		snprintf(err, errlen, "the constraint allows no token of this vocabulary to start with");
 		return -EINVAL;
 	}
@@ -165,18 +175,32 @@ int rl_rt_cons_start(struct rl_rt_cons *k, uint32_t seq_id, int kind, const char
 
 int rl_rt_cons_advance(struct rl_rt_cons *k, uint32_t seq_id, uint32_t token)
 {
-	struct seq *s = &k->seq[seq_id];
-	if (seq_id >= k->pool_size || s->h < 0)
+	if (seq_id >= k->pool_size || k->seq[seq_id].h < 0)
 		return -EINVAL;
+	struct seq *s = &k->seq[seq_id];
 	struct rl_cons *c = k->h[s->h].c;
 	const long next = rl_cons_advance(c, s->state, token);
 	if (next < 0)
-		return -EINVAL;
+		return rl_cons_error(c) ? rl_cons_error(c) : -EINVAL;
 	s->state = (uint32_t)next;
 	/* an accepting state with no way on allows the end-of-generation ids alone: the next
 	 * step samples one and the request ends */
 	rl_cons_mask(c, s->state, s->mask);
-	return 0;
+	/* a mask computed while the grammar met its cap may lack tokens the grammar allows, or
+	 * allow none: the request cannot go on under it */
+	return rl_cons_error(c);
+}
+
+int rl_rt_cons_error(const struct rl_rt_cons *k, uint32_t seq_id)
+{
+	if (seq_id >= k->pool_size || k->seq[seq_id].h < 0)
+		return 0;
+	return rl_cons_error(k->h[k->seq[seq_id].h].c);
+}
+
+uint32_t rl_rt_cons_max_states(const struct rl_rt_cons *k)
+{
+	return k->max_states ? k->max_states : 100000;
 }
 
 uint32_t rl_rt_cons_drafts(struct rl_rt_cons *k, uint32_t seq_id, uint32_t *draft, uint32_t n, uint32_t cap)
@@ -185,6 +209,8 @@ uint32_t rl_rt_cons_drafts(struct rl_rt_cons *k, uint32_t seq_id, uint32_t *draf
 		return n;
 	struct seq *s = &k->seq[seq_id];
 	struct rl_cons *c = k->h[s->h].c;
+	if (rl_cons_error(c))
+		return 0;              /* the sequence ends at its next token (rl_rt_cons_advance) */
 	const size_t words = rl_cons_mask_words(c);
 	if (cap > k->max_draft)
 		cap = k->max_draft;
@@ -216,7 +242,10 @@ uint32_t rl_rt_cons_drafts(struct rl_rt_cons *k, uint32_t seq_id, uint32_t *draf
 		st = (uint32_t)next;
 		rl_cons_mask(c, st, s->mask + ++kept * words);
 	}
-	return kept;
+	/* a grammar that met its cap while its drafts were walked may have left a draft's mask
+	 * short, or empty (a step with an empty row fails whole): no drafts, the row of the
+	 * sequence's own mask, which came before, alone */
+	return rl_cons_error(c) ? 0 : kept;
 }
 
 void rl_rt_cons_forget(struct rl_rt_cons *k, uint32_t seq_id)

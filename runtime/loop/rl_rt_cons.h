@@ -26,19 +26,28 @@ struct rl_rt_cons;
 
 /* Over the model's vocabulary (the backend's blob, rl_tok.h; kept by reference until the
  * trie is built), for sequence ids below pool_size, with room for max_draft drafts' masks a
- * sequence (the runtime's spec_k; 0 without speculation). 0, -ENOMEM. */
+ * sequence (the runtime's spec_k; 0 without speculation); each constraint's automaton holds
+ * at most max_states states (0: the engine's 100000). 0, -ENOMEM. */
 int  rl_rt_cons_create(const void *vocab_blob, size_t vocab_bytes, uint32_t pool_size, uint32_t max_draft,
-		       struct rl_rt_cons **out);
+		       uint32_t max_states, struct rl_rt_cons **out);
+/* sequence seq_id's constraint's sticky failure (rl_cons_error: -E2BIG, -ENOMEM), 0 none */
+int  rl_rt_cons_error(const struct rl_rt_cons *k, uint32_t seq_id);
+/* the cap in force (max_states, or the engine's default) */
+uint32_t rl_rt_cons_max_states(const struct rl_rt_cons *k);
 void rl_rt_cons_destroy(struct rl_rt_cons *k);
 /* Puts sequence seq_id under the constraint (kind: enum rl_cons_kind, text: len bytes) and
  * sets *allow to its mask for the first token (the pool entry's buffer, valid until
  * rl_rt_cons_destroy: a step in flight may read it after a cancel). 0; -EINVAL
- * with the compiler's one-line reason in err; -ENOTSUP (a model without a vocabulary);
- * -EBUSY (RL_RT_CONS_HANDLES other constraints in use); -ENOMEM. */
+ * with the compiler's one-line reason in err; -EOVERFLOW (its automaton needs more than the
+ * cap's states, at compile or for the first mask; err says); -ENOTSUP (a model without a
+ * vocabulary); -EBUSY (RL_RT_CONS_HANDLES other constraints in use); -ENOMEM. */
 int  rl_rt_cons_start(struct rl_rt_cons *k, uint32_t seq_id, int kind, const char *text, size_t len,
 		      const uint32_t **allow, char *err, size_t errlen);
-/* After sequence seq_id's token: its next state and, in place, its mask. 0, or -EINVAL
- * when the constraint did not allow the token (not reached: the mask came first). */
+/* After sequence seq_id's token: its next state and, in place, its mask. 0; -E2BIG when its
+ * grammar met the state cap (the handle's sticky failure, rl_cons_error: every sequence under
+ * it gets it at its next token, and no later request is given that handle): the sequence
+ * must end, its mask no longer says what the grammar allows; -ENOMEM the same for memory;
+ * -EINVAL when the constraint did not allow the token (not reached: the mask came first). */
 int  rl_rt_cons_advance(struct rl_rt_cons *k, uint32_t seq_id, uint32_t token);
 /* A step's drafts draft[0..n) for sequence seq_id (a draft source's, for the positions after
  * its tokens): a constrained sequence keeps the longest run its constraint allows, then takes

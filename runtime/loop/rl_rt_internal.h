@@ -89,6 +89,9 @@ struct rl_rt {
 	struct rl_draft *draft;
 	struct rl_rt_cons *cons;       /* structured output: constraints and their sequences' states */
 	char    *cons_text;            /* [RL_MAX_CONS_BYTES + 1] a request's constraint text, copied */
+	struct rl_seq **cons_failed;   /* [pool_size] sequences whose grammar met its state cap in
+					* this step: ended with an error once the step is complete */
+	uint32_t n_cons_failed;
 	uint32_t *prompt;              /* [max_prompt + 1] a request's prompt, copied and checked */
 	struct rl_step_lp step_lp;     /* the finished step's log-probabilities (its output, beside out) */
 	struct rl_spec_cost spec_cost; /* decode step time against rows, for the draft lengths */

@@ -1,5 +1,5 @@
 """ringlm-http driven by real clients: curl (plain and server-sent events), the `openai`
-Python package when it is installed, and raw sockets for what misbehaving clients do: bad JSON,
+Python package when it is installed (.ci/pylibs), and raw sockets for what misbehaving clients do: bad JSON,
 oversized bodies, a client that disconnects mid-stream, slow-loris and hundreds of idle
 connections, none of which may stall another stream."""
 import json
@@ -40,6 +40,14 @@ def metric(url, name, labels=""):
     _, body = curl(url + "/metrics")
     m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)), body, re.M)
     return float(m.group(1)) if m else None
+
+
+def openai_package():
+    """the `openai` package, or a skip that says where it comes from: Debian 12 has none, and
+    `make test` fetches pinned wheels of it (.ci/pylibs) into the cache that tests/run.sh puts on
+    PYTHONPATH"""
+    return pytest.importorskip("openai", reason="the openai package is not installed (make test fetches it "
+                               "with .ci/pylibs; offline it cannot)")
 
 
 def test_completions_and_sse_with_curl(stories):
@@ -147,7 +155,7 @@ def test_chat_families(family):
 
 
 def test_openai_package(stories, mistral):
-    openai = pytest.importorskip("openai")
+    openai = openai_package()
     c = openai.OpenAI(base_url=stories.url + "/v1", api_key="unused")
     r = c.completions.create(model="stories260K.bin", prompt="Once upon a time", max_tokens=20, temperature=0)
     text = r.choices[0].text
@@ -397,7 +405,7 @@ def test_response_format_json_schema_on_a_real_instruct_model(smollm):
 
 
 def test_openai_package_on_a_real_instruct_model(smollm):
-    openai = pytest.importorskip("openai")
+    openai = openai_package()
     c = openai.OpenAI(base_url=smollm.url + "/v1", api_key="unused")
     r = c.chat.completions.create(model="x", messages=[{"role": "user", "content": "What is the capital of France? "
                                                                        "Answer in one sentence."}],
@@ -503,7 +511,7 @@ def test_tool_calls_on_gemma(gemma):
 
 
 def test_openai_package_tools(smollm):
-    openai = pytest.importorskip("openai")
+    openai = openai_package()
     c = openai.OpenAI(base_url=smollm.url + "/v1", api_key="unused")
     r = c.chat.completions.create(model="x", messages=WEATHER_Q, tools=TOOLS, tool_choice="required",
                                   parallel_tool_calls=False, max_tokens=48, temperature=0)

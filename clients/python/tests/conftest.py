@@ -53,6 +53,19 @@ def daemon():
     p.wait(timeout=20)
 
 
+@pytest.fixture
+def capped_daemon():
+    """A ringlmd serving stories260K whose constraints' automata hold 64 states at most
+    (--cons-max-states); yields its socket path."""
+    m, t = model_files()
+    if not m:
+        pytest.skip("../shared/models/stories260K.bin or tok512.bin not found")
+    p, sock = run_daemon(["--model", m, "--tokenizer", t, "--threads", "1", "--cons-max-states", "64"])
+    yield sock
+    p.terminate()
+    p.wait(timeout=20)
+
+
 @pytest.fixture(scope="session")
 def smollm():
     """A ringlmd serving SmolLM2-135M-Instruct (fetched from PyPI by .ci/models); yields its

@@ -136,6 +136,24 @@ def test_errors_carry_the_message(daemon):
         assert c.generate("Still fine", max_tokens=4)    # the client works after errors
 
 
+def test_grammar_over_the_state_cap_ends_with_what_to_do(capped_daemon):
+    """a ringlmd with a small --cons-max-states: a grammar that outgrows it mid-answer ends that
+    stream with an error that names the option (errno EOVERFLOW), after the text it had; a free
+    stream beside it finishes"""
+    with ringlm.Client(socket=capped_daemon) as c:
+        s = c.stream("Once upon a time", max_tokens=60, grammar='root ::= [a-zA-Z ,] root "." | "."\n')
+        free = c.stream("Once upon a time", max_tokens=20)
+        got = []
+        with pytest.raises(ringlm.RinglmError) as e:
+            for piece in s:
+                got.append(piece)
+        assert e.value.errno == errno.EOVERFLOW and "--cons-max-states" in str(e.value), str(e.value)
+        assert "simplify" in str(e.value) and "\n" not in str(e.value)
+        assert got and "".join(got).startswith(", there was")
+        text = "".join(free)
+        assert text and GOLDEN[len("Once upon a time"):].startswith(text) and free.finish_reason == "length"
+
+
 def test_stats(daemon):
     with ringlm.Client(socket=daemon) as c:
         c.generate("Hello", max_tokens=8)
