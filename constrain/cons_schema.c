@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "constrain/cons_internal.h"
+#include "constrain/cons_sbuf.h"
 #include "constrain/rl_cons.h"
 
 #define MAX_REF_DEPTH 32
@@ -48,12 +49,11 @@
 #define MAX_TEXT      (16u << 20)      /* bytes appended to all buffers of one compile: the bound
 					* on its memory (text grows with nested optional keys) */
 
-struct sb { char *p; size_t n, cap; int oom; };
-
 /* one compile's appended bytes, across its buffers (a compile runs on one thread) */
 static _Thread_local size_t text_total;
 
-static void putn(struct sb *b, const char *s, size_t n)
+/* rl_sb_putn within the compile's bound on text */
+static void putn(struct rl_sb *b, const char *s, size_t n)
 {
 	if (b->oom)
 		return;
@@ -61,23 +61,10 @@ static void putn(struct sb *b, const char *s, size_t n)
 		b->oom = 2;                    /* too large, not out of memory */
 		return;
 	}
-	if (b->n + n + 1 > b->cap) {
-		size_t nc = (b->n + n + 1) * 2;
-		char *np = realloc(b->p, nc);
-		if (!np) {
-			b->oom = 1;
-			return;
-		}
-		b->p = np;
-		b->cap = nc;
-	}
-	if (n)
-		memcpy(b->p + b->n, s, n);
-	b->n += n;
-	b->p[b->n] = 0;
+	rl_sb_putn(b, s, n);
 }
-static void put(struct sb *b, const char *s) { putn(b, s, strlen(s)); }
-static void putf(struct sb *b, const char *fmt, ...)
+static void put(struct rl_sb *b, const char *s) { putn(b, s, strlen(s)); }
+static void putf(struct rl_sb *b, const char *fmt, ...)
 {
 	char t[256];
 	va_list ap;
@@ -87,7 +74,7 @@ static void putf(struct sb *b, const char *fmt, ...)
 	putn(b, t, k < (int)sizeof t ? (size_t)k : sizeof t - 1);
 }
 /* bytes as literals of the regex syntax */
-static void put_lit(struct sb *b, const char *s, size_t n)
+static void put_lit(struct rl_sb *b, const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (strchr("\\.^$|?*+()[]{}", s[i]) && s[i]) {
@@ -177,11 +164,11 @@ static int kw_kind(const char *k)
 	return K_ANNOT;
 }
 
-static int value(struct ctx *c, json_t *s, struct sb *b);
-static void any_value(struct sb *b, int depth);
+static int value(struct ctx *c, json_t *s, struct rl_sb *b);
+static void any_value(struct rl_sb *b, int depth);
 
 /* recursion: a reference to t's rule, made a rule when it is not one yet */
-static int rule_ref(struct ctx *c, json_t *t, const char *ref, struct sb *b)
+static int rule_ref(struct ctx *c, json_t *t, const char *ref, struct rl_sb *b)
 {
 	size_t i = 0;
 	while (i < c->nrule && c->rule[i] != t)
@@ -220,7 +207,7 @@ static int rule_ref(struct ctx *c, json_t *t, const char *ref, struct sb *b)
 #define INF_HI (-1LL)
 
 /* same-length digit strings lo..hi (no sign, leading zeros as written) */
-static void digit_range(struct sb *b, const char *lo, const char *hi, size_t L)
+static void digit_range(struct rl_sb *b, const char *lo, const char *hi, size_t L)
 {
 	if (!L)
 		return;
@@ -275,7 +262,7 @@ static void digit_range(struct sb *b, const char *lo, const char *hi, size_t L)
 }
 
 /* the integers a..b (a >= 0; b INF_HI: no upper bound) written without leading zeros */
-static void nonneg_range(struct sb *b, long long a, long long hi)
+static void nonneg_range(struct rl_sb *b, long long a, long long hi)
 {
 	char sa[24], sh[24], t[24];
 	int la = snprintf(sa, sizeof sa, "%lld", a);
@@ -301,7 +288,7 @@ static void nonneg_range(struct sb *b, long long a, long long hi)
 }
 
 /* integers lo..hi; lo LLONG_MIN: none below, hi LLONG_MAX: none above */
-static int int_range(struct ctx *c, struct sb *b, long long lo, long long hi)
+static int int_range(struct ctx *c, struct rl_sb *b, long long lo, long long hi)
 {
 	if (lo > hi)
 		return bad(c, "no integer lies between the bounds");
@@ -335,7 +322,7 @@ static int bound(struct ctx *c, json_t *s, const char *k, double *v)
 	return 1;
 }
 
-static int integer(struct ctx *c, json_t *s, struct sb *b)
+static int integer(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	long long lo = LLONG_MIN, hi = LLONG_MAX;
 	double v;
@@ -363,7 +350,7 @@ static int integer(struct ctx *c, json_t *s, struct sb *b)
 	return int_range(c, b, lo, hi);
 }
 
-static int number(struct ctx *c, json_t *s, struct sb *b)
+static int number(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	static const char *const other[] = { "maximum", "exclusiveMinimum", "exclusiveMaximum" };
 	for (int i = 0; i < 3; i++)
@@ -421,7 +408,7 @@ static const struct { const char *name, *re; } formats[] = {
 	{ "uri", "https?://" F_HOST "(?:/[A-Za-z0-9._~-]{0,20}){0,4}" },
 };
 
-static int string(struct ctx *c, json_t *s, struct sb *b)
+static int string(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	long mn = 0, mx = -1;
 	int r1 = count_kw(c, s, "minLength", &mn), r2 = count_kw(c, s, "maxLength", &mx);
@@ -487,7 +474,7 @@ static int pattern_props(struct ctx *c, json_t *s, json_t *props)
 		/* a search: unanchored ends get "any text" (a leading '^' / trailing '$' stay anchors) */
 		size_t n = strlen(pat);
 		int a0 = n && pat[0] == '^', a1 = n > (size_t)a0 && pat[n - 1] == '$' && (n < 2 || pat[n - 2] != '\\');
-		struct sb re = { 0 };
+		struct rl_sb re = { 0 };
 		putf(&re, "%s(?:%.*s)%s", a0 ? "" : "[\\s\\S]*", (int)(n - a0 - a1), pat + a0, a1 ? "" : "[\\s\\S]*");
 		if (re.oom)
 			return -ENOMEM;
@@ -511,7 +498,7 @@ static int pattern_props(struct ctx *c, json_t *s, json_t *props)
 	return 0;
 }
 
-static int object(struct ctx *c, json_t *s, struct sb *b)
+static int object(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required"),
 	       *ap = json_object_get(s, "additionalProperties");
@@ -530,7 +517,7 @@ static int object(struct ctx *c, json_t *s, struct sb *b)
 	if (!props && !json_is_false(ap) && !req && !json_object_get(s, "patternProperties")) {
 		/* no properties named: keys are free, their values by additionalProperties (any
 		 * value when it is absent or true) */
-		struct sb v = { 0 };
+		struct rl_sb v = { 0 };
 		int rc = 0;
 		if (json_is_object(ap)) {
 			size_t old = path_push(c, "additionalProperties");
@@ -559,7 +546,7 @@ static int object(struct ctx *c, json_t *s, struct sb *b)
 				   json_string_value(x));
 	}
 	/* each property's "key":value in order, and whether it is required */
-	struct sb *pv = calloc(n ? n : 1, sizeof *pv);
+	struct rl_sb *pv = calloc(n ? n : 1, sizeof *pv);
 	int *must = calloc(n ? n : 1, sizeof *must);
 	int rc = 0;
 	if (!pv || !must) {
@@ -622,7 +609,7 @@ static int object(struct ctx *c, json_t *s, struct sb *b)
 	return rc;
 }
 
-static int array(struct ctx *c, json_t *s, struct sb *b)
+static int array(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
 	if (prefix && !json_is_array(prefix))
@@ -639,7 +626,7 @@ static int array(struct ctx *c, json_t *s, struct sb *b)
 		M = (long)k;
 	if (M >= 0 && m > M)
 		return bad(c, "'minItems' is above the items the schema allows");
-	struct sb item = { 0 };
+	struct rl_sb item = { 0 };
 	int rc = 0;
 	if (!no_more) {
 		size_t old = path_push(c, "items");
@@ -726,7 +713,7 @@ static int type_ok(json_t *type, json_t *v)
 	return 0;
 }
 
-static int literals(struct ctx *c, json_t *s, struct sb *b)
+static int literals(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	json_t *en = json_object_get(s, "enum"), *co = json_object_get(s, "const"), *type = json_object_get(s, "type");
 	const char *k;
@@ -1521,7 +1508,7 @@ static int merge_schema(struct ctx *c, json_t *s, const char *kw, struct parts *
 }
 
 /* value() of a merged schema, with the targets merged into it on the expansion stack */
-static int value_merged(struct ctx *c, json_t *s, const struct parts *p, struct sb *b)
+static int value_merged(struct ctx *c, json_t *s, const struct parts *p, struct rl_sb *b)
 {
 	if (c->nref + p->ntarget > MAX_REF_DEPTH)
 		return bad(c, "'$ref' nests deeper than %d", MAX_REF_DEPTH);
@@ -1536,13 +1523,13 @@ static int value_merged(struct ctx *c, json_t *s, const struct parts *p, struct 
 /* anyOf/oneOf: each branch (with the keywords beside kw merged in, when `beside`) as one
  * alternative; a branch no value satisfies (false, or a merge with no value) is never matched
  * and is left out */
-static int alternatives(struct ctx *c, json_t *s, const char *kw, int beside, struct sb *b)
+static int alternatives(struct ctx *c, json_t *s, const char *kw, int beside, struct rl_sb *b)
 {
 	json_t *arr = json_object_get(s, kw), *rest = NULL, *x;
 	if (!json_is_array(arr) || !json_array_size(arr))
 		return bad(c, "'%s' must be a non-empty array", kw);
 	size_t n = json_array_size(arr), nlive = 0;
-	struct sb *br = calloc(n, sizeof *br);
+	struct rl_sb *br = calloc(n, sizeof *br);
 	char *live = calloc(n, 1);
 	int rc = 0;
 	if (beside && (rest = json_object())) {
@@ -1635,7 +1622,7 @@ static int alternatives(struct ctx *c, json_t *s, const char *kw, int beside, st
 	return rc;
 }
 
-static int typed(struct ctx *c, json_t *s, const char *t, struct sb *b)
+static int typed(struct ctx *c, json_t *s, const char *t, struct rl_sb *b)
 {
 	if (!strcmp(t, "null")) { put(b, "null"); return 0; }
 	if (!strcmp(t, "boolean")) { put(b, "(?:true|false)"); return 0; }
@@ -1654,7 +1641,7 @@ static int kind_of_type(const char *t)
 
 /* Any JSON value, containers nested at most depth deep (compact, as every output): where a
  * schema allows any value, the automaton allows these; deeper nesting is the limit. */
-static void any_value(struct sb *b, int depth)
+static void any_value(struct rl_sb *b, int depth)
 {
 	put(b, "(?:null|true|false|" NUM_RE "|\"" STR_CHAR "*\"");
 	if (depth > 0) {
@@ -1676,7 +1663,7 @@ static void any_value(struct sb *b, int depth)
  * number with bounds as an integer), and a type this code cannot hold to them is left out,
  * never loosened: the output is always a value the schema takes. null and booleans, which no
  * keyword here binds, always remain. */
-static int untyped(struct ctx *c, json_t *s, struct sb *b)
+static int untyped(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	static const char *const kinds[] = { "string", "integer", "array", "object" };
 	int numeric = 0;
@@ -1690,7 +1677,7 @@ static int untyped(struct ctx *c, json_t *s, struct sb *b)
 	for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
 		if (!numeric && i == 1)
 			continue;
-		struct sb part = { 0 };
+		struct rl_sb part = { 0 };
 		const size_t elen = c->err && c->errlen ? strlen(c->err) : 0;
 		const int rc = typed(c, s, kinds[i], &part);
 		if (rc == -EINVAL && c->err && c->errlen)
@@ -1709,7 +1696,7 @@ static int untyped(struct ctx *c, json_t *s, struct sb *b)
 	return b->oom ? -ENOMEM : 0;
 }
 
-static int value(struct ctx *c, json_t *s, struct sb *b)
+static int value(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	if (json_is_true(s)) {
 		any_value(b, ANY_DEPTH);
@@ -1829,7 +1816,7 @@ int rl_cons_schema_rules(const char *schema, size_t len, unsigned flags, struct 
 		return -EINVAL;
 	}
 	struct ctx c = { .root = root, .flags = flags, .err = err, .errlen = errlen };
-	struct sb b = { 0 };
+	struct rl_sb b = { 0 };
 	text_total = 0;
 	int rc = value(&c, root, &b);
 	if (!rc && !b.oom)
