@@ -93,6 +93,9 @@ struct ctx {
 	char path[512];                /* where in the schema, for the messages */
 	json_t *refs[MAX_REF_DEPTH];   /* $ref targets being expanded: a repeat is recursion */
 	int nref;
+	json_t *merging[MAX_REF_DEPTH]; /* $ref targets merged with other keywords, while the
+					 * merged schema compiles */
+	int nmerging;
 	json_t **rule;                 /* targets that recursion made rules: rule i is (?&ref<i>) */
 	char **rule_ref;               /* their $ref text, for messages */
 	size_t nrule, caprule;
@@ -1018,10 +1021,16 @@ static int flatten(struct mctx *m, json_t *s, int origin, struct parts *p, int d
 		if (!t)
 			return bad(c, "'$ref' '%s' is not a #/$defs/NAME or #/definitions/NAME of this schema",
 				   json_string_value(x));
+		/* inside t's own expansion, or merged into it again and again: recursion, where each
+		 * merge would be a new schema to expand (met twice in merges, it is a plain nested use) */
+		int seen = 0;
 		for (int i = 0; i < c->nref; i++)
-			if (c->refs[i] == t)
-				return bad(c, "'%s': '$ref' '%s' merged with other keywords inside its own recursion is not "
-					   "supported (the merged schema would be a new rule each time)", m->kw, json_string_value(x));
+			seen += 3 * (c->refs[i] == t);
+		for (int i = 0; i < c->nmerging; i++)
+			seen += c->merging[i] == t;
+		if (seen > 2)
+			return bad(c, "'%s': '$ref' '%s' merged with other keywords inside its own recursion is not "
+				   "supported (the merged schema would be a new rule each time)", m->kw, json_string_value(x));
 		if (p->ntarget < MAX_REF_DEPTH)
 			p->target[p->ntarget++] = t;
 		if ((rc = flatten(m, t, origin, p, depth + 1)))
@@ -1507,16 +1516,17 @@ static int merge_schema(struct ctx *c, json_t *s, const char *kw, struct parts *
 	return rc;
 }
 
-/* value() of a merged schema, with the targets merged into it on the expansion stack */
+/* value() of a merged schema, the targets merged into it noted (flatten() ends recursion
+ * through them) */
 static int value_merged(struct ctx *c, json_t *s, const struct parts *p, struct rl_sb *b)
 {
-	if (c->nref + p->ntarget > MAX_REF_DEPTH)
+	if (c->nmerging + p->ntarget > MAX_REF_DEPTH)
 		return bad(c, "'$ref' nests deeper than %d", MAX_REF_DEPTH);
-	int base = c->nref;
+	int base = c->nmerging;
 	for (int i = 0; i < p->ntarget; i++)
-		c->refs[c->nref++] = p->target[i];
+		c->merging[c->nmerging++] = p->target[i];
 	int rc = value(c, s, b);
-	c->nref = base;
+	c->nmerging = base;
 	return rc;
 }
 

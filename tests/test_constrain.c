@@ -531,6 +531,12 @@ static void schema_merges(void)
 			CHECKF(!matches(c, tab[i].out[k], strlen(tab[i].out[k])), "schema %zu accepts %s", i, tab[i].out[k]);
 		rl_cons_destroy(c);
 	}
+	/* a target merged in and used again plainly inside is not recursion: one expression */
+	const char *s = "{\"$defs\":{\"A\":{\"type\":[\"object\",\"string\"],\"properties\":{\"y\":{\"type\":\"integer\"}}}},"
+			"\"allOf\":[{\"$ref\":\"#/$defs/A\"},{\"properties\":{\"x\":{\"$ref\":\"#/$defs/A\",\"maxLength\":3}}}]}";
+	char *re = NULL, err[512] = "";
+	CHECKF(rl_cons_schema_to_regex(s, strlen(s), RL_CONS_NO_EXTRA_KEYS, &re, err, sizeof err) == 0, "%s", err);
+	free(re);
 	rl_cons_vocab_destroy(v);
 }
 
