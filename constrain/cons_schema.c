@@ -9,7 +9,8 @@
  * (other spellings and key orders are never produced).
  *
  * Enforced: type (object, array, string, number, integer, boolean, null, and lists of them),
- * enum, const, properties, required, additionalProperties (false; true or a schema hold
+ * enum, const (beside other keywords: the values whose compact spelling those keywords'
+ * expression matches), properties, required, additionalProperties (false; true or a schema hold
  * vacuously, as no key beyond 'properties' is ever produced), patternProperties (the same,
  * when no declared property's name matches a pattern), items (a schema or false),
  * prefixItems, minItems, maxItems, minLength, maxLength, pattern (as a whole match of the
@@ -716,41 +717,76 @@ static int type_ok(json_t *type, json_t *v)
 	return 0;
 }
 
+/* enum/const: the listed values of the type; with other keywords beside them, those keywords
+ * compiled on their own and each value kept when its compact spelling is in that language (a
+ * value spelled otherwise, e.g. an object's keys in another order, is left out: never wider) */
 static int literals(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	json_t *en = json_object_get(s, "enum"), *co = json_object_get(s, "const"), *type = json_object_get(s, "type");
-	const char *k;
+	const char *k, *name = en ? "enum" : "const";
 	json_t *x;
+	int others = 0, rc = 0;
 	json_object_foreach(s, k, x)
-		if (kw_kind(k) != K_ANNOT && strcmp(k, "enum") && strcmp(k, "const") && strcmp(k, "type"))
-			return bad(c, "'%s' beside '%s' is not supported", k, en ? "enum" : "const");
+		others |= kw_kind(k) != K_ANNOT && strcmp(k, "enum") && strcmp(k, "const") && strcmp(k, "type");
 	if (en && co)
 		return bad(c, "'enum' together with 'const' is not supported");
 	if (en && (!json_is_array(en) || !json_array_size(en)))
 		return bad(c, "'enum' must be a non-empty array");
+	struct rl_cons_dfa d = { 0 };
+	if (others) {
+		json_t *rest = json_object();
+		struct rl_sb rb = { 0 };
+		size_t nrec = c->nrec;
+		if (!rest)
+			return -ENOMEM;
+		json_object_foreach(s, k, x)
+			if (strcmp(k, "enum") && strcmp(k, "const") && json_object_set(rest, k, x))
+				rc = -ENOMEM;
+		if (!rc)
+			rc = value(c, rest, &rb);
+		json_decref(rest);
+		if (!rc && c->nrec != nrec)
+			rc = bad(c, "'%s' beside keywords that recurse through '$ref' is not supported", name);
+		if (!rc && rb.oom)
+			rc = -ENOMEM;
+		char e[300];
+		if (!rc && rl_cons_regex_dfa(rb.p ? rb.p : "", rb.n, RL_RE_INTERNAL, 0, &d, e, sizeof e))
+			rc = bad(c, "the keywords beside '%s': %s", name, e);
+		free(rb.p);
+		if (rc)
+			return rc;
+	}
 	json_t *one = co ? json_pack("[O]", co) : json_incref(en);
-	if (!one)
-		return -ENOMEM;
 	size_t i, n = 0;
+	if (!one)
+		rc = -ENOMEM;
 	put(b, "(?:");
 	json_array_foreach(one, i, x) {
 		if (!type_ok(type, x))
 			continue;                       /* not of the type: no valid output spells it */
-		char *d = json_dumps(x, JSON_ENCODE_ANY | JSON_COMPACT | JSON_PRESERVE_ORDER);
-		if (!d) {
-			json_decref(one);
-			return -ENOMEM;
+		char *t = json_dumps(x, JSON_ENCODE_ANY | JSON_COMPACT | JSON_PRESERVE_ORDER);
+		if (!t) {
+			rc = -ENOMEM;
+			break;
 		}
-		if (n++)
-			put(b, "|");
-		put_lit(b, d, strlen(d));
-		free(d);
+		uint32_t st = d.start;
+		for (const char *q = t; others && *q && st != RL_CONS_DEAD; q++)
+			st = rl_cons_dfa_step(&d, st, (uint8_t)*q);
+		if (!others || (st != RL_CONS_DEAD && d.accept[st])) {
+			if (n++)
+				put(b, "|");
+			put_lit(b, t, strlen(t));
+		}
+		free(t);
 	}
 	put(b, ")");
 	json_decref(one);
-	if (!n)
-		return bad(c, "no value of '%s' has the schema's 'type'", en ? "enum" : "const");
-	return 0;
+	if (others)
+		rl_cons_dfa_free(&d);
+	if (!rc && !n)
+		return bad(c, others ? "no value of '%s' satisfies the keywords beside it" : "no value of '%s' has the schema's 'type'",
+			   name);
+	return rc;
 }
 
 /* the target of a $ref inside this document */

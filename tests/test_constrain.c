@@ -440,7 +440,7 @@ static void schema_refused_by_name(void)
 		  "required property 'b'" },
 		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"if\":{}}},\"additionalProperties\":false}",
 		  "properties.a: 'if' is not supported" },
-		{ "{\"enum\":[1,2],\"maxLength\":3}", "'maxLength' beside 'enum'" },
+		{ "{\"type\":\"string\",\"enum\":[\"abcd\",\"efgh\"],\"maxLength\":3}", "no value of 'enum' satisfies the keywords beside it" },
 		{ "{\"type\":\"string\",\"enum\":[1,2]}", "no value of 'enum'" },
 		{ "{\"type\":\"string\",\"maxLength\":5000}", "above the 1000" },
 		{ "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer" },
@@ -511,6 +511,13 @@ static void schema_merges(void)
 		  { "{\"kind\":\"a\",\"b\":\"x\"}", "{\"kind\":\"c\",\"a\":1}", "{\"a\":1}" } },
 		{ "{\"type\":\"string\",\"anyOf\":[{\"maxLength\":1},{\"type\":\"integer\"},{\"minLength\":4,\"maxLength\":4}],\"description\":\"d\"}",
 		  { "\"a\"", "\"abcd\"" }, { "\"ab\"", "1", "\"abcde\"" } },
+		/* enum/const beside other keywords: the values in their language, in compact spelling */
+		{ "{\"allOf\":[{\"type\":[\"string\",\"integer\"],\"maxLength\":3},{\"enum\":[\"ab\",\"abcd\",1,null]}]}",
+		  { "\"ab\"", "1" }, { "\"abcd\"", "null" } },
+		{ "{\"enum\":[{\"b\":1,\"a\":2},{\"a\":1,\"b\":2},{\"a\":\"x\"}],\"type\":\"object\","
+		  "\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},\"additionalProperties\":false}",
+		  { "{\"a\":1,\"b\":2}" }, { "{\"b\":1,\"a\":2}", "{\"a\":\"x\"}", "{\"a\":2,\"b\":1}" } },
+		{ "{\"enum\":[1,2,\"abcd\"],\"maxLength\":3}", { "1", "2" }, { "\"abcd\"" } },
 		/* a required property ruled out leaves the other types */
 		{ "{\"type\":[\"integer\",\"object\"],\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":false,"
 		  "\"allOf\":[{\"required\":[\"b\"]}]}", { "7" }, { "{}", "{\"a\":1}" } },
