@@ -18,7 +18,7 @@
  * expression every checker accepts), integer minimum/maximum/exclusiveMinimum/
  * exclusiveMaximum, number minimum 0, anyOf, oneOf (as alternation, after checking that no
  * string matches two branches), allOf (its branches merged into one schema: see "merging"
- * below; two different patterns, formats or sets of alternatives are refused), keywords beside
+ * below; two different patterns, formats or oneOf lists are refused), keywords beside
  * $ref (allOf of the target and them) and beside anyOf/oneOf (merged into each branch), $ref to
  * #/$defs/... or #/definitions/..., recursion included (but not a $ref merged with other
  * keywords inside its own recursion). A $ref is expanded in place; one met again inside its
@@ -889,8 +889,9 @@ out:
  * their schemas merged the same way), required unites; a branch's additionalProperties
  * (false, or a schema) binds the properties that only other branches name (false leaves them
  * out, a schema is merged into each), items and prefixItems merge position by position. What
- * has no exact merge (two different patterns, formats or sets of alternatives) is refused by
- * name. Keywords beside $ref are allOf [target, the rest] (draft 2019 and later), and keywords
+ * has no exact merge (two different patterns, formats or sets of oneOf alternatives) is
+ * refused by name; anyOf in several parts becomes the anyOf of their branches' combinations.
+ * Keywords beside $ref are allOf [target, the rest] (draft 2019 and later), and keywords
  * beside anyOf/oneOf are merged into each branch (S and (A or B) is (S and A) or (S and B)).
  * A merged branch that no value satisfies (no type in common, no enum value left) is dropped
  * from anyOf/oneOf, and refused in allOf. */
@@ -1145,9 +1146,9 @@ static const struct { const char *k; int largest; } bounds[] = {
 static const struct { const char *k, *why; } equal_only[] = {
 	{ "pattern", "the intersection of two patterns is not supported" },
 	{ "format", "a value of two formats is not supported" },
-	{ "anyOf", "two sets of alternatives in one schema are not supported" },
-	{ "oneOf", "two sets of alternatives in one schema are not supported" },
+	{ "oneOf", "two sets of oneOf alternatives in one schema are not supported" },
 };
+#define MAX_CROSS     64               /* anyOf branches from the product of several anyOf */
 
 /* the object keywords of the parts merged into r; NO_VALUE: no object satisfies them all */
 static int merge_objects(struct mctx *m, const struct part *v, size_t n, int depth, json_t *r)
@@ -1475,6 +1476,42 @@ static int merge_n(struct mctx *m, const struct part *v, size_t n, int depth, js
 		if (!rc && best && json_object_set(r, bounds[b].k, best))
 			rc = -ENOMEM;
 	}
+	/* anyOf in several parts: (A1 or A2) and (B1 or B2) is the anyOf of each Ai with each Bj */
+	json_t *cross = NULL;
+	int cfirst = -1;
+	for (i = 0; i < n && !rc; i++) {
+		if (!(x = json_object_get(v[i].s, "anyOf")))
+			continue;
+		if (!json_is_array(x) || !json_array_size(x)) {
+			rc = bad(c, "'anyOf' must be a non-empty array");
+			break;
+		}
+		if (!cross) {
+			cross = json_copy(x);
+			cfirst = (int)i;
+			rc = cross ? 0 : -ENOMEM;
+			continue;
+		}
+		if (json_equal(x, json_object_get(v[cfirst].s, "anyOf")))
+			continue;
+		if (json_array_size(cross) * json_array_size(x) > MAX_CROSS) {
+			char why[80];
+			snprintf(why, sizeof why, "more than %d combinations of their branches", MAX_CROSS);
+			rc = clash(m, v[cfirst].origin, v[i].origin, "anyOf", why);
+			break;
+		}
+		json_t *nx = json_array(), *a, *bb;
+		size_t p, q;
+		json_array_foreach(cross, p, a)
+			json_array_foreach(x, q, bb)
+				if (!nx || json_array_append_new(nx, json_pack("{s[OO]}", "allOf", a, bb)))
+					rc = -ENOMEM;
+		json_decref(cross);
+		cross = nx;
+	}
+	if (!rc && cross && json_object_set(r, "anyOf", cross))
+		rc = -ENOMEM;
+	json_decref(cross);
 	/* equal or refused */
 	for (size_t e = 0; e < sizeof equal_only / sizeof *equal_only && !rc; e++) {
 		int first = -1;
@@ -1598,20 +1635,23 @@ static int alternatives(struct ctx *c, json_t *s, const char *kw, int beside, st
 		struct mctx m = { .c = c, .kw = kw };
 		struct parts p = { 0 };
 		json_t *ms = NULL;
+		/* merged: beside other keywords, or an allOf (whose parts may have no value in common,
+		 * which drops the branch rather than refusing the schema) */
+		int merge = rest || json_object_get(bi, "allOf");
 		if (rest)
 			rc = flatten(&m, rest, O_BESIDE, &p, 0);
 		size_t old = path_push(c, "%s[%zu]", kw, i);
-		if (rest && !rc)
+		if (merge && !rc)
 			rc = flatten(&m, bi, (int)i, &p, 0);
 		path_pop(c, old);                      /* the merge's messages name the branch */
-		if (rest && !rc)
+		if (merge && !rc)
 			rc = merge_n(&m, p.v, p.n, 0, &ms);
 		if (rc == NO_VALUE) {
 			unsay(c);                      /* this branch never holds beside the rest */
 			rc = 0;
 		} else if (!rc) {
 			old = path_push(c, "%s[%zu]", kw, i);
-			rc = rest ? value_merged(c, ms, &p, &br[i]) : value(c, bi, &br[i]);
+			rc = merge ? value_merged(c, ms, &p, &br[i]) : value(c, bi, &br[i]);
 			path_pop(c, old);
 			live[i] = 1;
 			nlive++;

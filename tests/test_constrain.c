@@ -412,8 +412,9 @@ static void schema_refused_by_name(void)
 		{ "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"format\":\"date\"}},\"additionalProperties\":false},"
 		  "{\"properties\":{\"a\":{\"format\":\"uuid\"}}}]}",
 		  "'allOf': branches 0 and 1 both set 'format' in properties.a (a value of two formats is not supported)" },
-		{ "{\"anyOf\":[{\"type\":\"null\"},{\"type\":\"string\"}],\"allOf\":[{\"anyOf\":[{\"type\":\"null\"},{\"type\":\"integer\"}]}]}",
-		  "'allOf': the keywords beside 'allOf' and branch 0 both set 'anyOf' (two sets of alternatives in one schema are not supported)" },
+		{ "{\"oneOf\":[{\"type\":\"null\"},{\"type\":\"string\"}],\"allOf\":[{\"oneOf\":[{\"type\":\"null\"},{\"type\":\"integer\"}]}]}",
+		  "'allOf': the keywords beside 'allOf' and branch 0 both set 'oneOf' (two sets of oneOf alternatives in one schema are not supported)" },
+		{ "{\"allOf\":[{\"anyOf\":[{\"type\":\"integer\"}]},{\"anyOf\":[{\"type\":\"null\"}]}]}", "no branch of 'anyOf' can hold a value" },
 		{ "{\"allOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", "'allOf': no value satisfies every part (no 'type' in common)" },
 		{ "{\"allOf\":[{\"enum\":[1,2]},{\"enum\":[3]}]}",
 		  "'allOf': no value satisfies every part (no value of 'enum'/'const' is in every part)" },
@@ -518,6 +519,10 @@ static void schema_merges(void)
 		  "\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},\"additionalProperties\":false}",
 		  { "{\"a\":1,\"b\":2}" }, { "{\"b\":1,\"a\":2}", "{\"a\":\"x\"}", "{\"a\":2,\"b\":1}" } },
 		{ "{\"enum\":[1,2,\"abcd\"],\"maxLength\":3}", { "1", "2" }, { "\"abcd\"" } },
+		/* anyOf in two parts: each combination of their branches, the impossible ones dropped */
+		{ "{\"allOf\":[{\"anyOf\":[{\"type\":\"string\",\"maxLength\":2},{\"type\":\"integer\",\"maximum\":3}]},"
+		  "{\"anyOf\":[{\"type\":\"string\",\"minLength\":1},{\"type\":\"null\"},{\"minimum\":0}]}]}",
+		  { "\"\"", "\"ab\"", "3", "0" }, { "\"abc\"", "null", "-1", "4" } },
 		/* a required property ruled out leaves the other types */
 		{ "{\"type\":[\"integer\",\"object\"],\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":false,"
 		  "\"allOf\":[{\"required\":[\"b\"]}]}", { "7" }, { "{}", "{\"a\":1}" } },
