@@ -1128,8 +1128,10 @@ static int merge_subs(struct mctx *m, const struct part *sub, size_t k, int dept
 	snprintf(m->sub + old, sizeof m->sub - old, "%s%s", old ? "." : "", seg);
 	struct parts p = { 0 };
 	int rc = 0;
+	size_t pold = path_push(m->c, "%s", seg);  /* for what flatten() finds unsupported */
 	for (size_t i = 0; i < k && !rc; i++)
 		rc = flatten(m, sub[i].s, sub[i].origin, &p, 0);
+	path_pop(m->c, pold);
 	if (!rc)
 		rc = merge_n(m, p.v, p.n, depth + 1, out);
 	parts_free(&p);

@@ -422,6 +422,8 @@ static void schema_refused_by_name(void)
 		  "{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"integer\"}},\"required\":[\"b\"]}]}",
 		  "'allOf': no value satisfies every part (required property 'b' is disallowed by another part)" },
 		{ "{\"allOf\":[{\"type\":\"integer\"},{\"not\":{}}]}", "allOf[1]: 'not' is not supported" },
+		{ "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{}}}},{\"properties\":{\"a\":{\"type\":\"integer\"}}}]}",
+		  "properties.a: 'not' is not supported" },
 		{ "{\"type\":\"string\",\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}]}",
 		  "no branch of 'anyOf' can hold a value together with the keywords beside it" },
 		{ "{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"k\":{\"$ref\":\"#/$defs/n\",\"required\":[\"k\"]}},\"additionalProperties\":false}},"
