@@ -119,6 +119,18 @@ static int bad(struct ctx *c, const char *fmt, ...)
 	return -EINVAL;
 }
 
+/* A return of value() and the merge: no value satisfies the schema (false, no type in common,
+ * an impossible required property...). bad() has said why; where the value is optional (a
+ * property not required, an array position past minItems, one branch of anyOf) the part is
+ * left out instead, and the message unsaid. Never returned by the library: -EINVAL there. */
+#define NO_VALUE      1
+
+static void unsay(struct ctx *c)
+{
+	if (c->err && c->errlen)
+		c->err[0] = 0;
+}
+
 static size_t path_push(struct ctx *c, const char *fmt, ...)
 {
 	size_t old = strlen(c->path);
@@ -529,7 +541,11 @@ static int object(struct ctx *c, json_t *s, struct rl_sb *b)
 			path_pop(c, old);
 		} else
 			any_value(&v, ANY_DEPTH - 1);
-		if (!rc) {
+		if (rc == NO_VALUE) {
+			unsay(c);                      /* no key can have a value: no key */
+			rc = 0;
+			put(b, "\\{\\}");
+		} else if (!rc) {
 			put(b, "\\{(?:\"" STR_CHAR "*\":");
 			putn(b, v.p, v.n);
 			put(b, "(?:,\"" STR_CHAR "*\":");
@@ -540,7 +556,7 @@ static int object(struct ctx *c, json_t *s, struct rl_sb *b)
 		free(v.p);
 		return rc;
 	}
-	size_t i, n = props ? json_object_size(props) : 0;
+	size_t i, n = props ? json_object_size(props) : 0, nall = n;
 	json_t *x;
 	json_array_foreach(req, i, x) {
 		if (!json_is_string(x))
@@ -574,12 +590,21 @@ static int object(struct ctx *c, json_t *s, struct rl_sb *b)
 		size_t old = path_push(c, "properties.%s", key);
 		rc = value(c, x, &pv[k]);
 		path_pop(c, old);
+		int required = 0;
+		json_t *y;
+		json_array_foreach(req, i, y)
+			required |= !strcmp(json_string_value(y), key);
+		if (rc == NO_VALUE && !required) {
+			unsay(c);                      /* the property cannot appear: left out */
+			rc = 0;
+			pv[k].n = 0;
+			continue;
+		}
 		if (rc)
 			break;
-		json_array_foreach(req, i, x)
-			must[k] |= !strcmp(json_string_value(x), key);
-		k++;
+		must[k++] = required;
 	}
+	n = k;                                 /* the properties that can appear */
 	if (!rc) {
 		/* first(i): the properties from i on when none came before; after(i): when one did.
 		 * after is linear; first branches at each optional property into "it comes first"
@@ -606,7 +631,7 @@ static int object(struct ctx *c, json_t *s, struct rl_sb *b)
 			put(b, ")");
 		put(b, "\\}");
 	}
-	for (size_t j = 0; j < n; j++)
+	for (size_t j = 0; j < nall; j++)
 		free(pv[j].p);
 	free(pv);
 	free(must);
@@ -626,20 +651,27 @@ static int array(struct ctx *c, json_t *s, struct rl_sb *b)
 	long m = 0, M = -1;
 	if (count_kw(c, s, "minItems", &m) < 0 || count_kw(c, s, "maxItems", &M) < 0)
 		return -EINVAL;
-	if (no_more && (M < 0 || M > (long)k))
-		M = (long)k;
-	if (M >= 0 && m > M)
-		return bad(c, "'minItems' is above the items the schema allows");
 	struct rl_sb item = { 0 };
 	int rc = 0;
 	if (!no_more) {
 		size_t old = path_push(c, "items");
 		rc = value(c, items, &item);
 		path_pop(c, old);
+		if (rc == NO_VALUE) {
+			unsay(c);                      /* no item past the prefix can have a value */
+			rc = 0;
+			no_more = 1;
+		}
 		if (rc) {
 			free(item.p);
 			return rc;
 		}
+	}
+	if (no_more && (M < 0 || M > (long)k))
+		M = (long)k;
+	if (M >= 0 && m > M) {
+		free(item.p);
+		return bad(c, "'minItems' is above the items the schema allows");
 	}
 	put(b, "\\[");
 	size_t opened = 0;
@@ -670,6 +702,7 @@ static int array(struct ctx *c, json_t *s, struct rl_sb *b)
 			}
 			break;
 		}
+		size_t mark = b->n, opened_before = opened;
 		if (i >= m) {
 			put(b, "(?:");
 			opened++;
@@ -679,6 +712,14 @@ static int array(struct ctx *c, json_t *s, struct rl_sb *b)
 		size_t old = path_push(c, "prefixItems[%ld]", i);
 		rc = value(c, json_array_get(prefix, (size_t)i), b);
 		path_pop(c, old);
+		if (rc == NO_VALUE && i >= m && !b->oom) {
+			unsay(c);                      /* no array reaches past position i */
+			rc = 0;
+			b->n = mark;
+			b->p[mark] = 0;
+			opened = opened_before;
+			break;
+		}
 		if (rc)
 			break;
 	}
@@ -895,7 +936,6 @@ out:
  * beside anyOf/oneOf are merged into each branch (S and (A or B) is (S and A) or (S and B)).
  * A merged branch that no value satisfies (no type in common, no enum value left) is dropped
  * from anyOf/oneOf, and refused in allOf. */
-#define NO_VALUE      1                /* merge result: no value satisfies every part */
 #define MAX_MERGE     16               /* merges nested inside merges (properties, items) */
 
 enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_FRAC = 64, T_ALL = 127 };
@@ -922,13 +962,6 @@ static void parts_free(struct parts *p)
 		json_decref(p->v[i].s);
 	free(p->v);
 	memset(p, 0, sizeof *p);
-}
-
-/* the reason bad() wrote for a part that is dropped rather than refused */
-static void unsay(struct ctx *c)
-{
-	if (c->err && c->errlen)
-		c->err[0] = 0;
 }
 
 static void who(const struct mctx *m, int o, char *w, size_t n)
@@ -1655,8 +1688,13 @@ static int alternatives(struct ctx *c, json_t *s, const char *kw, int beside, st
 			old = path_push(c, "%s[%zu]", kw, i);
 			rc = merge ? value_merged(c, ms, &p, &br[i]) : value(c, bi, &br[i]);
 			path_pop(c, old);
-			live[i] = 1;
-			nlive++;
+			if (rc == NO_VALUE) {
+				unsay(c);
+				rc = 0;
+			} else if (!rc) {
+				live[i] = 1;
+				nlive++;
+			}
 		}
 		json_decref(ms);
 		parts_free(&p);
@@ -1664,8 +1702,10 @@ static int alternatives(struct ctx *c, json_t *s, const char *kw, int beside, st
 			rc = -ENOMEM;
 	}
 	json_decref(rest);
-	if (!rc && !nlive)
-		rc = bad(c, "no branch of '%s' can hold a value%s", kw, beside ? " together with the keywords beside it" : "");
+	if (!rc && !nlive) {
+		bad(c, "no branch of '%s' can hold a value%s", kw, beside ? " together with the keywords beside it" : "");
+		rc = NO_VALUE;
+	}
 	if (!rc && !strcmp(kw, "oneOf") && c->nrec != nrec)
 		rc = bad(c, "'oneOf' with recursive branches is not supported (their overlap cannot be checked; use anyOf)");
 	if (!rc && !strcmp(kw, "oneOf")) {
@@ -1768,7 +1808,7 @@ static int untyped(struct ctx *c, json_t *s, struct rl_sb *b)
 		struct rl_sb part = { 0 };
 		const size_t elen = c->err && c->errlen ? strlen(c->err) : 0;
 		const int rc = typed(c, s, kinds[i], &part);
-		if (rc == -EINVAL && c->err && c->errlen)
+		if ((rc == -EINVAL || rc == NO_VALUE) && c->err && c->errlen)
 			c->err[elen] = 0;      /* that type is left out, its reason with it */
 		else if (rc) {
 			free(part.p);
@@ -1790,8 +1830,10 @@ static int value(struct ctx *c, json_t *s, struct rl_sb *b)
 		any_value(b, ANY_DEPTH);
 		return 0;
 	}
-	if (json_is_false(s))
-		return bad(c, "a schema of false (no value) cannot be generated");
+	if (json_is_false(s)) {
+		bad(c, "a schema of false (no value) cannot be generated");
+		return NO_VALUE;
+	}
 	if (!json_is_object(s))
 		return bad(c, "a schema must be an object");
 	const char *k;
@@ -1810,9 +1852,7 @@ static int value(struct ctx *c, json_t *s, struct rl_sb *b)
 		struct parts p = { 0 };
 		json_t *ms = NULL;
 		int rc = merge_schema(c, s, all ? "allOf" : "$ref", &p, &ms);
-		if (rc == NO_VALUE)
-			rc = -EINVAL;                  /* refused: no_value() said why */
-		else if (!rc)
+		if (!rc)
 			rc = value_merged(c, ms, &p, b);
 		json_decref(ms);
 		parts_free(&p);
@@ -1880,14 +1920,27 @@ static int value(struct ctx *c, json_t *s, struct rl_sb *b)
 	if (nt == 1)
 		return typed(c, s, json_string_value(json_is_array(type) ? json_array_get(type, 0) : type), b);
 	put(b, "(?:");
+	int any = 0;
 	for (i = 0; i < nt; i++) {
-		if (i)
+		size_t mark = b->n;
+		if (any)
 			put(b, "|");
 		int rc = typed(c, s, json_string_value(json_array_get(type, i)), b);
+		if (rc == NO_VALUE && !b->oom) {
+			unsay(c);                      /* no value of this type: the others remain */
+			b->n = mark;
+			b->p[mark] = 0;
+			continue;
+		}
 		if (rc)
 			return rc;
+		any = 1;
 	}
 	put(b, ")");
+	if (!any) {
+		bad(c, "no value of any of the schema's types satisfies its keywords");
+		return NO_VALUE;
+	}
 	return 0;
 }
 
@@ -1924,6 +1977,8 @@ int rl_cons_schema_rules(const char *schema, size_t len, unsigned flags, struct 
 			rc = rl_cons_rules_add(out, name, b.p ? b.p : "", b.n);
 	}
 	json_decref(root);
+	if (rc == NO_VALUE)
+		rc = -EINVAL;                          /* bad() said why */
 	if (text_total > MAX_TEXT && (!rc || rc == -ENOMEM)) {
 		if (err && errlen)
 			snprintf(err, errlen, "the schema expands to more than %u MiB of expression (many optional "

@@ -422,6 +422,8 @@ static void schema_refused_by_name(void)
 		  "{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"integer\"}},\"required\":[\"b\"]}]}",
 		  "'allOf': no value satisfies every part (required property 'b' is disallowed by another part)" },
 		{ "{\"allOf\":[{\"type\":\"integer\"},{\"not\":{}}]}", "allOf[1]: 'not' is not supported" },
+		{ "{\"type\":\"object\",\"properties\":{\"x\":false},\"required\":[\"x\"],\"additionalProperties\":false}",
+		  "properties.x: a schema of false (no value) cannot be generated" },
 		{ "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{}}}},{\"properties\":{\"a\":{\"type\":\"integer\"}}}]}",
 		  "properties.a: 'not' is not supported" },
 		{ "{\"type\":\"string\",\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}]}",
@@ -525,6 +527,14 @@ static void schema_merges(void)
 		{ "{\"allOf\":[{\"anyOf\":[{\"type\":\"string\",\"maxLength\":2},{\"type\":\"integer\",\"maximum\":3}]},"
 		  "{\"anyOf\":[{\"type\":\"string\",\"minLength\":1},{\"type\":\"null\"},{\"minimum\":0}]}]}",
 		  { "\"\"", "\"ab\"", "3", "0" }, { "\"abc\"", "null", "-1", "4" } },
+		/* a part with no value where the value is optional: left out */
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"x\":false,"
+		  "\"y\":{\"allOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}},\"additionalProperties\":false}",
+		  { "{}", "{\"a\":1}" }, { "{\"x\":1}", "{\"y\":null}", "{\"a\":1,\"y\":\"s\"}" } },
+		{ "{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},false],\"items\":{\"type\":\"string\"}}",
+		  { "[]", "[1]" }, { "[1,\"a\"]", "[1,2]" } },
+		{ "{\"type\":[\"object\",\"null\"],\"properties\":{\"x\":false},\"required\":[\"x\"],\"additionalProperties\":false}",
+		  { "null" }, { "{}", "{\"x\":1}" } },
 		/* a required property ruled out leaves the other types */
 		{ "{\"type\":[\"integer\",\"object\"],\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":false,"
 		  "\"allOf\":[{\"required\":[\"b\"]}]}", { "7" }, { "{}", "{\"a\":1}" } },
