@@ -24,7 +24,10 @@
  * keywords inside its own recursion). A $ref is expanded in place; one met again inside its
  * own expansion becomes a rule reference (?&refN) and its target a rule of its own, so a
  * recursive schema compiles to a rule set for the grammar matcher (cons_gram.c) and any other
- * to one expression, as before.
+ * to one expression, as before. A subschema that no value satisfies (false, an allOf whose
+ * branches share no type) is left out where its value is optional (a property not required,
+ * an array position past minItems, an anyOf/oneOf branch, one type of a list); where the
+ * value is needed the schema is refused, with the reason.
  * Annotations (title, description, default, examples, $schema, $id and draft 4's id,
  * $comment, $anchor, deprecated, readOnly, writeOnly, content*) constrain nothing and are
  * passed over, as are keywords that no JSON Schema draft defines (vendor extensions such as
