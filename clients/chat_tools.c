@@ -35,6 +35,7 @@
 #include <time.h>
 #include "clients/chat_tools.h"
 #include "clients/libringlm_internal.h"
+#include "constrain/cons_sbuf.h"
 #include "constrain/rl_cons.h"
 
 #define MAX_TOOLS    128
@@ -107,46 +108,25 @@ struct ringlm_tools {
 };
 
 /* ---- text buffers ---------------------------------------------------------------------- */
-struct sb { char *p; size_t n, cap; int oom; };
-
-static void putn(struct sb *b, const char *s, size_t n)
-{
-	if (b->oom)
-		return;
-	if (b->n + n + 1 > b->cap) {
-		size_t nc = (b->n + n + 1) * 2;
-		char *np = realloc(b->p, nc);
-		if (!np) {
-			b->oom = 1;
-			return;
-		}
-		b->p = np;
-		b->cap = nc;
-	}
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-	b->p[b->n] = 0;
-}
-static void put(struct sb *b, const char *s) { putn(b, s, strlen(s)); }
 /* s as literal bytes of the regex syntax */
-static void put_lit(struct sb *b, const char *s)
+static void put_lit(struct rl_sb *b, const char *s)
 {
 	for (; *s; s++) {
 		if (*s == '\n')
-			put(b, "\\n");
+			rl_sb_puts(b, "\\n");
 		else {
 			if (strchr("\\.^$|?*+()[]{}", *s))
-				putn(b, "\\", 1);
-			putn(b, s, 1);
+				rl_sb_putn(b, "\\", 1);
+			rl_sb_putn(b, s, 1);
 		}
 	}
 }
 /* byte c inside a class */
-static void put_cls(struct sb *b, char c)
+static void put_cls(struct rl_sb *b, char c)
 {
 	if (strchr("\\]^-[", c))
-		putn(b, "\\", 1);
-	putn(b, &c, 1);
+		rl_sb_putn(b, "\\", 1);
+	rl_sb_putn(b, &c, 1);
 }
 
 static int fail(char *why, size_t wl, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -295,12 +275,12 @@ static int parse_choice(struct ringlm_tools *t, char *why, size_t wl)
 
 /* ---- the prompt ---------------------------------------------------------------------- */
 
-static int tools_block(const struct ringlm_tools *t, struct sb *b)
+static int tools_block(const struct ringlm_tools *t, struct rl_sb *b)
 {
 	const struct tool_fmt *f = t->fmt;
 	json_t *tools = json_object_get(t->req, "tools"), *x, *list = NULL;
 	size_t i;
-	put(b, f->intro);
+	rl_sb_puts(b, f->intro);
 	if (f->tool_json == TJ_LIST && !(list = json_array()))
 		return -ENOMEM;
 	json_array_foreach(tools, i, x) {
@@ -311,9 +291,9 @@ static int tools_block(const struct ringlm_tools *t, struct sb *b)
 		char *s = json_dumps(x, JSON_PRESERVE_ORDER | (f->tool_json == TJ_INDENT4 ? JSON_INDENT(4) : 0));
 		if (!s)
 			return -ENOMEM;
-		put(b, f->tool_json == TJ_LINE ? "\n" : "");
-		put(b, s);
-		put(b, f->tool_json == TJ_INDENT4 ? "\n\n" : "");
+		rl_sb_puts(b, f->tool_json == TJ_LINE ? "\n" : "");
+		rl_sb_puts(b, s);
+		rl_sb_puts(b, f->tool_json == TJ_INDENT4 ? "\n\n" : "");
 		free(s);
 	}
 	if (list) {
@@ -321,24 +301,24 @@ static int tools_block(const struct ringlm_tools *t, struct sb *b)
 		json_decref(list);
 		if (!s)
 			return -ENOMEM;
-		put(b, s);
+		rl_sb_puts(b, s);
 		free(s);
 	}
-	put(b, f->outro);
+	rl_sb_puts(b, f->outro);
 	return b->oom ? -ENOMEM : 0;
 }
 
-struct turn { const char *role; struct sb text; int result; };
+struct turn { const char *role; struct rl_sb text; int result; };
 
 static struct turn *turn_new(struct turn *ts, size_t *n, const char *role)
 {
 	ts[*n] = (struct turn){ .role = role };
-	put(&ts[*n].text, "");
+	rl_sb_puts(&ts[*n].text, "");
 	return &ts[(*n)++];
 }
 
 /* An assistant message's calls as the family writes them into its turn */
-static int put_calls(const struct tool_fmt *f, json_t *calls, size_t mi, struct sb *b, char *why, size_t wl)
+static int put_calls(const struct tool_fmt *f, json_t *calls, size_t mi, struct rl_sb *b, char *why, size_t wl)
 {
 	size_t k;
 	json_t *c;
@@ -356,12 +336,12 @@ static int put_calls(const struct tool_fmt *f, json_t *calls, size_t mi, struct 
 		}
 		json_decref(parsed);
 		if (k)
-			put(b, f->sep);
-		put(b, f->open);
-		put(b, name);
-		put(b, f->mid);
-		put(b, args);          /* as given, as the templates write a string's arguments */
-		put(b, f->close);
+			rl_sb_puts(b, f->sep);
+		rl_sb_puts(b, f->open);
+		rl_sb_puts(b, name);
+		rl_sb_puts(b, f->mid);
+		rl_sb_puts(b, args);          /* as given, as the templates write a string's arguments */
+		rl_sb_puts(b, f->close);
 	}
 	return 0;
 }
@@ -375,7 +355,7 @@ static int render(struct ringlm_tools *t, enum rl_chat_family f, const char *dfl
 	if (!nm)
 		return fail(why, wl, "'messages' must be a non-empty array");
 	struct turn *ts = calloc(nm + 1, sizeof *ts);
-	struct sb block = { 0 };
+	struct rl_sb block = { 0 };
 	int rc = 0, tools_put = !t->fmt;
 	if (!ts)
 		return -ENOMEM;
@@ -407,52 +387,52 @@ static int render(struct ringlm_tools *t, enum rl_chat_family f, const char *dfl
 		struct turn *prev = n ? &ts[n - 1] : NULL, *x;
 		if (!strcmp(role, "system")) {
 			x = turn_new(ts, &n, "system");
-			put(&x->text, content);
+			rl_sb_puts(&x->text, content);
 			if (!tools_put && tf->tools_in == IN_SYSTEM && i == 0) {
-				put(&x->text, *content ? "\n\n" : "");
-				put(&x->text, block.p);
+				rl_sb_puts(&x->text, *content ? "\n\n" : "");
+				rl_sb_puts(&x->text, block.p);
 				tools_put = 1;
 			}
 		} else if (!strcmp(role, "tool")) {
 			if (prev && prev->result && tf->result_join) {
 				x = prev;
-				put(&x->text, tf->result_join);
+				rl_sb_puts(&x->text, tf->result_join);
 			} else {
 				x = turn_new(ts, &n, tf->result_role);
 				x->result = 1;
 			}
-			put(&x->text, tf->result_open);
-			put(&x->text, content);
-			put(&x->text, tf->result_close);
+			rl_sb_puts(&x->text, tf->result_open);
+			rl_sb_puts(&x->text, content);
+			rl_sb_puts(&x->text, tf->result_close);
 		} else if (is_asst) {
 			x = turn_new(ts, &n, "assistant");
 			if (content && (!has_calls || tf->content_first)) {
-				put(&x->text, content);
-				put(&x->text, has_calls && *content ? "\n" : "");
+				rl_sb_puts(&x->text, content);
+				rl_sb_puts(&x->text, has_calls && *content ? "\n" : "");
 			}
 			if (has_calls)
 				rc = put_calls(tf, calls, i, &x->text, why, wl);
 		} else {
 			if (prev && prev->result && tf && tf->merge_user) {
 				x = prev;
-				put(&x->text, "\n\n");
+				rl_sb_puts(&x->text, "\n\n");
 			} else {
 				x = turn_new(ts, &n, "user");
 			}
 			if (!tools_put && tf->tools_in == IN_FIRST_USER) {
-				put(&x->text, block.p);
+				rl_sb_puts(&x->text, block.p);
 				tools_put = 1;
 			}
-			put(&x->text, content);
+			rl_sb_puts(&x->text, content);
 		}
 	}
 	if (!rc && !tools_put && t->fmt->tools_in == IN_SYSTEM) {   /* no system message: one opens the turns */
 		memmove(ts + 1, ts, n * sizeof *ts);
 		n++;
 		ts[0] = (struct turn){ .role = "system" };
-		put(&ts[0].text, dflt && *dflt ? dflt : "");
-		put(&ts[0].text, dflt && *dflt ? "\n\n" : "");
-		put(&ts[0].text, block.p);
+		rl_sb_puts(&ts[0].text, dflt && *dflt ? dflt : "");
+		rl_sb_puts(&ts[0].text, dflt && *dflt ? "\n\n" : "");
+		rl_sb_puts(&ts[0].text, block.p);
 	} else if (!rc && !tools_put) {
 		rc = fail(why, wl, "'tools': %s's format puts the tools in the first user message, and there is none",
 			  t->fmt->name);
@@ -485,20 +465,20 @@ out:
 /* ---- the constraint ------------------------------------------------------------------- */
 
 /* Text that does not start with m: a proper prefix of it, or one that leaves it at byte i */
-static void not_starting(struct sb *b, const char *m)
+static void not_starting(struct rl_sb *b, const char *m)
 {
 	size_t k = strlen(m);
-	put(b, "(?:");
+	rl_sb_puts(b, "(?:");
 	for (size_t i = 0; i < k; i++) {
 		char pre[64];
 		snprintf(pre, sizeof pre, "%.*s", (int)i, m);
-		put(b, i ? "|" : "");
+		rl_sb_puts(b, i ? "|" : "");
 		put_lit(b, pre);
-		put(b, "(?:[^");
+		rl_sb_puts(b, "(?:[^");
 		put_cls(b, m[i]);
-		put(b, "][\\s\\S]*)?");
+		rl_sb_puts(b, "][\\s\\S]*)?");
 	}
-	put(b, ")");
+	rl_sb_puts(b, ")");
 }
 
 /* Text without m, whose first byte c0 appears in it once: from "no part of m" (state 0) a
@@ -506,99 +486,99 @@ static void not_starting(struct sb *b, const char *m)
  * drops it (anything else). So: (A | c0 L* E)* (c0 L* P)?, with A any byte but c0, L the
  * runs m[1..j) c0 that restart, E the runs m[1..j) x (x neither m[j] nor c0) that drop back
  * to state 0, P the proper prefixes m[1..j) an answer may end in. */
-static void without(struct sb *b, const char *m)
+static void without(struct rl_sb *b, const char *m)
 {
 	size_t k = strlen(m);
 	char c0 = m[0];
-	struct sb l = { 0 }, e = { 0 }, p = { 0 };
+	struct rl_sb l = { 0 }, e = { 0 }, p = { 0 };
 	for (size_t j = 1; j < k; j++) {
 		char mid[64];
 		snprintf(mid, sizeof mid, "%.*s", (int)(j - 1), m + 1);
-		put(&l, j > 1 ? "|" : "(?:");
+		rl_sb_puts(&l, j > 1 ? "|" : "(?:");
 		put_lit(&l, mid);
 		put_cls(&l, c0);               /* c0 is no class metacharacter here: put_cls escapes alike */
-		put(&e, j > 1 ? "|" : "(?:");
+		rl_sb_puts(&e, j > 1 ? "|" : "(?:");
 		put_lit(&e, mid);
-		put(&e, "[^");
+		rl_sb_puts(&e, "[^");
 		put_cls(&e, m[j]);
 		put_cls(&e, c0);
-		put(&e, "]");
-		put(&p, j > 1 ? "|" : "(?:");
+		rl_sb_puts(&e, "]");
+		rl_sb_puts(&p, j > 1 ? "|" : "(?:");
 		put_lit(&p, mid);
 	}
-	put(&l, ")*");
-	put(&e, ")");
-	put(&p, ")");
+	rl_sb_puts(&l, ")*");
+	rl_sb_puts(&e, ")");
+	rl_sb_puts(&p, ")");
 	char c0s[2] = { c0, 0 };
-	put(b, "(?:(?:[^");
+	rl_sb_puts(b, "(?:(?:[^");
 	put_cls(b, c0);
-	put(b, "]|");
+	rl_sb_puts(b, "]|");
 	put_lit(b, c0s);
-	put(b, l.p);
-	put(b, e.p);
-	put(b, ")*(?:");
+	rl_sb_puts(b, l.p);
+	rl_sb_puts(b, e.p);
+	rl_sb_puts(b, ")*(?:");
 	put_lit(b, c0s);
-	put(b, l.p);
-	put(b, p.p);
-	put(b, ")?)");
+	rl_sb_puts(b, l.p);
+	rl_sb_puts(b, p.p);
+	rl_sb_puts(b, ")?)");
 	b->oom |= l.oom | e.oom | p.oom;
 	free(l.p);
 	free(e.p);
 	free(p.p);
 }
 
-static void one_call(struct sb *b, const struct tool_fmt *f, const struct tool *x)
+static void one_call(struct rl_sb *b, const struct tool_fmt *f, const struct tool *x)
 {
 	put_lit(b, f->open);
 	put_lit(b, x->name);
 	put_lit(b, f->mid);
-	put(b, "(?:");
-	put(b, x->args_re);
-	put(b, ")");
+	rl_sb_puts(b, "(?:");
+	rl_sb_puts(b, x->args_re);
+	rl_sb_puts(b, ")");
 	put_lit(b, f->close);
 }
 
 static int build_regex(struct ringlm_tools *t)
 {
 	const struct tool_fmt *f = t->fmt;
-	struct sb any = { 0 }, b = { 0 };
+	struct rl_sb any = { 0 }, b = { 0 };
 	if (!f)
 		return 0;
 	if (t->choice == TC_NAMED) {
 		one_call(&any, f, &t->tools[t->named]);
 	} else {
-		put(&any, "(?:");
+		rl_sb_puts(&any, "(?:");
 		for (size_t i = 0; i < t->n_tools; i++) {
-			put(&any, i ? "|" : "");
+			rl_sb_puts(&any, i ? "|" : "");
 			one_call(&any, f, &t->tools[i]);
 		}
-		put(&any, ")");
+		rl_sb_puts(&any, ")");
 	}
-	struct sb calls = { 0 };
-	put(&calls, any.p);
+	struct rl_sb calls = { 0 };
+	rl_sb_puts(&calls, any.p);
 	if (t->parallel && f->sep && t->choice != TC_NAMED) {
-		put(&calls, "(?:");
+		rl_sb_puts(&calls, "(?:");
 		put_lit(&calls, f->sep);
-		put(&calls, any.p);
-		put(&calls, ")*");
+		rl_sb_puts(&calls, any.p);
+		rl_sb_puts(&calls, ")*");
 	}
 	switch (t->choice) {
 	case TC_REQUIRED:
 	case TC_NAMED:
-		put(&b, calls.p);
+		rl_sb_puts(&b, calls.p);
 		break;
 	case TC_AUTO:
 		if (f->content_first) {
 			without(&b, f->marker);
-			put(&b, "(?:");
-			put(&b, calls.p);
-			put(&b, ")?");
+			rl_sb_puts(&b, "(?:");
+			rl_sb_puts(&b, calls.p);
+			rl_sb_puts(&b, ")?");
 		} else {
-			put(&b, "(?:");
-			put(&b, calls.p);
-			put(&b, "|");
+			rl_sb_puts(&b, "(?:");
+			rl_sb_puts(&b, calls.p);
+			rl_sb_puts(&b, "|");
 			not_starting(&b, f->marker);
-			put(&b, ")");
+			rl_sb_puts(&b, ")");
 		}
 		break;
 	default:
@@ -896,13 +876,13 @@ const struct ringlm_constraint *ringlm_tools_constraint(const struct ringlm_tool
 	return t ? t->cons : NULL;
 }
 
-struct parsed { struct sb text; json_t *calls; };
+struct parsed { struct rl_sb text; json_t *calls; };
 
 static void parse_emit(void *ctx, enum rl_tools_ev ev, int call, const char *s, size_t n)
 {
 	struct parsed *p = ctx;
 	if (ev == RL_TOOLS_TEXT) {
-		putn(&p->text, s, n);
+		rl_sb_putn(&p->text, s, n);
 	} else if (ev == RL_TOOLS_CALL) {
 		char id[32];
 		rl_tools_call_id(id);

@@ -21,41 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "constrain/cons_internal.h"
-
-struct gsb { char *p; size_t n, cap; int oom; };
-
-static void gput(struct gsb *b, const char *s, size_t n)
-{
-	if (b->oom)
-		return;
-	if (b->n + n + 1 > b->cap) {
-		size_t nc = (b->n + n + 1) * 2;
-		char *np = realloc(b->p, nc);
-		if (!np) {
-			b->oom = 1;
-			return;
-		}
-		b->p = np;
-		b->cap = nc;
-	}
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-	b->p[b->n] = 0;
-}
-static void gputs(struct gsb *b, const char *s) { gput(b, s, strlen(s)); }
-/* insert s at offset at */
-static void ginsert(struct gsb *b, size_t at, const char *s)
-{
-	size_t k = strlen(s), tail = b->n - at;
-	gput(b, s, k);                         /* room first */
-	if (b->oom)
-		return;
-	memmove(b->p + at + k, b->p + at, tail);
-	memcpy(b->p + at, s, k);
-}
+#include "constrain/cons_sbuf.h"
 
 /* one code point in the regex syntax, so that no character means more than itself */
-static void put_cp(struct gsb *b, uint32_t c)
+static void put_cp(struct rl_sb *b, uint32_t c)
 {
 	char t[16];
 	if ((c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'))
@@ -66,7 +35,7 @@ static void put_cp(struct gsb *b, uint32_t c)
 		snprintf(t, sizeof t, "\\u%04x", c);
 	else
 		snprintf(t, sizeof t, "\\U%08x", c);
-	gputs(b, t);
+	rl_sb_puts(b, t);
 }
 
 struct gp {
@@ -194,10 +163,10 @@ static int ref_add(struct gp *p, const char *name, size_t k)
 	return 0;
 }
 
-static int alternates(struct gp *p, struct gsb *b, int nested);
+static int alternates(struct gp *p, struct rl_sb *b, int nested);
 
 /* a sequence of items into b, until '|', ')' or (not nested) a newline */
-static int sequence(struct gp *p, struct gsb *b, int nested)
+static int sequence(struct gp *p, struct rl_sb *b, int nested)
 {
 	size_t last = SIZE_MAX;                /* where the last item starts in b */
 	while (p->i < p->n && !p->failed) {
@@ -205,7 +174,7 @@ static int sequence(struct gp *p, struct gsb *b, int nested)
 		size_t start = b->n;
 		if (c == '"') {
 			p->i++;
-			gputs(b, "(?:");
+			rl_sb_puts(b, "(?:");
 			while (at(p, 0) != '"') {
 				uint32_t cp;
 				if (p->i >= p->n)
@@ -214,15 +183,15 @@ static int sequence(struct gp *p, struct gsb *b, int nested)
 					return -EINVAL;
 				put_cp(b, cp);
 			}
-			gputs(b, ")");
+			rl_sb_puts(b, ")");
 			p->i++;
 			last = start;
 		} else if (c == '[') {
 			p->i++;
-			gputs(b, "[");
+			rl_sb_puts(b, "[");
 			int neg = at(p, 0) == '^';
 			if (neg) {
-				gputs(b, "^");
+				rl_sb_puts(b, "^");
 				p->i++;
 			}
 			int any = 0;
@@ -239,7 +208,7 @@ static int sequence(struct gp *p, struct gsb *b, int nested)
 						return -EINVAL;
 					if (hi < lo)
 						return gfail(p, "the class range U+%X-U+%X is reversed", lo, hi);
-					gputs(b, "-");
+					rl_sb_puts(b, "-");
 					put_cp(b, hi);
 				}
 				any = 1;
@@ -247,9 +216,9 @@ static int sequence(struct gp *p, struct gsb *b, int nested)
 			p->i++;
 			if (!any) {                    /* [] matches nothing, [^] anything */
 				b->n = start;
-				gputs(b, neg ? "[\\x00-\\U0010ffff]" : "[^\\x00-\\U0010ffff]");
+				rl_sb_puts(b, neg ? "[\\x00-\\U0010ffff]" : "[^\\x00-\\U0010ffff]");
 			} else
-				gputs(b, "]");
+				rl_sb_puts(b, "]");
 			last = start;
 		} else if (c == '<' || c == '!') {
 			return gfail(p, "token references ('%c...') are not supported: this engine constrains text, not token ids", c);
@@ -259,9 +228,9 @@ static int sequence(struct gp *p, struct gsb *b, int nested)
 				k++;
 			if (ref_add(p, (const char *)p->s + p->i, k))
 				return -EINVAL;
-			gputs(b, "(?&");
-			gput(b, (const char *)p->s + p->i, k);
-			gputs(b, ")");
+			rl_sb_puts(b, "(?&");
+			rl_sb_putn(b, (const char *)p->s + p->i, k);
+			rl_sb_puts(b, ")");
 			p->i += k;
 			last = start;
 		} else if (c == '(') {
@@ -269,18 +238,18 @@ static int sequence(struct gp *p, struct gsb *b, int nested)
 				return gfail(p, "groups nest deeper than 100");
 			p->i++;
 			space(p, 1);
-			gputs(b, "(?:");
+			rl_sb_puts(b, "(?:");
 			if (alternates(p, b, 1))
 				return -EINVAL;
 			if (at(p, 0) != ')')
 				return gfail(p, "expecting ')'");
 			p->i++;
 			p->depth--;
-			gputs(b, ")");
+			rl_sb_puts(b, ")");
 			last = start;
 		} else if (c == '.') {
 			p->i++;
-			gputs(b, "[\\x00-\\U0010ffff]");
+			rl_sb_puts(b, "[\\x00-\\U0010ffff]");
 			last = start;
 		} else if (c == '*' || c == '+' || c == '?' || c == '{') {
 			if (last == SIZE_MAX)
@@ -328,9 +297,9 @@ static int sequence(struct gp *p, struct gsb *b, int nested)
 				snprintf(q, sizeof q, "%c", c);
 			p->i++;
 			/* the item with its repetitions so far, as one group (x?* repeats x?) */
-			ginsert(b, last, "(?:");
-			gputs(b, ")");
-			gputs(b, q);
+			rl_sb_insert(b, last, "(?:");
+			rl_sb_puts(b, ")");
+			rl_sb_puts(b, q);
 		} else
 			break;
 		space(p, nested);
@@ -338,14 +307,14 @@ static int sequence(struct gp *p, struct gsb *b, int nested)
 	return p->failed ? -EINVAL : 0;
 }
 
-static int alternates(struct gp *p, struct gsb *b, int nested)
+static int alternates(struct gp *p, struct rl_sb *b, int nested)
 {
 	if (sequence(p, b, nested))
 		return -EINVAL;
 	while (at(p, 0) == '|') {
 		p->i++;
 		space(p, 1);
-		gputs(b, "|");
+		rl_sb_puts(b, "|");
 		if (sequence(p, b, nested))
 			return -EINVAL;
 	}
@@ -359,7 +328,7 @@ int rl_cons_gbnf_rules(const char *text, size_t len, struct rl_cons_rules *out, 
 		err[0] = 0;
 	struct gp p = { .s = (const unsigned char *)text, .n = len, .err = err, .errlen = errlen };
 	struct rl_cons_rules r = { 0 };
-	struct gsb b = { 0 };
+	struct rl_sb b = { 0 };
 	int rc = 0;
 	space(&p, 1);
 	while (p.i < p.n && !rc) {
@@ -393,7 +362,7 @@ int rl_cons_gbnf_rules(const char *text, size_t len, struct rl_cons_rules *out, 
 		p.i += 3;
 		space(&p, 1);
 		b.n = 0;
-		gputs(&b, "");
+		rl_sb_puts(&b, "");
 		if (alternates(&p, &b, 0)) {
 			rc = -EINVAL;
 			break;

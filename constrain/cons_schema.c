@@ -9,18 +9,25 @@
  * (other spellings and key orders are never produced).
  *
  * Enforced: type (object, array, string, number, integer, boolean, null, and lists of them),
- * enum, const, properties, required, additionalProperties (false; true or a schema hold
+ * enum, const (beside other keywords: the values whose compact spelling those keywords'
+ * expression matches), properties, required, additionalProperties (false; true or a schema hold
  * vacuously, as no key beyond 'properties' is ever produced), patternProperties (the same,
  * when no declared property's name matches a pattern), items (a schema or false),
  * prefixItems, minItems, maxItems, minLength, maxLength, pattern (as a whole match of the
  * string, through the regex compiler), format (the formats in `formats` below, each as an
  * expression every checker accepts), integer minimum/maximum/exclusiveMinimum/
  * exclusiveMaximum, number minimum 0, anyOf, oneOf (as alternation, after checking that no
- * string matches two branches), allOf of one schema, $ref to #/$defs/... or
- * #/definitions/..., recursion included. A $ref is expanded in place; one met again inside its
+ * string matches two branches), allOf (its branches merged into one schema: see "merging"
+ * below; two different patterns, formats or oneOf lists are refused), keywords beside
+ * $ref (allOf of the target and them) and beside anyOf/oneOf (merged into each branch), $ref to
+ * #/$defs/... or #/definitions/..., recursion included (but not a $ref merged with other
+ * keywords inside its own recursion). A $ref is expanded in place; one met again inside its
  * own expansion becomes a rule reference (?&refN) and its target a rule of its own, so a
  * recursive schema compiles to a rule set for the grammar matcher (cons_gram.c) and any other
- * to one expression, as before.
+ * to one expression, as before. A subschema that no value satisfies (false, an allOf whose
+ * branches share no type) is left out where its value is optional (a property not required,
+ * an array position past minItems, an anyOf/oneOf branch, one type of a list); where the
+ * value is needed the schema is refused, with the reason.
  * Annotations (title, description, default, examples, $schema, $id and draft 4's id,
  * $comment, $anchor, deprecated, readOnly, writeOnly, content*) constrain nothing and are
  * passed over, as are keywords that no JSON Schema draft defines (vendor extensions such as
@@ -36,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "constrain/cons_internal.h"
+#include "constrain/cons_sbuf.h"
 #include "constrain/rl_cons.h"
 
 #define MAX_REF_DEPTH 32
@@ -45,12 +53,11 @@
 #define MAX_TEXT      (16u << 20)      /* bytes appended to all buffers of one compile: the bound
 					* on its memory (text grows with nested optional keys) */
 
-struct sb { char *p; size_t n, cap; int oom; };
-
 /* one compile's appended bytes, across its buffers (a compile runs on one thread) */
 static _Thread_local size_t text_total;
 
-static void putn(struct sb *b, const char *s, size_t n)
+/* rl_sb_putn within the compile's bound on text */
+static void putn(struct rl_sb *b, const char *s, size_t n)
 {
 	if (b->oom)
 		return;
@@ -58,23 +65,10 @@ static void putn(struct sb *b, const char *s, size_t n)
 		b->oom = 2;                    /* too large, not out of memory */
 		return;
 	}
-	if (b->n + n + 1 > b->cap) {
-		size_t nc = (b->n + n + 1) * 2;
-		char *np = realloc(b->p, nc);
-		if (!np) {
-			b->oom = 1;
-			return;
-		}
-		b->p = np;
-		b->cap = nc;
-	}
-	if (n)
-		memcpy(b->p + b->n, s, n);
-	b->n += n;
-	b->p[b->n] = 0;
+	rl_sb_putn(b, s, n);
 }
-static void put(struct sb *b, const char *s) { putn(b, s, strlen(s)); }
-static void putf(struct sb *b, const char *fmt, ...)
+static void put(struct rl_sb *b, const char *s) { putn(b, s, strlen(s)); }
+static void putf(struct rl_sb *b, const char *fmt, ...)
 {
 	char t[256];
 	va_list ap;
@@ -84,7 +78,7 @@ static void putf(struct sb *b, const char *fmt, ...)
 	putn(b, t, k < (int)sizeof t ? (size_t)k : sizeof t - 1);
 }
 /* bytes as literals of the regex syntax */
-static void put_lit(struct sb *b, const char *s, size_t n)
+static void put_lit(struct rl_sb *b, const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (strchr("\\.^$|?*+()[]{}", s[i]) && s[i]) {
@@ -103,6 +97,9 @@ struct ctx {
 	char path[512];                /* where in the schema, for the messages */
 	json_t *refs[MAX_REF_DEPTH];   /* $ref targets being expanded: a repeat is recursion */
 	int nref;
+	json_t *merging[MAX_REF_DEPTH]; /* $ref targets merged with other keywords, while the
+					 * merged schema compiles */
+	int nmerging;
 	json_t **rule;                 /* targets that recursion made rules: rule i is (?&ref<i>) */
 	char **rule_ref;               /* their $ref text, for messages */
 	size_t nrule, caprule;
@@ -123,6 +120,18 @@ static int bad(struct ctx *c, const char *fmt, ...)
 			snprintf(c->err, c->errlen, "%s", m);
 	}
 	return -EINVAL;
+}
+
+/* A return of value() and the merge: no value satisfies the schema (false, no type in common,
+ * an impossible required property...). bad() has said why; where the value is optional (a
+ * property not required, an array position past minItems, one branch of anyOf) the part is
+ * left out instead, and the message unsaid. Never returned by the library: -EINVAL there. */
+#define NO_VALUE      1
+
+static void unsay(struct ctx *c)
+{
+	if (c->err && c->errlen)
+		c->err[0] = 0;
 }
 
 static size_t path_push(struct ctx *c, const char *fmt, ...)
@@ -174,11 +183,11 @@ static int kw_kind(const char *k)
 	return K_ANNOT;
 }
 
-static int value(struct ctx *c, json_t *s, struct sb *b);
-static void any_value(struct sb *b, int depth);
+static int value(struct ctx *c, json_t *s, struct rl_sb *b);
+static void any_value(struct rl_sb *b, int depth);
 
 /* recursion: a reference to t's rule, made a rule when it is not one yet */
-static int rule_ref(struct ctx *c, json_t *t, const char *ref, struct sb *b)
+static int rule_ref(struct ctx *c, json_t *t, const char *ref, struct rl_sb *b)
 {
 	size_t i = 0;
 	while (i < c->nrule && c->rule[i] != t)
@@ -217,7 +226,7 @@ static int rule_ref(struct ctx *c, json_t *t, const char *ref, struct sb *b)
 #define INF_HI (-1LL)
 
 /* same-length digit strings lo..hi (no sign, leading zeros as written) */
-static void digit_range(struct sb *b, const char *lo, const char *hi, size_t L)
+static void digit_range(struct rl_sb *b, const char *lo, const char *hi, size_t L)
 {
 	if (!L)
 		return;
@@ -272,7 +281,7 @@ static void digit_range(struct sb *b, const char *lo, const char *hi, size_t L)
 }
 
 /* the integers a..b (a >= 0; b INF_HI: no upper bound) written without leading zeros */
-static void nonneg_range(struct sb *b, long long a, long long hi)
+static void nonneg_range(struct rl_sb *b, long long a, long long hi)
 {
 	char sa[24], sh[24], t[24];
 	int la = snprintf(sa, sizeof sa, "%lld", a);
@@ -298,7 +307,7 @@ static void nonneg_range(struct sb *b, long long a, long long hi)
 }
 
 /* integers lo..hi; lo LLONG_MIN: none below, hi LLONG_MAX: none above */
-static int int_range(struct ctx *c, struct sb *b, long long lo, long long hi)
+static int int_range(struct ctx *c, struct rl_sb *b, long long lo, long long hi)
 {
 	if (lo > hi)
 		return bad(c, "no integer lies between the bounds");
@@ -332,7 +341,7 @@ static int bound(struct ctx *c, json_t *s, const char *k, double *v)
 	return 1;
 }
 
-static int integer(struct ctx *c, json_t *s, struct sb *b)
+static int integer(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	long long lo = LLONG_MIN, hi = LLONG_MAX;
 	double v;
@@ -360,7 +369,7 @@ static int integer(struct ctx *c, json_t *s, struct sb *b)
 	return int_range(c, b, lo, hi);
 }
 
-static int number(struct ctx *c, json_t *s, struct sb *b)
+static int number(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	static const char *const other[] = { "maximum", "exclusiveMinimum", "exclusiveMaximum" };
 	for (int i = 0; i < 3; i++)
@@ -418,7 +427,7 @@ static const struct { const char *name, *re; } formats[] = {
 	{ "uri", "https?://" F_HOST "(?:/[A-Za-z0-9._~-]{0,20}){0,4}" },
 };
 
-static int string(struct ctx *c, json_t *s, struct sb *b)
+static int string(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	long mn = 0, mx = -1;
 	int r1 = count_kw(c, s, "minLength", &mn), r2 = count_kw(c, s, "maxLength", &mx);
@@ -484,7 +493,7 @@ static int pattern_props(struct ctx *c, json_t *s, json_t *props)
 		/* a search: unanchored ends get "any text" (a leading '^' / trailing '$' stay anchors) */
 		size_t n = strlen(pat);
 		int a0 = n && pat[0] == '^', a1 = n > (size_t)a0 && pat[n - 1] == '$' && (n < 2 || pat[n - 2] != '\\');
-		struct sb re = { 0 };
+		struct rl_sb re = { 0 };
 		putf(&re, "%s(?:%.*s)%s", a0 ? "" : "[\\s\\S]*", (int)(n - a0 - a1), pat + a0, a1 ? "" : "[\\s\\S]*");
 		if (re.oom)
 			return -ENOMEM;
@@ -508,7 +517,7 @@ static int pattern_props(struct ctx *c, json_t *s, json_t *props)
 	return 0;
 }
 
-static int object(struct ctx *c, json_t *s, struct sb *b)
+static int object(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required"),
 	       *ap = json_object_get(s, "additionalProperties");
@@ -527,7 +536,7 @@ static int object(struct ctx *c, json_t *s, struct sb *b)
 	if (!props && !json_is_false(ap) && !req && !json_object_get(s, "patternProperties")) {
 		/* no properties named: keys are free, their values by additionalProperties (any
 		 * value when it is absent or true) */
-		struct sb v = { 0 };
+		struct rl_sb v = { 0 };
 		int rc = 0;
 		if (json_is_object(ap)) {
 			size_t old = path_push(c, "additionalProperties");
@@ -535,7 +544,11 @@ static int object(struct ctx *c, json_t *s, struct sb *b)
 			path_pop(c, old);
 		} else
 			any_value(&v, ANY_DEPTH - 1);
-		if (!rc) {
+		if (rc == NO_VALUE) {
+			unsay(c);                      /* no key can have a value: no key */
+			rc = 0;
+			put(b, "\\{\\}");
+		} else if (!rc) {
 			put(b, "\\{(?:\"" STR_CHAR "*\":");
 			putn(b, v.p, v.n);
 			put(b, "(?:,\"" STR_CHAR "*\":");
@@ -546,7 +559,7 @@ static int object(struct ctx *c, json_t *s, struct sb *b)
 		free(v.p);
 		return rc;
 	}
-	size_t i, n = props ? json_object_size(props) : 0;
+	size_t i, n = props ? json_object_size(props) : 0, nall = n;
 	json_t *x;
 	json_array_foreach(req, i, x) {
 		if (!json_is_string(x))
@@ -556,7 +569,7 @@ static int object(struct ctx *c, json_t *s, struct sb *b)
 				   json_string_value(x));
 	}
 	/* each property's "key":value in order, and whether it is required */
-	struct sb *pv = calloc(n ? n : 1, sizeof *pv);
+	struct rl_sb *pv = calloc(n ? n : 1, sizeof *pv);
 	int *must = calloc(n ? n : 1, sizeof *must);
 	int rc = 0;
 	if (!pv || !must) {
@@ -580,12 +593,21 @@ static int object(struct ctx *c, json_t *s, struct sb *b)
 		size_t old = path_push(c, "properties.%s", key);
 		rc = value(c, x, &pv[k]);
 		path_pop(c, old);
+		int required = 0;
+		json_t *y;
+		json_array_foreach(req, i, y)
+			required |= !strcmp(json_string_value(y), key);
+		if (rc == NO_VALUE && !required) {
+			unsay(c);                      /* the property cannot appear: left out */
+			rc = 0;
+			pv[k].n = 0;
+			continue;
+		}
 		if (rc)
 			break;
-		json_array_foreach(req, i, x)
-			must[k] |= !strcmp(json_string_value(x), key);
-		k++;
+		must[k++] = required;
 	}
+	n = k;                                 /* the properties that can appear */
 	if (!rc) {
 		/* first(i): the properties from i on when none came before; after(i): when one did.
 		 * after is linear; first branches at each optional property into "it comes first"
@@ -612,14 +634,14 @@ static int object(struct ctx *c, json_t *s, struct sb *b)
 			put(b, ")");
 		put(b, "\\}");
 	}
-	for (size_t j = 0; j < n; j++)
+	for (size_t j = 0; j < nall; j++)
 		free(pv[j].p);
 	free(pv);
 	free(must);
 	return rc;
 }
 
-static int array(struct ctx *c, json_t *s, struct sb *b)
+static int array(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
 	if (prefix && !json_is_array(prefix))
@@ -632,20 +654,27 @@ static int array(struct ctx *c, json_t *s, struct sb *b)
 	long m = 0, M = -1;
 	if (count_kw(c, s, "minItems", &m) < 0 || count_kw(c, s, "maxItems", &M) < 0)
 		return -EINVAL;
-	if (no_more && (M < 0 || M > (long)k))
-		M = (long)k;
-	if (M >= 0 && m > M)
-		return bad(c, "'minItems' is above the items the schema allows");
-	struct sb item = { 0 };
+	struct rl_sb item = { 0 };
 	int rc = 0;
 	if (!no_more) {
 		size_t old = path_push(c, "items");
 		rc = value(c, items, &item);
 		path_pop(c, old);
+		if (rc == NO_VALUE) {
+			unsay(c);                      /* no item past the prefix can have a value */
+			rc = 0;
+			no_more = 1;
+		}
 		if (rc) {
 			free(item.p);
 			return rc;
 		}
+	}
+	if (no_more && (M < 0 || M > (long)k))
+		M = (long)k;
+	if (M >= 0 && m > M) {
+		free(item.p);
+		return bad(c, "'minItems' is above the items the schema allows");
 	}
 	put(b, "\\[");
 	size_t opened = 0;
@@ -676,6 +705,7 @@ static int array(struct ctx *c, json_t *s, struct sb *b)
 			}
 			break;
 		}
+		size_t mark = b->n, opened_before = opened;
 		if (i >= m) {
 			put(b, "(?:");
 			opened++;
@@ -685,6 +715,14 @@ static int array(struct ctx *c, json_t *s, struct sb *b)
 		size_t old = path_push(c, "prefixItems[%ld]", i);
 		rc = value(c, json_array_get(prefix, (size_t)i), b);
 		path_pop(c, old);
+		if (rc == NO_VALUE && i >= m && !b->oom) {
+			unsay(c);                      /* no array reaches past position i */
+			rc = 0;
+			b->n = mark;
+			b->p[mark] = 0;
+			opened = opened_before;
+			break;
+		}
 		if (rc)
 			break;
 	}
@@ -723,41 +761,76 @@ static int type_ok(json_t *type, json_t *v)
 	return 0;
 }
 
-static int literals(struct ctx *c, json_t *s, struct sb *b)
+/* enum/const: the listed values of the type; with other keywords beside them, those keywords
+ * compiled on their own and each value kept when its compact spelling is in that language (a
+ * value spelled otherwise, e.g. an object's keys in another order, is left out: never wider) */
+static int literals(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	json_t *en = json_object_get(s, "enum"), *co = json_object_get(s, "const"), *type = json_object_get(s, "type");
-	const char *k;
+	const char *k, *name = en ? "enum" : "const";
 	json_t *x;
+	int others = 0, rc = 0;
 	json_object_foreach(s, k, x)
-		if (kw_kind(k) != K_ANNOT && strcmp(k, "enum") && strcmp(k, "const") && strcmp(k, "type"))
-			return bad(c, "'%s' beside '%s' is not supported", k, en ? "enum" : "const");
+		others |= kw_kind(k) != K_ANNOT && strcmp(k, "enum") && strcmp(k, "const") && strcmp(k, "type");
 	if (en && co)
 		return bad(c, "'enum' together with 'const' is not supported");
 	if (en && (!json_is_array(en) || !json_array_size(en)))
 		return bad(c, "'enum' must be a non-empty array");
+	struct rl_cons_dfa d = { 0 };
+	if (others) {
+		json_t *rest = json_object();
+		struct rl_sb rb = { 0 };
+		size_t nrec = c->nrec;
+		if (!rest)
+			return -ENOMEM;
+		json_object_foreach(s, k, x)
+			if (strcmp(k, "enum") && strcmp(k, "const") && json_object_set(rest, k, x))
+				rc = -ENOMEM;
+		if (!rc)
+			rc = value(c, rest, &rb);
+		json_decref(rest);
+		if (!rc && c->nrec != nrec)
+			rc = bad(c, "'%s' beside keywords that recurse through '$ref' is not supported", name);
+		if (!rc && rb.oom)
+			rc = -ENOMEM;
+		char e[300];
+		if (!rc && rl_cons_regex_dfa(rb.p ? rb.p : "", rb.n, RL_RE_INTERNAL, 0, &d, e, sizeof e))
+			rc = bad(c, "the keywords beside '%s': %s", name, e);
+		free(rb.p);
+		if (rc)
+			return rc;
+	}
 	json_t *one = co ? json_pack("[O]", co) : json_incref(en);
-	if (!one)
-		return -ENOMEM;
 	size_t i, n = 0;
+	if (!one)
+		rc = -ENOMEM;
 	put(b, "(?:");
 	json_array_foreach(one, i, x) {
 		if (!type_ok(type, x))
 			continue;                       /* not of the type: no valid output spells it */
-		char *d = json_dumps(x, JSON_ENCODE_ANY | JSON_COMPACT | JSON_PRESERVE_ORDER);
-		if (!d) {
-			json_decref(one);
-			return -ENOMEM;
+		char *t = json_dumps(x, JSON_ENCODE_ANY | JSON_COMPACT | JSON_PRESERVE_ORDER);
+		if (!t) {
+			rc = -ENOMEM;
+			break;
 		}
-		if (n++)
-			put(b, "|");
-		put_lit(b, d, strlen(d));
-		free(d);
+		uint32_t st = d.start;
+		for (const char *q = t; others && *q && st != RL_CONS_DEAD; q++)
+			st = rl_cons_dfa_step(&d, st, (uint8_t)*q);
+		if (!others || (st != RL_CONS_DEAD && d.accept[st])) {
+			if (n++)
+				put(b, "|");
+			put_lit(b, t, strlen(t));
+		}
+		free(t);
 	}
 	put(b, ")");
 	json_decref(one);
-	if (!n)
-		return bad(c, "no value of '%s' has the schema's 'type'", en ? "enum" : "const");
-	return 0;
+	if (others)
+		rl_cons_dfa_free(&d);
+	if (!rc && !n)
+		return bad(c, others ? "no value of '%s' satisfies the keywords beside it" : "no value of '%s' has the schema's 'type'",
+			   name);
+	return rc;
 }
 
 /* the target of a $ref inside this document */
@@ -853,23 +926,788 @@ out:
 	return rc;
 }
 
-static int alternatives(struct ctx *c, json_t *s, const char *kw, struct sb *b)
+/* ---- allOf, and keywords beside $ref/anyOf/oneOf: merging ------------------------------- */
+/* allOf [A, B, ...] is compiled as one schema that holds exactly when every branch does, built
+ * keyword by keyword: type sets and enum/const lists intersect, lower bounds take the largest
+ * and upper bounds the smallest, properties unite (a property named in several branches gets
+ * their schemas merged the same way), required unites; a branch's additionalProperties
+ * (false, or a schema) binds the properties that only other branches name (false leaves them
+ * out, a schema is merged into each), items and prefixItems merge position by position. What
+ * has no exact merge (two different patterns, formats or sets of oneOf alternatives) is
+ * refused by name; anyOf in several parts becomes the anyOf of their branches' combinations.
+ * Keywords beside $ref are allOf [target, the rest] (draft 2019 and later), and keywords
+ * beside anyOf/oneOf are merged into each branch (S and (A or B) is (S and A) or (S and B)).
+ * A merged branch that no value satisfies (no type in common, no enum value left) is dropped
+ * from anyOf/oneOf, and refused in allOf. */
+#define MAX_MERGE     16               /* merges nested inside merges (properties, items) */
+
+enum { T_NULL = 1, T_BOOL = 2, T_OBJ = 4, T_ARR = 8, T_STR = 16, T_INT = 32, T_FRAC = 64, T_ALL = 127 };
+
+struct part { json_t *s; int origin; };    /* origin: allOf/anyOf/oneOf branch i, or below */
+#define O_BESIDE (-1)                   /* the keywords beside the combinator */
+#define O_TARGET (-2)                   /* the target of a $ref beside other keywords */
+struct parts {
+	struct part *v;
+	size_t n, cap;
+	json_t *target[MAX_REF_DEPTH];  /* $ref targets merged in: on the expansion stack while
+					 * the result compiles, so recursion through them ends */
+	int ntarget;
+};
+struct mctx {
+	struct ctx *c;
+	const char *kw;                 /* "allOf", "$ref", "anyOf", "oneOf": for the messages */
+	char sub[200];                  /* where inside the merged schema, e.g. properties.a */
+};
+
+static void parts_free(struct parts *p)
 {
-	json_t *arr = json_object_get(s, kw);
+	for (size_t i = 0; i < p->n; i++)
+		json_decref(p->v[i].s);
+	free(p->v);
+	memset(p, 0, sizeof *p);
+}
+
+static void who(const struct mctx *m, int o, char *w, size_t n)
+{
+	if (o == O_BESIDE)
+		snprintf(w, n, "the keywords beside '%s'", m->kw);
+	else if (o == O_TARGET)
+		snprintf(w, n, "the '$ref' target");
+	else
+		snprintf(w, n, "branch %d", o);
+}
+
+/* parts a and b (origins) both set keyword k, differently, and no merge is exact */
+static int clash(struct mctx *m, int a, int b, const char *k, const char *why)
+{
+	char wa[64], wb[64], in[220] = "";
+	if (m->sub[0])
+		snprintf(in, sizeof in, " in %s", m->sub);
+	if (a == b) {
+		who(m, a, wa, sizeof wa);
+		return bad(m->c, "'%s': %s sets '%s'%s twice, through '$ref' or 'allOf' (%s)", m->kw, wa, k, in, why);
+	}
+	if (a >= 0 && b >= 0)
+		return bad(m->c, "'%s': branches %d and %d both set '%s'%s (%s)", m->kw, a, b, k, in, why);
+	who(m, a, wa, sizeof wa);
+	who(m, b, wb, sizeof wb);
+	return bad(m->c, "'%s': %s and %s both set '%s'%s (%s)", m->kw, wa, wb, k, in, why);
+}
+
+/* no value satisfies every part: refused in allOf (bad() says why), dropped from anyOf/oneOf */
+static int no_value(struct mctx *m, const char *why)
+{
+	bad(m->c, "'%s': no value satisfies every part%s%s (%s)", m->kw, m->sub[0] ? " of " : "", m->sub, why);
+	return NO_VALUE;
+}
+
+static int type_bits(struct ctx *c, json_t *type, unsigned *out)
+{
+	static const struct { const char *name; unsigned bits; } tb[] = {
+		{ "null", T_NULL }, { "boolean", T_BOOL }, { "object", T_OBJ }, { "array", T_ARR },
+		{ "string", T_STR }, { "integer", T_INT }, { "number", T_INT | T_FRAC },
+	};
+	if (!json_is_string(type) && !(json_is_array(type) && json_array_size(type)))
+		return bad(c, "'type' must be a string or a non-empty array of strings");
+	size_t i, nt = json_is_array(type) ? json_array_size(type) : 1;
+	*out = 0;
+	for (i = 0; i < nt; i++) {
+		json_t *t = json_is_array(type) ? json_array_get(type, i) : type;
+		size_t k = 0;
+		while (k < sizeof tb / sizeof *tb && !(json_is_string(t) && !strcmp(tb[k].name, json_string_value(t))))
+			k++;
+		if (k == sizeof tb / sizeof *tb)
+			return bad(c, "'type' %s%s%s is not a JSON Schema type", json_is_string(t) ? "'" : "",
+				   json_is_string(t) ? json_string_value(t) : "(not a string)", json_is_string(t) ? "'" : "");
+		*out |= tb[k].bits;
+	}
+	return 0;
+}
+
+static json_t *bits_type(unsigned bits)
+{
+	static const struct { const char *name; unsigned bits; } tb[] = {
+		{ "object", T_OBJ }, { "array", T_ARR }, { "string", T_STR }, { "number", T_INT | T_FRAC },
+		{ "integer", T_INT }, { "boolean", T_BOOL }, { "null", T_NULL },
+	};
+	json_t *a = json_array();
+	for (size_t k = 0; a && k < sizeof tb / sizeof *tb; k++)
+		if ((bits & tb[k].bits) == tb[k].bits) {
+			json_array_append_new(a, json_string(tb[k].name));
+			bits &= ~tb[k].bits;
+		}
+	if (a && json_array_size(a) == 1) {
+		json_t *one = json_incref(json_array_get(a, 0));
+		json_decref(a);
+		return one;
+	}
+	return a;
+}
+
+static unsigned value_bits(json_t *v)
+{
+	if (json_is_null(v)) return T_NULL;
+	if (json_is_boolean(v)) return T_BOOL;
+	if (json_is_object(v)) return T_OBJ;
+	if (json_is_array(v)) return T_ARR;
+	if (json_is_string(v)) return T_STR;
+	if (json_is_integer(v) || (json_is_real(v) && json_real_value(v) == floor(json_real_value(v))))
+		return T_INT;
+	return T_FRAC;
+}
+
+static unsigned kind_bits(int kind)
+{
+	return kind == K_OBJ ? T_OBJ : kind == K_ARR ? T_ARR : kind == K_STR ? T_STR : kind == K_NUM ? T_INT | T_FRAC : 0;
+}
+
+/* s as parts whose keywords all hold at once: $ref targets and allOf branches taken apart,
+ * the rest of s one part. A part of true adds nothing; false: NO_VALUE. */
+static int flatten(struct mctx *m, json_t *s, int origin, struct parts *p, int depth)
+{
+	struct ctx *c = m->c;
+	if (depth > MAX_REF_DEPTH)
+		return bad(c, "'%s': '$ref' and 'allOf' nest deeper than %d", m->kw, MAX_REF_DEPTH);
+	if (json_is_true(s))
+		return 0;
+	if (json_is_false(s))
+		return no_value(m, "a schema of false");
+	if (!json_is_object(s))
+		return bad(c, "a schema must be an object");
+	const char *k;
+	json_t *x, *type = json_object_get(s, "type");
+	unsigned tb = T_ALL;
+	int rc;
+	if (type && (rc = type_bits(c, type, &tb)))
+		return rc;
+	json_object_foreach(s, k, x) {
+		int kind = kw_kind(k);
+		if (!kind)
+			return bad(c, "'%s' is not supported", k);
+		if (kind_bits(kind) && !(kind_bits(kind) & tb))
+			return bad(c, "'%s' applies to none of the schema's types", k);
+	}
+	if ((x = json_object_get(s, "$ref"))) {
+		if (!json_is_string(x))
+			return bad(c, "'$ref' must be a string");
+		json_t *t = resolve(c, json_string_value(x));
+		if (!t)
+			return bad(c, "'$ref' '%s' is not a #/$defs/NAME or #/definitions/NAME of this schema",
+				   json_string_value(x));
+		/* inside t's own expansion, or merged into it again and again: recursion, where each
+		 * merge would be a new schema to expand (met twice in merges, it is a plain nested use) */
+		int seen = 0;
+		for (int i = 0; i < c->nref; i++)
+			seen += 3 * (c->refs[i] == t);
+		for (int i = 0; i < c->nmerging; i++)
+			seen += c->merging[i] == t;
+		if (seen > 2)
+			return bad(c, "'%s': '$ref' '%s' merged with other keywords inside its own recursion is not "
+				   "supported (the merged schema would be a new rule each time)", m->kw, json_string_value(x));
+		if (p->ntarget < MAX_REF_DEPTH)
+			p->target[p->ntarget++] = t;
+		if ((rc = flatten(m, t, origin, p, depth + 1)))
+			return rc;
+	}
+	if ((x = json_object_get(s, "allOf"))) {
+		if (!json_is_array(x) || !json_array_size(x))
+			return bad(c, "'allOf' must be a non-empty array");
+		size_t i;
+		json_t *y;
+		json_array_foreach(x, i, y)
+			if ((rc = flatten(m, y, origin, p, depth + 1)))
+				return rc;
+	}
+	json_t *rest = json_object();
+	if (!rest)
+		return -ENOMEM;
+	json_object_foreach(s, k, x)
+		if (strcmp(k, "$ref") && strcmp(k, "allOf") && json_object_set(rest, k, x)) {
+			json_decref(rest);
+			return -ENOMEM;
+		}
+	if (!json_object_size(rest)) {
+		json_decref(rest);
+		return 0;
+	}
+	if (p->n == p->cap) {
+		size_t nc = p->cap ? p->cap * 2 : 8;
+		struct part *nv = realloc(p->v, nc * sizeof *nv);
+		if (!nv) {
+			json_decref(rest);
+			return -ENOMEM;
+		}
+		p->v = nv;
+		p->cap = nc;
+	}
+	p->v[p->n++] = (struct part){ rest, origin };
+	return 0;
+}
+
+static int merge_n(struct mctx *m, const struct part *v, size_t n, int depth, json_t **out);
+
+/* the merge of sub-schemas (each with the origin of the part it came from) at m->sub + seg;
+ * *out NULL when there are none */
+static int merge_subs(struct mctx *m, const struct part *sub, size_t k, int depth, const char *seg, json_t **out)
+{
+	*out = NULL;
+	if (!k)
+		return 0;
+	size_t same = 1;
+	while (same < k && json_equal(sub[0].s, sub[same].s))
+		same++;
+	if (same == k) {                       /* one schema, or the same one again: no merge */
+		*out = json_incref(sub[0].s);
+		return 0;
+	}
+	size_t old = strlen(m->sub);
+	snprintf(m->sub + old, sizeof m->sub - old, "%s%s", old ? "." : "", seg);
+	struct parts p = { 0 };
+	int rc = 0;
+	size_t pold = path_push(m->c, "%s", seg);  /* for what flatten() finds unsupported */
+	for (size_t i = 0; i < k && !rc; i++)
+		rc = flatten(m, sub[i].s, sub[i].origin, &p, 0);
+	path_pop(m->c, pold);
+	if (!rc)
+		rc = merge_n(m, p.v, p.n, depth + 1, out);
+	parts_free(&p);
+	m->sub[old] = 0;
+	return rc;
+}
+
+/* the keywords that merge by taking the largest (lower bounds) or smallest (upper) value */
+static const struct { const char *k; int largest; } bounds[] = {
+	{ "minimum", 1 }, { "exclusiveMinimum", 1 }, { "minLength", 1 }, { "minItems", 1 },
+	{ "maximum", 0 }, { "exclusiveMaximum", 0 }, { "maxLength", 0 }, { "maxItems", 0 },
+};
+/* the keywords that merge only when equal */
+static const struct { const char *k, *why; } equal_only[] = {
+	{ "pattern", "the intersection of two patterns is not supported" },
+	{ "format", "a value of two formats is not supported" },
+	{ "oneOf", "two sets of oneOf alternatives in one schema are not supported" },
+};
+#define MAX_CROSS     64               /* anyOf branches from the product of several anyOf */
+
+/* the object keywords of the parts merged into r; NO_VALUE: no object satisfies them all */
+static int merge_objects(struct mctx *m, const struct part *v, size_t n, int depth, json_t *r)
+{
+	struct ctx *c = m->c;
+	json_t *names = json_object(), *req = json_array(), *props = json_object(), *x, *y;
+	struct part *sub = calloc(n, sizeof *sub);
+	int rc = 0, any_props = 0;
+	const char *k;
+	size_t i, j, ns;
+	if (!names || !req || !props || !sub) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < n && !rc; i++) {
+		json_t *pr = json_object_get(v[i].s, "properties"), *rq = json_object_get(v[i].s, "required"),
+		       *ap = json_object_get(v[i].s, "additionalProperties");
+		if (pr && !json_is_object(pr))
+			rc = bad(c, "'properties' must be an object");
+		else if (rq && !json_is_array(rq))
+			rc = bad(c, "'required' must be an array");
+		else if (ap && !json_is_boolean(ap) && !json_is_object(ap))
+			rc = bad(c, "'additionalProperties' must be a schema");
+		any_props |= pr != NULL;
+		json_object_foreach(pr, k, x)
+			json_object_set_new(names, k, json_null());
+		json_array_foreach(rq, j, x) {
+			if (!json_is_string(x)) {
+				rc = bad(c, "'required' must hold strings");
+				break;
+			}
+			size_t q;
+			json_array_foreach(req, q, y)
+				if (json_equal(x, y))
+					break;
+			if (q == json_array_size(req))
+				json_array_append(req, x);
+		}
+	}
+	json_object_foreach(names, k, x) {
+		if (rc)
+			break;
+		int dropped = 0, is_req = 0;
+		json_array_foreach(req, j, y)
+			is_req |= !strcmp(json_string_value(y), k);
+		for (i = ns = 0; i < n; i++) {
+			json_t *mine = json_object_get(json_object_get(v[i].s, "properties"), k),
+			       *ap = json_object_get(v[i].s, "additionalProperties");
+			if (mine) {
+				sub[ns++] = (struct part){ mine, v[i].origin };
+				continue;
+			}
+			if (!ap || json_is_true(ap))
+				continue;
+			if (json_object_get(v[i].s, "patternProperties")) {
+				char w[64];
+				who(m, v[i].origin, w, sizeof w);
+				rc = bad(c, "'%s': 'patternProperties' with 'additionalProperties' in %s, beside a property "
+					 "another part names ('%s'), is not supported", m->kw, w, k);
+				break;
+			}
+			if (json_is_false(ap))
+				dropped = 1;
+			else
+				sub[ns++] = (struct part){ ap, v[i].origin };
+		}
+		json_t *ms = NULL;
+		if (!rc && !dropped) {
+			char seg[160];
+			snprintf(seg, sizeof seg, "properties.%s", k);
+			rc = merge_subs(m, sub, ns, depth, seg, &ms);
+			if (rc == NO_VALUE && !is_req) {
+				unsay(c);         /* the property cannot appear: it is left out */
+				rc = 0;
+				dropped = 1;
+			}
+		}
+		if (!rc && dropped && is_req) {
+			char why[200];
+			snprintf(why, sizeof why, "required property '%s' is disallowed by another part", k);
+			rc = no_value(m, why);         /* no object: merge_n keeps the other types */
+		}
+		if (!rc && !dropped && json_object_set_new(props, k, ms ? ms : json_true()))
+			rc = -ENOMEM;
+	}
+	/* a required property no part names: a part with additionalProperties false rules it out */
+	json_array_foreach(req, j, y) {
+		if (rc || json_object_get(names, json_string_value(y)))
+			continue;
+		for (i = 0; i < n && !json_is_false(json_object_get(v[i].s, "additionalProperties")); i++)
+			;
+		if (i < n) {
+			char why[200];
+			snprintf(why, sizeof why, "required property '%s' is disallowed by another part", json_string_value(y));
+			rc = no_value(m, why);
+		}
+	}
+	if (rc)
+		goto out;
+	if (any_props && json_object_set(r, "properties", props))
+		rc = -ENOMEM;
+	if (!rc && json_array_size(req) && json_object_set(r, "required", req))
+		rc = -ENOMEM;
+	/* additionalProperties: false in any part is false; else the schemas merged */
+	int ap_false = 0, ap_true = 0;
+	for (i = ns = 0; i < n && !rc; i++) {
+		json_t *ap = json_object_get(v[i].s, "additionalProperties");
+		ap_false |= json_is_false(ap);
+		ap_true |= json_is_true(ap);
+		if (json_is_object(ap))
+			sub[ns++] = (struct part){ ap, v[i].origin };
+	}
+	json_t *ms = NULL;
+	if (!rc && ap_false)
+		ms = json_false();
+	else if (!rc && (rc = merge_subs(m, sub, ns, depth, "additionalProperties", &ms)) == NO_VALUE) {
+		unsay(c);                 /* no extra key can have a value: none is allowed */
+		rc = 0;
+		ms = json_false();
+	} else if (!rc && !ms && ap_true)
+		ms = json_true();
+	if (!rc && ms && json_object_set_new(r, "additionalProperties", ms))
+		rc = -ENOMEM;
+	/* patternProperties: united, one pattern in several parts merged */
+	json_t *pats = json_object(), *mp = json_object();
+	if (!pats || !mp)
+		rc = -ENOMEM;
+	for (i = 0; i < n && !rc; i++) {
+		json_t *pp = json_object_get(v[i].s, "patternProperties");
+		if (pp && !json_is_object(pp))
+			rc = bad(c, "'patternProperties' must be an object");
+		json_object_foreach(pp, k, x)
+			json_object_set_new(pats, k, json_null());
+	}
+	json_object_foreach(pats, k, x) {
+		if (rc)
+			break;
+		for (i = ns = 0; i < n; i++)
+			if ((y = json_object_get(json_object_get(v[i].s, "patternProperties"), k)))
+				sub[ns++] = (struct part){ y, v[i].origin };
+		char seg[160];
+		snprintf(seg, sizeof seg, "patternProperties.%s", k);
+		if ((rc = merge_subs(m, sub, ns, depth, seg, &ms)) == NO_VALUE) {
+			unsay(c);         /* keys matching it cannot appear */
+			rc = 0;
+			ms = json_false();
+		}
+		if (!rc && json_object_set_new(mp, k, ms))
+			rc = -ENOMEM;
+	}
+	if (!rc && json_object_size(mp) && json_object_set(r, "patternProperties", mp))
+		rc = -ENOMEM;
+	json_decref(pats);
+	json_decref(mp);
+out:
+	json_decref(names);
+	json_decref(req);
+	json_decref(props);
+	free(sub);
+	return rc;
+}
+
+static int merge_arrays(struct mctx *m, const struct part *v, size_t n, int depth, json_t *r)
+{
+	struct ctx *c = m->c;
+	struct part *sub = calloc(n, sizeof *sub);
+	json_t *pre = json_array();
+	size_t i, ns, L = 0, cap = (size_t)-1;
+	int rc = 0;
+	if (!sub || !pre) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < n && !rc; i++) {
+		json_t *p = json_object_get(v[i].s, "prefixItems"), *it = json_object_get(v[i].s, "items");
+		if (p && !json_is_array(p))
+			rc = bad(c, "'prefixItems' must be an array");
+		else if (it && !json_is_object(it) && !json_is_boolean(it))
+			rc = bad(c, "'items' must be a schema");
+		if (json_array_size(p) > L)
+			L = json_array_size(p);
+		if (json_is_false(it) && json_array_size(p) < cap)
+			cap = json_array_size(p);      /* no item past this part's prefix */
+	}
+	/* position q: each part's prefixItems[q], or its items past its prefix */
+	for (size_t q = 0; q < L && q < cap && !rc; q++) {
+		for (i = ns = 0; i < n; i++) {
+			json_t *p = json_object_get(v[i].s, "prefixItems"), *it = json_object_get(v[i].s, "items");
+			if (q < json_array_size(p))
+				sub[ns++] = (struct part){ json_array_get(p, q), v[i].origin };
+			else if (json_is_object(it))
+				sub[ns++] = (struct part){ it, v[i].origin };
+		}
+		char seg[40];
+		snprintf(seg, sizeof seg, "prefixItems[%zu]", q);
+		json_t *ms;
+		if ((rc = merge_subs(m, sub, ns, depth, seg, &ms)) == NO_VALUE) {
+			unsay(c);                 /* no array reaches past q */
+			rc = 0;
+			cap = q;
+			break;
+		}
+		if (!rc && json_array_append_new(pre, ms ? ms : json_true()))
+			rc = -ENOMEM;
+	}
+	if (!rc && json_array_size(pre) && json_object_set(r, "prefixItems", pre))
+		rc = -ENOMEM;
+	/* items: past every prefix */
+	int any_items = 0;
+	for (i = ns = 0; i < n && !rc; i++) {
+		json_t *it = json_object_get(v[i].s, "items");
+		any_items |= it != NULL;
+		if (json_is_object(it))
+			sub[ns++] = (struct part){ it, v[i].origin };
+	}
+	json_t *ms = NULL;
+	if (!rc && cap != (size_t)-1)
+		ms = json_false();
+	else if (!rc && (rc = merge_subs(m, sub, ns, depth, "items", &ms)) == NO_VALUE) {
+		unsay(c);                 /* no item past the prefix can have a value */
+		rc = 0;
+		ms = json_false();
+	} else if (!rc && !ms && any_items)
+		ms = json_true();
+	if (!rc && ms && json_object_set_new(r, "items", ms))
+		rc = -ENOMEM;
+out:
+	json_decref(pre);
+	free(sub);
+	return rc;
+}
+
+/* one schema that holds exactly when every part does (parts as flatten() makes them) */
+static int merge_n(struct mctx *m, const struct part *v, size_t n, int depth, json_t **out)
+{
+	struct ctx *c = m->c;
+	*out = NULL;
+	if (depth > MAX_MERGE)
+		return bad(c, "'%s': merges nest deeper than %d (two recursive schemas merged?)", m->kw, MAX_MERGE);
+	if (!n) {
+		*out = json_true();
+		return 0;
+	}
+	if (n == 1) {
+		*out = json_incref(v[0].s);
+		return 0;
+	}
+	json_t *r = json_object(), *x, *vals = NULL;
+	if (!r)
+		return -ENOMEM;
+	int rc = 0, typed = 0;
+	unsigned tb = T_ALL;
+	size_t i, j;
+	const char *k;
+	for (i = 0; i < n && !rc; i++)
+		if ((x = json_object_get(v[i].s, "type"))) {
+			unsigned b;
+			if (!(rc = type_bits(c, x, &b)))
+				tb &= b;
+			typed = 1;
+		}
+	if (!rc && typed) {
+		if (!tb)
+			rc = no_value(m, "no 'type' in common");
+		else if (json_object_set_new(r, "type", bits_type(tb)))
+			rc = -ENOMEM;
+	}
+	/* enum and const: the values every list holds, of the type */
+	for (i = 0; i < n && !rc; i++) {
+		static const char *const lk[] = { "enum", "const" };
+		for (int l = 0; l < 2 && !rc; l++) {
+			json_t *e = json_object_get(v[i].s, lk[l]);
+			if (!e)
+				continue;
+			if (!l && (!json_is_array(e) || !json_array_size(e))) {
+				rc = bad(c, "'enum' must be a non-empty array");
+				break;
+			}
+			json_t *list = l ? json_pack("[O]", e) : json_incref(e);
+			if (!list) {
+				rc = -ENOMEM;
+				break;
+			}
+			if (!vals)
+				vals = json_deep_copy(list);
+			else
+				for (j = json_array_size(vals); j-- > 0;) {
+					size_t q;
+					json_t *y;
+					json_array_foreach(list, q, y)
+						if (json_equal(json_array_get(vals, j), y))
+							break;
+					if (q == json_array_size(list))
+						json_array_remove(vals, j);
+				}
+			json_decref(list);
+			if (!vals)
+				rc = -ENOMEM;
+		}
+	}
+	if (!rc && vals) {
+		for (j = json_array_size(vals); typed && j-- > 0;)
+			if (!(value_bits(json_array_get(vals, j)) & tb))
+				json_array_remove(vals, j);
+		if (!json_array_size(vals))
+			rc = no_value(m, "no value of 'enum'/'const' is in every part");
+		else if (json_object_set(r, "enum", vals))
+			rc = -ENOMEM;
+	}
+	json_decref(vals);
+	/* bounds: the tightest */
+	for (size_t b = 0; b < sizeof bounds / sizeof *bounds && !rc; b++) {
+		json_t *best = NULL;
+		for (i = 0; i < n; i++) {
+			if (!(x = json_object_get(v[i].s, bounds[b].k)))
+				continue;
+			if (!json_is_number(x)) {
+				rc = bad(c, "'%s' must be a number", bounds[b].k);
+				break;
+			}
+			if (!best || (bounds[b].largest ? json_number_value(x) > json_number_value(best)
+							: json_number_value(x) < json_number_value(best)))
+				best = x;
+		}
+		if (!rc && best && json_object_set(r, bounds[b].k, best))
+			rc = -ENOMEM;
+	}
+	/* anyOf in several parts: (A1 or A2) and (B1 or B2) is the anyOf of each Ai with each Bj */
+	json_t *cross = NULL;
+	int cfirst = -1;
+	for (i = 0; i < n && !rc; i++) {
+		if (!(x = json_object_get(v[i].s, "anyOf")))
+			continue;
+		if (!json_is_array(x) || !json_array_size(x)) {
+			rc = bad(c, "'anyOf' must be a non-empty array");
+			break;
+		}
+		if (!cross) {
+			cross = json_copy(x);
+			cfirst = (int)i;
+			rc = cross ? 0 : -ENOMEM;
+			continue;
+		}
+		if (json_equal(x, json_object_get(v[cfirst].s, "anyOf")))
+			continue;
+		if (json_array_size(cross) * json_array_size(x) > MAX_CROSS) {
+			char why[80];
+			snprintf(why, sizeof why, "more than %d combinations of their branches", MAX_CROSS);
+			rc = clash(m, v[cfirst].origin, v[i].origin, "anyOf", why);
+			break;
+		}
+		json_t *nx = json_array(), *a, *bb;
+		size_t p, q;
+		json_array_foreach(cross, p, a)
+			json_array_foreach(x, q, bb)
+				if (!nx || json_array_append_new(nx, json_pack("{s[OO]}", "allOf", a, bb)))
+					rc = -ENOMEM;
+		json_decref(cross);
+		cross = nx;
+	}
+	if (!rc && cross && json_object_set(r, "anyOf", cross))
+		rc = -ENOMEM;
+	json_decref(cross);
+	/* equal or refused */
+	for (size_t e = 0; e < sizeof equal_only / sizeof *equal_only && !rc; e++) {
+		int first = -1;
+		for (i = 0; i < n && !rc; i++) {
+			if (!(x = json_object_get(v[i].s, equal_only[e].k)))
+				continue;
+			if (first < 0)
+				first = (int)i;
+			else if (!json_equal(x, json_object_get(v[first].s, equal_only[e].k)))
+				rc = clash(m, v[first].origin, v[i].origin, equal_only[e].k, equal_only[e].why);
+		}
+		if (!rc && first >= 0 && json_object_set(r, equal_only[e].k, json_object_get(v[first].s, equal_only[e].k)))
+			rc = -ENOMEM;
+	}
+	if (!rc && tb & T_OBJ && (rc = merge_objects(m, v, n, depth, r)) == NO_VALUE && tb != T_OBJ) {
+		unsay(c);                      /* no object: the other types remain */
+		rc = 0;
+		tb &= ~(unsigned)T_OBJ;
+		typed = 1;
+		if (json_object_set_new(r, "type", bits_type(tb)))
+			rc = -ENOMEM;
+	}
+	if (!rc && tb & T_ARR)
+		rc = merge_arrays(m, v, n, depth, r);
+	/* annotations: the first part's; a keyword for a type the merged type leaves out binds
+	 * nothing and is left out */
+	for (i = 0; i < n && !rc; i++)
+		json_object_foreach(v[i].s, k, x)
+			if (kw_kind(k) == K_ANNOT && !json_object_get(r, k) && json_object_set(r, k, x))
+				rc = -ENOMEM;
+	void *tmp;
+	if (!rc && typed)
+		json_object_foreach_safe(r, tmp, k, x)
+			if (kind_bits(kw_kind(k)) && !(kind_bits(kw_kind(k)) & tb))
+				json_object_del(r, k);
+	if (rc) {
+		json_decref(r);
+		return rc;
+	}
+	*out = r;
+	return 0;
+}
+
+/* s with its $ref and allOf merged into one schema (the parts' targets in p) */
+static int merge_schema(struct ctx *c, json_t *s, const char *kw, struct parts *p, json_t **out)
+{
+	struct mctx m = { .c = c, .kw = kw };
+	json_t *x, *rest = json_object();
+	const char *k;
+	int rc = 0;
+	if (!rest)
+		return -ENOMEM;
+	json_object_foreach(s, k, x)
+		if (strcmp(k, "$ref") && strcmp(k, "allOf"))
+			json_object_set(rest, k, x);
+	if ((x = json_object_get(s, "$ref"))) {
+		json_t *r = json_pack("{sO}", "$ref", x);
+		rc = r ? flatten(&m, r, O_TARGET, p, 0) : -ENOMEM;
+		json_decref(r);
+	}
+	if (!rc)
+		rc = flatten(&m, rest, O_BESIDE, p, 0);
+	json_decref(rest);
+	if (!rc && (x = json_object_get(s, "allOf"))) {
+		if (!json_is_array(x) || !json_array_size(x))
+			rc = bad(c, "'allOf' must be a non-empty array");
+		for (size_t i = 0; i < json_array_size(x) && !rc; i++) {
+			size_t old = path_push(c, "allOf[%zu]", i);
+			rc = flatten(&m, json_array_get(x, i), (int)i, p, 0);
+			path_pop(c, old);
+		}
+	}
+	if (!rc)
+		rc = merge_n(&m, p->v, p->n, 0, out);
+	return rc;
+}
+
+/* value() of a merged schema, the targets merged into it noted (flatten() ends recursion
+ * through them) */
+static int value_merged(struct ctx *c, json_t *s, const struct parts *p, struct rl_sb *b)
+{
+	if (c->nmerging + p->ntarget > MAX_REF_DEPTH)
+		return bad(c, "'$ref' nests deeper than %d", MAX_REF_DEPTH);
+	int base = c->nmerging;
+	for (int i = 0; i < p->ntarget; i++)
+		c->merging[c->nmerging++] = p->target[i];
+	int rc = value(c, s, b);
+	c->nmerging = base;
+	return rc;
+}
+
+/* anyOf/oneOf: each branch (with the keywords beside kw merged in, when `beside`) as one
+ * alternative; a branch no value satisfies (false, or a merge with no value) is never matched
+ * and is left out */
+static int alternatives(struct ctx *c, json_t *s, const char *kw, int beside, struct rl_sb *b)
+{
+	json_t *arr = json_object_get(s, kw), *rest = NULL, *x;
 	if (!json_is_array(arr) || !json_array_size(arr))
 		return bad(c, "'%s' must be a non-empty array", kw);
-	size_t n = json_array_size(arr);
-	struct sb *br = calloc(n, sizeof *br);
-	if (!br)
-		return -ENOMEM;
+	size_t n = json_array_size(arr), nlive = 0;
+	struct rl_sb *br = calloc(n, sizeof *br);
+	char *live = calloc(n, 1);
 	int rc = 0;
+	if (beside && (rest = json_object())) {
+		const char *k;
+		json_object_foreach(s, k, x)
+			if (strcmp(k, kw) && json_object_set(rest, k, x))
+				rc = -ENOMEM;
+	}
+	if (!br || !live || (beside && !rest)) {
+		free(br);
+		free(live);
+		json_decref(rest);
+		return -ENOMEM;
+	}
 	size_t nrec = c->nrec;
 	for (size_t i = 0; i < n && !rc; i++) {
+		json_t *bi = json_array_get(arr, i);
+		if (json_is_false(bi))
+			continue;
+		struct mctx m = { .c = c, .kw = kw };
+		struct parts p = { 0 };
+		json_t *ms = NULL;
+		/* merged: beside other keywords, or an allOf (whose parts may have no value in common,
+		 * which drops the branch rather than refusing the schema) */
+		int merge = rest || json_object_get(bi, "allOf");
+		if (rest)
+			rc = flatten(&m, rest, O_BESIDE, &p, 0);
 		size_t old = path_push(c, "%s[%zu]", kw, i);
-		rc = value(c, json_array_get(arr, i), &br[i]);
-		path_pop(c, old);
+		if (merge && !rc)
+			rc = flatten(&m, bi, (int)i, &p, 0);
+		path_pop(c, old);                      /* the merge's messages name the branch */
+		if (merge && !rc)
+			rc = merge_n(&m, p.v, p.n, 0, &ms);
+		if (rc == NO_VALUE) {
+			unsay(c);                      /* this branch never holds beside the rest */
+			rc = 0;
+		} else if (!rc) {
+			old = path_push(c, "%s[%zu]", kw, i);
+			rc = merge ? value_merged(c, ms, &p, &br[i]) : value(c, bi, &br[i]);
+			path_pop(c, old);
+			if (rc == NO_VALUE) {
+				unsay(c);
+				rc = 0;
+			} else if (!rc) {
+				live[i] = 1;
+				nlive++;
+			}
+		}
+		json_decref(ms);
+		parts_free(&p);
 		if (!rc && br[i].oom)
 			rc = -ENOMEM;
+	}
+	json_decref(rest);
+	if (!rc && !nlive) {
+		bad(c, "no branch of '%s' can hold a value%s", kw, beside ? " together with the keywords beside it" : "");
+		rc = NO_VALUE;
 	}
 	if (!rc && !strcmp(kw, "oneOf") && c->nrec != nrec)
 		rc = bad(c, "'oneOf' with recursive branches is not supported (their overlap cannot be checked; use anyOf)");
@@ -880,10 +1718,12 @@ static int alternatives(struct ctx *c, json_t *s, const char *kw, struct sb *b)
 		if (!d)
 			rc = -ENOMEM;
 		for (size_t i = 0; i < n && !rc; i++)
-			if (rl_cons_regex_dfa(br[i].p, br[i].n, RL_RE_INTERNAL, 0, &d[i], e, sizeof e))
+			if (live[i] && rl_cons_regex_dfa(br[i].p, br[i].n, RL_RE_INTERNAL, 0, &d[i], e, sizeof e))
 				rc = bad(c, "'oneOf[%zu]': %s", i, e);
 		for (size_t i = 0; i < n && !rc; i++)
 			for (size_t j = i + 1; j < n && !rc; j++) {
+				if (!live[i] || !live[j])
+					continue;
 				int r = disjoint(&d[i], &d[j]);
 				if (r == 0)
 					rc = bad(c, "'oneOf' branches %zu and %zu both match some value (oneOf as alternation needs disjoint branches; use anyOf)", i, j);
@@ -896,9 +1736,12 @@ static int alternatives(struct ctx *c, json_t *s, const char *kw, struct sb *b)
 	}
 	if (!rc) {
 		put(b, "(?:");
-		for (size_t i = 0; i < n; i++) {
-			if (i)
+		for (size_t i = 0, first = 1; i < n; i++) {
+			if (!live[i])
+				continue;
+			if (!first)
 				put(b, "|");
+			first = 0;
 			putn(b, br[i].p, br[i].n);
 		}
 		put(b, ")");
@@ -906,10 +1749,11 @@ static int alternatives(struct ctx *c, json_t *s, const char *kw, struct sb *b)
 	for (size_t i = 0; i < n; i++)
 		free(br[i].p);
 	free(br);
+	free(live);
 	return rc;
 }
 
-static int typed(struct ctx *c, json_t *s, const char *t, struct sb *b)
+static int typed(struct ctx *c, json_t *s, const char *t, struct rl_sb *b)
 {
 	if (!strcmp(t, "null")) { put(b, "null"); return 0; }
 	if (!strcmp(t, "boolean")) { put(b, "(?:true|false)"); return 0; }
@@ -928,7 +1772,7 @@ static int kind_of_type(const char *t)
 
 /* Any JSON value, containers nested at most depth deep (compact, as every output): where a
  * schema allows any value, the automaton allows these; deeper nesting is the limit. */
-static void any_value(struct sb *b, int depth)
+static void any_value(struct rl_sb *b, int depth)
 {
 	put(b, "(?:null|true|false|" NUM_RE "|\"" STR_CHAR "*\"");
 	if (depth > 0) {
@@ -950,7 +1794,7 @@ static void any_value(struct sb *b, int depth)
  * number with bounds as an integer), and a type this code cannot hold to them is left out,
  * never loosened: the output is always a value the schema takes. null and booleans, which no
  * keyword here binds, always remain. */
-static int untyped(struct ctx *c, json_t *s, struct sb *b)
+static int untyped(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	static const char *const kinds[] = { "string", "integer", "array", "object" };
 	int numeric = 0;
@@ -964,10 +1808,10 @@ static int untyped(struct ctx *c, json_t *s, struct sb *b)
 	for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
 		if (!numeric && i == 1)
 			continue;
-		struct sb part = { 0 };
+		struct rl_sb part = { 0 };
 		const size_t elen = c->err && c->errlen ? strlen(c->err) : 0;
 		const int rc = typed(c, s, kinds[i], &part);
-		if (rc == -EINVAL && c->err && c->errlen)
+		if ((rc == -EINVAL || rc == NO_VALUE) && c->err && c->errlen)
 			c->err[elen] = 0;      /* that type is left out, its reason with it */
 		else if (rc) {
 			free(part.p);
@@ -983,14 +1827,16 @@ static int untyped(struct ctx *c, json_t *s, struct sb *b)
 	return b->oom ? -ENOMEM : 0;
 }
 
-static int value(struct ctx *c, json_t *s, struct sb *b)
+static int value(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	if (json_is_true(s)) {
 		any_value(b, ANY_DEPTH);
 		return 0;
 	}
-	if (json_is_false(s))
-		return bad(c, "a schema of false (no value) cannot be generated");
+	if (json_is_false(s)) {
+		bad(c, "a schema of false (no value) cannot be generated");
+		return NO_VALUE;
+	}
 	if (!json_is_object(s))
 		return bad(c, "a schema must be an object");
 	const char *k;
@@ -1002,9 +1848,20 @@ static int value(struct ctx *c, json_t *s, struct sb *b)
 			return bad(c, "'%s' is not supported", k);
 		constraining += kind != K_ANNOT;
 	}
+	json_t *all = json_object_get(s, "allOf");
+	if ((json_object_get(s, "$ref") && constraining > 1) ||
+	    (all && !(constraining == 1 && json_is_array(all) && json_array_size(all) == 1))) {
+		/* one schema that holds where all of them do */
+		struct parts p = { 0 };
+		json_t *ms = NULL;
+		int rc = merge_schema(c, s, all ? "allOf" : "$ref", &p, &ms);
+		if (!rc)
+			rc = value_merged(c, ms, &p, b);
+		json_decref(ms);
+		parts_free(&p);
+		return rc;
+	}
 	if ((x = json_object_get(s, "$ref"))) {
-		if (constraining > 1)
-			return bad(c, "'$ref' beside other keywords is not supported");
 		if (!json_is_string(x))
 			return bad(c, "'$ref' must be a string");
 		json_t *t = resolve(c, json_string_value(x));
@@ -1027,12 +1884,8 @@ static int value(struct ctx *c, json_t *s, struct sb *b)
 	for (int i = 0; i < 3; i++) {
 		if (!(x = json_object_get(s, comb[i])))
 			continue;
-		if (constraining > 1)
-			return bad(c, "'%s' beside other keywords is not supported", comb[i]);
 		if (i < 2)
-			return alternatives(c, s, comb[i], b);
-		if (!json_is_array(x) || json_array_size(x) != 1)
-			return bad(c, "'allOf' with other than one schema is not supported");
+			return alternatives(c, s, comb[i], constraining > 1, b);
 		size_t old = path_push(c, "allOf[0]");
 		int rc = value(c, json_array_get(x, 0), b);
 		path_pop(c, old);
@@ -1070,14 +1923,27 @@ static int value(struct ctx *c, json_t *s, struct sb *b)
 	if (nt == 1)
 		return typed(c, s, json_string_value(json_is_array(type) ? json_array_get(type, 0) : type), b);
 	put(b, "(?:");
+	int any = 0;
 	for (i = 0; i < nt; i++) {
-		if (i)
+		size_t mark = b->n;
+		if (any)
 			put(b, "|");
 		int rc = typed(c, s, json_string_value(json_array_get(type, i)), b);
+		if (rc == NO_VALUE && !b->oom) {
+			unsay(c);                      /* no value of this type: the others remain */
+			b->n = mark;
+			b->p[mark] = 0;
+			continue;
+		}
 		if (rc)
 			return rc;
+		any = 1;
 	}
 	put(b, ")");
+	if (!any) {
+		bad(c, "no value of any of the schema's types satisfies its keywords");
+		return NO_VALUE;
+	}
 	return 0;
 }
 
@@ -1094,7 +1960,7 @@ int rl_cons_schema_rules(const char *schema, size_t len, unsigned flags, struct 
 		return -EINVAL;
 	}
 	struct ctx c = { .root = root, .flags = flags, .err = err, .errlen = errlen };
-	struct sb b = { 0 };
+	struct rl_sb b = { 0 };
 	text_total = 0;
 	int rc = value(&c, root, &b);
 	if (!rc && !b.oom)
@@ -1114,6 +1980,8 @@ int rl_cons_schema_rules(const char *schema, size_t len, unsigned flags, struct 
 			rc = rl_cons_rules_add(out, name, b.p ? b.p : "", b.n);
 	}
 	json_decref(root);
+	if (rc == NO_VALUE)
+		rc = -EINVAL;                          /* bad() said why */
 	if (text_total > MAX_TEXT && (!rc || rc == -ENOMEM)) {
 		if (err && errlen)
 			snprintf(err, errlen, "the schema expands to more than %u MiB of expression (many optional "

@@ -402,7 +402,42 @@ static void schema_refused_by_name(void)
 		{ "{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"k\":{\"$ref\":\"#/$defs/n\"}},\"required\":[\"k\"],\"additionalProperties\":false}},\"$ref\":\"#/$defs/n\"}",
 		  "derives no finite string" },
 		{ "{\"$ref\":\"http://x/y\"}", "'$ref' 'http://x/y'" },
-		{ "{\"allOf\":[{\"type\":\"string\"},{\"maxLength\":2}]}", "'allOf' with other than one" },
+		/* merges: what has no exact merge, and what no value satisfies */
+		{ "{\"allOf\":[{\"type\":\"string\",\"pattern\":\"a+\"},{\"maxLength\":2},{\"pattern\":\"b+\"}]}",
+		  "'allOf': branches 0 and 2 both set 'pattern' (the intersection of two patterns is not supported)" },
+		{ "{\"type\":\"string\",\"pattern\":\"a\",\"anyOf\":[{\"pattern\":\"b\"},{\"maxLength\":1}]}",
+		  "'anyOf': the keywords beside 'anyOf' and branch 0 both set 'pattern' (the intersection of two patterns is not supported)" },
+		{ "{\"$defs\":{\"p\":{\"type\":\"string\",\"pattern\":\"a\"}},\"$ref\":\"#/$defs/p\",\"pattern\":\"b\"}",
+		  "'$ref': the '$ref' target and the keywords beside '$ref' both set 'pattern' (the intersection of two patterns is not supported)" },
+		{ "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"format\":\"date\"}},\"additionalProperties\":false},"
+		  "{\"properties\":{\"a\":{\"format\":\"uuid\"}}}]}",
+		  "'allOf': branches 0 and 1 both set 'format' in properties.a (a value of two formats is not supported)" },
+		{ "{\"oneOf\":[{\"type\":\"null\"},{\"type\":\"string\"}],\"allOf\":[{\"oneOf\":[{\"type\":\"null\"},{\"type\":\"integer\"}]}]}",
+		  "'allOf': the keywords beside 'allOf' and branch 0 both set 'oneOf' (two sets of oneOf alternatives in one schema are not supported)" },
+		{ "{\"allOf\":[{\"anyOf\":[{\"type\":\"integer\"}]},{\"anyOf\":[{\"type\":\"null\"}]}]}", "no branch of 'anyOf' can hold a value" },
+		{ "{\"allOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", "'allOf': no value satisfies every part (no 'type' in common)" },
+		{ "{\"allOf\":[{\"enum\":[1,2]},{\"enum\":[3]}]}",
+		  "'allOf': no value satisfies every part (no value of 'enum'/'const' is in every part)" },
+		{ "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":false},"
+		  "{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"integer\"}},\"required\":[\"b\"]}]}",
+		  "'allOf': no value satisfies every part (required property 'b' is disallowed by another part)" },
+		{ "{\"allOf\":[{\"type\":\"integer\"},{\"not\":{}}]}", "allOf[1]: 'not' is not supported" },
+		{ "{\"type\":\"object\",\"properties\":{\"x\":false},\"required\":[\"x\"],\"additionalProperties\":false}",
+		  "properties.x: a schema of false (no value) cannot be generated" },
+		{ "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{}}}},{\"properties\":{\"a\":{\"type\":\"integer\"}}}]}",
+		  "properties.a: 'not' is not supported" },
+		{ "{\"type\":\"string\",\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}]}",
+		  "no branch of 'anyOf' can hold a value together with the keywords beside it" },
+		{ "{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"k\":{\"$ref\":\"#/$defs/n\",\"required\":[\"k\"]}},\"additionalProperties\":false}},"
+		  "\"$ref\":\"#/$defs/n\"}",
+		  "#/$defs/n.properties.k: '$ref': '$ref' '#/$defs/n' merged with other keywords inside its own recursion is not supported" },
+		{ "{\"allOf\":[{\"type\":\"object\",\"patternProperties\":{\"^x\":{}},\"additionalProperties\":false},"
+		  "{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"integer\"}}}]}",
+		  "'allOf': 'patternProperties' with 'additionalProperties' in branch 0, beside a property another part names ('b'), is not supported" },
+		{ "{\"type\":\"integer\",\"oneOf\":[{\"minimum\":0},{\"maximum\":5}]}", "'oneOf' branches 0 and 1 both match some value" },
+		{ "{\"allOf\":[{\"$ref\":\"#/$defs/a\"},{\"$ref\":\"#/$defs/b\"}],\"$defs\":{\"a\":{\"type\":\"object\",\"properties\":{\"n\":{\"$ref\":\"#/$defs/a\"}}},"
+		  "\"b\":{\"type\":\"object\",\"properties\":{\"n\":{\"$ref\":\"#/$defs/b\"}}}}}",
+		  "'allOf': merges nest deeper than 16 (two recursive schemas merged?)" },
 		{ "{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "'oneOf' branches 0 and 1" },
 		{ "{\"type\":\"string\",\"minimum\":1}", "'minimum' applies to none" },
 		{ "{\"type\":\"strin\"}", "'strin' is not a JSON Schema type" },
@@ -410,7 +445,7 @@ static void schema_refused_by_name(void)
 		  "required property 'b'" },
 		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"if\":{}}},\"additionalProperties\":false}",
 		  "properties.a: 'if' is not supported" },
-		{ "{\"enum\":[1,2],\"maxLength\":3}", "'maxLength' beside 'enum'" },
+		{ "{\"type\":\"string\",\"enum\":[\"abcd\",\"efgh\"],\"maxLength\":3}", "no value of 'enum' satisfies the keywords beside it" },
 		{ "{\"type\":\"string\",\"enum\":[1,2]}", "no value of 'enum'" },
 		{ "{\"type\":\"string\",\"maxLength\":5000}", "above the 1000" },
 		{ "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer" },
@@ -437,6 +472,95 @@ static void schema_refused_by_name(void)
 		CHECK(matches(c, "{\"a\":1}", 7) && matches(c, "{}", 2) && !matches(c, "{\"b\":1}", 7));
 		rl_cons_destroy(c);
 	}
+	rl_cons_vocab_destroy(v);
+}
+
+/* allOf, keywords beside $ref and beside anyOf/oneOf: merged schemas accept what every part
+ * takes in the compiler's spelling, and nothing that a part refuses (jsonschema's verdicts on
+ * more of them: schemas.json) */
+static void schema_merges(void)
+{
+	static const struct { const char *schema, *in[4], *out[6]; } tab[] = {
+		/* objects: properties and required united, a property of both merged */
+		{ "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":0}},\"required\":[\"a\"]},"
+		  "{\"type\":\"object\",\"properties\":{\"a\":{\"maximum\":9},\"b\":{\"type\":\"string\",\"maxLength\":2}},\"additionalProperties\":false}]}",
+		  { "{\"a\":0}", "{\"a\":9,\"b\":\"xy\"}" },
+		  { "{\"a\":10}", "{\"a\":-1}", "{\"b\":\"x\"}", "{\"a\":1,\"b\":\"xyz\"}", "{\"a\":1,\"c\":1}" } },
+		/* additionalProperties false in one part leaves out what only the other names */
+		{ "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":false},"
+		  "{\"type\":\"object\",\"properties\":{\"a\":{},\"b\":{\"type\":\"string\"}}}]}",
+		  { "{\"a\":1}", "{}" }, { "{\"a\":1,\"b\":\"x\"}", "{\"b\":\"x\"}" } },
+		/* additionalProperties as a schema binds the other part's properties */
+		{ "{\"allOf\":[{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}},"
+		  "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":[\"integer\",\"string\"]}},\"required\":[\"a\"]}]}",
+		  { "{\"a\":5}" }, { "{\"a\":\"x\"}", "{}" } },
+		/* numbers, strings, types: bounds tightened, types intersected, the rest dropped */
+		{ "{\"allOf\":[{\"type\":\"number\",\"minimum\":-5},{\"type\":\"integer\",\"maximum\":50,\"exclusiveMinimum\":-3},{\"minimum\":-10}]}",
+		  { "-2", "50" }, { "-3", "51", "1.5", "\"x\"" } },
+		{ "{\"allOf\":[{\"type\":[\"string\",\"integer\"],\"minLength\":2,\"minimum\":0},{\"type\":[\"string\",\"null\"],\"maxLength\":3}]}",
+		  { "\"ab\"", "\"abc\"" }, { "\"a\"", "\"abcd\"", "1", "null" } },
+		{ "{\"allOf\":[{\"enum\":[\"a\",\"b\",1]},{\"enum\":[\"b\",1,2]},{\"type\":\"string\"}]}", { "\"b\"" }, { "\"a\"", "1", "2" } },
+		/* arrays: position by position, items false caps the length */
+		{ "{\"allOf\":[{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false},"
+		  "{\"type\":\"array\",\"items\":{\"type\":[\"integer\",\"string\"],\"maxLength\":2,\"minimum\":0},\"minItems\":1}]}",
+		  { "[1]", "[0,\"ab\"]" }, { "[]", "[-1]", "[1,\"abc\"]", "[1,\"a\",2]" } },
+		/* $ref beside other keywords: allOf of the target and them */
+		{ "{\"$defs\":{\"base\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"}},\"required\":[\"id\"]}},"
+		  "\"$ref\":\"#/$defs/base\",\"properties\":{\"id\":{\"maximum\":3},\"x\":{\"type\":\"boolean\"}},\"additionalProperties\":false}",
+		  { "{\"id\":3}", "{\"id\":-7,\"x\":true}" }, { "{\"id\":4}", "{\"x\":true}", "{\"id\":1,\"y\":1}" } },
+		/* anyOf/oneOf beside keywords: merged into each branch; an impossible branch dropped */
+		{ "{\"type\":\"object\",\"properties\":{\"kind\":{\"enum\":[\"a\",\"b\"]},\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"}},"
+		  "\"additionalProperties\":false,\"oneOf\":[{\"properties\":{\"kind\":{\"const\":\"a\"}},\"required\":[\"kind\",\"a\"]},"
+		  "{\"properties\":{\"kind\":{\"const\":\"b\"}},\"required\":[\"kind\",\"b\"]}]}",
+		  { "{\"kind\":\"a\",\"a\":1}", "{\"kind\":\"b\",\"b\":\"x\"}", "{\"kind\":\"a\",\"a\":1,\"b\":\"x\"}" },
+		  { "{\"kind\":\"a\",\"b\":\"x\"}", "{\"kind\":\"c\",\"a\":1}", "{\"a\":1}" } },
+		{ "{\"type\":\"string\",\"anyOf\":[{\"maxLength\":1},{\"type\":\"integer\"},{\"minLength\":4,\"maxLength\":4}],\"description\":\"d\"}",
+		  { "\"a\"", "\"abcd\"" }, { "\"ab\"", "1", "\"abcde\"" } },
+		/* enum/const beside other keywords: the values in their language, in compact spelling */
+		{ "{\"allOf\":[{\"type\":[\"string\",\"integer\"],\"maxLength\":3},{\"enum\":[\"ab\",\"abcd\",1,null]}]}",
+		  { "\"ab\"", "1" }, { "\"abcd\"", "null" } },
+		{ "{\"enum\":[{\"b\":1,\"a\":2},{\"a\":1,\"b\":2},{\"a\":\"x\"}],\"type\":\"object\","
+		  "\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},\"additionalProperties\":false}",
+		  { "{\"a\":1,\"b\":2}" }, { "{\"b\":1,\"a\":2}", "{\"a\":\"x\"}", "{\"a\":2,\"b\":1}" } },
+		{ "{\"enum\":[1,2,\"abcd\"],\"maxLength\":3}", { "1", "2" }, { "\"abcd\"" } },
+		/* anyOf in two parts: each combination of their branches, the impossible ones dropped */
+		{ "{\"allOf\":[{\"anyOf\":[{\"type\":\"string\",\"maxLength\":2},{\"type\":\"integer\",\"maximum\":3}]},"
+		  "{\"anyOf\":[{\"type\":\"string\",\"minLength\":1},{\"type\":\"null\"},{\"minimum\":0}]}]}",
+		  { "\"\"", "\"ab\"", "3", "0" }, { "\"abc\"", "null", "-1", "4" } },
+		/* a part with no value where the value is optional: left out */
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"x\":false,"
+		  "\"y\":{\"allOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}},\"additionalProperties\":false}",
+		  { "{}", "{\"a\":1}" }, { "{\"x\":1}", "{\"y\":null}", "{\"a\":1,\"y\":\"s\"}" } },
+		{ "{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},false],\"items\":{\"type\":\"string\"}}",
+		  { "[]", "[1]" }, { "[1,\"a\"]", "[1,2]" } },
+		{ "{\"type\":[\"object\",\"null\"],\"properties\":{\"x\":false},\"required\":[\"x\"],\"additionalProperties\":false}",
+		  { "null" }, { "{}", "{\"x\":1}" } },
+		/* a required property ruled out leaves the other types */
+		{ "{\"type\":[\"integer\",\"object\"],\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":false,"
+		  "\"allOf\":[{\"required\":[\"b\"]}]}", { "7" }, { "{}", "{\"a\":1}" } },
+	};
+	struct rl_cons_vocab *v = byte_vocab();
+	REQUIRE(v);
+	for (size_t i = 0; i < sizeof tab / sizeof *tab; i++) {
+		struct rl_cons *c = NULL;
+		char err[512] = "";
+		const struct rl_cons_opts opts = { .flags = RL_CONS_NO_EXTRA_KEYS };   /* as the runtime */
+		int rc = rl_cons_compile_schema(v, tab[i].schema, strlen(tab[i].schema), &opts, &c, err, sizeof err);
+		CHECKF(rc == 0, "%s: %s", tab[i].schema, err);
+		if (rc)
+			continue;
+		for (size_t k = 0; k < 4 && tab[i].in[k]; k++)
+			CHECKF(matches(c, tab[i].in[k], strlen(tab[i].in[k])), "schema %zu rejects %s", i, tab[i].in[k]);
+		for (size_t k = 0; k < 6 && tab[i].out[k]; k++)
+			CHECKF(!matches(c, tab[i].out[k], strlen(tab[i].out[k])), "schema %zu accepts %s", i, tab[i].out[k]);
+		rl_cons_destroy(c);
+	}
+	/* a target merged in and used again plainly inside is not recursion: one expression */
+	const char *s = "{\"$defs\":{\"A\":{\"type\":[\"object\",\"string\"],\"properties\":{\"y\":{\"type\":\"integer\"}}}},"
+			"\"allOf\":[{\"$ref\":\"#/$defs/A\"},{\"properties\":{\"x\":{\"$ref\":\"#/$defs/A\",\"maxLength\":3}}}]}";
+	char *re = NULL, err[512] = "";
+	CHECKF(rl_cons_schema_to_regex(s, strlen(s), RL_CONS_NO_EXTRA_KEYS, &re, err, sizeof err) == 0, "%s", err);
+	free(re);
 	rl_cons_vocab_destroy(v);
 }
 
@@ -879,6 +1003,7 @@ int main(void)
 	RUN(schema_vs_jsonschema);
 	RUN(integer_bounds);
 	RUN(schema_refused_by_name);
+	RUN(schema_merges);
 	RUN(schema_too_large_refused);
 	RUN(mask_cache_lru);
 	RUN(grammar_vs_oracles);
