@@ -37,6 +37,9 @@
 #include "kernels/rl_sample.h"
 
 #define MIN_FLOPS_PER_WORKER 4000000u  /* default min_work: ~40 µs of matmul, >> a barrier */
+/* A few-row step is bound by the weight bytes it streams, not its FLOPs: min_work / this many
+ * bytes of a layer's weights (256 KiB at the default, ~20 µs at 13 GB/s) also justify a worker */
+#define FLOPS_PER_WORKER_BYTE 16u
 #define SPIN_PAUSES 1000               /* pure spinning first: a barrier usually opens within µs */
 #define SPIN_YIELD_NS 200000           /* then yield (lets an oversubscribed peer run) up to this */
 
@@ -109,6 +112,7 @@ struct cpu {
 	int n_threads;
 	int n_active;                  /* workers that take part in this step (see launch) */
 	uint64_t layer_flops;          /* 2 * weights of one layer: matmul FLOPs per row */
+	uint64_t layer_bytes;          /* bytes of layer 0's dense matrices: a decode step's stream */
 	uint32_t min_work;             /* matmul FLOPs per layer that justify one more worker */
 	pthread_t *th;
 	const struct rl_batch *cur;
@@ -685,8 +689,12 @@ static int cpu_launch(struct rl_backend *be, const struct rl_batch *b)
 		return rc;
 	/* A worker is worth its barriers (six a layer in a small step) only with enough work per
 	 * phase: about min_work FLOPs of matmul per layer each (small models and small steps run
-	 * on fewer workers, where they are faster). */
+	 * on fewer workers, where they are faster), or as many weight bytes of a layer: SmolLM2-135M
+	 * Q4_1 at batch 1 has 7M FLOPs a layer (one worker by FLOPs) but streams 2 MB, ~130 µs. */
 	uint64_t w = c->layer_flops * (b->n_tokens ? b->n_tokens : 1) / c->min_work;
+	const uint64_t wb = c->layer_bytes * FLOPS_PER_WORKER_BYTE / c->min_work;
+	if (wb > w)
+		w = wb;
 	c->n_active = w < 1 ? 1 : w < (uint64_t)c->n_threads ? (int)w : c->n_threads;
 	plan_attention(c, b);
 	c->qmm = b->deterministic ? rl_cpu_qmatmul_det : rl_cpu_qmatmul;
@@ -843,6 +851,12 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	c->layer_stride = (size_t)c->n_blocks * c->bs * c->kvd;
 	c->min_work = p->cpu_min_work ? p->cpu_min_work : MIN_FLOPS_PER_WORKER;
 	c->layer_flops = 2ull * ((uint64_t)c->dim * (2 * c->qd + 2 * c->kvd) + 3ull * c->dim * c->hid);
+	if (cfg->n_layers) {
+		const struct rl_layer *L0 = &m->layers[0];
+		const struct rl_wmat *ws[7] = { &L0->mq, &L0->mk, &L0->mv, &L0->mo, &L0->mgate, &L0->mdown, &L0->mup };
+		for (int i = 0; i < 7; i++)
+			c->layer_bytes += (uint64_t)ws[i]->rows * ws[i]->row_bytes;
+	}
 	size_t T = c->max_tokens, S = c->max_seqs, kv = c->layer_stride * c->nl;
 	c->samp_scratch_size = (rl_sample_scratch_size(c->vocab) + 63) & ~(size_t)63;
 	c->kv_f16 = p->cpu_kv_f16 != 0;
