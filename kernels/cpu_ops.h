@@ -41,6 +41,13 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 void rl_cpu_qmatmul_det(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
 			const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end,
 			int accumulate, void *scratch);
+/* The same product for a step without prompt rows (decode tokens and drafts only): as
+ * rl_cpu_qmatmul, except that packed Q4_1 and Q5_1 groups take their 8-bit integer kernels at
+ * every row count, as a decode step of 1..8 rows does (their prefill keeps the decoded tiles
+ * for the prompt's log-probabilities; a decode batch of 9-64 would pay 4-5x for them). */
+void rl_cpu_qmatmul_decode(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
+			   const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end,
+			   int accumulate, void *scratch);
 /* scratch bytes for rows of `in` inputs and calls of at most max_rows activation rows */
 size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows);
 /* 1 when rl_cpu_qmatmul over W with n_rows rows rounds the activations to bf16 (AVX512-BF16

@@ -633,6 +633,24 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 		qmm_pick(W, n_rows, 0)->run(&c, o_begin, o_end);
 }
 
+void rl_cpu_qmatmul_decode(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
+			   const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end,
+			   int accumulate, void *scratch)
+{
+	if (n_rows > Q8_ROWS && o_begin < W->packed_rows && qmm_type(W->dtype)->route == T_Q45) {
+		/* the many-row kernel of the 2..8-row one: that one 8 rows at a time (q45_many) */
+		const struct qmm_kernel *k = many_of(qmm_pick(W, Q8_ROWS, 1), W->dtype);
+		if (k) {
+			const uint32_t pe = o_end < W->packed_rows ? o_end : W->packed_rows;
+			const struct qmm_call c = { Y, ldy, X, ldx, W, bias, n_rows, accumulate, qmm_align64p(scratch) };
+			k->run(&c, o_begin, pe);
+			o_begin = pe;
+		}
+	}
+	if (o_begin < o_end)
+		rl_cpu_qmatmul(Y, ldy, X, ldx, W, bias, n_rows, o_begin, o_end, accumulate, scratch);
+}
+
 void rl_cpu_qmatmul_det(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
 			const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end,
 			int accumulate, void *scratch)

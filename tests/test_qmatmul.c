@@ -310,6 +310,15 @@ static void q45_rows_compute_alike(void)
 							       pk ? "packed" : "unpacked", rl_cpu_isa_name((enum rl_cpu_isa)isa), r0 + r, n);
 					}
 				}
+				/* a decode-only step of 20 rows (rl_cpu_qmatmul_decode): Q4_1 and Q5_1's packed
+				 * groups too, on their 8-bit kernels, as alone */
+				if (pk && (types[t] == RL_DT_Q4_1 || types[t] == RL_DT_Q5_1)) {
+					rl_cpu_qmatmul_decode(Y, out, X, in, &W, NULL, nx, 0, W.packed_rows, 0, scratch);
+					for (uint32_t r = 0; r < nx; r++)
+						CHECKF(!memcmp(Y + (size_t)r * out, Y8 + (size_t)r * out, W.packed_rows * sizeof(float)),
+						       "%s packed %s: decode step row %u of %u computes otherwise",
+						       rl_dt_info(types[t])->name, rl_cpu_isa_name((enum rl_cpu_isa)isa), r, nx);
+				}
 			}
 		}
 		free(w);

@@ -681,6 +681,18 @@ static int validate(struct cpu *c, const struct rl_batch *b)
 	return 0;
 }
 
+/* 1 when some row of the step is a prompt's (not a decode token, not a draft): then the
+ * matrix products take rl_cpu_qmatmul's prefill kernels, else rl_cpu_qmatmul_decode's */
+static int has_prompt_rows(const struct rl_batch *b)
+{
+	for (uint32_t i = 0; i < b->n_prefill; i++) {
+		const struct rl_batch_seq *q = &b->seqs[i];
+		if (q->q_len > (q->sample ? 1 + q->n_draft : 0))
+			return 1;
+	}
+	return 0;
+}
+
 static int cpu_launch(struct rl_backend *be, const struct rl_batch *b)
 {
 	struct cpu *c = be->priv;
@@ -697,7 +709,7 @@ static int cpu_launch(struct rl_backend *be, const struct rl_batch *b)
 		w = wb;
 	c->n_active = w < 1 ? 1 : w < (uint64_t)c->n_threads ? (int)w : c->n_threads;
 	plan_attention(c, b);
-	c->qmm = b->deterministic ? rl_cpu_qmatmul_det : rl_cpu_qmatmul;
+	c->qmm = b->deterministic ? rl_cpu_qmatmul_det : has_prompt_rows(b) ? rl_cpu_qmatmul : rl_cpu_qmatmul_decode;
 	c->cur = b;
 	atomic_store(&c->done, 0);
 	/* A step of one participant is the finish() caller's alone, and the workers are not told:
