@@ -10,6 +10,12 @@
 # root and each #include line shows which layer it reaches into; -MMD -MP writes each object's
 # header dependencies beside it, so touching a header rebuilds only what includes it.
 
+# Builds use every core unless the caller chose (make -jN, or -j in MAKEFLAGS): the targets that
+# build (all, test, test-asan, ...) run it through $(MAKE), which takes the flag.
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1)
+endif
+
 BUILD   ?= build
 CC      ?= gcc
 SAN     ?=
