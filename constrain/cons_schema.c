@@ -860,6 +860,19 @@ static json_t *resolve(struct ctx *c, const char *ref)
 	return json_object_get(json_object_get(c->root, dir), key);
 }
 
+/* the schema a '$ref' names; NULL, the error said, when x is not one this compiler follows */
+static json_t *ref_target(struct ctx *c, json_t *x)
+{
+	if (!json_is_string(x)) {
+		bad(c, "'$ref' must be a string");
+		return NULL;
+	}
+	json_t *t = resolve(c, json_string_value(x));
+	if (!t)
+		bad(c, "'$ref' '%s' is not a #/$defs/NAME or #/definitions/NAME of this schema", json_string_value(x));
+	return t;
+}
+
 /* the language of two DFAs in common is empty: a walk over pairs of states */
 static int disjoint(const struct rl_cons_dfa *x, const struct rl_cons_dfa *y)
 {
@@ -1088,12 +1101,9 @@ static int flatten(struct mctx *m, json_t *s, int origin, struct parts *p, int d
 			return bad(c, "'%s' applies to none of the schema's types", k);
 	}
 	if ((x = json_object_get(s, "$ref"))) {
-		if (!json_is_string(x))
-			return bad(c, "'$ref' must be a string");
-		json_t *t = resolve(c, json_string_value(x));
+		json_t *t = ref_target(c, x);
 		if (!t)
-			return bad(c, "'$ref' '%s' is not a #/$defs/NAME or #/definitions/NAME of this schema",
-				   json_string_value(x));
+			return -EINVAL;
 		/* inside t's own expansion, or merged into it again and again: recursion, where each
 		 * merge would be a new schema to expand (met twice in merges, it is a plain nested use) */
 		int seen = 0;
@@ -1862,12 +1872,9 @@ static int value(struct ctx *c, json_t *s, struct rl_sb *b)
 		return rc;
 	}
 	if ((x = json_object_get(s, "$ref"))) {
-		if (!json_is_string(x))
-			return bad(c, "'$ref' must be a string");
-		json_t *t = resolve(c, json_string_value(x));
+		json_t *t = ref_target(c, x);
 		if (!t)
-			return bad(c, "'$ref' '%s' is not a #/$defs/NAME or #/definitions/NAME of this schema",
-				   json_string_value(x));
+			return -EINVAL;
 		for (int i = 0; i < c->nref; i++)
 			if (c->refs[i] == t)
 				return rule_ref(c, t, json_string_value(x), b);
