@@ -41,29 +41,27 @@ def run_daemon(args):
     return p, sock
 
 
-@pytest.fixture(scope="session")
-def daemon():
-    """A ringlmd serving stories260K on a private socket path; yields that path."""
+def stories_daemon(*options):
+    """A ringlmd serving stories260K on one thread with these options; yields its socket path."""
     m, t = model_files()
     if not m:
         pytest.skip("../shared/models/stories260K.bin or tok512.bin not found")
-    p, sock = run_daemon(["--model", m, "--tokenizer", t, "--threads", "1", "--max-clients", "64"])
+    p, sock = run_daemon(["--model", m, "--tokenizer", t, "--threads", "1", *options])
     yield sock
     p.terminate()
     p.wait(timeout=20)
+
+
+@pytest.fixture(scope="session")
+def daemon():
+    """stories260K on a private socket path"""
+    yield from stories_daemon("--max-clients", "64")
 
 
 @pytest.fixture
 def capped_daemon():
-    """A ringlmd serving stories260K whose constraints' automata hold 64 states at most
-    (--cons-max-states); yields its socket path."""
-    m, t = model_files()
-    if not m:
-        pytest.skip("../shared/models/stories260K.bin or tok512.bin not found")
-    p, sock = run_daemon(["--model", m, "--tokenizer", t, "--threads", "1", "--cons-max-states", "64"])
-    yield sock
-    p.terminate()
-    p.wait(timeout=20)
+    """stories260K whose constraints' automata hold 64 states at most (--cons-max-states)"""
+    yield from stories_daemon("--cons-max-states", "64")
 
 
 @pytest.fixture(scope="session")
