@@ -11,8 +11,9 @@
 # header dependencies beside it, so touching a header rebuilds only what includes it.
 
 # Builds use every core unless the caller chose (make -jN, or -j in MAKEFLAGS): the targets that
-# build (all, test, test-asan, ...) run it through $(MAKE), which takes the flag.
-ifeq ($(filter -j%,$(MAKEFLAGS)),)
+# build (all, test, test-asan, ...) run it through $(MAKE), which takes the flag (set at the top
+# level only: a sub-make shares its jobs and does not see -j in MAKEFLAGS).
+ifeq ($(MAKELEVEL)$(filter -j%,$(MAKEFLAGS)),0)
 MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1)
 endif
 
