@@ -374,16 +374,22 @@ static void run_kq_many_t16(const struct qmm_call *c, uint32_t o0, uint32_t o1) 
 
 /* ------------------------------------------------------------ Q2_K, Q3_K, Q5_K, IQ4_XS */
 
-/* any number of rows: each quantized to q8k blocks once, then a weight row at a time */
+/* every row quantized to q8k blocks once, into part 0 of layout k */
+static const struct q8k *q8k_all(const struct qmm_call *c, enum qmm_layout_kind k)
+{
+	const uint32_t nb = c->W->cols / 256;
+	struct q8k *q = part(c, k, 0);
+	for (uint32_t r = 0; r < c->nr; r++)
+		rl_qmm_quantize_q8k(c->X + (size_t)r * c->ldx, c->W->cols, q + (size_t)r * nb);
+	return q;
+}
+
+/* any number of rows: each quantized once, then a weight row at a time */
 static void kx(const struct qmm_call *c, uint32_t o0, uint32_t o1,
 	       void (*fn)(float *, size_t, const struct q8k *, const struct rl_wmat *, const float *, uint32_t, uint32_t,
 			  uint32_t, int))
 {
-	const uint32_t nb = c->W->cols / 256;
-	struct q8k *q = part(c, QMM_L_Q8K, 0);
-	for (uint32_t r = 0; r < c->nr; r++)
-		rl_qmm_quantize_q8k(c->X + (size_t)r * c->ldx, c->W->cols, q + (size_t)r * nb);
-	fn(c->Y, c->ldy, q, c->W, c->bias, c->nr, o0, o1, c->acc);
+	fn(c->Y, c->ldy, q8k_all(c, QMM_L_Q8K), c->W, c->bias, c->nr, o0, o1, c->acc);
 }
 static void run_kx_rows(const struct qmm_call *c, uint32_t o0, uint32_t o1) { kx(c, o0, o1, rl_qmm_kx_avx2); }
 static void run_kx_rows512(const struct qmm_call *c, uint32_t o0, uint32_t o1) { kx(c, o0, o1, rl_qmm_kx_512); }
@@ -392,11 +398,8 @@ static void run_kx_rows_vnni(const struct qmm_call *c, uint32_t o0, uint32_t o1)
 /* prefill on VNNI: the same q8k rows, then each group of 16 weight rows transposed once */
 static void run_kx_many_vnni(const struct qmm_call *c, uint32_t o0, uint32_t o1)
 {
-	const uint32_t nb = c->W->cols / 256;
-	struct q8k *q = part(c, QMM_L_KXG, 0);
-	for (uint32_t r = 0; r < c->nr; r++)
-		rl_qmm_quantize_q8k(c->X + (size_t)r * c->ldx, c->W->cols, q + (size_t)r * nb);
-	rl_qmm_kx_many_vnni(c->Y, c->ldy, q, c->W, c->bias, c->nr, o0, o1, c->acc, part(c, QMM_L_KXG, 1));
+	rl_qmm_kx_many_vnni(c->Y, c->ldy, q8k_all(c, QMM_L_KXG), c->W, c->bias, c->nr, o0, o1, c->acc,
+			    part(c, QMM_L_KXG, 1));
 }
 
 /* ------------------------------------------------------------ the table ------------ */
