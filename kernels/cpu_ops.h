@@ -23,7 +23,7 @@ void rl_cpu_matmul(float *Y, size_t ldy, const float *X, size_t ldx, const float
  * table names the kernel for each stored type, layout, row count and ISA):
  * Y[r, o] (=, or +=) sum_i X[r, i] * W[o, i] (+ bias[o]), r < n_rows, o in [o_begin, o_end),
  * in = W->cols. F32 is rl_cpu_matmul; up to 8 rows compute on the stored form (16-bit floats
- * widened in registers; Q8_0, Q4_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL as integer dots against
+ * widened in registers; Q8_0, Q4_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS as integer dots against
  * activations quantized to 8 bits; other block types decoded a row at a time); more rows decode
  * tiles of weight rows to fp32 for rl_cpu_matmul (or to bf16 for bf16 dot products where the CPU
  * has AVX512-BF16), except packed groups of those block types (rl_cpu_wmat_pack), which take the decode steps' 8-bit
@@ -70,10 +70,10 @@ void rl_cpu_wmat_row(const struct rl_wmat *W, uint32_t r, float *out);
  *   rows % 16. The block of rows [o, o + w) stays at data + o * row_bytes and holds [cols][w]
  *   halfs: weight (o + j, k) at element k * w + j (the outer-product kernels broadcast an
  *   activation into whole vectors of outputs; cpu_qmm_h16.c's panels).
- * - Q8_0, Q4_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL, on AVX2 or AVX-512: each whole group of 16
+ * - Q8_0, Q4_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS, on AVX2 or AVX-512: each whole group of 16
  *   rows (rows [16g, 16g + 16), 16g + 16 <= rows) keeps its bytes where they were, reordered so
  *   that for each block b the 16 rows' block dwords j (4 * ndw bytes from byte head of a block;
- *   Q8_0 the 8 after its f16 d, Q4_K all 36, Q6_K the first 52, Q4_0/Q4_1/IQ4_NL the 4 of qs, Q5_0/Q5_1
+ *   Q8_0 the 8 after its f16 d, Q4_K all 36, IQ4_XS all 34, Q6_K the first 52, Q4_0/Q4_1/IQ4_NL the 4 of qs, Q5_0/Q5_1
  *   qh and qs, qh bit-permuted: cpu_qmm.h's q5_qh_perm) are one 64-byte vector at
  *   group + b * 16 * blk_bytes + 64 j, lane L = row L, and the rest of each row's block
  *   (the f16 d, or d and m) follows row after row. The lane-per-row kernels then load what

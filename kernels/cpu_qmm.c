@@ -372,7 +372,7 @@ static void kq_many(const struct qmm_call *c, uint32_t o0, uint32_t o1, int vnni
 static void run_kq_many_t8(const struct qmm_call *c, uint32_t o0, uint32_t o1) { kq_many(c, o0, o1, 0); }
 static void run_kq_many_t16(const struct qmm_call *c, uint32_t o0, uint32_t o1) { kq_many(c, o0, o1, 1); }
 
-/* ------------------------------------------------------------ Q2_K, Q3_K, Q5_K, IQ4_XS */
+/* ------------------------------------------------------------ Q2_K, Q3_K, Q5_K ------- */
 
 /* every row quantized to q8k blocks once, into part 0 of layout k */
 static const struct q8k *q8k_all(const struct qmm_call *c, enum qmm_layout_kind k)
@@ -432,10 +432,13 @@ enum { C_SCALAR, C_AVX2, C_AVX512, C_VNNI, C_BF16, C_COUNT };
  *  - AVX-512 without VNNI has its own kernel only for one row over unpacked K-quants;
  *  - Q4_0/Q4_1/Q5_0/Q5_1 take one kernel per ISA for 1..8 rows and both layouts (q45_t8,
  *    q45_t16), which compute a row the same way in any batch and on either column; IQ4_NL
- *    the Q8_0 lane-per-row kernels (its nibbles looked up), alike in any batch, one row too
- *    on VNNI (where Q8_0 keeps AVX2's: the lookups make IQ4_NL's work a block count more
- *    than its bytes, ~1.2x Q4_0's one-row rate against ~0.4-0.9x on AVX2's, Xeon VM);
- *  - prefill over packed Q8_0, K-quant, IQ4_NL, Q4_0 and Q5_0 groups takes the integer decode
+ *    and IQ4_XS the Q8_0 lane-per-row kernels (their nibbles looked up; each 32 of IQ4_XS
+ *    an IQ4_NL block with its own scale, on Q8_0's activations of 8 bits per 32), alike in
+ *    any batch, one row too on VNNI (where Q8_0 keeps AVX2's: the lookups make IQ4_NL's work
+ *    a block count more than its bytes, ~1.2x Q4_0's one-row rate against ~0.4-0.9x on
+ *    AVX2's, Xeon VM). IQ4_XS had taken kx_rows: 11.4 GMAC/s at one row in cache against
+ *    34.4 here (bench kernels 768x768, Xeon VM);
+ *  - prefill over packed Q8_0, K-quant, IQ4_NL, IQ4_XS, Q4_0 and Q5_0 groups takes the integer decode
  *    kernels 8 rows at a time (never rounded to bf16); over unpacked block types, and Q4_1 and
  *    Q5_1, tiles decoded to bf16 (AVX512-BF16) or fp32: the 4/5-bit kernels 8 rows at a time
  *    made SmolLM2-135M Q4_1's prompt log-probs 0.051 from float64's (mean |delta|) where
@@ -498,12 +501,12 @@ static const struct qmm_kernel *const route[T_COUNT][2][3][C_COUNT] = {
 	[T_Q45S][PACKED_LAYOUT][FEW]    = { &rows_scalar, &q45_t8,       NULL,        &q45_t16 },
 	[T_Q45S][PACKED_LAYOUT][MANY]   = { &tiles_f32,   &q45_many_t8,  NULL,        &q45_many_t16 },
 
-	[T_IQ4_NL][ROWS_LAYOUT][ONE]    = { &rows_scalar, &q8_0_t8,      NULL,        &q8_0_t16 },
-	[T_IQ4_NL][ROWS_LAYOUT][FEW]    = { &rows_scalar, &q8_0_t8,      NULL,        &q8_0_t16 },
-	[T_IQ4_NL][ROWS_LAYOUT][MANY]   = { &tiles_f32,   NULL,          NULL,        NULL,           &tiles_bf16 },
-	[T_IQ4_NL][PACKED_LAYOUT][ONE]  = { &rows_scalar, &q8_0_t8,      NULL,        &q8_0_t16 },
-	[T_IQ4_NL][PACKED_LAYOUT][FEW]  = { &rows_scalar, &q8_0_t8,      NULL,        &q8_0_t16 },
-	[T_IQ4_NL][PACKED_LAYOUT][MANY] = { &tiles_f32,   &q8_0_many_t8, NULL,        &q8_0_many_t16 },
+	[T_IQ4][ROWS_LAYOUT][ONE]       = { &rows_scalar, &q8_0_t8,      NULL,        &q8_0_t16 },
+	[T_IQ4][ROWS_LAYOUT][FEW]       = { &rows_scalar, &q8_0_t8,      NULL,        &q8_0_t16 },
+	[T_IQ4][ROWS_LAYOUT][MANY]      = { &tiles_f32,   NULL,          NULL,        NULL,           &tiles_bf16 },
+	[T_IQ4][PACKED_LAYOUT][ONE]     = { &rows_scalar, &q8_0_t8,      NULL,        &q8_0_t16 },
+	[T_IQ4][PACKED_LAYOUT][FEW]     = { &rows_scalar, &q8_0_t8,      NULL,        &q8_0_t16 },
+	[T_IQ4][PACKED_LAYOUT][MANY]    = { &tiles_f32,   &q8_0_many_t8, NULL,        &q8_0_many_t16 },
 
 	[T_KX][ROWS_LAYOUT][ONE]        = { &rows_scalar, &kx_rows,      &kx_rows512, &kx_rows_vnni },
 	[T_KX][ROWS_LAYOUT][FEW]        = { &rows_scalar, &kx_rows,      &kx_rows512, &kx_rows_vnni },

@@ -199,18 +199,19 @@ static inline void q4_k_scales(const uint8_t *q, uint8_t *sc, uint8_t *mn)
 /* ------------------------------------------------------------ per-type facts ------ */
 
 /* The route table's rows (cpu_qmm.c): T_Q45 is Q4_1 and Q5_1, T_Q45S Q4_0 and Q5_0 (the same
- * kernels; prefill differs, see the table's notes); T_KX Q2_K, Q3_K, Q5_K,
- * IQ4_XS (cpu_qmm_kx.c); T_BLOCK every other block type (decoded rows). T_BLOCK is 0, so a
- * type the table below leaves out takes it. */
-enum qmm_route_row { T_BLOCK, T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_K, T_Q6_K, T_Q45, T_Q45S, T_IQ4_NL, T_KX, T_COUNT };
+ * kernels; prefill differs, see the table's notes); T_IQ4 IQ4_NL and IQ4_XS (the Q8_0
+ * kernels); T_KX Q2_K, Q3_K, Q5_K (cpu_qmm_kx.c); T_BLOCK every other block type (decoded
+ * rows). T_BLOCK is 0, so a type the table below leaves out takes it. */
+enum qmm_route_row { T_BLOCK, T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_K, T_Q6_K, T_Q45, T_Q45S, T_IQ4, T_KX, T_COUNT };
 
 /* What the CPU matmul knows of each stored type, one row a type (ggml's type_traits_cpu
  * shape); the one owner of these facts, read through the accessors below.
  *   route        its row of the route table
  *   pack_dwords  the dwords of a block a packed group keeps as 16-lane vectors: Q8_0's 32
- *                quants, all of Q4_K's (d|dmin, the 12 scale bytes, qs), Q6_K's but the
- *                trailing f16 d (ql, qh, the scales), the 32-weight 4/5-bit types' qs
- *                (IQ4_NL's too; Q5_0/Q5_1: qh first, q5_qh_perm'd); 0: not packed
+ *                quants, all of Q4_K's (d|dmin, the 12 scale bytes, qs) and IQ4_XS's (d|
+ *                scales_h, scales_l, qs), Q6_K's but the trailing f16 d (ql, qh, the scales),
+ *                the 32-weight 4/5-bit types' qs (IQ4_NL's too; Q5_0/Q5_1: qh first,
+ *                q5_qh_perm'd); 0: not packed
  *   pack_head    bytes of the block before them; those and the bytes after them (Q8_0's,
  *                Q4_0's, Q5_0's and IQ4_NL's f16 d, Q4_1's and Q5_1's d|m, Q6_K's d) follow
  *                the vectors as each row's tail (with pack_pos, q5_qh_perm, rl_cpu_wmat_pack
@@ -236,11 +237,11 @@ static const struct qmm_type qmm_types[RL_DT_COUNT] = {
 	[RL_DT_Q5_1]   = { T_Q45,    5,     4,   1,  1,    1,  0 },
 	[RL_DT_Q4_K]   = { T_Q4_K,  36,     0 },
 	[RL_DT_Q6_K]   = { T_Q6_K,  52,     0 },
-	[RL_DT_IQ4_NL] = { T_IQ4_NL, 4,     2 },
+	[RL_DT_IQ4_NL] = { T_IQ4,    4,     2 },
 	[RL_DT_Q2_K]   = { T_KX,     0,     0 },
 	[RL_DT_Q3_K]   = { T_KX,     0,     0 },
 	[RL_DT_Q5_K]   = { T_KX,     0,     0 },
-	[RL_DT_IQ4_XS] = { T_KX,     0,     0 },
+	[RL_DT_IQ4_XS] = { T_IQ4,   34,     0 },
 };
 static inline const struct qmm_type *qmm_type(int dt)
 {
@@ -256,7 +257,10 @@ static inline int q45_off(int dt) { return qmm_type(dt)->off; }
 
 /* IQ4_NL (32 weights, 18 bytes: f16 d, 16 bytes of nibbles; w = d * level[nibble]) looked up
  * to its int8 levels is a Q8_0 block: the Q8_0 kernels take it (iq4nl_levels, as
- * model_dtype.c's kvalues_iq4nl and ggml's). */
+ * model_dtype.c's kvalues_iq4nl and ggml's). So is each 32 of IQ4_XS (136 bytes a 256: f16 d,
+ * u16 scales_h, 4 bytes scales_l, qs[128]; w = d * (ls - 32) * level[nibble], ls the 32's
+ * 6-bit scale), its scale d * (ls - 32): the 16 bytes of qs at 16 j are its sub-block j's
+ * nibbles as an IQ4_NL block's (low nibbles weights 0-15, high 16-31). */
 static const int8_t iq4nl_levels[16] __attribute__((aligned(16))) = {
 	-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
 
@@ -368,7 +372,7 @@ void rl_qmm_q6k_t16(float *Y, size_t ldy, const struct q8k *const *xk, const int
 void rl_qmm_q45_t16(float *Y, size_t ldy, const struct q8x *const *xq, const struct rl_wmat *W, const float *bias,
 		    uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
 
-/* cpu_qmm_kx.c: Q2_K, Q3_K, Q5_K, IQ4_XS (unpacked rows) against any number of activation
+/* cpu_qmm_kx.c: Q2_K, Q3_K, Q5_K (unpacked rows) against any number of activation
  * rows, x: row r's q8k blocks at x + r * (W->cols / 256); the same bits on either ISA */
 void rl_qmm_kx_avx2(float *Y, size_t ldy, const struct q8k *x, const struct rl_wmat *W, const float *bias,
 		    uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);

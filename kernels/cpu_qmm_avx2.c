@@ -341,24 +341,42 @@ RL_TGT_AVX2 AI void t8_load16(const uint8_t *const *rp, size_t off, __m256i *T)
 	T[3] = _mm256_unpackhi_epi64(t1, t3);
 }
 
-/* T[k], lane L = dword k of row L's IQ4_NL block at blk looked up to Q8_0's layout: its
- * weights 4k..4k+3 (the low nibbles of qs dword k, k < 4) and 16+4(k-4).. (the high ones) */
-RL_TGT_AVX2 AI void iq4nl_t8_run(const struct t8g *G, const int PK, size_t blk, __m256i *T)
+/* T[k], lane L = dword k of row L's 32 weights of IQ4_NL (its block at blk) or IQ4_XS (sub-block
+ * j of its super-block at blk) looked up to Q8_0's layout: weights 4k..4k+3 (the low nibbles
+ * of qs dword k, k < 4) and 16+4(k-4).. (the high ones) */
+RL_TGT_AVX2 AI void iq4_t8_run(const struct t8g *G, const int PK, const int DT, size_t blk, uint32_t j, __m256i *T)
 {
 	const __m256i m4 = _mm256_set1_epi8(0x0F);
 	const __m256i lv = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)iq4nl_levels));
+	const size_t qs = DT == RL_DT_IQ4_XS ? 8 + 16 * (size_t)j : 2;   /* the 16 bytes' offset in the block */
 	__m256i V[4];
 	if (PK) {
+		/* IQ4_XS: its header's two dwords, then qs (pack_dwords) */
+		const uint8_t *p = G->pk + 16 * blk + 64 * (DT == RL_DT_IQ4_XS ? 2 + 4 * (size_t)j : 0);
 #pragma GCC unroll 4
 		for (int k = 0; k < 4; k++)
-			V[k] = _mm256_loadu_si256((const __m256i *)(G->pk + 16 * blk + 64 * k));
+			V[k] = _mm256_loadu_si256((const __m256i *)(p + 64 * k));
 	} else {
-		t8_load16(G->rp, blk + 2, V);
+		t8_load16(G->rp, blk + qs, V);
 	}
 #pragma GCC unroll 4
 	for (int k = 0; k < 4; k++) {
 		T[k] = _mm256_shuffle_epi8(lv, _mm256_and_si256(V[k], m4));
 		T[4 + k] = _mm256_shuffle_epi8(lv, _mm256_and_si256(_mm256_srli_epi16(V[k], 4), m4));
+	}
+}
+
+/* sc[j], lane L: d * (ls_j - 32), the scales of the 8 sub-blocks of an IQ4_XS super-block whose
+ * header dwords are lane L of g (f16 d | scales_h << 16) and sl (scales_l): ls_j's low 4 bits
+ * are bits 4j.. of sl, its top 2 bits 2j.. of scales_h. Once a super-block, for its 8 blocks. */
+RL_TGT_AVX2 AI void iq4xs_scales8(__m256i g, __m256i sl, __m256 *sc)
+{
+	const __m256 d = f16_lo8(g);
+#pragma GCC unroll 8
+	for (int j = 0; j < 8; j++) {
+		const __m256i lo = _mm256_and_si256(_mm256_srli_epi32(sl, 4 * j), _mm256_set1_epi32(15));
+		const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(g, 12 + 2 * j), _mm256_set1_epi32(0x30));
+		sc[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_or_si256(lo, hi), _mm256_set1_epi32(32))));
 	}
 }
 
@@ -390,8 +408,8 @@ RL_TGT_AVX2 void rl_qmm_q8r_make(const struct q8x *const *xq, const int16_t *con
 	}
 }
 
-/* Decode steps over Q8_0 (and IQ4_NL, DT: its nibbles looked up to the levels, iq4nl_t8_run)
- * on AVX2 (no VNNI), eight weight rows at a time, one output row per
+/* Decode steps over Q8_0 (and IQ4_NL and IQ4_XS, DT: their nibbles looked up to the levels,
+ * iq4_t8_run, a block of 32 each 32 of IQ4_XS with its scale d * (ls - 32)) on AVX2 (no VNNI), eight weight rows at a time, one output row per
  * lane, as q8_0_t16_group: vector k of a block holds bytes 4k..4k+3 of each row (loaded as
  * packed, else transposed in registers, t8_run), and is split into its even and odd bytes
  * sign-extended to int16 (E = (w[4k], w[4k+2]), O = (w[4k+1], w[4k+3]) per lane, three
@@ -415,18 +433,23 @@ RL_TGT_AVX2 AI void q8_0_t8_group(float *Y, size_t ldy, const struct q8x *const 
 {
 	const uint8_t *base = W->data;
 	const uint32_t nb = W->cols / 32;
-	const size_t bb = DT == RL_DT_Q8_0 ? 34 : 18;
+	/* bytes a row per 32 weights (IQ4_XS: 136 a super-block of 8 of them) */
+	const size_t bb = DT == RL_DT_Q8_0 ? 34 : DT == RL_DT_IQ4_NL ? 18 : 17;
 	/* the next 16 (packed: the half's share of them) or 8 rows, one contiguous run */
 	const size_t ahead = PK ? (size_t)((o & ~15u) + 16) * W->row_bytes + (o & 8) * bb : (size_t)(o + 8) * W->row_bytes;
-	__m256 acc[8];
+	__m256 acc[8], xs[8];              /* xs: IQ4_XS's sub-block scales, a super-block's */
 #pragma GCC unroll 8
 	for (int r = 0; r < NR; r++)
 		acc[r] = _mm256_setzero_ps();
 	for (uint32_t b = 0; b < nb; b++) {
-		const size_t blk = (size_t)b * bb;
+		/* the block at byte blk of a row (IQ4_XS: the super-block, and its sub-block j) */
+		const size_t blk = DT == RL_DT_IQ4_XS ? (size_t)(b / 8) * 136 : (size_t)b * bb;
+		const uint32_t j = b % 8;
+		if (DT == RL_DT_IQ4_XS && j == 0)
+			iq4xs_scales8(t8_dword(G, PK, DT, blk, 0), t8_dword(G, PK, DT, blk, 4), xs);
 		/* into L2, a slice per block: 8 rows' blocks are 272 bytes, five lines (a loop
-		 * over them mispredicted); IQ4_NL's 144, three */
-		const char *pf = (const char *)base + ahead + (PK ? 16 : 8) * blk;
+		 * over them mispredicted); IQ4_NL's 144 and IQ4_XS's 136, three */
+		const char *pf = (const char *)base + ahead + (PK ? 16 : 8) * (size_t)b * bb;
 #pragma GCC unroll 5
 		for (int l = 0; l < 5; l++)
 			if (DT == RL_DT_Q8_0 || l < 3)
@@ -435,7 +458,7 @@ RL_TGT_AVX2 AI void q8_0_t8_group(float *Y, size_t ldy, const struct q8x *const 
 		if (DT == RL_DT_Q8_0)
 			t8_run(G, PK, RL_DT_Q8_0, blk, 2, T);
 		else
-			iq4nl_t8_run(G, PK, blk, T);
+			iq4_t8_run(G, PK, DT, blk, j, T);
 		__m256i s[8];
 #pragma GCC unroll 8
 		for (int r = 0; r < NR; r++)
@@ -460,7 +483,8 @@ RL_TGT_AVX2 AI void q8_0_t8_group(float *Y, size_t ldy, const struct q8x *const 
 		}
 		/* the 8 rows' block scales: packed, one run of 8 f16; else word loads (an AVX2
 		 * gather is slower on Zen) */
-		const __m256 dw = PK ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G->tl + 16 * blk)))
+		const __m256 dw = DT == RL_DT_IQ4_XS ? xs[j]
+				: PK ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(G->tl + 16 * blk)))
 				     : _mm256_cvtph_ps(_mm_setr_epi16(
 					(short)ld16(G->rp[0] + blk), (short)ld16(G->rp[1] + blk), (short)ld16(G->rp[2] + blk),
 					(short)ld16(G->rp[3] + blk), (short)ld16(G->rp[4] + blk), (short)ld16(G->rp[5] + blk),
@@ -496,6 +520,8 @@ RL_TGT_AVX2 void rl_qmm_q8_0_t8(float *Y, size_t ldy, const struct q8x *const *x
 #define Q8_0_T8_N(n) do {                                                                          \
 	if (W->dtype == RL_DT_IQ4_NL)                                                              \
 		q8_0_t8_body(Y, ldy, xq, xp, n == 8 ? xr : NULL, W, bias, RL_DT_IQ4_NL, n, o0, o1, accumulate); \
+	else if (W->dtype == RL_DT_IQ4_XS)                                                         \
+		q8_0_t8_body(Y, ldy, xq, xp, n == 8 ? xr : NULL, W, bias, RL_DT_IQ4_XS, n, o0, o1, accumulate); \
 	else                                                                                       \
 		q8_0_t8_body(Y, ldy, xq, xp, n == 8 ? xr : NULL, W, bias, RL_DT_Q8_0, n, o0, o1, accumulate); \
 } while (0)

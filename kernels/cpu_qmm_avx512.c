@@ -286,7 +286,21 @@ RL_TGT_AVX512_VNNI AI void t16_prefetch(const char *p, size_t len, int l1)
 	}                                                                                          \
 } while (0)
 
-/* Decode steps over Q8_0 (and IQ4_NL, DT: its nibbles looked up to levels + 128) on
+/* sc[j], lane L: d * (ls_j - 32), the scales of the 8 sub-blocks of an IQ4_XS super-block whose
+ * header dwords are lane L of g (f16 d | scales_h << 16) and sl (scales_l), as iq4xs_scales8 */
+RL_TGT_AVX512_VNNI AI void iq4xs_scales16(__m512i g, __m512i sl, __m512 *sc)
+{
+	const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+#pragma GCC unroll 8
+	for (int j = 0; j < 8; j++) {
+		const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(sl, 4 * j), _mm512_set1_epi32(15));
+		const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(g, 12 + 2 * j), _mm512_set1_epi32(0x30));
+		sc[j] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_or_si512(lo, hi), _mm512_set1_epi32(32))));
+	}
+}
+
+/* Decode steps over Q8_0 (and IQ4_NL and IQ4_XS, DT: their nibbles looked up to levels + 128,
+ * each 32 of IQ4_XS a block with its scale d * (ls - 32)) on
  * AVX512-VNNI: see the comment at RL_TGT_AVX512_VNNI. A group's vectors are
  * loaded as packed, else transposed in registers (t16_run); its 16 block scales are one run of
  * f16 when packed, else gathered. */
@@ -296,18 +310,23 @@ RL_TGT_AVX512_VNNI AI void q8_0_t16_group(float *Y, size_t ldy, const struct q8x
 {
 	const uint8_t *base = W->data;
 	const uint32_t nb = W->cols / 32;
-	const size_t bb = DT == RL_DT_Q8_0 ? 34 : 18, ndw = DT == RL_DT_Q8_0 ? 8 : 4;
+	/* bytes a row per 32 weights (IQ4_XS: 136 a super-block of 8 of them) */
+	const size_t bb = DT == RL_DT_Q8_0 ? 34 : DT == RL_DT_IQ4_NL ? 18 : 17, ndw = DT == RL_DT_Q8_0 ? 8 : 4;
 	const size_t next = (size_t)(o + 16) * W->row_bytes;
 	const __m512i flip = _mm512_set1_epi8((char)0x80);
-	__m512 acc[8];
+	__m512 acc[8], xs[8];              /* xs: IQ4_XS's sub-block scales, a super-block's */
 #pragma GCC unroll 8
 	for (int r = 0; r < NR; r++)
 		acc[r] = _mm512_setzero_ps();
 	for (uint32_t b = 0; b < nb; b++) {
-		const size_t blk = (size_t)b * bb;
+		/* the block at byte blk of a row (IQ4_XS: the super-block, and its sub-block j) */
+		const size_t blk = DT == RL_DT_IQ4_XS ? (size_t)(b / 8) * 136 : (size_t)b * bb;
+		const uint32_t j = b % 8;
+		if (DT == RL_DT_IQ4_XS && j == 0)
+			iq4xs_scales16(t16_dword(G, PK, DT, blk, 0), t16_dword(G, PK, DT, blk, 4), xs);
 		/* the next group's rows, one contiguous run, into L2 a slice per block: sixteen
 		 * streams of 34 bytes a step leave the prefetchers behind */
-		for (size_t pf = next + 16 * blk; pf < next + 16 * (blk + bb); pf += 64)
+		for (size_t pf = next + 16 * b * bb; pf < next + 16 * (b + 1) * bb; pf += 64)
 			T16_PREFETCH((const char *)base + pf, 0);
 		__m512i T[8];
 		if (DT == RL_DT_Q8_0) {
@@ -316,19 +335,24 @@ RL_TGT_AVX512_VNNI AI void q8_0_t16_group(float *Y, size_t ldy, const struct q8x
 			for (int k = 0; k < 8; k++)
 				T[k] = _mm512_xor_si512(flip, T[k]);
 		} else {
-			/* IQ4_NL: the nibbles looked up to their levels + 128 */
+			/* IQ4_NL, IQ4_XS: the nibbles looked up to their levels + 128; IQ4_XS's 16
+			 * bytes of qs at 8 + 16 j, its packed vectors after the header's two */
 			const __m512i m4 = _mm512_set1_epi8(0x0F);
 			const __m512i lv = _mm512_xor_si512(flip, _mm512_broadcast_i32x4(_mm_load_si128((const __m128i *)iq4nl_levels)));
+			const size_t qs = DT == RL_DT_IQ4_XS ? 8 + 16 * (size_t)j : 2;
+			const size_t pq = DT == RL_DT_IQ4_XS ? 64 * (2 + 4 * (size_t)j) : 0;
 #pragma GCC unroll 4
 			for (int k = 0; k < 4; k++) {
-				const __m512i v = PK ? _mm512_loadu_si512((const void *)(G->pk + 16 * blk + 64 * (size_t)k))
-						     : t16_dword(G, 0, DT, blk, 2 + 4 * (size_t)k);
+				const __m512i v = PK ? _mm512_loadu_si512((const void *)(G->pk + 16 * blk + pq + 64 * (size_t)k))
+						     : t16_dword(G, 0, DT, blk, qs + 4 * (size_t)k);
 				T[k] = _mm512_shuffle_epi8(lv, _mm512_and_si512(v, m4));
 				T[4 + k] = _mm512_shuffle_epi8(lv, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
 			}
 		}
-		/* the 16 rows' block scales: f16 in the low half of each gathered dword */
-		const __m512 dw = PK ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G->pk + 16 * blk + 64 * ndw)))
+		/* the 16 rows' block scales: f16 in the low half of each gathered dword; IQ4_XS's
+		 * from its header */
+		const __m512 dw = DT == RL_DT_IQ4_XS ? xs[j]
+				: PK ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G->pk + 16 * blk + 64 * ndw)))
 				     : _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
 					_mm512_i32gather_epi32(G->vidx, (const void *)(G->rp[0] + blk), 1)));
 #pragma GCC unroll 8
@@ -362,6 +386,8 @@ RL_TGT_AVX512_VNNI void rl_qmm_q8_0_t16(float *Y, size_t ldy, const struct q8x *
 #define Q8_0_T16_N(n) do {                                                                         \
 	if (W->dtype == RL_DT_IQ4_NL)                                                              \
 		q8_0_t16_body(Y, ldy, xq, seed, W, bias, RL_DT_IQ4_NL, n, o0, o1, accumulate);     \
+	else if (W->dtype == RL_DT_IQ4_XS)                                                         \
+		q8_0_t16_body(Y, ldy, xq, seed, W, bias, RL_DT_IQ4_XS, n, o0, o1, accumulate);     \
 	else                                                                                       \
 		q8_0_t16_body(Y, ldy, xq, seed, W, bias, RL_DT_Q8_0, n, o0, o1, accumulate);       \
 } while (0)

@@ -1,17 +1,15 @@
 /* cpu_qmm_kx.c — the integer kernels for the 256-weight block types that have no lane-per-row
- * kernel of their own: Q2_K, Q3_K, Q5_K and IQ4_XS (the types llama-quantize's Q2_K, Q3_K_M,
- * Q5_K_M and IQ4_XS presets write), on AVX2 and on AVX-512 with VNNI, for any number of
- * activation rows.
+ * kernel of their own: Q2_K, Q3_K and Q5_K (the types llama-quantize's Q2_K, Q3_K_M and Q5_K_M
+ * presets write), on AVX2 and on AVX-512 with VNNI, for any number of activation rows.
  *
  * Row at a time: each weight super-block is decoded once into the integer dot's operands
- * (struct kx_sb: 32 weights a vector as unsigned bytes, or IQ4_XS's signed levels, and their
- * sub-block scales as words), then dotted with each activation row's Q8_K block (ggml's 8 bits
+ * (struct kx_sb: 32 weights a vector as unsigned bytes, and their sub-block scales as words), then dotted with each activation row's Q8_K block (ggml's 8 bits
  * per 256 with sums of 16): vpmaddubsw into word pair sums, vpmaddwd with the scales (one
  * vpdpwssd on VNNI), the mins or offsets through the activations' sums of 16. The rows stay as
  * the file has them (one sequential stream a weight row; no repacking).
  *
  * kx_rows: one row computes the same bits alone, among 2..8 rows, in a prefill chunk, and on
- * either ISA: a super-block's integer sums are exact (no saturation: |q| < 128 against |x| <= 127), summed
+ * either ISA: a super-block's integer sums are exact (no saturation: q < 32 against |x| <= 127), summed
  * across lanes to one int32 before they meet a float, and that float arithmetic (one explicit
  * FMA per term, super-blocks in order) does not depend on the rows beside it.
  * Prefill on AVX512-VNNI takes kx_many_vnni instead (below: the weights transposed once a
@@ -23,8 +21,7 @@
 #include "kernels/cpu_qmm.h"
 
 /* A super-block as the integer dot reads it (kx_dot):
- *   q[c]   weights 32c .. 32c + 31, one byte each: q unsigned below 32 (Q5_K; Q2_K; Q3_K's q + 4),
- *          or IQ4_XS's signed int8 levels
+ *   q[c]   weights 32c .. 32c + 31, one byte each: q unsigned below 32 (Q5_K; Q2_K; Q3_K's q + 4)
  *   sc[c]  their scales as the 16 words vpmaddwd multiplies vpmaddubsw's pair sums by: words
  *          0-7 for weights 32c .. 32c + 15, 8-15 for the next 16
  *   m16    word j, against the activations' sum over weights 16j .. 16j + 15: the min of its
@@ -43,7 +40,7 @@ T256 AI __m256i kx_shift(__m256i v, int n)
 	return n >= 0 ? _mm256_slli_epi16(v, n) : _mm256_srli_epi16(v, -n);
 }
 
-/* sc[c] of the per-32 scales (Q5_K, IQ4_XS): s8's 8 signed bytes, each over its 32 weights */
+/* sc[c] of the per-32 scales (Q5_K): s8's 8 signed bytes, each over its 32 weights */
 T256 AI void kx_scales32(__m128i s8, __m256i *sc)
 {
 	const __m256i D = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s8, s8));   /* dword k: (s_k, s_k) */
@@ -141,43 +138,14 @@ T256 AI void kx_q3_k(const uint8_t *blk, struct kx_sb *S)
 	S->d = H2F(blk + 108);
 }
 
-/* IQ4_XS (136 bytes): f16 d, u16 scales_h, 4 bytes scales_l, qs[128]; w = d * (ls - 32) *
- * level[nibble], ls the 6-bit scale of each 32 (4 low bits from scales_l, 2 from scales_h);
- * weight 32c + l < 16 is the low nibble of qs[16c + l], 32c + 16 + l its high one. */
-T256 AI void kx_iq4_xs(const uint8_t *blk, struct kx_sb *S)
-{
-	const uint32_t sh = ld16(blk + 2);
-	uint32_t sl;
-	memcpy(&sl, blk + 4, 4);
-	uint64_t s = 0;
-#pragma GCC unroll 8
-	for (int c = 0; c < 8; c++) {
-		const uint32_t ls = ((sl >> 4 * c) & 15) | ((sh >> 2 * c) & 3) << 4;
-		s |= (uint64_t)(uint8_t)(ls - 32) << 8 * c;
-	}
-	kx_scales32(_mm_cvtsi64_si128((long long)s), S->sc);
-	S->m16 = _mm256_setzero_si256();
-	const __m256i lv = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)iq4nl_levels));
-	const __m128i m4 = _mm_set1_epi8(15);
-#pragma GCC unroll 8
-	for (int c = 0; c < 8; c++) {
-		const __m128i v = _mm_loadu_si128((const __m128i *)(blk + 8 + 16 * c));
-		S->q[c] = _mm256_shuffle_epi8(lv, _mm256_setr_m128i(_mm_and_si128(v, m4),
-								     _mm_and_si128(_mm_srli_epi16(v, 4), m4)));
-	}
-	S->d = H2F(blk);
-}
-
 T256 AI void kx_decode(const int dt, const uint8_t *blk, struct kx_sb *S)
 {
 	if (dt == RL_DT_Q5_K)
 		kx_q5_k(blk, S);
 	else if (dt == RL_DT_Q2_K)
 		kx_q2_k(blk, S);
-	else if (dt == RL_DT_Q3_K)
-		kx_q3_k(blk, S);
 	else
-		kx_iq4_xs(blk, S);
+		kx_q3_k(blk, S);
 }
 
 /* activation rows a pass of the prefill takes against one weight row (their accumulators on
@@ -219,11 +187,11 @@ T256 AI void kx_decode(const int dt, const uint8_t *blk, struct kx_sb *S)
  * integer multiplies. For a prefill chunk the weights can be laid out for the cheaper
  * arithmetic of the lane-per-row kernels instead, once per call: each group of 16 weight rows'
  * super-blocks decoded (kx_decode) and transposed so that lane L of vector k holds bytes
- * 4k .. 4k + 3 of row L's q (IQ4_XS's signed levels + 128: unsigned, as vpdpbusd wants them),
- * with the scales of each sub-block of G weights (32 for Q5_K and IQ4_XS, 16 for Q2_K and Q3_K)
+ * 4k .. 4k + 3 of row L's q (unsigned, as vpdpbusd wants them),
+ * with the scales of each sub-block of G weights (32 for Q5_K, 16 for Q2_K and Q3_K)
  * as floats and the m16 words in pairs. Per activation row and sub-block: G / 4 vpdpbusd (16
  * rows x 4 weights each) into an exact int32 seeded with - offset x the activations' sum over
- * the sub-block (IQ4_XS's levels + 128: 128; Q3_K's q + 4: 4), one convert and one FMA by the
+ * the sub-block (Q3_K's q + 4: 4), one convert and one FMA by the
  * lanes' scales; per super-block acc += d dx f, and for Q5_K and Q2_K - dmin dx msum, the mins
  * as 8 vpdpwssd against the activations' sums of 16. The float sums run in another order than
  * kx_rows', so the deterministic mode keeps kx_rows (cpu_qmm.c's alike families). */
@@ -231,7 +199,7 @@ T256 AI void kx_decode(const int dt, const uint8_t *blk, struct kx_sb *S)
 /* one group's super-block, transposed (KXG_BYTES each, 64-byte aligned) */
 struct kxg {
 	__m512i q[64];                 /* lane L: bytes 4k .. 4k + 3 of row L's q */
-	__m512 sc[16];                 /* [sub-block]: lane L's scale (Q5_K, IQ4_XS: 8 of them) */
+	__m512 sc[16];                 /* [sub-block]: lane L's scale (Q5_K: 8 of them) */
 	__m512i m[8];                  /* lane L: m16 words 2i, 2i + 1 of row L */
 	__m512 d, dmin;
 };
@@ -239,7 +207,7 @@ struct kxg {
 RL_TGT_AVX512_VNNI static void kxg_build(const struct rl_wmat *W, uint32_t o, uint32_t n, uint32_t b, const int dt,
 					 struct kxg *G)
 {
-	const int g = dt == RL_DT_Q5_K || dt == RL_DT_IQ4_XS ? 32 : 16;
+	const int g = dt == RL_DT_Q5_K ? 32 : 16;
 	uint8_t q[16][256] __attribute__((aligned(64)));
 	int16_t sc[16][128] __attribute__((aligned(64))), m16[16][16] __attribute__((aligned(64)));
 	float d[16], dmin[16];
@@ -252,13 +220,10 @@ RL_TGT_AVX512_VNNI static void kxg_build(const struct rl_wmat *W, uint32_t o, ui
 			continue;
 		}
 		struct kx_sb S;
-		S.dmin = 0;                    /* Q3_K and IQ4_XS have none */
+		S.dmin = 0;                    /* Q3_K has none */
 		kx_decode(dt, (const uint8_t *)W->data + (size_t)(o + L) * W->row_bytes + (size_t)b * W->blk_bytes, &S);
 		for (int c = 0; c < 8; c++) {
-			__m256i v = S.q[c];
-			if (dt == RL_DT_IQ4_XS)
-				v = _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80));
-			_mm256_store_si256((__m256i *)(q[L] + 32 * c), v);
+			_mm256_store_si256((__m256i *)(q[L] + 32 * c), S.q[c]);
 			_mm256_store_si256((__m256i *)(sc[L] + 16 * c), S.sc[c]);
 		}
 		_mm256_store_si256((__m256i *)m16[L], S.m16);   /* the mins (Q5_K, Q2_K; unread otherwise) */
@@ -290,7 +255,7 @@ RL_TGT_AVX512_VNNI AI void kxg_rows(float *Y, size_t ldy, const struct q8k *cons
 						uint32_t nb, const int NR, const int g, const int dt, __mmask16 lanes,
 						const float *bias, int accumulate)
 {
-	const int off = dt == RL_DT_IQ4_XS ? 128 : dt == RL_DT_Q3_K ? 4 : 0;
+	const int off = dt == RL_DT_Q3_K ? 4 : 0;
 	__m512 acc[8];
 #pragma GCC unroll 8
 	for (int r = 0; r < NR; r++)
@@ -357,7 +322,7 @@ RL_TGT_AVX512_VNNI static void kxg_type(float *Y, size_t ldy, const struct q8k *
 					struct kxg *G, const int dt)
 {
 	const uint32_t nb = W->cols / 256;
-	const int g = dt == RL_DT_Q5_K || dt == RL_DT_IQ4_XS ? 32 : 16;
+	const int g = dt == RL_DT_Q5_K ? 32 : 16;
 	for (uint32_t o = o0; o < o1; o += 16) {
 		const uint32_t n = o1 - o < 16 ? o1 - o : 16;
 		const __mmask16 lanes = (__mmask16)((1u << n) - 1);
@@ -396,7 +361,6 @@ RL_TGT_AVX512_VNNI void rl_qmm_kx_many_vnni(float *Y, size_t ldy, const struct q
 	switch (W->dtype) {
 	case RL_DT_Q5_K: kxg_type(Y, ldy, x, W, bias, nr, o0, o1, accumulate, G, RL_DT_Q5_K); break;
 	case RL_DT_Q2_K: kxg_type(Y, ldy, x, W, bias, nr, o0, o1, accumulate, G, RL_DT_Q2_K); break;
-	case RL_DT_Q3_K: kxg_type(Y, ldy, x, W, bias, nr, o0, o1, accumulate, G, RL_DT_Q3_K); break;
-	default: kxg_type(Y, ldy, x, W, bias, nr, o0, o1, accumulate, G, RL_DT_IQ4_XS); break;
+	default: kxg_type(Y, ldy, x, W, bias, nr, o0, o1, accumulate, G, RL_DT_Q3_K); break;
 	}
 }

@@ -5,67 +5,49 @@
  * super-block (exact integers) and does the same float operations on them, so the same bits. */
 
 #if KX_W == 256
-/* what kx_dot takes beside the super-block: IQ4_XS's |q| */
+/* what kx_dot takes beside the super-block: nothing at this width (S's vectors are its operands) */
 struct KX_FN(kx_pb) {
-	__m256i qa[8];
+	char none;
 };
 
-KX_TGT AI void KX_FN(kx_prep)(const struct kx_sb *S, const int dt, struct KX_FN(kx_pb) *P)
+KX_TGT AI void KX_FN(kx_prep)(const struct kx_sb *S, struct KX_FN(kx_pb) *P)
 {
-#pragma GCC unroll 8
-	for (int c = 0; c < 8 && dt == RL_DT_IQ4_XS; c++)
-		P->qa[c] = _mm256_abs_epi8(S->q[c]);
 }
 
 /* a super-block's sums over q x times the scales against one activation row's block xb, as
  * eight int32 lanes (lane k: words 2k, 2k + 1 of each vector's vpmaddwd) */
-KX_TGT AI __m256i KX_FN(kx_dot)(const struct kx_sb *S, const struct KX_FN(kx_pb) *P, const int dt,
-				const struct q8k *xb)
+KX_TGT AI __m256i KX_FN(kx_dot)(const struct kx_sb *S, const struct KX_FN(kx_pb) *P, const struct q8k *xb)
 {
 	__m256i s = _mm256_setzero_si256();
 #pragma GCC unroll 8
 	for (int c = 0; c < 8; c++) {
 		const __m256i x = _mm256_loadu_si256((const __m256i *)(xb->q + 32 * c));
-		/* IQ4_XS's levels are signed: |q| against x with q's sign (|x| <= 127, so no overflow) */
-		const __m256i p = dt == RL_DT_IQ4_XS ? _mm256_maddubs_epi16(P->qa[c], _mm256_sign_epi8(x, S->q[c]))
-						     : _mm256_maddubs_epi16(S->q[c], x);
-		s = _mm256_add_epi32(s, _mm256_madd_epi16(p, S->sc[c]));
+		s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(S->q[c], x), S->sc[c]));
 	}
 	return s;
 }
 #else
-/* the super-block two vectors to a zmm (chunks 2i, 2i + 1), IQ4_XS's as |q| and the lanes
- * where q < 0 (AVX-512 has no vpsignb: those activations are negated under the mask) */
+/* the super-block two vectors to a zmm (chunks 2i, 2i + 1) */
 struct KX_FN(kx_pb) {
 	__m512i q[4], sc[4];
-	__mmask64 neg[4];
 };
 
-KX_TGT AI void KX_FN(kx_prep)(const struct kx_sb *S, const int dt, struct KX_FN(kx_pb) *P)
+KX_TGT AI void KX_FN(kx_prep)(const struct kx_sb *S, struct KX_FN(kx_pb) *P)
 {
 #pragma GCC unroll 4
 	for (int i = 0; i < 4; i++) {
 		P->q[i] = _mm512_inserti64x4(_mm512_castsi256_si512(S->q[2 * i]), S->q[2 * i + 1], 1);
 		P->sc[i] = _mm512_inserti64x4(_mm512_castsi256_si512(S->sc[2 * i]), S->sc[2 * i + 1], 1);
-		if (dt == RL_DT_IQ4_XS) {
-			P->neg[i] = _mm512_movepi8_mask(P->q[i]);
-			P->q[i] = _mm512_abs_epi8(P->q[i]);
-		}
 	}
 }
 
 /* as the 256-bit kx_dot: the even chunks in the low half, the odd in the high, added */
-KX_TGT AI __m256i KX_FN(kx_dot)(const struct kx_sb *S, const struct KX_FN(kx_pb) *P, const int dt,
-				const struct q8k *xb)
+KX_TGT AI __m256i KX_FN(kx_dot)(const struct kx_sb *S, const struct KX_FN(kx_pb) *P, const struct q8k *xb)
 {
 	__m512i s = _mm512_setzero_si512();
 #pragma GCC unroll 4
-	for (int i = 0; i < 4; i++) {
-		__m512i x = _mm512_loadu_si512((const void *)(xb->q + 64 * i));
-		if (dt == RL_DT_IQ4_XS)
-			x = _mm512_mask_sub_epi8(x, P->neg[i], _mm512_setzero_si512(), x);
-		s = KX_MADD(s, _mm512_maddubs_epi16(P->q[i], x), P->sc[i]);
-	}
+	for (int i = 0; i < 4; i++)
+		s = KX_MADD(s, _mm512_maddubs_epi16(P->q[i], _mm512_loadu_si512((const void *)(xb->q + 64 * i))), P->sc[i]);
 	return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
 }
 #endif
@@ -92,13 +74,11 @@ KX_TGT AI void KX_FN(kx_rows)(float *Y, size_t ldy, const struct q8k *x, const s
 				struct kx_sb S;
 				struct KX_FN(kx_pb) P;
 				kx_decode(dt, blk, &S);
-				KX_FN(kx_prep)(&S, dt, &P);
+				KX_FN(kx_prep)(&S, &P);
 				for (uint32_t r = 0; r < n; r++) {
 					const struct q8k *xb = x + (size_t)(r0 + r) * nb + b;
-					__m256i s = KX_FN(kx_dot)(&S, &P, dt, xb);
-					__m256i m = _mm256_setzero_si256();
-					if (dt != RL_DT_IQ4_XS)
-						m = _mm256_madd_epi16(S.m16, _mm256_loadu_si256((const __m256i *)xb->bsums));
+					__m256i s = KX_FN(kx_dot)(&S, &P, xb);
+					const __m256i m = _mm256_madd_epi16(S.m16, _mm256_loadu_si256((const __m256i *)xb->bsums));
 					if (dt == RL_DT_Q3_K)
 						s = _mm256_sub_epi32(s, m);
 					acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(S.d * xb->d), acc[r]);
@@ -135,11 +115,8 @@ KX_TGT void KX_FN(rl_qmm_kx)(float *Y, size_t ldy, const struct q8k *x, const st
 	case RL_DT_Q2_K:
 		KX_FN(kx_type)(Y, ldy, x, W, bias, nr, o0, o1, accumulate, RL_DT_Q2_K);
 		break;
-	case RL_DT_Q3_K:
+	default:                       /* Q3_K */
 		KX_FN(kx_type)(Y, ldy, x, W, bias, nr, o0, o1, accumulate, RL_DT_Q3_K);
-		break;
-	default:
-		KX_FN(kx_type)(Y, ldy, x, W, bias, nr, o0, o1, accumulate, RL_DT_IQ4_XS);
 		break;
 	}
 }

@@ -67,9 +67,9 @@ static void *make_w(int dt, uint32_t rows, uint32_t cols, float *dec, struct rl_
 static int reduced_path(const struct rl_wmat *W, int dt, enum rl_cpu_isa isa, uint32_t rows)
 {
 	const int q8 = dt == RL_DT_Q8_0 || dt == RL_DT_Q4_K || dt == RL_DT_Q6_K || dt == RL_DT_Q4_0 || dt == RL_DT_Q4_1 ||
-		       dt == RL_DT_Q5_0 || dt == RL_DT_Q5_1 || dt == RL_DT_IQ4_NL;
-	/* Q2_K, Q3_K, Q5_K, IQ4_XS: 8 bits per 256 at every row count */
-	const int kx = dt == RL_DT_Q2_K || dt == RL_DT_Q3_K || dt == RL_DT_Q5_K || dt == RL_DT_IQ4_XS;
+		       dt == RL_DT_Q5_0 || dt == RL_DT_Q5_1 || dt == RL_DT_IQ4_NL || dt == RL_DT_IQ4_XS;
+	/* Q2_K, Q3_K, Q5_K: 8 bits per 256 at every row count */
+	const int kx = dt == RL_DT_Q2_K || dt == RL_DT_Q3_K || dt == RL_DT_Q5_K;
 	return (isa != RL_CPU_SCALAR && rows <= 8 && q8) || (isa != RL_CPU_SCALAR && kx) ||
 	       (isa != RL_CPU_SCALAR && W->packed_rows && dt != RL_DT_F16 && dt != RL_DT_BF16) ||  /* packed block types: 8-bit from 9 rows too */
 	       rl_cpu_qmatmul_bf16_acts(W, rows);
@@ -257,13 +257,13 @@ static void h16_panels_every_range(void)
 	}
 }
 
-/* The 4/5-bit kernels (q45_*, and the Q8_0 ones over IQ4_NL) compute a row alike alone or in
- * a decode step of 2..8 rows (IQ4_NL, Q4_0 and Q5_0 also in a prefill chunk over packed
- * groups; kx_* for Q2_K, Q3_K, Q5_K, IQ4_XS at every row count on AVX2, where prefill on VNNI
- * takes kx_many_vnni), and alike on AVX2 and AVX512-VNNI: the same 8-bit activations, exact
- * integer block sums, the same float operations in the same block order. Bit for bit, packed
- * and unpacked rows (Q4_1/Q5_1's prefill and unpacked Q4_0..IQ4_NL's take the decoded tiles
- * instead). */
+/* The 4/5-bit kernels (q45_*, and the Q8_0 ones over IQ4_NL and IQ4_XS) compute a row alike
+ * alone or in a decode step of 2..8 rows (IQ4_NL, IQ4_XS, Q4_0 and Q5_0 also in a prefill
+ * chunk over packed groups; kx_* for Q2_K, Q3_K, Q5_K at every row count on AVX2, where
+ * prefill on VNNI takes kx_many_vnni), and alike on AVX2 and AVX512-VNNI: the same 8-bit
+ * activations, exact integer block sums, the same float operations in the same block order.
+ * Bit for bit, packed and unpacked rows (Q4_1/Q5_1's prefill and unpacked Q4_0..IQ4_XS's take
+ * the decoded tiles instead). */
 static void q45_rows_compute_alike(void)
 {
 	static const int types[] = { RL_DT_Q4_0, RL_DT_Q4_1, RL_DT_Q5_0, RL_DT_Q5_1, RL_DT_IQ4_NL,
@@ -283,9 +283,8 @@ static void q45_rows_compute_alike(void)
 	for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
 		struct rl_wmat W;
 		void *w = make_w(types[t], out, in, dec, &W);
-		/* Q2_K, Q3_K, Q5_K, IQ4_XS stay as the file has them, at every row count */
-		const int kx = types[t] == RL_DT_Q2_K || types[t] == RL_DT_Q3_K || types[t] == RL_DT_Q5_K ||
-			       types[t] == RL_DT_IQ4_XS;
+		/* Q2_K, Q3_K, Q5_K stay as the file has them, at every row count */
+		const int kx = types[t] == RL_DT_Q2_K || types[t] == RL_DT_Q3_K || types[t] == RL_DT_Q5_K;
 		for (int pk = 0; pk < 2 - kx; pk++) {
 			if (pk)
 				REQUIRE(rl_cpu_wmat_pack(&W) == 1);
@@ -297,7 +296,8 @@ static void q45_rows_compute_alike(void)
 							       scratch);
 				static const uint32_t counts[] = { 1, 3, 8, 20 };
 				for (size_t c = 0; c < 4; c++) {
-					const int many8 = types[t] == RL_DT_IQ4_NL || types[t] == RL_DT_Q4_0 || types[t] == RL_DT_Q5_0;
+					const int many8 = types[t] == RL_DT_IQ4_NL || types[t] == RL_DT_IQ4_XS || types[t] == RL_DT_Q4_0 ||
+							  types[t] == RL_DT_Q5_0;
 					const uint32_t n = counts[c],
 						       o1 = n <= 8 || (kx && isa == RL_CPU_AVX2) ? out : many8 ? W.packed_rows : 0;
 					if (!o1)
@@ -430,7 +430,7 @@ static void wmat_rows_decode_as_the_table(void)
 static void the_table_routes_each_case(void)
 {
 	static const int types[] = { RL_DT_F32, RL_DT_F16, RL_DT_BF16, RL_DT_Q8_0, RL_DT_Q4_K, RL_DT_Q6_K, RL_DT_IQ4_NL,
-				     RL_DT_Q4_1, RL_DT_Q5_0, RL_DT_Q5_K };
+				     RL_DT_Q4_1, RL_DT_Q5_0, RL_DT_Q5_K, RL_DT_IQ4_XS };
 	enum { NT = sizeof types / sizeof *types };
 	static uint8_t data[32 * 256 * 4];
 	const uint32_t best = rl_cpu_features_detected();
@@ -455,6 +455,8 @@ static void the_table_routes_each_case(void)
 		ROUTE(6, 3, 0, "q8_0_t8");     /* IQ4_NL: the Q8_0 kernels, its nibbles looked up */
 		ROUTE(9, 3, 0, "kx_rows");      /* Q5_K: the super-block kernels */
 		ROUTE(9, 20, 0, "kx_rows");
+		ROUTE(10, 1, 1, "q8_0_t8");     /* IQ4_XS: each 32 an IQ4_NL block with its own scale */
+		ROUTE(10, 20, 1, "q8_0_many_t8");
 		ROUTE(1, 1, 1, "h16");
 		ROUTE(7, 1, 0, "q45_t8");
 		ROUTE(8, 3, 1, "q45_t8");
@@ -474,6 +476,8 @@ static void the_table_routes_each_case(void)
 		ROUTE(8, 20, 1, "q45_many_t16");
 		ROUTE(6, 20, 1, "q8_0_many_t16");
 		ROUTE(6, 1, 1, "q8_0_t16");    /* IQ4_NL: one row on VNNI too */
+		ROUTE(10, 1, 1, "q8_0_t16");
+		ROUTE(10, 20, 1, "q8_0_many_t16");
 		ROUTE(9, 1, 0, "kx_rows_vnni");
 		ROUTE(9, 20, 0, "kx_many_vnni"); /* Q5_K prefill: 16 weight rows transposed a lane each */
 		rl_cpu_set_features(RL_CPUF_ALL & ~RL_CPUF_VNNI & ~RL_CPUF_BF16);
