@@ -152,6 +152,39 @@ T256 AI float hsum_ps(__m256 v)
 	return _mm_cvtss_f32(s);
 }
 
+/* T[k], lane L = bytes off+4k .. off+4k+3 of row rp[L] (32 bytes of each of 16 rows,
+ * transposed in registers). */
+RL_TGT_AVX512_VNNI AI void t16_load(const uint8_t *const *rp, size_t off, __m512i *T)
+{
+	/* z[l]: rows l and l+4 (l < 4), rows l+4 and l+8 (l >= 4), so that the transpose below
+	 * leaves lane L = row L */
+	__m512i z[8], t[8], u[8];
+#pragma GCC unroll 8
+	for (int l = 0; l < 8; l++) {
+		int ra = l < 4 ? l : l + 4, rb = ra + 4;
+		z[l] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(rp[ra] + off))),
+					  _mm256_loadu_si256((const __m256i *)(rp[rb] + off)), 1);
+	}
+	/* 8x8 dword transposes in each 256-bit half, then the halves to their lanes */
+#pragma GCC unroll 4
+	for (int l = 0; l < 8; l += 2) {
+		t[l] = _mm512_unpacklo_epi32(z[l], z[l + 1]);
+		t[l + 1] = _mm512_unpackhi_epi32(z[l], z[l + 1]);
+	}
+#pragma GCC unroll 2
+	for (int h = 0; h < 8; h += 4) {
+		u[h] = _mm512_unpacklo_epi64(t[h], t[h + 2]);
+		u[h + 1] = _mm512_unpackhi_epi64(t[h], t[h + 2]);
+		u[h + 2] = _mm512_unpacklo_epi64(t[h + 1], t[h + 3]);
+		u[h + 3] = _mm512_unpackhi_epi64(t[h + 1], t[h + 3]);
+	}
+#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++) {
+		T[k] = _mm512_shuffle_i32x4(u[k], u[k + 4], 0x88);
+		T[k + 4] = _mm512_shuffle_i32x4(u[k], u[k + 4], 0xdd);
+	}
+}
+
 /* sum over 32 of u[i] * s[i] (u unsigned bytes < 128 or |w|, s signed) as 8 int32 lanes */
 T256 AI __m256i dot_us(__m256i u, __m256i s)
 {
