@@ -55,6 +55,19 @@ int rl_cpu_has_f16c(void)
 	return (rl_cpu_features() & RL_CPUF_F16C) != 0;
 }
 
+int rl_cpu_is_amd(void)
+{
+	static _Atomic int amd = -1;
+	int v = atomic_load_explicit(&amd, memory_order_relaxed);
+	if (v < 0) {
+		unsigned e[4] = { 0, 0, 0, 0 };
+		__get_cpuid(0, &e[0], &e[1], &e[2], &e[3]);
+		v = e[1] == 0x68747541u && e[3] == 0x69746e65u && e[2] == 0x444d4163u;   /* "Auth" "enti" "cAMD" */
+		atomic_store_explicit(&amd, v, memory_order_relaxed);
+	}
+	return v;
+}
+
 enum rl_cpu_isa rl_cpu_isa_best(void)
 {
 	uint32_t f = rl_cpu_features();

@@ -494,6 +494,7 @@ RL_TGT_AVX512_VNNI AI void q4k_t16_group(float *Y, size_t ldy, const struct q8k 
 	const size_t rb = W->row_bytes;
 	const uint32_t nb = W->cols / 256;
 	const int l1 = NR <= 2 && rb <= 512;   /* T16_PREFETCH: L1 unless the groups outgrow it */
+	const int amd = rl_cpu_is_amd();
 	const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
 	const __m512i mff = _mm512_set1_epi32(0x00FF00FF), lowb = _mm512_set1_epi32(0xFF);
 	__m512 acc[8];
@@ -537,10 +538,11 @@ RL_TGT_AVX512_VNNI AI void q4k_t16_group(float *Y, size_t ldy, const struct q8k 
 #pragma GCC unroll 1
 		for (int p = 0; p < 4; p++) {
 			__m512i T[8], L[8];
-			/* packed groups stream front to back, and at one or two rows the hardware
-			 * prefetcher keeps up (software prefetch only costs there); from three rows,
-			 * where each block takes longer, prefetching into L2 pays again */
-			if (!PK || NR > 2)
+			/* packed groups stream front to back, and at one or two rows AMD's hardware
+			 * prefetcher keeps up (Zen 4: software prefetch cost 10%); Intel's does not
+			 * (Xeon VM, 1B Q4_K_M one row: 1.23x with it); from three rows, where each
+			 * block takes longer, prefetching into L2 pays on both */
+			if (!PK || NR > 2 || !amd)
 				t16_prefetch(pf + 576 * p, 576, PK ? 0 : l1);
 			t16_run(G, PK, RL_DT_Q4_K, off, 16 + 32 * (size_t)p, T);
 #pragma GCC unroll 8
