@@ -314,7 +314,7 @@ static void run_kq_t16(const struct qmm_call *c, uint32_t o0, uint32_t o1)
 {
 	const struct q8k *xk[Q8_ROWS];
 	const int32_t *aux = q8k_rows(c, 0, c->nr, xk, 1);
-	(c->W->dtype == RL_DT_Q4_K ? rl_qmm_q4k_t16 : rl_qmm_q6k_t16)(c->Y, c->ldy, xk, aux, c->W, c->bias, c->nr,
+	(c->W->dtype == RL_DT_Q6_K ? rl_qmm_q6k_t16 : rl_qmm_q4k_t16)(c->Y, c->ldy, xk, aux, c->W, c->bias, c->nr,
 								      o0, o1, c->acc);
 }
 
@@ -438,6 +438,11 @@ enum { C_SCALAR, C_AVX2, C_AVX512, C_VNNI, C_BF16, C_COUNT };
  *    a block count more than its bytes, ~1.2x Q4_0's one-row rate against ~0.4-0.9x on
  *    AVX2's, Xeon VM). IQ4_XS had taken kx_rows: 11.4 GMAC/s at one row in cache against
  *    34.4 here (bench kernels 768x768, Xeon VM);
+ *  - Q5_K's decode on VNNI is Q4_K's kernel over its rows as the file has them (transposed in
+ *    registers, the fifth bits or'd in): 8 rows 69-99 GMAC/s against kx_rows_vnni's 47-55,
+ *    one row 22-24 against 15-19 (bench kernels 2048x2048, Xeon VM); 1B Q5_K_M batch 8 at one
+ *    thread 58-65 tok/s against 36-38. Packing it too would need an AVX2 kernel over the
+ *    packed groups (kx_rows reads the file's rows);
  *  - prefill over packed Q8_0, K-quant, IQ4_NL, IQ4_XS, Q4_0 and Q5_0 groups takes the integer decode
  *    kernels 8 rows at a time (never rounded to bf16); over unpacked block types, and Q4_1 and
  *    Q5_1, tiles decoded to bf16 (AVX512-BF16) or fp32: the 4/5-bit kernels 8 rows at a time
@@ -507,6 +512,10 @@ static const struct qmm_kernel *const route[T_COUNT][2][3][C_COUNT] = {
 	[T_IQ4][PACKED_LAYOUT][ONE]     = { &rows_scalar, &q8_0_t8,      NULL,        &q8_0_t16 },
 	[T_IQ4][PACKED_LAYOUT][FEW]     = { &rows_scalar, &q8_0_t8,      NULL,        &q8_0_t16 },
 	[T_IQ4][PACKED_LAYOUT][MANY]    = { &tiles_f32,   &q8_0_many_t8, NULL,        &q8_0_many_t16 },
+
+	[T_Q5_K][ROWS_LAYOUT][ONE]      = { &rows_scalar, &kx_rows,      &kx_rows512, &kq_t16 },
+	[T_Q5_K][ROWS_LAYOUT][FEW]      = { &rows_scalar, &kx_rows,      &kx_rows512, &kq_t16 },
+	[T_Q5_K][ROWS_LAYOUT][MANY]     = { &tiles_f32,   &kx_rows,      &kx_rows512, &kx_many_vnni },
 
 	[T_KX][ROWS_LAYOUT][ONE]        = { &rows_scalar, &kx_rows,      &kx_rows512, &kx_rows_vnni },
 	[T_KX][ROWS_LAYOUT][FEW]        = { &rows_scalar, &kx_rows,      &kx_rows512, &kx_rows_vnni },

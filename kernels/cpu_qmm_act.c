@@ -85,7 +85,7 @@ static void q4k_min_pairs(const struct q8k *const *xk, uint32_t nr, uint32_t nb,
  * own offset term). */
 void rl_qmm_kq_aux(int dt, int vnni, const struct q8k *const *xk, uint32_t nr, uint32_t nb, int32_t *aux)
 {
-	if (dt == RL_DT_Q4_K) {
+	if (dt == RL_DT_Q4_K || dt == RL_DT_Q5_K) {    /* the same (scale, min) pairs */
 		q4k_min_pairs(xk, nr, nb, aux);
 		return;
 	}

@@ -486,23 +486,28 @@ RL_TGT_AVX512_VNNI void rl_qmm_q45_t16(float *Y, size_t ldy, const struct q8x *c
  * the super-block's integer sum; the mins term,
  * dmin * sum_j m_j xsum_j, is 4 vpdpwssd of the rows' mins in word pairs against the
  * activation row's 8 sums of 32 (bp, made once per call). The scale unpacking is shared by all
- * the activation rows. */
+ * the activation rows.
+ * Q5_K (DT; its rows unpacked: 176 bytes, Q4_K's head, then qh[32] and qs[128]) is the same
+ * with a fifth bit a weight: bit c of qh[l] for weight 32c + l, so each qs run's sub-blocks 2p
+ * and 2p + 1 take bits 2p and 2p + 1 of the qh run, one shift and mask a vector each. Its
+ * quarter-sub-block sums (8 products) fit int16 where a half's (16 x 31 x 128) would not: two
+ * vpdpwssd a sub-block. */
 RL_TGT_AVX512_VNNI AI void q4k_t16_group(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
-			    const struct rl_wmat *W, const float *bias, const int NR, const int PK,
+			    const struct rl_wmat *W, const float *bias, const int DT, const int NR, const int PK,
 			    const struct t16g *G, uint32_t o, __mmask16 lanes, int accumulate)
 {
-	const size_t rb = W->row_bytes;
+	const size_t rb = W->row_bytes, bb = DT == RL_DT_Q5_K ? 176 : 144, qs0 = DT == RL_DT_Q5_K ? 48 : 16;
 	const uint32_t nb = W->cols / 256;
 	const int l1 = NR <= 2 && rb <= 512;   /* T16_PREFETCH: L1 unless the groups outgrow it */
 	const int amd = rl_cpu_is_amd();
-	const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30);
+	const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), m30 = _mm512_set1_epi8(0x30), b4 = _mm512_set1_epi8(0x10);
 	const __m512i mff = _mm512_set1_epi32(0x00FF00FF), lowb = _mm512_set1_epi32(0xFF);
 	__m512 acc[8];
 #pragma GCC unroll 8
 	for (int r = 0; r < NR; r++)
 		acc[r] = _mm512_setzero_ps();
 	for (uint32_t b = 0; b < nb; b++) {
-		const size_t off = (size_t)b * 144;
+		const size_t off = (size_t)b * bb;
 		const char *pf = (const char *)W->data + (size_t)(o + 16) * rb + 16 * off;
 		/* the 16 rows' header: d | dmin, then the scale words u0, u1, u2 (q4_k_scales) */
 		const __m512i g = t16_dword(G, PK, RL_DT_Q4_K, off, 0);
@@ -537,29 +542,49 @@ RL_TGT_AVX512_VNNI AI void q4k_t16_group(float *Y, size_t ldy, const struct q8k 
 			M[r] = _mm512_setzero_si512();
 #pragma GCC unroll 1
 		for (int p = 0; p < 4; p++) {
-			__m512i T[8], L[8];
+			__m512i T[8], L[8], H[8];
 			/* packed groups stream front to back, and at one or two rows AMD's hardware
 			 * prefetcher keeps up (Zen 4: software prefetch cost 10%); Intel's does not
 			 * (Xeon VM, 1B Q4_K_M one row: 1.23x with it); from three rows, where each
 			 * block takes longer, prefetching into L2 pays on both */
 			if (!PK || NR > 2 || !amd)
-				t16_prefetch(pf + 576 * p, 576, PK ? 0 : l1);
-			t16_run(G, PK, RL_DT_Q4_K, off, 16 + 32 * (size_t)p, T);
+				t16_prefetch(pf + 4 * bb * p, 4 * bb, PK ? 0 : l1);
+			t16_run(G, PK, RL_DT_Q4_K, off, qs0 + 32 * (size_t)p, T);
+			if (DT == RL_DT_Q5_K) {
+				/* the qh run, bits 2p and 2p + 1 of each byte moved to bits 0 and 1 */
+				t16_run(G, PK, DT, off, 16, H);
+				const __m128i n = _mm_cvtsi32_si128(2 * p);
 #pragma GCC unroll 8
-			for (int k = 0; k < 8; k++)
-				L[k] = _mm512_and_si512(T[k], m4);
+				for (int k = 0; k < 8; k++)
+					H[k] = _mm512_srl_epi16(H[k], n);
+			}
 #pragma GCC unroll 2
 			for (int h = 0; h < 2; h++) {                  /* sub-block 2p + h */
-				if (h)
 #pragma GCC unroll 8
-					for (int k = 0; k < 8; k++)
-						L[k] = _mm512_and_si512(_mm512_srli_epi16(T[k], 4), m4);
+				for (int k = 0; k < 8; k++) {
+					L[k] = _mm512_and_si512(h ? _mm512_srli_epi16(T[k], 4) : T[k], m4);
+					if (DT == RL_DT_Q5_K)   /* bit h of the moved qh to bit 4 */
+						L[k] = _mm512_or_si512(L[k], _mm512_and_si512(h ? _mm512_slli_epi16(H[k], 3)
+												: _mm512_slli_epi16(H[k], 4), b4));
+				}
 				const int j = 2 * p + h;
 				const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? s03 : s47, 8 * (j & 3)), lowb);
 				const __m512i scw = _mm512_or_si512(sc, _mm512_slli_epi32(sc, 16));   /* as words */
 #pragma GCC unroll 8
 				for (int r = 0; r < NR; r++) {
 					const i32u *q4 = (const i32u *)(xk[r][b].q + 32 * j);
+					if (DT == RL_DT_Q5_K) {
+						/* quarters: <= 8 * 31 * 128 each, as int16 in pairs */
+						__m512i S[4];
+#pragma GCC unroll 4
+						for (int i = 0; i < 4; i++)
+							S[i] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), L[2 * i],
+												      _mm512_set1_epi32(q4[2 * i])),
+										   L[2 * i + 1], _mm512_set1_epi32(q4[2 * i + 1]));
+						M[r] = _mm512_dpwssd_epi32(M[r], _mm512_mask_blend_epi16(0xAAAAAAAAu, S[0], _mm512_slli_epi32(S[1], 16)), scw);
+						M[r] = _mm512_dpwssd_epi32(M[r], _mm512_mask_blend_epi16(0xAAAAAAAAu, S[2], _mm512_slli_epi32(S[3], 16)), scw);
+						continue;
+					}
 					__m512i Sa = _mm512_setzero_si512(), Sb = Sa;
 #pragma GCC unroll 4
 					for (int k = 0; k < 4; k++) {
@@ -582,10 +607,10 @@ RL_TGT_AVX512_VNNI AI void q4k_t16_group(float *Y, size_t ldy, const struct q8k 
 }
 
 RL_TGT_AVX512_VNNI AI void q4k_t16_body(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
-			   const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
+			   const struct rl_wmat *W, const float *bias, const int DT, const int NR, uint32_t o0, uint32_t o1,
 			   int accumulate)
 {
-#define Q4K_GROUP(PK, G, o, m) q4k_t16_group(Y, ldy, xk, bp, W, bias, NR, PK, G, o, m, accumulate)
+#define Q4K_GROUP(PK, G, o, m) q4k_t16_group(Y, ldy, xk, bp, W, bias, DT, NR, PK, G, o, m, accumulate)
 	T16_GROUPS(Q4K_GROUP);
 #undef Q4K_GROUP
 }
@@ -595,7 +620,12 @@ RL_TGT_AVX512_VNNI void rl_qmm_q4k_t16(float *Y, size_t ldy, const struct q8k *c
 			       const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
 			       int accumulate)
 {
-#define Q4K_T16_N(n) q4k_t16_body(Y, ldy, xk, bp, W, bias, n, o0, o1, accumulate)
+#define Q4K_T16_N(n) do {                                                                          \
+	if (W->dtype == RL_DT_Q5_K)                                                                \
+		q4k_t16_body(Y, ldy, xk, bp, W, bias, RL_DT_Q5_K, n, o0, o1, accumulate);          \
+	else                                                                                       \
+		q4k_t16_body(Y, ldy, xk, bp, W, bias, RL_DT_Q4_K, n, o0, o1, accumulate);          \
+} while (0)
 	RL_CASES_1_TO_8(nr, Q4K_T16_N);
 #undef Q4K_T16_N
 }

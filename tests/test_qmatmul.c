@@ -290,7 +290,9 @@ static void q45_rows_compute_alike(void)
 				REQUIRE(rl_cpu_wmat_pack(&W) == 1);
 			for (int isa = RL_CPU_AVX2; isa <= (vnni ? RL_CPU_AVX512 : RL_CPU_AVX2); isa++) {
 				REQUIRE(rl_cpu_set_isa((enum rl_cpu_isa)isa) == 0);
-				if (isa == RL_CPU_AVX2 && !pk)     /* the reference: each row alone on AVX2, unpacked */
+				/* the reference: each row alone on AVX2, unpacked; Q5_K's decode on VNNI is Q4_K's
+				 * kernel (kq_t16), alike in any batch but its own family: each row alone there */
+				if ((isa == RL_CPU_AVX2 && !pk) || (types[t] == RL_DT_Q5_K && isa == RL_CPU_AVX512))
 					for (uint32_t r = 0; r < nx; r++)
 						rl_cpu_qmatmul(Y8 + (size_t)r * out, out, X + (size_t)r * in, in, &W, NULL, 1, 0, out, 0,
 							       scratch);
@@ -478,7 +480,7 @@ static void the_table_routes_each_case(void)
 		ROUTE(6, 1, 1, "q8_0_t16");    /* IQ4_NL: one row on VNNI too */
 		ROUTE(10, 1, 1, "q8_0_t16");
 		ROUTE(10, 20, 1, "q8_0_many_t16");
-		ROUTE(9, 1, 0, "kx_rows_vnni");
+		ROUTE(9, 1, 0, "kq_t16");       /* Q5_K decode: Q4_K's kernel with the fifth bits */
 		ROUTE(9, 20, 0, "kx_many_vnni"); /* Q5_K prefill: 16 weight rows transposed a lane each */
 		rl_cpu_set_features(RL_CPUF_ALL & ~RL_CPUF_VNNI & ~RL_CPUF_BF16);
 		REQUIRE(rl_cpu_set_isa(RL_CPU_AVX512) == 0);
