@@ -441,7 +441,8 @@ enum { C_SCALAR, C_AVX2, C_AVX512, C_VNNI, C_BF16, C_COUNT };
  *  - Q5_K's decode on VNNI is Q4_K's kernel over its rows as the file has them (transposed in
  *    registers, the fifth bits or'd in): 8 rows 69-99 GMAC/s against kx_rows_vnni's 47-55,
  *    one row 22-24 against 15-19 (bench kernels 2048x2048, Xeon VM); 1B Q5_K_M batch 8 at one
- *    thread 58-65 tok/s against 36-38. Packing it too would need an AVX2 kernel over the
+ *    thread 58-65 tok/s against 36-38; Q2_K's (q2k_t16_group) 89-134 against 53-55 at 8 rows,
+ *    1B Q2_K batch 8 52-59 against 37-39. Packing them too would need an AVX2 kernel over the
  *    packed groups (kx_rows reads the file's rows);
  *  - prefill over packed Q8_0, K-quant, IQ4_NL, IQ4_XS, Q4_0 and Q5_0 groups takes the integer decode
  *    kernels 8 rows at a time (never rounded to bf16); over unpacked block types, and Q4_1 and
@@ -513,9 +514,9 @@ static const struct qmm_kernel *const route[T_COUNT][2][3][C_COUNT] = {
 	[T_IQ4][PACKED_LAYOUT][FEW]     = { &rows_scalar, &q8_0_t8,      NULL,        &q8_0_t16 },
 	[T_IQ4][PACKED_LAYOUT][MANY]    = { &tiles_f32,   &q8_0_many_t8, NULL,        &q8_0_many_t16 },
 
-	[T_Q5_K][ROWS_LAYOUT][ONE]      = { &rows_scalar, &kx_rows,      &kx_rows512, &kq_t16 },
-	[T_Q5_K][ROWS_LAYOUT][FEW]      = { &rows_scalar, &kx_rows,      &kx_rows512, &kq_t16 },
-	[T_Q5_K][ROWS_LAYOUT][MANY]     = { &tiles_f32,   &kx_rows,      &kx_rows512, &kx_many_vnni },
+	[T_KX16][ROWS_LAYOUT][ONE]      = { &rows_scalar, &kx_rows,      &kx_rows512, &kq_t16 },
+	[T_KX16][ROWS_LAYOUT][FEW]      = { &rows_scalar, &kx_rows,      &kx_rows512, &kq_t16 },
+	[T_KX16][ROWS_LAYOUT][MANY]     = { &tiles_f32,   &kx_rows,      &kx_rows512, &kx_many_vnni },
 
 	[T_KX][ROWS_LAYOUT][ONE]        = { &rows_scalar, &kx_rows,      &kx_rows512, &kx_rows_vnni },
 	[T_KX][ROWS_LAYOUT][FEW]        = { &rows_scalar, &kx_rows,      &kx_rows512, &kx_rows_vnni },

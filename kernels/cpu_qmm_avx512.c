@@ -615,13 +615,113 @@ RL_TGT_AVX512_VNNI AI void q4k_t16_body(float *Y, size_t ldy, const struct q8k *
 #undef Q4K_GROUP
 }
 
-/* bp: rl_qmm_kq_aux's */
+/* Decode steps of 1..8 rows over Q2_K on AVX512-VNNI (its rows as the file has them,
+ * transposed in registers), as q4k_t16_group. A super-block is 84 bytes: scales[16] (per 16
+ * weights a 4-bit scale, and above it a 4-bit min), qs[64], f16 d, f16 dmin; weight 32c + l is
+ * bits 2 (c % 4) of qs[32 (c / 4) + l]. Each 32-byte qs run (8 vectors of the 16 rows' dwords)
+ * holds four 32s, each one shift and mask away; a 32's halves (sub-blocks 2c, 2c + 1) sum to at
+ * most 16 x 3 x 128, so they go to int16 in a pair for one vpdpwssd by their scales as words,
+ * the super-block's sum staying an integer. The mins: dmin x sum_i m_i bsum_i, 8 vpdpwssd of the
+ * rows' min pairs against the activations' sums of 16 in pairs. */
+RL_TGT_AVX512_VNNI AI void q2k_t16_group(float *Y, size_t ldy, const struct q8k *const *xk, const struct rl_wmat *W,
+			    const float *bias, const int NR, const int PK, const struct t16g *G, uint32_t o,
+			    __mmask16 lanes, int accumulate)
+{
+	const size_t rb = W->row_bytes;
+	const uint32_t nb = W->cols / 256;
+	const __m512i m2 = _mm512_set1_epi8(3), w0 = _mm512_set1_epi32(0x0000000F), w1 = _mm512_set1_epi32(0x000F0000);
+	__m512 acc[8];
+#pragma GCC unroll 8
+	for (int r = 0; r < NR; r++)
+		acc[r] = _mm512_setzero_ps();
+	for (uint32_t b = 0; b < nb; b++) {
+		const size_t off = (size_t)b * 84;
+		const char *pf = (const char *)W->data + (size_t)(o + 16) * rb + 16 * off;
+		/* the 16 rows' scale bytes (4 dwords; pair i = bytes 2i, 2i + 1: sub-blocks 2i, 2i + 1),
+		 * and d | dmin */
+		__m512i SC[8];
+#pragma GCC unroll 4
+		for (int i = 0; i < 4; i++) {
+			SC[2 * i] = t16_dword(G, PK, RL_DT_Q2_K, off, 4 * (size_t)i);
+			SC[2 * i + 1] = _mm512_srli_epi32(SC[2 * i], 16);
+		}
+		const __m512i g = t16_dword(G, PK, RL_DT_Q2_K, off, 80);
+		const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+		const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
+		{
+			/* the min pairs as words (the bytes' high nibbles), against the bsums pairs */
+			__m512i P[8];
+#pragma GCC unroll 8
+			for (int i = 0; i < 8; i++)
+				P[i] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(SC[i], 4), w0),
+						       _mm512_and_si512(_mm512_slli_epi32(SC[i], 4), w1));
+#pragma GCC unroll 8
+			for (int r = 0; r < NR; r++) {
+				const i32u *bs = (const i32u *)xk[r][b].bsums;
+				__m512i mi = _mm512_setzero_si512();
+#pragma GCC unroll 8
+				for (int i = 0; i < 8; i++)
+					mi = _mm512_dpwssd_epi32(mi, P[i], _mm512_set1_epi32(bs[i]));
+				acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, _mm512_set1_ps(xk[r][b].d)), _mm512_cvtepi32_ps(mi), acc[r]);
+			}
+		}
+		__m512i M[8];
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++)
+			M[r] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+		for (int n = 0; n < 2; n++) {
+			__m512i T[8];
+			t16_prefetch(pf + 672 * n, 672, 0);
+			t16_run(G, PK, RL_DT_Q2_K, off, 16 + 32 * (size_t)n, T);
+#pragma GCC unroll 1
+			for (int j = 0; j < 4; j++) {
+				const int c = 4 * n + j;
+				const __m128i sh = _mm_cvtsi32_si128(2 * j);
+				__m512i L[8];
+#pragma GCC unroll 8
+				for (int k = 0; k < 8; k++)
+					L[k] = _mm512_and_si512(_mm512_srl_epi16(T[k], sh), m2);
+				/* the scales of sub-blocks 2c, 2c + 1 (low nibbles) as words */
+				const __m512i scw = _mm512_or_si512(_mm512_and_si512(SC[c], w0),
+								    _mm512_and_si512(_mm512_slli_epi32(SC[c], 8), w1));
+#pragma GCC unroll 8
+				for (int r = 0; r < NR; r++) {
+					const i32u *q4 = (const i32u *)(xk[r][b].q + 32 * c);
+					__m512i Sa = _mm512_setzero_si512(), Sb = Sa;
+#pragma GCC unroll 4
+					for (int k = 0; k < 4; k++) {
+						Sa = _mm512_dpbusd_epi32(Sa, L[k], _mm512_set1_epi32(q4[k]));
+						Sb = _mm512_dpbusd_epi32(Sb, L[k + 4], _mm512_set1_epi32(q4[k + 4]));
+					}
+					M[r] = _mm512_dpwssd_epi32(M[r], _mm512_mask_blend_epi16(0xAAAAAAAAu, Sa, _mm512_slli_epi32(Sb, 16)), scw);
+				}
+			}
+		}
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++)
+			acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(M[r])), _mm512_set1_ps(xk[r][b].d), acc[r]);
+	}
+	t16_store(Y, ldy, acc, NR, o, lanes, bias, accumulate);
+}
+
+RL_TGT_AVX512_VNNI AI void q2k_t16_body(float *Y, size_t ldy, const struct q8k *const *xk, const struct rl_wmat *W,
+			   const float *bias, const int NR, uint32_t o0, uint32_t o1, int accumulate)
+{
+#define Q2K_GROUP(PK, G, o, m) q2k_t16_group(Y, ldy, xk, W, bias, NR, PK, G, o, m, accumulate)
+	T16_GROUPS(Q2K_GROUP);
+#undef Q2K_GROUP
+}
+
+/* Q4_K, Q5_K and Q2_K; bp: rl_qmm_kq_aux's (unread for Q2_K) */
 RL_TGT_AVX512_VNNI void rl_qmm_q4k_t16(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
 			       const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
 			       int accumulate)
 {
 #define Q4K_T16_N(n) do {                                                                          \
-	if (W->dtype == RL_DT_Q5_K)                                                                \
+	if (W->dtype == RL_DT_Q2_K)                                                                \
+		q2k_t16_body(Y, ldy, xk, W, bias, n, o0, o1, accumulate);                          \
+	else if (W->dtype == RL_DT_Q5_K)                                                           \
 		q4k_t16_body(Y, ldy, xk, bp, W, bias, RL_DT_Q5_K, n, o0, o1, accumulate);          \
 	else                                                                                       \
 		q4k_t16_body(Y, ldy, xk, bp, W, bias, RL_DT_Q4_K, n, o0, o1, accumulate);          \
