@@ -393,7 +393,6 @@ static void kx(const struct qmm_call *c, uint32_t o0, uint32_t o1,
 }
 static void run_kx_rows(const struct qmm_call *c, uint32_t o0, uint32_t o1) { kx(c, o0, o1, rl_qmm_kx_avx2); }
 static void run_kx_rows512(const struct qmm_call *c, uint32_t o0, uint32_t o1) { kx(c, o0, o1, rl_qmm_kx_512); }
-static void run_kx_rows_vnni(const struct qmm_call *c, uint32_t o0, uint32_t o1) { kx(c, o0, o1, rl_qmm_kx_vnni); }
 
 /* prefill on VNNI: the same q8k rows, then each group of 16 weight rows transposed once */
 static void run_kx_many_vnni(const struct qmm_call *c, uint32_t o0, uint32_t o1)
@@ -416,7 +415,7 @@ static const struct qmm_kernel
 	kq_many_t8 = K(kq_many_t8, ACTS_Q8), kq_many_t16 = K(kq_many_t16, ACTS_Q8),
 	q45_t8 = K(q45_t8, ACTS_Q8), q45_t16 = K(q45_t16, ACTS_Q8),
 	q45_many_t8 = K(q45_many_t8, ACTS_Q8), q45_many_t16 = K(q45_many_t16, ACTS_Q8),
-	kx_rows = K(kx_rows, ACTS_Q8), kx_rows512 = K(kx_rows512, ACTS_Q8), kx_rows_vnni = K(kx_rows_vnni, ACTS_Q8),
+	kx_rows = K(kx_rows, ACTS_Q8), kx_rows512 = K(kx_rows512, ACTS_Q8),
 	kx_many_vnni = K(kx_many_vnni, ACTS_Q8);
 #undef K
 
@@ -438,12 +437,12 @@ enum { C_SCALAR, C_AVX2, C_AVX512, C_VNNI, C_BF16, C_COUNT };
  *    a block count more than its bytes, ~1.2x Q4_0's one-row rate against ~0.4-0.9x on
  *    AVX2's, Xeon VM). IQ4_XS had taken kx_rows: 11.4 GMAC/s at one row in cache against
  *    34.4 here (bench kernels 768x768, Xeon VM);
- *  - Q5_K's decode on VNNI is Q4_K's kernel over its rows as the file has them (transposed in
- *    registers, the fifth bits or'd in): 8 rows 69-99 GMAC/s against kx_rows_vnni's 47-55,
- *    one row 22-24 against 15-19 (bench kernels 2048x2048, Xeon VM); 1B Q5_K_M batch 8 at one
- *    thread 58-65 tok/s against 36-38; Q2_K's (q2k_t16_group) 89-134 against 53-55 at 8 rows,
- *    1B Q2_K batch 8 52-59 against 37-39. Packing them too would need an AVX2 kernel over the
- *    packed groups (kx_rows reads the file's rows);
+ *  - Q2_K, Q3_K and Q5_K decode on VNNI lane per row (kq_t16: Q5_K through Q4_K's kernel with
+ *    the fifth bits or'd in, q2k_/q3k_t16_group) over their rows as the file has them
+ *    (transposed in registers), against kx_rows on VNNI (bench kernels 2048x2048, Xeon VM, GMAC/s
+ *    at 8 rows): Q5_K 69-99 against 47-55, Q2_K 89-134 against 53-55, Q3_K 85 against 51-54;
+ *    1B batch 8 at one thread 1.4-1.7x (Q3_K_M batch 1 1.2x). Packing them too would need AVX2
+ *    kernels over the packed groups (kx_rows reads the file's rows);
  *  - prefill over packed Q8_0, K-quant, IQ4_NL, IQ4_XS, Q4_0 and Q5_0 groups takes the integer decode
  *    kernels 8 rows at a time (never rounded to bf16); over unpacked block types, and Q4_1 and
  *    Q5_1, tiles decoded to bf16 (AVX512-BF16) or fp32: the 4/5-bit kernels 8 rows at a time
@@ -514,12 +513,8 @@ static const struct qmm_kernel *const route[T_COUNT][2][3][C_COUNT] = {
 	[T_IQ4][PACKED_LAYOUT][FEW]     = { &rows_scalar, &q8_0_t8,      NULL,        &q8_0_t16 },
 	[T_IQ4][PACKED_LAYOUT][MANY]    = { &tiles_f32,   &q8_0_many_t8, NULL,        &q8_0_many_t16 },
 
-	[T_KX16][ROWS_LAYOUT][ONE]      = { &rows_scalar, &kx_rows,      &kx_rows512, &kq_t16 },
-	[T_KX16][ROWS_LAYOUT][FEW]      = { &rows_scalar, &kx_rows,      &kx_rows512, &kq_t16 },
-	[T_KX16][ROWS_LAYOUT][MANY]     = { &tiles_f32,   &kx_rows,      &kx_rows512, &kx_many_vnni },
-
-	[T_KX][ROWS_LAYOUT][ONE]        = { &rows_scalar, &kx_rows,      &kx_rows512, &kx_rows_vnni },
-	[T_KX][ROWS_LAYOUT][FEW]        = { &rows_scalar, &kx_rows,      &kx_rows512, &kx_rows_vnni },
+	[T_KX][ROWS_LAYOUT][ONE]        = { &rows_scalar, &kx_rows,      &kx_rows512, &kq_t16 },
+	[T_KX][ROWS_LAYOUT][FEW]        = { &rows_scalar, &kx_rows,      &kx_rows512, &kq_t16 },
 	[T_KX][ROWS_LAYOUT][MANY]       = { &tiles_f32,   &kx_rows,      &kx_rows512, &kx_many_vnni },
 
 	[T_BLOCK][ROWS_LAYOUT][ONE]     = { &rows_scalar, &rows_avx2 },
@@ -589,7 +584,7 @@ static int alike_family(const struct qmm_kernel *k)
 		return 1;
 	if (k == &q45_t8 || k == &q45_t16 || k == &q45_many_t8 || k == &q45_many_t16)
 		return 2;
-	if (k == &kx_rows || k == &kx_rows512 || k == &kx_rows_vnni)
+	if (k == &kx_rows || k == &kx_rows512)
 		return 3;
 	return 0;
 }

@@ -233,9 +233,9 @@ static inline void q4_k_scales(const uint8_t *q, uint8_t *sc, uint8_t *mn)
 
 /* The route table's rows (cpu_qmm.c): T_Q45 is Q4_1 and Q5_1, T_Q45S Q4_0 and Q5_0 (the same
  * kernels; prefill differs, see the table's notes); T_IQ4 IQ4_NL and IQ4_XS (the Q8_0
- * kernels); T_KX Q3_K, and T_KX16 Q2_K and Q5_K (cpu_qmm_kx.c's kernels; T_KX16's decode
- * steps on VNNI: kq_t16); T_BLOCK every other block type (decoded rows). T_BLOCK is 0, so a type the table below leaves out takes it. */
-enum qmm_route_row { T_BLOCK, T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_K, T_Q6_K, T_Q45, T_Q45S, T_IQ4, T_KX16, T_KX, T_COUNT };
+ * kernels); T_KX Q2_K, Q3_K, Q5_K (cpu_qmm_kx.c's kernels, and kq_t16's decode steps on VNNI);
+ * T_BLOCK every other block type (decoded rows). T_BLOCK is 0, so a type the table below leaves out takes it. */
+enum qmm_route_row { T_BLOCK, T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_K, T_Q6_K, T_Q45, T_Q45S, T_IQ4, T_KX, T_COUNT };
 
 /* What the CPU matmul knows of each stored type, one row a type (ggml's type_traits_cpu
  * shape); the one owner of these facts, read through the accessors below.
@@ -271,9 +271,9 @@ static const struct qmm_type qmm_types[RL_DT_COUNT] = {
 	[RL_DT_Q4_K]   = { T_Q4_K,  36,     0 },
 	[RL_DT_Q6_K]   = { T_Q6_K,  52,     0 },
 	[RL_DT_IQ4_NL] = { T_IQ4,    4,     2 },
-	[RL_DT_Q2_K]   = { T_KX16,   0,     0 },
+	[RL_DT_Q2_K]   = { T_KX,     0,     0 },
 	[RL_DT_Q3_K]   = { T_KX,     0,     0 },
-	[RL_DT_Q5_K]   = { T_KX16,   0,     0 },
+	[RL_DT_Q5_K]   = { T_KX,     0,     0 },
 	[RL_DT_IQ4_XS] = { T_IQ4,   34,     0 },
 };
 static inline const struct qmm_type *qmm_type(int dt)
@@ -411,8 +411,6 @@ void rl_qmm_kx_avx2(float *Y, size_t ldy, const struct q8k *x, const struct rl_w
 		    uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
 void rl_qmm_kx_512(float *Y, size_t ldy, const struct q8k *x, const struct rl_wmat *W, const float *bias,
 		   uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
-void rl_qmm_kx_vnni(float *Y, size_t ldy, const struct q8k *x, const struct rl_wmat *W, const float *bias,
-		    uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
 /* prefill over the same types on AVX512-VNNI: 16 weight rows decoded and transposed into buf
  * (KXG_BYTES a super-block of the row, 64-byte aligned), then lane per row against 8 rows at
  * a time */

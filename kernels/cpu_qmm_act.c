@@ -81,19 +81,20 @@ static void q4k_min_pairs(const struct q8k *const *xk, uint32_t nr, uint32_t nb,
 
 /* The per-call sums the K-quant lane-per-row kernels take, made once for the activation rows
  * xk[0 .. nr) (aux: nr * nb * KQ_AUX int32): Q4_K's and Q5_K's min pairs (q4k_min_pairs) for
- * either ISA; Q6_K's seeds for the VNNI kernel, -32 * each sum of 16 activations (the AVX2 one
- * forms its own offset term); none for Q2_K (its kernel reads the sums of 16 as they are). */
+ * either ISA; Q6_K's and Q3_K's seeds for the VNNI kernels, -32 (Q3_K: -4) * each sum of 16
+ * activations (the AVX2 one forms its own offset term); none for Q2_K (its kernel reads the
+ * sums of 16 as they are). */
 void rl_qmm_kq_aux(int dt, int vnni, const struct q8k *const *xk, uint32_t nr, uint32_t nb, int32_t *aux)
 {
 	if (dt == RL_DT_Q4_K || dt == RL_DT_Q5_K) {    /* the same (scale, min) pairs */
 		q4k_min_pairs(xk, nr, nb, aux);
 		return;
 	}
-	if (dt == RL_DT_Q6_K && vnni)          /* q6k_t16's seeds */
+	if ((dt == RL_DT_Q6_K || dt == RL_DT_Q3_K) && vnni)   /* q6k_t16's and q3k_t16's seeds */
 		for (uint32_t r = 0; r < nr; r++)
 			for (uint32_t b = 0; b < nb; b++)
 				for (int j = 0; j < 16; j++)
-					aux[((size_t)r * nb + b) * 16 + j] = -32 * (int32_t)xk[r][b].bsums[j];
+					aux[((size_t)r * nb + b) * 16 + j] = (dt == RL_DT_Q6_K ? -32 : -4) * (int32_t)xk[r][b].bsums[j];
 }
 
 /* seed[b] of one activation row: -128 times the sum of its block b (from its q8 sums) */

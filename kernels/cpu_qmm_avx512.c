@@ -713,13 +713,105 @@ RL_TGT_AVX512_VNNI AI void q2k_t16_body(float *Y, size_t ldy, const struct q8k *
 #undef Q2K_GROUP
 }
 
-/* Q4_K, Q5_K and Q2_K; bp: rl_qmm_kq_aux's (unread for Q2_K) */
+/* Decode steps of 1..8 rows over Q3_K on AVX512-VNNI (rows as the file has them), as
+ * q2k_t16_group. A super-block is 110 bytes: hmask[32], qs[64], 12 bytes of 16 6-bit scales,
+ * f16 d; w = d (s - 32) (q2 + 4h - 4), q2 bits 2 (c % 4) of qs[32 (c / 4) + l] and h bit c of
+ * hmask[l] for weight 32c + l. Here q = q2 + 4h (0..7) unsigned, and each half-sum of 16
+ * starts from -4 x its activations' sum (seed, rl_qmm_kq_aux), so it is the sum over q - 4,
+ * at most 16 x 4 x 128: an int16 for the pair's vpdpwssd by the signed scales. */
+RL_TGT_AVX512_VNNI AI void q3k_t16_group(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *seed,
+			    const struct rl_wmat *W, const float *bias, const int NR, const int PK,
+			    const struct t16g *G, uint32_t o, __mmask16 lanes, int accumulate)
+{
+	const size_t rb = W->row_bytes;
+	const uint32_t nb = W->cols / 256;
+	const __m512i m2 = _mm512_set1_epi8(3), b2 = _mm512_set1_epi8(4), k4 = _mm512_set1_epi8(0x0F);
+	const __m512i k2 = _mm512_set1_epi8(0x03), lo16 = _mm512_set1_epi32(0xFFFF);
+	__m512 acc[8];
+#pragma GCC unroll 8
+	for (int r = 0; r < NR; r++)
+		acc[r] = _mm512_setzero_ps();
+	for (uint32_t b = 0; b < nb; b++) {
+		const size_t off = (size_t)b * 110;
+		const char *pf = (const char *)W->data + (size_t)(o + 16) * rb + 16 * off;
+		/* the 16 scales (dec_q3_k's unpacking) as bytes s - 32, 4 to a dword: SC[i] holds
+		 * scales 4i .. 4i + 3; then the pair c (scales 2c, 2c + 1) as signed words */
+		const __m512i a0 = t16_dword(G, PK, RL_DT_Q3_K, off, 96), a1 = t16_dword(G, PK, RL_DT_Q3_K, off, 100);
+		const __m512i a2 = t16_dword(G, PK, RL_DT_Q3_K, off, 104);
+		const __m512i b32 = _mm512_set1_epi8(32);
+		const __m512i SC[4] = {
+			_mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(a0, k4), _mm512_slli_epi32(_mm512_and_si512(a2, k2), 4)), b32),
+			_mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(a1, k4),
+							_mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a2, 2), k2), 4)), b32),
+			_mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(a0, 4), k4),
+							_mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a2, 4), k2), 4)), b32),
+			_mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(a1, 4), k4),
+							_mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a2, 6), k2), 4)), b32) };
+		/* d: the f16 at byte 108, read as the high half of the dword at 106 (the dword at 108
+		 * would run past the row) */
+		const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(t16_dword(G, PK, RL_DT_Q3_K, off, 106), 16)));
+		__m512i M[8], H[8];
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++)
+			M[r] = _mm512_setzero_si512();
+		t16_run(G, PK, RL_DT_Q3_K, off, 0, H);            /* hmask */
+#pragma GCC unroll 1
+		for (int n = 0; n < 2; n++) {
+			__m512i T[8];
+			t16_prefetch(pf + 880 * n, 880, 0);
+			t16_run(G, PK, RL_DT_Q3_K, off, 32 + 32 * (size_t)n, T);
+#pragma GCC unroll 1
+			for (int j = 0; j < 4; j++) {
+				const int c = 4 * n + j;
+				const __m128i sh = _mm_cvtsi32_si128(2 * j), shc = _mm_cvtsi32_si128(c);
+				__m512i L[8];
+#pragma GCC unroll 8
+				for (int k = 0; k < 8; k++)
+					L[k] = _mm512_or_si512(_mm512_and_si512(_mm512_srl_epi16(T[k], sh), m2),
+							       _mm512_and_si512(_mm512_slli_epi16(_mm512_srl_epi16(H[k], shc), 2), b2));
+				/* scales 2c, 2c + 1 sign-extended to the words of each dword */
+				const __m512i t = c & 1 ? _mm512_srli_epi32(SC[c / 2], 16) : SC[c / 2];
+				const __m512i scw = _mm512_or_si512(_mm512_and_si512(_mm512_srai_epi32(_mm512_slli_epi32(t, 24), 24), lo16),
+								    _mm512_slli_epi32(_mm512_srai_epi32(_mm512_slli_epi32(t, 16), 24), 16));
+#pragma GCC unroll 8
+				for (int r = 0; r < NR; r++) {
+					const i32u *q4 = (const i32u *)(xk[r][b].q + 32 * c);
+					const int32_t *sd = seed + ((size_t)r * nb + b) * KQ_AUX + 2 * c;
+					__m512i Sa = _mm512_set1_epi32(sd[0]), Sb = _mm512_set1_epi32(sd[1]);
+#pragma GCC unroll 4
+					for (int k = 0; k < 4; k++) {
+						Sa = _mm512_dpbusd_epi32(Sa, L[k], _mm512_set1_epi32(q4[k]));
+						Sb = _mm512_dpbusd_epi32(Sb, L[k + 4], _mm512_set1_epi32(q4[k + 4]));
+					}
+					M[r] = _mm512_dpwssd_epi32(M[r], _mm512_mask_blend_epi16(0xAAAAAAAAu, Sa, _mm512_slli_epi32(Sb, 16)), scw);
+				}
+			}
+		}
+#pragma GCC unroll 8
+		for (int r = 0; r < NR; r++)
+			acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(M[r])), _mm512_set1_ps(xk[r][b].d), acc[r]);
+	}
+	t16_store(Y, ldy, acc, NR, o, lanes, bias, accumulate);
+}
+
+RL_TGT_AVX512_VNNI AI void q3k_t16_body(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *seed,
+			   const struct rl_wmat *W, const float *bias, const int NR, uint32_t o0, uint32_t o1,
+			   int accumulate)
+{
+#define Q3K_GROUP(PK, G, o, m) q3k_t16_group(Y, ldy, xk, seed, W, bias, NR, PK, G, o, m, accumulate)
+	T16_GROUPS(Q3K_GROUP);
+#undef Q3K_GROUP
+}
+
+/* Q4_K, Q5_K, Q2_K and Q3_K; bp: rl_qmm_kq_aux's (unread for Q2_K) */
 RL_TGT_AVX512_VNNI void rl_qmm_q4k_t16(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
 			       const struct rl_wmat *W, const float *bias, uint32_t nr, uint32_t o0, uint32_t o1,
 			       int accumulate)
 {
 #define Q4K_T16_N(n) do {                                                                          \
-	if (W->dtype == RL_DT_Q2_K)                                                                \
+	if (W->dtype == RL_DT_Q3_K)                                                                \
+		q3k_t16_body(Y, ldy, xk, bp, W, bias, n, o0, o1, accumulate);                      \
+	else if (W->dtype == RL_DT_Q2_K)                                                           \
 		q2k_t16_body(Y, ldy, xk, W, bias, n, o0, o1, accumulate);                          \
 	else if (W->dtype == RL_DT_Q5_K)                                                           \
 		q4k_t16_body(Y, ldy, xk, bp, W, bias, RL_DT_Q5_K, n, o0, o1, accumulate);          \

@@ -1,19 +1,21 @@
-/* cpu_qmm_kx.c — the integer kernels for the 256-weight block types that have no lane-per-row
- * kernel of their own: Q2_K, Q3_K and Q5_K (the types llama-quantize's Q2_K, Q3_K_M and Q5_K_M
- * presets write), on AVX2 and on AVX-512 with VNNI, for any number of activation rows.
+/* cpu_qmm_kx.c — the integer kernels for the 256-weight block types Q2_K, Q3_K and Q5_K (the
+ * types llama-quantize's Q2_K, Q3_K_M and Q5_K_M presets write) on AVX2 and AVX-512 without
+ * VNNI for any number of activation rows, and their prefill on AVX512-VNNI (whose decode steps
+ * take the lane-per-row kq_t16, cpu_qmm_avx512.c).
  *
  * Row at a time: each weight super-block is decoded once into the integer dot's operands
- * (struct kx_sb: 32 weights a vector as unsigned bytes, and their sub-block scales as words), then dotted with each activation row's Q8_K block (ggml's 8 bits
- * per 256 with sums of 16): vpmaddubsw into word pair sums, vpmaddwd with the scales (one
- * vpdpwssd on VNNI), the mins or offsets through the activations' sums of 16. The rows stay as
- * the file has them (one sequential stream a weight row; no repacking).
+ * (struct kx_sb: 32 weights a vector as unsigned bytes, and their sub-block scales as words),
+ * then dotted with each activation row's Q8_K block (ggml's 8 bits per 256 with sums of 16):
+ * vpmaddubsw into word pair sums, vpmaddwd with the scales, the mins or offsets through the
+ * activations' sums of 16. The rows stay as the file has them (one sequential stream a weight
+ * row; no repacking).
  *
  * kx_rows: one row computes the same bits alone, among 2..8 rows, in a prefill chunk, and on
  * either ISA: a super-block's integer sums are exact (no saturation: q < 32 against |x| <= 127), summed
  * across lanes to one int32 before they meet a float, and that float arithmetic (one explicit
  * FMA per term, super-blocks in order) does not depend on the rows beside it.
- * Prefill on AVX512-VNNI takes kx_many_vnni instead (below: the weights transposed once a
- * call for one multiply per 64 products), whose float sums run in another order.
+ * Prefill on AVX512-VNNI takes kx_many_vnni (below: the weights transposed once a call for
+ * one multiply per 64 products), whose float sums run in another order.
  * Accuracy: the 8-bit activations' rounding (as ggml's K-quant dots), test_qmatmul's 4e-3.
  */
 #include <stdint.h>
@@ -153,7 +155,7 @@ T256 AI void kx_decode(const int dt, const uint8_t *blk, struct kx_sb *S)
 #define KX_ROWS 64
 
 /* the dot and the row loop at each ISA (kernels/cpu_qmm_kx_tmpl.h): 32 weights a vector with
- * vpmaddwd + vpaddd (AVX2), 64 with vpmaddwd + vpaddd (AVX-512BW) or vpdpwssd (VNNI) */
+ * vpmaddwd + vpaddd (AVX2), 64 (AVX-512BW) */
 #define KX_TGT RL_TGT_AVX2
 #define KX_FN(name) name##_avx2
 #define KX_W 256
@@ -170,19 +172,11 @@ T256 AI void kx_decode(const int dt, const uint8_t *blk, struct kx_sb *S)
 #undef KX_TGT
 #undef KX_FN
 #undef KX_MADD
-
-#define KX_TGT RL_TGT_AVX512_VNNI
-#define KX_FN(name) name##_vnni
-#define KX_MADD(s, p, sc) _mm512_dpwssd_epi32(s, p, sc)
-#include "kernels/cpu_qmm_kx_tmpl.h"
-#undef KX_TGT
-#undef KX_FN
-#undef KX_MADD
 #undef KX_W
 
 /* ---- prefill on AVX512-VNNI: sixteen weight rows a lane each ----------------------------
  *
- * kx_rows spends two multiplies (vpmaddubsw, then vpdpwssd with the scales) and a dozen more
+ * kx_rows spends two multiplies (vpmaddubsw, then vpmaddwd with the scales) and a dozen more
  * instructions of tail per super-block and activation row, on the one port that takes 512-bit
  * integer multiplies. For a prefill chunk the weights can be laid out for the cheaper
  * arithmetic of the lane-per-row kernels instead, once per call: each group of 16 weight rows'
@@ -194,7 +188,7 @@ T256 AI void kx_decode(const int dt, const uint8_t *blk, struct kx_sb *S)
  * the sub-block (Q3_K's q + 4: 4), one convert and one FMA by the
  * lanes' scales; per super-block acc += d dx f, and for Q5_K and Q2_K - dmin dx msum, the mins
  * as 8 vpdpwssd against the activations' sums of 16. The float sums run in another order than
- * kx_rows', so the deterministic mode keeps kx_rows (cpu_qmm.c's alike families). */
+ * kq_t16's, so the deterministic mode runs that one 8 rows at a time (cpu_qmm.c). */
 
 /* one group's super-block, transposed (KXG_BYTES each, 64-byte aligned) */
 struct kxg {

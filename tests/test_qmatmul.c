@@ -290,10 +290,11 @@ static void q45_rows_compute_alike(void)
 				REQUIRE(rl_cpu_wmat_pack(&W) == 1);
 			for (int isa = RL_CPU_AVX2; isa <= (vnni ? RL_CPU_AVX512 : RL_CPU_AVX2); isa++) {
 				REQUIRE(rl_cpu_set_isa((enum rl_cpu_isa)isa) == 0);
-				/* the reference: each row alone on AVX2, unpacked; Q5_K's and Q2_K's decode on VNNI
+				/* the reference: each row alone on AVX2, unpacked; Q2_K's, Q3_K's, Q5_K's decode on VNNI
 				 * is kq_t16, alike in any batch but its own family: each row alone there */
 				if ((isa == RL_CPU_AVX2 && !pk) ||
-				    ((types[t] == RL_DT_Q5_K || types[t] == RL_DT_Q2_K) && isa == RL_CPU_AVX512))
+				    ((types[t] == RL_DT_Q5_K || types[t] == RL_DT_Q2_K || types[t] == RL_DT_Q3_K) &&
+				     isa == RL_CPU_AVX512))
 					for (uint32_t r = 0; r < nx; r++)
 						rl_cpu_qmatmul(Y8 + (size_t)r * out, out, X + (size_t)r * in, in, &W, NULL, 1, 0, out, 0,
 							       scratch);
