@@ -359,7 +359,7 @@ static void kq_many(const struct qmm_call *c, uint32_t o0, uint32_t o1, int vnni
 				xk[r] = q + (size_t)(r0 + r) * nb;
 			float *Y = c->Y + (size_t)r0 * c->ldy;
 			if (vnni)
-				(c->W->dtype == RL_DT_Q4_K ? rl_qmm_q4k_t16 : rl_qmm_q6k_t16)(Y, c->ldy, xk, bp, c->W, c->bias,
+				(c->W->dtype == RL_DT_Q6_K ? rl_qmm_q6k_t16 : rl_qmm_q4k_t16)(Y, c->ldy, xk, bp, c->W, c->bias,
 											      nr, o, g1, c->acc);
 			else if (c->W->dtype == RL_DT_Q4_K)
 				rl_qmm_q4k_t8(Y, c->ldy, xk, bp, rot[r0 / Q8_ROWS], c->W, c->bias, nr, o, g1, c->acc);
@@ -442,7 +442,12 @@ enum { C_SCALAR, C_AVX2, C_AVX512, C_VNNI, C_BF16, C_COUNT };
  *    (transposed in registers), against kx_rows on VNNI (bench kernels 2048x2048, Xeon VM, GMAC/s
  *    at 8 rows): Q5_K 69-99 against 47-55, Q2_K 89-134 against 53-55, Q3_K 85 against 51-54;
  *    1B batch 8 at one thread 1.4-1.7x (Q3_K_M batch 1 1.2x). Packing them too would need AVX2
- *    kernels over the packed groups (kx_rows reads the file's rows);
+ *    kernels over the packed groups (kx_rows reads the file's rows). Their prefill runs the same
+ *    kernel 8 rows at a time (kq_many_t16: a row computes as alone, so the deterministic mode
+ *    costs nothing there), but Q5_K's kx_many_vnni (its rows transposed once a call): prefill
+ *    128 at one thread, interleaved, Xeon VM: 110M Q2_K 798-1007 tok/s against 613-846 on
+ *    kx_many_vnni, Q3_K_M 793-997 against 721-1004, Q5_K_M 660-830 against 668-833 and 1B
+ *    Q5_K_M 63-71 against 65-82;
  *  - prefill over packed Q8_0, K-quant, IQ4_NL, IQ4_XS, Q4_0 and Q5_0 groups takes the integer decode
  *    kernels 8 rows at a time (never rounded to bf16); over unpacked block types, and Q4_1 and
  *    Q5_1, tiles decoded to bf16 (AVX512-BF16) or fp32: the 4/5-bit kernels 8 rows at a time
@@ -515,7 +520,11 @@ static const struct qmm_kernel *const route[T_COUNT][2][3][C_COUNT] = {
 
 	[T_KX][ROWS_LAYOUT][ONE]        = { &rows_scalar, &kx_rows,      &kx_rows512, &kq_t16 },
 	[T_KX][ROWS_LAYOUT][FEW]        = { &rows_scalar, &kx_rows,      &kx_rows512, &kq_t16 },
-	[T_KX][ROWS_LAYOUT][MANY]       = { &tiles_f32,   &kx_rows,      &kx_rows512, &kx_many_vnni },
+	[T_KX][ROWS_LAYOUT][MANY]       = { &tiles_f32,   &kx_rows,      &kx_rows512, &kq_many_t16 },
+
+	[T_Q5_K][ROWS_LAYOUT][ONE]      = { &rows_scalar, &kx_rows,      &kx_rows512, &kq_t16 },
+	[T_Q5_K][ROWS_LAYOUT][FEW]      = { &rows_scalar, &kx_rows,      &kx_rows512, &kq_t16 },
+	[T_Q5_K][ROWS_LAYOUT][MANY]     = { &tiles_f32,   &kx_rows,      &kx_rows512, &kx_many_vnni },
 
 	[T_BLOCK][ROWS_LAYOUT][ONE]     = { &rows_scalar, &rows_avx2 },
 	[T_BLOCK][ROWS_LAYOUT][FEW]     = { &rows_scalar, &rows_avx2 },

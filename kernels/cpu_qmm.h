@@ -80,7 +80,7 @@ struct q8r {
  *   QMM_L_BF16   bf16 activations [nr][in]; an fp32 row [in]; a bf16 tile [TILE][in]
  *   QMM_L_TILE   fp32 [TILE][in] (a decoded tile, or one decoded row)
  *   QMM_L_PANELS fp32 [64][in] (activations transposed for the 16-bit panels); a row [in] */
-#define KXG_BYTES 5760u                /* cpu_qmm_kx.c's struct kxg: 64 + 16 + 8 + 2 vectors */
+#define KXG_BYTES 5248u                /* cpu_qmm_kx.c's struct kxg: 64 + 8 + 8 + 2 vectors */
 enum qmm_layout_kind { QMM_L_Q8, QMM_L_Q8K, QMM_L_KXG, QMM_L_BF16, QMM_L_TILE, QMM_L_PANELS, QMM_L_COUNT };
 
 static inline size_t qmm_align64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -233,9 +233,9 @@ static inline void q4_k_scales(const uint8_t *q, uint8_t *sc, uint8_t *mn)
 
 /* The route table's rows (cpu_qmm.c): T_Q45 is Q4_1 and Q5_1, T_Q45S Q4_0 and Q5_0 (the same
  * kernels; prefill differs, see the table's notes); T_IQ4 IQ4_NL and IQ4_XS (the Q8_0
- * kernels); T_KX Q2_K, Q3_K, Q5_K (cpu_qmm_kx.c's kernels, and kq_t16's decode steps on VNNI);
- * T_BLOCK every other block type (decoded rows). T_BLOCK is 0, so a type the table below leaves out takes it. */
-enum qmm_route_row { T_BLOCK, T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_K, T_Q6_K, T_Q45, T_Q45S, T_IQ4, T_KX, T_COUNT };
+ * kernels); T_KX Q2_K, Q3_K, and T_Q5_K Q5_K (cpu_qmm_kx.c's kernels, and kq_t16 on VNNI;
+ * Q5_K's prefill: kx_many_vnni); T_BLOCK every other block type (decoded rows). T_BLOCK is 0, so a type the table below leaves out takes it. */
+enum qmm_route_row { T_BLOCK, T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_K, T_Q6_K, T_Q45, T_Q45S, T_IQ4, T_KX, T_Q5_K, T_COUNT };
 
 /* What the CPU matmul knows of each stored type, one row a type (ggml's type_traits_cpu
  * shape); the one owner of these facts, read through the accessors below.
@@ -273,7 +273,7 @@ static const struct qmm_type qmm_types[RL_DT_COUNT] = {
 	[RL_DT_IQ4_NL] = { T_IQ4,    4,     2 },
 	[RL_DT_Q2_K]   = { T_KX,     0,     0 },
 	[RL_DT_Q3_K]   = { T_KX,     0,     0 },
-	[RL_DT_Q5_K]   = { T_KX,     0,     0 },
+	[RL_DT_Q5_K]   = { T_Q5_K,   0,     0 },
 	[RL_DT_IQ4_XS] = { T_IQ4,   34,     0 },
 };
 static inline const struct qmm_type *qmm_type(int dt)
@@ -411,7 +411,7 @@ void rl_qmm_kx_avx2(float *Y, size_t ldy, const struct q8k *x, const struct rl_w
 		    uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
 void rl_qmm_kx_512(float *Y, size_t ldy, const struct q8k *x, const struct rl_wmat *W, const float *bias,
 		   uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
-/* prefill over the same types on AVX512-VNNI: 16 weight rows decoded and transposed into buf
+/* prefill over Q5_K on AVX512-VNNI: 16 weight rows decoded and transposed into buf
  * (KXG_BYTES a super-block of the row, 64-byte aligned), then lane per row against 8 rows at
  * a time */
 void rl_qmm_kx_many_vnni(float *Y, size_t ldy, const struct q8k *x, const struct rl_wmat *W, const float *bias,

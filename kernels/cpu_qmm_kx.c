@@ -174,34 +174,31 @@ T256 AI void kx_decode(const int dt, const uint8_t *blk, struct kx_sb *S)
 #undef KX_MADD
 #undef KX_W
 
-/* ---- prefill on AVX512-VNNI: sixteen weight rows a lane each ----------------------------
+/* ---- Q5_K's prefill on AVX512-VNNI: sixteen weight rows a lane each -----------------------
  *
  * kx_rows spends two multiplies (vpmaddubsw, then vpmaddwd with the scales) and a dozen more
  * instructions of tail per super-block and activation row, on the one port that takes 512-bit
  * integer multiplies. For a prefill chunk the weights can be laid out for the cheaper
  * arithmetic of the lane-per-row kernels instead, once per call: each group of 16 weight rows'
  * super-blocks decoded (kx_decode) and transposed so that lane L of vector k holds bytes
- * 4k .. 4k + 3 of row L's q (unsigned, as vpdpbusd wants them),
- * with the scales of each sub-block of G weights (32 for Q5_K, 16 for Q2_K and Q3_K)
- * as floats and the m16 words in pairs. Per activation row and sub-block: G / 4 vpdpbusd (16
- * rows x 4 weights each) into an exact int32 seeded with - offset x the activations' sum over
- * the sub-block (Q3_K's q + 4: 4), one convert and one FMA by the
- * lanes' scales; per super-block acc += d dx f, and for Q5_K and Q2_K - dmin dx msum, the mins
- * as 8 vpdpwssd against the activations' sums of 16. The float sums run in another order than
- * kq_t16's, so the deterministic mode runs that one 8 rows at a time (cpu_qmm.c). */
+ * 4k .. 4k + 3 of row L's q (unsigned, as vpdpbusd wants them), with the scales of each
+ * sub-block of 32 as floats and the m16 words in pairs. Per activation row and sub-block: 8
+ * vpdpbusd (16 rows x 4 weights each) into an exact int32, one convert and one FMA by the
+ * lanes' scales; per super-block acc += d dx f - dmin dx msum, the mins as 8 vpdpwssd against
+ * the activations' sums of 16. For Q5_K this beats kq_t16 8 rows at a time (which transposes
+ * the file's rows every pass; cpu_qmm.c's table notes); Q2_K and Q3_K run that. The float sums
+ * run in another order than kq_t16's, so the deterministic mode runs kq_t16 (cpu_qmm.c). */
 
 /* one group's super-block, transposed (KXG_BYTES each, 64-byte aligned) */
 struct kxg {
 	__m512i q[64];                 /* lane L: bytes 4k .. 4k + 3 of row L's q */
-	__m512 sc[16];                 /* [sub-block]: lane L's scale (Q5_K: 8 of them) */
+	__m512 sc[8];                  /* [sub-block]: lane L's scale */
 	__m512i m[8];                  /* lane L: m16 words 2i, 2i + 1 of row L */
 	__m512 d, dmin;
 };
 
-RL_TGT_AVX512_VNNI static void kxg_build(const struct rl_wmat *W, uint32_t o, uint32_t n, uint32_t b, const int dt,
-					 struct kxg *G)
+RL_TGT_AVX512_VNNI static void kxg_build(const struct rl_wmat *W, uint32_t o, uint32_t n, uint32_t b, struct kxg *G)
 {
-	const int g = dt == RL_DT_Q5_K ? 32 : 16;
 	uint8_t q[16][256] __attribute__((aligned(64)));
 	int16_t sc[16][128] __attribute__((aligned(64))), m16[16][16] __attribute__((aligned(64)));
 	float d[16], dmin[16];
@@ -214,25 +211,24 @@ RL_TGT_AVX512_VNNI static void kxg_build(const struct rl_wmat *W, uint32_t o, ui
 			continue;
 		}
 		struct kx_sb S;
-		S.dmin = 0;                    /* Q3_K has none */
-		kx_decode(dt, (const uint8_t *)W->data + (size_t)(o + L) * W->row_bytes + (size_t)b * W->blk_bytes, &S);
+		kx_q5_k((const uint8_t *)W->data + (size_t)(o + L) * W->row_bytes + (size_t)b * W->blk_bytes, &S);
 		for (int c = 0; c < 8; c++) {
 			_mm256_store_si256((__m256i *)(q[L] + 32 * c), S.q[c]);
 			_mm256_store_si256((__m256i *)(sc[L] + 16 * c), S.sc[c]);
 		}
-		_mm256_store_si256((__m256i *)m16[L], S.m16);   /* the mins (Q5_K, Q2_K; unread otherwise) */
+		_mm256_store_si256((__m256i *)m16[L], S.m16);
 		d[L] = S.d;
-		dmin[L] = dt == RL_DT_Q5_K || dt == RL_DT_Q2_K ? S.dmin : 0;
+		dmin[L] = S.dmin;
 	}
 	const uint8_t *rp[16];
 	for (int L = 0; L < 16; L++)
 		rp[L] = q[L];
 	for (int c = 0; c < 8; c++)    /* 32 bytes of the 16 rows at a time: 64 gathers made this build 1.25x slower */
 		t16_load(rp, 32 * (size_t)c, G->q + 8 * c);
-	for (int s = 0; s < 256 / g; s++) {    /* sub-block s starts at weight g s: chunk g s / 32, word 8 (g s / 16 % 2) */
+	for (int s = 0; s < 8; s++) {          /* sub-block s: chunk s's words (each its scale) */
 		float v[16];
 		for (int L = 0; L < 16; L++)
-			v[L] = sc[L][16 * (g * s / 32) + 8 * (g * s / 16 % 2)];
+			v[L] = sc[L][16 * s];
 		G->sc[s] = _mm512_loadu_ps(v);
 	}
 	for (int i = 0; i < 8; i++) {
@@ -247,10 +243,8 @@ RL_TGT_AVX512_VNNI static void kxg_build(const struct rl_wmat *W, uint32_t o, ui
 
 /* NR activation rows x[r] (their q8k blocks) against one group's nb transposed super-blocks */
 RL_TGT_AVX512_VNNI AI void kxg_rows(float *Y, size_t ldy, const struct q8k *const *x, const struct kxg *G,
-						uint32_t nb, const int NR, const int g, const int dt, __mmask16 lanes,
-						const float *bias, int accumulate)
+						uint32_t nb, const int NR, __mmask16 lanes, const float *bias, int accumulate)
 {
-	const int off = dt == RL_DT_Q3_K ? 4 : 0;
 	__m512 acc[8];
 #pragma GCC unroll 8
 	for (int r = 0; r < NR; r++)
@@ -262,17 +256,13 @@ RL_TGT_AVX512_VNNI AI void kxg_rows(float *Y, size_t ldy, const struct q8k *cons
 		for (int r = 0; r < NR; r++)
 			f[r] = _mm512_setzero_ps();
 #pragma GCC unroll 1
-		for (int s = 0; s < 256 / g; s++) {
+		for (int s = 0; s < 8; s++) {
 			__m512i S[8];
 #pragma GCC unroll 8
-			for (int r = 0; r < NR; r++) {
-				int32_t xs = 0;        /* the activations' sum over the sub-block */
-				for (int j = s * g / 16; j < (s + 1) * g / 16; j++)
-					xs += x[r][b].bsums[j];
-				S[r] = _mm512_set1_epi32(-off * xs);
-			}
+			for (int r = 0; r < NR; r++)
+				S[r] = _mm512_setzero_si512();
 #pragma GCC unroll 8
-			for (int k = s * g / 4; k < (s + 1) * g / 4; k++) {
+			for (int k = 8 * s; k < 8 * s + 8; k++) {
 				const __m512i T = B->q[k];
 #pragma GCC unroll 8
 				for (int r = 0; r < NR; r++) {
@@ -290,15 +280,13 @@ RL_TGT_AVX512_VNNI AI void kxg_rows(float *Y, size_t ldy, const struct q8k *cons
 			const struct q8k *xb = &x[r][b];
 			const __m512 dx = _mm512_set1_ps(xb->d);
 			acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(B->d, dx), f[r], acc[r]);
-			if (dt == RL_DT_Q5_K || dt == RL_DT_Q2_K) {
-				__m512i mi = _mm512_setzero_si512();
-				for (int i = 0; i < 8; i++) {
-					int32_t bs;
-					memcpy(&bs, xb->bsums + 2 * i, 4);
-					mi = _mm512_dpwssd_epi32(mi, B->m[i], _mm512_set1_epi32(bs));
-				}
-				acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(B->dmin, dx), _mm512_cvtepi32_ps(mi), acc[r]);
+			__m512i mi = _mm512_setzero_si512();
+			for (int i = 0; i < 8; i++) {
+				int32_t bs;
+				memcpy(&bs, xb->bsums + 2 * i, 4);
+				mi = _mm512_dpwssd_epi32(mi, B->m[i], _mm512_set1_epi32(bs));
 			}
+			acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(B->dmin, dx), _mm512_cvtepi32_ps(mi), acc[r]);
 		}
 	}
 	const __m512 bv = bias ? _mm512_maskz_loadu_ps(lanes, bias) : _mm512_setzero_ps();
@@ -312,17 +300,19 @@ RL_TGT_AVX512_VNNI AI void kxg_rows(float *Y, size_t ldy, const struct q8k *cons
 	}
 }
 
-RL_TGT_AVX512_VNNI static void kxg_type(float *Y, size_t ldy, const struct q8k *x, const struct rl_wmat *W,
-					const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate,
-					struct kxg *G, const int dt)
+_Static_assert(sizeof(struct kxg) == KXG_BYTES, "cpu_qmm.h's KXG_BYTES is struct kxg's size");
+
+RL_TGT_AVX512_VNNI void rl_qmm_kx_many_vnni(float *Y, size_t ldy, const struct q8k *x, const struct rl_wmat *W,
+					    const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate,
+					    void *buf)
 {
+	struct kxg *G = buf;
 	const uint32_t nb = W->cols / 256;
-	const int g = dt == RL_DT_Q5_K ? 32 : 16;
 	for (uint32_t o = o0; o < o1; o += 16) {
 		const uint32_t n = o1 - o < 16 ? o1 - o : 16;
 		const __mmask16 lanes = (__mmask16)((1u << n) - 1);
 		for (uint32_t b = 0; b < nb; b++)
-			kxg_build(W, o, n, b, dt, &G[b]);
+			kxg_build(W, o, n, b, &G[b]);
 		for (uint32_t r0 = 0; r0 < nr; r0 += 8) {
 			const uint32_t k = nr - r0 < 8 ? nr - r0 : 8;
 			const struct q8k *xr[8];
@@ -330,7 +320,7 @@ RL_TGT_AVX512_VNNI static void kxg_type(float *Y, size_t ldy, const struct q8k *
 				xr[r] = x + (size_t)(r0 + r) * nb;
 			float *y = Y + (size_t)r0 * ldy + o;
 			const float *bo = bias ? bias + o : NULL;
-#define KXG(NR) kxg_rows(y, ldy, xr, G, nb, NR, g, dt, lanes, bo, accumulate)
+#define KXG(NR) kxg_rows(y, ldy, xr, G, nb, NR, lanes, bo, accumulate)
 			switch (k) {
 			case 8: KXG(8); break;
 			case 7: KXG(7); break;
@@ -346,16 +336,3 @@ RL_TGT_AVX512_VNNI static void kxg_type(float *Y, size_t ldy, const struct q8k *
 	}
 }
 
-_Static_assert(sizeof(struct kxg) == KXG_BYTES, "cpu_qmm.h's KXG_BYTES is struct kxg's size");
-
-RL_TGT_AVX512_VNNI void rl_qmm_kx_many_vnni(float *Y, size_t ldy, const struct q8k *x, const struct rl_wmat *W,
-					    const float *bias, uint32_t nr, uint32_t o0, uint32_t o1, int accumulate,
-					    void *buf)
-{
-	struct kxg *G = buf;
-	switch (W->dtype) {
-	case RL_DT_Q5_K: kxg_type(Y, ldy, x, W, bias, nr, o0, o1, accumulate, G, RL_DT_Q5_K); break;
-	case RL_DT_Q2_K: kxg_type(Y, ldy, x, W, bias, nr, o0, o1, accumulate, G, RL_DT_Q2_K); break;
-	default: kxg_type(Y, ldy, x, W, bias, nr, o0, o1, accumulate, G, RL_DT_Q3_K); break;
-	}
-}

@@ -302,8 +302,9 @@ static void q45_rows_compute_alike(void)
 				for (size_t c = 0; c < 4; c++) {
 					const int many8 = types[t] == RL_DT_IQ4_NL || types[t] == RL_DT_IQ4_XS || types[t] == RL_DT_Q4_0 ||
 							  types[t] == RL_DT_Q5_0;
-					const uint32_t n = counts[c],
-						       o1 = n <= 8 || (kx && isa == RL_CPU_AVX2) ? out : many8 ? W.packed_rows : 0;
+					/* Q2_K's and Q3_K's prefill on VNNI is kq_t16 8 rows at a time; Q5_K's not */
+					const int kx8 = kx && (isa == RL_CPU_AVX2 || types[t] != RL_DT_Q5_K);
+					const uint32_t n = counts[c], o1 = n <= 8 || kx8 ? out : many8 ? W.packed_rows : 0;
 					if (!o1)
 						continue;
 					for (uint32_t r0 = 0; r0 + n <= nx; r0 += n) {
@@ -434,7 +435,7 @@ static void wmat_rows_decode_as_the_table(void)
 static void the_table_routes_each_case(void)
 {
 	static const int types[] = { RL_DT_F32, RL_DT_F16, RL_DT_BF16, RL_DT_Q8_0, RL_DT_Q4_K, RL_DT_Q6_K, RL_DT_IQ4_NL,
-				     RL_DT_Q4_1, RL_DT_Q5_0, RL_DT_Q5_K, RL_DT_IQ4_XS };
+				     RL_DT_Q4_1, RL_DT_Q5_0, RL_DT_Q5_K, RL_DT_IQ4_XS, RL_DT_Q3_K };
 	enum { NT = sizeof types / sizeof *types };
 	static uint8_t data[32 * 256 * 4];
 	const uint32_t best = rl_cpu_features_detected();
@@ -484,6 +485,8 @@ static void the_table_routes_each_case(void)
 		ROUTE(10, 20, 1, "q8_0_many_t16");
 		ROUTE(9, 1, 0, "kq_t16");       /* Q5_K decode: Q4_K's kernel with the fifth bits */
 		ROUTE(9, 20, 0, "kx_many_vnni"); /* Q5_K prefill: 16 weight rows transposed a lane each */
+		ROUTE(11, 1, 0, "kq_t16");
+		ROUTE(11, 20, 0, "kq_many_t16"); /* Q3_K prefill: its decode kernel 8 rows at a time */
 		rl_cpu_set_features(RL_CPUF_ALL & ~RL_CPUF_VNNI & ~RL_CPUF_BF16);
 		REQUIRE(rl_cpu_set_isa(RL_CPU_AVX512) == 0);
 		ROUTE(4, 1, 0, "kq_row512");
