@@ -477,6 +477,19 @@ RL_TGT_AVX512_VNNI void rl_qmm_q45_t16(float *Y, size_t ldy, const struct q8x *c
 #undef Q45_T16_N
 }
 
+/* M + a 32's two half-sums (L[0..3], L[4..7] against the activations' 8 dwords x, from the
+ * seeds sa, sb) as an int16 pair by the scale words scw: one vpdpwssd, a shift and a blend
+ * instead of a vpmulld of the whole, exact while each half is an int16 (the callers' bounds) */
+RL_TGT_AVX512_VNNI AI __m512i t16_pair_dot(__m512i M, const __m512i *L, const i32u *x, __m512i sa, __m512i sb, __m512i scw)
+{
+#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++) {
+		sa = _mm512_dpbusd_epi32(sa, L[k], _mm512_set1_epi32(x[k]));
+		sb = _mm512_dpbusd_epi32(sb, L[k + 4], _mm512_set1_epi32(x[k + 4]));
+	}
+	return _mm512_dpwssd_epi32(M, _mm512_mask_blend_epi16(0xAAAAAAAAu, sa, _mm512_slli_epi32(sb, 16)), scw);
+}
+
 /* Decode steps of 1..8 rows over Q4_K on AVX512-VNNI, a group of sixteen weight rows at a
  * time, one output row per lane, as q8_0_t16_body: each 32-byte run of a super-block's 4-bit
  * q is 8 vectors of the 16 rows' dwords (t16_run), and its low and high nibbles are the two
@@ -585,17 +598,8 @@ RL_TGT_AVX512_VNNI AI void q4k_t16_group(float *Y, size_t ldy, const struct q8k 
 						M[r] = _mm512_dpwssd_epi32(M[r], _mm512_mask_blend_epi16(0xAAAAAAAAu, S[2], _mm512_slli_epi32(S[3], 16)), scw);
 						continue;
 					}
-					__m512i Sa = _mm512_setzero_si512(), Sb = Sa;
-#pragma GCC unroll 4
-					for (int k = 0; k < 4; k++) {
-						Sa = _mm512_dpbusd_epi32(Sa, L[k], _mm512_set1_epi32(q4[k]));
-						Sb = _mm512_dpbusd_epi32(Sb, L[k + 4], _mm512_set1_epi32(q4[k + 4]));
-					}
-					/* each half of the sub-block <= 16 * 15 * 127: the two as int16 in a dword,
-					 * against the scale as words: one vpdpwssd, a shift and a blend instead
-					 * of a vpmulld of the whole, exact and cheaper */
-					const __m512i pr = _mm512_mask_blend_epi16(0xAAAAAAAAu, Sa, _mm512_slli_epi32(Sb, 16));
-					M[r] = _mm512_dpwssd_epi32(M[r], pr, scw);
+					/* each half of the sub-block <= 16 * 15 * 128 */
+					M[r] = t16_pair_dot(M[r], L, q4, _mm512_setzero_si512(), _mm512_setzero_si512(), scw);
 				}
 			}
 		}
@@ -687,14 +691,8 @@ RL_TGT_AVX512_VNNI AI void q2k_t16_group(float *Y, size_t ldy, const struct q8k 
 								    _mm512_and_si512(_mm512_slli_epi32(SC[c], 8), w1));
 #pragma GCC unroll 8
 				for (int r = 0; r < NR; r++) {
-					const i32u *q4 = (const i32u *)(xk[r][b].q + 32 * c);
-					__m512i Sa = _mm512_setzero_si512(), Sb = Sa;
-#pragma GCC unroll 4
-					for (int k = 0; k < 4; k++) {
-						Sa = _mm512_dpbusd_epi32(Sa, L[k], _mm512_set1_epi32(q4[k]));
-						Sb = _mm512_dpbusd_epi32(Sb, L[k + 4], _mm512_set1_epi32(q4[k + 4]));
-					}
-					M[r] = _mm512_dpwssd_epi32(M[r], _mm512_mask_blend_epi16(0xAAAAAAAAu, Sa, _mm512_slli_epi32(Sb, 16)), scw);
+					M[r] = t16_pair_dot(M[r], L, (const i32u *)(xk[r][b].q + 32 * c), _mm512_setzero_si512(),
+							    _mm512_setzero_si512(), scw);
 				}
 			}
 		}
@@ -775,15 +773,9 @@ RL_TGT_AVX512_VNNI AI void q3k_t16_group(float *Y, size_t ldy, const struct q8k 
 								    _mm512_slli_epi32(_mm512_srai_epi32(_mm512_slli_epi32(t, 16), 24), 16));
 #pragma GCC unroll 8
 				for (int r = 0; r < NR; r++) {
-					const i32u *q4 = (const i32u *)(xk[r][b].q + 32 * c);
 					const int32_t *sd = seed + ((size_t)r * nb + b) * KQ_AUX + 2 * c;
-					__m512i Sa = _mm512_set1_epi32(sd[0]), Sb = _mm512_set1_epi32(sd[1]);
-#pragma GCC unroll 4
-					for (int k = 0; k < 4; k++) {
-						Sa = _mm512_dpbusd_epi32(Sa, L[k], _mm512_set1_epi32(q4[k]));
-						Sb = _mm512_dpbusd_epi32(Sb, L[k + 4], _mm512_set1_epi32(q4[k + 4]));
-					}
-					M[r] = _mm512_dpwssd_epi32(M[r], _mm512_mask_blend_epi16(0xAAAAAAAAu, Sa, _mm512_slli_epi32(Sb, 16)), scw);
+					M[r] = t16_pair_dot(M[r], L, (const i32u *)(xk[r][b].q + 32 * c), _mm512_set1_epi32(sd[0]),
+							    _mm512_set1_epi32(sd[1]), scw);
 				}
 			}
 		}
