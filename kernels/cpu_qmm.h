@@ -152,6 +152,21 @@ T256 AI float hsum_ps(__m256 v)
 	return _mm_cvtss_f32(s);
 }
 
+/* Y[r, o + L] (=, or +=) lane L of acc[r] (+ bias[o + L]) for the lanes L in m */
+RL_TGT_AVX512_VNNI AI void t16_store(float *Y, size_t ldy, const __m512 *acc, const int NR, uint32_t o, __mmask16 m,
+			const float *bias, int accumulate)
+{
+	const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + o) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+	for (int r = 0; r < NR; r++) {
+		float *y = Y + (size_t)r * ldy + o;
+		__m512 v = _mm512_add_ps(acc[r], bv);
+		if (accumulate)
+			v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, y));
+		_mm512_mask_storeu_ps(y, m, v);
+	}
+}
+
 /* T[k], lane L = bytes off+4k .. off+4k+3 of row rp[L] (32 bytes of each of 16 rows,
  * transposed in registers). */
 RL_TGT_AVX512_VNNI AI void t16_load(const uint8_t *const *rp, size_t off, __m512i *T)

@@ -171,21 +171,6 @@ RL_TGT_AVX512_VNNI AI __m512i t16_rows(const struct rl_wmat *W, uint32_t o, uint
 	return _mm512_loadu_si512((const void *)idx);
 }
 
-/* Y[r, o + L] (=, or +=) lane L of acc[r] (+ bias[o + L]) for the lanes L in m */
-RL_TGT_AVX512_VNNI AI void t16_store(float *Y, size_t ldy, const __m512 *acc, const int NR, uint32_t o, __mmask16 m,
-			const float *bias, int accumulate)
-{
-	const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + o) : _mm512_setzero_ps();
-#pragma GCC unroll 8
-	for (int r = 0; r < NR; r++) {
-		float *y = Y + (size_t)r * ldy + o;
-		__m512 v = _mm512_add_ps(acc[r], bv);
-		if (accumulate)
-			v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, y));
-		_mm512_mask_storeu_ps(y, m, v);
-	}
-}
-
 /* lanes [l0, l1) of a group */
 static inline __mmask16 t16_lanes(uint32_t l0, uint32_t l1)
 {

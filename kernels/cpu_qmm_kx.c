@@ -289,15 +289,7 @@ RL_TGT_AVX512_VNNI AI void kxg_rows(float *Y, size_t ldy, const struct q8k *cons
 			acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(B->dmin, dx), _mm512_cvtepi32_ps(mi), acc[r]);
 		}
 	}
-	const __m512 bv = bias ? _mm512_maskz_loadu_ps(lanes, bias) : _mm512_setzero_ps();
-#pragma GCC unroll 8
-	for (int r = 0; r < NR; r++) {
-		float *y = Y + (size_t)r * ldy;
-		__m512 v = _mm512_add_ps(acc[r], bv);
-		if (accumulate)
-			v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, y));
-		_mm512_mask_storeu_ps(y, lanes, v);
-	}
+	t16_store(Y, ldy, acc, NR, 0, lanes, bias, accumulate);
 }
 
 _Static_assert(sizeof(struct kxg) == KXG_BYTES, "cpu_qmm.h's KXG_BYTES is struct kxg's size");
