@@ -169,7 +169,8 @@ else bad sim_without_model_warns "$(cat "$dir/w1.err" "$dir/w2.err")"; fi
 "$b/ringlmd" --backend sim --sim-step-us 100000 --max-clients 1 --socket full 2>/dev/null & fpid=$!
 for i in $(seq 100); do [ -S "$dir/s/full" ] && break; sleep 0.05; done
 "$b/ringlm" generate --socket full --prompt-ids 1,2 -n 100 --ids >/dev/null 2>&1 & gpid=$!
-for i in $(seq 100); do "$b/ringlm" stats --socket full 2>/dev/null | grep -qE '^clients +1$' && break; sleep 0.05; done
+# (up to 20 s: on a loaded machine the client's start took past 5 s once, in CI)
+for i in $(seq 400); do "$b/ringlm" stats --socket full 2>/dev/null | grep -qE '^clients +1$' && break; sleep 0.05; done
 out=$("$b/ringlm" stats --socket full 2>&1); rc=$?
 out2=$("$b/ringlm" generate --socket full --prompt-ids 1,2 -n 1 --ids 2>&1); rc2=$?
 if [ $rc -eq 0 ] && printf '%s\\n' "$out" | grep -qE '^clients +1$' && [ $rc2 -ne 0 ] && has "$out2" "--max-clients"; then
