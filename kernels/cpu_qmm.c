@@ -374,11 +374,11 @@ static void run_kq_many_t16(const struct qmm_call *c, uint32_t o0, uint32_t o1) 
 
 /* ------------------------------------------------------------ Q2_K, Q3_K, Q5_K ------- */
 
-/* every row quantized to q8k blocks once, into part 0 of layout k */
-static const struct q8k *q8k_all(const struct qmm_call *c, enum qmm_layout_kind k)
+/* every row quantized to q8k blocks once */
+static const struct q8k *q8k_all(const struct qmm_call *c)
 {
 	const uint32_t nb = c->W->cols / 256;
-	struct q8k *q = part(c, k, 0);
+	struct q8k *q = part(c, QMM_L_Q8K, 0);
 	for (uint32_t r = 0; r < c->nr; r++)
 		rl_qmm_quantize_q8k(c->X + (size_t)r * c->ldx, c->W->cols, q + (size_t)r * nb);
 	return q;
@@ -389,17 +389,10 @@ static void kx(const struct qmm_call *c, uint32_t o0, uint32_t o1,
 	       void (*fn)(float *, size_t, const struct q8k *, const struct rl_wmat *, const float *, uint32_t, uint32_t,
 			  uint32_t, int))
 {
-	fn(c->Y, c->ldy, q8k_all(c, QMM_L_Q8K), c->W, c->bias, c->nr, o0, o1, c->acc);
+	fn(c->Y, c->ldy, q8k_all(c), c->W, c->bias, c->nr, o0, o1, c->acc);
 }
 static void run_kx_rows(const struct qmm_call *c, uint32_t o0, uint32_t o1) { kx(c, o0, o1, rl_qmm_kx_avx2); }
 static void run_kx_rows512(const struct qmm_call *c, uint32_t o0, uint32_t o1) { kx(c, o0, o1, rl_qmm_kx_512); }
-
-/* prefill on VNNI: the same q8k rows, then each group of 16 weight rows transposed once */
-static void run_kx_many_vnni(const struct qmm_call *c, uint32_t o0, uint32_t o1)
-{
-	rl_qmm_kx_many_vnni(c->Y, c->ldy, q8k_all(c, QMM_L_KXG), c->W, c->bias, c->nr, o0, o1, c->acc,
-			    part(c, QMM_L_KXG, 1));
-}
 
 /* ------------------------------------------------------------ the table ------------ */
 
@@ -415,8 +408,7 @@ static const struct qmm_kernel
 	kq_many_t8 = K(kq_many_t8, ACTS_Q8), kq_many_t16 = K(kq_many_t16, ACTS_Q8),
 	q45_t8 = K(q45_t8, ACTS_Q8), q45_t16 = K(q45_t16, ACTS_Q8),
 	q45_many_t8 = K(q45_many_t8, ACTS_Q8), q45_many_t16 = K(q45_many_t16, ACTS_Q8),
-	kx_rows = K(kx_rows, ACTS_Q8), kx_rows512 = K(kx_rows512, ACTS_Q8),
-	kx_many_vnni = K(kx_many_vnni, ACTS_Q8);
+	kx_rows = K(kx_rows, ACTS_Q8), kx_rows512 = K(kx_rows512, ACTS_Q8);
 #undef K
 
 enum { ROWS_LAYOUT, PACKED_LAYOUT };
@@ -437,17 +429,17 @@ enum { C_SCALAR, C_AVX2, C_AVX512, C_VNNI, C_BF16, C_COUNT };
  *    a block count more than its bytes, ~1.2x Q4_0's one-row rate against ~0.4-0.9x on
  *    AVX2's, Xeon VM). IQ4_XS had taken kx_rows: 11.4 GMAC/s at one row in cache against
  *    34.4 here (bench kernels 768x768, Xeon VM);
- *  - Q2_K, Q3_K and Q5_K decode on VNNI lane per row (kq_t16: Q5_K through Q4_K's kernel with
- *    the fifth bits or'd in, q2k_/q3k_t16_group) over their rows as the file has them
- *    (transposed in registers), against kx_rows on VNNI (bench kernels 2048x2048, Xeon VM, GMAC/s
- *    at 8 rows): Q5_K 69-99 against 47-55, Q2_K 89-134 against 53-55, Q3_K 85 against 51-54;
- *    1B batch 8 at one thread 1.4-1.7x (Q3_K_M batch 1 1.2x). Packing them too would need AVX2
- *    kernels over the packed groups (kx_rows reads the file's rows). Their prefill runs the same
- *    kernel 8 rows at a time (kq_many_t16: a row computes as alone, so the deterministic mode
- *    costs nothing there), but Q5_K's kx_many_vnni (its rows transposed once a call): prefill
- *    128 at one thread, interleaved, Xeon VM: 110M Q2_K 798-1007 tok/s against 613-846 on
- *    kx_many_vnni, Q3_K_M 793-997 against 721-1004, Q5_K_M 660-830 against 668-833 and 1B
- *    Q5_K_M 63-71 against 65-82;
+ *  - Q2_K, Q3_K and Q5_K on VNNI lane per row (kq_t16: Q5_K through Q4_K's kernel with the
+ *    fifth bits or'd in, q2k_/q3k_t16_group), over groups packed at load on VNNI CPUs only
+ *    (pack_vnni; AVX2's kx_rows reads the file's rows), against kx_rows on VNNI (bench kernels
+ *    2048x2048, Xeon VM, GMAC/s at 8 rows): Q5_K 121-134 (transposing the file's rows in
+ *    registers instead: 78-99) against 47-55, Q2_K 130-134 against 53-55, Q3_K 105-117
+ *    against 51-54; one row from the packed groups 1.1-1.4x the transposed rows' rate, 1B
+ *    Q2_K batch 1 at one thread 90-93% of the stream (77-81% transposed). Their prefill runs
+ *    the same kernel 8 rows at a time (kq_many_t16: a row computes as alone, so the
+ *    deterministic mode costs nothing there): 110M Q5_K_M prefill 128 at one thread 774-864
+ *    tok/s against 738-928 on its old transpose-once kernel (kx_many_vnni, removed), Q2_K
+ *    798-1007 against 613-846;
  *  - prefill over packed Q8_0, K-quant, IQ4_NL, IQ4_XS, Q4_0 and Q5_0 groups takes the integer decode
  *    kernels 8 rows at a time (never rounded to bf16); over unpacked block types, and Q4_1 and
  *    Q5_1, tiles decoded to bf16 (AVX512-BF16) or fp32: the 4/5-bit kernels 8 rows at a time
@@ -521,10 +513,9 @@ static const struct qmm_kernel *const route[T_COUNT][2][3][C_COUNT] = {
 	[T_KX][ROWS_LAYOUT][ONE]        = { &rows_scalar, &kx_rows,      &kx_rows512, &kq_t16 },
 	[T_KX][ROWS_LAYOUT][FEW]        = { &rows_scalar, &kx_rows,      &kx_rows512, &kq_t16 },
 	[T_KX][ROWS_LAYOUT][MANY]       = { &tiles_f32,   &kx_rows,      &kx_rows512, &kq_many_t16 },
-
-	[T_Q5_K][ROWS_LAYOUT][ONE]      = { &rows_scalar, &kx_rows,      &kx_rows512, &kq_t16 },
-	[T_Q5_K][ROWS_LAYOUT][FEW]      = { &rows_scalar, &kx_rows,      &kx_rows512, &kq_t16 },
-	[T_Q5_K][ROWS_LAYOUT][MANY]     = { &tiles_f32,   &kx_rows,      &kx_rows512, &kx_many_vnni },
+	[T_KX][PACKED_LAYOUT][ONE]      = { &rows_scalar, NULL,          NULL,        &kq_t16 },
+	[T_KX][PACKED_LAYOUT][FEW]      = { &rows_scalar, NULL,          NULL,        &kq_t16 },
+	[T_KX][PACKED_LAYOUT][MANY]     = { &tiles_f32,   NULL,          NULL,        &kq_many_t16 },
 
 	[T_BLOCK][ROWS_LAYOUT][ONE]     = { &rows_scalar, &rows_avx2 },
 	[T_BLOCK][ROWS_LAYOUT][FEW]     = { &rows_scalar, &rows_avx2 },

@@ -76,12 +76,10 @@ struct q8r {
  *   QMM_L_Q8     q8x [nr][in/32]; int16 pairs [nr][in/32][32] (AVX2) or int32 seeds
  *                [nr][in/32] (VNNI); rotated q8r [nr/8][in/32] (AVX2, whole groups of 8)
  *   QMM_L_Q8K    q8k [nr][in/256]; int32 aux [nr][in/256][KQ_AUX]; q8kr [nr/8][in/256]
- *   QMM_L_KXG    q8k [nr][in/256]; a group's transposed super-blocks [in/256][KXG_BYTES]
  *   QMM_L_BF16   bf16 activations [nr][in]; an fp32 row [in]; a bf16 tile [TILE][in]
  *   QMM_L_TILE   fp32 [TILE][in] (a decoded tile, or one decoded row)
  *   QMM_L_PANELS fp32 [64][in] (activations transposed for the 16-bit panels); a row [in] */
-#define KXG_BYTES 5248u                /* cpu_qmm_kx.c's struct kxg: 64 + 8 + 8 + 2 vectors */
-enum qmm_layout_kind { QMM_L_Q8, QMM_L_Q8K, QMM_L_KXG, QMM_L_BF16, QMM_L_TILE, QMM_L_PANELS, QMM_L_COUNT };
+enum qmm_layout_kind { QMM_L_Q8, QMM_L_Q8K, QMM_L_BF16, QMM_L_TILE, QMM_L_PANELS, QMM_L_COUNT };
 
 static inline size_t qmm_align64(size_t n) { return (n + 63) & ~(size_t)63; }
 static inline void *qmm_align64p(void *p) { return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
@@ -101,10 +99,6 @@ static inline size_t qmm_layout(enum qmm_layout_kind k, uint32_t in, uint32_t nr
 		s[0] = b256 * sizeof(struct q8k);
 		s[1] = b256 * KQ_AUX * sizeof(int32_t);
 		s[2] = (size_t)(nr / 8) * (in / 256) * sizeof(struct q8kr);
-		break;
-	case QMM_L_KXG:
-		s[0] = b256 * sizeof(struct q8k);
-		s[1] = (size_t)(in / 256) * KXG_BYTES;
 		break;
 	case QMM_L_BF16:
 		s[0] = (size_t)nr * in * 2;
@@ -248,9 +242,10 @@ static inline void q4_k_scales(const uint8_t *q, uint8_t *sc, uint8_t *mn)
 
 /* The route table's rows (cpu_qmm.c): T_Q45 is Q4_1 and Q5_1, T_Q45S Q4_0 and Q5_0 (the same
  * kernels; prefill differs, see the table's notes); T_IQ4 IQ4_NL and IQ4_XS (the Q8_0
- * kernels); T_KX Q2_K, Q3_K, and T_Q5_K Q5_K (cpu_qmm_kx.c's kernels, and kq_t16 on VNNI;
- * Q5_K's prefill: kx_many_vnni); T_BLOCK every other block type (decoded rows). T_BLOCK is 0, so a type the table below leaves out takes it. */
-enum qmm_route_row { T_BLOCK, T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_K, T_Q6_K, T_Q45, T_Q45S, T_IQ4, T_KX, T_Q5_K, T_COUNT };
+ * kernels); T_KX Q2_K, Q3_K and Q5_K (kq_t16 on VNNI, over packed groups; cpu_qmm_kx.c's
+ * kernels over the file's rows elsewhere); T_BLOCK every other block type (decoded rows).
+ * T_BLOCK is 0, so a type the table below leaves out takes it. */
+enum qmm_route_row { T_BLOCK, T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_K, T_Q6_K, T_Q45, T_Q45S, T_IQ4, T_KX, T_COUNT };
 
 /* What the CPU matmul knows of each stored type, one row a type (ggml's type_traits_cpu
  * shape); the one owner of these facts, read through the accessors below.
@@ -260,44 +255,48 @@ enum qmm_route_row { T_BLOCK, T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_K, T_Q6_K, T_Q4
  *                scales_h, scales_l, qs), Q6_K's but the trailing f16 d (ql, qh, the scales),
  *                the 32-weight 4/5-bit types' qs (IQ4_NL's too; Q5_0/Q5_1: qh first,
  *                q5_qh_perm'd); 0: not packed
+ *                Q2_K's, Q5_K's and Q3_K's but its trailing f16 d, each in the file's order
  *   pack_head    bytes of the block before them; those and the bytes after them (Q8_0's,
- *                Q4_0's, Q5_0's and IQ4_NL's f16 d, Q4_1's and Q5_1's d|m, Q6_K's d) follow
- *                the vectors as each row's tail (with pack_pos, q5_qh_perm, rl_cpu_wmat_pack
- *                and qmm_block, cpu_qmm_pack.c, the packed layout)
+ *                Q4_0's, Q5_0's and IQ4_NL's f16 d, Q4_1's and Q5_1's d|m, Q6_K's and Q3_K's
+ *                d) follow the vectors as each row's tail (with pack_pos, q5_qh_perm,
+ *                rl_cpu_wmat_pack and qmm_block, cpu_qmm_pack.c, the packed layout)
+ *   pack_vnni    packed only where the AVX512-VNNI kernels run (kq_t16 reads the groups; the
+ *                AVX2 kernels of these types, kx_rows, read the file's rows)
  *   q45, bits5, has_min, off  the 32-weight 4- and 5-bit types (ggml's Q4_0, Q4_1, Q5_0,
  *                Q5_1; model_dtype.c draws the blocks): an unsigned q of 4 or 5 (bits5) bits a
  *                weight, w = d * (q - off) (Q4_0: 8, Q5_0: 16) or w = d * q + m (has_min).
  *                The integer kernels dot q unsigned against the 8-bit activations and take
  *                the offset or the min through the activation block's sum. */
 struct qmm_type {
-	uint8_t route, pack_dwords, pack_head;
+	uint8_t route, pack_dwords, pack_head, pack_vnni;
 	uint8_t q45, bits5, has_min, off;
 };
 static const struct qmm_type qmm_types[RL_DT_COUNT] = {
-	/*                route     dwords head  q45 bits5 min off */
+	/*                route     dwords head vnni  q45 bits5 min off */
 	[RL_DT_F32]    = { T_F32,    0,     0 },
 	[RL_DT_F16]    = { T_F16,    0,     0 },
 	[RL_DT_BF16]   = { T_BF16,   0,     0 },
 	[RL_DT_Q8_0]   = { T_Q8_0,   8,     2 },
-	[RL_DT_Q4_0]   = { T_Q45S,   4,     2,   1,  0,    0,  8 },
-	[RL_DT_Q4_1]   = { T_Q45,    4,     4,   1,  0,    1,  0 },
-	[RL_DT_Q5_0]   = { T_Q45S,   5,     2,   1,  1,    0, 16 },
-	[RL_DT_Q5_1]   = { T_Q45,    5,     4,   1,  1,    1,  0 },
+	[RL_DT_Q4_0]   = { T_Q45S,   4,     2,   0,   1,  0,    0,  8 },
+	[RL_DT_Q4_1]   = { T_Q45,    4,     4,   0,   1,  0,    1,  0 },
+	[RL_DT_Q5_0]   = { T_Q45S,   5,     2,   0,   1,  1,    0, 16 },
+	[RL_DT_Q5_1]   = { T_Q45,    5,     4,   0,   1,  1,    1,  0 },
 	[RL_DT_Q4_K]   = { T_Q4_K,  36,     0 },
 	[RL_DT_Q6_K]   = { T_Q6_K,  52,     0 },
 	[RL_DT_IQ4_NL] = { T_IQ4,    4,     2 },
-	[RL_DT_Q2_K]   = { T_KX,     0,     0 },
-	[RL_DT_Q3_K]   = { T_KX,     0,     0 },
-	[RL_DT_Q5_K]   = { T_Q5_K,   0,     0 },
+	[RL_DT_Q2_K]   = { T_KX,    21,     0,   1 },
+	[RL_DT_Q3_K]   = { T_KX,    27,     0,   1 },
+	[RL_DT_Q5_K]   = { T_KX,    44,     0,   1 },
 	[RL_DT_IQ4_XS] = { T_IQ4,   34,     0 },
 };
 static inline const struct qmm_type *qmm_type(int dt)
 {
-	static const struct qmm_type none = { T_BLOCK, 0, 0, 0, 0, 0, 0 };
+	static const struct qmm_type none = { T_BLOCK, 0, 0, 0, 0, 0, 0, 0 };
 	return dt >= 0 && dt < RL_DT_COUNT ? &qmm_types[dt] : &none;
 }
 static inline uint32_t pack_dwords(int dt) { return qmm_type(dt)->pack_dwords; }
 static inline uint32_t pack_head(int dt) { return qmm_type(dt)->pack_head; }
+static inline int pack_vnni(int dt) { return qmm_type(dt)->pack_vnni; }
 static inline int q45_type(int dt) { return qmm_type(dt)->q45; }
 static inline int q45_bits5(int dt) { return qmm_type(dt)->bits5; }
 static inline int q45_min(int dt) { return qmm_type(dt)->has_min; }
@@ -426,11 +425,6 @@ void rl_qmm_kx_avx2(float *Y, size_t ldy, const struct q8k *x, const struct rl_w
 		    uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
 void rl_qmm_kx_512(float *Y, size_t ldy, const struct q8k *x, const struct rl_wmat *W, const float *bias,
 		   uint32_t nr, uint32_t o0, uint32_t o1, int accumulate);
-/* prefill over Q5_K on AVX512-VNNI: 16 weight rows decoded and transposed into buf
- * (KXG_BYTES a super-block of the row, 64-byte aligned), then lane per row against 8 rows at
- * a time */
-void rl_qmm_kx_many_vnni(float *Y, size_t ldy, const struct q8k *x, const struct rl_wmat *W, const float *bias,
-			 uint32_t nr, uint32_t o0, uint32_t o1, int accumulate, void *buf);
 
 /* cpu_qmm_h16.c: the 16-bit engine (F16/BF16 panels at both widths; AVX512-BF16 products).
  * xt: [64 * in] floats, row: [in] (QMM_L_PANELS); dpbf: vdpbf16ps on activations rounded to bf16 */

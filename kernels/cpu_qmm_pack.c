@@ -72,6 +72,8 @@ int rl_cpu_wmat_pack(struct rl_wmat *W)
 	const uint32_t ndw = pack_dwords(W->dtype);
 	if (!ndw || W->rows < 16 || W->packed_rows || rl_cpu_isa() == RL_CPU_SCALAR || !rl_cpu_has_f16c())
 		return 0;
+	if (pack_vnni(W->dtype) && !(rl_cpu_isa() == RL_CPU_AVX512 && (rl_cpu_features() & RL_CPUF_VNNI)))
+		return 0;
 	const size_t rb = W->row_bytes, bb = W->blk_bytes, tail = bb - 4 * ndw, hd = pack_head(W->dtype);
 	const uint32_t nb = W->cols / W->blk_elems;
 	uint8_t *src = malloc(16 * rb);

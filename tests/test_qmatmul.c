@@ -259,11 +259,11 @@ static void h16_panels_every_range(void)
 
 /* The 4/5-bit kernels (q45_*, and the Q8_0 ones over IQ4_NL and IQ4_XS) compute a row alike
  * alone or in a decode step of 2..8 rows (IQ4_NL, IQ4_XS, Q4_0 and Q5_0 also in a prefill
- * chunk over packed groups; kx_* for Q2_K, Q3_K, Q5_K at every row count on AVX2, where
- * prefill on VNNI takes kx_many_vnni), and alike on AVX2 and AVX512-VNNI: the same 8-bit
- * activations, exact integer block sums, the same float operations in the same block order.
- * Bit for bit, packed and unpacked rows (Q4_1/Q5_1's prefill and unpacked Q4_0..IQ4_XS's take
- * the decoded tiles instead). */
+ * chunk over packed groups), and alike on AVX2 and AVX512-VNNI: the same 8-bit activations,
+ * exact integer block sums, the same float operations in the same block order. Bit for bit,
+ * packed and unpacked rows (Q4_1/Q5_1's prefill and unpacked Q4_0..IQ4_XS's take the decoded
+ * tiles instead). Q2_K, Q3_K and Q5_K alike at every row count, as a family of their own on
+ * each: kx_* on AVX2 (the file's rows), kq_t16 on VNNI, packed (on VNNI only) as unpacked. */
 static void q45_rows_compute_alike(void)
 {
 	static const int types[] = { RL_DT_Q4_0, RL_DT_Q4_1, RL_DT_Q5_0, RL_DT_Q5_1, RL_DT_IQ4_NL,
@@ -283,18 +283,18 @@ static void q45_rows_compute_alike(void)
 	for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
 		struct rl_wmat W;
 		void *w = make_w(types[t], out, in, dec, &W);
-		/* Q2_K, Q3_K, Q5_K stay as the file has them, at every row count */
+		/* Q2_K, Q3_K, Q5_K: packed only where kq_t16 reads them (VNNI) */
 		const int kx = types[t] == RL_DT_Q2_K || types[t] == RL_DT_Q3_K || types[t] == RL_DT_Q5_K;
-		for (int pk = 0; pk < 2 - kx; pk++) {
-			if (pk)
+		for (int pk = 0; pk < (kx && !vnni ? 1 : 2); pk++) {
+			if (pk) {
+				REQUIRE(rl_cpu_set_isa(rl_cpu_isa_best()) == 0);
 				REQUIRE(rl_cpu_wmat_pack(&W) == 1);
-			for (int isa = RL_CPU_AVX2; isa <= (vnni ? RL_CPU_AVX512 : RL_CPU_AVX2); isa++) {
+			}
+			for (int isa = kx && pk ? RL_CPU_AVX512 : RL_CPU_AVX2; isa <= (vnni ? RL_CPU_AVX512 : RL_CPU_AVX2); isa++) {
 				REQUIRE(rl_cpu_set_isa((enum rl_cpu_isa)isa) == 0);
-				/* the reference: each row alone on AVX2, unpacked; Q2_K's, Q3_K's, Q5_K's decode on VNNI
-				 * is kq_t16, alike in any batch but its own family: each row alone there */
-				if ((isa == RL_CPU_AVX2 && !pk) ||
-				    ((types[t] == RL_DT_Q5_K || types[t] == RL_DT_Q2_K || types[t] == RL_DT_Q3_K) &&
-				     isa == RL_CPU_AVX512))
+				/* the reference: each row alone on AVX2, unpacked; Q2_K's, Q3_K's, Q5_K's on VNNI
+				 * is kq_t16, alike in any batch but its own family: each row alone there, unpacked */
+				if (!pk && (isa == RL_CPU_AVX2 || kx))
 					for (uint32_t r = 0; r < nx; r++)
 						rl_cpu_qmatmul(Y8 + (size_t)r * out, out, X + (size_t)r * in, in, &W, NULL, 1, 0, out, 0,
 							       scratch);
@@ -302,9 +302,8 @@ static void q45_rows_compute_alike(void)
 				for (size_t c = 0; c < 4; c++) {
 					const int many8 = types[t] == RL_DT_IQ4_NL || types[t] == RL_DT_IQ4_XS || types[t] == RL_DT_Q4_0 ||
 							  types[t] == RL_DT_Q5_0;
-					/* Q2_K's and Q3_K's prefill on VNNI is kq_t16 8 rows at a time; Q5_K's not */
-					const int kx8 = kx && (isa == RL_CPU_AVX2 || types[t] != RL_DT_Q5_K);
-					const uint32_t n = counts[c], o1 = n <= 8 || kx8 ? out : many8 ? W.packed_rows : 0;
+					/* Q2_K's, Q3_K's, Q5_K's prefill on VNNI: kq_t16 8 rows at a time */
+					const uint32_t n = counts[c], o1 = n <= 8 || kx ? out : many8 ? W.packed_rows : 0;
 					if (!o1)
 						continue;
 					for (uint32_t r0 = 0; r0 + n <= nx; r0 += n) {
@@ -484,7 +483,10 @@ static void the_table_routes_each_case(void)
 		ROUTE(10, 1, 1, "q8_0_t16");
 		ROUTE(10, 20, 1, "q8_0_many_t16");
 		ROUTE(9, 1, 0, "kq_t16");       /* Q5_K decode: Q4_K's kernel with the fifth bits */
-		ROUTE(9, 20, 0, "kx_many_vnni"); /* Q5_K prefill: 16 weight rows transposed a lane each */
+		ROUTE(9, 20, 0, "kq_many_t16");  /* Q5_K prefill: its decode kernel 8 rows at a time */
+		ROUTE(9, 3, 1, "kq_t16");        /* packed on VNNI (pack_vnni) */
+		ROUTE(9, 20, 1, "kq_many_t16");
+		ROUTE(11, 20, 1, "kq_many_t16");
 		ROUTE(11, 1, 0, "kq_t16");
 		ROUTE(11, 20, 0, "kq_many_t16"); /* Q3_K prefill: its decode kernel 8 rows at a time */
 		rl_cpu_set_features(RL_CPUF_ALL & ~RL_CPUF_VNNI & ~RL_CPUF_BF16);
