@@ -14,6 +14,7 @@ int rl_cmd_bench_ipc(int argc, char **argv);
 int rl_cmd_bench_sched(int argc, char **argv);
 int rl_cmd_bench_model(int argc, char **argv);
 int rl_cmd_bench_kernels(int argc, char **argv);
+int rl_cmd_bench_split(int argc, char **argv);
 int rl_cmd_bench_serve(int argc, char **argv);
 int rl_cmd_bench_gpu(int argc, char **argv);
 int rl_cmd_bench_spec(int argc, char **argv);

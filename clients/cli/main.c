@@ -18,6 +18,7 @@ static const struct cmd benches[] = {
 	{ "sched", rl_cmd_bench_sched, "host time of one scheduling step" },
 	{ "model", rl_cmd_bench_model, "CPU backend prefill/decode tokens/s" },
 	{ "kernels", rl_cmd_bench_kernels, "CPU decode kernels in cache, memory stream, b8/b1 bound" },
+	{ "split", rl_cmd_bench_split, "CPU prefill kernels at 1 and 2 threads (split, private)" },
 	{ "serve", rl_cmd_bench_serve, "multi-process serving load, sweeps, plots" },
 	{ "gpu", rl_cmd_bench_gpu, "CUDA backend step times, roofline, graphs" },
 	{ "spec", rl_cmd_bench_spec, "speculative decoding vs plain decoding, one stream" },

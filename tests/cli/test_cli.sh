@@ -43,7 +43,7 @@ out=$("$b/ringlm" generate --model synthetic:tiny --spec ngram --prompt-ids 1,2,
 if [ $rc -eq 0 ] && has "$out" '"spec_drafted":'; then ok generate_spec_in_process; else bad generate_spec_in_process "rc $rc: $out"; fi
 
 # -- every subcommand answers --help on stdout with exit 0
-for c in generate stats top mkmodel tokenize "bench ipc" "bench sched" "bench model" "bench kernels" "bench serve" "bench gpu" \
+for c in generate stats top mkmodel tokenize "bench ipc" "bench sched" "bench model" "bench kernels" "bench split" "bench serve" "bench gpu" \
          "bench spec" "bench latency" "bench grammar"; do
   out=$("$b/ringlm" $c --help 2>/dev/null); rc=$?
   if [ $rc -eq 0 ] && has "$out" "usage: ringlm $c"; then ok "help_${c// /_}"; else bad "help_${c// /_}" "rc $rc: $out"; fi
@@ -71,6 +71,16 @@ else bad bench_kernels_json "rc $rc: $out"; fi
 out=$("$b/ringlm" bench kernels --cols 100 2>&1); rc=$?
 if [ $rc -eq 2 ] && has "$out" "multiple of 256" && [ "$(lines "$out")" -eq 1 ]; then ok bench_kernels_rejects_cols
 else bad bench_kernels_rejects_cols "rc $rc: $out"; fi
+
+# -- bench split: the prefill kernels of every preset's type at 1 and 2 threads (none 0); a
+# prompt below a prefill chunk's rows is one line
+out=$("$b/ringlm" bench split --rows 64 --cols 256 --prompt 16 --json 2>&1); rc=$?
+if [ $rc -eq 0 ] && has "$out" '"type":"Q5_K"' && has "$out" '"type":"IQ4_XS"' && has "$out" '"gmacs_2_private":' \
+   && ! has "$out" '":0.0'; then ok bench_split_json
+else bad bench_split_json "rc $rc: $out"; fi
+out=$("$b/ringlm" bench split --prompt 5 2>&1); rc=$?
+if [ $rc -eq 2 ] && has "$out" "--prompt 9..512" && [ "$(lines "$out")" -eq 1 ]; then ok bench_split_rejects_prompt
+else bad bench_split_rejects_prompt "rc $rc: $out"; fi
 
 # -- a runtime on a synthetic model with a 32-token context; its report of what it chose
 "$b/ringlmd" --model synthetic:tiny --ctx 32 --max-seqs 4 --socket c32 2>"$dir/d.err" & dpid=$!
