@@ -489,9 +489,12 @@ RL_TGT_AVX512_VNNI AI __m512i t16_pair_dot(__m512i M, const __m512i *L, const i3
  * weight: bit c of qh[l] for weight 32c + l, so each qs run's sub-blocks 2p and 2p + 1 take
  * bits 2p and 2p + 1 of the qh run, one shift and mask a vector each. A half sub-block's sum
  * (16 x 31 x 128) does not fit int16, so its sub-block's exact int32 sum is converted and
- * meets d x its scale in one FMA into a float sum per super-block: 11 instructions a row and
- * sub-block where int16 quarters took 14 (110M Q5_K_M prefill 128 at one thread, Xeon VM,
- * interleaved: 774-864 tok/s against 738-775). */
+ * meets its scale in one FMA into a float sum per super-block, which d meets once: 11
+ * instructions a row and sub-block where int16 quarters took 14 (110M Q5_K_M prefill 128 at
+ * one thread, Xeon VM, interleaved: 774-864 tok/s against 738-775). Each product is exact in
+ * float (< 2^24) and so is the sum while it stays below 2^24: nearly always the integer sum's
+ * bits. (With d inside each term instead, 1e-7 rounding differences flip 8-bit activations
+ * downstream: Gemma 3's log-probs took another, no closer, path.) */
 RL_TGT_AVX512_VNNI AI void q4k_t16_group(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *bp,
 			    const struct rl_wmat *W, const float *bias, const int DT, const int NR, const int PK,
 			    const struct t16g *G, uint32_t o, __mmask16 lanes, int accumulate)
@@ -573,19 +576,19 @@ RL_TGT_AVX512_VNNI AI void q4k_t16_group(float *Y, size_t ldy, const struct q8k 
 				const int j = 2 * p + h;
 				const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? s03 : s47, 8 * (j & 3)), lowb);
 				const __m512i scw = _mm512_or_si512(sc, _mm512_slli_epi32(sc, 16));   /* as words */
-				const __m512 dsc = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+				const __m512 scf = _mm512_cvtepi32_ps(sc);
 #pragma GCC unroll 8
 				for (int r = 0; r < NR; r++) {
 					const i32u *q4 = (const i32u *)(xk[r][b].q + 32 * j);
 					if (DT == RL_DT_Q5_K) {
-						/* the sub-block's int32 sum, then in float by d x its scale */
+						/* the sub-block's int32 sum, then in float by its scale (d at the end) */
 						__m512i S0 = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
 						for (int k = 0; k < 4; k++) {
 							S0 = _mm512_dpbusd_epi32(S0, L[k], _mm512_set1_epi32(q4[k]));
 							S1 = _mm512_dpbusd_epi32(S1, L[k + 4], _mm512_set1_epi32(q4[k + 4]));
 						}
-						F[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(S0, S1)), dsc, F[r]);
+						F[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(S0, S1)), scf, F[r]);
 						continue;
 					}
 					/* each half of the sub-block <= 16 * 15 * 128 */
@@ -595,7 +598,7 @@ RL_TGT_AVX512_VNNI AI void q4k_t16_group(float *Y, size_t ldy, const struct q8k 
 		}
 #pragma GCC unroll 8
 		for (int r = 0; r < NR; r++)
-			acc[r] = _mm512_fmadd_ps(DT == RL_DT_Q5_K ? F[r] : _mm512_mul_ps(d, _mm512_cvtepi32_ps(M[r])),
+			acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, DT == RL_DT_Q5_K ? F[r] : _mm512_cvtepi32_ps(M[r])),
 						 _mm512_set1_ps(xk[r][b].d), acc[r]);
 	}
 	t16_store(Y, ldy, acc, NR, o, lanes, bias, accumulate);
@@ -812,8 +815,8 @@ RL_TGT_AVX512_VNNI void rl_qmm_q4k_t16(float *Y, size_t ldy, const struct q8k *c
  * rows' dwords (t16_run), recombined into unsigned 6-bit q (ggml's order). Per activation row
  * and sub-block of 16: 4 vpdpbusd seeded with -32 * the activations' sum (the q - 32 offset,
  * seed made once per call) into an exact int32 (up to 16 x 32 x 128: no int16 pair), then one
- * convert and one FMA by the 16 rows' d x int8 scale into a float sum per super-block, which
- * meets the activations' scale once. Two vpmulld by the integer scales instead (2 uops each
+ * convert and one FMA by the 16 rows' int8 scales into a float sum per super-block (exact
+ * while below 2^24, as q4k_t16_group's Q5_K), which meets d and the activations' scale once. Two vpmulld by the integer scales instead (2 uops each
  * on the port of the 512-bit multiplies) made prefill 128 x 2048 x 2048 84 GMAC/s against 114
  * (medians of 8 interleaved `bench split` runs, Xeon VM). */
 RL_TGT_AVX512_VNNI AI void q6k_t16_group(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *seed,
@@ -835,13 +838,13 @@ RL_TGT_AVX512_VNNI AI void q6k_t16_group(float *Y, size_t ldy, const struct q8k 
 		 * the block's last byte */
 		const __m512 d = PK ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(G->pk + 16 * off + 64 * 52)))
 				    : _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(t16_dword(G, 0, RL_DT_Q6_K, off, 206), 16)));
-		__m512 sc[16];                 /* d x the int8 scale, lane L: row L's */
+		__m512 sc[16];                 /* the int8 scales as floats, lane L: row L's */
 #pragma GCC unroll 4
 		for (int i = 0; i < 4; i++) {
 			__m512i g = t16_dword(G, PK, RL_DT_Q6_K, off, 192 + 4 * (size_t)i);
 #pragma GCC unroll 4
 			for (int c = 0; c < 4; c++)
-				sc[4 * i + c] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(g, 24 - 8 * c), 24)));
+				sc[4 * i + c] = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(g, 24 - 8 * c), 24));
 		}
 		__m512 F[8];
 #pragma GCC unroll 8
@@ -885,7 +888,7 @@ RL_TGT_AVX512_VNNI AI void q6k_t16_group(float *Y, size_t ldy, const struct q8k 
 		}
 #pragma GCC unroll 8
 		for (int r = 0; r < NR; r++)
-			acc[r] = _mm512_fmadd_ps(F[r], _mm512_set1_ps(xk[r][b].d), acc[r]);
+			acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, F[r]), _mm512_set1_ps(xk[r][b].d), acc[r]);
 	}
 	t16_store(Y, ldy, acc, NR, o, lanes, bias, accumulate);
 }
