@@ -254,8 +254,8 @@ enum qmm_route_row { T_BLOCK, T_F32, T_F16, T_BF16, T_Q8_0, T_Q4_K, T_Q6_K, T_Q4
  *                quants, all of Q4_K's (d|dmin, the 12 scale bytes, qs) and IQ4_XS's (d|
  *                scales_h, scales_l, qs), Q6_K's but the trailing f16 d (ql, qh, the scales),
  *                the 32-weight 4/5-bit types' qs (IQ4_NL's too; Q5_0/Q5_1: qh first,
- *                q5_qh_perm'd); 0: not packed
- *                Q2_K's, Q5_K's and Q3_K's but its trailing f16 d, each in the file's order
+ *                q5_qh_perm'd), all of Q2_K's and Q5_K's and Q3_K's but its trailing f16 d
+ *                (each in the file's order); 0: not packed
  *   pack_head    bytes of the block before them; those and the bytes after them (Q8_0's,
  *                Q4_0's, Q5_0's and IQ4_NL's f16 d, Q4_1's and Q5_1's d|m, Q6_K's and Q3_K's
  *                d) follow the vectors as each row's tail (with pack_pos, q5_qh_perm,
