@@ -816,9 +816,10 @@ RL_TGT_AVX512_VNNI void rl_qmm_q4k_t16(float *Y, size_t ldy, const struct q8k *c
  * and sub-block of 16: 4 vpdpbusd seeded with -32 * the activations' sum (the q - 32 offset,
  * seed made once per call) into an exact int32 (up to 16 x 32 x 128: no int16 pair), then one
  * convert and one FMA by the 16 rows' int8 scales into a float sum per super-block (exact
- * while below 2^24, as q4k_t16_group's Q5_K), which meets d and the activations' scale once. Two vpmulld by the integer scales instead (2 uops each
- * on the port of the 512-bit multiplies) made prefill 128 x 2048 x 2048 84 GMAC/s against 114
- * (medians of 8 interleaved `bench split` runs, Xeon VM). */
+ * while below 2^24, as q4k_t16_group's Q5_K), which meets d and the activations' scale once.
+ * Two vpmulld by the integer scales instead (2 uops each on the port of the 512-bit
+ * multiplies) made prefill 128 x 2048 x 2048 84 GMAC/s against 114 (medians of 8 interleaved
+ * `bench split` runs, Xeon VM). */
 RL_TGT_AVX512_VNNI AI void q6k_t16_group(float *Y, size_t ldy, const struct q8k *const *xk, const int32_t *seed,
 			    const struct rl_wmat *W, const float *bias, const int NR, const int PK,
 			    const struct t16g *G, uint32_t o, __mmask16 lanes, int accumulate)
