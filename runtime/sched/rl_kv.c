@@ -16,10 +16,13 @@
 
 struct blk {
 	uint64_t hash;                 /* chained content hash while cached */
+	uint64_t parent_hash;          /* the chain's hash before it (the root's for a first block) */
 	uint32_t ref;
 	uint32_t prev, next;           /* LRU links while cached-free; next = free-list link */
 	uint32_t parent, parent_gen;   /* chain parent while cached */
 	uint32_t gen;                  /* bumped whenever the block leaves the cache */
+	uint32_t depth;                /* blocks before it in its chain */
+	uint32_t space;                /* its chain's hash space */
 	uint8_t  cached;
 };
 
@@ -41,6 +44,7 @@ struct rl_kv {
 	uint32_t lru_head, lru_tail, n_lru;
 	uint32_t n_cached;
 	uint64_t evictions;
+	struct rl_kv_observer obs;     /* obs.ctx NULL: nobody listens */
 };
 
 static uint64_t block_hash(uint64_t h, const uint32_t *t, uint32_t n)
@@ -66,6 +70,7 @@ void rl_kv_chain_root_in(struct rl_kv_chain *c, uint32_t space)
 	c->hash = space ? block_hash(ROOT_HASH, &space, 1) : ROOT_HASH;
 	c->blk = RL_KV_NONE;
 	c->gen = 0;
+	c->space = space;
 }
 
 int rl_kv_create(uint32_t n_blocks, uint32_t block_size, int prefix_cache, struct rl_kv **out)
@@ -197,6 +202,8 @@ static uint32_t table_find(const struct rl_kv *kv, uint64_t h, const struct rl_k
 
 static void uncache(struct rl_kv *kv, uint32_t id)
 {
+	if (kv->obs.removed)
+		kv->obs.removed(kv->obs.ctx, kv->b[id].hash);
 	table_remove(kv, id);
 	kv->b[id].cached = 0;
 	kv->b[id].gen++;
@@ -285,17 +292,69 @@ void rl_kv_register(struct rl_kv *kv, uint32_t id, const uint32_t *tokens, uint6
 	uint32_t dup = table_find(kv, h, chain, tokens);
 	if (dup == RL_KV_NONE) {
 		b->hash = h;
+		b->parent_hash = chain->hash;
 		b->parent = chain->blk;
 		b->parent_gen = chain->gen;
+		b->depth = chain->blk == RL_KV_NONE ? 0 : kv->b[chain->blk].depth + 1;
+		b->space = chain->space;
 		b->cached = 1;
 		memcpy(&kv->toks[(size_t)id * kv->bs], tokens, kv->bs * sizeof *tokens);
 		table_insert(kv, id);
 		kv->n_cached++;
 		dup = id;
+		if (kv->obs.stored)
+			kv->obs.stored(kv->obs.ctx, h, chain->hash, chain->blk != RL_KV_NONE, tokens, chain->space);
 	}
 	chain->hash = h;
 	chain->blk = dup;
 	chain->gen = kv->b[dup].gen;
+}
+
+void rl_kv_set_observer(struct rl_kv *kv, const struct rl_kv_observer *o)
+{
+	kv->obs = o ? *o : (struct rl_kv_observer){ 0 };
+}
+
+int64_t rl_kv_reset(struct rl_kv *kv)
+{
+	if (kv->n_cached != kv->n_lru)
+		return -EBUSY;
+	uint32_t n = 0;
+	while (kv->lru_head != RL_KV_NONE) {   /* each goes to the free list as rl_kv_unref would */
+		uint32_t id = kv->lru_head;
+		lru_remove(kv, id);
+		table_remove(kv, id);      /* not uncache(): one cleared event, not one a block */
+		kv->b[id].cached = 0;
+		kv->b[id].gen++;
+		kv->n_cached--;
+		kv->b[id].next = kv->free_head;
+		kv->free_head = id;
+		kv->n_free++;
+		n++;
+	}
+	if (kv->obs.cleared)
+		kv->obs.cleared(kv->obs.ctx);
+	return n;
+}
+
+uint32_t rl_kv_snapshot(const struct rl_kv *kv, struct rl_kv_snap *out, uint32_t *tokens)
+{
+	uint32_t n = 0;
+	for (uint32_t id = 0; id < kv->n && kv->prefix; id++) {
+		const struct blk *b = &kv->b[id];
+		if (!b->cached)
+			continue;
+		out[n] = (struct rl_kv_snap){ b->hash, b->parent_hash, id, b->parent, b->parent_gen, b->gen,
+					      b->depth, b->space };
+		memcpy(tokens + (size_t)n * kv->bs, &kv->toks[(size_t)id * kv->bs], kv->bs * sizeof *tokens);
+		n++;
+	}
+	return n;
+}
+
+uint32_t rl_kv_block_size(const struct rl_kv *kv)
+{
+	return kv->bs;
 }
 
 uint32_t rl_kv_available(const struct rl_kv *kv)

@@ -28,6 +28,7 @@ struct rl_kv_chain {
 	uint64_t hash;
 	uint32_t blk;                  /* RL_KV_NONE at the root */
 	uint32_t gen;
+	uint32_t space;                /* the hash space its root names (rl_kv_chain_root_in) */
 };
 
 struct rl_kv_stats {
@@ -36,6 +37,30 @@ struct rl_kv_stats {
 	uint32_t cached;               /* registered in the prefix cache (held or not) */
 	uint32_t cached_free;          /* cached with refcount 0 (evictable, on the LRU list) */
 	uint64_t evictions;
+};
+
+/* What the prefix cache tells an observer as it changes (KV events for fleet routers,
+ * runtime/loop/rl_kvev.h). Called on the caller's thread, inside the call that made the change:
+ * an observer copies what it needs and returns. */
+struct rl_kv_observer {
+	void *ctx;
+	/* a full block entered the cache: its content hash, its parent's (has_parent 0 for a
+	 * chain's first block), its block_size tokens, the hash space it lives in */
+	void (*stored)(void *ctx, uint64_t hash, uint64_t parent_hash, int has_parent,
+		       const uint32_t *tokens, uint32_t space);
+	/* a block left the cache (evicted for new content, or reset) */
+	void (*removed)(void *ctx, uint64_t hash);
+	/* every block left the cache at once (rl_kv_reset) */
+	void (*cleared)(void *ctx);
+};
+
+/* One cached block as rl_kv_snapshot copies it: enough to announce the cache afresh, parents
+ * before children (sorted by depth). */
+struct rl_kv_snap {
+	uint64_t hash, parent_hash;
+	uint32_t id, parent, parent_gen, gen;   /* parent RL_KV_NONE: a chain's first block */
+	uint32_t depth;                /* blocks before it in its chain */
+	uint32_t space;
 };
 
 /* prefix_cache 0 turns lookups and registration off (blocks are then only allocated/freed). */
@@ -71,6 +96,17 @@ void rl_kv_prefetch(const struct rl_kv *kv, uint64_t h, uint32_t blk);
  * one. *chain moves to the block that now stands for this content. */
 void rl_kv_register(struct rl_kv *kv, uint32_t blk, const uint32_t *tokens, uint64_t h,
 		    struct rl_kv_chain *chain);
+
+/* Reports every later change of the cache to o (copied; NULL stops reporting). */
+void rl_kv_set_observer(struct rl_kv *kv, const struct rl_kv_observer *o);
+/* Empties the prefix cache: every cached block becomes free. -EBUSY (nothing changes) while a
+ * request holds a cached block, as vLLM's reset_prefix_cache refuses; else how many left. */
+int64_t rl_kv_reset(struct rl_kv *kv);
+/* Copies every cached block into out[] (room for the pool, n_blocks) and its tokens into
+ * tokens[] (n_blocks x block_size, block i's at i x block_size); returns how many. One pass
+ * over the pool, no allocation. */
+uint32_t rl_kv_snapshot(const struct rl_kv *kv, struct rl_kv_snap *out, uint32_t *tokens);
+uint32_t rl_kv_block_size(const struct rl_kv *kv);
 
 /* Blocks an allocation can get now (free + cached-free). */
 uint32_t rl_kv_available(const struct rl_kv *kv);
