@@ -45,14 +45,15 @@
 #include "ipc/rl_ring.h"
 
 #define RL_WIRE_MAGIC   0x4d4c4752u  /* "RGLM" */
-#define RL_WIRE_VERSION 9u          /* 2: observer attach, refusal counters; 3: chat template family;
+#define RL_WIRE_VERSION 10u         /* 2: observer attach, refusal counters; 3: chat template family;
 				     * 4: the budget's five-feature step model, margin, calibration;
 				     * 5: log-probabilities (rl_req.logprobs, the slab beside the event ring);
 				     * 6: speculative decoding (rl_req.no_spec, spec_* info stats);
 				     * 7: the chat template's default system turn (rl_info.chat_system);
 				     * 8: constraints (rl_req.cons_kind, cons_len);
 				     * 9: the deterministic mode (rl_req.deterministic,
-				     * rl_info.deterministic) */
+				     * rl_info.deterministic); 10: RL_OP_RESET_CACHE, the queue-time
+				     * histogram and the KV-event counters in rl_info_stats */
 #define RL_MAX_TOP_LOGPROBS 20       /* alternatives a token's log-probabilities list (rl_lp) */
 #define RL_MAX_STOP_IDS 8            /* stop ids per request (rl_req.stop, rl_seq.stop) */
 #define RL_MAX_CONS_BYTES 65536      /* a constraint's text (rl_req.cons_len) */
@@ -113,7 +114,10 @@ struct rl_seg_ctl {
 	uint8_t _pad1[2 * RL_CACHELINE - 8];
 };
 
-enum rl_req_op { RL_OP_SUBMIT = 1, RL_OP_CANCEL = 2 };
+/* RL_OP_RESET_CACHE empties the prefix cache (vLLM's reset_prefix_cache): it takes a request id
+ * like a submit and is answered on it, RL_EV_DONE (code 0) or RL_EV_ERROR (-EBUSY while a
+ * request holds cached blocks: retry when they finish); no other field is read. */
+enum rl_req_op { RL_OP_SUBMIT = 1, RL_OP_CANCEL = 2, RL_OP_RESET_CACHE = 3 };
 
 /* One request record, 128 bytes. Every field is untrusted input to the runtime. */
 struct rl_req {
@@ -170,6 +174,13 @@ struct rl_lp {
 _Static_assert(sizeof(struct rl_lp) == 168, "rl_lp is 168 bytes");
 
 /* ---- info segment (read-only to clients) ------------------------------------------- */
+
+/* The latency histograms' upper bounds in microseconds (the last bucket is +Inf): the queue
+ * time the runtime counts (rl_info_stats.queue_time) and the ones ringlm-http keeps. */
+#define RL_LAT_BOUNDS_US { 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, \
+			   1000000, 2500000, 5000000, 10000000 }
+#define RL_LAT_N 14                  /* bounds; a histogram has RL_LAT_N + 1 buckets */
+
 struct rl_info_stats {                 /* written by the runtime (relaxed), read by anyone */
 	_Atomic uint64_t clients, active_requests, queued_requests, running, prefilling, paused;
 	_Atomic uint64_t steps, tokens_out, tokens_prefill, requests_done, requests_error;
@@ -197,6 +208,16 @@ struct rl_info_stats {                 /* written by the runtime (relaxed), read
 	_Atomic uint64_t idle_window_ns;     /* awake this long without work before sleeping (rl_idle.h) */
 	_Atomic uint64_t idle_awake_ns;      /* time spent awake without work past the pure spin (50 us):
 					      * what the idle window costs in cpu */
+	/* time from a request's arrival to its first admission, by RL_LAT_BOUNDS_US (not cumulative) */
+	_Atomic uint64_t queue_time[RL_LAT_N + 1];
+	_Atomic uint64_t queue_time_sum_ns, queue_time_count;
+	/* KV events (ringlmd --kv-events, runtime/loop/rl_kvev.h) */
+	_Atomic uint64_t kv_events_on;       /* 1 when publishing */
+	_Atomic uint64_t kv_events_sent;     /* events sent (a coalesced BlockStored counts its blocks) */
+	_Atomic uint64_t kv_events_msgs;     /* messages sent */
+	_Atomic uint64_t kv_events_dropped;  /* events the full queue could not take (then a resync) */
+	_Atomic uint64_t kv_events_resyncs;  /* AllBlocksCleared + the whole cache announced again */
+	_Atomic uint64_t cache_resets;       /* RL_OP_RESET_CACHE that emptied the cache */
 };
 
 struct rl_info {

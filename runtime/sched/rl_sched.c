@@ -74,6 +74,7 @@ struct rl_sched {
 	struct rl_sched_params p;
 	struct rl_sched_hooks h;
 	struct rl_kv *kv;
+	uint64_t now;                  /* the current step's plan time (queue times) */
 	struct seqx *pool;
 	uint32_t *tokbuf, *blkbuf;
 	uint32_t bt_cap;
@@ -487,8 +488,23 @@ static void prefetch_full(struct rl_sched *s)
 
 /* --- running set ---------------------------------------------------------------------- */
 
+/* x leaves the queue for the first time: how long it waited */
+static void count_queue_time(struct rl_sched *s, const struct seqx *x)
+{
+	static const uint64_t bound_us[RL_LAT_N] = RL_LAT_BOUNDS_US;
+	const uint64_t ns = s->now > x->q.arrival_ns ? s->now - x->q.arrival_ns : 0;
+	uint32_t i = 0;
+	while (i < RL_LAT_N && ns > bound_us[i] * 1000)
+		i++;
+	s->st.queue_time[i]++;
+	s->st.queue_time_sum_ns += ns;
+	s->st.queue_time_count++;
+}
+
 static void admit(struct rl_sched *s, struct seqx *x)
 {
+	if (!x->resumed)               /* a preempted one was counted when first admitted */
+		count_queue_time(s, x);
 	queue_remove(s, x);
 	x->q.state = RL_SEQ_PREFILL;
 	x->resumed = 0;
@@ -883,6 +899,7 @@ static void pack(struct rl_sched *s)
 uint32_t rl_sched_plan(struct rl_sched *s, uint64_t now_ns, struct rl_draft_ask **asks)
 {
 	assert(!s->in_flight && !s->planned);
+	s->now = now_ns;
 	s->preempted = 0;
 	s->st.paused = 0;
 	s->n_dec = s->n_pre = 0;
@@ -1085,4 +1102,14 @@ uint32_t rl_sched_seq_blocks(const struct rl_sched *s, const struct rl_seq *q,
 const struct rl_kv *rl_sched_kv(const struct rl_sched *s)
 {
 	return s->kv;
+}
+
+void rl_sched_kv_observe(struct rl_sched *s, const struct rl_kv_observer *o)
+{
+	rl_kv_set_observer(s->kv, o);
+}
+
+int64_t rl_sched_reset_prefix_cache(struct rl_sched *s)
+{
+	return rl_kv_reset(s->kv);
 }

@@ -150,6 +150,9 @@ struct rl_sched_stats {
 	uint64_t kv_evictions;         /* cached blocks reused for new content */
 	uint64_t spec_drafted, spec_accepted;   /* draft tokens verified, and accepted */
 	uint64_t spec_rounds;          /* verifications (decodes that carried drafts) */
+	/* arrival to first admission, by RL_LAT_BOUNDS_US (rl_wire.h; not cumulative) */
+	uint64_t queue_time[RL_LAT_N + 1];
+	uint64_t queue_time_sum_ns, queue_time_count;
 };
 
 struct rl_sched;
@@ -190,7 +193,11 @@ struct rl_seq *rl_sched_seq_at(struct rl_sched *s, uint32_t id);
 /* q's block table: sets *table and returns how many blocks it holds (0 while queued). */
 uint32_t rl_sched_seq_blocks(const struct rl_sched *s, const struct rl_seq *q,
 			     const uint32_t **table);
-/* The KV manager (read-only: stats, refcounts for audits). */
+/* The KV manager (read-only: stats, refcounts, snapshots). */
 const struct rl_kv *rl_sched_kv(const struct rl_sched *s);
+/* The prefix cache's changes to an observer (rl_kv_set_observer); its reset (rl_kv_reset). */
+struct rl_kv_observer;
+void    rl_sched_kv_observe(struct rl_sched *s, const struct rl_kv_observer *o);
+int64_t rl_sched_reset_prefix_cache(struct rl_sched *s);
 
 #endif
