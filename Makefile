@@ -35,7 +35,7 @@ CFLAGS  += $(CFLAGS_BASE)
 # flags. The fuzz build names kernels/: no fuzzer reaches them, and clang -O1 with ASan and
 # UBSan spent ~7 minutes of CI on the integer matmul kernels alone.
 $(foreach o,$(NOSAN_OBJ),$(eval $(BUILD)/obj/$(o): CFLAGS_BASE := $(filter-out -fsanitize=%,$(CFLAGS_BASE))))
-LDLIBS   = -luring -lnuma -ljansson -lpcre2-8 -lm -ldl -pthread
+LDLIBS   = -luring -lnuma -ljansson -lpcre2-8 -lzmq -lmsgpackc -lm -ldl -pthread
 
 CUH_SRC  = $(wildcard runtime/cuda/*.c)
 # the kernel test entry points and `ringlm bench gpu`: only in librlcuda_dev.so (below)

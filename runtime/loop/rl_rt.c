@@ -44,6 +44,7 @@
 #include "runtime/spec/rl_draft.h"
 #include "runtime/spec/rl_ngram.h"
 #include "runtime/sched/rl_budget.h"
+#include "runtime/sched/rl_kv.h"
 #include "runtime/loop/rl_calib.h"
 #include "ipc/rl_clock.h"
 #include "ipc/rl_ipc.h"
@@ -136,6 +137,18 @@ void rt_publish_sched_stats(struct rl_rt *rt)
 	ST_SET(spec_drafted, s.spec_drafted);
 	ST_SET(spec_accepted, s.spec_accepted);
 	ST_SET(spec_rounds, s.spec_rounds);
+	for (int i = 0; i <= RL_LAT_N; i++)
+		ST_SET(queue_time[i], s.queue_time[i]);
+	ST_SET(queue_time_sum_ns, s.queue_time_sum_ns);
+	ST_SET(queue_time_count, s.queue_time_count);
+	if (rt->kvev) {
+		struct rl_kvev_stats k;
+		rl_kvev_get_stats(rt->kvev, &k);
+		ST_SET(kv_events_sent, k.sent);
+		ST_SET(kv_events_msgs, k.msgs);
+		ST_SET(kv_events_dropped, k.dropped);
+		ST_SET(kv_events_resyncs, k.resyncs);
+	}
 }
 
 /* The runtime thread's page faults (the hot path's, once --latency has locked memory) */
@@ -346,10 +359,22 @@ static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, 
 		}
 		return;        /* cancelling a finished request is not an error */
 	}
-	if (r->op != RL_OP_SUBMIT || rid >= rt->p.max_inflight)
+	if ((r->op != RL_OP_SUBMIT && r->op != RL_OP_RESET_CACHE) || rid >= rt->p.max_inflight)
 		return reject(rt, slot, rid, -EINVAL);
 	if (c->by_rid[rid])
 		return reject(rt, slot, rid, -EBUSY);
+	if (r->op == RL_OP_RESET_CACHE) {
+		int64_t n = rl_sched_reset_prefix_cache(rt->sched);
+		if (n < 0) {
+			LOG(rt, "client %u: prefix cache not reset: requests hold cached blocks", slot);
+			return reject(rt, slot, rid, (int)n);
+		}
+		LOG(rt, "client %u: prefix cache reset (%lld blocks freed)", slot, (long long)n);
+		ST_ADD(cache_resets, 1);
+		rt_publish_sched_stats(rt);
+		put_evt(rt, slot, rid, RL_EV_DONE, 0, 0, 0);
+		return;
+	}
 	if (rt->draining)
 		return reject(rt, slot, rid, -ESHUTDOWN);
 	struct rl_limits lim = { .max_inflight = rt->p.max_inflight, .max_prompt = rt->max_prompt,
@@ -537,6 +562,8 @@ static uint64_t step_done(struct rl_rt *rt)
 		spec_observe(rt, rt->batch, dt);
 	complete_step(rt, now);
 	rt->stepping = 0;
+	if (rt->kvev)
+		rl_kvev_service(rt->kvev, rl_sched_kv(rt->sched));
 	/* stats before events: a client that has read its DONE must not then read stats that
 	 * still count its request as active */
 	ST_SET(last_step_ns, dt);
@@ -661,6 +688,8 @@ static void handle_cqe(struct rl_rt *rt, struct io_uring_cqe *cqe)
 		break;
 	case UD_TIMER:
 		atomic_store_explicit(&rt->info->heartbeat_ns, rl_now_ns(), memory_order_relaxed);
+		if (rt->kvev)          /* an overflow while idle is resynced here */
+			rl_kvev_service(rt->kvev, rl_sched_kv(rt->sched));
 		rt_publish_sched_stats(rt);
 		publish_faults(rt);
 		arm_timer(rt);
@@ -955,7 +984,25 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 			goto fail;
 		}
 	}
-	if ((rc = make_info(rt, err, errlen)) || (rc = rt_conn_listen(rt, err, errlen)))
+	if ((rc = make_info(rt, err, errlen)))
+		goto fail;
+	if (p->kv_events) {            /* bound before the socket: a client never meets a runtime
+					* whose events could not start */
+		char host[64] = "localhost", topic[192];
+		gethostname(host, sizeof host - 1);
+		snprintf(topic, sizeof topic, "kv@%s@%s", host, rt->info->model);
+		const struct rl_kvev_params kp = { .endpoint = p->kv_events,
+			.topic = p->kv_events_topic ? p->kv_events_topic : topic,
+			.block_size = p->block_size, .n_blocks = n_blocks };
+		if ((rc = rl_kvev_create(&kp, &rt->kvev, err, errlen)))
+			goto fail;
+		struct rl_kv_observer o;
+		rl_kvev_observer(rt->kvev, &o);
+		rl_sched_kv_observe(rt->sched, &o);
+		ST_SET(kv_events_on, 1);
+		SAY("KV events on %s, topic %s", rl_kvev_endpoint(rt->kvev), kp.topic);
+	}
+	if ((rc = rt_conn_listen(rt, err, errlen)))
 		goto fail;
 	rt->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (p->handle_signals)
@@ -1236,6 +1283,7 @@ void rl_rt_destroy(struct rl_rt *rt)
 		munmap(rt->info, rt->info_size);
 		close(rt->info_fd);
 	}
+	rl_kvev_destroy(rt->kvev);      /* sends what the last steps queued */
 	if (rt->sched)
 		rl_sched_destroy(rt->sched);
 	rl_rt_cons_destroy(rt->cons);

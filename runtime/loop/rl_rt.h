@@ -56,6 +56,8 @@ struct rl_rt_params {
 					* the idle periods seen; 0 = stays idle_spin_ns */
 	int      latency;              /* --latency: the profile for a dedicated core (rl_rt.c
 					* latency_profile): pinned, never sleeps, memory locked */
+	const char *kv_events;         /* --kv-events: publish the prefix cache's changes here (rl_kvev.h) */
+	const char *kv_events_topic;   /* --kv-events-topic (default "kv@HOST@MODEL") */
 	uint64_t drain_timeout_ns;     /* SIGTERM: in-flight work gets this long, then -ESHUTDOWN */
 	int      handle_signals;       /* daemon: SIGINT/SIGTERM through signalfd */
 	int      verbose;

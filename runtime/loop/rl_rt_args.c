@@ -22,6 +22,7 @@ void rl_rt_usage(FILE *f)
 "               [--kv-type f16|f32] [--cuda-graph-buckets N,N,...] [--cuda-dtype bf16|fp16] [--cuda-attn ringlm|flashinfer]\n"
 "               [--wake auto|futex|eventfd] [--idle-spin-us N] [--idle-adapt-ms N]\n"
 "               [--event-ring N] [--request-ring N] [--arena-ids N] [--drain-timeout-ms N]\n"
+"               [--kv-events ENDPOINT] [--kv-events-topic TOPIC]\n"
 "               [--deterministic] [--latency] [--verbose|--quiet]\n");
 }
 
@@ -76,6 +77,8 @@ static const struct option value_opts[] = {
 	{ "drain-timeout-ms", required_argument, NULL, 0 },
 	{ "idle-spin-us", required_argument, NULL, 0 },
 	{ "idle-adapt-ms", required_argument, NULL, 0 },
+	{ "kv-events", required_argument, NULL, 0 },
+	{ "kv-events-topic", required_argument, NULL, 0 },
 	{ "latency", no_argument, NULL, 'L' },
 	{ "deterministic", no_argument, NULL, 'D' },
 	{ "help", no_argument, NULL, 'h' },
@@ -280,6 +283,15 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 		} else if (!strcmp(a, "--idle-adapt-ms")) {
 			NUM(0, 60000);
 			p->idle_adapt_ns = n * 1000000;
+		} else if (!strcmp(a, "--kv-events") || !strcmp(a, "--kv-events-topic")) {
+			if (!*v) {
+				snprintf(err, errlen, "%s needs a value (an endpoint such as tcp://127.0.0.1:5557; a topic)", a);
+				return -EINVAL;
+			}
+			if (a[11])
+				p->kv_events_topic = v;
+			else
+				p->kv_events = v;
 		} else {
 			snprintf(err, errlen, "unknown option '%s' (see ringlmd --help)", a);
 			return -EINVAL;
@@ -297,6 +309,10 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 	}
 	if (spec >= 0)
 		p->spec_k = spec ? (spec_k ? spec_k : RL_SPEC_DEFAULT_K) : 0;
+	if (p->kv_events_topic && !p->kv_events) {
+		snprintf(err, errlen, "--kv-events-topic names --kv-events' messages; give --kv-events ENDPOINT too");
+		return -EINVAL;
+	}
 	if (p->budget_auto && !p->itl_target_ns) {
 		snprintf(err, errlen, "--max-batch-tokens auto needs --itl-target-us T");
 		return -EINVAL;

@@ -16,6 +16,7 @@
 #include "runtime/backend/rl_backend.h"
 #include "runtime/loop/rl_calib.h"
 #include "runtime/loop/rl_idle.h"
+#include "runtime/loop/rl_kvev.h"
 #include "runtime/loop/rl_rt.h"
 #include "runtime/sched/rl_spec.h"
 #include "runtime/sched/rl_budget.h"
@@ -87,6 +88,7 @@ struct rl_rt {
 	struct rl_backend *draft_be;   /* --spec FILE: the draft model's backend, model, drafter */
 	struct rl_model *draft_model;
 	struct rl_draft *draft;
+	struct rl_kvev *kvev;          /* --kv-events: the prefix cache's changes to routers, or NULL */
 	struct rl_rt_cons *cons;       /* structured output: constraints and their sequences' states */
 	char    *cons_text;            /* [RL_MAX_CONS_BYTES + 1] a request's constraint text, copied */
 	struct rl_seq **cons_failed;   /* [pool_size] sequences whose grammar met its state cap in
