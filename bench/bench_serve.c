@@ -512,7 +512,7 @@ struct result {
 	uint32_t itl_p99_worst_client;
 	struct pct itl_cons, itl_free;     /* with --constrained: the two kinds of stream apart */
 	size_t n_itl_cons, n_itl_free;
-	char stats[4096];                  /* the runtime's stats JSON at the end */
+	char stats[8192];                  /* the runtime's stats JSON at the end */
 };
 
 static struct pct pcts(uint64_t *v, size_t n)

@@ -443,6 +443,44 @@ int ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id
 	return 0;
 }
 
+int ringlm_reset_prefix_cache(struct ringlm *c, uint64_t tag, uint32_t *id)
+{
+	if (c->dead)
+		return -ECONNRESET;
+	if (c->observer)
+		return fail(-EPERM, "ringlm_reset_prefix_cache: this connection only observes (params.observe)");
+	if (atomic_load_explicit(&((struct rl_info *)c->info)->state, memory_order_relaxed) != RL_STATE_RUNNING) {
+		int e = check_alive(c);
+		return e ? e : fail(-ESHUTDOWN, "ringlm_reset_prefix_cache: the runtime is shutting down");
+	}
+	int64_t sp = req_space(c);
+	if (sp < 0)
+		return -EPROTO;
+	ids_lock(c);
+	if (sp == 0 || !c->n_free) {
+		ids_unlock(c);
+		int e = check_alive(c);
+		return e ? e : -EAGAIN;
+	}
+	uint32_t rid = c->free_ids[--c->n_free];
+	c->id_live[rid] = 1;
+	ids_unlock(c);
+	struct rl_req *q = rl_ring_prod_slot(&c->req, 0);
+	memset(q, 0, sizeof *q);
+	q->op = RL_OP_RESET_CACHE;
+	q->rid = rid;
+	q->tag = tag;
+	c->arena_end[c->req.head & c->req.mask] = c->arena_head;
+	atomic_store_explicit(&c->id_tag[rid], tag, memory_order_relaxed);
+	atomic_store_explicit(&c->id_lp[rid], 0, memory_order_relaxed);
+	atomic_store_explicit(&c->id_plp[rid], 0, memory_order_relaxed);
+	rl_ring_prod_publish(&c->req, 1);
+	ring_runtime_bell(c);
+	if (id)
+		*id = rid;
+	return 0;
+}
+
 int ringlm_cancel(struct ringlm *c, uint32_t id)
 {
 	if (c->dead)
@@ -643,7 +681,9 @@ int ringlm_stats_json(struct ringlm *c, char *buf, size_t len)
 		"\"latency_profile\":%llu,\"rt_page_faults\":%llu,\"idle_window_us\":%.1f,\"idle_awake_ms\":%.1f,"
 		"\"itl_target_us\":%.1f,\"step_model\":{\"c0_ns\":%.1f,\"per_sampled_row_ns\":%.3f,\"per_prefill_token_ns\":%.3f,"
 		"\"per_kctx_decode_ns\":%.3f,\"per_kpairs_prefill_ns\":%.3f,\"margin_pct\":%.1f,\"calibration_ms\":%.1f},"
-		"\"wake\":\"%s\"}",
+		"\"kv_events\":{\"on\":%llu,\"sent\":%llu,\"messages\":%llu,\"dropped\":%llu,\"resyncs\":%llu},"
+		"\"cache_resets\":%llu,\"block_size\":%u,\"queue_time_sum_s\":%.6f,\"queue_time_count\":%llu,"
+		"\"wake\":\"%s\"",
 		c->info->backend, c->info->model, c->info->pid,
 		(unsigned long long)(now > hb ? (now - hb) / 1000000 : 0),
 		G(clients), G(active_requests), G(queued_requests), G(running), G(prefilling), G(paused),
@@ -657,7 +697,20 @@ int ringlm_stats_json(struct ringlm *c, char *buf, size_t len)
 		G(itl_target_ns) / 1000.0, G(coef_c0_ps) / 1000.0, G(coef_samp_ps) / 1000.0,
 		G(coef_pf_ps) / 1000.0, G(coef_datt_ps) / 1000.0, G(coef_patt_ps) / 1000.0,
 		G(budget_margin_ppm) / 1e4, G(budget_calib_ns) / 1e6,
+		G(kv_events_on), G(kv_events_sent), G(kv_events_msgs), G(kv_events_dropped), G(kv_events_resyncs),
+		G(cache_resets), c->info->block_size, G(queue_time_sum_ns) / 1e9, G(queue_time_count),
 		c->info->wake_mode == RL_WAKE_FUTEX ? "futex" : "eventfd");
+	/* the queue-time histogram: its bounds (RL_LAT_BOUNDS_US) and each bucket's count, the last
+	 * one past the last bound (not cumulative) */
+	static const uint64_t bound_us[RL_LAT_N] = RL_LAT_BOUNDS_US;
+	const char *sep = ",\"queue_time_le_s\":[";
+	for (int i = 0; i < RL_LAT_N && n >= 0 && (size_t)n < len; i++, sep = ",")
+		n += snprintf(buf + n, len - (size_t)n, "%s%g", sep, bound_us[i] / 1e6);
+	sep = "],\"queue_time_counts\":[";
+	for (int i = 0; i <= RL_LAT_N && n >= 0 && (size_t)n < len; i++, sep = ",")
+		n += snprintf(buf + n, len - (size_t)n, "%s%llu", sep, G(queue_time[i]));
+	if (n >= 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, "]}");
 #undef G
 	return n < 0 || (size_t)n >= len ? -ENOSPC : n;
 }

@@ -192,6 +192,12 @@ RINGLM_API int  ringlm_submit(struct ringlm *c, const struct ringlm_request *r, 
  * arrive, then exactly one DONE with RINGLM_FIN_CANCEL (or the request's own DONE, if it
  * finished first). The id is reusable only after that final event is polled. */
 RINGLM_API int  ringlm_cancel(struct ringlm *c, uint32_t id);
+/* Asks the runtime to empty its prefix cache (as vLLM's reset_prefix_cache; routers that
+ * follow its KV events hear AllBlocksCleared). Takes a request id like ringlm_submit (*id,
+ * events carry tag) and is answered on it: DONE when the cache is empty, ERROR -EBUSY while
+ * requests hold cached blocks (retry when they have finished). 0, or -EAGAIN / -ESHUTDOWN /
+ * -ECONNRESET / -EPERM as ringlm_submit. */
+RINGLM_API int  ringlm_reset_prefix_cache(struct ringlm *c, uint64_t tag, uint32_t *id);
 /* Never blocks: copies up to max events, returns the count (0 if none) or -errno
  * (-ECONNRESET once the runtime is gone and every event it sent has been read). */
 RINGLM_API int  ringlm_poll(struct ringlm *c, struct ringlm_event *ev, int max);

@@ -878,7 +878,7 @@ static void faults_idle_clients_and_observers(void)
 	CHECK(ringlm_connect(&p, &c) == -EUSERS);
 	p.observe = 1;
 	REQUIRE(ringlm_connect(&p, &c) == 0);
-	char js[4096];
+	char js[8192];
 	CHECK(ringlm_stats_json(c, js, sizeof js) > 0);
 	CHECK(rt_stat(c, "clients") == 2);
 	CHECK(rt_stat(c, "refused_full") >= 1);

@@ -8,6 +8,7 @@ double rl_cli_stat(struct ringlm *c, const char *key);
 int rl_cmd_generate(int argc, char **argv);
 int rl_cmd_stats(int argc, char **argv);
 int rl_cmd_top(int argc, char **argv);
+int rl_cmd_reset_cache(int argc, char **argv);
 int rl_cmd_mkmodel(int argc, char **argv);
 int rl_cmd_tokenize(int argc, char **argv);
 int rl_cmd_bench_ipc(int argc, char **argv);

@@ -1,5 +1,7 @@
-/* cmd_stats.c — `ringlm stats [--json]` and `ringlm top`: the runtime's live stats from its
- * read-only info segment (attaching as a client costs the runtime nothing per step). */
+/* cmd_stats.c — `ringlm stats [--json]`, `ringlm top` (the runtime's live stats from its
+ * read-only info segment: attaching as an observer costs the runtime nothing per step) and
+ * `ringlm reset-cache`. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +58,7 @@ static double jnum(const char *js, const char *key) { return jnum_or(js, key, 0)
 
 double rl_cli_stat(struct ringlm *c, const char *key)
 {
-	char buf[4096];
+	char buf[8192];
 	return ringlm_stats_json(c, buf, sizeof buf) < 0 ? -1 : jnum_or(buf, key, -1);
 }
 
@@ -93,7 +95,7 @@ int rl_cmd_stats(int argc, char **argv)
 	int json = 0, iv = 0, rc = connect_to(argc, argv, &c, &json, &iv);
 	if (rc)
 		return rc == 3 ? 0 : rc;
-	char buf[4096];
+	char buf[8192];
 	rc = ringlm_stats_json(c, buf, sizeof buf);
 	ringlm_close(c);
 	if (rc < 0) {
@@ -126,7 +128,7 @@ int rl_cmd_top(int argc, char **argv)
 	if (rc)
 		return rc == 3 ? 0 : rc;
 	signal(SIGINT, on_int);
-	char buf[4096];
+	char buf[8192];
 	double last_tok = -1, last_steps = 0;
 	int tty = isatty(1);
 	while (!top_stop) {
@@ -178,5 +180,53 @@ int rl_cmd_top(int argc, char **argv)
 		usleep(iv * 1000);
 	}
 	ringlm_close(c);
+	return 0;
+}
+
+/* `ringlm reset-cache`: empties the runtime's prefix cache (a client, not an observer: it
+ * takes a request id and waits for the answer on it) */
+int rl_cmd_reset_cache(int argc, char **argv)
+{
+	struct ringlm_params p = ringlm_default_params();
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("usage: ringlm reset-cache [--socket NAME]\n"
+			       "  empties the runtime's prefix cache (routers following --kv-events hear AllBlocksCleared);\n"
+			       "  refused while requests hold cached blocks\n");
+			return 0;
+		}
+		if (!strcmp(argv[i], "--socket") && i + 1 < argc) {
+			p.socket = argv[++i];
+		} else {
+			fprintf(stderr, "ringlm reset-cache: unknown option '%s' (options: --socket NAME)\n", argv[i]);
+			return 2;
+		}
+	}
+	struct ringlm *c;
+	if (ringlm_connect(&p, &c)) {
+		fprintf(stderr, "ringlm reset-cache: %s\n", ringlm_last_error());
+		return 1;
+	}
+	uint32_t id;
+	int rc = ringlm_reset_prefix_cache(c, 1, &id);
+	struct ringlm_event ev = { 0 };
+	while (!rc) {
+		int n = ringlm_wait(c, &ev, 1, 10000);
+		if (n < 0)
+			rc = n;
+		else if (!n)
+			rc = -ETIMEDOUT;
+		else if (ev.id == id && ev.type != RINGLM_EV_TOKEN)
+			break;
+	}
+	ringlm_close(c);
+	if (!rc && ev.type == RINGLM_EV_ERROR)
+		rc = ev.code;
+	if (rc) {
+		fprintf(stderr, "ringlm reset-cache: %s%s\n", ringlm_strerror(rc),
+			rc == -EBUSY ? " (requests hold cached blocks; retry when they have finished)" : "");
+		return 1;
+	}
+	printf("prefix cache reset\n");
 	return 0;
 }

@@ -10,6 +10,7 @@ static const struct cmd cmds[] = {
 	{ "generate", rl_cmd_generate, "stream a generation (--socket NAME | --model PATH)" },
 	{ "stats", rl_cmd_stats, "print the runtime's stats (--json)" },
 	{ "top", rl_cmd_top, "show the runtime's stats live" },
+	{ "reset-cache", rl_cmd_reset_cache, "empty the runtime's prefix cache" },
 	{ "mkmodel", rl_cmd_mkmodel, "write a random-weight Llama GGUF" },
 	{ "tokenize", rl_cmd_tokenize, "token ids of a text, or the text of ids (--model PATH)" },
 };
