@@ -133,7 +133,7 @@ GPU_TEST_SRC = $(wildcard tests/gpu/test_*.c)
 GPU_TESTS    = $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/%)
 TESTS       += $(GPU_TESTS) $(BUILD)/tests/test_cli $(BUILD)/tests/test_gpu_session
 
-.PHONY: all build-all check-deps deps models pylibs demo test test-gpu test-cudasim-asan test-asan test-tsan install clean fuzz fuzz-bins soak
+.PHONY: all build-all check-deps deps models pylibs dynamo demo test test-gpu test-cudasim-asan test-asan test-tsan install clean fuzz fuzz-bins soak
 all: check-deps
 	@$(MAKE) --no-print-directory build-all
 build-all: $(BUILD)/ringlmd $(BUILD)/ringlm $(BUILD)/ringlm-http $(BUILD)/libringlm.so $(BUILD)/libringlm.a $(CUDA_LIB) $(TESTS) $(CUDASIM_LIB)
@@ -266,11 +266,15 @@ models:
 # ~/.cache/ringlm/py, which tests/run.sh puts on PYTHONPATH); offline it says so and those tests skip
 pylibs:
 	@bash .ci/pylibs >/dev/null || true
+# NVIDIA Dynamo 1.6.1 in a venv of its own (.ci/dynamo, ~/.cache/ringlm/dynamo) for the tests that
+# put ringlm behind Dynamo's own parts; offline it says so and those tests skip
+dynamo:
+	@bash .ci/dynamo >/dev/null || true
 # plain `make` installs nothing: it names the Debian packages that are missing and stops
 check-deps:
 	@bash .ci/deps --check-build
 
-test: deps models pylibs
+test: deps models pylibs dynamo
 	@$(MAKE) --no-print-directory all
 	@bash tests/run.sh $(BUILD)
 
