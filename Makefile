@@ -286,7 +286,7 @@ test-asan:
 test-tsan:
 	@$(MAKE) --no-print-directory BUILD=build-tsan SAN=thread OPT=-O1 all
 	@TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" RL_SLOW=8 \
-		bash tests/run.sh build-tsan "ring|rt|sched"
+		bash tests/run.sh build-tsan "ring|rt|sched|kvev"
 
 fuzz:
 	@$(MAKE) --no-print-directory $(BUILD)/ringlm
