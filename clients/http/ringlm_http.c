@@ -3,7 +3,10 @@
  * A separate process and an ordinary ringlm client (libringlm over the shared-memory rings),
  * so the runtime's hot path never parses HTTP. Endpoints:
  *   POST /v1/completions, POST /v1/chat/completions  (stream: true gives server-sent events)
- *   GET  /v1/models, /health, /metrics (Prometheus text)
+ *   POST /v1/completions/render, /v1/chat/completions/render  (the same body: the prompt ids it
+ *        would have prefilled, as vLLM answers them; nothing is submitted)
+ *   GET  /v1/models, /health, /metrics (Prometheus text: ringlm's names, and vLLM's for routers
+ *        such as llm-d's endpoint picker)
  * HTTP is libmicrohttpd (one epoll thread; a waiting response suspends its connection, so
  * thousands of idle connections cost no threads), JSON is jansson.
  *
@@ -934,41 +937,112 @@ static enum MHD_Result answer(struct MHD_Connection *conn, struct conn_state *cs
 	return MHD_YES;
 }
 
-/* Parse and validate (http_req_parse), format a chat, tokenize, then submit choice 0 (the
- * others follow its first token) and answer: streamed, or when the pump resumes us. */
+/* A request made ready to submit */
+struct prep {
+	struct http_req q;
+	struct ringlm_tools *tools;        /* chat with tools: their prompt and calls' constraint */
+	struct ringlm_constraint *cons;    /* response_format's schema, compiled */
+	uint32_t *ids;                     /* the prompt the runtime prefills (malloc'd) */
+	int n_ids;
+};
+
+static void prep_free(struct prep *p)
+{
+	http_req_free(&p->q);
+	ringlm_tools_destroy(p->tools);
+	ringlm_constraint_destroy(p->cons);
+	free(p->ids);
+	memset(p, 0, sizeof *p);
+}
+
+/* The body into what it submits: parse and validate (http_req_parse), format a chat (the
+ * model's template, or the tools' formatter), compile response_format, tokenize the text (BOS
+ * first for completions, control tokens read for chat). The generation endpoints submit these
+ * ids and the render endpoints answer them: one path, so a render is what gets prefilled.
+ * 0, or -1 with *kind (EK_*) and why set (each a 400) and nothing to free. */
+static int prepare(const struct conn_state *cs, int chat, struct prep *p, int *kind, char *why, size_t wl)
+{
+	memset(p, 0, sizeof *p);
+	const struct http_limits lim = { g.info.max_new, g.info.vocab_size, g.info.max_prompt, g.chat != RL_CHAT_NONE,
+					 rl_chat_name(g.chat) };
+	int perr = http_req_parse(cs->body, cs->len, chat, &lim, &p->q, why, wl);
+	if (perr) {
+		*kind = perr == HTTP_REQ_BAD_JSON ? EK_BAD_JSON : perr == HTTP_REQ_NO_TEMPLATE ? EK_NO_TEMPLATE :
+			EK_BAD_REQUEST;
+		return -1;
+	}
+	*kind = EK_BAD_REQUEST;
+	struct http_req *q = &p->q;
+	if (chat && (q->tools ? tools_text(q, cs, &p->tools, why, wl) : chat_text(q, why, wl)))
+		goto bad;
+	/* response_format: refused here, by name, or compiled */
+	if (q->schema && ringlm_constraint_create(RINGLM_CONSTRAINT_JSON_SCHEMA, q->schema, strlen(q->schema), &p->cons)) {
+		const char *e = ringlm_last_error(), *colon = strstr(e, ": ");   /* past "ringlm_constraint_create: " */
+		snprintf(why, wl, "'response_format': %s", colon ? colon + 2 : e);
+		goto bad;
+	}
+	if (!q->text) {                    /* completions' prompt given as ids */
+		p->ids = q->ids;
+		p->n_ids = q->n_ids;
+		q->ids = NULL;
+		return 0;
+	}
+	int cap = 3 * (int)strlen(q->text) + 8;   /* rl_tok.h: 3 x len + 3 always suffices */
+	if (!(p->ids = malloc((size_t)cap * sizeof *p->ids))) {
+		snprintf(why, wl, "out of memory");
+		goto bad;
+	}
+	pthread_mutex_lock(&g.mu);         /* tokenize under g.mu: the pump detokenizes */
+	p->n_ids = ringlm_tokenize_ex(g.c, q->text, chat ? RINGLM_TOKENIZE_SPECIAL : RINGLM_TOKENIZE_BOS, p->ids, cap);
+	if (p->n_ids < 0)
+		snprintf(why, wl, "%s", ringlm_last_error());
+	pthread_mutex_unlock(&g.mu);
+	free(q->text);
+	q->text = NULL;
+	if (p->n_ids > 0 && (uint32_t)p->n_ids <= g.info.max_prompt)
+		return 0;
+	if (p->n_ids >= 0)
+		snprintf(why, wl, "the prompt is %d tokens; it must be 1 to %u", p->n_ids, g.info.max_prompt);
+bad:
+	prep_free(p);
+	return -1;
+}
+
+/* POST /v1/completions/render, /v1/chat/completions/render (vLLM's): the prompt ids the
+ * body would have the runtime prefill, as [{"token_ids": [...]}]. Nothing is submitted, and
+ * the endpoints' request counters are the generation ones' alone. */
+static enum MHD_Result handle_render(struct MHD_Connection *conn, const struct conn_state *cs, int chat)
+{
+	char why[256] = "";
+	struct prep p;
+	int kind;
+	if (prepare(cs, chat, &p, &kind, why, sizeof why))
+		return fail(conn, -1, 400, kind, "invalid_request_error", "%s", why);
+	json_t *ids = json_array();
+	for (int i = 0; i < p.n_ids; i++)
+		json_array_append_new(ids, json_integer(p.ids[i]));
+	prep_free(&p);
+	return send_json(conn, 200, json_pack("[{s:o}]", "token_ids", ids));
+}
+
+/* Make the body ready (prepare), then submit choice 0 (the others follow its first token)
+ * and answer: streamed, or when the pump resumes us. */
 static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_state *cs, int chat)
 {
 	char why[256] = "";
-	struct http_req q;
-	const struct http_limits lim = { g.info.max_new, g.info.vocab_size, g.info.max_prompt, g.chat != RL_CHAT_NONE,
-					 rl_chat_name(g.chat) };
-	int perr = http_req_parse(cs->body, cs->len, chat, &lim, &q, why, sizeof why);
-	if (perr)
-		return fail(conn, chat, 400, perr == HTTP_REQ_BAD_JSON ? EK_BAD_JSON : perr == HTTP_REQ_NO_TEMPLATE ?
-			    EK_NO_TEMPLATE : EK_BAD_REQUEST, "invalid_request_error", "%s", why);
-	struct ringlm_tools *tools = NULL;
-	if (chat && (q.tools ? tools_text(&q, cs, &tools, why, sizeof why) : chat_text(&q, why, sizeof why))) {
-		http_req_free(&q);
-		ringlm_tools_destroy(tools);
-		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s", why);
-	}
-	struct ringlm_constraint *cons = NULL;   /* response_format: refused here, by name, or compiled */
-	if (q.schema && ringlm_constraint_create(RINGLM_CONSTRAINT_JSON_SCHEMA, q.schema, strlen(q.schema), &cons)) {
-		const char *e = ringlm_last_error(), *colon = strstr(e, ": ");   /* past "ringlm_constraint_create: " */
-		snprintf(why, sizeof why, "'response_format': %s", colon ? colon + 2 : e);
-		http_req_free(&q);
-		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s", why);
-	}
+	struct prep p;
+	int kind;
+	if (prepare(cs, chat, &p, &kind, why, sizeof why))
+		return fail(conn, chat, 400, kind, "invalid_request_error", "%s", why);
+	struct http_req q = p.q;           /* what prepare made, owned here from now on */
+	struct ringlm_tools *tools = p.tools;
+	struct ringlm_constraint *cons = p.cons;
+	uint32_t *ids = p.ids;
+	const int n_ids = p.n_ids;
 	const int n_ch = q.n, is_stream = q.stream, lp_on = q.lp_on, do_echo = q.echo, n_stops = q.n_stops;
 	const uint32_t max_tokens = q.max_tokens;
-	char *text = q.text;
-	uint32_t *ids = q.ids;
-	int n_ids = q.n_ids;
-	q.text = NULL;
-	q.ids = NULL;
 	struct req *r = calloc((size_t)n_ch, sizeof *r);
 	if (!r) {
-		free(text);
 		free(ids);
 		http_req_free(&q);
 		ringlm_constraint_destroy(cons);
@@ -979,26 +1053,6 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 	r->tools = tools;
 	const struct ringlm_constraint *rcons = cons ? cons : ringlm_tools_constraint(tools);
 	pthread_mutex_lock(&g.mu);
-	if (text) {                        /* tokenize under g.mu: the pump detokenizes */
-		int cap = 3 * (int)strlen(text) + 8;   /* rl_tok.h: 3 x len + 3 always suffices */
-		ids = malloc((size_t)cap * sizeof *ids);
-		unsigned fl = chat ? RINGLM_TOKENIZE_SPECIAL : RINGLM_TOKENIZE_BOS;
-		n_ids = ids ? ringlm_tokenize_ex(g.c, text, fl, ids, cap) : -ENOMEM;
-		if (n_ids < 0)
-			snprintf(why, sizeof why, "%s", ringlm_last_error());
-		else if (!n_ids || (uint32_t)n_ids > g.info.max_prompt)
-			snprintf(why, sizeof why, "the prompt is %d tokens; it must be 1 to %u", n_ids, g.info.max_prompt);
-		free(text);
-	}
-	if (why[0]) {
-		pthread_mutex_unlock(&g.mu);
-		free(ids);
-		ringlm_constraint_destroy(cons);
-		ringlm_tools_destroy(tools);
-		free(r);
-		http_req_free(&q);
-		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s", why);
-	}
 	r->n_choices = r->n_alloc = n_ch;
 	r->refs = 1;                       /* the connection's; one more a choice submitted */
 	r->conn = conn;
@@ -1323,14 +1377,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 		return rc;
 	}
 	int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
-	int chat = !strcmp(url, "/v1/chat/completions");
-	if (chat || !strcmp(url, "/v1/completions")) {
+	int render = !strcmp(url, "/v1/completions/render") || !strcmp(url, "/v1/chat/completions/render");
+	int chat = !strcmp(url, "/v1/chat/completions") || !strcmp(url, "/v1/chat/completions/render");
+	if (chat || render || !strcmp(url, "/v1/completions")) {
+		const int ep = render ? -1 : chat;     /* the request counters are generation's */
 		if (!post)
-			return fail(conn, chat, 405, EK_BAD_REQUEST, "invalid_request_error", "%s takes POST", url);
+			return fail(conn, ep, 405, EK_BAD_REQUEST, "invalid_request_error", "%s takes POST", url);
 		if (cs->too_big)
-			return fail(conn, chat, 413, EK_TOO_LARGE, "invalid_request_error",
+			return fail(conn, ep, 413, EK_TOO_LARGE, "invalid_request_error",
 				    "the body is over %u bytes; send a shorter prompt", MAX_BODY);
-		return handle_generate(conn, cs, chat);
+		return render ? handle_render(conn, cs, chat) : handle_generate(conn, cs, chat);
 	}
 	if (get && !strcmp(url, "/v1/models"))
 		return handle_models(conn);
@@ -1339,8 +1395,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 	if (get && !strcmp(url, "/metrics"))
 		return handle_metrics(conn);
 	return fail(conn, -1, 404, EK_NOT_FOUND, "invalid_request_error",
-		    "no route %s %s (POST /v1/completions, POST /v1/chat/completions, GET /v1/models, /health, /metrics)",
-		    method, url);
+		    "no route %s %s (POST /v1/completions, /v1/chat/completions, /v1/completions/render, "
+		    "/v1/chat/completions/render; GET /v1/models, /health, /metrics)", method, url);
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode why)
