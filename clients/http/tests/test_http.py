@@ -621,6 +621,10 @@ def test_vllm_metrics_under_load(smollm):
         assert sample(f1, h, "_count") - sample(f0, h, "_count") == 5
         assert sample(f1, h, "_bucket", le="+Inf") == sample(f1, h, "_count")
     assert sample(f1, "vllm:prefix_cache_queries", "_total") >= sample(f1, "vllm:prefix_cache_hits", "_total")
+    q = "vllm:request_queue_time_seconds"       # from the runtime's stats, when they have it
+    if q in f1:
+        assert sample(f1, q, "_count") - sample(f0, q, "_count") >= 5
+        assert sample(f1, q, "_bucket", le="+Inf") == sample(f1, q, "_count")
 
 
 def test_a_scrape_is_cheap(smollm):
