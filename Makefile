@@ -254,6 +254,9 @@ FUZZ_BIN = $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/%)
 fuzz-bins: $(FUZZ_BIN)
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/libringlm.a
 	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libringlm.a $(LDSAN) -fsanitize=fuzzer $(LDLIBS)
+# ringlm-http's request parsing is not in libringlm: its harness links it alone
+$(BUILD)/fuzz_http_req: tests/fuzz/fuzz_http_req.c $(HTTP_REQ_OBJ)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(HTTP_REQ_OBJ) $(LDSAN) -fsanitize=fuzzer $(LDLIBS)
 
 # --- set-up, tests, demo ----------------------------------------------------------------
 deps:

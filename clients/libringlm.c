@@ -658,6 +658,7 @@ int ringlm_get_info(struct ringlm *c, struct ringlm_info *out)
 	out->max_new = in->max_new;
 	out->max_inflight = in->max_inflight;
 	out->deterministic = (int)in->deterministic;
+	out->block_size = in->block_size;
 	out->futex_wake = c->observer ? in->wake_mode == RL_WAKE_FUTEX : c->hdr.wake_mode == RL_WAKE_FUTEX;
 	return 0;
 }

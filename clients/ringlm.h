@@ -157,6 +157,7 @@ struct ringlm_info {
 	int      deterministic;  /* 0: the runtime's backend has no deterministic mode; 1: a request
 				  * may ask for it (ringlm_request.deterministic); 2: every request
 				  * has it (ringlmd --deterministic) */
+	uint32_t block_size;     /* tokens a KV cache block holds */
 };
 
 RINGLM_API struct ringlm_params  ringlm_default_params(void);

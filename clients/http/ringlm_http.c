@@ -3,7 +3,10 @@
  * A separate process and an ordinary ringlm client (libringlm over the shared-memory rings),
  * so the runtime's hot path never parses HTTP. Endpoints:
  *   POST /v1/completions, POST /v1/chat/completions  (stream: true gives server-sent events)
- *   GET  /v1/models, /health, /metrics (Prometheus text)
+ *   POST /v1/completions/render, /v1/chat/completions/render  (the same body: the prompt ids it
+ *        would have prefilled, as vLLM answers them; nothing is submitted)
+ *   GET  /v1/models, /health, /metrics (Prometheus text: ringlm's names, and vLLM's for routers
+ *        such as llm-d's endpoint picker)
  * HTTP is libmicrohttpd (one epoll thread; a waiting response suspends its connection, so
  * thousands of idle connections cost no threads), JSON is jansson.
  *
@@ -41,15 +44,19 @@
 
 /* ---------------------------------------------------------------- metrics ---------- */
 
-static const double buckets[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-				  0.5, 1, 2.5, 5, 10 };
-#define NB (sizeof buckets / sizeof *buckets)
-struct hist { uint64_t n[NB + 1]; double sum; uint64_t count; };
+/* Histogram upper bounds: a token's latency is milliseconds, a whole request's seconds to
+ * minutes (vLLM's e2e bounds, so dashboards built for it read ours alike) */
+static const double tok_le[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
+static const double e2e_le[] = { 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960,
+				 1920, 7680 };
+#define MAX_LE 24
+#define N_LE(a) (sizeof a / sizeof *a)
+struct hist { const double *le; size_t nb; uint64_t n[MAX_LE + 1]; double sum; uint64_t count; };
 
 static void hist_add(struct hist *h, double v)
 {
 	size_t i = 0;
-	while (i < NB && v > buckets[i])
+	while (i < h->nb && v > h->le[i])
 		i++;
 	h->n[i]++;
 	h->sum += v;
@@ -60,6 +67,24 @@ enum { EK_BAD_JSON, EK_BAD_REQUEST, EK_TOO_LARGE, EK_NOT_FOUND, EK_BUSY, EK_RUNT
        EK_NO_TEMPLATE, EK_COUNT };
 static const char *const ek_name[EK_COUNT] = { "bad_json", "bad_request", "too_large", "not_found",
 	"busy", "runtime", "client_disconnect", "no_chat_template" };
+
+/* How a choice ended, as vLLM's request_success_total labels it: tool calls are a stop, a
+ * cancel (the client went away, or a runtime error ended the request) an abort */
+enum { FIN_STOP, FIN_LENGTH, FIN_ABORT, FIN_COUNT };
+static const char *const fin_name[FIN_COUNT] = { "stop", "length", "abort" };
+
+/* ringlm-http's own counters and histograms: one struct, so a scrape copies it under g.mu
+ * and formats the copy without the lock */
+struct metrics {
+	struct hist ttft, itl, e2e;
+	uint64_t req_count[2][6];      /* [completions/chat][status class 2xx..5xx idx] */
+	uint64_t errors[EK_COUNT];
+	uint64_t tokens_streamed;
+	uint64_t finished[FIN_COUNT];  /* choices ended, by how */
+};
+
+/* ringlm_stats_json's room: the runtime's stats grow (histograms) */
+#define STATS_MAX  16384
 
 /* ---------------------------------------------------------------- requests --------- */
 
@@ -130,12 +155,11 @@ static struct {
 	struct req *live[TAGS];
 	uint64_t next_tag;
 	_Atomic int stop;
-	struct hist ttft, itl;
-	uint64_t req_count[2][6];      /* [completions/chat][status class 2xx..5xx idx] */
-	uint64_t errors[EK_COUNT];
-	uint64_t tokens_streamed;
+	struct metrics m;
+	char model_label[3 * sizeof ((struct ringlm_info *)0)->model];  /* g.info.model, label-escaped */
 	int verbose;
-} g = { .mu = PTHREAD_MUTEX_INITIALIZER };
+} g = { .mu = PTHREAD_MUTEX_INITIALIZER, .m = { .ttft = { tok_le, N_LE(tok_le) }, .itl = { tok_le, N_LE(tok_le) },
+					       .e2e = { e2e_le, N_LE(e2e_le) } } };
 
 static uint64_t now_ns(void)
 {
@@ -565,9 +589,9 @@ static void on_token(struct req *r, uint32_t token, const struct ringlm_logprobs
 	}
 	uint64_t t = now_ns();
 	if (!r->n_gen)
-		hist_add(&g.ttft, (t - r->t_start) * 1e-9);
+		hist_add(&g.m.ttft, (t - r->head->t_start) * 1e-9);
 	else
-		hist_add(&g.itl, (t - r->t_last) * 1e-9);
+		hist_add(&g.m.itl, (t - r->t_last) * 1e-9);
 	r->t_last = t;
 	if (r->stopped)
 		return;                    /* tokens made before the cancel arrived */
@@ -596,7 +620,7 @@ static void on_token(struct req *r, uint32_t token, const struct ringlm_logprobs
 	memcpy(r->text + r->text_len, piece, (size_t)n);
 	r->text_len += (size_t)n;
 	r->n_gen++;
-	g.tokens_streamed++;
+	g.m.tokens_streamed++;
 	if (r->n_stops && check_stops(r, from)) {
 		r->stopped = 1;
 		r->finish = "stop";
@@ -616,7 +640,7 @@ static void fail_choices(struct req *h, int status, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	g.errors[EK_RUNTIME]++;
+	g.m.errors[EK_RUNTIME]++;
 	h->failed = 1;
 	h->status = status;
 	json_t *err = error_json(status == 400 ? "invalid_request_error" : "server_error", "%s", msg);
@@ -687,6 +711,15 @@ static void on_end(struct req *r, const struct ringlm_event *e)
 	wake(r);
 }
 
+/* A choice's end into the metrics: how it ended and, ended by itself, its latency */
+static void count_end(const struct req *r)
+{
+	int fin = !r->finish ? FIN_ABORT : !strcmp(r->finish, "length") ? FIN_LENGTH : FIN_STOP;
+	g.m.finished[fin]++;
+	if (fin != FIN_ABORT)
+		hist_add(&g.m.e2e, (now_ns() - r->head->t_start) * 1e-9);
+}
+
 static void *pump(void *arg)
 {
 	struct ringlm_event ev[64];
@@ -718,6 +751,7 @@ static void *pump(void *arg)
 				r->ended = 1;
 				r->head->done = ++r->head->n_ended == r->head->n_choices;
 			}
+			count_end(r);
 			req_unref(r);                  /* the runtime's reference */
 		}
 		pthread_mutex_unlock(&g.mu);
@@ -750,9 +784,9 @@ static enum MHD_Result fail(struct MHD_Connection *conn, int chat, unsigned stat
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	pthread_mutex_lock(&g.mu);
-	g.errors[kind]++;
+	g.m.errors[kind]++;
 	if (chat >= 0)
-		g.req_count[chat][status / 100]++;
+		g.m.req_count[chat][status / 100]++;
 	pthread_mutex_unlock(&g.mu);
 	return send_json(conn, status, error_json(type, "%s", msg));
 }
@@ -886,7 +920,7 @@ static enum MHD_Result answer(struct MHD_Connection *conn, struct conn_state *cs
 	r->chat = chat;
 	r->stream = stream;
 	cs->r = r;
-	g.req_count[chat][2]++;
+	g.m.req_count[chat][2]++;
 	if (r->stream) {
 		pthread_mutex_unlock(&g.mu);
 		struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, reader, r, reader_free);
@@ -903,41 +937,112 @@ static enum MHD_Result answer(struct MHD_Connection *conn, struct conn_state *cs
 	return MHD_YES;
 }
 
-/* Parse and validate (http_req_parse), format a chat, tokenize, then submit choice 0 (the
- * others follow its first token) and answer: streamed, or when the pump resumes us. */
+/* A request made ready to submit */
+struct prep {
+	struct http_req q;
+	struct ringlm_tools *tools;        /* chat with tools: their prompt and calls' constraint */
+	struct ringlm_constraint *cons;    /* response_format's schema, compiled */
+	uint32_t *ids;                     /* the prompt the runtime prefills (malloc'd) */
+	int n_ids;
+};
+
+static void prep_free(struct prep *p)
+{
+	http_req_free(&p->q);
+	ringlm_tools_destroy(p->tools);
+	ringlm_constraint_destroy(p->cons);
+	free(p->ids);
+	memset(p, 0, sizeof *p);
+}
+
+/* The body into what it submits: parse and validate (http_req_parse), format a chat (the
+ * model's template, or the tools' formatter), compile response_format, tokenize the text (BOS
+ * first for completions, control tokens read for chat). The generation endpoints submit these
+ * ids and the render endpoints answer them: one path, so a render is what gets prefilled.
+ * 0, or -1 with *kind (EK_*) and why set (each a 400) and nothing to free. */
+static int prepare(const struct conn_state *cs, int chat, struct prep *p, int *kind, char *why, size_t wl)
+{
+	memset(p, 0, sizeof *p);
+	const struct http_limits lim = { g.info.max_new, g.info.vocab_size, g.info.max_prompt, g.chat != RL_CHAT_NONE,
+					 rl_chat_name(g.chat) };
+	int perr = http_req_parse(cs->body, cs->len, chat, &lim, &p->q, why, wl);
+	if (perr) {
+		*kind = perr == HTTP_REQ_BAD_JSON ? EK_BAD_JSON : perr == HTTP_REQ_NO_TEMPLATE ? EK_NO_TEMPLATE :
+			EK_BAD_REQUEST;
+		return -1;
+	}
+	*kind = EK_BAD_REQUEST;
+	struct http_req *q = &p->q;
+	if (chat && (q->tools ? tools_text(q, cs, &p->tools, why, wl) : chat_text(q, why, wl)))
+		goto bad;
+	/* response_format: refused here, by name, or compiled */
+	if (q->schema && ringlm_constraint_create(RINGLM_CONSTRAINT_JSON_SCHEMA, q->schema, strlen(q->schema), &p->cons)) {
+		const char *e = ringlm_last_error(), *colon = strstr(e, ": ");   /* past "ringlm_constraint_create: " */
+		snprintf(why, wl, "'response_format': %s", colon ? colon + 2 : e);
+		goto bad;
+	}
+	if (!q->text) {                    /* completions' prompt given as ids */
+		p->ids = q->ids;
+		p->n_ids = q->n_ids;
+		q->ids = NULL;
+		return 0;
+	}
+	int cap = 3 * (int)strlen(q->text) + 8;   /* rl_tok.h: 3 x len + 3 always suffices */
+	if (!(p->ids = malloc((size_t)cap * sizeof *p->ids))) {
+		snprintf(why, wl, "out of memory");
+		goto bad;
+	}
+	pthread_mutex_lock(&g.mu);         /* tokenize under g.mu: the pump detokenizes */
+	p->n_ids = ringlm_tokenize_ex(g.c, q->text, chat ? RINGLM_TOKENIZE_SPECIAL : RINGLM_TOKENIZE_BOS, p->ids, cap);
+	if (p->n_ids < 0)
+		snprintf(why, wl, "%s", ringlm_last_error());
+	pthread_mutex_unlock(&g.mu);
+	free(q->text);
+	q->text = NULL;
+	if (p->n_ids > 0 && (uint32_t)p->n_ids <= g.info.max_prompt)
+		return 0;
+	if (p->n_ids >= 0)
+		snprintf(why, wl, "the prompt is %d tokens; it must be 1 to %u", p->n_ids, g.info.max_prompt);
+bad:
+	prep_free(p);
+	return -1;
+}
+
+/* POST /v1/completions/render, /v1/chat/completions/render (vLLM's): the prompt ids the
+ * body would have the runtime prefill, as [{"token_ids": [...]}]. Nothing is submitted, and
+ * the endpoints' request counters are the generation ones' alone. */
+static enum MHD_Result handle_render(struct MHD_Connection *conn, const struct conn_state *cs, int chat)
+{
+	char why[256] = "";
+	struct prep p;
+	int kind;
+	if (prepare(cs, chat, &p, &kind, why, sizeof why))
+		return fail(conn, -1, 400, kind, "invalid_request_error", "%s", why);
+	json_t *ids = json_array();
+	for (int i = 0; i < p.n_ids; i++)
+		json_array_append_new(ids, json_integer(p.ids[i]));
+	prep_free(&p);
+	return send_json(conn, 200, json_pack("[{s:o}]", "token_ids", ids));
+}
+
+/* Make the body ready (prepare), then submit choice 0 (the others follow its first token)
+ * and answer: streamed, or when the pump resumes us. */
 static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_state *cs, int chat)
 {
 	char why[256] = "";
-	struct http_req q;
-	const struct http_limits lim = { g.info.max_new, g.info.vocab_size, g.info.max_prompt, g.chat != RL_CHAT_NONE,
-					 rl_chat_name(g.chat) };
-	int perr = http_req_parse(cs->body, cs->len, chat, &lim, &q, why, sizeof why);
-	if (perr)
-		return fail(conn, chat, 400, perr == HTTP_REQ_BAD_JSON ? EK_BAD_JSON : perr == HTTP_REQ_NO_TEMPLATE ?
-			    EK_NO_TEMPLATE : EK_BAD_REQUEST, "invalid_request_error", "%s", why);
-	struct ringlm_tools *tools = NULL;
-	if (chat && (q.tools ? tools_text(&q, cs, &tools, why, sizeof why) : chat_text(&q, why, sizeof why))) {
-		http_req_free(&q);
-		ringlm_tools_destroy(tools);
-		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s", why);
-	}
-	struct ringlm_constraint *cons = NULL;   /* response_format: refused here, by name, or compiled */
-	if (q.schema && ringlm_constraint_create(RINGLM_CONSTRAINT_JSON_SCHEMA, q.schema, strlen(q.schema), &cons)) {
-		const char *e = ringlm_last_error(), *colon = strstr(e, ": ");   /* past "ringlm_constraint_create: " */
-		snprintf(why, sizeof why, "'response_format': %s", colon ? colon + 2 : e);
-		http_req_free(&q);
-		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s", why);
-	}
+	struct prep p;
+	int kind;
+	if (prepare(cs, chat, &p, &kind, why, sizeof why))
+		return fail(conn, chat, 400, kind, "invalid_request_error", "%s", why);
+	struct http_req q = p.q;           /* what prepare made, owned here from now on */
+	struct ringlm_tools *tools = p.tools;
+	struct ringlm_constraint *cons = p.cons;
+	uint32_t *ids = p.ids;
+	const int n_ids = p.n_ids;
 	const int n_ch = q.n, is_stream = q.stream, lp_on = q.lp_on, do_echo = q.echo, n_stops = q.n_stops;
 	const uint32_t max_tokens = q.max_tokens;
-	char *text = q.text;
-	uint32_t *ids = q.ids;
-	int n_ids = q.n_ids;
-	q.text = NULL;
-	q.ids = NULL;
 	struct req *r = calloc((size_t)n_ch, sizeof *r);
 	if (!r) {
-		free(text);
 		free(ids);
 		http_req_free(&q);
 		ringlm_constraint_destroy(cons);
@@ -948,26 +1053,6 @@ static enum MHD_Result handle_generate(struct MHD_Connection *conn, struct conn_
 	r->tools = tools;
 	const struct ringlm_constraint *rcons = cons ? cons : ringlm_tools_constraint(tools);
 	pthread_mutex_lock(&g.mu);
-	if (text) {                        /* tokenize under g.mu: the pump detokenizes */
-		int cap = 3 * (int)strlen(text) + 8;   /* rl_tok.h: 3 x len + 3 always suffices */
-		ids = malloc((size_t)cap * sizeof *ids);
-		unsigned fl = chat ? RINGLM_TOKENIZE_SPECIAL : RINGLM_TOKENIZE_BOS;
-		n_ids = ids ? ringlm_tokenize_ex(g.c, text, fl, ids, cap) : -ENOMEM;
-		if (n_ids < 0)
-			snprintf(why, sizeof why, "%s", ringlm_last_error());
-		else if (!n_ids || (uint32_t)n_ids > g.info.max_prompt)
-			snprintf(why, sizeof why, "the prompt is %d tokens; it must be 1 to %u", n_ids, g.info.max_prompt);
-		free(text);
-	}
-	if (why[0]) {
-		pthread_mutex_unlock(&g.mu);
-		free(ids);
-		ringlm_constraint_destroy(cons);
-		ringlm_tools_destroy(tools);
-		free(r);
-		http_req_free(&q);
-		return fail(conn, chat, 400, EK_BAD_REQUEST, "invalid_request_error", "%s", why);
-	}
 	r->n_choices = r->n_alloc = n_ch;
 	r->refs = 1;                       /* the connection's; one more a choice submitted */
 	r->conn = conn;
@@ -1059,10 +1144,8 @@ static enum MHD_Result handle_models(struct MHD_Connection *conn)
 
 static enum MHD_Result handle_health(struct MHD_Connection *conn)
 {
-	char buf[8192];
-	pthread_mutex_lock(&g.mu);
+	char buf[STATS_MAX];
 	int n = ringlm_stats_json(g.c, buf, sizeof buf);
-	pthread_mutex_unlock(&g.mu);
 	json_t *s = n > 0 ? json_loadb(buf, (size_t)n, 0, NULL) : NULL;
 	long long age = s ? (long long)json_integer_value(json_object_get(s, "heartbeat_age_ms")) : -1;
 	json_decref(s);
@@ -1071,42 +1154,136 @@ static enum MHD_Result handle_health(struct MHD_Connection *conn)
 							 "model", g.info.model, "heartbeat_age_ms", (json_int_t)age));
 }
 
-static void prom_hist(FILE *f, const char *name, const char *help, const struct hist *h)
+static void prom_head(FILE *f, const char *name, const char *type, const char *help)
 {
-	fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
-	uint64_t cum = 0;
-	for (size_t i = 0; i < NB; i++) {
-		cum += h->n[i];
-		fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, buckets[i], (unsigned long long)cum);
-	}
-	fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
-		(unsigned long long)h->count, name, h->sum, name, (unsigned long long)h->count);
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* One histogram family; lab: its labels ("name=\"v\"", or "" for none) */
+static void prom_hist(FILE *f, const char *name, const char *lab, const char *help, const struct hist *h)
+{
+	const char *sep = *lab ? "," : "";
+	prom_head(f, name, "histogram", help);
+	uint64_t cum = 0;
+	for (size_t i = 0; i < h->nb; i++) {
+		cum += h->n[i];
+		fprintf(f, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, lab, sep, h->le[i], (unsigned long long)cum);
+	}
+	fprintf(f, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, lab, sep, (unsigned long long)h->count);
+	if (*lab)
+		fprintf(f, "%s_sum{%s} %.6f\n%s_count{%s} %llu\n", name, lab, h->sum, name, lab,
+			(unsigned long long)h->count);
+	else
+		fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, h->sum, name, (unsigned long long)h->count);
+}
+
+/* The runtime's queue-time histogram, when its stats have it: queue_time_le_s (bounds),
+ * queue_time_counts (a count a bucket, one more for +Inf), queue_time_sum_s, queue_time_count.
+ * Anything else (absent, or not that shape) gives nothing. */
+static void prom_queue_time(FILE *f, json_t *s, const char *lab)
+{
+	json_t *le = json_object_get(s, "queue_time_le_s"), *cnt = json_object_get(s, "queue_time_counts");
+	json_t *sum = json_object_get(s, "queue_time_sum_s"), *count = json_object_get(s, "queue_time_count");
+	size_t nb = json_array_size(le), i;
+	json_t *x;
+	if (!json_is_array(le) || !json_is_array(cnt) || json_array_size(cnt) != nb + 1 || !json_is_number(sum) ||
+	    !json_is_number(count))
+		return;
+	json_array_foreach(le, i, x)
+		if (!json_is_number(x))
+			return;
+	json_array_foreach(cnt, i, x)
+		if (!json_is_number(x))
+			return;
+	const char *name = "vllm:request_queue_time_seconds";
+	prom_head(f, name, "histogram", "Time requests spent waiting for admission in the runtime");
+	double cum = 0;
+	for (i = 0; i < nb; i++) {
+		cum += json_number_value(json_array_get(cnt, i));
+		fprintf(f, "%s_bucket{%s,le=\"%g\"} %.0f\n", name, lab, json_number_value(json_array_get(le, i)), cum);
+	}
+	cum += json_number_value(json_array_get(cnt, nb));
+	/* _count is the buckets' total, not queue_time_count: the runtime's counters are read one by
+	 * one, and Prometheus wants +Inf and _count equal */
+	fprintf(f, "%s_bucket{%s,le=\"+Inf\"} %.0f\n%s_sum{%s} %.6f\n%s_count{%s} %.0f\n", name, lab, cum, name, lab,
+		json_number_value(sum), name, lab, cum);
+}
+
+/* vLLM's metric names (what llm-d's endpoint picker and vLLM dashboards read), labelled with
+ * model_name: ringlm-http's latencies and endings from m, the engine's load from its stats s
+ * (NULL: the runtime's stats could not be read, and only ringlm-http's are given) */
+static void prom_vllm(FILE *f, const struct metrics *m, json_t *s)
+{
+	char lab[sizeof g.model_label + 16];
+	snprintf(lab, sizeof lab, "model_name=\"%s\"", g.model_label);
+	prom_hist(f, "vllm:time_to_first_token_seconds", lab, "Time to first token, seen by ringlm-http", &m->ttft);
+	prom_hist(f, "vllm:inter_token_latency_seconds", lab, "Time between consecutive tokens of a request", &m->itl);
+	prom_hist(f, "vllm:e2e_request_latency_seconds", lab, "Time from request to its last token, seen by ringlm-http",
+		  &m->e2e);
+	prom_head(f, "vllm:request_success_total", "counter", "Finished requests (choices) by finish reason");
+	for (int k = 0; k < FIN_COUNT; k++)
+		fprintf(f, "vllm:request_success_total{%s,finished_reason=\"%s\"} %llu\n", lab, fin_name[k],
+			(unsigned long long)m->finished[k]);
+	if (!s)
+		return;
+	static const struct { const char *key, *name, *type, *help; } v[] = {
+		{ "queued_requests", "vllm:num_requests_waiting", "gauge", "Requests waiting for admission" },
+		{ "running", "vllm:num_requests_running", "gauge", "Sequences in the running batch" },
+		{ "tokens_prefill", "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed" },
+		{ "tokens_out", "vllm:generation_tokens_total", "counter", "Number of generation tokens processed" },
+		{ "preemptions", "vllm:num_preemptions_total", "counter", "Sequences preempted for KV space" },
+		{ "prefix_query_tokens", "vllm:prefix_cache_queries_total", "counter",
+		  "Prompt tokens looked up in the prefix cache" },
+		{ "prefix_hit_tokens", "vllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache" },
+	};
+	for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+		json_t *x = json_object_get(s, v[i].key);
+		if (json_is_number(x)) {
+			prom_head(f, v[i].name, v[i].type, v[i].help);
+			fprintf(f, "%s{%s} %.0f\n", v[i].name, lab, json_number_value(x));
+		}
+	}
+	json_t *tot = json_object_get(s, "kv_blocks_total"), *fr = json_object_get(s, "kv_blocks_free");
+	if (json_is_number(tot) && json_is_number(fr)) {
+		double t = json_number_value(tot), used = t - json_number_value(fr);
+		prom_head(f, "vllm:kv_cache_usage_perc", "gauge", "KV cache usage, 0 to 1 (1: every block in use)");
+		fprintf(f, "vllm:kv_cache_usage_perc{%s} %.6f\n", lab, t > 0 && used > 0 ? used / t : 0.0);
+		prom_head(f, "vllm:cache_config_info", "gauge", "The KV cache's configuration, in its labels");
+		fprintf(f, "vllm:cache_config_info{%s,block_size=\"%u\",num_gpu_blocks=\"%.0f\"} 1\n", lab,
+			g.info.block_size, t);
+	}
+	prom_queue_time(f, s, lab);
+}
+
+/* A scrape (llm-d's endpoint picker scrapes every 50 ms): g.mu only to copy ringlm-http's
+ * metrics; the runtime's stats are atomics in the shared info segment, read without it */
 static enum MHD_Result handle_metrics(struct MHD_Connection *conn)
 {
-	char buf[8192], *txt = NULL;
+	char buf[STATS_MAX], *txt = NULL;
 	size_t len = 0;
-	FILE *f = open_memstream(&txt, &len);
 	pthread_mutex_lock(&g.mu);
+	const struct metrics m = g.m;
+	pthread_mutex_unlock(&g.mu);
 	int n = ringlm_stats_json(g.c, buf, sizeof buf);
-	prom_hist(f, "ringlm_http_ttft_seconds", "Time from request to first token, seen by ringlm-http", &g.ttft);
-	prom_hist(f, "ringlm_http_inter_token_seconds", "Time between consecutive tokens of a request", &g.itl);
-	fprintf(f, "# HELP ringlm_http_requests_total Requests by endpoint and status class\n"
-		   "# TYPE ringlm_http_requests_total counter\n");
+	json_t *s = n > 0 ? json_loadb(buf, (size_t)n, 0, NULL) : NULL;
+	FILE *f = open_memstream(&txt, &len);
+	if (!f) {
+		json_decref(s);
+		return send_json(conn, 503, error_json("server_error", "out of memory"));
+	}
+	prom_hist(f, "ringlm_http_ttft_seconds", "", "Time from request to first token, seen by ringlm-http", &m.ttft);
+	prom_hist(f, "ringlm_http_inter_token_seconds", "", "Time between consecutive tokens of a request", &m.itl);
+	prom_head(f, "ringlm_http_requests_total", "counter", "Requests by endpoint and status class");
 	for (int e = 0; e < 2; e++)
 		for (int c = 2; c <= 5; c++)
 			fprintf(f, "ringlm_http_requests_total{endpoint=\"%s\",status=\"%dxx\"} %llu\n",
-				e ? "chat_completions" : "completions", c, (unsigned long long)g.req_count[e][c]);
-	fprintf(f, "# HELP ringlm_http_errors_total Errors by kind\n# TYPE ringlm_http_errors_total counter\n");
+				e ? "chat_completions" : "completions", c, (unsigned long long)m.req_count[e][c]);
+	prom_head(f, "ringlm_http_errors_total", "counter", "Errors by kind");
 	for (int k = 0; k < EK_COUNT; k++)
-		fprintf(f, "ringlm_http_errors_total{kind=\"%s\"} %llu\n", ek_name[k], (unsigned long long)g.errors[k]);
-	fprintf(f, "# HELP ringlm_http_tokens_streamed_total Tokens received for HTTP requests\n"
-		   "# TYPE ringlm_http_tokens_streamed_total counter\nringlm_http_tokens_streamed_total %llu\n",
-		(unsigned long long)g.tokens_streamed);
-	pthread_mutex_unlock(&g.mu);
-	json_t *s = n > 0 ? json_loadb(buf, (size_t)n, 0, NULL) : NULL;
-	static const struct { const char *key, *name, *type, *help; } m[] = {
+		fprintf(f, "ringlm_http_errors_total{kind=\"%s\"} %llu\n", ek_name[k], (unsigned long long)m.errors[k]);
+	prom_head(f, "ringlm_http_tokens_streamed_total", "counter", "Tokens received for HTTP requests");
+	fprintf(f, "ringlm_http_tokens_streamed_total %llu\n", (unsigned long long)m.tokens_streamed);
+	static const struct { const char *key, *name, *type, *help; } rt[] = {
 		{ "queued_requests", "ringlm_queue_depth", "gauge", "Requests waiting for admission" },
 		{ "running", "ringlm_running_sequences", "gauge", "Sequences in the running batch" },
 		{ "active_requests", "ringlm_active_requests", "gauge", "Requests admitted and not finished" },
@@ -1123,23 +1300,25 @@ static enum MHD_Result handle_metrics(struct MHD_Connection *conn)
 		{ "spec_accepted", "ringlm_spec_accepted_total", "counter", "Draft tokens accepted (speculative decoding)" },
 		{ "clients", "ringlm_clients", "gauge", "Attached clients" },
 	};
-	for (size_t i = 0; s && i < sizeof m / sizeof *m; i++) {
-		json_t *v = json_object_get(s, m[i].key);
-		if (json_is_number(v))
-			fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %.0f\n", m[i].name, m[i].help, m[i].name, m[i].type,
-				m[i].name, json_number_value(v));
+	for (size_t i = 0; s && i < sizeof rt / sizeof *rt; i++) {
+		json_t *v = json_object_get(s, rt[i].key);
+		if (json_is_number(v)) {
+			prom_head(f, rt[i].name, rt[i].type, rt[i].help);
+			fprintf(f, "%s %.0f\n", rt[i].name, json_number_value(v));
+		}
 	}
 	if (s) {
 		double tot = json_number_value(json_object_get(s, "kv_blocks_total"));
 		double fr = json_number_value(json_object_get(s, "kv_blocks_free"));
 		double hit = json_number_value(json_object_get(s, "prefix_hit_tokens"));
 		double qry = json_number_value(json_object_get(s, "prefix_query_tokens"));
-		fprintf(f, "# HELP ringlm_kv_blocks_used KV cache blocks in use\n# TYPE ringlm_kv_blocks_used gauge\n"
-			   "ringlm_kv_blocks_used %.0f\n", tot - fr);
-		fprintf(f, "# HELP ringlm_prefix_hit_ratio Prompt tokens served from the prefix cache, of those looked up\n"
-			   "# TYPE ringlm_prefix_hit_ratio gauge\nringlm_prefix_hit_ratio %.6f\n", qry > 0 ? hit / qry : 0.0);
-		json_decref(s);
+		prom_head(f, "ringlm_kv_blocks_used", "gauge", "KV cache blocks in use");
+		fprintf(f, "ringlm_kv_blocks_used %.0f\n", tot - fr);
+		prom_head(f, "ringlm_prefix_hit_ratio", "gauge", "Prompt tokens served from the prefix cache, of those looked up");
+		fprintf(f, "ringlm_prefix_hit_ratio %.6f\n", qry > 0 ? hit / qry : 0.0);
 	}
+	prom_vllm(f, &m, s);
+	json_decref(s);
 	fclose(f);
 	struct MHD_Response *resp = MHD_create_response_from_buffer(len, txt, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4");
@@ -1188,7 +1367,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 			memcpy(body, r->out, len);
 		int status = r->status ? r->status : 200;
 		if (status != 200)
-			g.req_count[r->chat][status / 100]++;
+			g.m.req_count[r->chat][status / 100]++;
 		pthread_mutex_unlock(&g.mu);
 		struct MHD_Response *resp = MHD_create_response_from_buffer(body ? len : 0, body ? body : (char *)"",
 									    body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
@@ -1198,14 +1377,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 		return rc;
 	}
 	int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
-	int chat = !strcmp(url, "/v1/chat/completions");
-	if (chat || !strcmp(url, "/v1/completions")) {
+	int render = !strcmp(url, "/v1/completions/render") || !strcmp(url, "/v1/chat/completions/render");
+	int chat = !strcmp(url, "/v1/chat/completions") || !strcmp(url, "/v1/chat/completions/render");
+	if (chat || render || !strcmp(url, "/v1/completions")) {
+		const int ep = render ? -1 : chat;     /* the request counters are generation's */
 		if (!post)
-			return fail(conn, chat, 405, EK_BAD_REQUEST, "invalid_request_error", "%s takes POST", url);
+			return fail(conn, ep, 405, EK_BAD_REQUEST, "invalid_request_error", "%s takes POST", url);
 		if (cs->too_big)
-			return fail(conn, chat, 413, EK_TOO_LARGE, "invalid_request_error",
+			return fail(conn, ep, 413, EK_TOO_LARGE, "invalid_request_error",
 				    "the body is over %u bytes; send a shorter prompt", MAX_BODY);
-		return handle_generate(conn, cs, chat);
+		return render ? handle_render(conn, cs, chat) : handle_generate(conn, cs, chat);
 	}
 	if (get && !strcmp(url, "/v1/models"))
 		return handle_models(conn);
@@ -1214,8 +1395,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 	if (get && !strcmp(url, "/metrics"))
 		return handle_metrics(conn);
 	return fail(conn, -1, 404, EK_NOT_FOUND, "invalid_request_error",
-		    "no route %s %s (POST /v1/completions, POST /v1/chat/completions, GET /v1/models, /health, /metrics)",
-		    method, url);
+		    "no route %s %s (POST /v1/completions, /v1/chat/completions, /v1/completions/render, "
+		    "/v1/chat/completions/render; GET /v1/models, /health, /metrics)", method, url);
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode why)
@@ -1228,7 +1409,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, en
 		struct req *r = cs->r;
 		r->closed = 1;
 		if (!r->done) {            /* the client went away first: stop generating for it */
-			g.errors[EK_DISCONNECT]++;
+			g.m.errors[EK_DISCONNECT]++;
 			for (int i = 0; i < r->n_submitted; i++)
 				if (!r[i].ended && !r[i].stopped) {
 					r[i].stopped = 1;
@@ -1241,6 +1422,18 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, en
 	free(cs->body);
 	free(cs);
 	*con_cls = NULL;
+}
+
+/* A Prometheus label value: backslash, double quote and newline escaped */
+static void label_escape(const char *s, char *out, size_t cap)
+{
+	size_t k = 0;
+	for (; *s && k + 3 < cap; s++) {
+		if (*s == '\\' || *s == '"' || *s == '\n')
+			out[k++] = '\\';
+		out[k++] = *s == '\n' ? 'n' : *s;
+	}
+	out[k] = 0;
 }
 
 static void on_signal(int s)
@@ -1312,6 +1505,7 @@ bad:
 		return 1;
 	}
 	ringlm_get_info(g.c, &g.info);
+	label_escape(g.info.model, g.model_label, sizeof g.model_label);
 	g.chat = rl_chat_from_name(g.info.chat_template);
 	uint32_t probe[8];                 /* builds the tokenizer once, before two threads use it */
 	ringlm_tokenize(g.c, "a", 1, probe, 8);

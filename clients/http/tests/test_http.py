@@ -526,3 +526,177 @@ def test_openai_package_tools(smollm):
             name = name or d.function.name
             args += d.function.arguments or ""
     assert name == calls[0].function.name and args == calls[0].function.arguments
+
+
+# --- the fleet contract: vLLM's metric names and render endpoints (what llm-d reads) -------
+
+VLLM_METRICS = {"vllm:num_requests_waiting": "gauge", "vllm:num_requests_running": "gauge",
+                "vllm:kv_cache_usage_perc": "gauge", "vllm:cache_config_info": "gauge",
+                "vllm:prompt_tokens": "counter", "vllm:generation_tokens": "counter",
+                "vllm:num_preemptions": "counter", "vllm:request_success": "counter",
+                "vllm:prefix_cache_queries": "counter", "vllm:prefix_cache_hits": "counter",
+                "vllm:time_to_first_token_seconds": "histogram", "vllm:inter_token_latency_seconds": "histogram",
+                "vllm:e2e_request_latency_seconds": "histogram"}
+
+
+def prom(url):
+    """/metrics parsed by prometheus_client's own parser (Debian's python3-prometheus-client):
+    {family name: family}; the parser refuses text that is not format 0.0.4"""
+    parser = pytest.importorskip("prometheus_client.parser", reason="prometheus_client is not installed "
+                                 "(apt-get install python3-prometheus-client)")
+    code, body = curl(url + "/metrics")
+    assert code == 200
+    return {f.name: f for f in parser.text_string_to_metric_families(body)}
+
+
+def sample(fams, name, suffix="", **labels):
+    """the value of family name's sample name+suffix whose labels include labels"""
+    for s in fams[name].samples:
+        if s.name == name + suffix and all(s.labels.get(k) == v for k, v in labels.items()):
+            return s.value
+    raise KeyError((name, suffix, labels))
+
+
+def post(url, body):
+    code, text = curl(url, data=json.dumps(body))
+    assert code == 200, text
+    return json.loads(text)
+
+
+def test_vllm_metrics_under_load(smollm):
+    """/metrics carries vLLM's names (what llm-d's endpoint picker and vLLM dashboards read), each
+    labelled with the model's name: mid-load the running/waiting gauges show the requests, after
+    it they are 0 again, and the counters rose by what the requests did."""
+    model = json.loads(curl(smollm.url + "/v1/models")[1])["data"][0]["id"]
+    f0 = prom(smollm.url)
+    for name, typ in VLLM_METRICS.items():
+        assert name in f0 and f0[name].type == typ, name
+        assert f0[name].samples and all(s.labels.get("model_name") == model for s in f0[name].samples), name
+    assert 0 <= sample(f0, "vllm:kv_cache_usage_perc") <= 1
+    info = f0["vllm:cache_config_info"].samples[0]
+    assert info.value == 1 and int(info.labels["block_size"]) > 0 and int(info.labels["num_gpu_blocks"]) > 0
+    assert int(info.labels["num_gpu_blocks"]) == metric(smollm.url, "ringlm_kv_blocks_total")
+
+    finishes, gen_tokens = [], []
+
+    def stream(i):
+        code, body = curl("-N", smollm.url + "/v1/completions", data=json.dumps(
+            {"prompt": "Request %d: a long story about the sea begins" % i, "max_tokens": 60, "temperature": 0,
+             "stream": True}))
+        ev = sse_events(body)
+        finishes.append(ev[-2]["choices"][0]["finish_reason"])
+        gen_tokens.append(ev[-2]["usage"]["completion_tokens"])
+
+    threads = [threading.Thread(target=stream, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    busy = 0
+    while any(t.is_alive() for t in threads):
+        f = prom(smollm.url)
+        busy = max(busy, sample(f, "vllm:num_requests_running") + sample(f, "vllm:num_requests_waiting"))
+        assert 0 <= sample(f, "vllm:kv_cache_usage_perc") <= 1
+    for t in threads:
+        t.join()
+    assert busy > 0, "no scrape during the load saw a running or waiting request"
+    # a request a stop string ends: finish "stop"
+    j = post(smollm.url + "/v1/completions", {"prompt": "1, 2, 3, 4,", "max_tokens": 20, "temperature": 0,
+                                              "stop": [" ", ",", "\n"]})
+    finishes.append(j["choices"][0]["finish_reason"])
+    gen_tokens.append(j["usage"]["completion_tokens"])
+    assert "stop" in finishes and len(finishes) == 5
+    for _ in range(100):
+        f1 = prom(smollm.url)
+        if sample(f1, "vllm:num_requests_running") == 0 and sample(f1, "vllm:num_requests_waiting") == 0:
+            break
+        time.sleep(0.1)
+    assert sample(f1, "vllm:num_requests_running") == 0 and sample(f1, "vllm:num_requests_waiting") == 0
+    assert sample(f1, "vllm:prompt_tokens", "_total") > sample(f0, "vllm:prompt_tokens", "_total")
+    assert (sample(f1, "vllm:generation_tokens", "_total") - sample(f0, "vllm:generation_tokens", "_total")
+            >= sum(gen_tokens))
+    for why in ("stop", "length"):
+        rose = (sample(f1, "vllm:request_success", "_total", finished_reason=why) -
+                sample(f0, "vllm:request_success", "_total", finished_reason=why))
+        assert rose == finishes.count(why), (why, finishes)
+    for h in ("vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds"):
+        assert sample(f1, h, "_count") - sample(f0, h, "_count") == 5
+        assert sample(f1, h, "_bucket", le="+Inf") == sample(f1, h, "_count")
+    assert sample(f1, "vllm:prefix_cache_queries", "_total") >= sample(f1, "vllm:prefix_cache_hits", "_total")
+    q = "vllm:request_queue_time_seconds"       # from the runtime's stats, when they have it
+    if q in f1:
+        assert sample(f1, q, "_count") - sample(f0, q, "_count") >= 5
+        assert sample(f1, q, "_bucket", le="+Inf") == sample(f1, q, "_count")
+
+
+def test_a_scrape_is_cheap(smollm):
+    """200 scrapes over one keep-alive connection: the median stays far below the 50 ms at which
+    llm-d's endpoint picker scrapes (the bound is loose: a loaded CI machine)"""
+    import http.client
+    import statistics
+    c = http.client.HTTPConnection("127.0.0.1", smollm.port, timeout=10)
+    ts = []
+    for _ in range(200):
+        t = time.perf_counter()
+        c.request("GET", "/metrics")
+        r = c.getresponse()
+        assert r.status == 200 and b"vllm:num_requests_running" in r.read()
+        ts.append(time.perf_counter() - t)
+    c.close()
+    assert statistics.median(ts) < 0.005, statistics.median(ts)
+
+
+@pytest.mark.parametrize("model", ["smollm", "gemma"])
+def test_render_is_what_is_prefilled(model, request):
+    """/v1/completions/render and /v1/chat/completions/render answer the prompt ids the body's
+    generation would prefill: as many as its usage.prompt_tokens; a completion's echo scores the
+    same tokens from the text and from the rendered ids; a chat's rendered ids sent as a
+    completions prompt give the chat's greedy answer; nothing is submitted to the runtime."""
+    s = request.getfixturevalue(model)
+    comp = {"prompt": "The capital of France is", "temperature": 0}
+    done = metric(s.url, "ringlm_requests_done_total")
+    r = post(s.url + "/v1/completions/render", dict(comp, max_tokens=8))
+    assert isinstance(r, list) and len(r) == 1 and list(r[0]) == ["token_ids"]
+    ids = r[0]["token_ids"]
+    assert ids and all(isinstance(i, int) for i in ids)
+    assert post(s.url + "/v1/completions/render", {"prompt": ids}) == [{"token_ids": ids}]
+    assert metric(s.url, "ringlm_requests_done_total") == done
+    assert post(s.url + "/v1/completions", dict(comp, max_tokens=1))["usage"]["prompt_tokens"] == len(ids)
+    # echo with logprobs and no new tokens: the prompt's tokens, from the text and from the ids
+    e_text = post(s.url + "/v1/completions", dict(comp, echo=True, logprobs=0, max_tokens=0))
+    e_ids = post(s.url + "/v1/completions", {"prompt": ids, "echo": True, "logprobs": 0, "max_tokens": 0})
+    assert e_text["usage"]["prompt_tokens"] == e_ids["usage"]["prompt_tokens"] == len(ids)
+    lt, li = e_text["choices"][0]["logprobs"], e_ids["choices"][0]["logprobs"]
+    assert lt["tokens"] and lt["tokens"] == li["tokens"] and lt["text_offset"] == li["text_offset"]
+    assert len(lt["tokens"]) in (len(ids), len(ids) - 1)     # BOS is not echoed
+    assert e_text["choices"][0]["text"] == comp["prompt"]
+
+    chat = {"messages": [{"role": "user", "content": "Name three colors."}], "temperature": 0, "max_tokens": 8}
+    cids = post(s.url + "/v1/chat/completions/render", chat)[0]["token_ids"]
+    assert post(s.url + "/v1/chat/completions", dict(chat, max_tokens=1))["usage"]["prompt_tokens"] == len(cids)
+    cj = post(s.url + "/v1/chat/completions", chat)
+    pj = post(s.url + "/v1/completions", {"prompt": cids, "temperature": 0, "max_tokens": 8})
+    assert pj["usage"]["prompt_tokens"] == cj["usage"]["prompt_tokens"] == len(cids)
+    content, text = cj["choices"][0]["message"]["content"], pj["choices"][0]["text"]
+    assert content and text.startswith(content), (content, text)
+    if cj["choices"][0]["finish_reason"] == "length":
+        assert text == content
+    # tools: their formatter's prompt
+    tools = {"messages": WEATHER_Q, "tools": TOOLS, "max_tokens": 1}
+    tids = post(s.url + "/v1/chat/completions/render", tools)[0]["token_ids"]
+    assert len(tids) > len(cids)
+    assert post(s.url + "/v1/chat/completions", tools)["usage"]["prompt_tokens"] == len(tids)
+
+
+def test_render_refuses_as_generation_does(smollm):
+    """a body the generation endpoint refuses gets the same status and error from its render"""
+    for ep, body in (("/v1/completions", b"{not json"), ("/v1/completions", {"prompt": "x", "temperature": 5}),
+                     ("/v1/completions", {"prompt": []}), ("/v1/completions", {"prompt": "x", "nope": 1}),
+                     ("/v1/completions", {"prompt": [1, 10 ** 9]}), ("/v1/chat/completions", {"messages": []}),
+                     ("/v1/chat/completions", {"messages": [{"role": "user"}]}),
+                     ("/v1/chat/completions", {"messages": WEATHER_Q, "tool_choice": "required"}),
+                     ("/v1/chat/completions", {"messages": WEATHER_Q, "response_format": {"type": "xml"}})):
+        data = body if isinstance(body, bytes) else json.dumps(body)
+        code, want = curl(smollm.url + ep, data=data)
+        got_code, got = curl(smollm.url + ep + "/render", data=data)
+        assert code == 400 and (got_code, json.loads(got)) == (code, json.loads(want)), (ep, body, got)
+    code, body = curl(smollm.url + "/v1/chat/completions/render")
+    assert code == 405 and "takes POST" in body
