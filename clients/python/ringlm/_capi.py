@@ -45,7 +45,8 @@ class Info(ctypes.Structure):
                 ("vocab_size", ctypes.c_uint32), ("max_ctx", ctypes.c_uint32), ("bos_id", ctypes.c_uint32),
                 ("eos_id", ctypes.c_uint32), ("max_prompt", ctypes.c_uint32), ("max_new", ctypes.c_uint32),
                 ("max_inflight", ctypes.c_uint32), ("futex_wake", ctypes.c_int),
-                ("chat_template", ctypes.c_char * 16), ("deterministic", ctypes.c_int)]
+                ("chat_template", ctypes.c_char * 16), ("deterministic", ctypes.c_int),
+                ("block_size", ctypes.c_uint32)]
 
 
 class ChatMsg(ctypes.Structure):
