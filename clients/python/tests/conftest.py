@@ -78,3 +78,24 @@ def smollm():
     yield sock
     p.terminate()
     p.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def kvd():
+    """SmolLM2 publishing KV events (--kv-events) on a free loopback port, with a 40-block pool
+    so that a few prompts evict: (socket path, endpoint)"""
+    import socket
+    sys.path.insert(0, os.path.join(REPO, "clients"))
+    from real_models import REAL_WHY, real_model
+    name = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    m = real_model(name)
+    if not m:
+        pytest.skip(name + " " + REAL_WHY)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    ep = "tcp://127.0.0.1:%d" % s.getsockname()[1]
+    s.close()
+    p, sock = run_daemon(["--model", m, "--threads", "1", "--kv-events", ep, "--kv-blocks", "40", "--ctx", "512"])
+    yield sock, ep
+    p.terminate()
+    p.wait(timeout=20)

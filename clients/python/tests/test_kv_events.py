@@ -4,46 +4,19 @@ on eviction, AllBlocksCleared on `ringlm reset-cache`; and Dynamo's own KV route
 ai-dynamo 1.6.1 wheel, in the venv .ci/dynamo makes) relaying ringlmd's endpoint, which finds
 floor(len/B) blocks of a served prompt on that worker, fewer after eviction, none after a reset.
 Skipped, saying why, without the model, pyzmq/msgpack or the Dynamo venv."""
+import json
 import os
-import socket
 import subprocess
-import sys
 import time
 
 import pytest
-
-from conftest import REPO, run_daemon
 
 zmq = pytest.importorskip("zmq", reason="python3-zmq not installed (apt-get install python3-zmq)")
 msgpack = pytest.importorskip("msgpack", reason="python3-msgpack not installed (apt-get install python3-msgpack)")
 
 B = 16
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 RINGLM = os.path.join(REPO, "build", "ringlm")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-@pytest.fixture(scope="module")
-def kvd():
-    """SmolLM2 with --kv-events on a free loopback port and a 40-block pool (so that a few
-    prompts evict): (socket path, endpoint)"""
-    sys.path.insert(0, os.path.join(REPO, "clients"))
-    from real_models import REAL_WHY, real_model
-    name = "SmolLM2-135M-Instruct.Q4_1.gguf"
-    m = real_model(name)
-    if not m:
-        pytest.skip(name + " " + REAL_WHY)
-    ep = "tcp://127.0.0.1:%d" % free_port()
-    p, sock = run_daemon(["--model", m, "--threads", "1", "--kv-events", ep, "--kv-blocks", "40", "--ctx", "512"])
-    yield sock, ep
-    p.terminate()
-    p.wait(timeout=20)
 
 
 def prompt(seed, n):
@@ -143,7 +116,6 @@ def test_kv_events_llmd_layout_eviction_reset(kvd):
     finally:
         sub.close()
     st = subprocess.run([RINGLM, "stats", "--socket", sock, "--json"], capture_output=True, text=True).stdout
-    import json
     kv = json.loads(st)["kv_events"]
     assert kv["on"] == 1 and kv["sent"] > 0 and kv["dropped"] == 0
 
