@@ -23,9 +23,9 @@ def prompt(seed, n):
     return [100 + (seed * 7919 + i * 37) % 40000 for i in range(n)]
 
 
-def serve(sock, ids):
+def serve(sock, ids, *extra):
     r = subprocess.run([RINGLM, "generate", "--socket", sock, "--prompt-ids", ",".join(map(str, ids)), "-n", "1",
-                        "--ids"], capture_output=True, text=True, timeout=60)
+                        "--ids", *extra], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
 
 
@@ -73,7 +73,8 @@ def stored_blocks(evs):
             tag, hashes, parent, tokens, bs, lora_id, medium, lora_name, extra = e
             assert bs == B and len(tokens) == B * len(hashes) and lora_id is None and lora_name is None
             assert all(-2**63 <= h < 2**63 for h in hashes)
-            out += [(h, parent if i == 0 else hashes[i - 1], tokens[i * B:(i + 1) * B], extra)
+            assert extra is None or len(extra) == len(hashes)      # one entry a block
+            out += [(h, parent if i == 0 else hashes[i - 1], tokens[i * B:(i + 1) * B], extra and extra[i])
                     for i, h in enumerate(hashes)]
     return out
 
@@ -103,6 +104,11 @@ def test_kv_events_llmd_layout_eviction_reset(kvd):
         # the same prompt again: all cached, nothing new to say
         serve(sock, ids)
         assert not stored_blocks(sub.events(lambda g: False, 0.5))
+        # the deterministic mode's blocks are its own, salted as a cache_salt would be
+        serve(sock, ids[:2 * B], "--deterministic")
+        det = stored_blocks(sub.events(lambda g: len(stored_blocks(g)) >= 2))
+        assert len(det) == 2 and all(b[3] == ["ringlm-deterministic"] for b in det)
+        assert {b[0] for b in det}.isdisjoint(mine)
         # 40 blocks in the pool: three more prompts of 12 blocks evict the first one's
         evs = []
         for s in (2, 3, 4):
