@@ -133,7 +133,7 @@ GPU_TEST_SRC = $(wildcard tests/gpu/test_*.c)
 GPU_TESTS    = $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/%)
 TESTS       += $(GPU_TESTS) $(BUILD)/tests/test_cli $(BUILD)/tests/test_gpu_session
 
-.PHONY: all build-all check-deps deps models pylibs dynamo demo test test-gpu test-cudasim-asan test-asan test-tsan install clean fuzz fuzz-bins soak
+.PHONY: all build-all check-deps deps models pylibs dynamo jinja demo test test-gpu test-cudasim-asan test-asan test-tsan install clean fuzz fuzz-bins soak
 all: check-deps
 	@$(MAKE) --no-print-directory build-all
 build-all: $(BUILD)/ringlmd $(BUILD)/ringlm $(BUILD)/ringlm-http $(BUILD)/libringlm.so $(BUILD)/libringlm.a $(CUDA_LIB) $(TESTS) $(CUDASIM_LIB)
@@ -273,11 +273,15 @@ pylibs:
 # put ringlm behind Dynamo's own parts; offline it says so and those tests skip
 dynamo:
 	@bash .ci/dynamo >/dev/null || true
+# Jinja2 for that venv's transformers (.ci/jinja, ~/.cache/ringlm/jinja): test_export_hf renders the
+# exported chat templates with apply_chat_template; offline it says so and those checks skip
+jinja:
+	@bash .ci/jinja >/dev/null || true
 # plain `make` installs nothing: it names the Debian packages that are missing and stops
 check-deps:
 	@bash .ci/deps --check-build
 
-test: deps models pylibs dynamo
+test: deps models pylibs dynamo jinja
 	@$(MAKE) --no-print-directory all
 	@bash tests/run.sh $(BUILD)
 

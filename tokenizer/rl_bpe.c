@@ -61,6 +61,8 @@ struct rl_bpe {
 	uint32_t *vhash, vmask;        /* open addressing: id + 1, 0 = empty */
 	uint64_t *mkey;                /* merge table: key (left << 32 | right) */
 	uint32_t *mrank, *mres, mmask; /* rank + 1 (0 = empty), merged id */
+	uint32_t  nm, *moff;           /* the merges as the blob spells them: [nm] offsets */
+	uint32_t  spec_len;            /* the pre-tokenizer spec, at blob + 28 */
 	int32_t   byte_sym[256];       /* token of each byte's code point */
 	int32_t   byte_tok[256];       /* RL_BPE_RAW: the <0xNN> token of each byte, or -1 */
 	char      byte_u8[256][2];     /* each byte's code point in UTF-8 (1 or 2 bytes) */
@@ -234,8 +236,11 @@ int rl_bpe_create(const void *blob, size_t size, struct rl_bpe **out, char *err,
 	b->mrank = calloc(b->mmask, 4);
 	b->mres = malloc(b->mmask * 4ull);
 	b->mmask--;
+	b->nm = nm;
+	b->spec_len = pl;
+	b->moff = malloc((nm + 1) * 4ull);
 	char *cat = malloc(2 * 65536 + 2);
-	if (!b->mkey || !b->mrank || !b->mres || !cat) {
+	if (!b->mkey || !b->mrank || !b->mres || !b->moff || !cat) {
 		free(cat);
 		BAD("out of memory");
 	}
@@ -248,6 +253,7 @@ int rl_bpe_create(const void *blob, size_t size, struct rl_bpe **out, char *err,
 		/* "left right", split at the first space after the first byte (a left token
 		 * may be a space itself in a UTF-8 vocabulary) */
 		const char *m = (const char *)cp + o + 4, *sp = l > 1 ? memchr(m + 1, ' ', l - 1) : NULL;
+		b->moff[i] = (uint32_t)o;
 		o += 4 + l;
 		if (!sp)
 			continue;
@@ -329,6 +335,7 @@ void rl_bpe_destroy(struct rl_bpe *b)
 	rl_specials_free(&b->specials);
 	free((void *)b->blob); free(b->off); free(b->len); free(b->type); free(b->dec);
 	free(b->doff); free(b->dlen); free(b->vhash); free(b->mkey); free(b->mrank); free(b->mres);
+	free(b->moff);
 	free(b);
 }
 
@@ -347,6 +354,39 @@ int rl_bpe_adds_eos(const struct rl_bpe *b)
 }
 
 int rl_bpe_type(const struct rl_bpe *b, int32_t id) { return id >= 0 && (uint32_t)id < b->n ? b->type[id] : -1; }
+
+int rl_bpe_special_kind(const struct rl_bpe *b, int32_t id)
+{
+	return id >= 0 && (uint32_t)id < b->n ? special_kind(b, (uint32_t)id) : -1;
+}
+
+const char *rl_bpe_piece(const struct rl_bpe *b, int32_t id, size_t *len)
+{
+	if (id < 0 || (uint32_t)id >= b->n)
+		return NULL;
+	*len = b->len[id];
+	return (const char *)b->blob + b->off[id];
+}
+
+uint32_t rl_bpe_n_merges(const struct rl_bpe *b) { return b->nm; }
+
+const char *rl_bpe_merge(const struct rl_bpe *b, uint32_t i, size_t *len)
+{
+	if (i >= b->nm)
+		return NULL;
+	uint32_t l;
+	memcpy(&l, b->blob + b->moff[i], 4);
+	*len = l;
+	return (const char *)b->blob + b->moff[i] + 4;
+}
+
+const char *rl_bpe_spec(const struct rl_bpe *b, size_t *len)
+{
+	*len = b->spec_len;
+	return (const char *)b->blob + 28;
+}
+
+uint32_t rl_bpe_flags(const struct rl_bpe *b) { return b->flags; }
 
 const char *rl_bpe_decode(const struct rl_bpe *b, int32_t id, size_t *len)
 {

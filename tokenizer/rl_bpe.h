@@ -57,4 +57,16 @@ long rl_bpe_encode(const struct rl_bpe *b, const char *text, size_t len, int32_t
 /* The bytes token id stands for (control tokens: their text). NULL when out of range. */
 const char *rl_bpe_decode(const struct rl_bpe *b, int32_t id, size_t *len);
 int rl_bpe_type(const struct rl_bpe *b, int32_t id);
+/* How the special-token cut sees a token: 0 plain, 1 user-defined (cut always), 2 control or
+ * unknown, or a text llama.cpp ends generation at (cut only when parsing specials); -1 out of
+ * range. */
+int rl_bpe_special_kind(const struct rl_bpe *b, int32_t id);
+/* What the blob carries, as it spells it (for writing the vocabulary out again: export-hf):
+ * a token's text (GPT-2's code points; NULL out of range), the merges ("left right", rank =
+ * index; NULL past the end), the pre-tokenizer spec (rl_pretok.h) and the RL_BPE_* flags. */
+const char *rl_bpe_piece(const struct rl_bpe *b, int32_t id, size_t *len);
+uint32_t rl_bpe_n_merges(const struct rl_bpe *b);
+const char *rl_bpe_merge(const struct rl_bpe *b, uint32_t i, size_t *len);
+const char *rl_bpe_spec(const struct rl_bpe *b, size_t *len);
+uint32_t rl_bpe_flags(const struct rl_bpe *b);
 #endif

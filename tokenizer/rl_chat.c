@@ -216,3 +216,83 @@ long rl_chat_format(enum rl_chat_family f, const char *dflt_system, const struct
 		out[cap - 1] = 0;
 	return (long)b.n;
 }
+
+/* A Jinja string literal of s (the lexer unescapes \\, \", \n, \r, \t and \uXXXX). */
+static void put_literal(struct buf *b, const char *s)
+{
+	put(b, "\"");
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '\\' || c == '"')
+			put(b, "\\%c", c);
+		else if (c == '\n')
+			put(b, "\\n");
+		else if (c == '\r')
+			put(b, "\\r");
+		else if (c == '\t')
+			put(b, "\\t");
+		else if (c < 0x20)
+			put(b, "\\u%04x", c);
+		else
+			put(b, "%c", c);
+	}
+	put(b, "\"");
+}
+
+/* rl_chat_format's rules as Jinja, one family at a time; single lines of tags only, so
+ * transformers' trim_blocks / lstrip_blocks change nothing. */
+#define J_ROLES(extra) "{%- for message in messages -%}{%- if message['role'] not in ['system', 'user', 'assistant'" \
+	extra "] or message['content'] is not string -%}{{ raise_exception('ringlm formats roles system, user, " \
+	"assistant with text content') }}{%- endif -%}{%- endfor -%}"
+#define J_SPLIT_SYSTEM "{%- if messages and messages[0]['role'] == 'system' -%}{%- set sys = messages[0]['content'] -%}" \
+	"{%- set loop_messages = messages[1:] -%}{%- else -%}{%- set sys = none -%}{%- set loop_messages = messages -%}{%- endif -%}"
+#define J_ALTERNATE "{%- if message['role'] != ['user', 'assistant'][loop.index0 % 2] -%}{{ raise_exception(" \
+	"'after an optional system message, roles must alternate user/assistant') }}{%- endif -%}"
+#define J_LAST_USER "{%- if loop_messages and loop_messages[-1]['role'] == 'assistant' -%}{{ raise_exception(" \
+	"'the last message must be the user\\'s: the assistant\\'s turn is the one to generate') }}{%- endif -%}"
+
+long rl_chat_jinja(enum rl_chat_family f, const char *dflt_system, char *out, size_t cap)
+{
+	struct buf b = { out, cap, 0 };
+	if (cap)
+		out[0] = 0;
+	switch (f) {
+	case RL_CHAT_LLAMA3:
+		put(&b, "%s", J_ROLES(", 'ipython'")
+		    "{{- '<|begin_of_text|>' -}}{%- for message in messages -%}{{ '<|start_header_id|>' + message['role'] + "
+		    "'<|end_header_id|>\\n\\n' + message['content'] + '<|eot_id|>' }}{%- endfor -%}{%- if add_generation_prompt -%}"
+		    "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif -%}");
+		break;
+	case RL_CHAT_CHATML:
+		put(&b, "%s", J_ROLES(""));
+		if (dflt_system && *dflt_system) {
+			put(&b, "{%%- if not messages or messages[0]['role'] != 'system' -%%}{{ '<|im_start|>system\\n' + ");
+			put_literal(&b, dflt_system);
+			put(&b, " + '<|im_end|>\\n' }}{%%- endif -%%}");
+		}
+		put(&b, "%s", "{%- for message in messages -%}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+		    "'<|im_end|>\\n' }}{%- endfor -%}{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}");
+		break;
+	case RL_CHAT_MISTRAL:
+		put(&b, "%s", J_ROLES("") J_SPLIT_SYSTEM "{{- '<s>' -}}{%- for message in loop_messages -%}" J_ALTERNATE
+		    "{%- if message['role'] == 'user' -%}{%- if loop.first and sys is not none -%}{{ '[INST] ' + sys + '\\n\\n' + "
+		    "message['content'] + ' [/INST]' }}{%- else -%}{{ '[INST] ' + message['content'] + ' [/INST]' }}{%- endif -%}"
+		    "{%- else -%}{{ ' ' + message['content'] + '</s>' }}{%- endif -%}{%- endfor -%}" J_LAST_USER);
+		break;
+	case RL_CHAT_PHI3:
+		put(&b, "%s", J_ROLES("") "{%- for message in messages -%}{{ '<|' + message['role'] + '|>\\n' + message['content'] + "
+		    "'<|end|>\\n' }}{%- endfor -%}{%- if add_generation_prompt -%}{{ '<|assistant|>\\n' }}{%- endif -%}");
+		break;
+	case RL_CHAT_GEMMA:
+		put(&b, "%s", J_ROLES("") J_SPLIT_SYSTEM "{{- '<bos>' -}}{%- for message in loop_messages -%}" J_ALTERNATE
+		    "{{ '<start_of_turn>' + ('user' if message['role'] == 'user' else 'model') + '\\n' + (sys + '\\n\\n' if "
+		    "loop.first and sys is not none else '') + message['content'] + '<end_of_turn>\\n' }}{%- endfor -%}" J_LAST_USER
+		    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\\n' }}{%- endif -%}");
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (cap && b.n >= cap)
+		out[cap - 1] = 0;
+	return (long)b.n;
+}

@@ -42,6 +42,14 @@ long rl_chat_format(enum rl_chat_family f, const char *dflt_system, const struct
 /* A Jinja template of family f (the shape of the family's published one) for the GGUF writer
  * to store as tokenizer.chat_template, so test models carry a family; "" for none. */
 const char *rl_chat_template_text(enum rl_chat_family f);
+/* A Jinja chat template (Hugging Face's tokenizer_config.json chat_template) that renders a
+ * conversation exactly as rl_chat_format formats it for family f with dflt_system (NULL or
+ * "": none), the assistant's turn opened under add_generation_prompt, and raise_exception
+ * where rl_chat_format refuses (an unknown role, Mistral or Gemma roles out of turn): for
+ * export-hf, so a frontend that renders templates (transformers' apply_chat_template) prefills
+ * what ringlm prefills. Writes at most cap bytes (NUL included), returns the length needed;
+ * -EINVAL for RL_CHAT_NONE. */
+long rl_chat_jinja(enum rl_chat_family f, const char *dflt_system, char *out, size_t cap);
 /* The text that ends the assistant's turn (a stop string for generation): "<|eot_id|>",
  * "<|im_end|>", "</s>", "<|end|>", "<end_of_turn>". */
 const char *rl_chat_end(enum rl_chat_family f);

@@ -543,6 +543,28 @@ int rl_tok_type(const struct rl_tok *t, int32_t tok)
 	return (uint32_t)tok == t->bos || (uint32_t)tok == t->eos ? RL_TT_CONTROL : RL_TT_NORMAL;
 }
 
+int rl_tok_special_kind(const struct rl_tok *t, int32_t tok)
+{
+	if (tok < 0 || (uint32_t)tok >= t->n)
+		return -1;
+	if (t->bpe)
+		return rl_bpe_special_kind(t->bpe, tok);
+	return t->type ? special_kind(t, (uint32_t)tok) : (uint32_t)tok == t->bos || (uint32_t)tok == t->eos ? 2 : 0;
+}
+
+const char *rl_tok_text(const struct rl_tok *t, int32_t tok, size_t *len)
+{
+	if (tok < 0 || (uint32_t)tok >= t->n)
+		return NULL;
+	if (t->bpe)
+		return rl_bpe_piece(t->bpe, tok, len);
+	return piece_text(t, (uint32_t)tok, len);
+}
+
+const struct rl_bpe *rl_tok_bpe(const struct rl_tok *t) { return t->bpe; }
+
+uint32_t rl_tok_spm_flags(const struct rl_tok *t) { return t->bpe ? 0 : t->flags; }
+
 const char *rl_tok_piece(const struct rl_tok *t, int32_t tok, size_t *len, float *score)
 {
 	if (tok < 0 || (uint32_t)tok >= t->n)

@@ -71,6 +71,19 @@ size_t rl_tok_eog_ids(const struct rl_tok *t, uint32_t *ids, size_t cap);
  * the vocabulary says it; a llama2.c vocabulary, which says none: control for BOS and EOS,
  * normal for the rest. -1 for an id out of range. */
 int rl_tok_type(const struct rl_tok *t, int32_t tok);
+/* How the special-token cut sees a token (rl_partition.h): 0 plain text, 1 user-defined (cut
+ * from every text), 2 control, unknown or an end-of-generation text (cut only with
+ * RL_TOK_SPECIAL); -1 out of range. */
+int rl_tok_special_kind(const struct rl_tok *t, int32_t tok);
+/* A token's text as the vocabulary spells it: SentencePiece pieces with U+2581 as ' ' and
+ * BOS/EOS without llama2.c's newlines; byte-level BPE tokens in GPT-2's code points. NULL
+ * out of range. */
+const char *rl_tok_text(const struct rl_tok *t, int32_t tok, size_t *len);
+/* The byte-level BPE vocabulary behind t (rl_bpe.h), or NULL for a SentencePiece one. */
+struct rl_bpe;
+const struct rl_bpe *rl_tok_bpe(const struct rl_tok *t);
+/* A SentencePiece vocabulary's RL_SPM_* flags (0 for a byte-level BPE one). */
+uint32_t rl_tok_spm_flags(const struct rl_tok *t);
 /* Raw vocabulary piece and score of a token (NULL when out of range). */
 const char *rl_tok_piece(const struct rl_tok *t, int32_t tok, size_t *len, float *score);
 /* Length of the longest prefix of s[n] that does not end inside a UTF-8 character: a final

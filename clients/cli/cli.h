@@ -11,6 +11,7 @@ int rl_cmd_top(int argc, char **argv);
 int rl_cmd_reset_cache(int argc, char **argv);
 int rl_cmd_mkmodel(int argc, char **argv);
 int rl_cmd_tokenize(int argc, char **argv);
+int rl_cmd_export_hf(int argc, char **argv);
 int rl_cmd_bench_ipc(int argc, char **argv);
 int rl_cmd_bench_sched(int argc, char **argv);
 int rl_cmd_bench_model(int argc, char **argv);

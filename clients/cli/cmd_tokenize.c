@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
 #include "clients/cli/cli.h"
+#include "tokenizer/rl_chat.h"
 #include "tokenizer/rl_tok.h"
 #include "runtime/model/rl_model_io.h"
 #include "runtime/model/rl_model_plan.h"
@@ -14,10 +16,12 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: ringlm tokenize --model PATH|tokenizer.json [--tokenizer FILE] [--no-bos] [--special]\n"
-		   "                       (--text TEXT | --file FILE | --decode ID,ID,...)\n"
+		   "                       (--text TEXT | --file FILE | --decode ID,ID,... | --chat MESSAGES.json)\n"
 		   "  prints the token ids of TEXT (or of the whole FILE as one text) on one line, separated\n"
 		   "  by spaces; --special parses control tokens written in the text (<|eot_id|>), as Hugging\n"
-		   "  Face does by default; without it they are plain text. --decode prints the text of ids.\n");
+		   "  Face does by default; without it they are plain text. --decode prints the text of ids.\n"
+		   "  --chat prints the ids ringlm prefills for a conversation (a JSON list of {\"role\", \"content\"},\n"
+		   "  - for stdin): formatted by the model's chat template family, the assistant's turn opened.\n");
 }
 
 static char *read_file(const char *path, size_t *n)
@@ -44,12 +48,12 @@ static char *read_file(const char *path, size_t *n)
 
 int rl_cmd_tokenize(int argc, char **argv)
 {
-	const char *model = NULL, *tokf = NULL, *text = NULL, *file = NULL, *decode = NULL;
+	const char *model = NULL, *tokf = NULL, *text = NULL, *file = NULL, *decode = NULL, *chat = NULL;
 	int bos = 1, special = 0;
 	static const struct option lo[] = {
 		{ "model", 1, 0, 'm' }, { "tokenizer", 1, 0, 't' }, { "text", 1, 0, 'x' },
 		{ "file", 1, 0, 'f' }, { "decode", 1, 0, 'd' }, { "no-bos", 0, 0, 'b' },
-		{ "special", 0, 0, 's' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
+		{ "special", 0, 0, 's' }, { "chat", 1, 0, 'c' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
 	optind = 1;
 	opterr = 0;
 	int o;
@@ -62,6 +66,7 @@ int rl_cmd_tokenize(int argc, char **argv)
 		case 'd': decode = optarg; break;
 		case 'b': bos = 0; break;
 		case 's': special = 1; break;
+		case 'c': chat = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default:
 			fprintf(stderr, "ringlm tokenize: %s option '%s'; see ringlm tokenize --help\n",
@@ -69,8 +74,8 @@ int rl_cmd_tokenize(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!model || (!!text + !!file + !!decode) != 1) {
-		fprintf(stderr, "ringlm tokenize: give --model and exactly one of --text, --file, --decode\n");
+	if (!model || (!!text + !!file + !!decode + !!chat) != 1) {
+		fprintf(stderr, "ringlm tokenize: give --model and exactly one of --text, --file, --decode, --chat\n");
 		return 2;
 	}
 	struct rl_model_plan p;
@@ -83,7 +88,7 @@ int rl_cmd_tokenize(int argc, char **argv)
 		p.cfg.bos_id = p.cfg.eos_id = UINT32_MAX;
 		rc = rl_hf_tokenizer_blob(model, 0, UINT32_MAX, UINT32_MAX, &p.vocab_blob, &p.vocab_blob_size,
 					  err, sizeof err);
-	} else if (!tokf && ml > 5 && !strcmp(model + ml - 5, ".gguf")) {
+	} else if (!tokf && !chat && ml > 5 && !strcmp(model + ml - 5, ".gguf")) {
 		/* the vocabulary alone: vocab-only GGUFs (llama.cpp's ggml-vocab-*.gguf) work too */
 		memset(&p, 0, sizeof p);
 		p.cfg.bos_id = p.cfg.eos_id = UINT32_MAX;
@@ -108,7 +113,44 @@ int rl_cmd_tokenize(int argc, char **argv)
 		return 1;
 	}
 	rl_tok_set_special(t, p.cfg.bos_id, p.cfg.eos_id);
+	enum rl_chat_family fam = rl_chat_from_name(p.chat_template);
+	char sys[sizeof p.chat_system];
+	snprintf(sys, sizeof sys, "%s", p.chat_system);
 	rl_model_plan_close(&p);
+	char *fmt = NULL;
+	if (chat) {
+		/* as ringlm-http's chat path: the family's format, tokenized with control tokens
+		 * parsed and no BOS added (the format writes the family's own) */
+		json_error_t je;
+		json_t *j = !strcmp(chat, "-") ? json_loadf(stdin, 0, &je) : json_load_file(chat, 0, &je);
+		size_t n = json_array_size(j);
+		struct rl_chat_msg *m = calloc(n + 1, sizeof *m);
+		long len = -EINVAL;
+		for (size_t i = 0; m && i < n; i++) {
+			m[i].role = json_string_value(json_object_get(json_array_get(j, i), "role"));
+			m[i].content = json_string_value(json_object_get(json_array_get(j, i), "content"));
+		}
+		if (!j || !json_is_array(j))
+			fprintf(stderr, "ringlm tokenize: %s is not a JSON list of messages (%s); give [{\"role\": \"user\", "
+				"\"content\": \"...\"}]\n", chat, j ? "not a list" : je.text);
+		else if (fam == RL_CHAT_NONE)
+			fprintf(stderr, "ringlm tokenize: %s has no chat template ringlm formats; use --text\n", model);
+		else if (!m || (len = rl_chat_format(fam, sys, m, n, NULL, 0)) < 0 || !(fmt = malloc((size_t)len + 1)))
+			fprintf(stderr, "ringlm tokenize: %s: %s\n", chat, len < 0 ? "a role ringlm's chat format refuses here "
+				"(system, user, assistant; Gemma and Mistral alternate user/assistant and end with user)" :
+				strerror(ENOMEM));
+		else
+			rl_chat_format(fam, sys, m, n, fmt, (size_t)len + 1);
+		free(m);
+		json_decref(j);
+		if (!fmt) {
+			rl_tok_destroy(t);
+			return 1;
+		}
+		text = fmt;
+		bos = 0;
+		special = 1;
+	}
 	if (decode) {
 		for (char *s = (char *)decode, *e; *s; s = *e ? e + 1 : e) {
 			long id = strtol(s, &e, 10);
@@ -148,6 +190,7 @@ int rl_cmd_tokenize(int argc, char **argv)
 	}
 	free(ids);
 	free(buf);
+	free(fmt);
 	rl_tok_destroy(t);
 	return rc;
 }

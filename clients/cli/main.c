@@ -13,6 +13,7 @@ static const struct cmd cmds[] = {
 	{ "reset-cache", rl_cmd_reset_cache, "empty the runtime's prefix cache" },
 	{ "mkmodel", rl_cmd_mkmodel, "write a random-weight Llama GGUF" },
 	{ "tokenize", rl_cmd_tokenize, "token ids of a text, or the text of ids (--model PATH)" },
+	{ "export-hf", rl_cmd_export_hf, "write a GGUF's tokenizer and chat template as a Hugging Face folder" },
 };
 static const struct cmd benches[] = {
 	{ "ipc", rl_cmd_bench_ipc, "ring vs runtime vs Unix socket round trips" },

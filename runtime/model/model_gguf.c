@@ -909,6 +909,7 @@ int rl_model_plan_gguf(const char *path, const char *tokenizer_path, struct rl_m
 					    * turns every Gemma 3 is trained to */
 		snprintf(p->chat_template, sizeof p->chat_template, "%s", rl_chat_name(RL_CHAT_GEMMA));
 	}
+	snprintf(p->arch, sizeof p->arch, "%s", arch);
 	if (!get_str(&g, "general.name", p->name, sizeof p->name))
 		snprintf(p->name, sizeof p->name, "%s", g.f.name);
 	/* every field the shape has, named and shaped by the one table (rl_wnames_walk) */

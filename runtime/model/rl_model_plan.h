@@ -81,6 +81,7 @@ struct rl_tread {
 struct rl_model_plan {
 	struct rl_model_config cfg;
 	char     name[64];
+	char     arch[24];             /* GGUF general.architecture ("llama", "gemma3" ...), "" otherwise */
 	char     chat_template[16];    /* the template's family (tokenizer/rl_chat.h), "" when none */
 	char     chat_system[192];     /* its default system turn (rl_chat_default_system), "" */
 	int      norm_plus_one;        /* the file's norm weights w scale by 1 + w (Hugging Face Gemma): the

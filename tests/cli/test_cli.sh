@@ -42,8 +42,33 @@ else bad generate_spec_missing_draft "rc $rc: $out"; fi
 out=$("$b/ringlm" generate --model synthetic:tiny --spec ngram --prompt-ids 1,2,3,1,2,3,1,2 -n 12 --ids --stats 2>&1); rc=$?
 if [ $rc -eq 0 ] && has "$out" '"spec_drafted":'; then ok generate_spec_in_process; else bad generate_spec_in_process "rc $rc: $out"; fi
 
+# -- export-hf: a missing file, a file that is no GGUF, a folder it cannot write are one line each
+# with exit 1; no arguments is a usage error (exit 2)
+"$b/ringlm" mkmodel --shape tiny --dtype f32 --seed 1 --out "$dir/tiny.gguf" >/dev/null 2>&1
+echo "not a model" > "$dir/text.gguf"; mkdir -p "$dir/ro"; chmod 0555 "$dir/ro"
+for t in "missing|$dir/none.gguf $dir/hf|cannot open $dir/none.gguf" "not_gguf|$dir/text.gguf $dir/hf|is not a GGUF file" \
+         "dir_is_file|$dir/tiny.gguf $dir/text.gguf|cannot write into $dir/text.gguf" \
+         "dir_uncreatable|$dir/tiny.gguf /proc/hf|cannot create /proc/hf"; do
+  name=${t%%|*}; t=${t#*|}; arg=${t%%|*}; want=${t#*|}
+  out=$("$b/ringlm" export-hf $arg 2>&1); rc=$?
+  if [ $rc -eq 1 ] && has "$out" "$want" && [ "$(lines "$out")" -eq 1 ]; then ok "export_hf_rejects_$name"
+  else bad "export_hf_rejects_$name" "rc $rc: $out"; fi
+done
+if [ "$(id -u)" -ne 0 ]; then
+  out=$("$b/ringlm" export-hf "$dir/tiny.gguf" "$dir/ro" 2>&1); rc=$?
+  if [ $rc -eq 1 ] && has "$out" "cannot write into $dir/ro" && [ "$(lines "$out")" -eq 1 ]; then ok export_hf_rejects_readonly
+  else bad export_hf_rejects_readonly "rc $rc: $out"; fi
+else
+  echo "SKIP export_hf_rejects_readonly: root writes into a 0555 folder"; skip=$((skip+1))
+fi
+out=$("$b/ringlm" export-hf 2>&1); rc=$?
+if [ $rc -eq 2 ] && has "$out" "export-hf MODEL.gguf DIR" && [ "$(lines "$out")" -eq 1 ]; then ok export_hf_usage; else bad export_hf_usage "rc $rc: $out"; fi
+out=$("$b/ringlm" export-hf "$dir/tiny.gguf" "$dir/hf" 2>&1); rc=$?
+if [ $rc -eq 0 ] && [ -s "$dir/hf/tokenizer.json" ] && [ -s "$dir/hf/config.json" ]; then ok export_hf_synthetic; else bad export_hf_synthetic "rc $rc: $out"; fi
+chmod 0755 "$dir/ro"
+
 # -- every subcommand answers --help on stdout with exit 0
-for c in generate stats top mkmodel tokenize "bench ipc" "bench sched" "bench model" "bench kernels" "bench split" "bench serve" "bench gpu" \
+for c in generate stats top mkmodel tokenize export-hf "bench ipc" "bench sched" "bench model" "bench kernels" "bench split" "bench serve" "bench gpu" \
          "bench spec" "bench latency" "bench grammar"; do
   out=$("$b/ringlm" $c --help 2>/dev/null); rc=$?
   if [ $rc -eq 0 ] && has "$out" "usage: ringlm $c"; then ok "help_${c// /_}"; else bad "help_${c// /_}" "rc $rc: $out"; fi
