@@ -18,15 +18,20 @@ a cancel inside ringlmd), and on SIGTERM/SIGINT unregistering, waiting for in-fl
 DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT), then cleanup() and exit.
 
 What this engine does:
-- registers with ringlmd's KV block size, pool size (kv_blocks_total), context length and
-  max_inflight (max_num_seqs), read from the runtime at start();
+- registers with ringlmd's KV block size, pool size (kv_blocks_total), context length,
+  max_inflight (max_num_seqs) and step token budget (max_num_batched_tokens), read from the
+  runtime at start();
 - maps sampling_options (temperature, top_p, top_k, seed) and stop_conditions (max_tokens,
   stop_token_ids, stop_token_ids_hidden; stop strings are the frontend's) onto ringlm's request
   and refuses by name, as InvalidArgument, every option set to a value ringlm cannot honour
   (penalties, min_p, logit_bias, n/best_of > 1, beam search, ignore_eos, min_tokens, logprobs,
   guided decoding, more than 8 stop ids);
 - publishes load (ComponentSnapshot: used/total KV blocks, usage, prefix-hit rate) from
-  ringlm's stats every --stats-interval seconds;
+  ringlm's stats every --stats-interval seconds (used = total - free: blocks held by running
+  requests; cached blocks nobody holds count as free, as ringlm counts them);
+- on shutdown (cleanup(), which Dynamo calls after unregistering and a grace period, before it
+  waits for its endpoints), lets the requests under way finish (--drain-timeout) before it
+  detaches from ringlmd;
 - with --kv-events, hands Dynamo a ZmqSource on ringlmd's own --kv-events endpoint (vLLM's ZMQ
   format; Dynamo's relay subscribes to it and feeds its KV router).
 """
@@ -139,13 +144,15 @@ def request_params(request, info, max_stop=8):
 
 
 class RinglmEngine(LLMEngine):
-    def __init__(self, socket, hf_dir, model_name, kv_events=None, stats_interval=0.1):
+    def __init__(self, socket, hf_dir, model_name, kv_events=None, stats_interval=0.1, drain_timeout=300.0):
         self.socket = socket
         self.hf_dir = hf_dir
         self.model_name = model_name
         self.kv_events = kv_events
         self.stats_interval = stats_interval
+        self.drain_timeout = drain_timeout
         self.client = None
+        self._active = 0                # generate() calls under way
         self.info = {}
         self._streams = {}              # Dynamo request id -> ringlm AsyncStream
         self._publisher = None
@@ -171,11 +178,13 @@ class RinglmEngine(LLMEngine):
         p.add_argument("--response-plane", choices=["tcp", "quic"], default=os.environ.get("DYN_RESPONSE_PLANE", "tcp"))
         p.add_argument("--event-plane", choices=["nats", "zmq"], default=os.environ.get("DYN_EVENT_PLANE"))
         p.add_argument("--stats-interval", type=float, default=0.1, help="seconds between load snapshots")
+        p.add_argument("--drain-timeout", type=float, default=300.0,
+                       help="on SIGTERM, seconds cleanup waits for in-flight requests before it detaches")
         a = p.parse_args(argv)
         ns, comp, ep = parse_endpoint(a.endpoint)
         hf_dir = os.path.abspath(a.hf_dir)
         name = a.model_name or os.path.basename(hf_dir.rstrip("/"))
-        engine = cls(a.socket, hf_dir, name, a.kv_events, a.stats_interval)
+        engine = cls(a.socket, hf_dir, name, a.kv_events, a.stats_interval, a.drain_timeout)
         wc = WorkerConfig(namespace=ns, component=comp, endpoint=ep, model_name=hf_dir, served_model_name=name,
                           endpoint_types=a.endpoint_types, discovery_backend=a.discovery_backend,
                           request_plane=a.request_plane, response_plane=a.response_plane,
@@ -194,16 +203,25 @@ class RinglmEngine(LLMEngine):
         total = int(st.get("kv_blocks_total") or 0) or None
         max_ctx = int(self.info.get("max_ctx") or 0) or None
         seqs = int(self.info.get("max_inflight") or 0) or None
+        budget = int(st.get("budget") or 0) or None     # the step's token budget (with auto: as at start)
         log.info("ringlm: serving %s through %s (block %s, %s blocks, ctx %s)", self.model_name, self.socket, bs,
                  total, max_ctx)
         return EngineConfig(model=self.hf_dir, served_model_name=self.model_name,
                             llm=LlmRegistration(context_length=max_ctx, kv_cache_block_size=bs, total_kv_blocks=total,
-                                                max_num_seqs=seqs))
+                                                max_num_seqs=seqs, max_num_batched_tokens=budget))
 
     # ---- requests
     async def generate(self, request, context):
         if self.client is None:
             raise EngineShutdown("ringlm: the engine is not started")
+        self._active += 1
+        try:
+            async for chunk in self._generate(request, context):
+                yield chunk
+        finally:
+            self._active -= 1
+
+    async def _generate(self, request, context):
         log.debug("ringlm: request %s", {k: v for k, v in request.items() if k != "token_ids"})
         ids, kw = request_params(request, self.info)
         rid = context.id()
@@ -299,6 +317,18 @@ class RinglmEngine(LLMEngine):
                 log.exception("ringlm: publishing load failed")
 
     async def cleanup(self):
+        # Dynamo's Worker calls this after unregistering and its grace period
+        # (DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS), before it waits for its endpoints: closing the
+        # client now would cancel what is still streaming, so the requests under way finish first
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        if self._active:
+            log.info("ringlm: draining %d request(s) before detaching", self._active)
+        while self._active and loop.time() - t0 < self.drain_timeout:
+            await asyncio.sleep(0.05)
+        if self._active:
+            log.warning("ringlm: %d request(s) still running after %.0f s; detaching cancels them",
+                        self._active, self.drain_timeout)
         self._stop.set()
         t, self._stats_thread = self._stats_thread, None
         if t is not None:

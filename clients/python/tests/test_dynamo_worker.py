@@ -46,6 +46,22 @@ def free_port():
     return p
 
 
+def free_port_i16():
+    """a free loopback port below 32768: Dynamo 1.6.1 reads DYN_SYSTEM_PORT as an i16"""
+    import random
+    for _ in range(200):
+        p = random.randint(20000, 32767)
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", p))
+            return p
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise RuntimeError("no free port in 20000..32767")
+
+
 def dynamo_python():
     r = subprocess.run(["bash", os.path.join(REPO, ".ci", "dynamo"), "--dir"], capture_output=True, text=True)
     d = r.stdout.strip()
@@ -77,7 +93,8 @@ class Cluster:
         self.env = dict(os.environ, DYN_FILE_KV=os.path.join(tmp, "kv"), DYN_LOG="warn", HF_HUB_OFFLINE="1",
                         TRANSFORMERS_OFFLINE="1", PYTHONPATH=os.path.join(REPO, "clients", "python"),
                         RINGLM_LIB=os.path.join(BUILD, "libringlm.so"), DYN_SELF_HOST_METADATA="0",
-                        XDG_CACHE_HOME=os.path.join(tmp, "cache"), HOME=tmp)
+                        XDG_CACHE_HOME=os.path.join(tmp, "cache"), HOME=tmp,
+                        DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS="1")
         self.workers = []                     # {"sock", "ep", "rd", "dyn", "client"}
         self.driver = None
 
@@ -112,11 +129,14 @@ class Cluster:
                     pass
             time.sleep(0.05)
         assert client, "ringlmd %d did not come up in 60 s" % i
+        mport = free_port_i16()
+        env = dict(self.env, DYN_SYSTEM_PORT=str(mport), DYN_SYSTEM_HOST="127.0.0.1", DYN_SYSTEM_ENABLED="true")
         dyn = self.spawn("dynamo%d" % i, [self.py, "-m", "ringlm.dynamo", "--socket", sock, "--hf-dir", self.hf,
                                           "--model-name", MODEL_NAME, "--kv-events", ep,
                                           "--discovery-backend", "file", "--request-plane", "tcp",
-                                          "--event-plane", "zmq"])
-        self.workers.append({"i": i, "sock": sock, "ep": ep, "rd": rd, "dyn": dyn, "client": client})
+                                          "--event-plane", "zmq"], env=env)
+        self.workers.append({"i": i, "sock": sock, "ep": ep, "rd": rd, "dyn": dyn, "client": client,
+                             "metrics": "http://127.0.0.1:%d/metrics" % mport})
 
     def start_frontend(self):
         self.port = free_port()
@@ -133,8 +153,14 @@ class Cluster:
 
     def ask(self, cmd, timeout=90):
         """one driver command; its JSON answer (bounded: the driver's own calls time out first)"""
+        self.send(cmd)
+        return self.recv(cmd, timeout)
+
+    def send(self, cmd):
         self.driver.stdin.write(json.dumps(cmd) + "\n")
         self.driver.stdin.flush()
+
+    def recv(self, cmd, timeout=90):
         import select
         r, _, _ = select.select([self.driver.stdout], [], [], timeout)
         assert r, "the driver did not answer %s in %d s; frontend log:\n%s" % (cmd["op"], timeout,
@@ -396,6 +422,49 @@ def test_client_disconnect_cancels_inside_ringlmd(cluster):
     print("cancelled %.0f ms after the disconnect, %d tokens made" % (1000 * settle, out))
 
 
+def scrape(url):
+    """the dynamo_component_* samples of a worker's /metrics: {name: value}"""
+    import urllib.request
+    out = {}
+    with urllib.request.urlopen(url, timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("dynamo_component_") and "{" in line:
+                name = line[:line.index("{")]
+                try:
+                    out[name] = float(line.rsplit(" ", 1)[1])
+                except ValueError:
+                    pass
+    return out
+
+
+def test_worker_registers_ringlms_pool_and_publishes_its_load(cluster):
+    """the model card holds ringlmd's block size and pool; the worker's dynamo_component_* gauges
+    (ComponentSnapshot) follow ringlm's stats"""
+    c = cluster
+    cards = []
+    d = os.path.join(c.tmp, "kv", "v1", "mdc")
+    for f in os.listdir(d):
+        with open(os.path.join(d, f)) as fh:
+            cards.append(json.load(fh)["card_json"])
+    assert len(cards) == 2, cards
+    for w in c.workers:
+        st = c.stats(w)
+        for card in cards:
+            assert card["kv_cache_block_size"] == st["block_size"], card
+            assert card["runtime_config"]["total_kv_blocks"] == st["kv_blocks_total"], card["runtime_config"]
+        t0 = time.monotonic()
+        while True:
+            m = scrape(w["metrics"])
+            st = c.stats(w)
+            want_hit = st["prefix_hit_tokens"] / st["prefix_query_tokens"]
+            if (m.get("dynamo_component_total_blocks") == st["kv_blocks_total"]
+                    and abs(m.get("dynamo_component_kv_cache_hit_rate", -1) - want_hit) < 0.01):
+                break
+            assert time.monotonic() - t0 < 5, (m, want_hit, st["kv_blocks_total"])
+            time.sleep(0.1)
+        assert 0 <= m["dynamo_component_gpu_cache_usage_percent"] <= 1, m
+
+
 def test_kill_one_worker_the_other_serves(cluster):
     c = cluster
     home = getattr(c, "home", {0: 1, 1: 1})
@@ -426,3 +495,31 @@ def test_kill_one_worker_the_other_serves(cluster):
     d = delta(c, b)
     assert d[other["i"]][0] >= 10, d
     print("after kill -9 of worker %d: %s; every request served from %.1f s on" % (victim["i"], results, recovered))
+
+
+def test_sigterm_unregisters_drains_and_exits(cluster):
+    """a rolling update loses no request: SIGTERM to the (last) worker's Dynamo process while it
+    streams; it leaves the file store at once, the stream still comes back whole, then it exits"""
+    c = cluster
+    w = next(w for w in c.workers if not w.get("dead"))
+    n0 = len(instances(c))
+    b = c.stats(w)
+    cmd = {"op": "completion", "prompt": "1, 2, 3, 4, 5,", "max_tokens": 500, "stream": True}
+    c.send(cmd)
+    t0 = time.monotonic()
+    while c.stats(w)["tokens_out"] - b["tokens_out"] < 20:
+        assert time.monotonic() - t0 < 20, "the stream did not start"
+        time.sleep(0.02)
+    w["dyn"].send_signal(signal.SIGTERM)
+    t_term = time.monotonic()
+    while len(instances(c)) >= n0:
+        assert time.monotonic() - t_term < 5, "still registered 5 s after SIGTERM"
+        time.sleep(0.05)
+    unreg = time.monotonic() - t_term
+    r = c.recv(cmd, timeout=120)
+    assert r["ok"] and r["finish_reason"] == "length" and r["usage"]["completion_tokens"] == 500, r
+    w["dyn"].wait(timeout=30)
+    exited = time.monotonic() - t_term
+    assert w["dyn"].returncode is not None
+    print("SIGTERM: unregistered after %.2f s, the stream finished whole (500 tokens), exited after %.1f s (rc %d)"
+          % (unreg, exited, w["dyn"].returncode))
