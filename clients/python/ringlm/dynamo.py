@@ -29,6 +29,7 @@ What this engine does:
 - publishes load (ComponentSnapshot: used/total KV blocks, usage, prefix-hit rate) from
   ringlm's stats every --stats-interval seconds (used = total - free: blocks held by running
   requests; cached blocks nobody holds count as free, as ringlm counts them);
+- when ringlmd goes away, sends itself SIGTERM, so that Dynamo unregisters the worker and exits;
 - on shutdown (cleanup(), which Dynamo calls after unregistering and a grace period, before it
   waits for its endpoints), lets the requests under way finish (--drain-timeout) before it
   detaches from ringlmd;
@@ -40,16 +41,22 @@ import asyncio
 import logging
 import os
 import random
+import signal
 import sys
 import threading
 
 import ringlm
 
-from dynamo.common.backend.engine import EngineConfig, LLMEngine, LlmRegistration
-from dynamo.common.backend.publisher import ComponentSnapshot, ZmqSource
-from dynamo.common.backend.run import run
-from dynamo.common.backend.worker import WorkerConfig
-from dynamo.llm.exceptions import EngineShutdown, InvalidArgument
+try:
+    from dynamo.common.backend.engine import EngineConfig, LLMEngine, LlmRegistration
+    from dynamo.common.backend.publisher import ComponentSnapshot, ZmqSource
+    from dynamo.common.backend.run import run
+    from dynamo.common.backend.worker import WorkerConfig
+    from dynamo.llm.exceptions import EngineShutdown, InvalidArgument
+except ImportError as e:          # a python without ai-dynamo: say what to run it with
+    if __name__ == "__main__":
+        sys.exit("ringlm.dynamo needs NVIDIA Dynamo (ai-dynamo 1.6.1), e.g. the venv .ci/dynamo makes: %s" % e)
+    raise
 
 log = logging.getLogger("ringlm.dynamo")
 
@@ -305,14 +312,18 @@ class RinglmEngine(LLMEngine):
             c, pub = self.client, self._publisher
             if c is None or pub is None:
                 continue
+            if c._gone is not None:
+                # ringlmd is gone: leave the pool (the Worker's own SIGTERM path unregisters and exits)
+                # rather than take requests that can only fail
+                log.error("ringlm: ringlmd on %r is gone (%s); shutting the worker down", self.socket, c._gone)
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
             try:
                 st = c.stats()
                 self.last_stats = st
                 pub.publish(0, self.snapshot(st))
             except ringlm.RinglmError as e:
                 log.warning("ringlm: stats: %s", e)
-                if e.errno in (107, 104, 32):   # the runtime is gone
-                    return
             except Exception:
                 log.exception("ringlm: publishing load failed")
 

@@ -333,6 +333,13 @@ def test_chat_and_completions_carry_ringlms_tokens(cluster):
             assert r["usage"]["prompt_tokens"] == plen, (op, stream, r["usage"], plen)
             if stream:
                 assert r["chunks"] >= 2, r
+    # stop strings are the frontend's: the text ends before the first one, finish_reason "stop"
+    words = [w for w in want["completion"][0].split() if w.isalpha() and len(w) > 3]
+    if words:
+        r = c.ask({"op": "completion", "prompt": COMPLETION, "max_tokens": 24, "extra": {"stop": [words[0]]}})
+        assert r["ok"] and r["finish_reason"] == "stop", r
+        assert r["text"] == want["completion"][0][:want["completion"][0].index(words[0])], (r, words[0])
+        print("greedy completion %r; with stop=[%r]: %r" % (want["completion"][0], words[0], r["text"]))
     # what ringlm cannot honour is refused by name
     for extra, name in (({"presence_penalty": 0.5}, "presence_penalty"), ({"frequency_penalty": 0.3}, "frequency_penalty"),
                         ({"n": 2}, "n"), ({"logprobs": True}, "logprobs")):
@@ -465,11 +472,39 @@ def test_worker_registers_ringlms_pool_and_publishes_its_load(cluster):
         assert 0 <= m["dynamo_component_gpu_cache_usage_percent"] <= 1, m
 
 
+def test_worker_leaves_when_its_ringlmd_dies(cluster):
+    """a third worker whose ringlmd is killed: its Dynamo process unregisters and exits by itself"""
+    c = cluster
+    n0 = len(instances(c))
+    c.add_worker(3)
+    w = c.workers[-1]
+    t0 = time.monotonic()
+    while len(instances(c)) <= n0:
+        assert w["dyn"].poll() is None, c.log_tail("dynamo3")
+        assert time.monotonic() - t0 < 60, "worker 3 did not register in 60 s"
+        time.sleep(0.1)
+    os.killpg(w["rd"].pid, signal.SIGKILL)
+    w["rd"].wait(timeout=10)
+    t_kill = time.monotonic()
+    try:
+        w["dyn"].wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("worker 3 still running 15 s after its ringlmd died:\n" + c.log_tail("dynamo3"))
+    exited = time.monotonic() - t_kill
+    w["dead"] = True
+    try:
+        w["client"].close()
+    except Exception:
+        pass
+    assert len(instances(c)) == n0, instances(c)
+    print("worker 3 left %.1f s after its ringlmd was killed (rc %s)" % (exited, w["dyn"].returncode))
+
+
 def test_kill_one_worker_the_other_serves(cluster):
     c = cluster
     home = getattr(c, "home", {0: 1, 1: 1})
     victim = next(w for w in c.workers if w["i"] == home[0])
-    other = next(w for w in c.workers if w is not victim)
+    other = next(w for w in c.workers if w is not victim and not w.get("dead"))
     c.kill_worker(victim)
     t_kill = time.monotonic()
     b = snap(c)
