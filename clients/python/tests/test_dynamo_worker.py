@@ -235,6 +235,7 @@ def cluster():
     tmp = tempfile.mkdtemp(prefix="rl-dyn-")
     hf = hf_dir(model, tmp)
     if not hf:
+        subprocess.run(["rm", "-rf", tmp])
         pytest.skip("`ringlm export-hf` is not there yet: Dynamo's frontend needs the model's HF-style folder "
                     "(or name one in RINGLM_TEST_HF_DIR)")
     c = Cluster(tmp, py, model, hf)
