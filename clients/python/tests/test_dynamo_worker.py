@@ -14,9 +14,8 @@ group, at the end; every wait is bounded.
 - kill -9 of one worker (its ringlmd and its Dynamo process) leaves the other serving every new
   request within 30 s.
 
-Skipped, saying why, without the Dynamo venv (.ci/dynamo), the model (.ci/models) or
-`ringlm export-hf` (the frontend's HF-style folder; RINGLM_TEST_HF_DIR may name a folder made
-some other way instead)."""
+The frontend reads the HF-style folder `ringlm export-hf` writes from the GGUF. Skipped, saying
+why, without the Dynamo venv (.ci/dynamo) or the model (.ci/models)."""
 import json
 import os
 import signal
@@ -70,16 +69,7 @@ def dynamo_python():
 
 
 def hf_dir(model, tmp):
-    """the frontend's folder for the model: `ringlm export-hf`, or RINGLM_TEST_HF_DIR; None when neither"""
-    given = os.environ.get("RINGLM_TEST_HF_DIR")
-    if given:
-        return given if os.path.exists(os.path.join(given, "tokenizer.json")) else None
-    try:
-        h = subprocess.run([RINGLM, "export-hf", "--help"], capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if h.returncode != 0:
-        return None
+    """the frontend's folder for the model, as `ringlm export-hf` writes it"""
     out = os.path.join(tmp, "hf")
     r = subprocess.run([RINGLM, "export-hf", model, out], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, "ringlm export-hf failed: " + r.stderr
@@ -234,10 +224,6 @@ def cluster():
         pytest.skip(SMOL + " " + REAL_WHY)
     tmp = tempfile.mkdtemp(prefix="rl-dyn-")
     hf = hf_dir(model, tmp)
-    if not hf:
-        subprocess.run(["rm", "-rf", tmp])
-        pytest.skip("`ringlm export-hf` is not there yet: Dynamo's frontend needs the model's HF-style folder "
-                    "(or name one in RINGLM_TEST_HF_DIR)")
     c = Cluster(tmp, py, model, hf)
     try:
         t0 = time.monotonic()
