@@ -353,17 +353,42 @@ static void ids_unlock(struct ringlm *c)
 	atomic_flag_clear_explicit(&c->ids_lock, memory_order_release);
 }
 
-int ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id)
+/* Whether c may send new work now (fn names the caller in the error): 0, -ECONNRESET, -EPERM
+ * for an observer, -ESHUTDOWN from a draining runtime (said here rather than after a round trip) */
+static int may_send(struct ringlm *c, const char *fn)
 {
 	if (c->dead)
 		return -ECONNRESET;
 	if (c->observer)
-		return fail(-EPERM, "ringlm_submit: this connection only observes (params.observe); connect without it to submit");
-	/* a draining runtime refuses new work: say so here rather than after a round trip */
+		return fail(-EPERM, "%s: this connection only observes (params.observe); connect without it to send requests", fn);
 	if (atomic_load_explicit(&((struct rl_info *)c->info)->state, memory_order_relaxed) != RL_STATE_RUNNING) {
 		int e = check_alive(c);
-		return e ? e : fail(-ESHUTDOWN, "ringlm_submit: the runtime is shutting down; requests already accepted still finish");
+		return e ? e : fail(-ESHUTDOWN, "%s: the runtime is shutting down; requests already accepted still finish", fn);
 	}
+	return 0;
+}
+
+/* A free request id into *rid when the request ring has room (sp, req_space's) and ok holds
+ * (the arena's room): 0, or -EAGAIN (-ECONNRESET once the runtime is gone) */
+static int take_id(struct ringlm *c, int64_t sp, int ok, uint32_t *rid)
+{
+	ids_lock(c);
+	if (sp == 0 || !ok || !c->n_free) {
+		ids_unlock(c);
+		int e = check_alive(c);
+		return e ? e : -EAGAIN;
+	}
+	*rid = c->free_ids[--c->n_free];
+	c->id_live[*rid] = 1;
+	ids_unlock(c);
+	return 0;
+}
+
+int ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id)
+{
+	int e = may_send(c, "ringlm_submit");
+	if (e)
+		return e;
 	if (!r || !r->prompt || !r->n_prompt || (!r->max_new && !r->prompt_logprobs) || r->n_stop > RL_MAX_STOP_IDS ||
 	    (r->n_stop && !r->stop) || r->top_logprobs > RINGLM_MAX_TOP_LOGPROBS ||
 	    (r->top_logprobs && !r->logprobs && !r->prompt_logprobs))
@@ -387,16 +412,9 @@ int ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id
 	int64_t sp = req_space(c);
 	if (sp < 0)
 		return -EPROTO;
-	uint32_t arena_free = c->arena_mask + 1 - (c->arena_head - c->arena_tail);
-	ids_lock(c);
-	if (sp == 0 || arena_free < words || !c->n_free) {
-		ids_unlock(c);
-		int e = check_alive(c);
-		return e ? e : -EAGAIN;
-	}
-	uint32_t rid = c->free_ids[--c->n_free];
-	c->id_live[rid] = 1;
-	ids_unlock(c);
+	uint32_t arena_free = c->arena_mask + 1 - (c->arena_head - c->arena_tail), rid;
+	if ((e = take_id(c, sp, arena_free >= words, &rid)))
+		return e;
 	uint32_t pos = c->arena_head & c->arena_mask, first = c->arena_mask + 1 - pos;
 	if (first > r->n_prompt)
 		first = r->n_prompt;
@@ -445,26 +463,15 @@ int ringlm_submit(struct ringlm *c, const struct ringlm_request *r, uint32_t *id
 
 int ringlm_reset_prefix_cache(struct ringlm *c, uint64_t tag, uint32_t *id)
 {
-	if (c->dead)
-		return -ECONNRESET;
-	if (c->observer)
-		return fail(-EPERM, "ringlm_reset_prefix_cache: this connection only observes (params.observe)");
-	if (atomic_load_explicit(&((struct rl_info *)c->info)->state, memory_order_relaxed) != RL_STATE_RUNNING) {
-		int e = check_alive(c);
-		return e ? e : fail(-ESHUTDOWN, "ringlm_reset_prefix_cache: the runtime is shutting down");
-	}
+	int e = may_send(c, "ringlm_reset_prefix_cache");
+	if (e)
+		return e;
 	int64_t sp = req_space(c);
+	uint32_t rid;
 	if (sp < 0)
 		return -EPROTO;
-	ids_lock(c);
-	if (sp == 0 || !c->n_free) {
-		ids_unlock(c);
-		int e = check_alive(c);
-		return e ? e : -EAGAIN;
-	}
-	uint32_t rid = c->free_ids[--c->n_free];
-	c->id_live[rid] = 1;
-	ids_unlock(c);
+	if ((e = take_id(c, sp, 1, &rid)))
+		return e;
 	struct rl_req *q = rl_ring_prod_slot(&c->req, 0);
 	memset(q, 0, sizeof *q);
 	q->op = RL_OP_RESET_CACHE;
