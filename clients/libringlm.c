@@ -77,6 +77,8 @@ const char *ringlm_strerror(int err)
 	case -EBUSY: return "request id already in use";
 	case -ENOSPC: return "no room: the runtime's request pool is full (retry later), or the buffer given is too small (ringlm_last_error() says which)";
 	case -ETIMEDOUT: return "the request's deadline passed before it was admitted";
+	case -ETIME: return "the runtime is overloaded: the request waited its longest (ringlmd --max-queue-ms) "
+			    "without being admitted; retry later";
 	case -EOVERFLOW: return "the request's grammar (or schema, or regex) needs more automaton states than the "
 				"runtime allows (ringlmd --cons-max-states, default 100000); simplify it";
 	case -ESHUTDOWN: return "the runtime is shutting down";

@@ -314,8 +314,39 @@ static void test_overshoot_shrinks_at_once(void)
 	CHECKF(later > after, "budget %u after recovery, %u after the overshoot", later, after);
 }
 
+/* The default target: eight one-row steps, within [10, 40] ms; the ceiling without a step. */
+static void test_default_target(void)
+{
+	CHECK(rl_budget_default_target(3.5e6) == 28000000);
+	CHECK(rl_budget_default_target(50e3) == RL_BUDGET_TARGET_MIN_NS);
+	CHECK(rl_budget_default_target(9e6) == RL_BUDGET_TARGET_MAX_NS);
+	CHECK(rl_budget_default_target(0) == RL_BUDGET_TARGET_MAX_NS);
+	CHECK(rl_budget_default_target(-1) == RL_BUDGET_TARGET_MAX_NS);
+}
+
+/* The running cap: the most decodes whose step fits the decode share of the target. */
+static void test_max_running(void)
+{
+	struct rl_budget b;
+	rl_budget_init(&b, 12000000, 4096);
+	CHECK(rl_budget_max_running(&b) == 4096);   /* not yet trusted: no cap */
+	/* step = 2 ms + 100 µs a sampled row: 0.75 x 12 ms / 1.15 = 7.83 ms -> 58 decodes */
+	const double c[RL_BUDGET_NF] = { 2e6, 1e5, 2e4, 0, 0 };
+	double f[RL_BUDGET_NF];
+	for (int i = 0; i < 2000; i++) {
+		random_step(f);
+		rl_budget_update(&b, f, cost(c, f, 0));
+	}
+	uint32_t n = rl_budget_max_running(&b);
+	CHECKF(n == 58, "cap %u, want 58", n);
+	b.target_ns = 1000;                          /* below one decode: still one runs */
+	CHECK(rl_budget_max_running(&b) == 1);
+}
+
 int main(void)
 {
+	RUN(test_default_target);
+	RUN(test_max_running);
 	RUN(test_fit_converges);
 	RUN(test_fit_is_non_negative);
 	RUN(test_outliers_do_not_drag_the_fit);

@@ -36,7 +36,7 @@ struct treq {
 	uint64_t state;                /* oracle: sim state after prompt + got */
 	int live, done, cancelled;
 	int32_t fin;                   /* DONE code, or -errno of an ERROR event */
-	uint64_t enq_step;
+	uint64_t enq_step, enq_ns;
 	struct rl_seq *q;
 };
 
@@ -121,7 +121,9 @@ static void w_emit(void *ctx, const struct rl_seq *q, uint32_t type, uint32_t to
 	r->live = 0;
 	r->fin = code;
 	if (type == RL_EV_ERROR) {
-		CHECKF(code == -ETIMEDOUT && r->n_got == 0 && r->deadline && w->now > r->deadline,
+		CHECKF(r->n_got == 0 && ((code == -ETIMEDOUT && r->deadline && w->now > r->deadline) ||
+					 (code == -ETIME && w->p.max_queue_ns && w->now > r->enq_ns + w->p.max_queue_ns &&
+					  (!r->deadline || r->deadline >= r->enq_ns + w->p.max_queue_ns))),
 		       "req %u error %d", q->rid, code);
 		return;
 	}
@@ -201,6 +203,7 @@ static int submit(struct world *w, uint32_t i)
 		r->q = q;
 		r->live = 1;
 		r->enq_step = w->step;
+		r->enq_ns = w->now;
 	}
 	return rc;
 }
@@ -855,6 +858,50 @@ static void priority_and_deadline_order(void)
 	world_fini(&w);
 }
 
+/* While a long prompt is in progress, a short one that arrives later is admitted whole in the
+ * next step (from half the budget), and the long one keeps the other half; the running cap
+ * holds admissions back; the queue's bound ends a request that waits past it with -ETIME. */
+static void short_first_cap_and_queue_bound(void)
+{
+	struct world w;
+	struct rl_sched_params p;
+	rl_sched_default_params(&p);
+	p.max_ctx = 512;
+	p.n_kv_blocks = 256;
+	p.pool_size = 8;
+	p.max_seqs = 8;
+	p.max_batch_tokens = 64;
+	p.max_queue_ns = 20000000;           /* 20 steps of the world's clock */
+	REQUIRE(world_init(&w, &p, 1000, reqs) == 0);
+	w.n_req = 4;
+	fill_req(&reqs[0], 400, 50, 1000, 60);
+	fill_req(&reqs[1], 20, 51, 1000, 60);
+	fill_req(&reqs[2], 20, 52, 1000, 4);
+	fill_req(&reqs[3], 20, 53, 1000, 4);
+	CHECK(submit(&w, 0) == 0);
+	CHECK(step(&w) == 64);                /* the long prompt's first chunk */
+	CHECK(submit(&w, 1) == 0);
+	step(&w);                             /* the short one whole; the long one 44 rows, to a block */
+	CHECK(w.prefill_rows[1] == 20 && w.prefill_rows[0] == 64 + 32);
+	/* the running cap: two run, the third waits past the queue's bound */
+	rl_sched_set_max_running(w.s, 2);
+	CHECK(submit(&w, 2) == 0);
+	for (int i = 0; i < 30 && !reqs[2].done; i++) {
+		memset(w.used, 0, sizeof w.used);
+		step(&w);
+	}
+	CHECK(reqs[2].done && reqs[2].fin == -ETIME && reqs[2].n_got == 0);
+	rl_sched_set_max_running(w.s, 8);
+	CHECK(submit(&w, 3) == 0);
+	run_until_idle(&w, 200);
+	CHECK(reqs[0].fin == RL_FIN_LENGTH && reqs[1].fin == RL_FIN_LENGTH && reqs[3].fin == RL_FIN_LENGTH);
+	struct rl_sched_stats st;
+	rl_sched_get_stats(w.s, &st);
+	CHECK(st.expired == 1 && st.overloaded == 1 && st.finished == 3);
+	check_drained(&w);
+	world_fini(&w);
+}
+
 /* A client whose event ring is full is left out of steps; its tokens all arrive later. */
 static void full_ring_pauses(void)
 {
@@ -935,6 +982,7 @@ static void random_params(struct world *w, struct rl_sched_params *p, uint32_t *
 	p->eos_id = rnd(w, 3) ? UINT32_MAX : rnd(w, *vocab);
 	p->n_eog = rnd(w, 4) ? 0 : 1;
 	p->eog[0] = rnd(w, *vocab);
+	p->max_queue_ns = rnd(w, 4) ? 0 : (1 + rnd(w, 60)) * 1000000ull;
 }
 
 static void random_request(struct world *w, struct treq *r, const uint32_t sys[3][128])
@@ -1014,6 +1062,8 @@ static void random_workload(uint64_t seed)
 		}
 		if (rnd(&w, 20) == 0)
 			rl_sched_set_budget(w.s, 1 + rnd(&w, p.max_batch_tokens + 8));
+		if (rnd(&w, 30) == 0)          /* the automatic budget's running cap */
+			rl_sched_set_max_running(w.s, rnd(&w, 3) ? 1 + rnd(&w, p.max_seqs + 2) : p.max_seqs);
 		/* clients drain their event rings at their own pace */
 		for (int c = 0; c < MAX_CLIENTS; c++)
 			if (rnd(&w, 2))
@@ -1079,6 +1129,7 @@ int main(void)
 	RUN(draft_model_drafts_resume_right);
 	RUN(preemption_recomputes);
 	RUN(priority_and_deadline_order);
+	RUN(short_first_cap_and_queue_bound);
 	RUN(full_ring_pauses);
 	RUN(cancel_during_step);
 	RUN(random_workloads);

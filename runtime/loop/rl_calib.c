@@ -3,6 +3,9 @@
  * the step model as its prior (rl_budget_prior), so the first long prompt does not meet a
  * model that has never seen a prefill token.
  *
+ * Without a target (g->target_ns 0) the first shape's time sets it (rl_budget_default_target),
+ * before the shapes sized from it.
+ *
  * The shapes cover every feature of the model and the region the pick works in: one decode
  * row; eight decode rows; a 32-token prefill chunk (whose time against the decode row's gives
  * a first cost per prefill token); chunks sized from that cost to take about half, one and
@@ -101,6 +104,7 @@ int rl_calib_run(struct rl_budget *bud, struct rl_backend *be, const struct rl_c
 	double per_tok = 0;
 	uint32_t big = 256;
 	uint32_t half_ctx = g->max_ctx / 2 ? g->max_ctx / 2 : 1;
+	uint64_t target = g->target_ns;
 	for (int k = 0; !rc && k < 9; k++) {
 		/* past the time allowed, stop once the first three shapes (every feature but the
 		 * long-context ones) are in */
@@ -117,7 +121,7 @@ int rl_calib_run(struct rl_budget *bud, struct rl_backend *be, const struct rl_c
 		case 2: n = 32 < rows ? 32 : rows;                                  /* a short chunk */
 			r = add(&s, g, n, n, 1, vocab); break;
 		case 3: case 4: case 5:     /* chunks beside a decode row: ½, 1, 1½ x the target */
-			n = per_tok > 0 ? (uint32_t)(((double)g->target_ns * (k - 2) / 2 - (double)t1) / per_tok) : 0;
+			n = per_tok > 0 ? (uint32_t)(((double)target * (k - 2) / 2 - (double)t1) / per_tok) : 0;
 			n = n < 2 ? 2 : n > rows - 1 ? rows - 1 : n;
 			n = n > half_ctx ? half_ctx : n;
 			r = add(&s, g, n, n, 1, vocab);
@@ -156,14 +160,19 @@ int rl_calib_run(struct rl_budget *bud, struct rl_backend *be, const struct rl_c
 		rep->steps++;
 		if (k == 0)
 			t1 = ns;
+		if (k == 0 && !target)         /* no target given: derived from the one-row step */
+			target = bud->target_ns = rl_budget_default_target((double)ns);
 		if (k == 2 && n > 1)
 			per_tok = ns > t1 ? (double)(ns - t1) / (n - 1) : 1e3;
 		if (per_tok < 1)
 			per_tok = 1;
 		/* the chunks after a prefix: about twice the target's worth of prefill */
-		big = (uint32_t)(2.0 * (double)g->target_ns / per_tok);
+		big = (uint32_t)(2.0 * (double)target / per_tok);
 		big = big < 16 ? 16 : big > 1024 ? 1024 : big;
 	}
+	if (!bud->target_ns)               /* the one-row step failed: the default's ceiling */
+		bud->target_ns = rl_budget_default_target(0);
+	rep->target_ns = bud->target_ns;
 	rep->ns = rl_now_ns() - t_start;
 	bud->calib_ns = rep->ns;
 	free(s.seqs); free(s.tokens); free(s.pos); free(s.row_seq); free(s.bt); free(out);

@@ -11,13 +11,14 @@ struct rl_calib_geom {
 	uint32_t n_blocks, block_size;  /* the KV pool the steps may write (nothing owns it yet) */
 	uint32_t max_seqs, max_tokens;  /* the step limits (the scheduler's) */
 	uint32_t max_ctx;
-	uint64_t target_ns;             /* the ITL target: chunks are sized around it */
+	uint64_t target_ns;             /* the ITL target: chunks are sized around it; 0: derive it */
 	uint64_t max_ns;                /* stop starting new shapes after this much wall time */
 };
 
 struct rl_calib_report {
 	uint32_t steps;                 /* shapes timed */
 	uint64_t ns;                    /* wall time, both runs of every shape */
+	uint64_t target_ns;             /* the target in force (given, or derived)*/
 };
 
 /* Times the shapes through be (idle: nothing launched) into bud's prior. 0, or the backend's

@@ -576,8 +576,10 @@ static uint64_t step_done(struct rl_rt *rt)
 
 static int try_launch(struct rl_rt *rt, uint64_t now)
 {
-	if (rt->p.budget_auto)
+	if (rt->p.budget_auto) {
 		rl_sched_set_budget(rt->sched, rl_budget_pick(&rt->budget, rt->sched));
+		rl_sched_set_max_running(rt->sched, rl_budget_max_running(&rt->budget));
+	}
 	/* the step in three phases: the scheduler's asks, the drafts, the composition */
 	struct rl_draft_ask *asks;
 	const uint32_t n_asks = rl_sched_plan(rt->sched, now, &asks);
@@ -806,7 +808,8 @@ void rl_rt_default_params(struct rl_rt_params *p)
 	p->socket = "default";
 	p->backend = NULL;              /* sim without a model, cpu with one */
 	p->cpu = -1;
-	p->max_batch_tokens = RL_SCHED_DEFAULT_BUDGET;
+	p->max_batch_tokens = RL_SCHED_DEFAULT_BUDGET;   /* taken only when budget_auto is off */
+	p->budget_auto = 1;
 	p->max_seqs = 256;
 	p->kv_blocks = 0;               /* 0: sized by the backend (sim: 16384) */
 	p->block_size = 16;
@@ -823,6 +826,7 @@ void rl_rt_default_params(struct rl_rt_params *p)
 	p->idle_spin_ns = 2000000;      /* 2 ms */
 	p->idle_adapt_ns = RL_IDLE_ADAPT_DEFAULT_NS;
 	p->drain_timeout_ns = 10000000000ull;   /* 10 s */
+	p->max_queue_ns = 10000000000ull;       /* 10 s */
 }
 /* The ids besides EOS that end a generation: the vocabulary's end-of-turn tokens (a chat
  * model's "<end_of_turn>", "<|eot_id|>" ...), so a request stops where llama.cpp stops. */
@@ -921,6 +925,7 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 	sp.spec_k = p->spec_k;
 	sp.spec_max_rows = bi->max_draft_rows == UINT32_MAX ? 0 : bi->max_draft_rows;
 	sp.deterministic = p->deterministic;
+	sp.max_queue_ns = p->max_queue_ns;
 	if (p->deterministic && !bi->deterministic) {
 		snprintf(err, errlen, "--deterministic: the %s backend has no deterministic mode; omit --deterministic or use --backend cpu",
 			 bi->name);
@@ -1158,10 +1163,12 @@ int rl_rt_run(struct rl_rt *rt)
 		if (rc)
 			SAY("warning: budget calibration stopped after %u steps: %s (the step model learns from "
 			    "served steps)", rep.steps, strerror(-rc));
+		rt->p.itl_target_ns = rep.target_ns;
+		atomic_store(&rt->info->st.itl_target_ns, rep.target_ns);
 		const double *th = rt->budget.theta;
-		LOG(rt, "budget auto, ITL target %.1f ms: calibrated in %.0f ms over %u step shapes: step %.0f us "
+		LOG(rt, "budget auto, ITL target %.1f ms%s: calibrated in %.0f ms over %u step shapes: step %.0f us "
 		    "+ %.1f us/sampled row + %.1f us/prefill token + %.2f us/1k decode ctx + %.2f us/1k prefill pairs",
-		    rt->p.itl_target_ns / 1e6, rep.ns / 1e6, rep.steps, th[0] / 1e3, th[1] / 1e3, th[2] / 1e3,
+		    rt->p.itl_target_ns / 1e6, rt->calib.target_ns ? "" : " (derived)", rep.ns / 1e6, rep.steps, th[0] / 1e3, th[1] / 1e3, th[2] / 1e3,
 		    th[3] / 1e3, th[4] / 1e3);
 		rl_budget_publish(&rt->budget, &rt->info->st);
 	}

@@ -28,9 +28,9 @@ struct rl_rt_params {
 	int      threads;              /* backend worker threads; 0 = auto */
 	int      kv_f16;               /* --kv-type: the cpu backend's KV cache in IEEE half (default,
 					* as llama.cpp's), or fp32 (--kv-type f32) */
-	uint32_t max_batch_tokens;     /* token budget (default RL_SCHED_DEFAULT_BUDGET) */
-	int      budget_auto;          /* --max-batch-tokens auto */
-	uint64_t itl_target_ns;        /* --itl-target-us */
+	uint32_t max_batch_tokens;     /* --max-batch-tokens N: a fixed token budget */
+	int      budget_auto;          /* the automatic budget (default; --max-batch-tokens auto) */
+	uint64_t itl_target_ns;        /* --itl-target-us; 0: derived at start (rl_budget.h) */
 	uint32_t max_seqs, kv_blocks, block_size;
 	uint32_t ctx;                  /* --ctx: context length served; 0 = the model's */
 	int      prefix_cache;
@@ -59,6 +59,8 @@ struct rl_rt_params {
 	const char *kv_events;         /* --kv-events: publish the prefix cache's changes here (rl_kvev.h) */
 	const char *kv_events_topic;   /* --kv-events-topic (default "kv@HOST@MODEL") */
 	uint64_t drain_timeout_ns;     /* SIGTERM: in-flight work gets this long, then -ESHUTDOWN */
+	uint64_t max_queue_ns;         /* --max-queue-ms: a request not admitted this long after it
+					* arrived ends with -ETIME (overloaded: retry later); 0 = none */
 	int      handle_signals;       /* daemon: SIGINT/SIGTERM through signalfd */
 	int      verbose;
 };

@@ -21,7 +21,7 @@ void rl_rt_usage(FILE *f)
 "               [--sim-step-us A] [--sim-token-us B] [--sim-vocab V]\n"
 "               [--kv-type f16|f32] [--cuda-graph-buckets N,N,...] [--cuda-dtype bf16|fp16] [--cuda-attn ringlm|flashinfer]\n"
 "               [--wake auto|futex|eventfd] [--idle-spin-us N] [--idle-adapt-ms N]\n"
-"               [--event-ring N] [--request-ring N] [--arena-ids N] [--drain-timeout-ms N]\n"
+"               [--event-ring N] [--request-ring N] [--arena-ids N] [--drain-timeout-ms N] [--max-queue-ms N]\n"
 "               [--kv-events ENDPOINT] [--kv-events-topic TOPIC]\n"
 "               [--deterministic] [--latency] [--verbose|--quiet]\n");
 }
@@ -75,6 +75,7 @@ static const struct option value_opts[] = {
 	{ "request-ring", required_argument, NULL, 0 },
 	{ "arena-ids", required_argument, NULL, 0 },
 	{ "drain-timeout-ms", required_argument, NULL, 0 },
+	{ "max-queue-ms", required_argument, NULL, 0 },
 	{ "idle-spin-us", required_argument, NULL, 0 },
 	{ "idle-adapt-ms", required_argument, NULL, 0 },
 	{ "kv-events", required_argument, NULL, 0 },
@@ -171,6 +172,7 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 			else {
 				NUM(1, 1u << 20);
 				p->max_batch_tokens = (uint32_t)n;
+				p->budget_auto = 0;
 			}
 		} else if (!strcmp(a, "--itl-target-us")) {
 			NUM(1, 100000000);
@@ -277,6 +279,9 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 		} else if (!strcmp(a, "--drain-timeout-ms")) {
 			NUM(0, 3600000);
 			p->drain_timeout_ns = n * 1000000;
+		} else if (!strcmp(a, "--max-queue-ms")) {
+			NUM(0, 3600000);
+			p->max_queue_ns = n * 1000000;
 		} else if (!strcmp(a, "--idle-spin-us")) {
 			NUM(0, 10000000);
 			p->idle_spin_ns = n * 1000;
@@ -313,8 +318,9 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 		snprintf(err, errlen, "--kv-events-topic names --kv-events' messages; give --kv-events ENDPOINT too");
 		return -EINVAL;
 	}
-	if (p->budget_auto && !p->itl_target_ns) {
-		snprintf(err, errlen, "--max-batch-tokens auto needs --itl-target-us T");
+	if (!p->budget_auto && p->itl_target_ns) {
+		snprintf(err, errlen, "--itl-target-us is the automatic budget's target; a fixed --max-batch-tokens N has none "
+			 "(drop one of them)");
 		return -EINVAL;
 	}
 	return 0;

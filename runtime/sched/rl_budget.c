@@ -18,6 +18,15 @@
 #define SEEN_DECAY  0.999   /* per step; a burst of big steps is remembered for ~1000 steps */
 #define START       64      /* budget before the model is trusted (no calibration) */
 
+uint64_t rl_budget_default_target(double one_row_ns)
+{
+	if (!(one_row_ns > 0))
+		return RL_BUDGET_TARGET_MAX_NS;
+	const double t = RL_BUDGET_TARGET_STEPS * one_row_ns;
+	return t < RL_BUDGET_TARGET_MIN_NS ? RL_BUDGET_TARGET_MIN_NS
+	     : t > RL_BUDGET_TARGET_MAX_NS ? RL_BUDGET_TARGET_MAX_NS : (uint64_t)t;
+}
+
 void rl_budget_init(struct rl_budget *b, uint64_t target_ns, uint32_t max_budget)
 {
 	memset(b, 0, sizeof *b);
@@ -253,6 +262,25 @@ uint32_t rl_budget_choose(struct rl_budget *b, uint32_t d, double dec_ctx, uint3
 	}
 	b->chosen = d + lo;
 	return b->chosen;
+}
+
+uint32_t rl_budget_max_running(const struct rl_budget *b)
+{
+	if (b->n_obs + b->n_prior < WARMUP || !b->target_ns)
+		return b->max_budget;
+	const double limit = RL_BUDGET_DECODE_SHARE * (double)b->target_ns / (1 + b->margin);
+	const double ctx = b->last_decodes ? b->last_dec_ctx / b->last_decodes + 1 : b->last_prefix;
+	double f[RL_BUDGET_NF];
+	uint32_t lo = 1, hi = b->max_budget;
+	while (lo < hi) {                  /* the prediction is non-decreasing in the count */
+		uint32_t mid = lo + (hi - lo + 1) / 2;
+		rl_budget_step_features(mid, ctx * mid, 0, 0, f);
+		if (rl_budget_predict(b, f) <= limit)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
 }
 
 uint32_t rl_budget_pick(struct rl_budget *b, const struct rl_sched *s)

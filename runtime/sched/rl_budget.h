@@ -1,4 +1,6 @@
-/* rl_budget.h — the automatic token budget (--max-batch-tokens auto --itl-target-us T).
+/* rl_budget.h — the automatic token budget: ringlmd's default (and --max-batch-tokens auto),
+ * with the inter-token target T of --itl-target-us or, when none is given, T derived from the
+ * model and the machine (rl_budget_default_target below).
  *
  * A model of step time, linear in five features of the step
  *     step_ns ≈ c0 + c_samp·(sampled rows) + c_pf·(prefill tokens)
@@ -42,6 +44,16 @@
 #include "kernels/rl_batch.h"
 
 #define RL_BUDGET_NF 5                 /* features, in the order above */
+
+/* The default target: RL_BUDGET_TARGET_STEPS one-row decode steps (timed by the calibration),
+ * within [RL_BUDGET_TARGET_MIN_NS, RL_BUDGET_TARGET_MAX_NS]. A step that long is at most 1/8
+ * its decodes' fixed cost, so prefill chunks beside them keep ~7/8 of their unchunked rate;
+ * the ceiling is 25 tokens/s, faster than anyone reads, and leaves the margin's tail (99%
+ * under 1.1 T) under 50 ms; below the floor a step's tail is the OS's scheduling tick, not
+ * the step. */
+#define RL_BUDGET_TARGET_STEPS  8
+#define RL_BUDGET_TARGET_MIN_NS 10000000ull
+#define RL_BUDGET_TARGET_MAX_NS 40000000ull
 #define RL_BUDGET_NR 128               /* relative errors kept for the margin */
 
 struct rl_budget {
@@ -68,7 +80,11 @@ struct rl_budget {
 struct rl_info_stats;
 struct rl_sched;
 
-/* max_budget: the ceiling (the scheduler's max batch tokens). */
+/* The target for a one-row decode step of one_row_ns (the rule above; the ceiling when the
+ * step is unknown, one_row_ns <= 0). */
+uint64_t rl_budget_default_target(double one_row_ns);
+/* max_budget: the ceiling (the scheduler's max batch tokens); target_ns 0: set later
+ * (b->target_ns, before the first pick; rl_calib_run derives it). */
 void     rl_budget_init(struct rl_budget *b, uint64_t target_ns, uint32_t max_budget);
 /* Features of a step (the units above). */
 void     rl_budget_features(const struct rl_batch *bt, double f[RL_BUDGET_NF]);
@@ -87,6 +103,13 @@ void     rl_budget_step_features(uint32_t d, double dec_ctx, uint32_t prefix, ui
 /* The budget for such a step, its chunk chosen as above. Always within
  * [min(d + 1, max_budget), max_budget]; stored in b->chosen. */
 uint32_t rl_budget_choose(struct rl_budget *b, uint32_t d, double dec_ctx, uint32_t prefix);
+/* The most sequences that may run at once (rl_sched_set_max_running): the largest count whose
+ * decode-only step, at the last step's mean context, is predicted within RL_BUDGET_DECODE_SHARE
+ * of the target under the margin, so the rest of a step still moves prompts along; at least 1,
+ * at most max_budget; max_budget while the model is not yet trusted. Under overload the
+ * streams admitted keep their inter-token target, and the others wait in the queue. */
+#define RL_BUDGET_DECODE_SHARE 0.75
+uint32_t rl_budget_max_running(const struct rl_budget *b);
 /* rl_budget_choose for the step the scheduler is about to compose. */
 uint32_t rl_budget_pick(struct rl_budget *b, const struct rl_sched *s);
 void     rl_budget_publish(const struct rl_budget *b, struct rl_info_stats *st);

@@ -5,9 +5,10 @@
  *   queue    waiting requests in admission order: resumed (preempted) ones first, then higher
  *            priority, then earlier deadline, then FCFS. Inserting an ordinary request scans
  *            from the tail, so FCFS arrivals cost O(1).
- *   heap     queued requests that have a deadline, earliest first, so expiry costs O(log n)
+ *   heap     queued requests that expire, earliest first (at their deadline, or at the queue's
+ *            bound max_queue_ns after arrival, whichever is first), so expiry costs O(log n)
  *            per expired request and nothing otherwise.
- *   expired  requests past their deadline whose client had no room for the error event yet.
+ *   expired  requests past their expiry whose client had no room for the error event yet.
  *   running  admitted sequences (prefilling or decoding) in admission order. Decodes are taken
  *            in this order and the victim of a preemption is its tail, so a victim is never a
  *            sequence already placed in the step by the same pass.
@@ -17,9 +18,13 @@
  * deadlines; pass 1 gives each decoding sequence one row (growing its block table, preempting
  * the newest sequence when the KV pool is exhausted); with speculation on, pass 1b asks for
  * drafts from what is left and takes room for them (never preempting for a draft).
- * rl_sched_compose: the drafts filled become rows; pass 2 gives prefilling
- * sequences chunks from what is left of the budget; then queued requests are admitted (prefix
- * cache lookup, KV for their first chunk) while budget, sequence slots and blocks last. The rows
+ * rl_sched_compose: the drafts filled become rows; then queued prompts short enough to end
+ * their prefill in this step are admitted first, from at most half of what is left (a short
+ * question then never waits behind a long prompt's chunks, and the long prompt still gets
+ * half); pass 2 gives prefilling sequences chunks from what is left of the budget; then queued
+ * requests are admitted (prefix cache lookup, KV for their first chunk) in queue order while
+ * budget, sequence slots (max_seqs, and the running cap of rl_sched_set_max_running) and
+ * blocks last. The rows
  * are packed decodes with drafts and prefill chunks first, then plain decodes (rl_batch.h).
  *
  * Speculation (rl_spec.h): a sequence's drafts sit in its token buffer after its accepted
@@ -59,7 +64,11 @@ struct seqx {
 	uint32_t n_hashed;             /* leading blocks already in the prefix-cache chain */
 	struct rl_kv_chain chain;      /* chain state after block n_hashed - 1 */
 	uint64_t order;                /* enqueue sequence number: FCFS tie-break */
-	uint32_t heap_i;               /* index in the deadline heap, NONE when not there */
+	uint32_t heap_i;               /* index in the expiry heap, NONE when not there */
+	uint64_t expires;              /* when it leaves the queue unadmitted: the earlier of its
+					* deadline and arrival + max_queue_ns; 0 never */
+	int32_t  expire_code;          /* its error then: -ETIMEDOUT (its deadline) or -ETIME (the
+					* queue's bound: the runtime is overloaded) */
 	uint32_t inc;                  /* incarnation: bumped on release, checked by complete */
 	uint32_t chunk;                /* rows scheduled in the step being built */
 	uint32_t n_draft;              /* of them, drafts to verify (after its last token) */
@@ -84,6 +93,7 @@ struct rl_sched {
 	uint32_t n_heap;
 	uint64_t order_next;
 	uint32_t budget;
+	uint32_t max_running;          /* rl_sched_set_max_running; <= p.max_seqs */
 	/* the step being built / in flight */
 	struct seqx **dec, **pre;      /* [max_seqs] */
 	uint32_t n_dec, n_pre;
@@ -137,7 +147,7 @@ static void list_del(struct link *n)
 
 static int heap_less(const struct seqx *a, const struct seqx *b)
 {
-	return a->q.deadline_ns < b->q.deadline_ns;
+	return a->expires < b->expires;
 }
 
 static void heap_set(struct rl_sched *s, uint32_t i, struct seqx *x)
@@ -252,6 +262,7 @@ int rl_sched_create(const struct rl_sched_params *p, const struct rl_sched_hooks
 	s->p = *p;
 	s->h = *h;
 	s->budget = p->max_batch_tokens;
+	s->max_running = p->max_seqs;
 	s->spec_cost = s->spec_row_cost = RL_SPEC_ROW_COST;
 	s->bt_cap = (p->max_ctx + p->block_size - 1) / p->block_size;
 	r = rl_kv_create(p->n_kv_blocks, p->block_size, p->prefix_cache, &s->kv);
@@ -413,8 +424,14 @@ int rl_sched_enqueue(struct rl_sched *s, struct rl_seq *q, uint64_t now_ns)
 	rl_spec_init(&x->spec);
 	x->n_draft = 0;
 	x->order = s->order_next++;
+	x->expires = q->deadline_ns;
+	x->expire_code = -ETIMEDOUT;
+	if (s->p.max_queue_ns && (!x->expires || now_ns + s->p.max_queue_ns < x->expires)) {
+		x->expires = now_ns + s->p.max_queue_ns;
+		x->expire_code = -ETIME;
+	}
 	queue_insert(s, x);
-	if (q->deadline_ns)
+	if (x->expires)
 		heap_push(s, x);
 	return 0;
 }
@@ -584,7 +601,8 @@ uint32_t rl_sched_cancel_client(struct rl_sched *s, uint32_t client)
 
 /* --- composing a step ----------------------------------------------------------------- */
 
-/* Deadlines are checked for queued requests only: once admitted a request runs to the end. */
+/* Expiry (a deadline, the queue's bound) is checked for queued requests only: once admitted a
+ * request runs to the end. */
 static void expire(struct rl_sched *s, uint64_t now)
 {
 	struct link *l, *nl;
@@ -593,16 +611,18 @@ static void expire(struct rl_sched *s, uint64_t now)
 		struct seqx *x = LN(l);
 		if (s->h.reserve(s->h.ctx, x->q.client, 1))
 			continue;
-		s->h.emit(s->h.ctx, &x->q, RL_EV_ERROR, 0, -ETIMEDOUT);
+		s->h.emit(s->h.ctx, &x->q, RL_EV_ERROR, 0, x->expire_code);
 		queue_remove(s, x);
+		s->st.overloaded += x->expire_code == -ETIME;
 		release(s, x);
 		s->st.expired++;
 	}
-	while (s->n_heap && now > s->heap[0]->q.deadline_ns) {
+	while (s->n_heap && now > s->heap[0]->expires) {
 		struct seqx *x = s->heap[0];
 		queue_remove(s, x);
 		if (s->h.reserve(s->h.ctx, x->q.client, 1) == 0) {
-			s->h.emit(s->h.ctx, &x->q, RL_EV_ERROR, 0, -ETIMEDOUT);
+			s->h.emit(s->h.ctx, &x->q, RL_EV_ERROR, 0, x->expire_code);
+			s->st.overloaded += x->expire_code == -ETIME;
 			release(s, x);
 			s->st.expired++;
 		} else {
@@ -824,9 +844,17 @@ static int try_admit(struct rl_sched *s, struct seqx *x, uint32_t left)
 	return (int)c;
 }
 
+/* Sequences that may run at once: max_seqs, the running cap, and no more than the budget's
+ * rows (each will decode a row a step) */
+static uint32_t running_cap(const struct rl_sched *s)
+{
+	uint32_t cap = s->max_running < s->budget ? s->max_running : s->budget;
+	return cap ? cap : 1;
+}
+
 static uint32_t admit_queued(struct rl_sched *s, uint32_t left)
 {
-	uint32_t cap = s->p.max_seqs < s->budget ? s->p.max_seqs : s->budget;
+	const uint32_t cap = running_cap(s);
 	struct link *l = s->queue.next;
 	while (l != &s->queue && left && s->n_running < cap) {
 		struct seqx *x = LN(l);
@@ -838,6 +866,61 @@ static uint32_t admit_queued(struct rl_sched *s, uint32_t left)
 			left -= (uint32_t)r;
 	}
 	return left;
+}
+
+#define SHORT_SCAN 32                  /* queued requests the short-prompt pass looks at */
+
+/* The queued prompts that end their prefill in this step go first while other prompts are in
+ * progress: those of the queue's first priority, in queue order, whose whole prefill fits in
+ * what remains of half the budget left (a preempted sequence waiting goes first as always:
+ * none is taken while one waits). short_rows is the room they take; schedule_prefills runs on
+ * the rest and admit_short admits them after it, so no pass preempts what a pass before it
+ * placed (grow in try_admit never preempts). */
+static int short_eligible(const struct rl_sched *s)
+{
+	return !list_empty(&s->queue) && !LN(s->queue.next)->resumed && !list_empty(&s->prefill);
+}
+
+static uint32_t short_rows(const struct rl_sched *s, uint32_t left)
+{
+	if (!short_eligible(s))
+		return 0;
+	const int32_t prio = LN(s->queue.next)->q.priority;
+	uint32_t share = left / 2, rows = 0, n = s->n_running, cap = running_cap(s);
+	const struct link *l = s->queue.next;
+	for (uint32_t k = 0; k < SHORT_SCAN && l != &s->queue && n < cap; k++, l = l->next) {
+		const struct seqx *x = LN(l);
+		if (x->q.priority != prio)
+			break;
+		if (seq_len(x) <= share - rows) {
+			rows += seq_len(x);
+			n++;
+		}
+	}
+	return rows;
+}
+
+static uint32_t admit_short(struct rl_sched *s, uint32_t share)
+{
+	if (!share || !short_eligible(s))
+		return share;
+	const uint32_t cap = running_cap(s);
+	const int32_t prio = LN(s->queue.next)->q.priority;
+	struct link *l = s->queue.next;
+	for (uint32_t k = 0; k < SHORT_SCAN && l != &s->queue && share && s->n_running < cap; k++) {
+		struct seqx *x = LN(l);
+		l = l->next;
+		if (x->q.priority != prio)
+			break;
+		if (seq_len(x) > share)
+			continue;
+		int r = try_admit(s, x, share);
+		if (r == -ENOMEM)
+			break;
+		if (r > 0)
+			share -= (uint32_t)r;
+	}
+	return share;
 }
 
 static void pack_one(struct rl_sched *s, struct seqx *x, uint32_t *t)
@@ -916,7 +999,10 @@ const struct rl_batch *rl_sched_compose(struct rl_sched *s)
 	assert(s->planned);
 	s->planned = 0;
 	uint32_t left = place_drafts(s, s->left);
-	left = schedule_prefills(s, left, &s->preempted);
+	const uint32_t share = short_rows(s, left);
+	left = schedule_prefills(s, left - share, &s->preempted) + share;
+	if (!s->preempted)
+		left = left - share + admit_short(s, share);
 	/* admitting right after a preemption would hand the freed blocks straight back */
 	if (!s->preempted)
 		left = admit_queued(s, left);
@@ -1056,6 +1142,11 @@ void rl_sched_set_spec_cost(struct rl_sched *s, double c, double c_row)
 {
 	s->spec_cost = c > 0 ? c : 0;
 	s->spec_row_cost = c_row > 0 ? c_row : 0;
+}
+
+void rl_sched_set_max_running(struct rl_sched *s, uint32_t n)
+{
+	s->max_running = n < 1 ? 1 : n > s->p.max_seqs ? s->p.max_seqs : n;
 }
 
 void rl_sched_set_budget(struct rl_sched *s, uint32_t n)

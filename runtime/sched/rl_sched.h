@@ -32,9 +32,11 @@
  * Policy (implemented in rl_sched.c): decodes first, one row each in admission order; then
  * draft tokens for them to verify (speculative decoding, spec_k > 0: rl_spec.h), each costing
  * a row of the same budget (at most half of what is left while prompts wait, and in a step
- * of several streams no more than lengthens their decodes by RL_SPEC_SHARED_STEP); then
- * chunks of prompts in progress (ending on block boundaries where the budget allows); then
- * admission while running < min(max_seqs, budget). When a decode or the oldest prefill cannot
+ * of several streams no more than lengthens their decodes by RL_SPEC_SHARED_STEP); then,
+ * while prompts are in progress, queued prompts that end their prefill within half of what
+ * is left (short questions do not wait behind a long prompt's chunks); then chunks of prompts
+ * in progress (ending on block boundaries where the budget allows); then admission in queue
+ * order while running < min(max_seqs, the running cap, budget). When a decode or the oldest prefill cannot
  * get a KV block, the newest running sequence is preempted and re-queued at the front to be
  * recomputed. Cancelling between rl_sched_compose and rl_sched_complete is allowed: the step's
  * result for that sequence is dropped, and its blocks are reused only by a later step
@@ -136,6 +138,9 @@ struct rl_sched_params {
 	uint32_t eog[RL_SCHED_MAX_EOG], n_eog;
 	int      deterministic;        /* 1: every step deterministic (ringlmd --deterministic); the
 					* scheduler marks each enqueued sequence so (rl_seq.deterministic) */
+	uint64_t max_queue_ns;         /* a request not admitted this long after arrival ends with
+					* an ERROR event -ETIME (overloaded); 0 = waits as long as it
+					* takes (default) */
 };
 
 struct rl_sched_stats {
@@ -145,6 +150,7 @@ struct rl_sched_stats {
 	uint32_t kv_blocks_total, kv_blocks_free;
 	uint32_t last_step_tokens, budget;
 	uint64_t finished, cancelled, expired;
+	uint64_t overloaded;           /* of the expired, those past max_queue_ns (-ETIME) */
 	uint32_t kv_blocks_cached;     /* registered in the prefix cache (held or evictable) */
 	uint32_t _pad;
 	uint64_t kv_evictions;         /* cached blocks reused for new content */
@@ -178,6 +184,10 @@ const struct rl_batch *rl_sched_compose(struct rl_sched *s);
 void rl_sched_complete(struct rl_sched *s, const int32_t *out, uint64_t now_ns);
 
 void rl_sched_set_budget(struct rl_sched *s, uint32_t max_batch_tokens);
+/* Sequences running at once (prefilling or decoding) at most, within [1, max_seqs]: admission
+ * stops there and queued requests wait (the automatic budget's decode cap; running ones are
+ * never preempted for it). Default max_seqs. */
+void rl_sched_set_max_running(struct rl_sched *s, uint32_t n);
 /* A draft's cost relative to a one-row decode step (rl_spec_cost_row), for the draft lengths,
  * and a verification row's alone (the same without a draft model's time), for the share of a
  * step several streams wait on that drafts may take */
