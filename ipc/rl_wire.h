@@ -45,7 +45,7 @@
 #include "ipc/rl_ring.h"
 
 #define RL_WIRE_MAGIC   0x4d4c4752u  /* "RGLM" */
-#define RL_WIRE_VERSION 10u         /* 2: observer attach, refusal counters; 3: chat template family;
+#define RL_WIRE_VERSION 11u         /* 2: observer attach, refusal counters; 3: chat template family;
 				     * 4: the budget's five-feature step model, margin, calibration;
 				     * 5: log-probabilities (rl_req.logprobs, the slab beside the event ring);
 				     * 6: speculative decoding (rl_req.no_spec, spec_* info stats);
@@ -53,7 +53,9 @@
 				     * 8: constraints (rl_req.cons_kind, cons_len);
 				     * 9: the deterministic mode (rl_req.deterministic,
 				     * rl_info.deterministic); 10: RL_OP_RESET_CACHE, the queue-time
-				     * histogram and the KV-event counters in rl_info_stats */
+				     * histogram and the KV-event counters in rl_info_stats;
+				     * 11: the running cap and overload refusals (max_running,
+				     * overloaded, max_queue_ns) */
 #define RL_MAX_TOP_LOGPROBS 20       /* alternatives a token's log-probabilities list (rl_lp) */
 #define RL_MAX_STOP_IDS 8            /* stop ids per request (rl_req.stop, rl_seq.stop) */
 #define RL_MAX_CONS_BYTES 65536      /* a constraint's text (rl_req.cons_len) */
@@ -218,6 +220,10 @@ struct rl_info_stats {                 /* written by the runtime (relaxed), read
 	_Atomic uint64_t kv_events_dropped;  /* events the full queue could not take (then a resync) */
 	_Atomic uint64_t kv_events_resyncs;  /* AllBlocksCleared + the whole cache announced again */
 	_Atomic uint64_t cache_resets;       /* RL_OP_RESET_CACHE that emptied the cache */
+	/* overload (the automatic budget's running cap; ringlmd --max-queue-ms) */
+	_Atomic uint64_t max_running;        /* sequences that may run at once now */
+	_Atomic uint64_t overloaded;         /* requests ended unadmitted after max_queue_ns (-ETIME) */
+	_Atomic uint64_t max_queue_ns;       /* --max-queue-ms; 0 = no bound */
 };
 
 struct rl_info {

@@ -168,6 +168,9 @@ int rl_cmd_top(int argc, char **argv)
 			       tgt, jnum(buf, "c0_ns") / 1e3, jnum(buf, "per_sampled_row_ns") / 1e3,
 			       jnum(buf, "per_prefill_token_ns") / 1e3, jnum(buf, "per_kctx_decode_ns") / 1e3,
 			       jnum(buf, "per_kpairs_prefill_ns") / 1e3, jnum(buf, "margin_pct"), jnum(buf, "calibration_ms"));
+		if (tgt > 0)
+			printf("running at most %.0f at once; overloaded (waited %.0f ms unadmitted) %.0f\n",
+			       jnum(buf, "max_running"), jnum(buf, "max_queue_ms"), jnum(buf, "overloaded"));
 		printf("rejected: invalid %.0f  limit %.0f  busy %.0f   hostile clients %.0f\n",
 		       jnum(buf, "rejected_invalid"), jnum(buf, "rejected_limit"), jnum(buf, "rejected_busy"),
 		       jnum(buf, "hostile_clients"));

@@ -88,6 +88,32 @@ static int time_step(struct rl_backend *be, const struct rl_batch *b, int32_t *o
 	return 0;
 }
 
+int rl_calib_warm(struct rl_backend *be, const struct rl_calib_geom *g)
+{
+	uint32_t rows = g->max_tokens, seqs = g->max_seqs < 8 ? g->max_seqs : 8, vocab = be->info.vocab_size;
+	struct cstep s = { .max_rows = rows, .max_seqs = seqs };
+	s.seqs = calloc(seqs, sizeof *s.seqs);
+	s.tokens = calloc(rows, 4); s.pos = calloc(rows, 4); s.row_seq = calloc(rows, 4);
+	s.bt = calloc(g->n_blocks ? g->n_blocks : 1, 4);
+	int32_t *out = calloc(seqs, sizeof *out);
+	int rc = s.seqs && s.tokens && s.pos && s.row_seq && s.bt && out ? 0 : -ENOMEM;
+	uint32_t half_ctx = g->max_ctx / 2 ? g->max_ctx / 2 : 1, n = rows < 512 ? rows : 512;
+	n = n > half_ctx ? half_ctx : n;
+	for (int k = 0; !rc && k < 2; k++) {
+		reset(&s, g->block_size);
+		int r = 0;
+		if (k == 0)
+			r = add(&s, g, n, n, 1, vocab);
+		for (uint32_t i = 0; k == 1 && i < seqs && !r; i++)
+			r = add(&s, g, 1, 64 < half_ctx ? 64 : half_ctx, 0, vocab);
+		uint64_t ns;
+		if (s.b.n_seqs)
+			rc = time_step(be, &s.b, out, 1, &ns);
+	}
+	free(s.seqs); free(s.tokens); free(s.pos); free(s.row_seq); free(s.bt); free(out);
+	return rc;
+}
+
 int rl_calib_run(struct rl_budget *bud, struct rl_backend *be, const struct rl_calib_geom *g,
 		 struct rl_calib_report *rep)
 {

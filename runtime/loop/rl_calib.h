@@ -26,4 +26,10 @@ struct rl_calib_report {
 int rl_calib_run(struct rl_budget *bud, struct rl_backend *be, const struct rl_calib_geom *g,
 		 struct rl_calib_report *rep);
 
+/* A fixed budget's warm-up: one step of a prompt chunk of the whole budget (at most 512 rows)
+ * and one of eight decode rows through be, untimed, so the first request finds the weights,
+ * the scratch and the step's first KV blocks faulted in, as the calibration leaves them. 0, or
+ * the backend's -errno. */
+int rl_calib_warm(struct rl_backend *be, const struct rl_calib_geom *g);
+
 #endif

@@ -141,6 +141,8 @@ void rt_publish_sched_stats(struct rl_rt *rt)
 		ST_SET(queue_time[i], s.queue_time[i]);
 	ST_SET(queue_time_sum_ns, s.queue_time_sum_ns);
 	ST_SET(queue_time_count, s.queue_time_count);
+	ST_SET(max_running, s.max_running);
+	ST_SET(overloaded, s.overloaded);
 	if (rt->kvev) {
 		struct rl_kvev_stats k;
 		rl_kvev_get_stats(rt->kvev, &k);
@@ -798,6 +800,7 @@ static int make_info(struct rl_rt *rt, char *err, size_t errlen)
 	atomic_store(&in->heartbeat_ns, rl_now_ns());
 	atomic_store(&in->st.itl_target_ns, rt->p.itl_target_ns);
 	atomic_store(&in->st.spec_k, rt->p.spec_k);
+	atomic_store(&in->st.max_queue_ns, rt->p.max_queue_ns);
 	rt->info = in;
 	return 0;
 }
@@ -1171,6 +1174,10 @@ int rl_rt_run(struct rl_rt *rt)
 		    rt->p.itl_target_ns / 1e6, rt->calib.target_ns ? "" : " (derived)", rep.ns / 1e6, rep.steps, th[0] / 1e3, th[1] / 1e3, th[2] / 1e3,
 		    th[3] / 1e3, th[4] / 1e3);
 		rl_budget_publish(&rt->budget, &rt->info->st);
+	} else {
+		int rc = rl_calib_warm(rt->be, &rt->calib);
+		if (rc)
+			SAY("warning: the warm-up step failed: %s", strerror(-rc));
 	}
 	LOG(rt, "serving %s on %s (backend %s, vocab %u, %s wake-ups)", rt->be->info.model_name,
 	    rt->sock_path, rt->be->info.name, rt->vocab,

@@ -1168,6 +1168,7 @@ void rl_sched_get_stats(const struct rl_sched *s, struct rl_sched_stats *st)
 	st->kv_blocks_cached = k.cached;
 	st->kv_evictions = k.evictions;
 	st->budget = s->budget;
+	st->max_running = s->max_running;
 }
 
 int rl_sched_idle(const struct rl_sched *s)

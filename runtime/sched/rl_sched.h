@@ -151,6 +151,7 @@ struct rl_sched_stats {
 	uint32_t last_step_tokens, budget;
 	uint64_t finished, cancelled, expired;
 	uint64_t overloaded;           /* of the expired, those past max_queue_ns (-ETIME) */
+	uint32_t max_running;          /* the running cap in force (rl_sched_set_max_running) */
 	uint32_t kv_blocks_cached;     /* registered in the prefix cache (held or evictable) */
 	uint32_t _pad;
 	uint64_t kv_evictions;         /* cached blocks reused for new content */
