@@ -16,7 +16,14 @@
  * submit side of the client (submit/cancel happen under it, from either thread); only the
  * pump waits, without it: the sharing libringlm allows (one submitter, one waiter).
  * A client that disconnects has its request cancelled: at once while streaming (the next
- * write fails), at completion otherwise (a suspended connection is not watched).
+ * write fails), at completion otherwise (a suspended connection is not watched; a stream held
+ * for its first event, at that event).
+ * A stream's status waits for its first event (a token, a prompt log-probability, or its end):
+ * a request the runtime refuses before then is answered with its real status (an overload a
+ * 503 with Retry-After, a bad request a 400) rather than an error inside a 200's stream; after
+ * it, errors go in the stream. Overload (the runtime full at submit, or a request ended
+ * unadmitted: -ETIME past ringlmd --max-queue-ms, -ENOSPC with its request pool full) is a 503
+ * with Retry-After, so clients and routers back off or go elsewhere.
  */
 #include <errno.h>
 #include <arpa/inet.h>
@@ -42,6 +49,15 @@
 #define MAX_BODY   (1u << 20)          /* bytes of a request body */
 #define TAGS       8192                /* open-addressing table of live requests, by tag */
 
+/* Retry-After on an overload 503, in whole seconds (the header's unit; 1 is its smallest useful
+ * value). The runtime sheds load by time already: a request it ends with -ETIME has waited its
+ * --max-queue-ms (default 10 s) unadmitted, so the client has paid for the overload before it
+ * hears of it, and the queue drains as running sequences finish (decode steps are 10-40 ms, an
+ * answer a few seconds). A longer hint would leave the replica idle once it drains; clients
+ * that honour it (the openai package does, up to 60 s) and routers that retry elsewhere spread
+ * the retries themselves. */
+#define RETRY_AFTER "1"
+
 /* ---------------------------------------------------------------- metrics ---------- */
 
 /* Histogram upper bounds: a token's latency is milliseconds, a whole request's seconds to
@@ -63,10 +79,13 @@ static void hist_add(struct hist *h, double v)
 	h->count++;
 }
 
+/* busy: the runtime was full at submit (rings, arena or in-flight table: -EAGAIN); overloaded:
+ * it ended the request unadmitted (-ETIME after --max-queue-ms, -ENOSPC with its request pool
+ * full); runtime: any other error it ended a request with */
 enum { EK_BAD_JSON, EK_BAD_REQUEST, EK_TOO_LARGE, EK_NOT_FOUND, EK_BUSY, EK_RUNTIME, EK_DISCONNECT,
-       EK_NO_TEMPLATE, EK_COUNT };
+       EK_NO_TEMPLATE, EK_OVERLOADED, EK_COUNT };
 static const char *const ek_name[EK_COUNT] = { "bad_json", "bad_request", "too_large", "not_found",
-	"busy", "runtime", "client_disconnect", "no_chat_template" };
+	"busy", "runtime", "client_disconnect", "no_chat_template", "overloaded" };
 
 /* How a choice ended, as vLLM's request_success_total labels it: tool calls are a stop, a
  * cancel (the client went away, or a runtime error ended the request) an abort */
@@ -81,6 +100,7 @@ struct metrics {
 	uint64_t errors[EK_COUNT];
 	uint64_t tokens_streamed;
 	uint64_t finished[FIN_COUNT];  /* choices ended, by how */
+	uint64_t overloaded;           /* requests answered 503 + Retry-After (the runtime overloaded) */
 };
 
 /* ringlm_stats_json's room: the runtime's stats grow (histograms) */
@@ -112,6 +132,9 @@ struct req {
 	int      chat, stream;
 	struct MHD_Connection *conn;
 	int      suspended, closed, done, stopped, status, sent_role;
+	int      started;              /* head: an event of it arrived (token, prompt, end) */
+	int      sse;                  /* head: the 200 event-stream response is queued; errors go in it */
+	int      overload;             /* head: failed for overload: its 503 says Retry-After */
 	const char *finish;
 	struct ringlm_textstream ts;
 	char    *text;                 /* generated text (stop strings cut) */
@@ -144,7 +167,7 @@ struct conn_state {
 	size_t len;
 	int    too_big;
 	struct req *r;                 /* once submitted */
-	int    waiting;                /* non-streaming: suspended until r->done */
+	int    waiting;                /* suspended until r->done, a stream until r's first event */
 };
 
 static struct {
@@ -535,7 +558,18 @@ static void wake(struct req *r)
 	}
 }
 
-static void fail_choices(struct req *h, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail_choices(struct req *h, int status, int kind, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* Whether a runtime error code says it is overloaded (retry later) rather than that the
+ * request is wrong: -EAGAIN (rings, arena or in-flight table full at submit), -ETIME (waited
+ * ringlmd --max-queue-ms unadmitted), -ENOSPC (the runtime's request pool full) */
+static int is_overload(int code)
+{
+	return code == -EAGAIN || code == -ETIME || code == -ENOSPC;
+}
+
+#define OVERLOADED "the server is overloaded; retry later"
 
 /* The copies of choice 0 (see struct req), submitted once; a runtime that cannot take them
  * all now fails the request (the pump does not wait) */
@@ -562,8 +596,11 @@ static void submit_rest(struct req *h)
 		h->done = h->n_ended == h->n_choices;
 	} else if (rc) {
 		h->n_choices = h->n_submitted; /* the ones never submitted end here */
-		fail_choices(h, rc == -EAGAIN ? 503 : 400, "%s", rc == -EAGAIN ? "the runtime is full (request ring, "
-			     "prompt arena or in-flight table); retry later, or ask for fewer choices" : ringlm_last_error());
+		if (is_overload(rc))
+			fail_choices(h, 503, EK_BUSY, OVERLOADED " (the runtime is full: request ring, prompt arena or "
+				     "in-flight table), or ask for fewer choices");
+		else
+			fail_choices(h, 400, EK_RUNTIME, "%s", ringlm_last_error());
 	}
 }
 
@@ -631,23 +668,31 @@ static void on_token(struct req *r, uint32_t token, const struct ringlm_logprobs
 		wake(r);
 }
 
-/* An error ends the request: its message is the answer (after what was streamed), the other
- * choices are cancelled */
-static void fail_choices(struct req *h, int status, const char *fmt, ...)
+/* An error ends the request: its message is the answer, with its status, or once a stream's 200
+ * is out an error chunk in it (after what was streamed); the other choices are cancelled, the
+ * copies not submitted yet never are. kind: EK_*, EK_BUSY and EK_OVERLOADED an overload. */
+static void fail_choices(struct req *h, int status, int kind, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	g.m.errors[EK_RUNTIME]++;
+	g.m.errors[kind]++;
 	h->failed = 1;
 	h->status = status;
+	h->overload = kind == EK_BUSY || kind == EK_OVERLOADED;
+	if (h->ids) {                  /* choice 0 failed before its copies went: they never will */
+		free(h->ids);
+		h->ids = NULL;
+		h->n_choices = h->n_submitted;
+	}
+	const int sse = h->stream && h->sse;
 	json_t *err = error_json(status == 400 ? "invalid_request_error" : "server_error", "%s", msg);
-	if (!h->stream)
+	if (!sse)                      /* the answer is the error alone */
 		h->out_len = h->out_off = 0;
-	out_json(h, err, h->stream);
-	if (h->stream)
+	out_json(h, err, sse);
+	if (sse)
 		out_put(h, "data: [DONE]\n\n", 14);
 	for (int i = 0; i < h->n_choices; i++)      /* the others are not wanted any more */
 		if (!h[i].ended && !h[i].stopped && i < h->n_submitted) {
@@ -667,9 +712,12 @@ static void on_end(struct req *r, const struct ringlm_event *e)
 	if (h->failed)                 /* another choice's error was the answer */
 		return;
 	if (e->type == RINGLM_EV_ERROR) {
-		fail_choices(h, e->code == -EINVAL || e->code == -ERANGE || e->code == -E2BIG || e->code == -ENOTSUP ||
-				     e->code == -EOVERFLOW ? 400 : 500,
-			     "the runtime rejected the request: %s", ringlm_strerror(e->code));
+		if (is_overload(e->code))
+			fail_choices(h, 503, EK_OVERLOADED, OVERLOADED " (%s)", ringlm_strerror(e->code));
+		else
+			fail_choices(h, e->code == -EINVAL || e->code == -ERANGE || e->code == -E2BIG ||
+					     e->code == -ENOTSUP || e->code == -EOVERFLOW ? 400 : 500, EK_RUNTIME,
+				     "the runtime rejected the request: %s", ringlm_strerror(e->code));
 		return;
 	}
 	if (h->ids) {                  /* choice 0 ended before a token: the copies go now */
@@ -736,6 +784,11 @@ static void *pump(void *arg)
 			struct req *r = live_find(ev[i].tag, &at);
 			if (!r)
 				continue;
+			if (!r->head->started) {   /* a held stream's status is known now */
+				r->head->started = 1;
+				if (r->head->stream)
+					wake(r);
+			}
 			if (ev[i].type == RINGLM_EV_TOKEN) {
 				on_token(r, ev[i].token, &lp[i]);
 				continue;
@@ -761,16 +814,30 @@ static void *pump(void *arg)
 
 /* ---------------------------------------------------------------- requests in ------ */
 
-static enum MHD_Result send_json(struct MHD_Connection *conn, unsigned status, json_t *j)
+/* A JSON body (s: malloc'd and taken, or NULL for none) as the answer; retry: an overload
+ * 503, which says when to come back (RETRY_AFTER) */
+static enum MHD_Result queue_json(struct MHD_Connection *conn, unsigned status, char *s, size_t len, int retry)
 {
-	char *s = json_dumps(j, JSON_COMPACT);
-	json_decref(j);
-	struct MHD_Response *resp = MHD_create_response_from_buffer(s ? strlen(s) : 0, s ? s : (char *)"",
+	struct MHD_Response *resp = MHD_create_response_from_buffer(s ? len : 0, s ? s : (char *)"",
 								    s ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
 	MHD_add_response_header(resp, "Content-Type", "application/json");
+	if (retry)
+		MHD_add_response_header(resp, "Retry-After", RETRY_AFTER);
 	enum MHD_Result rc = MHD_queue_response(conn, status, resp);
 	MHD_destroy_response(resp);
 	return rc;
+}
+
+static enum MHD_Result send_json_ex(struct MHD_Connection *conn, unsigned status, json_t *j, int retry)
+{
+	char *s = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	return queue_json(conn, status, s, s ? strlen(s) : 0, retry);
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *conn, unsigned status, json_t *j)
+{
+	return send_json_ex(conn, status, j, 0);
 }
 
 static enum MHD_Result fail(struct MHD_Connection *conn, int chat, unsigned status, int kind, const char *type,
@@ -783,12 +850,14 @@ static enum MHD_Result fail(struct MHD_Connection *conn, int chat, unsigned stat
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	const int retry = status == 503 && kind == EK_BUSY;    /* the runtime full: an overload */
 	pthread_mutex_lock(&g.mu);
 	g.m.errors[kind]++;
+	g.m.overloaded += (uint64_t)retry;
 	if (chat >= 0)
 		g.m.req_count[chat][status / 100]++;
 	pthread_mutex_unlock(&g.mu);
-	return send_json(conn, status, error_json(type, "%s", msg));
+	return send_json_ex(conn, status, error_json(type, "%s", msg), retry);
 }
 
 static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
@@ -896,10 +965,13 @@ static int tools_text(struct http_req *q, const struct conn_state *cs, struct ri
  * arrive) and the connection gets the error. Called with g.mu held; releases it. */
 static enum MHD_Result submit_failed(struct MHD_Connection *conn, struct req *r, int chat, int submitted, int rc)
 {
-	int busy = rc == -EAGAIN;
-	char msg[256];
-	snprintf(msg, sizeof msg, "%s", busy ? "the runtime is full (request ring, prompt arena or in-flight table); "
-		 "retry later" : ringlm_last_error());
+	const int busy = is_overload(rc);
+	char msg[384];
+	if (rc == -EAGAIN)
+		snprintf(msg, sizeof msg, OVERLOADED " (the runtime is full: request ring, prompt arena or in-flight table)");
+	else
+		snprintf(msg, sizeof msg, busy ? OVERLOADED " (%s)" : "%s", busy ? ringlm_strerror(rc) : ringlm_last_error());
+	const int status = busy ? 503 : rc == -E2BIG || rc == -EINVAL ? 400 : 503;
 	r->closed = 1;
 	r->failed = 1;
 	r->n_choices = submitted;
@@ -909,32 +981,34 @@ static enum MHD_Result submit_failed(struct MHD_Connection *conn, struct req *r,
 	}
 	req_unref(r);                      /* the connection's: it answers here */
 	pthread_mutex_unlock(&g.mu);
-	return fail(conn, chat, busy ? 503 : rc == -E2BIG || rc == -EINVAL ? 400 : 503,
-		    busy ? EK_BUSY : EK_RUNTIME, busy ? "server_error" : "invalid_request_error", "%s", msg);
+	return fail(conn, chat, (unsigned)status, busy ? EK_BUSY : EK_RUNTIME,
+		    status == 400 ? "invalid_request_error" : "server_error", "%s", msg);
 }
 
-/* The request is in: a stream answers as its events come, a whole answer when the pump
- * resumes the connection at its end. Called with g.mu held; releases it. */
+/* The request is in: the connection sleeps until the pump resumes it (handler, cs->waiting)
+ * at the end of the request, or a stream's at its first event, when its status is known.
+ * Called with g.mu held; releases it. */
 static enum MHD_Result answer(struct MHD_Connection *conn, struct conn_state *cs, struct req *r, int chat, int stream)
 {
 	r->chat = chat;
 	r->stream = stream;
 	cs->r = r;
-	g.m.req_count[chat][2]++;
-	if (r->stream) {
-		pthread_mutex_unlock(&g.mu);
-		struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, reader, r, reader_free);
-		MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-		MHD_add_response_header(resp, "Cache-Control", "no-cache");
-		enum MHD_Result res = MHD_queue_response(conn, 200, resp);
-		MHD_destroy_response(resp);
-		return res;
-	}
-	cs->waiting = 1;                   /* answered when the pump resumes us at the end */
+	cs->waiting = 1;
 	r->suspended = 1;
 	MHD_suspend_connection(conn);
 	pthread_mutex_unlock(&g.mu);
 	return MHD_YES;
+}
+
+/* A stream's 200: its events as the pump makes them (reader) */
+static enum MHD_Result answer_stream(struct MHD_Connection *conn, struct req *r)
+{
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, reader, r, reader_free);
+	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+	MHD_add_response_header(resp, "Cache-Control", "no-cache");
+	enum MHD_Result res = MHD_queue_response(conn, 200, resp);
+	MHD_destroy_response(resp);
+	return res;
 }
 
 /* A request made ready to submit */
@@ -1281,6 +1355,9 @@ static enum MHD_Result handle_metrics(struct MHD_Connection *conn)
 	prom_head(f, "ringlm_http_errors_total", "counter", "Errors by kind");
 	for (int k = 0; k < EK_COUNT; k++)
 		fprintf(f, "ringlm_http_errors_total{kind=\"%s\"} %llu\n", ek_name[k], (unsigned long long)m.errors[k]);
+	prom_head(f, "ringlm_http_overloaded_total", "counter", "Requests answered 503 with Retry-After: the runtime "
+		  "was full, or ended them unadmitted (--max-queue-ms) or with its request pool full");
+	fprintf(f, "ringlm_http_overloaded_total %llu\n", (unsigned long long)m.overloaded);
 	prom_head(f, "ringlm_http_tokens_streamed_total", "counter", "Tokens received for HTTP requests");
 	fprintf(f, "ringlm_http_tokens_streamed_total %llu\n", (unsigned long long)m.tokens_streamed);
 	static const struct { const char *key, *name, *type, *help; } rt[] = {
@@ -1351,30 +1428,35 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 		*upload_size = 0;
 		return MHD_YES;
 	}
-	if (cs->waiting) {                 /* resumed: the non-streaming answer is ready */
+	if (cs->waiting) {                 /* resumed: the answer is ready, or a stream has begun */
 		pthread_mutex_lock(&g.mu);
 		struct req *r = cs->r;
-		if (!r->done) {            /* woken early: wait on */
+		/* a whole answer (and a failed request: its cancelled choices' ends) waits for done; a
+		 * stream that has not failed for its first event */
+		if (r->stream && !r->failed ? !r->started && !r->done : !r->done) {   /* woken early: wait on */
 			r->suspended = 1;
 			MHD_suspend_connection(conn);
 			pthread_mutex_unlock(&g.mu);
 			return MHD_YES;
 		}
 		cs->waiting = 0;
+		if (r->stream && !r->failed) { /* begun: a 200, and its events as they come */
+			r->sse = 1;
+			g.m.req_count[r->chat][2]++;
+			pthread_mutex_unlock(&g.mu);
+			return answer_stream(conn, r);
+		}
 		size_t len = r->out_len;
 		char *body = malloc(len ? len : 1);
 		if (body)
 			memcpy(body, r->out, len);
+		r->out_len = r->out_off = 0;
 		int status = r->status ? r->status : 200;
-		if (status != 200)
-			g.m.req_count[r->chat][status / 100]++;
+		const int retry = status == 503 && r->overload;
+		g.m.req_count[r->chat][status / 100]++;
+		g.m.overloaded += (uint64_t)retry;
 		pthread_mutex_unlock(&g.mu);
-		struct MHD_Response *resp = MHD_create_response_from_buffer(body ? len : 0, body ? body : (char *)"",
-									    body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-		MHD_add_response_header(resp, "Content-Type", "application/json");
-		enum MHD_Result rc = MHD_queue_response(conn, (unsigned)status, resp);
-		MHD_destroy_response(resp);
-		return rc;
+		return queue_json(conn, (unsigned)status, body, len, retry);
 	}
 	int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
 	int render = !strcmp(url, "/v1/completions/render") || !strcmp(url, "/v1/chat/completions/render");
@@ -1530,7 +1612,8 @@ bad:
 		g.chat ? rl_chat_name(g.chat) : "none", host, port);
 	while (!atomic_load(&g.stop))
 		pause();
-	/* resume whatever is suspended (MHD must not stop with suspended connections) */
+	/* resume whatever is suspended (MHD must not stop with suspended connections): done, a
+	 * whole answer is given as it is and a held stream gets its 200 and its end */
 	pthread_mutex_lock(&g.mu);
 	for (size_t i = 0; i < TAGS; i++)
 		if (g.live[i]) {

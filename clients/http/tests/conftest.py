@@ -23,11 +23,13 @@ def free_port():
 
 
 class Server:
-    def __init__(self, model, tokenizer=None):
+    def __init__(self, model, tokenizer=None, extra=()):
+        """model None: the sim backend (no model, no vocabulary: prompts as ids); extra: more
+        ringlmd flags"""
         self.dir = tempfile.mkdtemp(prefix="rl-http-")
         self.sock = os.path.join(self.dir, "sock")
-        args = [os.path.join(BUILD, "ringlmd"), "--model", model, "--socket", self.sock, "--threads", "1",
-                "--quiet", "--max-clients", "8"]
+        args = [os.path.join(BUILD, "ringlmd")] + (["--model", model] if model else ["--backend", "sim"]) + [
+            "--socket", self.sock, "--threads", "1", "--quiet", "--max-clients", "8"] + list(extra)
         if tokenizer:
             args += ["--tokenizer", tokenizer]
         self.rt = subprocess.Popen(args, stderr=subprocess.PIPE)
@@ -65,6 +67,15 @@ def stories():
         pytest.skip("../shared/models/stories260K.bin or tok512.bin not found")
     s = Server(m, t)
     s.model_path, s.tokenizer = m, t
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
+def overloaded():
+    """the sim backend (no model needed) made easy to overload: one running sequence at a time
+    (--max-seqs 1), 20 ms steps, and a request unadmitted after 100 ms ended with -ETIME"""
+    s = Server(None, extra=["--max-seqs", "1", "--sim-step-us", "20000", "--max-queue-ms", "100"])
     yield s
     s.stop()
 

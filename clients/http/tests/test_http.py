@@ -700,3 +700,86 @@ def test_render_refuses_as_generation_does(smollm):
         assert code == 400 and (got_code, json.loads(got)) == (code, json.loads(want)), (ep, body, got)
     code, body = curl(smollm.url + "/v1/chat/completions/render")
     assert code == 405 and "takes POST" in body
+
+
+def _open(port, body, timeout=30):
+    """POST /v1/completions with http.client: (connection, response) once the status line is in"""
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    return c, c.getresponse()
+
+
+def _overload_refused(r):
+    """r (an http.client response) is an overload: 503, Retry-After in whole seconds, an
+    OpenAI-style error saying to retry, with ringlm_strerror(-ETIME)'s text"""
+    body = r.read().decode()
+    assert r.status == 503, body
+    assert r.getheader("Retry-After", "").isdigit() and int(r.getheader("Retry-After")) >= 1, r.getheaders()
+    assert r.getheader("Content-Type") == "application/json"
+    err = json.loads(body)["error"]
+    assert err["type"] == "server_error"
+    assert "overloaded" in err["message"] and "retry later" in err["message"], err
+    assert "--max-queue-ms" in err["message"], err          # the runtime's own words are kept
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_overload_is_a_503_with_retry_after(overloaded, stream):
+    """One running sequence (--max-seqs 1) and 100 ms of queueing allowed (--max-queue-ms): while
+    one request runs, a second waits, is ended with -ETIME and gets 503 + Retry-After, streamed
+    or not (a stream's status waits for its first event, so it is no error inside a 200); the
+    first completes normally, and /metrics counts the refusals."""
+    prompt = [1, 2, 3]
+    before = metric(overloaded.url, "ringlm_http_overloaded_total")
+    kind_before = metric(overloaded.url, "ringlm_http_errors_total", '{kind="overloaded"}')
+    first = {}
+
+    def run_first():
+        c, r = _open(overloaded.port, {"prompt": prompt, "max_tokens": 40, "stream": stream})
+        first["status"], first["type"], first["body"] = r.status, r.getheader("Content-Type"), r.read().decode()
+        c.close()
+    t = threading.Thread(target=run_first)
+    t.start()
+    for _ in range(200):                # the first is running: the next one has to queue
+        if metric(overloaded.url, "ringlm_running_sequences") == 1:
+            break
+        time.sleep(0.01)
+    assert metric(overloaded.url, "ringlm_running_sequences") == 1
+    t0 = time.time()
+    c, r = _open(overloaded.port, {"prompt": prompt, "max_tokens": 5, "stream": stream})
+    _overload_refused(r)
+    c.close()
+    assert time.time() - t0 < 5
+    # n > 1: choice 0 refused before its copies went is the whole answer (it used to hang)
+    c, r = _open(overloaded.port, {"prompt": prompt, "max_tokens": 5, "n": 2, "stream": stream}, timeout=10)
+    _overload_refused(r)
+    c.close()
+    t.join(30)
+    assert first["status"] == 200, first
+    if stream:
+        assert first["type"] == "text/event-stream"
+        ev = sse_events(first["body"])
+        assert ev[-1] == "[DONE]" and ev[-2]["usage"]["completion_tokens"] == 40, ev
+    else:
+        j = json.loads(first["body"])
+        assert j["usage"]["completion_tokens"] == 40 and j["choices"][0]["finish_reason"] == "length"
+    assert metric(overloaded.url, "ringlm_http_overloaded_total") == before + 2
+    assert metric(overloaded.url, "ringlm_http_errors_total", '{kind="overloaded"}') == kind_before + 2
+
+
+def test_a_stream_is_200_event_stream_once_it_starts(overloaded, stories):
+    """Holding a stream's status until its first event changes nothing for one that succeeds:
+    200, text/event-stream, its tokens (the sim's, counted; stories260K's, as text), [DONE]."""
+    c, r = _open(overloaded.port, {"prompt": [1, 2, 3], "max_tokens": 8, "stream": True})
+    assert r.status == 200 and r.getheader("Content-Type") == "text/event-stream"
+    ev = sse_events(r.read().decode())
+    c.close()
+    assert ev[-1] == "[DONE]" and ev[-2]["usage"]["completion_tokens"] == 8, ev
+    c, r = _open(stories.port, {"prompt": "Once upon a time", "max_tokens": 20, "temperature": 0, "stream": True})
+    assert r.status == 200 and r.getheader("Content-Type") == "text/event-stream"
+    assert r.getheader("Retry-After") is None
+    ev = sse_events(r.read().decode())
+    c.close()
+    assert ev[-1] == "[DONE]"
+    text = "".join(e["choices"][0]["text"] for e in ev[:-1])
+    assert len(ev) > 3 and GOLDEN.startswith(text[:60]), ev

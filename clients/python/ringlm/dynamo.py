@@ -38,6 +38,7 @@ What this engine does:
 """
 import argparse
 import asyncio
+import errno
 import logging
 import os
 import random
@@ -52,13 +53,25 @@ try:
     from dynamo.common.backend.publisher import ComponentSnapshot, ZmqSource
     from dynamo.common.backend.run import run
     from dynamo.common.backend.worker import WorkerConfig
-    from dynamo.llm.exceptions import EngineShutdown, InvalidArgument
+    from dynamo.llm.exceptions import EngineShutdown, HttpError, InvalidArgument
 except ImportError as e:          # a python without ai-dynamo: say what to run it with
     if __name__ == "__main__":
         sys.exit("ringlm.dynamo needs NVIDIA Dynamo (ai-dynamo 1.6.1), e.g. the venv .ci/dynamo makes: %s" % e)
     raise
 
 log = logging.getLogger("ringlm.dynamo")
+
+# ringlmd overloaded, not the request wrong: it waited ringlmd --max-queue-ms unadmitted (ETIME), the
+# runtime's request pool was full (ENOSPC), or its rings stayed full while submit retried (EAGAIN)
+_OVERLOAD = (errno.ETIME, errno.ENOSPC, errno.EAGAIN)
+
+
+def _overloaded(e):
+    """e (a RinglmError) as an HttpError 503, which Dynamo 1.6.1's frontend answers as a 503 (an
+    error chunk with code 503 once it streams). Not WorkerUnavailable: raised by a worker, that one
+    reaches the client as a 500; EngineShutdown and Disconnected give 503s but say this worker is
+    going away, which it is not."""
+    return HttpError(503, "ringlm: the worker is overloaded; retry later (%s)" % e)
 
 # ringlm's finish reasons as Dynamo's (OpenAI's) finish reasons
 _FINISH = {"length": "length", "context": "length", "stop": "stop", "eos": "stop", "cancel": "cancelled"}
@@ -237,6 +250,8 @@ class RinglmEngine(LLMEngine):
         except ringlm.RinglmError as e:
             if e.errno == 22:
                 raise InvalidArgument(str(e)) from e
+            if e.errno in _OVERLOAD:
+                raise _overloaded(e) from e
             raise
         if rid is not None:
             self._streams[rid] = s
@@ -249,7 +264,13 @@ class RinglmEngine(LLMEngine):
                 toks, done = [], False
                 item = await q.get()
                 while True:
-                    v, end = s._handle(item)
+                    try:
+                        v, end = s._handle(item)
+                    except ringlm.RinglmError as e:   # the request's ERROR event
+                        if e.errno in _OVERLOAD:
+                            s._ended = True
+                            raise _overloaded(e) from e
+                        raise
                     if v is not None:
                         toks.append(v)
                     if end:

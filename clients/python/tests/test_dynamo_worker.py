@@ -102,11 +102,11 @@ class Cluster:
         except OSError:
             return ""
 
-    def add_worker(self, i):
+    def add_worker(self, i, extra=()):
         sock = os.path.join(self.tmp, "w%d.sock" % i)
         ep = "tcp://127.0.0.1:%d" % free_port()
         rd = self.spawn("ringlmd%d" % i, [os.path.join(BUILD, "ringlmd"), "--model", self.model, "--threads", "1",
-                                          "--kv-events", ep, "--socket", sock, "--quiet"])
+                                          "--kv-events", ep, "--socket", sock, "--quiet"] + list(extra))
         client = None
         t0 = time.monotonic()
         while client is None and time.monotonic() - t0 < 60:
@@ -545,3 +545,66 @@ def test_sigterm_unregisters_drains_and_exits(cluster):
     assert w["dyn"].returncode is not None
     print("SIGTERM: unregistered after %.2f s, the stream finished whole (500 tokens), exited after %.1f s (rc %d)"
           % (unreg, exited, w["dyn"].returncode))
+
+
+def test_an_overloaded_ringlmd_is_a_503_through_dynamo():
+    """A worker whose ringlmd runs one sequence at a time (--max-seqs 1) and ends a request that
+    waited 100 ms unadmitted (--max-queue-ms, -ETIME): while one request runs, a second through
+    Dynamo's frontend is answered 503 (the worker raises HttpError 503; streamed, the frontend has
+    sent its 200 already and gives an error chunk with code 503), and the first completes."""
+    import http.client
+    import sys
+    import threading
+    sys.path.insert(0, os.path.join(REPO, "clients"))
+    from real_models import REAL_WHY, real_model
+    py = dynamo_python()
+    if not py:
+        pytest.skip("the Dynamo venv is missing: .ci/dynamo could not make it (offline?); make test runs it")
+    model = real_model(SMOL)
+    if not model:
+        pytest.skip(SMOL + " " + REAL_WHY)
+    tmp = tempfile.mkdtemp(prefix="rl-dyn-ov-")
+    c = Cluster(tmp, py, model, hf_dir(model, tmp))
+
+    def post(body):
+        h = http.client.HTTPConnection("127.0.0.1", c.port, timeout=90)
+        h.request("POST", "/v1/completions", json.dumps(dict(model=MODEL_NAME, **body)),
+                  {"Content-Type": "application/json"})
+        return h, h.getresponse()
+    try:
+        c.add_worker(1, ["--max-seqs", "1", "--max-queue-ms", "100"])
+        c.start_frontend()
+        t0, ok = time.monotonic(), False
+        while not ok and time.monotonic() - t0 < 90:
+            for name, p in c.procs:
+                assert p.poll() is None, "%s exited:\n%s" % (name, c.log_tail(name))
+            ok = bool(instances(c)) and c.ask({"op": "completion", "prompt": "Hello", "max_tokens": 1}, timeout=30)["ok"]
+            time.sleep(0.1 if ok else 0.3)
+        assert ok, "the frontend did not serve in 90 s:\n" + c.log_tail("frontend") + c.log_tail("dynamo1")
+        w = c.workers[0]
+        for stream in (False, True):
+            first = {}
+
+            def run_first():
+                h, r = post({"prompt": "Once upon a time", "max_tokens": 200, "stream": stream})  # ~100 tokens
+                first["status"], first["body"] = r.status, r.read().decode()
+                h.close()
+            t = threading.Thread(target=run_first)
+            t.start()
+            t1 = time.monotonic()
+            while c.stats(w)["running"] < 1 and time.monotonic() - t1 < 30:
+                time.sleep(0.01)
+            assert c.stats(w)["running"] == 1
+            h, r = post({"prompt": "Hello there", "max_tokens": 5, "stream": stream})
+            body = r.read().decode()
+            h.close()
+            if stream:
+                assert r.status == 200 and '"code":503' in body, (r.status, body)
+            else:
+                assert r.status == 503, (r.status, body)
+            t.join(120)
+            assert first["status"] == 200 and "error" not in first["body"], first
+    finally:
+        c.close()
+        if os.environ.get("RINGLM_TEST_KEEP") is None:
+            subprocess.run(["rm", "-rf", tmp])
