@@ -106,7 +106,7 @@ static void run_bf16_direct(const struct qmm_call *c, uint32_t o0, uint32_t o1)
 	rl_qmm_gemm_dpbf(c->Y, c->ldy, bf16_acts(c), c->W->cols, c->W->data, c->bias, c->nr, c->W->cols, o0, o1, c->acc);
 }
 
-/* unpacked block types: TILE weight rows decoded (through an fp32 row) to bf16 */
+/* block types: TILE weight rows decoded to bf16 (rl_qmm_tile_bf16), then the bf16 GEMM */
 static void run_tiles_bf16(const struct qmm_call *c, uint32_t o0, uint32_t o1)
 {
 	const uint32_t in = c->W->cols;
@@ -115,10 +115,7 @@ static void run_tiles_bf16(const struct qmm_call *c, uint32_t o0, uint32_t o1)
 	uint16_t *tile = part(c, QMM_L_BF16, 2);
 	for (uint32_t o = o0; o < o1; o += TILE) {
 		const uint32_t n = o1 - o < TILE ? o1 - o : TILE;
-		for (uint32_t j = 0; j < n; j++) {
-			rl_cpu_wmat_row(c->W, o + j, row);
-			rl_qmm_to_bf16(tile + (size_t)j * in, row, in);
-		}
+		rl_qmm_tile_bf16(c->W, o, n, tile, row);
 		rl_qmm_gemm_dpbf(c->Y + o, c->ldy, xb, in, tile, c->bias ? c->bias + o : NULL, c->nr, in, 0, n, c->acc);
 	}
 }

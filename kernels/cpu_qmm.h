@@ -434,6 +434,9 @@ void rl_qmm_h16_panels(float *Y, size_t ldy, const float *X, size_t ldx, const s
 void rl_qmm_gemm_dpbf(float *Y, size_t ldy, const uint16_t *X, size_t ldx, const uint16_t *W,
 		      const float *bias, uint32_t n, uint32_t in, uint32_t o0, uint32_t o1, int acc);
 void rl_qmm_to_bf16(uint16_t *o, const float *x, uint32_t n);
+/* rows [o, o + n) of W decoded to bf16, tile [n][in] (row: fp32 scratch [in]), the bits of
+ * rl_cpu_wmat_row then rl_qmm_to_bf16 */
+void rl_qmm_tile_bf16(const struct rl_wmat *W, uint32_t o, uint32_t n, uint16_t *tile, float *row);
 
 /* cpu_qmm_pack.c: row r's block b as the file lays it out (gathered into tmp when packed) */
 const uint8_t *rl_qmm_block(const struct rl_wmat *W, uint32_t r, uint32_t b, uint8_t *tmp);

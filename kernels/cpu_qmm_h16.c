@@ -103,6 +103,128 @@ RL_TGT_AVX512_BF16 void rl_qmm_to_bf16(uint16_t *o, const float *x, uint32_t n)
 										  _mm512_loadu_ps(x + i)));
 }
 
+/* ------------------------------------------------------------ tiles to bf16 -------- */
+
+/* Weight rows decoded to bf16 for the tile path (rl_qmm_tile_bf16): the bits rl_cpu_wmat_row
+ * and rl_qmm_to_bf16 make (the table's decoder's fp32, rounded to nearest even), in registers.
+ * The decoders' arithmetic is d * q (Q4_0, Q5_0, Q8_0) or d * q + m (Q4_1, Q5_1): d an f16
+ * (11 significant bits) and q at most 8, so the product is exact and only the sum rounds,
+ * fused into an FMA (as GCC may) or not. A 4/5-bit block's weight depends on its q alone, so
+ * its 16 or 32 possible bf16 values are computed that way once and looked up. */
+
+/* A 4/5-bit block's 32 weights to bf16 at out, from its 16 qs bytes and (5-bit) its qh as the
+ * file has it (bit j: weight j's fifth bit), by lookup: the bf16 of each of the 2^bits values
+ * d * (q - off) (+ m), picked by q (vpermw). off, has_min, bits5: the type's (q45_off, q45_min,
+ * q45_bits5). */
+RL_TGT_AVX512_BF16 AI void q45_lut_put(uint16_t *out, __m128i qs, uint32_t qh, float d, float m, const int off,
+					const int has_min, const int bits5)
+{
+	const __m512 q0 = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+	const __m512 dv = _mm512_set1_ps(d), mv = _mm512_set1_ps(m);
+	__m512 f0 = _mm512_mul_ps(_mm512_sub_ps(q0, _mm512_set1_ps((float)off)), dv);
+	__m512 f1 = _mm512_mul_ps(_mm512_sub_ps(q0, _mm512_set1_ps((float)(off - 16))), dv);
+	if (has_min) {
+		f0 = _mm512_add_ps(f0, mv);
+		f1 = _mm512_add_ps(f1, mv);
+	}
+	__m512i lut = bits5 ? (__m512i)_mm512_cvtne2ps_pbh(f1, f0) : _mm512_castsi256_si512((__m256i)_mm512_cvtneps_pbh(f0));
+	/* q as words: qs byte i's low nibble is weight i, its high one weight 16 + i */
+	__m256i w = _mm256_cvtepu8_epi16(qs);
+	__m512i idx = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(w, _mm256_set1_epi16(15))),
+					 _mm256_srli_epi16(w, 4), 1);
+	if (bits5)
+		idx = _mm512_mask_add_epi16(idx, (__mmask32)qh, idx, _mm512_set1_epi16(16));
+	_mm512_storeu_si512((void *)out, _mm512_permutexvar_epi16(idx, lut));
+}
+
+/* one block as the file lays it out (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) to 32 bf16 at out */
+RL_TGT_AVX512_BF16 AI void block_bf16(uint16_t *out, const uint8_t *p, int dt)
+{
+	const float d = H2F(p);
+	if (dt == RL_DT_Q8_0) {
+		__m512 f0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 2))));
+		__m512 f1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 18))));
+		_mm512_storeu_si512((void *)out, (__m512i)_mm512_cvtne2ps_pbh(_mm512_mul_ps(_mm512_set1_ps(d), f1),
+									     _mm512_mul_ps(_mm512_set1_ps(d), f0)));
+		return;
+	}
+	const int has_min = q45_min(dt), bits5 = q45_bits5(dt), hd = 2 + 2 * has_min;
+	uint32_t qh = 0;
+	if (bits5)
+		memcpy(&qh, p + hd, 4);
+	q45_lut_put(out, _mm_loadu_si128((const __m128i *)(p + hd + 4 * bits5)), qh, d, has_min ? H2F(p + 2) : 0,
+		    q45_off(dt), has_min, bits5);
+}
+
+/* a packed 16-row group of a 4/5-bit type (cpu_qmm_pack.c's layout) to tile rows [16][in]:
+ * off, has_min, bits5 the type's (q45_off, q45_min, q45_bits5) */
+RL_TGT_AVX512_BF16 AI void q45_group_bf16(uint16_t *tile, uint32_t in, const uint8_t *g, const int off,
+					   const int has_min, const int bits5)
+{
+	const uint32_t bb = 18 + 2 * has_min + 4 * bits5, ndw = 4 + bits5;
+	for (uint32_t b = 0; b < in / 32; b++) {
+		const uint8_t *blk = g + (size_t)b * 16 * bb, *tails = blk + 64 * ndw;
+		float dm[32];                  /* has_min: d, m of lane L at 2L, 2L + 1; else d at L */
+		_mm512_storeu_ps(dm, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)tails)));
+		if (has_min)
+			_mm512_storeu_ps(dm + 16, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(tails + 32))));
+		uint32_t qh[16] = { 0 };
+		if (bits5) {
+			memcpy(qh, blk, 64);
+			for (int L = 0; L < 16; L++)
+				qh[L] = q5_qh_perm(qh[L]);     /* back to the file's order */
+		}
+		/* the qs dwords j of the 16 lanes, transposed in each 128-bit lane: t[k] lane q holds
+		 * row 4q + k's 16 bytes */
+		const uint8_t *qs = blk + 64 * bits5;
+		__m512i v0 = _mm512_loadu_si512((const void *)qs), v1 = _mm512_loadu_si512((const void *)(qs + 64));
+		__m512i v2 = _mm512_loadu_si512((const void *)(qs + 128)), v3 = _mm512_loadu_si512((const void *)(qs + 192));
+		__m512i a0 = _mm512_unpacklo_epi32(v0, v1), a1 = _mm512_unpackhi_epi32(v0, v1);
+		__m512i a2 = _mm512_unpacklo_epi32(v2, v3), a3 = _mm512_unpackhi_epi32(v2, v3);
+		__m512i t[4] = { _mm512_unpacklo_epi64(a0, a2), _mm512_unpackhi_epi64(a0, a2),
+				 _mm512_unpacklo_epi64(a1, a3), _mm512_unpackhi_epi64(a1, a3) };
+		uint16_t *out = tile + 32 * b;
+#define Q45_LANE(Q)                                                                                  \
+		for (int k = 0; k < 4; k++)                                                          \
+			q45_lut_put(out + (size_t)(4 * (Q) + k) * in, _mm512_extracti32x4_epi32(t[k], Q),     \
+				    qh[4 * (Q) + k], dm[has_min ? 8 * (Q) + 2 * k : 4 * (Q) + k],             \
+				    has_min ? dm[8 * (Q) + 2 * k + 1] : 0, off, has_min, bits5);
+		Q45_LANE(0) Q45_LANE(1) Q45_LANE(2) Q45_LANE(3)
+#undef Q45_LANE
+	}
+}
+
+/* Rows [o, o + n) of W to bf16, tile [n][in]: packed 16-row groups of the 4/5-bit types and
+ * rows of them or of Q8_0 as the file has them (packed rows' blocks gathered back) in registers,
+ * any other type through rl_cpu_wmat_row into row [in] then rl_qmm_to_bf16; the same bits
+ * either way (test_qmatmul's tiles_decode_as_rows). */
+RL_TGT_AVX512_BF16 void rl_qmm_tile_bf16(const struct rl_wmat *W, uint32_t o, uint32_t n, uint16_t *tile, float *row)
+{
+	const int dt = W->dtype, direct = q45_type(dt) || dt == RL_DT_Q8_0;
+	const uint32_t in = W->cols, nb = in / 32;
+	for (uint32_t j = 0; j < n; j++) {
+		const uint32_t r = o + j;
+		uint16_t *out = tile + (size_t)j * in;
+		if (q45_type(dt) && r % 16 == 0 && r + 16 <= W->packed_rows && j + 16 <= n) {
+			const uint8_t *g = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+			switch (dt) {
+			case RL_DT_Q4_0: q45_group_bf16(out, in, g, 8, 0, 0); break;
+			case RL_DT_Q4_1: q45_group_bf16(out, in, g, 0, 1, 0); break;
+			case RL_DT_Q5_0: q45_group_bf16(out, in, g, 16, 0, 1); break;
+			default:         q45_group_bf16(out, in, g, 0, 1, 1); break;   /* Q5_1 */
+			}
+			j += 15;
+		} else if (direct) {
+			uint8_t tmp[64];
+			for (uint32_t b = 0; b < nb; b++)
+				block_bf16(out + 32 * b, rl_qmm_block(W, r, b, tmp), dt);
+		} else {
+			rl_cpu_wmat_row(W, r, row);
+			rl_qmm_to_bf16(out, row, in);
+		}
+	}
+}
+
 /* y[0 .. 8) or [0 .. 16) (=, or +=) s (+ b[..]): where the panel kernels put a vector of sums
  * (put16 on AVX-512F alone, so that both the F16C and the AVX512-BF16 kernels inline it) */
 RL_TGT_AVX2 AI void put8(float *y, __m256 s, const float *b, int accumulate)

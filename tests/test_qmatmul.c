@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include "tests/rl_test.h"
 #include "kernels/cpu_ops.h"
+#include "kernels/cpu_qmm.h"
 #include "kernels/rl_half.h"
 #include "runtime/model/rl_model_io.h"
 
@@ -429,6 +430,61 @@ static void wmat_rows_decode_as_the_table(void)
 	}
 }
 
+/* The tile path's bf16 decode (rl_qmm_tile_bf16, AVX512-BF16) makes the bits of
+ * rl_cpu_wmat_row then rl_qmm_to_bf16, for every block type, unpacked and packed, over
+ * aligned 16-row groups, ranges that start or end inside one, and the rows past the groups:
+ * blocks of random bytes with random finite f16 scales (negative, subnormal, d != m). */
+static void tiles_decode_as_rows(void)
+{
+	if (!(rl_cpu_features() & RL_CPUF_BF16) || rl_cpu_isa() != RL_CPU_AVX512) {
+		SKIP("no AVX512-BF16");
+		return;
+	}
+	const uint32_t rows = 37, cols = 256;
+	static const uint32_t ranges[][2] = { { 0, 16 }, { 16, 32 }, { 0, 37 }, { 3, 20 }, { 15, 33 }, { 32, 37 }, { 5, 6 } };
+	uint64_t st = 7;
+	for (int dt = 0; dt < RL_DT_COUNT; dt++) {
+		const struct rl_dt_info *di = rl_dt_info(dt);
+		if (di->blk_elems == 1)
+			continue;
+		for (int pass = 0; pass < 20; pass++) {
+			size_t row_bytes = (size_t)cols / di->blk_elems * di->blk_bytes;
+			uint8_t *w = malloc(rows * row_bytes);
+			for (size_t i = 0; i < rows * row_bytes; i++) {
+				st ^= st << 13; st ^= st >> 7; st ^= st << 17;
+				w[i] = (uint8_t)(st >> 40);
+			}
+			for (uint32_t b = 0; b < rows * cols / di->blk_elems; b++)
+				for (int k = 0; k < di->n_f16; k++) {
+					uint8_t *h = w + (size_t)b * di->blk_bytes + di->f16_off[k];
+					if ((h[1] & 0x7c) == 0x7c)
+						h[1] &= ~0x40;         /* finite */
+				}
+			struct rl_wmat W;
+			rl_wmat_init(&W, w, dt, rows, cols);
+			for (int packed = 0; packed < 2; packed++) {
+				if (packed && rl_cpu_wmat_pack(&W) <= 0)
+					break;
+				float *ref = malloc((size_t)rows * cols * 4), row[256];
+				uint16_t *want = malloc((size_t)rows * cols * 2), *got = malloc((size_t)rows * cols * 2);
+				for (uint32_t r = 0; r < rows; r++) {
+					rl_cpu_wmat_row(&W, r, ref + (size_t)r * cols);
+					rl_qmm_to_bf16(want + (size_t)r * cols, ref + (size_t)r * cols, cols);
+				}
+				for (size_t k = 0; k < sizeof ranges / sizeof *ranges; k++) {
+					const uint32_t o = ranges[k][0], n = ranges[k][1] - o;
+					memset(got, 0xff, (size_t)n * cols * 2);
+					rl_qmm_tile_bf16(&W, o, n, got, row);
+					CHECKF(!memcmp(got, want + (size_t)o * cols, (size_t)n * cols * 2), "%s packed %d rows %u..%u",
+					       di->name, packed, o, o + n);
+				}
+				free(ref); free(want); free(got);
+			}
+			free(w);
+		}
+	}
+}
+
 /* The table of cpu_qmm.c names a kernel for every case, and the ones kernels/README.md
  * quotes, on each ISA and feature set this CPU can narrow to. */
 static void the_table_routes_each_case(void)
@@ -532,6 +588,7 @@ int main(void)
 	RUN(q45_rows_compute_alike);
 	RUN(rows_compute_alike_when_deterministic);
 	RUN(wmat_rows_decode_as_the_table);
+	RUN(tiles_decode_as_rows);
 	RUN(the_table_routes_each_case);
 	TEST_MAIN_END();
 }
