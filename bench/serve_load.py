@@ -436,8 +436,12 @@ def cmd_run(args):
         import openai  # noqa: F401
     except ImportError:
         sys.exit("serve_load: the `openai` package is missing: python3 -m pip install openai")
+    import resource
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
     t0, model, recs = asyncio.run(run_load(args))
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
     s = summarize(recs, t0)
+    s["client_cpu_s"] = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)  # the driver's own share
     for r in recs:  # times relative to the run's start, in seconds
         for k in ("t_sched", "t_send", "t_end"):
             if r.get(k) is not None:
@@ -453,11 +457,11 @@ def cmd_run(args):
         json.dump({"meta": meta, "summary": s, "requests": recs}, f)
     ms = lambda v: "-" if v is None else "%.0f" % (v * 1e3)
     print("serve_load: %s %s %s round %d: sent %d ok %d refused %d lost %d, TTFT p50/p99 %s/%s ms, "
-          "ITL p50/p99 %s/%s ms, %.1f tok/s" % (
+          "ITL p50/p99 %s/%s ms, %.1f tok/s; client CPU %.1f s" % (
               args.engine, meta["model"], "burst %d/%gs" % (args.burst, args.burst_s) if args.burst
               else "%g req/s" % args.rate, args.round, s["sent"], s["ok"], s["refused"], s["lost"],
               ms(s["ttft_s"]["p50"]), ms(s["ttft_s"]["p99"]), ms(s["itl_s"]["p50"]), ms(s["itl_s"]["p99"]),
-              s["tokens_per_s"]), file=sys.stderr)
+              s["tokens_per_s"], s["client_cpu_s"]), file=sys.stderr)
     if s["send_lag_s"]["max"] is not None and s["send_lag_s"]["max"] > 0.05:
         print("serve_load: warning: a request was sent %.0f ms after its time (the client's loop was busy)"
               % (s["send_lag_s"]["max"] * 1e3), file=sys.stderr)
@@ -550,7 +554,7 @@ def cmd_report(args):
             w.writerow(["engine", "model", "mode", "rate", "burst", "burst_s", "duration_s", "round", "seed", "sent",
                         "long", "ok", "refused", "lost"] + ["ttft_%s_s" % x for x in qs] + ["itl_%s_s" % x for x in qs]
                        + ["e2e_%s_s" % x for x in qs] + ["tokens_per_s", "output_tokens", "tokens_from",
-                                                         "prompt_tokens_long_mean", "send_lag_max_s",
+                                                         "prompt_tokens_long_mean", "send_lag_max_s", "client_cpu_s",
                                                          "refused_by_status", "lost_by_kind"])
             for r in runs:
                 m, s = r["meta"], r["summary"]
@@ -558,7 +562,7 @@ def cmd_report(args):
                             m["round"], m["seed"], s["sent"], s["long"], s["ok"], s["refused"], s["lost"]]
                            + [s["ttft_s"][x] for x in qs] + [s["itl_s"][x] for x in qs] + [s["e2e_s"][x] for x in qs]
                            + [s["tokens_per_s"], s["output_tokens"], s["tokens_from"], s["prompt_tokens_long_mean"],
-                              s["send_lag_s"]["max"], json.dumps(s["refused_by_status"]), json.dumps(s["lost_by_kind"])])
+                              s["send_lag_s"]["max"], s.get("client_cpu_s"), json.dumps(s["refused_by_status"]), json.dumps(s["lost_by_kind"])])
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"slo": {"ttft_p99_s": args.ttft_slo, "itl_p99_s": args.itl_slo, "served_frac": 0.99},
