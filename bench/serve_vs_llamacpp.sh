@@ -21,10 +21,11 @@
 #
 #   LLAMA_SERVER=/path/to/llama-server bench/serve_vs_llamacpp.sh model1.gguf [model2.gguf ...]
 #   env: RATES="0.25 0.5 1 2 4" (req/s; RATES= runs bursts only) DURATION=60 ROUNDS=2 (round 1
-#   runs ringlm first, round 2 llama-server first, and so on) SEED=1
+#   runs ringlm first, round 2 llama-server first, and so on) SEED=1 (arrivals and prompts:
+#   the same for every engine and round)
 #   BURST=400 BURST_S=4: also a burst per round
 #   RINGLMD_ARGS="--max-batch-tokens 512": added to ringlmd's command line
-#   LLAMA_SERVER_ARGS="...": added to llama-server's
+#   LLAMA_SERVER_ARGS="...": added to llama-server's (a later -t replaces the script's)
 #   RINGLM_BUILD=build: where ringlmd and ringlm-http are (make build/ringlmd build/ringlm-http)
 #   ENGINES="ringlm llama": which to run (ENGINES=ringlm needs no LLAMA_SERVER)
 #   TIMEOUT=120 (s, per request) TTFT_SLO=2 (s) ITL_SLO=0.1 (s) READY_S=300 (s to start a server)
@@ -34,7 +35,10 @@
 # every chunk's time), the servers' logs (NAME.log) and ringlmd's `ringlm stats --json` at
 # the end of each of its runs (NAME.stats.json).
 # The client shares the machine with the server: on a small machine its own CPU time shows in
-# both columns alike (serve_load warns when it sent a request late).
+# both columns (serve_load warns when it sent a request late; each run's JSON has the driver's
+# CPU seconds). llama.cpp's threads wait for each other spinning, so with -t = every core it
+# slows sharply when anything else wants a core (the client, another job): on a busy or
+# 2-core machine, LLAMA_SERVER_ARGS="-t N-1" and RINGLMD_ARGS="--threads N-1" show the other side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ENGINES=${ENGINES:-"ringlm llama"}
@@ -86,9 +90,12 @@ free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1
 # stop one server process: TERM, then KILL after 15 s
 stop() {
 	local p=$1
-	kill "$p" 2>/dev/null || return 0
-	for _ in $(seq 150); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-	kill -9 "$p" 2>/dev/null || true
+	if kill "$p" 2>/dev/null; then
+		for _ in $(seq 150); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$p" 2>/dev/null || true
+	else
+		echo "note: server process $p had already exited (see its log)" >&2
+	fi
 	wait "$p" 2>/dev/null || true
 	local keep=() q
 	for q in "${PIDS[@]}"; do [ "$q" = "$p" ] || keep+=("$q"); done
@@ -193,6 +200,7 @@ for m in "$@"; do
 					"$RINGLM_BUILD/ringlm" stats --socket "$SOCK" --json > "$OUT/$name.stats.json" 2>/dev/null || true
 				fi
 				for p in "${SERVER_PIDS[@]}"; do stop "$p"; done
+				if [ "$e" = ringlm ] && [ -S "$SOCKDIR/$SOCK" ]; then rm -f "$SOCKDIR/$SOCK"; fi   # left by a KILL
 			done
 		done
 	done
