@@ -571,7 +571,6 @@ def cmd_report(args):
 
 
 def cmd_texts(args):
-    args.burst, args.rate, args.duration = 0, 1.0, 1e9
     rng = random.Random(args.seed)
     for _ in range(args.n):
         print(long_text(rng, args.long_chars))

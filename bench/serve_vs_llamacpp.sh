@@ -31,7 +31,7 @@
 #   TIMEOUT=120 (s, per request) TTFT_SLO=2 (s) ITL_SLO=0.1 (s) READY_S=300 (s to start a server)
 #   Quick check: DURATION=10 RATES=1 ROUNDS=1
 # Prints markdown tables; writes bench/out/serve_vs_llamacpp.csv and .json (every run's
-# percentiles), and under bench/out/serve_vs_llamacpp/ each run's requests (NAME.json, with
+# percentiles), and under bench/out/serve_vs_llamacpp/ (emptied at start) each run's requests (NAME.json, with
 # every chunk's time), the servers' logs (NAME.log) and ringlmd's `ringlm stats --json` at
 # the end of each of its runs (NAME.stats.json).
 # The client shares the machine with the server: on a small machine its own CPU time shows in
