@@ -55,6 +55,10 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows);
  * the rows of them that are packed, as ggml does); the tests hold such calls to the 8-bit
  * activation paths' tolerance. */
 int rl_cpu_qmatmul_bf16_acts(const struct rl_wmat *W, uint32_t n_rows);
+/* Steps of at most this many activation rows take the decode-step kernels (lane per row,
+ * 8-bit activations); more rows take the many-row ones, which for some types (Q4_1, Q5_1:
+ * weights decoded to bf16 tiles each call) cost a step more at once. */
+#define RL_CPU_FEW_ROWS 8
 /* The name of the kernel that serves W's packed rows (packed) or its others at n_rows
  * activation rows on this CPU, as cpu_qmm.c's table and kernels/README.md name it. */
 const char *rl_cpu_qmatmul_kernel(const struct rl_wmat *W, uint32_t n_rows, int packed);

@@ -16,7 +16,7 @@
 #define AI   RL_INLINE
 #define T256 RL_TGT_AVX2
 
-#define Q8_ROWS 8                      /* rows at most on the decode-step (lane-per-row) kernels */
+#define Q8_ROWS RL_CPU_FEW_ROWS         /* rows at most on the decode-step (lane-per-row) kernels */
 #define TILE 16                        /* weight rows decoded at once on the tile paths */
 /* Software prefetch distance in a weight row, bytes: the Q8_0 row-at-a-time dot (the hardware
  * prefetcher alone left batch-1 decode at ~70% of llama.cpp's speed on a Zen 3 VM; sweep in

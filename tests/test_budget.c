@@ -204,8 +204,9 @@ static void test_pick_meets_target_and_bounds(void)
 	CHECKF(near(b.margin, 0.15, 1e-9), "margin %g before any prefill step was seen", b.margin);
 	uint32_t got = rl_budget_choose(&b, 64, 0, 0);
 	CHECKF(got == 64 + 271, "budget %u, want 335", got);
-	/* no decoding sequence: no gap to keep, the whole budget */
-	CHECK(rl_budget_choose(&b, 0, 0, 0) == 4096);
+	/* no decoding sequence: the step keeps to T all the same (a request arriving meanwhile
+	 * waits one step at most): (12 ms / 1.15 - 5 ms) / 20 µs -> 271 */
+	CHECKF((got = rl_budget_choose(&b, 0, 0, 0)) == 271, "budget %u without decodes, want 271", got);
 }
 
 static void test_prefill_always_moves(void)
@@ -269,7 +270,7 @@ static void test_margin_is_the_error_quantile(void)
 		uint32_t q = 50 + (uint32_t)(urand() * 200);
 		make_step(&s, 4, q, 0);
 		double f[RL_BUDGET_NF];
-		rl_budget_features(&s.b, f);
+		rl_budget_features(&b, &s.b, f);
 		rl_budget_observe(&b, &s.b, (uint64_t)cost(c, f, 0.10));
 	}
 	CHECKF(b.margin > 0.06 && b.margin < 0.12, "margin %.3f for ±10%% noise", b.margin);
@@ -278,7 +279,7 @@ static void test_margin_is_the_error_quantile(void)
 	for (int i = 0; i < 100; i++) {
 		make_step(&s, 4, 100, 0);
 		double f[RL_BUDGET_NF];
-		rl_budget_features(&s.b, f);
+		rl_budget_features(&b, &s.b, f);
 		rl_budget_observe(&quiet, &s.b, (uint64_t)cost(c, f, 0));
 	}
 	CHECKF(near(quiet.margin, 0.05, 1e-9), "margin %.3f without noise (the 5%% floor)", quiet.margin);
@@ -296,7 +297,7 @@ static void test_overshoot_shrinks_at_once(void)
 	double f[RL_BUDGET_NF];
 	for (int i = 0; i < 50; i++) {
 		make_step(&s, 4, 200, 0);
-		rl_budget_features(&s.b, f);
+		rl_budget_features(&b, &s.b, f);
 		rl_budget_observe(&b, &s.b, (uint64_t)cost(c, f, 0));
 	}
 	b.seen_tokens = 8192;
@@ -307,7 +308,7 @@ static void test_overshoot_shrinks_at_once(void)
 	CHECKF(after < before * 0.8, "budget %u before the overshoot, %u after", before, after);
 	for (int i = 0; i < 30; i++) {                     /* and it recovers when steps behave */
 		make_step(&s, 4, 200, 0);
-		rl_budget_features(&s.b, f);
+		rl_budget_features(&b, &s.b, f);
 		rl_budget_observe(&b, &s.b, (uint64_t)cost(c, f, 0));
 	}
 	uint32_t later = rl_budget_choose(&b, 4, 1200, 0);
@@ -343,8 +344,36 @@ static void test_max_running(void)
 	CHECK(rl_budget_max_running(&b) == 1);
 }
 
+/* A backend whose steps of more than 8 rows pay 10 ms more at once (the CPU's many-row
+ * kernels over Q4_1): the sixth feature learns it, and the pick stays at 8 rows where the
+ * jump does not fit the target and takes a long chunk where it does. */
+static void test_many_row_steps_cost_at_once(void)
+{
+	const double c[RL_BUDGET_NF] = { 2e6, 1e5, 5e4, 0, 0, 10e6 };
+	const uint64_t targets[] = { 12000000, 30000000 };
+	const uint32_t want[] = { 8, 2 + 275 };
+	for (int t = 0; t < 2; t++) {
+		struct rl_budget b;
+		rl_budget_init(&b, targets[t], 4096);
+		b.few_rows = 8;
+		double f[RL_BUDGET_NF];
+		for (int i = 0; i < 3000; i++) {
+			uint32_t d = (uint32_t)floor(urand() * 8), q = urand() < 0.5 ? (uint32_t)floor(urand() * 8)
+								      : (uint32_t)floor(urand() * 300);
+			rl_budget_step_features(d + (q > 0), 0, 0, q, f);
+			rl_budget_route(&b, d + q, f);
+			rl_budget_update(&b, f, cost(c, f, 0));
+		}
+		CHECKF(near(b.theta[5], 10e6, 0.01), "c_many %.0f ns, want 10 ms", b.theta[5]);
+		b.seen_tokens = 4096;
+		uint32_t got = rl_budget_choose(&b, 2, 0, 0);
+		CHECKF(got == want[t], "T %llu ms: budget %u, want %u", (unsigned long long)targets[t] / 1000000, got, want[t]);
+	}
+}
+
 int main(void)
 {
+	RUN(test_many_row_steps_cost_at_once);
 	RUN(test_default_target);
 	RUN(test_max_running);
 	RUN(test_fit_converges);

@@ -974,6 +974,7 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	c->be.info.eos_id = cfg->eos_id;
 	c->be.info.deterministic = 1;          /* rl_cpu_qmatmul_det; attention is row-invariant */
 	c->be.info.max_draft_rows = UINT32_MAX;   /* the LM head runs max_seqs rows at a time */
+	c->be.info.few_rows = RL_CPU_FEW_ROWS;
 	c->be.info.vocab_blob = m->vocab_blob;
 	c->be.info.vocab_blob_size = m->vocab_blob_size;
 	*out = &c->be;

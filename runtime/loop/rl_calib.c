@@ -7,7 +7,8 @@
  * before the shapes sized from it.
  *
  * The shapes cover every feature of the model and the region the pick works in: one decode
- * row; eight decode rows; a 32-token prefill chunk (whose time against the decode row's gives
+ * row; eight decode rows; a chunk beside a decode row that just fills the backend's few-row
+ * kernels (rl_backend_info.few_rows, where it has them); a 32-token prefill chunk (whose time against the decode row's gives
  * a first cost per prefill token); chunks sized from that cost to take about half, one and
  * one and a half times the target beside one decode row (the steps the pick will choose
  * between); a chunk after a cached prefix beside decode rows with long contexts; one decode
@@ -131,10 +132,14 @@ int rl_calib_run(struct rl_budget *bud, struct rl_backend *be, const struct rl_c
 	uint32_t big = 256;
 	uint32_t half_ctx = g->max_ctx / 2 ? g->max_ctx / 2 : 1;
 	uint64_t target = g->target_ns;
-	for (int k = 0; !rc && k < 9; k++) {
-		/* past the time allowed, stop once the first three shapes (every feature but the
+	/* shape 9, a chunk beside a decode row filling the backend's few-row kernels, runs third:
+	 * below the many-row steps' own cost, it separates that cost from the prefill tokens' */
+	static const int order[] = { 0, 1, 9, 2, 3, 4, 5, 6, 7, 8 };
+	for (int i = 0; !rc && i < 10; i++) {
+		const int k = order[i];
+		/* past the time allowed, stop once the first shapes (every feature but the
 		 * long-context ones) are in */
-		if (k >= 3 && rl_now_ns() - t_start > g->max_ns)
+		if (i >= 4 && rl_now_ns() - t_start > g->max_ns)
 			break;
 		reset(&s, g->block_size);
 		uint32_t n = 0, c = 0;
@@ -164,6 +169,13 @@ int rl_calib_run(struct rl_budget *bud, struct rl_backend *be, const struct rl_c
 				r = add(&s, g, 1, 1024 < half_ctx ? 1024 : half_ctx, 0, vocab);
 			break;
 		case 7: r = add(&s, g, 1, 4096 < g->max_ctx ? 4096 : g->max_ctx, 0, vocab); break;  /* long context */
+		case 9: if (bud->few_rows < 2 || bud->few_rows > rows)             /* a few-row chunk */
+				break;
+			n = bud->few_rows - 1;
+			r = add(&s, g, n, n, 1, vocab);
+			if (!r)
+				r = add(&s, g, 1, 64 < half_ctx ? 64 : half_ctx, 0, vocab);
+			break;
 		case 8: n = rows / 2 > 2 ? rows / 2 : 2;                          /* a long chunk alone */
 			n = n > 2 * big ? 2 * big : n > half_ctx ? half_ctx : n;
 			r = add(&s, g, n, n, 1, vocab); break;
@@ -175,9 +187,9 @@ int rl_calib_run(struct rl_budget *bud, struct rl_backend *be, const struct rl_c
 		/* the long shapes run once, and only while the model (fitted on the first shapes)
 		 * predicts they end within the time allowed */
 		double f[RL_BUDGET_NF];
-		rl_budget_features(&s.b, f);
-		int runs = k < 6 ? 2 : 1;
-		if (k >= 3 && rl_now_ns() - t_start + runs * rl_budget_predict(bud, f) > g->max_ns)
+		rl_budget_features(bud, &s.b, f);
+		int runs = k < 6 || k == 9 ? 2 : 1;
+		if (i >= 4 && rl_now_ns() - t_start + runs * rl_budget_predict(bud, f) > g->max_ns)
 			continue;
 		uint64_t ns;
 		if ((rc = time_step(be, &s.b, out, runs, &ns)))

@@ -973,6 +973,7 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 	if (p->spec_cost > 0)
 		rl_sched_set_spec_cost(rt->sched, p->spec_cost, p->spec_cost);
 	rl_budget_init(&rt->budget, p->itl_target_ns, sp.max_batch_tokens);
+	rt->budget.few_rows = bi->few_rows;
 	rt->calib = (struct rl_calib_geom){ .n_blocks = n_blocks, .block_size = p->block_size,
 		.max_seqs = p->max_seqs, .max_tokens = sp.max_batch_tokens, .max_ctx = bi->max_ctx,
 		.target_ns = p->itl_target_ns, .max_ns = 1000000000ull };
@@ -1170,9 +1171,10 @@ int rl_rt_run(struct rl_rt *rt)
 		atomic_store(&rt->info->st.itl_target_ns, rep.target_ns);
 		const double *th = rt->budget.theta;
 		LOG(rt, "budget auto, ITL target %.1f ms%s: calibrated in %.0f ms over %u step shapes: step %.0f us "
-		    "+ %.1f us/sampled row + %.1f us/prefill token + %.2f us/1k decode ctx + %.2f us/1k prefill pairs",
+		    "+ %.1f us/sampled row + %.1f us/prefill token + %.2f us/1k decode ctx + %.2f us/1k prefill pairs "
+		    "+ %.0f us a many-row step",
 		    rt->p.itl_target_ns / 1e6, rt->calib.target_ns ? "" : " (derived)", rep.ns / 1e6, rep.steps, th[0] / 1e3, th[1] / 1e3, th[2] / 1e3,
-		    th[3] / 1e3, th[4] / 1e3);
+		    th[3] / 1e3, th[4] / 1e3, th[5] / 1e3);
 		rl_budget_publish(&rt->budget, &rt->info->st);
 	} else {
 		int rc = rl_calib_warm(rt->be, &rt->calib);

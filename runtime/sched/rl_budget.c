@@ -46,9 +46,15 @@ void rl_budget_step_features(uint32_t d, double dec_ctx, uint32_t prefix, uint32
 	f[2] = chunk;
 	f[3] = dec_ctx / 1024.0;
 	f[4] = ((double)chunk * prefix + (double)chunk * (chunk + 1) / 2) / 1024.0;
+	f[5] = 0;
 }
 
-void rl_budget_features(const struct rl_batch *bt, double f[RL_BUDGET_NF])
+void rl_budget_route(const struct rl_budget *b, uint32_t rows, double f[RL_BUDGET_NF])
+{
+	f[5] = b->few_rows && rows > b->few_rows;
+}
+
+void rl_budget_features(const struct rl_budget *b, const struct rl_batch *bt, double f[RL_BUDGET_NF])
 {
 	double pf = 0, pairs = 0, dec_ctx = 0;
 	uint32_t d = 0;
@@ -70,6 +76,7 @@ void rl_budget_features(const struct rl_batch *bt, double f[RL_BUDGET_NF])
 	rl_budget_step_features(d, dec_ctx, 0, 0, f);
 	f[2] = pf;
 	f[4] = pairs / 1024.0;
+	rl_budget_route(b, bt->n_tokens, f);
 }
 
 double rl_budget_predict(const struct rl_budget *b, const double f[RL_BUDGET_NF])
@@ -196,7 +203,7 @@ static void error_stats(struct rl_budget *b)
 void rl_budget_observe(struct rl_budget *b, const struct rl_batch *bt, uint64_t step_ns)
 {
 	double f[RL_BUDGET_NF], y = (double)step_ns;
-	rl_budget_features(bt, f);
+	rl_budget_features(b, bt, f);
 	double pred = rl_budget_predict(b, f);
 	if (f[2] > 0 && pred > 0 && b->n_obs + b->n_prior >= WARMUP) {
 		/* the error the pick would have met: relative to the a-priori prediction */
@@ -235,10 +242,6 @@ uint32_t rl_budget_choose(struct rl_budget *b, uint32_t d, double dec_ctx, uint3
 			b->chosen = floor_;
 		return b->chosen;
 	}
-	if (!d) {                           /* no decoding sequence: no inter-token gap to keep */
-		b->chosen = b->max_budget;
-		return b->chosen;
-	}
 	double limit = (double)b->target_ns * b->shrink / (1 + b->margin);
 	uint32_t cap = b->max_budget;
 	if (2.0 * b->seen_tokens < cap)     /* trust the model only up to twice what it has seen */
@@ -255,6 +258,7 @@ uint32_t rl_budget_choose(struct rl_budget *b, uint32_t d, double dec_ctx, uint3
 		uint32_t mid = lo + (hi - lo + 1) / 2;
 		/* the chunk may end its prompt and sample: count it as one more sampled row */
 		rl_budget_step_features(d + 1, dec_ctx, prefix, mid, f);
+		rl_budget_route(b, d + mid, f);
 		if (rl_budget_predict(b, f) <= limit)
 			lo = mid;
 		else
@@ -275,6 +279,7 @@ uint32_t rl_budget_max_running(const struct rl_budget *b)
 	while (lo < hi) {                  /* the prediction is non-decreasing in the count */
 		uint32_t mid = lo + (hi - lo + 1) / 2;
 		rl_budget_step_features(mid, ctx * mid, 0, 0, f);
+		rl_budget_route(b, mid, f);
 		if (rl_budget_predict(b, f) <= limit)
 			lo = mid;
 		else
@@ -303,6 +308,7 @@ void rl_budget_publish(const struct rl_budget *b, struct rl_info_stats *st)
 	atomic_store_explicit(&st->coef_pf_ps, PS(2), memory_order_relaxed);
 	atomic_store_explicit(&st->coef_datt_ps, PS(3), memory_order_relaxed);
 	atomic_store_explicit(&st->coef_patt_ps, PS(4), memory_order_relaxed);
+	atomic_store_explicit(&st->coef_many_ps, PS(5), memory_order_relaxed);
 	atomic_store_explicit(&st->budget_margin_ppm, (uint64_t)(b->margin * 1e6), memory_order_relaxed);
 	atomic_store_explicit(&st->budget_calib_ns, b->calib_ns, memory_order_relaxed);
 	atomic_store_explicit(&st->budget, b->chosen, memory_order_relaxed);

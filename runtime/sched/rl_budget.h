@@ -2,11 +2,14 @@
  * with the inter-token target T of --itl-target-us or, when none is given, T derived from the
  * model and the machine (rl_budget_default_target below).
  *
- * A model of step time, linear in five features of the step
+ * A model of step time, linear in six features of the step
  *     step_ns ≈ c0 + c_samp·(sampled rows) + c_pf·(prefill tokens)
  *                  + c_datt·(Σ decode ctx_len)/1024 + c_patt·(Σ prefill attention pairs)/1024
+ *                  + c_many·[rows > the backend's few_rows]
  * where a prefill chunk of q rows after p cached tokens has q·p + q(q+1)/2 query-key pairs
- * (causal). Sampled rows (every decode row, and the last row of a prompt's final chunk) and
+ * (causal); the last term is a cost each step of more rows than the backend's few-row kernels
+ * take pays at once (rl_backend_info.few_rows: the CPU's many-row kernels decode Q4_1/Q5_1
+ * weights to bf16 tiles every step), 0 for backends without one. Sampled rows (every decode row, and the last row of a prompt's final chunk) and
  * prefill tokens are separate because on real backends they cost differently (a decode row
  * rides along a pass that reads every weight anyway, and each sampled row adds an LM-head row
  * and the sampler; a prefill token of a long chunk is compute), and each has its own attention
@@ -43,7 +46,7 @@
 #include <stdint.h>
 #include "kernels/rl_batch.h"
 
-#define RL_BUDGET_NF 5                 /* features, in the order above */
+#define RL_BUDGET_NF 6                 /* features, in the order above */
 
 /* The default target: RL_BUDGET_TARGET_STEPS one-row decode steps (timed by the calibration),
  * within [RL_BUDGET_TARGET_MIN_NS, RL_BUDGET_TARGET_MAX_NS]. A step that long is at most 1/8
@@ -59,6 +62,7 @@
 struct rl_budget {
 	uint64_t target_ns;
 	uint32_t max_budget;
+	uint32_t few_rows;                     /* rl_backend_info.few_rows (0: none); set after init */
 	double   theta[RL_BUDGET_NF];          /* coefficients, ns per feature unit, all >= 0 */
 	double   A[RL_BUDGET_NF][RL_BUDGET_NF], v[RL_BUDGET_NF];   /* online normal equations */
 	double   A0[RL_BUDGET_NF][RL_BUDGET_NF], v0[RL_BUDGET_NF]; /* calibration prior */
@@ -87,7 +91,7 @@ uint64_t rl_budget_default_target(double one_row_ns);
  * (b->target_ns, before the first pick; rl_calib_run derives it). */
 void     rl_budget_init(struct rl_budget *b, uint64_t target_ns, uint32_t max_budget);
 /* Features of a step (the units above). */
-void     rl_budget_features(const struct rl_batch *bt, double f[RL_BUDGET_NF]);
+void     rl_budget_features(const struct rl_budget *b, const struct rl_batch *bt, double f[RL_BUDGET_NF]);
 /* Feed one finished step and its measured time. */
 void     rl_budget_observe(struct rl_budget *b, const struct rl_batch *bt, uint64_t step_ns);
 /* One online update from raw features (observe calls it; tests drive it directly). */
@@ -97,11 +101,13 @@ void     rl_budget_prior(struct rl_budget *b, const double f[RL_BUDGET_NF], doub
 /* Predicted step time of features f. */
 double   rl_budget_predict(const struct rl_budget *b, const double f[RL_BUDGET_NF]);
 /* Features of a step of d decode rows whose contexts sum to dec_ctx tokens and a prefill
- * chunk of `chunk` rows after `prefix` cached tokens. */
+ * chunk of `chunk` rows after `prefix` cached tokens (the sixth 0: rl_budget_route sets it). */
 void     rl_budget_step_features(uint32_t d, double dec_ctx, uint32_t prefix, uint32_t chunk,
 				 double f[RL_BUDGET_NF]);
 /* The budget for such a step, its chunk chosen as above. Always within
  * [min(d + 1, max_budget), max_budget]; stored in b->chosen. */
+/* Sets f's sixth feature for a step of `rows` rows under b's few_rows. */
+void     rl_budget_route(const struct rl_budget *b, uint32_t rows, double f[RL_BUDGET_NF]);
 uint32_t rl_budget_choose(struct rl_budget *b, uint32_t d, double dec_ctx, uint32_t prefix);
 /* The most sequences that may run at once (rl_sched_set_max_running): the largest count whose
  * decode-only step, at the last step's mean context, is predicted within RL_BUDGET_DECODE_SHARE
