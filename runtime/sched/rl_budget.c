@@ -14,6 +14,7 @@
 #define TYP_ALPHA   0.05    /* EWMA weight of the typical relative error */
 #define MARGIN_MIN  0.05    /* and never less than 5% (a fresh or very regular model) */
 #define MARGIN_NEW  0.15    /* the margin before 8 prefill steps have been seen */
+#define NEAR        0.5     /* errors count for the margin from steps predicted at this share of T */
 #define RECOVER     1.1     /* the shrink after an overshoot recovers by this factor a step */
 #define SEEN_DECAY  0.999   /* per step; a burst of big steps is remembered for ~1000 steps */
 #define START       64      /* budget before the model is trusted (no calibration) */
@@ -207,10 +208,12 @@ void rl_budget_observe(struct rl_budget *b, const struct rl_batch *bt, uint64_t 
 	double pred = rl_budget_predict(b, f);
 	if (f[2] > 0 && pred > 0 && b->n_obs + b->n_prior >= WARMUP) {
 		/* the error the pick would have met: relative to the a-priori prediction */
-		b->resid[b->resid_pos] = (y - pred) / pred;
-		b->resid_pos = (b->resid_pos + 1) % RL_BUDGET_NR;
-		b->n_resid++;
-		error_stats(b);
+		if (pred >= NEAR * (double)b->target_ns) {
+			b->resid[b->resid_pos] = (y - pred) / pred;
+			b->resid_pos = (b->resid_pos + 1) % RL_BUDGET_NR;
+			b->n_resid++;
+			error_stats(b);
+		}
 		/* an overshoot shrinks the next chunks at once; a step under the target lets the
 		 * shrink recover */
 		if (y > (double)b->target_ns)

@@ -31,7 +31,9 @@
  * The pick: before each step, the largest budget (the decodes the scheduler will run plus a
  * prefill chunk, searched token by token) whose prediction times (1 + margin) stays under T,
  * where the margin is the larger of the 95% quantile of the recent relative errors of steps
- * that carried prefill and their 99% quantile less 10%: 95% of such steps under T and 99%
+ * that carried prefill and were predicted at half of T or more (the steps the pick sizes: a
+ * few milliseconds of interference from another process is a large share of a tiny step and
+ * says little about one near T) and their 99% quantile less 10%: 95% of such steps under T and 99%
  * under 1.1 T, the tail, not the mean. The chunk is predicted as if it ended its prompt (one
  * more sampled row). A step that overshoots T shrinks
  * the next chunks at once (by T / its time), recovering over a few steps. The budget never

@@ -96,6 +96,7 @@ struct rl_sched {
 	uint32_t max_running;          /* rl_sched_set_max_running; <= p.max_seqs */
 	/* the step being built / in flight */
 	struct seqx **dec, **pre;      /* [max_seqs] */
+	struct seqx **srpt;            /* [max_seqs] prefills in progress, shortest left first */
 	uint32_t n_dec, n_pre;
 	uint32_t *tok, *pos, *row_seq; /* [max_batch_tokens] */
 	struct rl_batch_seq *bseq;     /* [max_seqs] */
@@ -222,6 +223,7 @@ void rl_sched_destroy(struct rl_sched *s)
 	free(s->heap);
 	free(s->dec);
 	free(s->pre);
+	free(s->srpt);
 	free(s->tok);
 	free(s->pos);
 	free(s->row_seq);
@@ -276,6 +278,7 @@ int rl_sched_create(const struct rl_sched_params *p, const struct rl_sched_hooks
 	s->heap = malloc(p->pool_size * sizeof *s->heap);
 	s->dec = malloc(p->max_seqs * sizeof *s->dec);
 	s->pre = malloc(p->max_seqs * sizeof *s->pre);
+	s->srpt = malloc(p->max_seqs * sizeof *s->srpt);
 	s->tok = malloc(p->max_batch_tokens * sizeof *s->tok);
 	s->pos = malloc(p->max_batch_tokens * sizeof *s->pos);
 	s->row_seq = malloc(p->max_batch_tokens * sizeof *s->row_seq);
@@ -287,7 +290,7 @@ int rl_sched_create(const struct rl_sched_params *p, const struct rl_sched_hooks
 	s->draft_out = malloc(p->max_batch_tokens * sizeof *s->draft_out);
 	s->asks = malloc(p->max_seqs * sizeof *s->asks);
 	s->ask_x = malloc(p->max_seqs * sizeof *s->ask_x);
-	if (!s->pool || !s->tokbuf || !s->blkbuf || !s->heap || !s->dec || !s->pre || !s->tok ||
+	if (!s->pool || !s->tokbuf || !s->blkbuf || !s->heap || !s->dec || !s->pre || !s->srpt || !s->tok ||
 	    !s->pos || !s->row_seq || !s->bseq || !s->step_x || !s->step_inc || !s->step_hash ||
 	    !s->step_ctx || !s->draft_out || !s->asks || !s->ask_x) {
 		rl_sched_destroy(s);
@@ -777,38 +780,111 @@ static uint32_t place_drafts(struct rl_sched *s, uint32_t left)
 	return left;
 }
 
-/* Pass 2: chunks for sequences already prefilling. When the pool is dry a prefill preempts
- * newer sequences, so the oldest one always progresses; the newest takes what it can get. */
+static int try_admit(struct rl_sched *s, struct seqx *x, uint32_t left);
+static uint32_t running_cap(const struct rl_sched *s);
+
+/* A chunk of at most left rows for x, prefilling: its rows, 0 when it gets none (its client
+ * has no room, or no block is to be had). When the pool is dry it preempts the newest running
+ * sequence, unless that one is already placed in this step as a prefill (it then takes the
+ * room its blocks leave). */
+static uint32_t serve_prefill(struct rl_sched *s, struct seqx *x, uint32_t left, int *preempted)
+{
+	const uint32_t bs = s->p.block_size, start = x->q.n_computed;
+	uint32_t c = chunk_len(seq_len(x) - start, left, start, bs);
+	const uint32_t ev = chunk_events(x, start, c);
+	if (ev && reserve(s, x, ev))
+		return 0;
+	while (grow(s, x, start + c)) {
+		struct seqx *v = LN(s->running.prev);
+		if (v == x || (v->in_step && v->q.state == RL_SEQ_PREFILL)) {
+			c = x->n_blocks * bs - start;
+			break;
+		}
+		preempt(s, v);
+		*preempted = 1;
+	}
+	if (!c)
+		return 0;
+	x->chunk = c;
+	x->in_step = 1;
+	s->pre[s->n_pre++] = x;
+	return c;
+}
+
+static uint32_t prefill_left(const struct seqx *x)
+{
+	return seq_len(x) - x->q.n_computed;
+}
+
+#define SHORT_SCAN 32                  /* queued requests the short-prompt passes look at */
+
+/* Pass 2a: the oldest prompt in progress goes first, so it always moves (and may preempt
+ * newer sequences for blocks); while shorter prompts wait, in progress or queued, it takes at
+ * most half of what is left. */
+static uint32_t serve_oldest(struct rl_sched *s, uint32_t left, int *preempted)
+{
+	if (list_empty(&s->prefill) || !left)
+		return left;
+	struct seqx *x = PL(s->prefill.next);
+	const uint32_t rem = prefill_left(x);
+	int shorter = 0;
+	for (struct link *l = x->pl.next; l != &s->prefill && !shorter; l = l->next)
+		shorter = prefill_left(PL(l)) < rem;
+	if (!shorter && !list_empty(&s->queue) && !LN(s->queue.next)->resumed) {
+		const int32_t prio = LN(s->queue.next)->q.priority;
+		const struct link *l = s->queue.next;
+		for (uint32_t k = 0; k < SHORT_SCAN && l != &s->queue && !shorter; k++, l = l->next)
+			shorter = LN(l)->q.priority == prio && seq_len(LN(l)) < rem;
+	}
+	const uint32_t cap = shorter && left > 1 ? left - left / 2 : left;
+	return left - serve_prefill(s, x, cap, preempted);
+}
+
+/* Pass 2b: queued prompts of the queue's first priority shorter than what the oldest prompt in
+ * progress has left are admitted before the other prompts in progress get their chunks, in
+ * queue order (none while a preempted sequence waits: it goes first as always): a question
+ * never waits behind a long document's chunks. */
+static uint32_t admit_short(struct rl_sched *s, uint32_t left)
+{
+	if (list_empty(&s->prefill) || list_empty(&s->queue) || LN(s->queue.next)->resumed)
+		return left;
+	const uint32_t rem = prefill_left(PL(s->prefill.next)), cap = running_cap(s);
+	const int32_t prio = LN(s->queue.next)->q.priority;
+	struct link *l = s->queue.next;
+	for (uint32_t k = 0; k < SHORT_SCAN && l != &s->queue && left && s->n_running < cap; k++) {
+		struct seqx *x = LN(l);
+		l = l->next;
+		if (x->q.priority != prio)
+			break;
+		if (seq_len(x) >= rem)
+			continue;
+		int r = try_admit(s, x, left);
+		if (r == -ENOMEM)
+			break;
+		if (r > 0)
+			left -= (uint32_t)r;
+	}
+	return left;
+}
+
+/* Pass 2c: the other prompts in progress, the one with the fewest tokens left first (ties: the
+ * older), so the first token of a short prompt is never behind a long one's chunks. */
 static uint32_t schedule_prefills(struct rl_sched *s, uint32_t left, int *preempted)
 {
-	uint32_t bs = s->p.block_size;
-	struct link *l = s->prefill.next;
-	while (l != &s->prefill && left) {
-		struct seqx *x = PL(l);
-		uint32_t start = x->q.n_computed, rem = seq_len(x) - start;
-		uint32_t c = chunk_len(rem, left, start, bs);
-		const uint32_t ev = chunk_events(x, start, c);
-		if (ev && reserve(s, x, ev)) {
-			l = l->next;
-			continue;
-		}
-		while (grow(s, x, start + c)) {
-			struct seqx *v = LN(s->running.prev);
-			if (v == x) {
-				c = x->n_blocks * bs - start;
-				break;
-			}
-			preempt(s, v);
-			*preempted = 1;
-		}
-		l = l->next;
-		if (!c)
-			continue;
-		x->chunk = c;
-		x->in_step = 1;
-		s->pre[s->n_pre++] = x;
-		left -= c;
+	uint32_t n = 0;
+	for (struct link *l = s->prefill.next; l != &s->prefill; l = l->next)
+		if (!PL(l)->in_step)
+			s->srpt[n++] = PL(l);
+	for (uint32_t i = 1; i < n; i++) {           /* insertion sort: a few at a time, stable */
+		struct seqx *x = s->srpt[i];
+		uint32_t j = i;
+		for (; j > 0 && prefill_left(s->srpt[j - 1]) > prefill_left(x); j--)
+			s->srpt[j] = s->srpt[j - 1];
+		s->srpt[j] = x;
 	}
+	for (uint32_t i = 0; i < n && left; i++)
+		if (s->srpt[i]->q.state == RL_SEQ_PREFILL)   /* not preempted meanwhile */
+			left -= serve_prefill(s, s->srpt[i], left, preempted);
 	return left;
 }
 
@@ -866,61 +942,6 @@ static uint32_t admit_queued(struct rl_sched *s, uint32_t left)
 			left -= (uint32_t)r;
 	}
 	return left;
-}
-
-#define SHORT_SCAN 32                  /* queued requests the short-prompt pass looks at */
-
-/* The queued prompts that end their prefill in this step go first while other prompts are in
- * progress: those of the queue's first priority, in queue order, whose whole prefill fits in
- * what remains of half the budget left (a preempted sequence waiting goes first as always:
- * none is taken while one waits). short_rows is the room they take; schedule_prefills runs on
- * the rest and admit_short admits them after it, so no pass preempts what a pass before it
- * placed (grow in try_admit never preempts). */
-static int short_eligible(const struct rl_sched *s)
-{
-	return !list_empty(&s->queue) && !LN(s->queue.next)->resumed && !list_empty(&s->prefill);
-}
-
-static uint32_t short_rows(const struct rl_sched *s, uint32_t left)
-{
-	if (!short_eligible(s))
-		return 0;
-	const int32_t prio = LN(s->queue.next)->q.priority;
-	uint32_t share = left / 2, rows = 0, n = s->n_running, cap = running_cap(s);
-	const struct link *l = s->queue.next;
-	for (uint32_t k = 0; k < SHORT_SCAN && l != &s->queue && n < cap; k++, l = l->next) {
-		const struct seqx *x = LN(l);
-		if (x->q.priority != prio)
-			break;
-		if (seq_len(x) <= share - rows) {
-			rows += seq_len(x);
-			n++;
-		}
-	}
-	return rows;
-}
-
-static uint32_t admit_short(struct rl_sched *s, uint32_t share)
-{
-	if (!share || !short_eligible(s))
-		return share;
-	const uint32_t cap = running_cap(s);
-	const int32_t prio = LN(s->queue.next)->q.priority;
-	struct link *l = s->queue.next;
-	for (uint32_t k = 0; k < SHORT_SCAN && l != &s->queue && share && s->n_running < cap; k++) {
-		struct seqx *x = LN(l);
-		l = l->next;
-		if (x->q.priority != prio)
-			break;
-		if (seq_len(x) > share)
-			continue;
-		int r = try_admit(s, x, share);
-		if (r == -ENOMEM)
-			break;
-		if (r > 0)
-			share -= (uint32_t)r;
-	}
-	return share;
 }
 
 static void pack_one(struct rl_sched *s, struct seqx *x, uint32_t *t)
@@ -999,10 +1020,10 @@ const struct rl_batch *rl_sched_compose(struct rl_sched *s)
 	assert(s->planned);
 	s->planned = 0;
 	uint32_t left = place_drafts(s, s->left);
-	const uint32_t share = short_rows(s, left);
-	left = schedule_prefills(s, left - share, &s->preempted) + share;
+	left = serve_oldest(s, left, &s->preempted);
 	if (!s->preempted)
-		left = left - share + admit_short(s, share);
+		left = admit_short(s, left);
+	left = schedule_prefills(s, left, &s->preempted);
 	/* admitting right after a preemption would hand the freed blocks straight back */
 	if (!s->preempted)
 		left = admit_queued(s, left);
