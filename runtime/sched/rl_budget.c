@@ -275,7 +275,7 @@ uint32_t rl_budget_max_running(const struct rl_budget *b)
 {
 	if (b->n_obs + b->n_prior < WARMUP || !b->target_ns)
 		return b->max_budget;
-	const double limit = RL_BUDGET_DECODE_SHARE * (double)b->target_ns / (1 + b->margin);
+	const double limit = RL_BUDGET_DECODE_SHARE * (double)b->target_ns;
 	const double ctx = b->last_decodes ? b->last_dec_ctx / b->last_decodes + 1 : b->last_prefix;
 	double f[RL_BUDGET_NF];
 	uint32_t lo = 1, hi = b->max_budget;

@@ -107,16 +107,17 @@ double   rl_budget_predict(const struct rl_budget *b, const double f[RL_BUDGET_N
  * chunk of `chunk` rows after `prefix` cached tokens (the sixth 0: rl_budget_route sets it). */
 void     rl_budget_step_features(uint32_t d, double dec_ctx, uint32_t prefix, uint32_t chunk,
 				 double f[RL_BUDGET_NF]);
-/* The budget for such a step, its chunk chosen as above. Always within
- * [min(d + 1, max_budget), max_budget]; stored in b->chosen. */
 /* Sets f's sixth feature for a step of `rows` rows under b's few_rows. */
 void     rl_budget_route(const struct rl_budget *b, uint32_t rows, double f[RL_BUDGET_NF]);
+/* The budget for such a step, its chunk chosen as above. Always within
+ * [min(d + 1, max_budget), max_budget]; stored in b->chosen. */
 uint32_t rl_budget_choose(struct rl_budget *b, uint32_t d, double dec_ctx, uint32_t prefix);
 /* The most sequences that may run at once (rl_sched_set_max_running): the largest count whose
  * decode-only step, at the last step's mean context, is predicted within RL_BUDGET_DECODE_SHARE
- * of the target under the margin, so the rest of a step still moves prompts along; at least 1,
- * at most max_budget; max_budget while the model is not yet trusted. Under overload the
- * streams admitted keep their inter-token target, and the others wait in the queue. */
+ * of the target, so the rest of a step still moves prompts along; at least 1, at most
+ * max_budget; max_budget while the model is not yet trusted. The prediction is the mean, not
+ * the margin's tail (that sizes chunks): under overload the streams admitted keep their gaps
+ * within 2 T at the margin's cap of 100%, and the others wait in the queue. */
 #define RL_BUDGET_DECODE_SHARE 0.75
 uint32_t rl_budget_max_running(const struct rl_budget *b);
 /* rl_budget_choose for the step the scheduler is about to compose. */
