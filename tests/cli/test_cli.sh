@@ -173,6 +173,20 @@ else
   echo "SKIP budget_calibrates_cuda_emulated: no $b/cudasim/librlcuda.so"; skip=$((skip+1))
 fi
 
+# -- the default is the automatic budget with a derived target (8 one-row steps within 10-40 ms),
+# the running cap and the queue's bound in stats; a fixed budget refuses a target by name
+"$b/ringlmd" --socket bdef --model synthetic:tiny --threads 1 2>"$dir/bdef.err" & p=$!
+js=
+for i in $(seq 400); do js=$("$b/ringlm" stats --socket bdef --json 2>/dev/null) && break; sleep 0.05; done
+js=$("$b/ringlm" stats --socket bdef --json 2>&1)
+kill $p; wait $p 2>/dev/null
+if grep -q "budget auto, ITL target [0-9.]* ms (derived): calibrated" "$dir/bdef.err" &&
+   printf '%s' "$js" | python3 -c 'import json,sys; j=json.load(sys.stdin); sys.exit(0 if 10000 <= j["itl_target_us"] <= 40000 and j["max_running"] >= 1 and j["max_queue_ms"] == 10000 and j["overloaded"] == 0 else 1)'
+then ok budget_auto_by_default; else bad budget_auto_by_default "$(cat "$dir/bdef.err") $js"; fi
+out=$("$b/ringlmd" --backend sim --socket bfix --max-batch-tokens 64 --itl-target-us 20000 2>&1); rc=$?
+if [ $rc -eq 2 ] && has "$out" "--itl-target-us is the automatic budget's target" && [ "$(lines "$out")" -eq 1 ]; then ok fixed_budget_refuses_target
+else bad fixed_budget_refuses_target "rc $rc: $out"; fi
+
 # -- model paths: each message names the path given and what is wrong with it
 mkdir -p "$dir/emptyfolder"; head -c 65536 /dev/urandom > "$dir/rand.gguf"; echo hi > "$dir/tiny.bin"
 seq 1000 > "$dir/text.bin"
