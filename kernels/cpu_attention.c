@@ -192,6 +192,14 @@ static size_t heads_states_at(uint32_t block_size)
 	return ((size_t)block_size + 15) / 16 * 16;
 }
 
+/* Rows the many-row key kernel (attn_krows) takes at a time, and its scratch in floats: max,
+ * sum and correction [KR_ROWS] each, then scores [KR_ROWS, bs rounded to 16] */
+#define KR_ROWS 16
+static size_t kr_scratch(uint32_t bs)
+{
+	return (size_t)KR_ROWS * (3 + ((bs + 15) & ~15u));
+}
+
 /* Scratch of the tiled kernels, in floats: m [rows], l [rows, 16], kt [hd, bsp]. */
 static size_t tiled_scratch(uint32_t rows, uint32_t hd, uint32_t bs)
 {
@@ -320,7 +328,8 @@ static attn_fn *const attn_rows_impl[] = { attn_scalar, attn_rows8, attn_rows16 
 static size_t wide_at(uint32_t rows, uint32_t hd, uint32_t block_size)
 {
 	const size_t t = tiled_scratch(rows, hd, block_size), h = heads_states_at(block_size) + rows * HEAD_STATE(hd);
-	return ((t > h ? t : h) + 15) / 16 * 16;
+	const size_t k = kr_scratch(block_size), th = t > h ? t : h;
+	return ((th > k ? th : k) + 15) / 16 * 16;
 }
 
 void rl_cpu_attention_prefetch(const struct rl_cpu_kv_view *kv, uint32_t n_keys, uint32_t hd, uint32_t max_blocks)

@@ -48,7 +48,214 @@ TGT RL_INLINE void W_(expb)(float *s, uint32_t n, float mx)
 	}
 }
 
-DEFINE_ROW_ATTN(W_(attn_keys), TGT, W_(dot), W_(scale), W_(axpy), W_(expb))
+/* ---------------------------------------------------------------- the many-row key kernel */
+/* The key-by-key kernel (DEFINE_ROW_ATTN) over KR_ROWS rows at a time (a call's rows r =
+ * i * n_qh + g in order: the GQA heads of a position, then the next positions): each key
+ * block is widened once for all of them (not once a row), and its keys and values are loaded
+ * once for several rows. Each row's arithmetic is DEFINE_ROW_ATTN's, op for op: its scores
+ * are W_(dot)'s lane chains over hd in order, one horizontal sum, times scale; the same block
+ * max, correction, expb and key-ordered l; o scaled by the correction (by 1: exact where the
+ * max held), then o += p_j v_j element-wise in key order. Only the interleaving across rows
+ * and keys changes, so a row's bits never depend on the rows beside it (nor on the old
+ * kernel: bit for bit). */
+
+/* s_r[j + c] = dot(q_r, k_{j + c}) * scale, c < KJ, for RQ rows: W_(dot)'s chains */
+TGT RL_INLINE void W_(kr_dots)(float *const *sr, const float *const *qr, const float *kb, uint32_t j, uint32_t hd,
+			       float scale, const int RQ, const int KJ)
+{
+	VT a[2][4];
+#pragma GCC unroll 2
+	for (int r = 0; r < RQ; r++)
+#pragma GCC unroll 4
+		for (int c = 0; c < KJ; c++)
+			a[r][c] = V(zero)();
+	const float *k0 = kb + (size_t)j * hd;
+	uint32_t i = 0;
+	for (; i + VW <= hd; i += VW) {
+		VT kv[4];
+#pragma GCC unroll 4
+		for (int c = 0; c < KJ; c++)
+			kv[c] = V(load)(k0 + (size_t)c * hd + i);
+#pragma GCC unroll 2
+		for (int r = 0; r < RQ; r++) {
+			const VT qv = V(load)(qr[r] + i);
+#pragma GCC unroll 4
+			for (int c = 0; c < KJ; c++)
+				a[r][c] = V(fma)(qv, kv[c], a[r][c]);
+		}
+	}
+	if (i < hd) {
+		const uint32_t t = hd - i;
+#pragma GCC unroll 2
+		for (int r = 0; r < RQ; r++) {
+			const VT qv = V(load_n)(qr[r] + i, t);
+#pragma GCC unroll 4
+			for (int c = 0; c < KJ; c++)
+				a[r][c] = V(fma)(qv, V(load_n)(k0 + (size_t)c * hd + i, t), a[r][c]);
+		}
+	}
+#pragma GCC unroll 2
+	for (int r = 0; r < RQ; r++)
+#pragma GCC unroll 4
+		for (int c = 0; c < KJ; c++)
+			sr[r][j + c] = V(sum)(a[r][c]) * scale;
+}
+
+/* o_r = o_r * corr_r + sum_{j0 <= j < n} p_r[j] v_j for PR rows, hd a vector at a time, in
+ * registers: the same element-wise ops as W_(scale) then W_(axpy) key by key */
+TGT RL_INLINE void W_(kr_pv)(float *const *orow, const float *const *pr, const float *corr, const float *vb, uint32_t j0,
+			     uint32_t n, uint32_t hd, const int PR)
+{
+	VT acc[8], cr[8];
+#pragma GCC unroll 8
+	for (int r = 0; r < PR; r++)
+		cr[r] = V(set1)(corr[r]);
+	for (uint32_t c = 0; c < hd; c += VW) {
+		const uint32_t k = hd - c < VW ? hd - c : VW;
+		if (k == VW) {
+#pragma GCC unroll 8
+			for (int r = 0; r < PR; r++)
+				acc[r] = V(mul)(V(load)(orow[r] + c), cr[r]);
+			for (uint32_t j = j0; j < n; j++) {
+				const VT vj = V(load)(vb + (size_t)j * hd + c);
+#pragma GCC unroll 8
+				for (int r = 0; r < PR; r++)
+					acc[r] = V(fma)(V(set1)(pr[r][j]), vj, acc[r]);
+			}
+#pragma GCC unroll 8
+			for (int r = 0; r < PR; r++)
+				V(store)(orow[r] + c, acc[r]);
+		} else {
+#pragma GCC unroll 8
+			for (int r = 0; r < PR; r++)
+				acc[r] = V(mul)(V(load_n)(orow[r] + c, k), cr[r]);
+			for (uint32_t j = j0; j < n; j++) {
+				const VT vj = V(load_n)(vb + (size_t)j * hd + c, k);
+#pragma GCC unroll 8
+				for (int r = 0; r < PR; r++)
+					acc[r] = V(fma)(V(set1)(pr[r][j]), vj, acc[r]);
+			}
+#pragma GCC unroll 8
+			for (int r = 0; r < PR; r++)
+				V(store_n)(orow[r] + c, acc[r], k);
+		}
+	}
+}
+
+/* rows whose o += P V share a pass over a value vector (registers: PR accumulators) */
+#define KR_PR (VW == 16 ? 8 : 4)
+
+/* One block's keys [j0, n) for rows R (all seeing exactly those keys): or[], qr[] their
+ * outputs and queries, sr[] their scores [bs], mx[], l[] their states */
+TGT RL_INLINE void W_(kr_block)(float *const *orow, const float *const *qr, float *const *sr, float *mx, float *l,
+				float *corr, uint32_t R, const float *kb, const float *vb, uint32_t j0, uint32_t n,
+				uint32_t hd, float scale)
+{
+	uint32_t r = 0;
+	for (; r + 2 <= R; r += 2) {
+		uint32_t j = j0;
+		for (; j + 4 <= n; j += 4)
+			W_(kr_dots)(sr + r, qr + r, kb, j, hd, scale, 2, 4);
+		for (; j < n; j++)
+			W_(kr_dots)(sr + r, qr + r, kb, j, hd, scale, 2, 1);
+	}
+	if (r < R) {
+		uint32_t j = j0;
+		for (; j + 4 <= n; j += 4)
+			W_(kr_dots)(sr + r, qr + r, kb, j, hd, scale, 1, 4);
+		for (; j < n; j++)
+			W_(kr_dots)(sr + r, qr + r, kb, j, hd, scale, 1, 1);
+	}
+	for (r = 0; r < R; r++) {
+		float *s = sr[r];
+		float bm = mx[r];
+		for (uint32_t j = j0; j < n; j++)
+			bm = s[j] > bm ? s[j] : bm;
+		corr[r] = 1.0f;
+		if (bm > mx[r]) {
+			const float cf = expf(mx[r] - bm);
+			corr[r] = cf;
+			l[r] *= cf;
+			mx[r] = bm;
+		}
+		W_(expb)(s + j0, n - j0, mx[r]);
+		float lr = l[r];
+		for (uint32_t j = j0; j < n; j++)
+			lr += s[j];
+		l[r] = lr;
+	}
+	for (r = 0; r < R; r += KR_PR) {
+		const uint32_t m = R - r < KR_PR ? R - r : KR_PR;
+#define PV_N(pr) W_(kr_pv)(orow + r, (const float *const *)sr + r, corr + r, vb, j0, n, hd, pr)
+		switch (m) {
+		case 1: PV_N(1); break;
+		case 2: PV_N(2); break;
+		case 3: PV_N(3); break;
+#if KR_PR > 4
+		case 4: PV_N(4); break;
+		case 5: PV_N(5); break;
+		case 6: PV_N(6); break;
+		case 7: PV_N(7); break;
+#endif
+		default: PV_N(KR_PR); break;
+		}
+#undef PV_N
+	}
+}
+
+/* Every row of the call, KR_ROWS at a time (scratch: kr_scratch floats, then kv->wide) */
+TGT static void W_(attn_krows)(float *out, size_t ldo, const float *q, size_t ldq, uint32_t q_len, uint32_t n_qh,
+			       uint32_t pos0, uint32_t hd, const struct rl_cpu_kv_view *kv, float *scratch)
+{
+	const float scale = 1.0f / sqrtf((float)hd);
+	const uint32_t bs = kv->block_size, bsp = (bs + 15) & ~15u, rows = q_len * n_qh;
+	float *mx = scratch, *l = mx + KR_ROWS, *corr = l + KR_ROWS, *s0 = corr + KR_ROWS;   /* s0: [KR_ROWS, bsp] */
+	for (uint32_t r0 = 0; r0 < rows; r0 += KR_ROWS) {
+		const uint32_t R = rows - r0 < KR_ROWS ? rows - r0 : KR_ROWS;
+		float *orow[KR_ROWS], *sr[KR_ROWS];
+		const float *qr[KR_ROWS];
+		for (uint32_t r = 0; r < R; r++) {
+			const uint32_t i = (r0 + r) / n_qh, g = (r0 + r) % n_qh;
+			qr[r] = q + i * ldq + g * hd;
+			orow[r] = out + i * ldo + g * hd;
+			sr[r] = s0 + (size_t)r * bsp;
+			mx[r] = -INFINITY;
+			l[r] = 0;
+			memset(orow[r], 0, hd * sizeof(float));
+		}
+		const uint32_t i_lo = r0 / n_qh, i_hi = (r0 + R - 1) / n_qh;   /* the set's first and last positions */
+		const uint32_t end = pos0 + i_hi + 1;                            /* the last row's keys */
+		for (uint32_t p0 = kv_first_key(kv, pos0 + i_lo + 1) / bs * bs; p0 < end; p0 += bs) {
+			const uint32_t nb = end - p0 < bs ? end - p0 : bs;
+			const float *kb, *vb;                                    /* [nb, hd] */
+			kv_prefetch_ahead(kv, p0 / bs, end, hd);
+			kv_block(kv, p0 / bs, nb, hd, &kb, &vb);
+			/* runs of rows seeing the same keys [j0, n) of the block */
+			for (uint32_t r = 0; r < R;) {
+				const uint32_t i = (r0 + r) / n_qh, n_keys = pos0 + i + 1, lo = kv_first_key(kv, n_keys);
+				uint32_t e = r + 1;
+				while (e < R && (r0 + e) / n_qh == i)
+					e++;
+				if (n_keys <= p0 || lo >= p0 + bs) {      /* the block is outside this position's keys */
+					r = e;
+					continue;
+				}
+				const uint32_t n = n_keys - p0 < bs ? n_keys - p0 : bs, j0 = lo > p0 ? lo - p0 : 0;
+				/* later positions seeing the same keys: past the block's end and its window start */
+				while (e < R) {
+					const uint32_t i2 = (r0 + e) / n_qh, nk2 = pos0 + i2 + 1, lo2 = kv_first_key(kv, nk2);
+					if ((nk2 - p0 < bs ? nk2 - p0 : bs) != n || (lo2 > p0 ? lo2 - p0 : 0) != j0 || lo2 >= p0 + bs)
+						break;
+					e++;
+				}
+				W_(kr_block)(orow + r, qr + r, sr + r, mx + r, l + r, corr + r, e - r, kb, vb, j0, n, hd, scale);
+				r = e;
+			}
+		}
+		for (uint32_t r = 0; r < R; r++)
+			W_(scale)(orow[r], 1.0f / l[r], hd);
+	}
+}
 
 /* ---------------------------------------------------------------- the vector row kernels */
 /* (head_dim a multiple of the lane count, up to 8 vectors): the same online softmax as
@@ -213,7 +420,7 @@ TGT static void W_(attn_rows)(float *out, size_t ldo, const float *q, size_t ldq
 {
 	const int f16 = kv->hk != NULL;
 	if (hd % VW || hd / VW > 8 || (f16 && !rl_cpu_has_f16c())) {
-		W_(attn_keys)(out, ldo, q, ldq, q_len, n_qh, pos0, hd, kv, s);
+		W_(attn_krows)(out, ldo, q, ldq, q_len, n_qh, pos0, hd, kv, s);
 		return;
 	}
 	const float scale = 1.0f / sqrtf((float)hd);

@@ -47,9 +47,10 @@
  * (norm_rows) */
 #define OWN_ROWS 16
 
-/* One piece of a step's attention: KV heads [kh, kh + n_kv) of batch sequence seq */
+/* One piece of a step's attention: KV heads [kh, kh + n_kv) of batch sequence seq, for its
+ * query rows [r0, r1) */
 struct att_item {
-	uint32_t seq, kh, n_kv;
+	uint32_t seq, kh, n_kv, r0, r1;
 };
 
 struct cpu {
@@ -337,22 +338,57 @@ static void item_prefetch(const struct cpu *c, const struct rl_batch *b, const c
 	}
 }
 
+/* Most prefill row ranges a step's attention is cut into: items beyond the (sequence, KV
+ * head) ones (the items array's spare room) */
+#define ATT_SPLIT_ITEMS(n_threads) (4 * (uint32_t)(n_threads))
+
 /* The step's attention items. A prefill chunk's rows take (sequence, KV head) items, whose
- * rows re-read a head's blocks from cache. A decode row takes its KV heads together
- * (rl_cpu_attention_heads reads each block's heads as one run, which the hardware prefetcher
- * follows where head-by-head tiles a block apart defeat it), in as few parts as still give
- * every worker two items. */
+ * rows re-read a head's blocks from cache; where those are fewer than four a worker (Gemma 3:
+ * one KV head, so one worker did a chunk's attention while the others waited), each is cut
+ * into row ranges of about equal keys (a row's cost grows with its position; rows of 4, the
+ * kernels' sets), the last rows first since the workers take items in turn. A row's result
+ * never depends on which rows share its call, so the cut changes no bits. A decode row takes
+ * its KV heads together (rl_cpu_attention_heads reads each block's heads as one run, which
+ * the hardware prefetcher follows where head-by-head tiles a block apart defeat it), in as
+ * few parts as still give every worker two items. */
 static void plan_attention(struct cpu *c, const struct rl_batch *b)
 {
 	const uint32_t n_dec = b->n_seqs - b->n_prefill, want = c->n_active > 1 ? 2 * (uint32_t)c->n_active : 1;
 	uint32_t parts = n_dec && n_dec < want ? (want + n_dec - 1) / n_dec : 1;
 	parts = parts < c->nkv ? parts : c->nkv;
 	const uint32_t per = (c->nkv + parts - 1) / parts;
+	const uint32_t pre = b->n_prefill * c->nkv, want_pre = c->n_active > 1 ? ATT_SPLIT_ITEMS(c->n_active) : 1;
+	const uint32_t cuts = pre && pre < want_pre ? (want_pre + pre - 1) / pre : 1;
 	c->n_items = 0;
 	for (uint32_t i = 0; i < b->n_seqs; i++) {
-		const uint32_t n = b->seqs[i].q_len == 1 ? per : 1;
-		for (uint32_t kh = 0; kh < c->nkv; kh += n)
-			c->items[c->n_items++] = (struct att_item){ i, kh, c->nkv - kh < n ? c->nkv - kh : n };
+		const struct rl_batch_seq *s = &b->seqs[i];
+		if (s->q_len == 1) {
+			for (uint32_t kh = 0; kh < c->nkv; kh += per)
+				c->items[c->n_items++] = (struct att_item){ i, kh, c->nkv - kh < per ? c->nkv - kh : per, 0, 1 };
+			continue;
+		}
+		/* row ranges of about equal keys: row j sees pos0 + j + 1 of them (windows aside) */
+		uint32_t k = s->q_len / 16;             /* ranges of at least 16 rows */
+		k = k < cuts ? k : cuts;
+		k = k < 64 ? k : 64;
+		k = k ? k : 1;
+		const uint64_t pos0 = s->ctx_len - s->q_len;
+		const uint64_t total = (uint64_t)s->q_len * pos0 + (uint64_t)s->q_len * (s->q_len + 1) / 2;
+		uint32_t bound[ATT_SPLIT_ITEMS(64) + 2], nb = 0, j = 0;
+		uint64_t acc = 0;
+		bound[nb++] = 0;
+		for (uint32_t p = 1; p < k; p++) {
+			const uint64_t target = total * p / k;
+			while (j < s->q_len && acc + pos0 + j + 1 <= target)
+				acc += pos0 + j++ + 1;
+			const uint32_t e = (j + 2) / 4 * 4;
+			if (e > bound[nb - 1] && e < s->q_len)
+				bound[nb++] = e;
+		}
+		bound[nb++] = s->q_len;
+		for (uint32_t p = nb - 1; p > 0; p--)
+			for (uint32_t kh = 0; kh < c->nkv; kh++)
+				c->items[c->n_items++] = (struct att_item){ i, kh, 1, bound[p - 1], bound[p] };
 	}
 }
 
@@ -513,8 +549,9 @@ static void forward(struct cpu *c, int t)
 				rl_cpu_attention_heads(c->att + (size_t)s->q_start * qd + h, c->q + (size_t)s->q_start * qd + h,
 						       a->n_kv, group, s->ctx_len, hd, &kv, scr);
 			else
-				rl_cpu_attention(c->att + (size_t)s->q_start * qd + h, qd, c->q + (size_t)s->q_start * qd + h,
-						 qd, s->q_len, group, s->ctx_len - s->q_len, hd, &kv, scr);
+				rl_cpu_attention(c->att + (size_t)(s->q_start + a->r0) * qd + h, qd,
+						 c->q + (size_t)(s->q_start + a->r0) * qd + h, qd, a->r1 - a->r0, group,
+						 s->ctx_len - s->q_len + a->r0, hd, &kv, scr);
 		}
 		barrier(c);
 		if (L->attn_post_norm) {                            /* x += norm(wo att) */
@@ -916,7 +953,7 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	c->samp_pos = malloc(T * sizeof(uint32_t));
 	c->samp_dst = malloc(T * sizeof(int32_t *));
 	c->samp_mask = malloc(T * sizeof *c->samp_mask);
-	c->items = malloc((size_t)S * c->nkv * sizeof *c->items);
+	c->items = malloc(((size_t)S * c->nkv + ATT_SPLIT_ITEMS(c->n_threads)) * sizeof *c->items);
 	c->logit_row = malloc(S * sizeof(int32_t));
 	c->tok_out = malloc(S * sizeof(int32_t));
 	c->lp = malloc(S * sizeof *c->lp);
