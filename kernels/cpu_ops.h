@@ -41,6 +41,15 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 void rl_cpu_qmatmul_det(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
 			const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end,
 			int accumulate, void *scratch);
+/* The same product for a step with prompt rows: as rl_cpu_qmatmul, except that the types whose
+ * many-row kernel keeps the activations wider than 8 bits (Q4_1 and Q5_1 over decoded tiles,
+ * unpacked rows) take it at every row count, so a prompt's rows compute the same whatever its
+ * chunks and whatever shares its steps (a chunk of 8 rows or fewer had taken the 8-bit
+ * kernels: SmolLM2-135M Q4_1's answers then changed with the budget). */
+void rl_cpu_qmatmul_prompt(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
+			   const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end,
+			   int accumulate, void *scratch);
+const char *rl_cpu_qmatmul_kernel_prompt(const struct rl_wmat *W, uint32_t n_rows, int packed);
 /* The same product for a step without prompt rows (decode tokens and drafts only): as
  * rl_cpu_qmatmul, except that packed Q4_1 and Q5_1 groups take their 8-bit integer kernels at
  * every row count, as a decode step of 1..8 rows does (their prefill keeps the decoded tiles
@@ -56,8 +65,7 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows);
  * activation paths' tolerance. */
 int rl_cpu_qmatmul_bf16_acts(const struct rl_wmat *W, uint32_t n_rows);
 /* Steps of at most this many activation rows take the decode-step kernels (lane per row,
- * 8-bit activations); more rows take the many-row ones, which for some types (Q4_1, Q5_1:
- * weights decoded to bf16 tiles each call) cost a step more at once. */
+ * 8-bit activations) */
 #define RL_CPU_FEW_ROWS 8
 /* The name of the kernel that serves W's packed rows (packed) or its others at n_rows
  * activation rows on this CPU, as cpu_qmm.c's table and kernels/README.md name it. */

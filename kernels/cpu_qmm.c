@@ -641,6 +641,37 @@ void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const stru
 		qmm_pick(W, n_rows, 0)->run(&c, o_begin, o_end);
 }
 
+/* A step with prompt rows: a type whose many-row kernel keeps the activations wider than the
+ * few-row kernels' 8 bits (Q4_1, Q5_1 and unpacked rows: the bf16 or fp32 tiles) takes it at
+ * every row count, so a prompt computes the same however it is chunked and whatever shares
+ * its steps; the others as rl_cpu_qmatmul. */
+static const struct qmm_kernel *qmm_pick_prompt(const struct rl_wmat *W, uint32_t n_rows, int packed)
+{
+	const struct qmm_kernel *k = qmm_pick(W, n_rows, packed), *many = qmm_pick_class(W, MANY, packed);
+	return k->acts == ACTS_Q8 && many->acts != ACTS_Q8 ? many : k;
+}
+
+void rl_cpu_qmatmul_prompt(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
+			   const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end,
+			   int accumulate, void *scratch)
+{
+	if (!n_rows || o_begin >= o_end)
+		return;
+	const struct qmm_call c = { Y, ldy, X, ldx, W, bias, n_rows, accumulate, qmm_align64p(scratch) };
+	if (o_begin < W->packed_rows) {
+		const uint32_t pe = o_end < W->packed_rows ? o_end : W->packed_rows;
+		qmm_pick_prompt(W, n_rows, 1)->run(&c, o_begin, pe);
+		o_begin = pe;
+	}
+	if (o_begin < o_end)
+		qmm_pick_prompt(W, n_rows, 0)->run(&c, o_begin, o_end);
+}
+
+const char *rl_cpu_qmatmul_kernel_prompt(const struct rl_wmat *W, uint32_t n_rows, int packed)
+{
+	return qmm_pick_prompt(W, n_rows, packed)->name;
+}
+
 void rl_cpu_qmatmul_decode(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
 			   const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end,
 			   int accumulate, void *scratch)

@@ -339,9 +339,9 @@ static void test_default_target(void)
 static void test_max_running(void)
 {
 	struct rl_budget b;
-	rl_budget_init(&b, 12000000, 4096);
+	rl_budget_init(&b, 12100000, 4096);
 	CHECK(rl_budget_max_running(&b) == 4096);   /* not yet trusted: no cap */
-	/* step = 2 ms + 100 µs a sampled row: 0.75 x 12 ms = 9 ms -> 70 decodes */
+	/* step = 2 ms + 100 µs a sampled row: 0.75 x 12.1 ms = 9.075 ms -> 70 decodes */
 	const double c[RL_BUDGET_NF] = { 2e6, 1e5, 2e4, 0, 0 };
 	double f[RL_BUDGET_NF];
 	for (int i = 0; i < 2000; i++) {
@@ -354,27 +354,26 @@ static void test_max_running(void)
 	CHECK(rl_budget_max_running(&b) == 1);
 }
 
-/* A backend whose steps of more than 8 rows pay 10 ms more at once (the CPU's many-row
- * kernels over Q4_1): the sixth feature learns it, and the pick stays at 8 rows where the
- * jump does not fit the target and takes a long chunk where it does. */
-static void test_many_row_steps_cost_at_once(void)
+/* A backend whose steps with prompt rows pay 10 ms more at once (the CPU's bf16 tiles over
+ * Q4_1): the sixth feature learns it, and the pick takes a chunk only where the whole cost
+ * fits the target, then a long one; decode-only steps do not pay it. */
+static void test_prompt_steps_cost_at_once(void)
 {
 	const double c[RL_BUDGET_NF] = { 2e6, 1e5, 5e4, 0, 0, 10e6 };
 	const uint64_t targets[] = { 12000000, 30000000 };
-	const uint32_t want[] = { 8, 2 + 275 };
+	const uint32_t want[] = { 2 + 1, 2 + 275 };
 	for (int t = 0; t < 2; t++) {
 		struct rl_budget b;
 		rl_budget_init(&b, targets[t], 4096);
-		b.few_rows = 8;
+		b.prompt_cost = 1;
 		double f[RL_BUDGET_NF];
 		for (int i = 0; i < 3000; i++) {
-			uint32_t d = (uint32_t)floor(urand() * 8), q = urand() < 0.5 ? (uint32_t)floor(urand() * 8)
-								      : (uint32_t)floor(urand() * 300);
+			uint32_t d = (uint32_t)floor(urand() * 8), q = urand() < 0.3 ? 0 : (uint32_t)floor(urand() * 300);
 			rl_budget_step_features(d + (q > 0), 0, 0, q, f);
-			rl_budget_route(&b, d + q, f);
+			rl_budget_route(&b, q > 1, f);
 			rl_budget_update(&b, f, cost(c, f, 0));
 		}
-		CHECKF(near(b.theta[5], 10e6, 0.01), "c_many %.0f ns, want 10 ms", b.theta[5]);
+		CHECKF(near(b.theta[5], 10e6, 0.01), "c_prompt %.0f ns, want 10 ms", b.theta[5]);
 		b.seen_tokens = 4096;
 		uint32_t got = rl_budget_choose(&b, 2, 0, 0);
 		CHECKF(got == want[t], "T %llu ms: budget %u, want %u", (unsigned long long)targets[t] / 1000000, got, want[t]);
@@ -383,7 +382,7 @@ static void test_many_row_steps_cost_at_once(void)
 
 int main(void)
 {
-	RUN(test_many_row_steps_cost_at_once);
+	RUN(test_prompt_steps_cost_at_once);
 	RUN(test_default_target);
 	RUN(test_max_running);
 	RUN(test_fit_converges);

@@ -410,6 +410,47 @@ static void rows_compute_alike_det_in(uint32_t in)
 	free(dec); free(X); free(Y1); free(Y); free(scratch);
 }
 
+/* A prompt step over Q4_1/Q5_1 takes the decoded tiles at every row count
+ * (rl_cpu_qmatmul_prompt), and a row computes the same bits in a chunk of any size: a prompt's
+ * logits do not follow how the budget cut it. */
+static void prompt_rows_take_the_tiles_at_any_count(void)
+{
+	const uint32_t in = 256, out = 53, nx = 20;
+	static const uint32_t counts[] = { 1, 2, 3, 8, 9, 20 };
+	float *dec = malloc((size_t)out * in * sizeof(float)), *X = malloc((size_t)nx * in * sizeof(float));
+	float *Y1 = malloc((size_t)nx * out * sizeof(float)), *Y = malloc((size_t)nx * out * sizeof(float));
+	void *scratch = malloc(rl_cpu_qmatmul_scratch(in, nx));
+	REQUIRE(dec && X && Y1 && Y && scratch);
+	for (size_t i = 0; i < (size_t)nx * in; i++)
+		X[i] = rnd();
+	const int dts[] = { RL_DT_Q4_1, RL_DT_Q5_1 };
+	for (int t = 0; t < 2; t++) {
+		struct rl_wmat W;
+		void *w = make_w(dts[t], out, in, dec, &W);
+		for (int pk = 0; pk < 2; pk++) {
+			if (pk && rl_cpu_wmat_pack(&W) <= 0)
+				break;
+			const char *many = rl_cpu_qmatmul_kernel(&W, nx, pk);
+			for (uint32_t r = 0; r < nx; r++)
+				rl_cpu_qmatmul_prompt(Y1 + (size_t)r * out, out, X + (size_t)r * in, in, &W, NULL, 1, 0, out, 0, scratch);
+			for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+				const uint32_t n = counts[c];
+				CHECKF(!strcmp(rl_cpu_qmatmul_kernel_prompt(&W, n, pk), many), "%s %s at %u rows: %s, not %s",
+				       rl_dt_info(dts[t])->name, pk ? "packed" : "unpacked", n, rl_cpu_qmatmul_kernel_prompt(&W, n, pk), many);
+				for (uint32_t r0 = 0; r0 + n <= nx; r0 += n) {
+					rl_cpu_qmatmul_prompt(Y, out, X + (size_t)r0 * in, in, &W, NULL, n, 0, out, 0, scratch);
+					for (uint32_t r = 0; r < n; r++)
+						CHECKF(!memcmp(Y + (size_t)r * out, Y1 + (size_t)(r0 + r) * out, out * sizeof(float)),
+						       "%s %s: row %u of %u computes otherwise", rl_dt_info(dts[t])->name,
+						       pk ? "packed" : "unpacked", r0 + r, n);
+				}
+			}
+		}
+		free(w);
+	}
+	free(dec); free(X); free(Y1); free(Y); free(scratch);
+}
+
 /* Rows of a stored matrix decode as the table's decoder does (the embedding lookup). */
 static void wmat_rows_decode_as_the_table(void)
 {
@@ -587,6 +628,7 @@ int main(void)
 	RUN(h16_panels_every_range);
 	RUN(q45_rows_compute_alike);
 	RUN(rows_compute_alike_when_deterministic);
+	RUN(prompt_rows_take_the_tiles_at_any_count);
 	RUN(wmat_rows_decode_as_the_table);
 	RUN(tiles_decode_as_rows);
 	RUN(the_table_routes_each_case);

@@ -43,9 +43,9 @@ struct rl_backend_info {
 	/* 1: honours rl_batch.deterministic (each row's logits the same bits whatever shares the
 	 * step, however it is cut and threaded); 0: a deterministic request is refused */
 	int      deterministic;
-	/* steps of more rows than this take other kernels, at a cost per step of their own (the
-	 * automatic budget's sixth feature, rl_budget.h); 0: no such step size */
-	uint32_t few_rows;
+	/* 1: a step with prompt rows takes other kernels than a decode step, at a cost per step of
+	 * their own (cpu: rl_cpu_qmatmul_prompt; the automatic budget's sixth feature, rl_budget.h) */
+	int      prompt_cost;
 };
 
 #define RL_SIM_DEFAULT_CTX 8192        /* the sim backend's context when none is asked for */

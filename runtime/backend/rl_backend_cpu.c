@@ -719,7 +719,7 @@ static int validate(struct cpu *c, const struct rl_batch *b)
 }
 
 /* 1 when some row of the step is a prompt's (not a decode token, not a draft): then the
- * matrix products take rl_cpu_qmatmul's prefill kernels, else rl_cpu_qmatmul_decode's */
+ * matrix products take rl_cpu_qmatmul_prompt's kernels, else rl_cpu_qmatmul_decode's */
 static int has_prompt_rows(const struct rl_batch *b)
 {
 	for (uint32_t i = 0; i < b->n_prefill; i++) {
@@ -746,7 +746,7 @@ static int cpu_launch(struct rl_backend *be, const struct rl_batch *b)
 		w = wb;
 	c->n_active = w < 1 ? 1 : w < (uint64_t)c->n_threads ? (int)w : c->n_threads;
 	plan_attention(c, b);
-	c->qmm = b->deterministic ? rl_cpu_qmatmul_det : has_prompt_rows(b) ? rl_cpu_qmatmul : rl_cpu_qmatmul_decode;
+	c->qmm = b->deterministic ? rl_cpu_qmatmul_det : has_prompt_rows(b) ? rl_cpu_qmatmul_prompt : rl_cpu_qmatmul_decode;
 	c->cur = b;
 	atomic_store(&c->done, 0);
 	/* A step of one participant is the finish() caller's alone, and the workers are not told:
@@ -1011,7 +1011,7 @@ int rl_backend_cpu_create(struct rl_model *m, const struct rl_backend_params *p,
 	c->be.info.eos_id = cfg->eos_id;
 	c->be.info.deterministic = 1;          /* rl_cpu_qmatmul_det; attention is row-invariant */
 	c->be.info.max_draft_rows = UINT32_MAX;   /* the LM head runs max_seqs rows at a time */
-	c->be.info.few_rows = RL_CPU_FEW_ROWS;
+	c->be.info.prompt_cost = 1;            /* Q4_1/Q5_1 prompt steps decode bf16 tiles */
 	c->be.info.vocab_blob = m->vocab_blob;
 	c->be.info.vocab_blob_size = m->vocab_blob_size;
 	*out = &c->be;

@@ -7,8 +7,8 @@
  * before the shapes sized from it.
  *
  * The shapes cover every feature of the model and the region the pick works in: one decode
- * row; eight decode rows; a chunk beside a decode row that just fills the backend's few-row
- * kernels (rl_backend_info.few_rows, where it has them); a 32-token prefill chunk (whose time against the decode row's gives
+ * row; eight decode rows; a 7-token chunk beside a decode row (with the next, it separates a
+ * prompt step's own cost from its tokens'); a 32-token prefill chunk (whose time against the decode row's gives
  * a first cost per prefill token); chunks sized from that cost to take about half, one and
  * one and a half times the target beside one decode row (the steps the pick will choose
  * between); a chunk after a cached prefix beside decode rows with long contexts; one decode
@@ -132,8 +132,7 @@ int rl_calib_run(struct rl_budget *bud, struct rl_backend *be, const struct rl_c
 	uint32_t big = 256;
 	uint32_t half_ctx = g->max_ctx / 2 ? g->max_ctx / 2 : 1;
 	uint64_t target = g->target_ns;
-	/* shape 9, a chunk beside a decode row filling the backend's few-row kernels, runs third:
-	 * below the many-row steps' own cost, it separates that cost from the prefill tokens' */
+	/* shape 9, a short chunk beside a decode row, runs third */
 	static const int order[] = { 0, 1, 9, 2, 3, 4, 5, 6, 7, 8 };
 	for (int i = 0; !rc && i < 10; i++) {
 		const int k = order[i];
@@ -169,9 +168,9 @@ int rl_calib_run(struct rl_budget *bud, struct rl_backend *be, const struct rl_c
 				r = add(&s, g, 1, 1024 < half_ctx ? 1024 : half_ctx, 0, vocab);
 			break;
 		case 7: r = add(&s, g, 1, 4096 < g->max_ctx ? 4096 : g->max_ctx, 0, vocab); break;  /* long context */
-		case 9: if (bud->few_rows < 2 || bud->few_rows > rows)             /* a few-row chunk */
+		case 9: if (rows < 8)                                             /* a short chunk */
 				break;
-			n = bud->few_rows - 1;
+			n = 7;
 			r = add(&s, g, n, n, 1, vocab);
 			if (!r)
 				r = add(&s, g, 1, 64 < half_ctx ? 64 : half_ctx, 0, vocab);

@@ -973,7 +973,7 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 	if (p->spec_cost > 0)
 		rl_sched_set_spec_cost(rt->sched, p->spec_cost, p->spec_cost);
 	rl_budget_init(&rt->budget, p->itl_target_ns, sp.max_batch_tokens);
-	rt->budget.few_rows = bi->few_rows;
+	rt->budget.prompt_cost = bi->prompt_cost;
 	rt->calib = (struct rl_calib_geom){ .n_blocks = n_blocks, .block_size = p->block_size,
 		.max_seqs = p->max_seqs, .max_tokens = sp.max_batch_tokens, .max_ctx = bi->max_ctx,
 		.target_ns = p->itl_target_ns, .max_ns = 1000000000ull };

@@ -50,15 +50,16 @@ void rl_budget_step_features(uint32_t d, double dec_ctx, uint32_t prefix, uint32
 	f[5] = 0;
 }
 
-void rl_budget_route(const struct rl_budget *b, uint32_t rows, double f[RL_BUDGET_NF])
+void rl_budget_route(const struct rl_budget *b, int prompt, double f[RL_BUDGET_NF])
 {
-	f[5] = b->few_rows && rows > b->few_rows;
+	f[5] = b->prompt_cost && prompt;
 }
 
 void rl_budget_features(const struct rl_budget *b, const struct rl_batch *bt, double f[RL_BUDGET_NF])
 {
 	double pf = 0, pairs = 0, dec_ctx = 0;
 	uint32_t d = 0;
+	int prompt = 0;
 	for (uint32_t i = 0; i < bt->n_seqs; i++) {
 		const struct rl_batch_seq *q = &bt->seqs[i];
 		if (q->n_draft) {                     /* a decode verifying drafts: decode rows */
@@ -67,6 +68,7 @@ void rl_budget_features(const struct rl_budget *b, const struct rl_batch *bt, do
 		} else if (i < bt->n_prefill) {       /* prefill chunks come first (rl_batch.h) */
 			double p = (double)q->ctx_len - q->q_len;
 			pf += q->q_len;
+			prompt |= q->q_len > (q->sample ? 1u : 0u);   /* not only a last token */
 			pairs += (double)q->q_len * p + (double)q->q_len * (q->q_len + 1) / 2;
 			d += q->sample != 0;          /* a prompt's last chunk samples: an LM head row */
 		} else {
@@ -77,7 +79,7 @@ void rl_budget_features(const struct rl_budget *b, const struct rl_batch *bt, do
 	rl_budget_step_features(d, dec_ctx, 0, 0, f);
 	f[2] = pf;
 	f[4] = pairs / 1024.0;
-	rl_budget_route(b, bt->n_tokens, f);
+	rl_budget_route(b, prompt, f);
 }
 
 double rl_budget_predict(const struct rl_budget *b, const double f[RL_BUDGET_NF])
@@ -261,7 +263,7 @@ uint32_t rl_budget_choose(struct rl_budget *b, uint32_t d, double dec_ctx, uint3
 		uint32_t mid = lo + (hi - lo + 1) / 2;
 		/* the chunk may end its prompt and sample: count it as one more sampled row */
 		rl_budget_step_features(d + 1, dec_ctx, prefix, mid, f);
-		rl_budget_route(b, d + mid, f);
+		rl_budget_route(b, 1, f);
 		if (rl_budget_predict(b, f) <= limit)
 			lo = mid;
 		else
@@ -282,7 +284,7 @@ uint32_t rl_budget_max_running(const struct rl_budget *b)
 	while (lo < hi) {                  /* the prediction is non-decreasing in the count */
 		uint32_t mid = lo + (hi - lo + 1) / 2;
 		rl_budget_step_features(mid, ctx * mid, 0, 0, f);
-		rl_budget_route(b, mid, f);
+		rl_budget_route(b, 0, f);
 		if (rl_budget_predict(b, f) <= limit)
 			lo = mid;
 		else

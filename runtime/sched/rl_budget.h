@@ -5,11 +5,11 @@
  * A model of step time, linear in six features of the step
  *     step_ns ≈ c0 + c_samp·(sampled rows) + c_pf·(prefill tokens)
  *                  + c_datt·(Σ decode ctx_len)/1024 + c_patt·(Σ prefill attention pairs)/1024
- *                  + c_many·[rows > the backend's few_rows]
+ *                  + c_prompt·[the step has prompt rows]
  * where a prefill chunk of q rows after p cached tokens has q·p + q(q+1)/2 query-key pairs
- * (causal); the last term is a cost each step of more rows than the backend's few-row kernels
- * take pays at once (rl_backend_info.few_rows: the CPU's many-row kernels decode Q4_1/Q5_1
- * weights to bf16 tiles every step), 0 for backends without one. Sampled rows (every decode row, and the last row of a prompt's final chunk) and
+ * (causal); the last term is a cost a step with prompt rows pays at once on a backend whose
+ * prompt steps take other kernels (rl_backend_info.prompt_cost: the CPU decodes Q4_1/Q5_1
+ * weights to bf16 tiles every such step), 0 for the others. Sampled rows (every decode row, and the last row of a prompt's final chunk) and
  * prefill tokens are separate because on real backends they cost differently (a decode row
  * rides along a pass that reads every weight anyway, and each sampled row adds an LM-head row
  * and the sampler; a prefill token of a long chunk is compute), and each has its own attention
@@ -65,7 +65,7 @@
 struct rl_budget {
 	uint64_t target_ns;
 	uint32_t max_budget;
-	uint32_t few_rows;                     /* rl_backend_info.few_rows (0: none); set after init */
+	int      prompt_cost;                  /* rl_backend_info.prompt_cost; set after init */
 	double   theta[RL_BUDGET_NF];          /* coefficients, ns per feature unit, all >= 0 */
 	double   A[RL_BUDGET_NF][RL_BUDGET_NF], v[RL_BUDGET_NF];   /* online normal equations */
 	double   A0[RL_BUDGET_NF][RL_BUDGET_NF], v0[RL_BUDGET_NF]; /* calibration prior */
@@ -107,8 +107,8 @@ double   rl_budget_predict(const struct rl_budget *b, const double f[RL_BUDGET_N
  * chunk of `chunk` rows after `prefix` cached tokens (the sixth 0: rl_budget_route sets it). */
 void     rl_budget_step_features(uint32_t d, double dec_ctx, uint32_t prefix, uint32_t chunk,
 				 double f[RL_BUDGET_NF]);
-/* Sets f's sixth feature for a step of `rows` rows under b's few_rows. */
-void     rl_budget_route(const struct rl_budget *b, uint32_t rows, double f[RL_BUDGET_NF]);
+/* Sets f's sixth feature for a step with (prompt 1) or without prompt rows. */
+void     rl_budget_route(const struct rl_budget *b, int prompt, double f[RL_BUDGET_NF]);
 /* The budget for such a step, its chunk chosen as above. Always within
  * [min(d + 1, max_budget), max_budget]; stored in b->chosen. */
 uint32_t rl_budget_choose(struct rl_budget *b, uint32_t d, double dec_ctx, uint32_t prefix);
