@@ -690,7 +690,7 @@ int ringlm_stats_json(struct ringlm *c, char *buf, size_t len)
 		"\"spec_k\":%llu,\"spec_drafted\":%llu,\"spec_accepted\":%llu,\"spec_rounds\":%llu,"
 		"\"latency_profile\":%llu,\"rt_page_faults\":%llu,\"idle_window_us\":%.1f,\"idle_awake_ms\":%.1f,"
 		"\"itl_target_us\":%.1f,\"step_model\":{\"c0_ns\":%.1f,\"per_sampled_row_ns\":%.3f,\"per_prefill_token_ns\":%.3f,"
-		"\"per_kctx_decode_ns\":%.3f,\"per_kpairs_prefill_ns\":%.3f,\"many_rows_step_ns\":%.1f,\"margin_pct\":%.1f,\"calibration_ms\":%.1f},"
+		"\"per_kctx_decode_ns\":%.3f,\"per_kpairs_prefill_ns\":%.3f,\"prompt_step_ns\":%.1f,\"margin_pct\":%.1f,\"calibration_ms\":%.1f},"
 		"\"kv_events\":{\"on\":%llu,\"sent\":%llu,\"messages\":%llu,\"dropped\":%llu,\"resyncs\":%llu},"
 		"\"cache_resets\":%llu,\"block_size\":%u,\"queue_time_sum_s\":%.6f,\"queue_time_count\":%llu,"
 		"\"max_running\":%llu,\"overloaded\":%llu,\"max_queue_ms\":%.0f,\"wake\":\"%s\"",
@@ -705,7 +705,7 @@ int ringlm_stats_json(struct ringlm *c, char *buf, size_t len)
 		G(dropped_preattach), G(observers), G(sleeps), G(spec_k), G(spec_drafted), G(spec_accepted), G(spec_rounds),
 		G(latency_profile), G(rt_page_faults), G(idle_window_ns) / 1000.0, G(idle_awake_ns) / 1e6,
 		G(itl_target_ns) / 1000.0, G(coef_c0_ps) / 1000.0, G(coef_samp_ps) / 1000.0,
-		G(coef_pf_ps) / 1000.0, G(coef_datt_ps) / 1000.0, G(coef_patt_ps) / 1000.0, G(coef_many_ps) / 1000.0,
+		G(coef_pf_ps) / 1000.0, G(coef_datt_ps) / 1000.0, G(coef_patt_ps) / 1000.0, G(coef_prompt_ps) / 1000.0,
 		G(budget_margin_ppm) / 1e4, G(budget_calib_ns) / 1e6,
 		G(kv_events_on), G(kv_events_sent), G(kv_events_msgs), G(kv_events_dropped), G(kv_events_resyncs),
 		G(cache_resets), c->info->block_size, G(queue_time_sum_ns) / 1e9, G(queue_time_count),

@@ -56,7 +56,7 @@
 				     * histogram and the KV-event counters in rl_info_stats;
 				     * 11: the running cap and overload refusals (max_running,
 				     * overloaded, max_queue_ns), the step model's sixth term
-				     * (coef_many_ps) */
+				     * (coef_prompt_ps) */
 #define RL_MAX_TOP_LOGPROBS 20       /* alternatives a token's log-probabilities list (rl_lp) */
 #define RL_MAX_STOP_IDS 8            /* stop ids per request (rl_req.stop, rl_seq.stop) */
 #define RL_MAX_CONS_BYTES 65536      /* a constraint's text (rl_req.cons_len) */
@@ -225,7 +225,7 @@ struct rl_info_stats {                 /* written by the runtime (relaxed), read
 	_Atomic uint64_t max_running;        /* sequences that may run at once now */
 	_Atomic uint64_t overloaded;         /* requests ended unadmitted after max_queue_ns (-ETIME) */
 	_Atomic uint64_t max_queue_ns;       /* --max-queue-ms; 0 = no bound */
-	_Atomic uint64_t coef_many_ps;       /* the step model's c_many (rl_budget.h), picoseconds */
+	_Atomic uint64_t coef_prompt_ps;       /* the step model's c_prompt (rl_budget.h), picoseconds */
 };
 
 struct rl_info {

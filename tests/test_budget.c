@@ -325,7 +325,7 @@ static void test_overshoot_shrinks_at_once(void)
 	CHECKF(later > after, "budget %u after recovery, %u after the overshoot", later, after);
 }
 
-/* The default target: eight one-row steps, within [10, 40] ms; the ceiling without a step. */
+/* The default target: eight short prompt steps, within [10, 40] ms; the ceiling without a step. */
 static void test_default_target(void)
 {
 	CHECK(rl_budget_default_target(3.5e6) == 28000000);

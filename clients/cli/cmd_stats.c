@@ -164,11 +164,11 @@ int rl_cmd_top(int argc, char **argv)
 		double tgt = jnum(buf, "itl_target_us");
 		if (tgt > 0 && (jnum(buf, "c0_ns") > 0 || jnum(buf, "calibration_ms") > 0))   /* the automatic budget's step model */
 			printf("budget auto, ITL target %.0f us: step %.0f us + %.1f us/sampled row + %.1f us/prefill token"
-			       " + %.2f us/1k decode ctx + %.2f us/1k prefill pairs + %.0f us a many-row step; margin %.0f%%,"
+			       " + %.2f us/1k decode ctx + %.2f us/1k prefill pairs + %.0f us a prompt step; margin %.0f%%,"
 			       " calibrated in %.0f ms\n",
 			       tgt, jnum(buf, "c0_ns") / 1e3, jnum(buf, "per_sampled_row_ns") / 1e3,
 			       jnum(buf, "per_prefill_token_ns") / 1e3, jnum(buf, "per_kctx_decode_ns") / 1e3,
-			       jnum(buf, "per_kpairs_prefill_ns") / 1e3, jnum(buf, "many_rows_step_ns") / 1e3, jnum(buf, "margin_pct"), jnum(buf, "calibration_ms"));
+			       jnum(buf, "per_kpairs_prefill_ns") / 1e3, jnum(buf, "prompt_step_ns") / 1e3, jnum(buf, "margin_pct"), jnum(buf, "calibration_ms"));
 		if (tgt > 0)
 			printf("running at most %.0f at once; overloaded (waited %.0f ms unadmitted) %.0f\n",
 			       jnum(buf, "max_running"), jnum(buf, "max_queue_ms"), jnum(buf, "overloaded"));

@@ -3,8 +3,8 @@
  * the step model as its prior (rl_budget_prior), so the first long prompt does not meet a
  * model that has never seen a prefill token.
  *
- * Without a target (g->target_ns 0) the first shape's time sets it (rl_budget_default_target),
- * before the shapes sized from it.
+ * Without a target (g->target_ns 0) the short prompt step's time sets it (shape 9, third;
+ * rl_budget_default_target), before the shapes sized from it.
  *
  * The shapes cover every feature of the model and the region the pick works in: one decode
  * row; eight decode rows; a 7-token chunk beside a decode row (with the next, it separates a
@@ -132,6 +132,7 @@ int rl_calib_run(struct rl_budget *bud, struct rl_backend *be, const struct rl_c
 	uint32_t big = 256;
 	uint32_t half_ctx = g->max_ctx / 2 ? g->max_ctx / 2 : 1;
 	uint64_t target = g->target_ns;
+	const int derive = !target;
 	/* shape 9, a short chunk beside a decode row, runs third */
 	static const int order[] = { 0, 1, 9, 2, 3, 4, 5, 6, 7, 8 };
 	for (int i = 0; !rc && i < 10; i++) {
@@ -197,7 +198,9 @@ int rl_calib_run(struct rl_budget *bud, struct rl_backend *be, const struct rl_c
 		rep->steps++;
 		if (k == 0)
 			t1 = ns;
-		if (k == 0 && !target)         /* no target given: derived from the one-row step */
+		/* no target given: derived from the short prompt step (the one-row step until then,
+		 * and where that shape does not fit) */
+		if ((k == 0 || k == 9) && derive)
 			target = bud->target_ns = rl_budget_default_target((double)ns);
 		if (k == 2 && n > 1)
 			per_tok = ns > t1 ? (double)(ns - t1) / (n - 1) : 1e3;

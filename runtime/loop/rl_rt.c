@@ -1172,7 +1172,7 @@ int rl_rt_run(struct rl_rt *rt)
 		const double *th = rt->budget.theta;
 		LOG(rt, "budget auto, ITL target %.1f ms%s: calibrated in %.0f ms over %u step shapes: step %.0f us "
 		    "+ %.1f us/sampled row + %.1f us/prefill token + %.2f us/1k decode ctx + %.2f us/1k prefill pairs "
-		    "+ %.0f us a many-row step",
+		    "+ %.0f us a prompt step",
 		    rt->p.itl_target_ns / 1e6, rt->calib.target_ns ? "" : " (derived)", rep.ns / 1e6, rep.steps, th[0] / 1e3, th[1] / 1e3, th[2] / 1e3,
 		    th[3] / 1e3, th[4] / 1e3, th[5] / 1e3);
 		rl_budget_publish(&rt->budget, &rt->info->st);

@@ -19,11 +19,11 @@
 #define SEEN_DECAY  0.999   /* per step; a burst of big steps is remembered for ~1000 steps */
 #define START       64      /* budget before the model is trusted (no calibration) */
 
-uint64_t rl_budget_default_target(double one_row_ns)
+uint64_t rl_budget_default_target(double step_ns)
 {
-	if (!(one_row_ns > 0))
+	if (!(step_ns > 0))
 		return RL_BUDGET_TARGET_MAX_NS;
-	const double t = RL_BUDGET_TARGET_STEPS * one_row_ns;
+	const double t = RL_BUDGET_TARGET_STEPS * step_ns;
 	return t < RL_BUDGET_TARGET_MIN_NS ? RL_BUDGET_TARGET_MIN_NS
 	     : t > RL_BUDGET_TARGET_MAX_NS ? RL_BUDGET_TARGET_MAX_NS : (uint64_t)t;
 }
@@ -313,7 +313,7 @@ void rl_budget_publish(const struct rl_budget *b, struct rl_info_stats *st)
 	atomic_store_explicit(&st->coef_pf_ps, PS(2), memory_order_relaxed);
 	atomic_store_explicit(&st->coef_datt_ps, PS(3), memory_order_relaxed);
 	atomic_store_explicit(&st->coef_patt_ps, PS(4), memory_order_relaxed);
-	atomic_store_explicit(&st->coef_many_ps, PS(5), memory_order_relaxed);
+	atomic_store_explicit(&st->coef_prompt_ps, PS(5), memory_order_relaxed);
 	atomic_store_explicit(&st->budget_margin_ppm, (uint64_t)(b->margin * 1e6), memory_order_relaxed);
 	atomic_store_explicit(&st->budget_calib_ns, b->calib_ns, memory_order_relaxed);
 	atomic_store_explicit(&st->budget, b->chosen, memory_order_relaxed);

@@ -50,10 +50,12 @@
 
 #define RL_BUDGET_NF 6                 /* features, in the order above */
 
-/* The default target: RL_BUDGET_TARGET_STEPS one-row decode steps (timed by the calibration),
- * within [RL_BUDGET_TARGET_MIN_NS, RL_BUDGET_TARGET_MAX_NS]. A step that long is at most 1/8
- * its decodes' fixed cost, so prefill chunks beside them keep ~7/8 of their unchunked rate
- * (16 gave SmolLM2-135M on two Zen 4 cores no faster first tokens and twice the gaps);
+/* The default target: RL_BUDGET_TARGET_STEPS short prompt steps (7 prompt tokens beside one
+ * decode row, timed by the calibration: a step's fixed costs, a decode's and a prompt step's
+ * own), within [RL_BUDGET_TARGET_MIN_NS, RL_BUDGET_TARGET_MAX_NS]. A step that long pays
+ * those costs for at most 1/8 of its time, so prefill chunks beside the decodes keep ~7/8 of
+ * their unchunked rate (eight one-row decode steps alone left SmolLM2-135M Q4_1, whose prompt
+ * steps decode bf16 tiles, at 25 ms and half its prefill rate on two Zen 4 cores);
  * the ceiling is 25 tokens/s, faster than anyone reads, and leaves the margin's tail (99%
  * under 1.1 T) under 50 ms; below the floor a step's tail is the OS's scheduling tick, not
  * the step. */
@@ -87,9 +89,9 @@ struct rl_budget {
 struct rl_info_stats;
 struct rl_sched;
 
-/* The target for a one-row decode step of one_row_ns (the rule above; the ceiling when the
- * step is unknown, one_row_ns <= 0). */
-uint64_t rl_budget_default_target(double one_row_ns);
+/* The target for a short prompt step of step_ns (the rule above; the ceiling when the step is
+ * unknown, step_ns <= 0). */
+uint64_t rl_budget_default_target(double step_ns);
 /* max_budget: the ceiling (the scheduler's max batch tokens); target_ns 0: set later
  * (b->target_ns, before the first pick; rl_calib_run derives it). */
 void     rl_budget_init(struct rl_budget *b, uint64_t target_ns, uint32_t max_budget);
