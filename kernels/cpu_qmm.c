@@ -625,20 +625,29 @@ size_t rl_cpu_qmatmul_scratch(uint32_t in, uint32_t max_rows)
 	return most + 64;              /* the base aligned up to 64 bytes */
 }
 
-void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
-		    const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end,
-		    int accumulate, void *scratch)
+typedef const struct qmm_kernel *qmm_pick_fn(const struct rl_wmat *W, uint32_t n_rows, int packed);
+
+/* W's packed rows [o_begin, packed_rows), then the rest, each through the kernel pick chooses */
+static void qmm_run(qmm_pick_fn *pick, float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
+		    const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end, int accumulate, void *scratch)
 {
 	if (!n_rows || o_begin >= o_end)       /* e.g. the LM head of a step that samples nothing */
 		return;
 	const struct qmm_call c = { Y, ldy, X, ldx, W, bias, n_rows, accumulate, qmm_align64p(scratch) };
 	if (o_begin < W->packed_rows) {
 		const uint32_t pe = o_end < W->packed_rows ? o_end : W->packed_rows;
-		qmm_pick(W, n_rows, 1)->run(&c, o_begin, pe);
+		pick(W, n_rows, 1)->run(&c, o_begin, pe);
 		o_begin = pe;
 	}
 	if (o_begin < o_end)
-		qmm_pick(W, n_rows, 0)->run(&c, o_begin, o_end);
+		pick(W, n_rows, 0)->run(&c, o_begin, o_end);
+}
+
+void rl_cpu_qmatmul(float *Y, size_t ldy, const float *X, size_t ldx, const struct rl_wmat *W,
+		    const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end,
+		    int accumulate, void *scratch)
+{
+	qmm_run(qmm_pick, Y, ldy, X, ldx, W, bias, n_rows, o_begin, o_end, accumulate, scratch);
 }
 
 /* A step with prompt rows: a type whose many-row kernel keeps the activations wider than the
@@ -655,16 +664,7 @@ void rl_cpu_qmatmul_prompt(float *Y, size_t ldy, const float *X, size_t ldx, con
 			   const float *bias, uint32_t n_rows, uint32_t o_begin, uint32_t o_end,
 			   int accumulate, void *scratch)
 {
-	if (!n_rows || o_begin >= o_end)
-		return;
-	const struct qmm_call c = { Y, ldy, X, ldx, W, bias, n_rows, accumulate, qmm_align64p(scratch) };
-	if (o_begin < W->packed_rows) {
-		const uint32_t pe = o_end < W->packed_rows ? o_end : W->packed_rows;
-		qmm_pick_prompt(W, n_rows, 1)->run(&c, o_begin, pe);
-		o_begin = pe;
-	}
-	if (o_begin < o_end)
-		qmm_pick_prompt(W, n_rows, 0)->run(&c, o_begin, o_end);
+	qmm_run(qmm_pick_prompt, Y, ldy, X, ldx, W, bias, n_rows, o_begin, o_end, accumulate, scratch);
 }
 
 const char *rl_cpu_qmatmul_kernel_prompt(const struct rl_wmat *W, uint32_t n_rows, int packed)
