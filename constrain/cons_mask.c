@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "constrain/cons_internal.h"
 #include "constrain/rl_cons.h"
 #include "tokenizer/rl_bpe.h"
@@ -559,8 +560,11 @@ static int plain_room(struct rl_cons *c, uint32_t s)
 	return PLAIN_MAX;
 }
 
-/* the tokens of trie tr that lead from state s to a live state, into mask */
-static long walk(struct rl_cons *c, const struct trie *tr, uint32_t s, uint32_t *mask)
+/* the tokens of trie tr that lead from state s to a live state, into mask; with seen (the
+ * prewarm's), each state a token ends in that seen does not mark yet is marked and appended to
+ * queue[*qn] (the calls with NULL are specialised without it) */
+static inline __attribute__((always_inline)) long walk_impl(struct rl_cons *c, const struct trie *tr, uint32_t s,
+							     uint32_t *mask, uint8_t *seen, uint32_t *queue, uint32_t *qn)
 {
 	const struct tnode *node = tr->node;
 	const uint32_t *sorted = tr->sorted, *next = c->d.next;   /* re-read after a grammar's fill */
@@ -581,6 +585,10 @@ static long walk(struct rl_cons *c, const struct trie *tr, uint32_t s, uint32_t 
 			continue;
 		}
 		st[x->depth] = t;
+		if (seen && x->ntok && !seen[t]) {
+			seen[t] = 1;
+			queue[(*qn)++] = t;
+		}
 		for (uint32_t k = 0; k < x->ntok; k++) {
 			uint32_t id = sorted[x->tok + k];
 			mask[id >> 5] |= 1u << (id & 31);
@@ -589,6 +597,11 @@ static long walk(struct rl_cons *c, const struct trie *tr, uint32_t s, uint32_t 
 		i++;
 	}
 	return count;
+}
+
+static long walk(struct rl_cons *c, const struct trie *tr, uint32_t s, uint32_t *mask)
+{
+	return walk_impl(c, tr, s, mask, NULL, NULL, NULL);
 }
 
 long rl_cons_mask_nocache(struct rl_cons *c, uint32_t s, uint32_t *mask)
@@ -680,6 +693,36 @@ long rl_cons_mask(struct rl_cons *c, uint32_t s, uint32_t *mask)
 	c->slot[s] = i;
 	lru_front(c, i);
 	return n;
+}
+
+static uint64_t thread_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint32_t rl_cons_prewarm(struct rl_cons *c, uint64_t budget_ns)
+{
+	if (c->g || !c->maxe)
+		return 0;
+	const uint64_t t0 = thread_ns();
+	uint32_t *queue = malloc((size_t)c->d.n * sizeof *queue), *m = malloc(c->words * 4), qn = 0, done = 0;
+	uint8_t *seen = calloc(c->d.n, 1);
+	if (queue && m && seen) {
+		seen[RL_CONS_DEAD] = 1;
+		seen[c->d.start] = 1;
+		queue[qn++] = c->d.start;
+		/* the cache keeps them all: never past its size, which would evict the start's */
+		for (uint32_t q = 0; q < qn && c->ne < c->maxe && thread_ns() - t0 < budget_ns; q++, done++) {
+			rl_cons_mask(c, queue[q], m);
+			walk_impl(c, &c->v->all, queue[q], m, seen, queue, &qn);   /* the states its tokens reach */
+		}
+	}
+	free(queue);
+	free(m);
+	free(seen);
+	return done;
 }
 
 void rl_cons_cache_stats(const struct rl_cons *c, uint64_t *hits, uint64_t *misses, size_t *bytes)

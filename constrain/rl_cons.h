@@ -115,6 +115,12 @@ long rl_cons_mask_nocache(struct rl_cons *c, uint32_t state, uint32_t *mask);
 /* The fewest bytes from state to a whole match (UINT32_MAX for the dead state, or without
  * memory). Walks that must end soon head for the end by it (tests, the benchmark). */
 uint32_t rl_cons_dist(struct rl_cons *c, uint32_t state);
+/* Computes into the cache the masks of the states nearest the start, breadth first over
+ * tokens (the states a token from a state cached ends in), until the cache is full or
+ * budget_ns of the calling thread's CPU time is spent: what a compile can do ahead for the
+ * first visits. A DFA's alone (a grammar's states are numbered as outputs meet them).
+ * Returns the states computed. */
+uint32_t rl_cons_prewarm(struct rl_cons *c, uint64_t budget_ns);
 /* cache counters since compile */
 void rl_cons_cache_stats(const struct rl_cons *c, uint64_t *hits, uint64_t *misses, size_t *bytes);
 /* masks made from the plain tokens' bitmask and the other tokens' walk (cons_mask.c's
