@@ -693,7 +693,8 @@ int ringlm_stats_json(struct ringlm *c, char *buf, size_t len)
 		"\"per_kctx_decode_ns\":%.3f,\"per_kpairs_prefill_ns\":%.3f,\"prompt_step_ns\":%.1f,\"margin_pct\":%.1f,\"calibration_ms\":%.1f},"
 		"\"kv_events\":{\"on\":%llu,\"sent\":%llu,\"messages\":%llu,\"dropped\":%llu,\"resyncs\":%llu},"
 		"\"cache_resets\":%llu,\"block_size\":%u,\"queue_time_sum_s\":%.6f,\"queue_time_count\":%llu,"
-		"\"max_running\":%llu,\"overloaded\":%llu,\"max_queue_ms\":%.0f,\"wake\":\"%s\"",
+		"\"max_running\":%llu,\"overloaded\":%llu,\"max_queue_ms\":%.0f,\"wake\":\"%s\","
+		"\"constraints\":{\"compiles\":%llu,\"compile_ms\":%.1f,\"prewarmed_masks\":%llu,\"waiting\":%llu}",
 		c->info->backend, c->info->model, c->info->pid,
 		(unsigned long long)(now > hb ? (now - hb) / 1000000 : 0),
 		G(clients), G(active_requests), G(queued_requests), G(running), G(prefilling), G(paused),
@@ -709,7 +710,8 @@ int ringlm_stats_json(struct ringlm *c, char *buf, size_t len)
 		G(budget_margin_ppm) / 1e4, G(budget_calib_ns) / 1e6,
 		G(kv_events_on), G(kv_events_sent), G(kv_events_msgs), G(kv_events_dropped), G(kv_events_resyncs),
 		G(cache_resets), c->info->block_size, G(queue_time_sum_ns) / 1e9, G(queue_time_count),
-		G(max_running), G(overloaded), G(max_queue_ns) / 1e6, c->info->wake_mode == RL_WAKE_FUTEX ? "futex" : "eventfd");
+		G(max_running), G(overloaded), G(max_queue_ns) / 1e6, c->info->wake_mode == RL_WAKE_FUTEX ? "futex" : "eventfd",
+		G(cons_compiles), G(cons_compile_ns) / 1e6, G(cons_prewarmed), G(cons_waiting));
 	/* the queue-time histogram: its bounds (RL_LAT_BOUNDS_US) and each bucket's count, the last
 	 * one past the last bound (not cumulative) */
 	static const uint64_t bound_us[RL_LAT_N] = RL_LAT_BOUNDS_US;

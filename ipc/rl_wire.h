@@ -45,7 +45,7 @@
 #include "ipc/rl_ring.h"
 
 #define RL_WIRE_MAGIC   0x4d4c4752u  /* "RGLM" */
-#define RL_WIRE_VERSION 11u         /* 2: observer attach, refusal counters; 3: chat template family;
+#define RL_WIRE_VERSION 12u         /* 2: observer attach, refusal counters; 3: chat template family;
 				     * 4: the budget's five-feature step model, margin, calibration;
 				     * 5: log-probabilities (rl_req.logprobs, the slab beside the event ring);
 				     * 6: speculative decoding (rl_req.no_spec, spec_* info stats);
@@ -56,7 +56,8 @@
 				     * histogram and the KV-event counters in rl_info_stats;
 				     * 11: the running cap and overload refusals (max_running,
 				     * overloaded, max_queue_ns), the step model's sixth term
-				     * (coef_prompt_ps) */
+				     * (coef_prompt_ps); 12: the constraint compiler's counters
+				     * (cons_*) */
 #define RL_MAX_TOP_LOGPROBS 20       /* alternatives a token's log-probabilities list (rl_lp) */
 #define RL_MAX_STOP_IDS 8            /* stop ids per request (rl_req.stop, rl_seq.stop) */
 #define RL_MAX_CONS_BYTES 65536      /* a constraint's text (rl_req.cons_len) */
@@ -226,6 +227,11 @@ struct rl_info_stats {                 /* written by the runtime (relaxed), read
 	_Atomic uint64_t overloaded;         /* requests ended unadmitted after max_queue_ns (-ETIME) */
 	_Atomic uint64_t max_queue_ns;       /* --max-queue-ms; 0 = no bound */
 	_Atomic uint64_t coef_prompt_ps;       /* the step model's c_prompt (rl_budget.h), picoseconds */
+	/* the constraint compiler's helper thread (runtime/loop/rl_rt_cons.h) */
+	_Atomic uint64_t cons_compiles;      /* compiles it finished (failed ones too) */
+	_Atomic uint64_t cons_compile_ns;    /* their wall time, prewarm included */
+	_Atomic uint64_t cons_prewarmed;     /* masks it computed ahead for the runtime thread */
+	_Atomic uint64_t cons_waiting;       /* requests waiting for a compile now */
 };
 
 struct rl_info {

@@ -426,6 +426,96 @@ static void real_models_constrained_output(void)
 	EACH_REAL_MODEL(constrained_model);
 }
 
+/* Fresh constraints beside a stream (the compile off the runtime thread, rl_rt_cons.h): a free
+ * request streams while four requests arrive, each under a schema text never sent before
+ * (another "description": another compile), and a fifth is cancelled at once, most likely
+ * while it waits for its compile. The stream gets every token it asked for, each constrained
+ * answer validates, the cancelled one ends cancelled and nothing else, and the runtime's
+ * stats count the compiles and no request left waiting. SmolLM2 alone (one model shows the
+ * runtime's path). */
+static void fresh_schemas_model(size_t m, const char *path)
+{
+	if (m)
+		return;
+	struct ringlm *cl = connect_model(path);
+	REQUIRE(cl);
+	enum { NQ = 6 };               /* 0 the stream, 1..4 fresh schemas, 5 cancelled */
+	struct ringlm_constraint *k[NQ] = { 0 };
+	uint32_t prompt[NQ][512], prev[NQ], id[NQ];
+	int np[NQ], fin[NQ], other[NQ] = { 0 }, ntok[NQ] = { 0 };
+	char out[NQ][1024];
+	for (int q = 0; q < NQ; q++) {
+		char text[1024], schema[1024];
+		const struct ringlm_chat_msg msg[1] = { { "user", q ? "Describe a person who has pets, as JSON." :
+							     "Tell me a long story about a lighthouse keeper." } };
+		REQUIRE(ringlm_chat_format(cl, msg, 1, text, sizeof text) > 0);
+		np[q] = ringlm_tokenize_ex(cl, text, RINGLM_TOKENIZE_SPECIAL, prompt[q], 512);
+		REQUIRE(np[q] > 0);
+		snprintf(schema, sizeof schema, "{\"description\":\"request %d\",%s", q, PERSON + 1);
+		if (q)
+			REQUIRE(ringlm_constraint_create(RINGLM_CONSTRAINT_JSON_SCHEMA, schema, strlen(schema), &k[q]) == 0);
+		struct ringlm_request r = ringlm_default_request();
+		r.prompt = prompt[q];
+		r.n_prompt = (uint32_t)np[q];
+		r.max_new = q ? 120 : 160;
+		r.tag = (uint64_t)q;
+		r.constraint = k[q];
+		REQUIRE(ringlm_submit(cl, &r, &id[q]) == 0);
+		prev[q] = prompt[q][np[q] - 1];
+		out[q][0] = 0;
+		fin[q] = -100;
+	}
+	CHECK(ringlm_cancel(cl, id[NQ - 1]) == 0);
+	for (int left = NQ; left > 0;) {
+		struct ringlm_event ev[64];
+		const int got = ringlm_wait(cl, ev, 64, 120000);
+		REQUIRE(got > 0);
+		for (int i = 0; i < got; i++) {
+			const int q = (int)ev[i].tag;
+			if (ev[i].type == RINGLM_EV_TOKEN) {
+				char piece[64];
+				const size_t n = strlen(out[q]);
+				if (ringlm_detokenize(cl, prev[q], ev[i].token, piece, sizeof piece) && n + strlen(piece) < sizeof out[q])
+					memcpy(out[q] + n, piece, strlen(piece) + 1);
+				prev[q] = ev[i].token;
+				ntok[q]++;
+			} else if (ev[i].type == RINGLM_EV_DONE) {
+				fin[q] = ev[i].code;
+				left--;
+			} else {
+				other[q]++;
+				fin[q] = -1;
+				left--;
+			}
+		}
+	}
+	CHECKF((fin[0] == RINGLM_FIN_LENGTH && ntok[0] == 160) || fin[0] == RINGLM_FIN_EOS, "the stream: finish %d, %d tokens",
+	       fin[0], ntok[0]);
+	for (int q = 1; q < NQ - 1; q++) {
+		json_error_t je;
+		json_t *j = json_loads(out[q], JSON_REJECT_DUPLICATES, &je);
+		json_t *age = json_object_get(j, "age");
+		CHECKF(fin[q] == RINGLM_FIN_EOS && json_is_object(j) && json_object_size(j) == 3 &&
+		       json_is_string(json_object_get(j, "name")) && json_is_integer(age) && json_integer_value(age) <= 120 &&
+		       json_is_array(json_object_get(j, "pets")), "request %d: finish %d, '%s'", q, fin[q], out[q]);
+		json_decref(j);
+	}
+	CHECKF(fin[NQ - 1] == RINGLM_FIN_CANCEL && !other[NQ - 1], "the cancelled one: finish %d", fin[NQ - 1]);
+	char st[8192];
+	REQUIRE(ringlm_stats_json(cl, st, sizeof st) > 0);
+	const char *c = strstr(st, "\"compiles\":"), *w = strstr(st, "\"waiting\":");
+	CHECKF(c && w && atoi(c + 11) >= 4 && atoi(w + 10) == 0, "%s", c ? c : st);
+	printf("  the stream: %d tokens beside 4 fresh schemas and a cancel; e.g. %s\n  %.80s\n", ntok[0], out[1], c ? c : "");
+	for (int q = 0; q < NQ; q++)
+		ringlm_constraint_destroy(k[q]);
+	ringlm_close(cl);
+}
+
+static void real_models_fresh_schemas_beside_a_stream(void)
+{
+	EACH_REAL_MODEL(fresh_schemas_model);
+}
+
 /* The deterministic mode on the files users download (SmolLM2: Q4_1 matrices, Q8_0 head;
  * Gemma 3: Q5_0, Q4_K, Q6_K and a Q8_0 head of 262,144 rows, GELU): one request beside random
  * background requests gives one output, to the bits of its log-probabilities, across budgets
@@ -496,6 +586,7 @@ int main(void)
 	RUN(real_models_greedy_as_llamacpp);
 	RUN(real_models_logprobs_near_float64);
 	RUN(real_models_constrained_output);
+	RUN(real_models_fresh_schemas_beside_a_stream);
 	RUN(real_models_deterministic_under_load);
 	TEST_MAIN_END();
 }

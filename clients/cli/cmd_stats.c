@@ -172,6 +172,9 @@ int rl_cmd_top(int argc, char **argv)
 		if (tgt > 0)
 			printf("running at most %.0f at once; overloaded (waited %.0f ms unadmitted) %.0f\n",
 			       jnum(buf, "max_running"), jnum(buf, "max_queue_ms"), jnum(buf, "overloaded"));
+		printf("constraints: %.0f compiled (%.0f ms on the compiler thread), %.0f masks computed ahead; %.0f "
+		       "requests waiting for a compile\n", jnum(buf, "compiles"), jnum(buf, "compile_ms"),
+		       jnum(buf, "prewarmed_masks"), jnum(buf, "waiting"));
 		printf("rejected: invalid %.0f  limit %.0f  busy %.0f   hostile clients %.0f\n",
 		       jnum(buf, "rejected_invalid"), jnum(buf, "rejected_limit"), jnum(buf, "rejected_busy"),
 		       jnum(buf, "hostile_clients"));

@@ -119,12 +119,18 @@ static int probe_futex(struct rl_rt *rt)
 void rt_publish_sched_stats(struct rl_rt *rt)
 {
 	struct rl_sched_stats s;
+	struct rl_rt_cons_stats cs;
 	rl_sched_get_stats(rt->sched, &s);
+	rl_rt_cons_get_stats(rt->cons, &cs);
+	ST_SET(cons_compiles, cs.compiles);
+	ST_SET(cons_compile_ns, cs.compile_ns);
+	ST_SET(cons_prewarmed, cs.prewarmed);
+	ST_SET(cons_waiting, cs.waiting);
 	ST_SET(queued_requests, s.queued);
 	ST_SET(running, s.running);
 	ST_SET(prefilling, s.prefilling);
 	ST_SET(paused, s.paused);
-	ST_SET(active_requests, s.queued + s.running);
+	ST_SET(active_requests, s.queued + s.running + cs.waiting);
 	ST_SET(steps, s.steps);
 	ST_SET(tokens_prefill, s.tokens_prefill);
 	ST_SET(kv_blocks_total, s.kv_blocks_total);
@@ -352,7 +358,7 @@ static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, 
 		if (rid < rt->p.max_inflight && c->by_rid[rid]) {
 			struct rl_seq *q = c->by_rid[rid];
 			uint32_t n_gen = q->n_gen;
-			rl_sched_cancel(rt->sched, q);
+			rt_cancel_req(rt, q);
 			c->by_rid[rid] = NULL;
 			c->active--;
 			ST_ADD(requests_done, 1);
@@ -419,10 +425,15 @@ static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, 
 		rl_rt_copy_text(rt->cons_text, c->arena, c->arena_mask, r->arena_pos + n, r->cons_len);
 		err = rl_rt_cons_start(rt->cons, q->id, r->cons_kind, rt->cons_text, r->cons_len, &q->allow, why,
 				       sizeof why);
-		if (err) {
+		if (err < 0) {
 			LOG(rt, "client %u request %u: constraint refused: %s", slot, rid, why);
 			rl_sched_seq_release(rt->sched, q);
 			return reject(rt, slot, rid, err);
+		}
+		if (err == 1) {        /* its compile is under way: it waits, taking no KV (cons_ready) */
+			c->by_rid[rid] = q;
+			c->active++;
+			return;
 		}
 	}
 	err = rl_sched_enqueue(rt->sched, q, now);
@@ -432,6 +443,36 @@ static void handle_req(struct rl_rt *rt, uint32_t slot, const struct rl_req *r, 
 	}
 	c->by_rid[rid] = q;
 	c->active++;
+}
+
+/* A request that waited for its constraint's compile: queued now, or answered with its error. */
+static void cons_ready(void *ctx, uint32_t seq_id, int rc, const uint32_t *allow, const char *why)
+{
+	struct rl_rt *rt = ctx;
+	struct rl_seq *q = rl_sched_seq(rt->sched, seq_id);
+	struct client *c = &rt->clients[q->client];
+	const uint32_t slot = q->client, rid = q->rid;
+	if (!rc) {
+		q->allow = allow;
+		/* it queues from now: the compile was its own wait, not the queue's */
+		if (!(rc = rl_sched_enqueue(rt->sched, q, rl_now_ns())))
+			return;
+		rl_rt_cons_forget(rt->cons, seq_id);   /* the scheduler released it */
+	} else {
+		LOG(rt, "client %u request %u: constraint refused: %s", slot, rid, why);
+		rl_sched_seq_release(rt->sched, q);
+	}
+	c->by_rid[rid] = NULL;
+	c->active--;
+	reject(rt, slot, rid, rc);
+}
+
+/* A request: cancelled, whether queued, running or waiting for its compile. */
+void rt_cancel_req(struct rl_rt *rt, struct rl_seq *q)
+{
+	if (rl_rt_cons_is_waiting(rt->cons, q->id))
+		rl_rt_cons_forget(rt->cons, q->id);
+	rl_sched_cancel(rt->sched, q);
 }
 
 /* Drain one client's request ring. Each record may produce one event, so records are only
@@ -627,6 +668,13 @@ static void arm_read(struct rl_rt *rt, int fd, void *buf, unsigned len, unsigned
 	io_uring_sqe_set_data64(s, UD(kind, 0, 0));
 }
 
+static void arm_cons(struct rl_rt *rt)
+{
+	struct io_uring_sqe *s = rt_sqe_get(rt);
+	io_uring_prep_poll_add(s, rl_rt_cons_fd(rt->cons), POLLIN);
+	io_uring_sqe_set_data64(s, UD(UD_CONS, 0, 0));
+}
+
 static void begin_drain(struct rl_rt *rt, const char *why)
 {
 	if (rt->draining)
@@ -689,6 +737,10 @@ static void handle_cqe(struct rl_rt *rt, struct io_uring_cqe *cqe)
 	case UD_STOP:
 		if (res >= 0)
 			begin_drain(rt, "stop requested");
+		break;
+	case UD_CONS:          /* compiles done: taken in the loop's pass (rl_rt_cons_poll) */
+		(void)!read(rl_rt_cons_fd(rt->cons), &rt->bellbuf, 8);
+		arm_cons(rt);
 		break;
 	case UD_TIMER:
 		atomic_store_explicit(&rt->info->heartbeat_ns, rl_now_ns(), memory_order_relaxed);
@@ -822,6 +874,7 @@ void rl_rt_default_params(struct rl_rt_params *p)
 	p->max_inflight = 256;
 	p->max_prompt = 0;              /* 0: the model's context */
 	p->max_new = 0;
+	p->cons_nice = RL_RT_CONS_NICE;
 	p->req_cap = 256;
 	p->evt_cap = 4096;
 	p->arena_ids = 1u << 18;
@@ -942,10 +995,11 @@ int rl_rt_create(const struct rl_rt_params *p, struct rl_rt **out, char *err, si
 	}
 	struct rl_sched_hooks hooks = { .ctx = rt, .reserve = hook_reserve, .emit = hook_emit,
 					.emit_prompt = hook_emit_prompt, .seq_gone = hook_seq_gone };
-	/* structured output: the constraints' handles and per-sequence states (the vocabulary's
-	 * trie is built at the first constrained request) */
+	/* structured output: the constraints' handles and per-sequence states, the vocabulary's
+	 * tries, and the helper thread that compiles (before the runtime pins itself: it keeps
+	 * the process's cpus) */
 	if ((rc = rl_rt_cons_create(bi->vocab_blob, bi->vocab_blob_size, sp.pool_size, sp.spec_k, p->cons_max_states,
-				    &rt->cons)) ||
+				    p->cons_nice, &rt->cons)) ||
 	    !(rt->cons_text = malloc(RL_MAX_CONS_BYTES + 1)) ||
 	    !(rt->cons_failed = calloc(sp.pool_size, sizeof *rt->cons_failed)) ||
 	    !(rt->prompt = malloc(((size_t)rt->max_prompt + 1) * sizeof *rt->prompt))) {
@@ -1137,7 +1191,7 @@ static void fail_all(struct rl_rt *rt, int err)
 		for (uint32_t r = 0; r < rt->p.max_inflight; r++) {
 			if (!c->by_rid[r])
 				continue;
-			rl_sched_cancel(rt->sched, c->by_rid[r]);
+			rt_cancel_req(rt, c->by_rid[r]);
 			c->by_rid[r] = NULL;
 			c->active--;
 			if (evt_room(c) > 0)
@@ -1191,6 +1245,7 @@ int rl_rt_run(struct rl_rt *rt)
 	struct io_uring_sqe *s = rt_sqe_get(rt);
 	io_uring_prep_poll_add(s, rt->stop_fd, POLLIN);
 	io_uring_sqe_set_data64(s, UD(UD_STOP, 0, 0));
+	arm_cons(rt);
 	io_uring_submit(&rt->ring);
 	rl_idle_init(&rt->idle, rt->p.idle_spin_ns, rt->p.idle_adapt_ns);   /* --latency: base past any cap */
 	ST_SET(idle_window_ns, rt->idle.window_ns);
@@ -1199,6 +1254,10 @@ int rl_rt_run(struct rl_rt *rt)
 		uint64_t now = rl_now_ns();
 		const uint64_t t0 = now;        /* an idle period that ends in this pass ended by here */
 		int work = drain_all(rt, now);
+		if (rl_rt_cons_poll(rt->cons, cons_ready, rt) > 0) {    /* one load when none is done */
+			rt_publish_sched_stats(rt);
+			work = 1;
+		}
 		if (rt->stepping) {
 			/* a backend whose finish() computes is finished now, after one drain; others
 			 * run on while we poll the rings */
@@ -1213,7 +1272,7 @@ int rl_rt_run(struct rl_rt *rt)
 			publish_events(rt);
 		reap(rt);
 		if (rt->draining && !rt->stepping) {
-			if (rl_sched_idle(rt->sched) || now > rt->drain_deadline) {
+			if ((rl_sched_idle(rt->sched) && !rl_rt_cons_waiting(rt->cons)) || now > rt->drain_deadline) {
 				fail_all(rt, -ESHUTDOWN);
 				break;
 			}

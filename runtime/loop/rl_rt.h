@@ -44,6 +44,8 @@ struct rl_rt_params {
 	uint32_t max_clients, max_inflight, max_prompt, max_new;
 	uint32_t cons_max_states;      /* --cons-max-states: a constraint's automaton states at most
 					* (a grammar's grow as outputs meet them); 0 = 100000 */
+	int      cons_nice;            /* --cons-nice: the constraint compiler thread's nice value
+					* (rl_rt_cons.h; default RL_RT_CONS_NICE) */
 	uint32_t req_cap, evt_cap, arena_ids;
 	uid_t    allow_uid[RL_RT_MAX_ALLOW]; int n_allow_uid;
 	gid_t    allow_gid[RL_RT_MAX_ALLOW]; int n_allow_gid;

@@ -17,7 +17,7 @@ void rl_rt_usage(FILE *f)
 "               [--itl-target-us N] [--max-seqs N] [--ctx N] [--kv-blocks N] [--block-size N]\n"
 "               [--prefix-cache on|off] [--spec off|ngram|DRAFT.gguf] [--spec-k N] [--spec-cost C]\n"
 "               [--max-clients N] [--max-inflight N]\n"
-"               [--max-prompt N] [--max-new N] [--cons-max-states N] [--allow-uid UID] [--allow-gid GID]\n"
+"               [--max-prompt N] [--max-new N] [--cons-max-states N] [--cons-nice N] [--allow-uid UID] [--allow-gid GID]\n"
 "               [--sim-step-us A] [--sim-token-us B] [--sim-vocab V]\n"
 "               [--kv-type f16|f32] [--cuda-graph-buckets N,N,...] [--cuda-dtype bf16|fp16] [--cuda-attn ringlm|flashinfer]\n"
 "               [--wake auto|futex|eventfd] [--idle-spin-us N] [--idle-adapt-ms N]\n"
@@ -65,6 +65,7 @@ static const struct option value_opts[] = {
 	{ "max-prompt", required_argument, NULL, 0 },
 	{ "max-new", required_argument, NULL, 0 },
 	{ "cons-max-states", required_argument, NULL, 0 },
+	{ "cons-nice", required_argument, NULL, 0 },
 	{ "allow-uid", required_argument, NULL, 0 },
 	{ "allow-gid", required_argument, NULL, 0 },
 	{ "sim-step-us", required_argument, NULL, 0 },
@@ -230,6 +231,10 @@ int rl_rt_parse_args(struct rl_rt_params *p, int argc, char **argv, char *err, s
 			 * tables alone outgrow any machine this serves on */
 			NUM(16, 10000000);
 			p->cons_max_states = (uint32_t)n;
+		} else if (!strcmp(a, "--cons-nice")) {
+			/* 0 (the step's threads' own) to 19; below 0 needs privileges a server should not have */
+			NUM(0, 19);
+			p->cons_nice = (int)n;
 		} else if (!strcmp(a, "--allow-uid") || !strcmp(a, "--allow-gid")) {
 			int is_uid = a[8] == 'u';
 			int *cnt = is_uid ? &p->n_allow_uid : &p->n_allow_gid;

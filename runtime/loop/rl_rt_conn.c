@@ -33,7 +33,7 @@ void rt_conn_detach(struct rl_rt *rt, uint32_t slot, const char *why)
 	LOG(rt, "client %u (pid %d) detached: %s", slot, (int)c->pid, why);
 	for (uint32_t r = 0; r < rt->p.max_inflight; r++) {
 		if (c->by_rid[r]) {
-			rl_sched_cancel(rt->sched, c->by_rid[r]);
+			rt_cancel_req(rt, c->by_rid[r]);
 			c->by_rid[r] = NULL;
 		}
 	}

@@ -1,41 +1,160 @@
-/* rl_rt_cons.c — the runtime's constraints (see rl_rt_cons.h). */
+/* rl_rt_cons.c — the runtime's constraints (see rl_rt_cons.h for the helper's protocol). */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include "runtime/loop/rl_rt_cons.h"
 #include "constrain/rl_cons.h"
+#include "ipc/rl_clock.h"
+#include "ipc/rl_ipc.h"
 #include "ipc/rl_wire.h"
 #include "tokenizer/rl_tok.h"
 
+enum { H_FREE, H_COMPILING, H_READY };
+
 struct handle {
-	struct rl_cons *c;             /* NULL: a free entry */
+	struct rl_cons *c;             /* set once READY */
+	int      state;
 	int      kind;
 	char    *text;
 	size_t   len;
-	uint32_t users;                /* live sequences under it */
+	uint32_t users;                /* live sequences under it, or waiting for it */
 	uint64_t last;                 /* use counter at its last start: the LRU's order */
 };
 
 struct seq {
 	int      h;                    /* its handle, -1 when unconstrained */
+	int      waiting;              /* its handle is being compiled */
 	uint32_t state;
 	uint32_t *mask;                /* [1 + max_draft][mask words]: the state's, then after each draft */
 };
 
+struct job {                           /* R -> H: compile handle h */
+	uint32_t h;
+	int      kind;
+	const char *text;              /* the handle's own copy, untouched while it compiles */
+	size_t   len;
+};
+
+struct done {                          /* H -> R: handle h compiled (c) or failed (rc, err) */
+	uint32_t h;
+	int      rc;
+	uint32_t prewarmed;            /* masks computed ahead */
+	uint64_t ns;                   /* the compile's wall time, prewarm included */
+	struct rl_cons *c;
+	char     err[256];
+};
+
 struct rl_rt_cons {
-	const void *blob;
-	size_t   blob_bytes;
-	struct rl_cons_vocab *v;       /* built at the first constrained request */
+	struct rl_cons_vocab *v;       /* built at create; read-only after */
 	struct handle h[RL_RT_CONS_HANDLES];
 	uint64_t uses;
 	struct seq *seq;               /* [pool_size] */
-	uint32_t pool_size, max_draft;
+	uint32_t pool_size, max_draft, n_waiting;
 	uint32_t max_states;           /* each handle's automaton cap (0: the engine's default) */
+	struct rl_rt_cons_stats st;    /* R's (from the done records) */
+	/* the helper and its two rings (the protocol: rl_rt_cons.h) */
+	pthread_t thread;
+	int      started, efd, nice;
+	struct job jobs[RL_RT_CONS_HANDLES];
+	struct done done[RL_RT_CONS_HANDLES];
+	_Alignas(64) _Atomic uint32_t job_tail;     /* written by R */
+	_Atomic uint32_t bell;                      /* R: += 1 per job and at stop; H sleeps on it */
+	_Atomic int stop;
+	uint32_t done_head;                         /* R's */
+	_Alignas(64) _Atomic uint32_t done_tail;    /* written by H */
+	uint32_t job_head;                          /* H's */
 };
 
+static const uint64_t one_u64 = 1;
+
+/* ---- the helper thread ------------------------------------------------------------------ */
+
+/* The first mask's failures, as the client is told them */
+static int first_mask_error(const struct rl_rt_cons *k, struct rl_cons *c, long allowed, char *err, size_t errlen)
+{
+	if (rl_cons_error(c)) {
+		snprintf(err, errlen, "the grammar needs more than %u automaton states for its first token; simplify it "
+			 "(or raise ringlmd --cons-max-states)", rl_rt_cons_max_states(k));
+		return rl_cons_error(c) == -E2BIG ? -EOVERFLOW : -ENOMEM;
+	}
+	if (allowed <= 0) {            /* the compiler prunes to live states */
+		snprintf(err, errlen, "the constraint allows no token of this vocabulary to start with");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Compiles one job into its done record: the handle with its first mask and the masks of the
+ * states nearest its start in its cache, or the failure. */
+static void compile(struct rl_rt_cons *k, const struct job *j, struct done *d)
+{
+	/* an object without additionalProperties takes no other keys (strict mode's reading) */
+	const struct rl_cons_opts opts = { .flags = RL_CONS_NO_EXTRA_KEYS, .max_states = k->max_states };
+	struct rl_cons *c = NULL;
+	d->c = NULL;
+	d->err[0] = 0;
+	d->prewarmed = 0;
+	int rc = j->kind == RL_CONS_KIND_REGEX  ? rl_cons_compile_regex(k->v, j->text, j->len, &opts, &c, d->err, sizeof d->err)
+		 : j->kind == RL_CONS_KIND_GBNF ? rl_cons_compile_gbnf(k->v, j->text, j->len, &opts, &c, d->err, sizeof d->err)
+						: rl_cons_compile_schema(k->v, j->text, j->len, &opts, &c, d->err, sizeof d->err);
+	if (rc) {
+		d->rc = rc == -E2BIG ? -EOVERFLOW : rc;   /* over the state cap: what the client is told */
+		return;
+	}
+	uint32_t *m = malloc(rl_cons_mask_words(c) * sizeof *m);
+	if (!m) {
+		rl_cons_destroy(c);
+		d->rc = -ENOMEM;
+		return;
+	}
+	const long allowed = rl_cons_mask(c, rl_cons_start(c), m);
+	free(m);
+	if ((d->rc = first_mask_error(k, c, allowed, d->err, sizeof d->err))) {
+		rl_cons_destroy(c);
+		return;
+	}
+	d->prewarmed = rl_cons_prewarm(c, RL_RT_CONS_PREWARM_NS);
+	d->c = c;
+}
+
+static void *helper(void *arg)
+{
+	struct rl_rt_cons *k = arg;
+	/* below the step's threads: it takes their cores' spare time first (rl_rt_cons.h) */
+	(void)!setpriority(PRIO_PROCESS, (id_t)gettid(), k->nice);
+	for (;;) {
+		const uint32_t b = atomic_load_explicit(&k->bell, memory_order_acquire);
+		if (atomic_load_explicit(&k->stop, memory_order_acquire))
+			break;
+		if (k->job_head == atomic_load_explicit(&k->job_tail, memory_order_acquire)) {
+			rl_futex_wait(&k->bell, b, 0);
+			continue;
+		}
+		const uint32_t t = atomic_load_explicit(&k->done_tail, memory_order_relaxed);
+		struct done *d = &k->done[t % RL_RT_CONS_HANDLES];
+		const struct job *j = &k->jobs[k->job_head % RL_RT_CONS_HANDLES];
+		d->h = j->h;
+		const uint64_t t0 = rl_now_ns();
+		compile(k, j, d);
+		d->ns = rl_now_ns() - t0;
+		k->job_head++;
+		atomic_store_explicit(&k->done_tail, t + 1, memory_order_release);
+		(void)!write(k->efd, &one_u64, 8);
+	}
+	return NULL;
+}
+
+/* ---- create, destroy -------------------------------------------------------------------- */
+
 int rl_rt_cons_create(const void *vocab_blob, size_t vocab_bytes, uint32_t pool_size, uint32_t max_draft,
-		      uint32_t max_states, struct rl_rt_cons **out)
+		      uint32_t max_states, int nice, struct rl_rt_cons **out)
 {
 	struct rl_rt_cons *k = calloc(1, sizeof *k);
 	if (!k || !(k->seq = calloc(pool_size, sizeof *k->seq))) {
@@ -44,11 +163,32 @@ int rl_rt_cons_create(const void *vocab_blob, size_t vocab_bytes, uint32_t pool_
 	}
 	for (uint32_t i = 0; i < pool_size; i++)
 		k->seq[i].h = -1;
-	k->blob = vocab_blob;
-	k->blob_bytes = vocab_bytes;
 	k->pool_size = pool_size;
 	k->max_draft = max_draft;
 	k->max_states = max_states;
+	k->nice = nice;
+	k->efd = -1;
+	int rc = 0;
+	if (vocab_blob) {              /* a model without a usable vocabulary refuses constraints at start */
+		struct rl_tok *t;
+		char err[160];
+		if (!rl_tok_create(vocab_blob, vocab_bytes, &t, err, sizeof err)) {
+			rc = rl_cons_vocab_from_tok(t, &k->v);
+			rl_tok_destroy(t);
+		}
+	}
+	if (!rc && (k->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+		rc = -errno;
+	if (!rc && k->v) {
+		if ((rc = -pthread_create(&k->thread, NULL, helper, k)) == 0) {
+			k->started = 1;
+			pthread_setname_np(k->thread, "ringlm-cons");
+		}
+	}
+	if (rc) {
+		rl_rt_cons_destroy(k);
+		return rc;
+	}
 	*out = k;
 	return 0;
 }
@@ -57,6 +197,16 @@ void rl_rt_cons_destroy(struct rl_rt_cons *k)
 {
 	if (!k)
 		return;
+	if (k->started) {
+		atomic_store_explicit(&k->stop, 1, memory_order_release);
+		atomic_fetch_add_explicit(&k->bell, 1, memory_order_release);
+		rl_futex_wake(&k->bell, 1);
+		pthread_join(k->thread, NULL);
+	}
+	for (uint32_t t = atomic_load(&k->done_tail); k->done_head != t; k->done_head++)
+		rl_cons_destroy(k->done[k->done_head % RL_RT_CONS_HANDLES].c);   /* compiled, not taken */
+	if (k->efd >= 0)
+		close(k->efd);
 	for (uint32_t i = 0; i < k->pool_size; i++)
 		free(k->seq[i].mask);
 	for (int i = 0; i < RL_RT_CONS_HANDLES; i++) {
@@ -68,39 +218,48 @@ void rl_rt_cons_destroy(struct rl_rt_cons *k)
 	free(k);
 }
 
-static int vocab(struct rl_rt_cons *k)
+int rl_rt_cons_fd(const struct rl_rt_cons *k) { return k->efd; }
+void rl_rt_cons_get_stats(const struct rl_rt_cons *k, struct rl_rt_cons_stats *st)
 {
-	if (k->v)
-		return 0;
-	if (!k->blob)
-		return -ENOTSUP;
-	struct rl_tok *t;
-	char err[160];
-	int rc = rl_tok_create(k->blob, k->blob_bytes, &t, err, sizeof err);
-	if (rc)
-		return -ENOTSUP;
-	rc = rl_cons_vocab_from_tok(t, &k->v);
-	rl_tok_destroy(t);
-	return rc;
+	*st = k->st;
+	st->waiting = k->n_waiting;
+}
+uint32_t rl_rt_cons_waiting(const struct rl_rt_cons *k) { return k->n_waiting; }
+int rl_rt_cons_is_waiting(const struct rl_rt_cons *k, uint32_t seq_id)
+{
+	return seq_id < k->pool_size && k->seq[seq_id].waiting;
 }
 
-/* The handle for (kind, text): a cached one, or a new compile in a free entry (the least
- * recently started one no sequence uses). */
+/* ---- the runtime thread's side ---------------------------------------------------------- */
+
+static void post(struct rl_rt_cons *k, uint32_t hi)
+{
+	const struct handle *e = &k->h[hi];
+	const uint32_t t = atomic_load_explicit(&k->job_tail, memory_order_relaxed);
+	k->jobs[t % RL_RT_CONS_HANDLES] = (struct job){ .h = hi, .kind = e->kind, .text = e->text, .len = e->len };
+	atomic_store_explicit(&k->job_tail, t + 1, memory_order_release);
+	atomic_fetch_add_explicit(&k->bell, 1, memory_order_release);
+	rl_futex_wake(&k->bell, 1);
+}
+
+/* The handle for (kind, text): a ready or compiling one, or a new compile posted in a free
+ * entry (the least recently started one no sequence uses or waits for). */
 static int handle_for(struct rl_rt_cons *k, int kind, const char *text, size_t len, char *err, size_t errlen)
 {
 	/* a handle that ran out of states is never handed out again: its later masks could miss
 	 * tokens, and a fresh compile gives the next request the whole cap */
 	for (int i = 0; i < RL_RT_CONS_HANDLES; i++) {
 		const struct handle *e = &k->h[i];
-		if (e->c && !rl_cons_error(e->c) && e->kind == kind && e->len == len && !memcmp(e->text, text, len))
+		if (e->state != H_FREE && (e->state == H_COMPILING || !rl_cons_error(e->c)) && e->kind == kind &&
+		    e->len == len && !memcmp(e->text, text, len))
 			return i;
 	}
 	int free_i = -1;
 	for (int i = 0; i < RL_RT_CONS_HANDLES; i++) {
 		const struct handle *e = &k->h[i];
-		if (e->users)
+		if (e->users || e->state == H_COMPILING)
 			continue;
-		if (!e->c || rl_cons_error(e->c)) {   /* a failed handle is of no more use */
+		if (e->state == H_FREE || rl_cons_error(e->c)) {   /* a failed handle is of no more use */
 			free_i = i;
 			break;
 		}
@@ -117,20 +276,26 @@ static int handle_for(struct rl_rt_cons *k, int kind, const char *text, size_t l
 		return -ENOMEM;
 	memcpy(copy, text, len);
 	copy[len] = 0;
-	/* an object without additionalProperties takes no other keys (strict mode's reading) */
-	const struct rl_cons_opts opts = { .flags = RL_CONS_NO_EXTRA_KEYS, .max_states = k->max_states };
-	struct rl_cons *c;
-	int rc = kind == RL_CONS_KIND_REGEX  ? rl_cons_compile_regex(k->v, copy, len, &opts, &c, err, errlen)
-		 : kind == RL_CONS_KIND_GBNF ? rl_cons_compile_gbnf(k->v, copy, len, &opts, &c, err, errlen)
-					     : rl_cons_compile_schema(k->v, copy, len, &opts, &c, err, errlen);
-	if (rc) {
-		free(copy);
-		return rc == -E2BIG ? -EOVERFLOW : rc;   /* over the state cap: what the client is told */
-	}
 	rl_cons_destroy(e->c);
 	free(e->text);
-	*e = (struct handle){ .c = c, .kind = kind, .text = copy, .len = len };
+	*e = (struct handle){ .state = H_COMPILING, .kind = kind, .text = copy, .len = len };
+	post(k, (uint32_t)free_i);
 	return free_i;
+}
+
+/* Sequence i, under its ready handle, at the start state with its mask (a cache hit: the
+ * helper computed it). On a failure it is under no constraint. */
+static int begin(struct rl_rt_cons *k, uint32_t i, char *err, size_t errlen)
+{
+	struct seq *s = &k->seq[i];
+	struct handle *e = &k->h[s->h];
+	s->state = rl_cons_start(e->c);
+	const int rc = first_mask_error(k, e->c, rl_cons_mask(e->c, s->state, s->mask), err, errlen);
+	if (rc) {
+		e->users--;
+		s->h = -1;
+	}
+	return rc;
 }
 
 int rl_rt_cons_start(struct rl_rt_cons *k, uint32_t seq_id, int kind, const char *text, size_t len,
@@ -140,42 +305,75 @@ int rl_rt_cons_start(struct rl_rt_cons *k, uint32_t seq_id, int kind, const char
 		snprintf(err, errlen, "constraint kind %d is not one ringlm knows", kind);
 		return -EINVAL;
 	}
-	int rc = vocab(k);
-	if (rc) {
+	if (!k->v) {
 		snprintf(err, errlen, "constraints need the model's vocabulary, and this model has none");
-		return rc;
+		return -ENOTSUP;
 	}
 	rl_rt_cons_forget(k, seq_id);
+	struct seq *s = &k->seq[seq_id];
+	/* one buffer a pool entry, kept until destroy: a step in flight may still read the masks of
+	 * a sequence cancelled meanwhile (every handle has the vocabulary's mask width) */
+	const size_t words = ((size_t)rl_cons_vocab_size(k->v) + 31) / 32;
+	if (!s->mask && !(s->mask = malloc((1 + (size_t)k->max_draft) * words * sizeof *s->mask)))
+		return -ENOMEM;
 	const int hi = handle_for(k, kind, text, len, err, errlen);
 	if (hi < 0)
 		return hi;
 	struct handle *e = &k->h[hi];
-	struct seq *s = &k->seq[seq_id];
-	/* one buffer a pool entry, kept until destroy: a step in flight may still read the masks of
-	 * a sequence cancelled meanwhile (every handle has the vocabulary's mask width) */
-	if (!s->mask && !(s->mask = malloc((1 + (size_t)k->max_draft) * rl_cons_mask_words(e->c) * sizeof *s->mask)))
-		return -ENOMEM;
-	s->state = rl_cons_start(e->c);
-	const long allowed = rl_cons_mask(e->c, s->state, s->mask);
-	if (rl_cons_error(e->c)) {
-		snprintf(err, errlen, "the grammar needs more than %u automaton states for its first token; simplify it "
-			 "(or raise ringlmd --cons-max-states)", rl_rt_cons_max_states(k));
-		return rl_cons_error(e->c) == -E2BIG ? -EOVERFLOW : -ENOMEM;
-	}
-	if (allowed <= 0) {            /* the compiler prunes to live states */
-		snprintf(err, errlen, "the constraint allows no token of this vocabulary to start with");
-		return -EINVAL;
-	}
 	s->h = hi;
 	e->users++;
 	e->last = ++k->uses;
-	*allow = s->mask;
-	return 0;
+	if (e->state == H_COMPILING) {
+		s->waiting = 1;
+		k->n_waiting++;
+		return 1;
+	}
+	const int rc = begin(k, seq_id, err, errlen);
+	if (!rc)
+		*allow = s->mask;
+	return rc;
+}
+
+int rl_rt_cons_poll(struct rl_rt_cons *k, rl_rt_cons_ready_fn *ready, void *ctx)
+{
+	const uint32_t tail = atomic_load_explicit(&k->done_tail, memory_order_acquire);
+	int n = 0;
+	for (; k->done_head != tail; k->done_head++, n++) {
+		const struct done *d = &k->done[k->done_head % RL_RT_CONS_HANDLES];
+		struct handle *e = &k->h[d->h];
+		e->c = d->c;
+		e->state = H_READY;
+		k->st.compiles++;
+		k->st.compile_ns += d->ns;
+		k->st.prewarmed += d->prewarmed;
+		for (uint32_t i = 0; i < k->pool_size && e->users; i++) {
+			struct seq *s = &k->seq[i];
+			if (s->h != (int)d->h || !s->waiting)
+				continue;
+			s->waiting = 0;
+			k->n_waiting--;
+			char why[256];
+			int rc = d->rc;
+			if (rc) {
+				snprintf(why, sizeof why, "%s", d->err);
+				e->users--;
+				s->h = -1;
+			} else {
+				rc = begin(k, i, why, sizeof why);
+			}
+			ready(ctx, i, rc, rc ? NULL : s->mask, why);
+		}
+		if (!e->c) {           /* a failed compile keeps nothing */
+			free(e->text);
+			*e = (struct handle){ .state = H_FREE };
+		}
+	}
+	return n;
 }
 
 int rl_rt_cons_advance(struct rl_rt_cons *k, uint32_t seq_id, uint32_t token)
 {
-	if (seq_id >= k->pool_size || k->seq[seq_id].h < 0)
+	if (seq_id >= k->pool_size || k->seq[seq_id].h < 0 || k->seq[seq_id].waiting)
 		return -EINVAL;
 	struct seq *s = &k->seq[seq_id];
 	struct rl_cons *c = k->h[s->h].c;
@@ -193,7 +391,7 @@ int rl_rt_cons_advance(struct rl_rt_cons *k, uint32_t seq_id, uint32_t token)
 
 int rl_rt_cons_error(const struct rl_rt_cons *k, uint32_t seq_id)
 {
-	if (seq_id >= k->pool_size || k->seq[seq_id].h < 0)
+	if (seq_id >= k->pool_size || k->seq[seq_id].h < 0 || k->seq[seq_id].waiting)
 		return 0;
 	return rl_cons_error(k->h[k->seq[seq_id].h].c);
 }
@@ -205,7 +403,7 @@ uint32_t rl_rt_cons_max_states(const struct rl_rt_cons *k)
 
 uint32_t rl_rt_cons_drafts(struct rl_rt_cons *k, uint32_t seq_id, uint32_t *draft, uint32_t n, uint32_t cap)
 {
-	if (seq_id >= k->pool_size || k->seq[seq_id].h < 0)
+	if (seq_id >= k->pool_size || k->seq[seq_id].h < 0 || k->seq[seq_id].waiting)
 		return n;
 	struct seq *s = &k->seq[seq_id];
 	struct rl_cons *c = k->h[s->h].c;
@@ -254,5 +452,9 @@ void rl_rt_cons_forget(struct rl_rt_cons *k, uint32_t seq_id)
 		return;
 	struct seq *s = &k->seq[seq_id];
 	k->h[s->h].users--;
+	if (s->waiting) {
+		s->waiting = 0;
+		k->n_waiting--;
+	}
 	s->h = -1;                             /* its mask buffer stays (see rl_rt_cons_start) */
 }

@@ -29,7 +29,7 @@
 #define RL_FUTEX_BITSET_ANY 0xffffffffu
 
 /* user_data: kind in the top byte, client slot and generation below */
-enum { UD_ACCEPT = 1, UD_HS, UD_HUP, UD_BELL, UD_SIGNAL, UD_TIMER, UD_STOP, UD_WAKE, UD_CANCEL };
+enum { UD_ACCEPT = 1, UD_HS, UD_HUP, UD_BELL, UD_SIGNAL, UD_TIMER, UD_STOP, UD_WAKE, UD_CANCEL, UD_CONS };
 #define UD(kind, slot, gen) (((uint64_t)(kind) << 56) | ((uint64_t)(slot) << 32) | (uint32_t)(gen))
 #define UD_KIND(u) ((unsigned)((u) >> 56))
 #define UD_SLOT(u) ((uint32_t)(((u) >> 32) & 0xffffff))
@@ -157,6 +157,8 @@ void rt_conn_accepted(struct rl_rt *rt, int fd);
 void rt_conn_attach(struct rl_rt *rt, int fd, const struct rl_attach_req *rq);
 /* client slot gone (hang-up, hostile, shutdown): its requests cancelled, its resources freed */
 void rt_conn_detach(struct rl_rt *rt, uint32_t slot, const char *why);
+/* cancels a request, whether queued, running or waiting for its constraint's compile */
+void rt_cancel_req(struct rl_rt *rt, struct rl_seq *q);
 /* all HS_MAX pre-attach entries wait: one evicted (see HS_MAX) */
 void rt_conn_evict_one(struct rl_rt *rt, uid_t uid);
 

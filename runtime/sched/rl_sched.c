@@ -349,6 +349,8 @@ static void release(struct rl_sched *s, struct seqx *x)
 	list_insert_after(&s->freel, &x->ln);
 }
 
+struct rl_seq *rl_sched_seq(struct rl_sched *s, uint32_t id) { return &s->pool[id].q; }
+
 void rl_sched_seq_release(struct rl_sched *s, struct rl_seq *q)
 {
 	if (q && q->state == RL_SEQ_ALLOC)

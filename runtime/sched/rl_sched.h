@@ -172,6 +172,8 @@ void rl_sched_destroy(struct rl_sched *s);
 
 struct rl_seq *rl_sched_seq_alloc(struct rl_sched *s);
 void rl_sched_seq_release(struct rl_sched *s, struct rl_seq *q);   /* never enqueued */
+/* the pool entry of sequence id (id < pool_size), in whatever state */
+struct rl_seq *rl_sched_seq(struct rl_sched *s, uint32_t id);
 /* 0, or -EINVAL/-E2BIG/-ETIMEDOUT (deadline passed): then q is released, no event emitted. */
 int  rl_sched_enqueue(struct rl_sched *s, struct rl_seq *q, uint64_t now_ns);
 /* Takes q out of the queue or the running set (also mid-prefill), frees its blocks and
