@@ -9,10 +9,14 @@
  * of nodes) and two of llama.cpp's GBNF grammars (json.gbnf, arithmetic.gbnf; MIT, The ggml
  * authors), the last three on the grammar matcher (`states`: the configurations the walks
  * met). Per vocabulary and
- * constraint: compile (schema -> regex -> DFA -> handle; the median of 3), then --walks random
- * completions (a uniformly drawn allowed token per step; after 40 steps the one nearest the
- * end, so each completion finishes), timing at every step the mask as the runtime would get it
- * (the per-state cache warm from the walks so far: `mask`) and the trie walk alone (`cold`).
+ * constraint: compile (schema -> regex -> DFA -> handle; the median of 3), the prewarm the
+ * runtime's compiler thread then runs (rl_cons_prewarm for RL_RT_CONS_PREWARM_NS: `pre_ms`, and
+ * the masks it computed), then --walks random completions (a uniformly drawn allowed token per
+ * step; after 40 steps the one nearest the end, so each completion finishes), timing at every
+ * step the mask as the runtime thread gets it (the per-state cache warm from the prewarm and
+ * the walks so far: `mask`), of those the masks the cache lacked (a state's first visit, on the
+ * step's path: `first`, their count and slowest; each at most one trie walk, so bounded by
+ * `cold_max`) and the trie walk alone (`cold`).
  * Prints a table; the JSON goes to bench/out/grammar.json (or --json FILE). Never fails on
  * time. */
 #include <errno.h>
@@ -23,6 +27,7 @@
 #include "bench/bench_util.h"
 #include "clients/cli/cli.h"
 #include "constrain/rl_cons.h"
+#include "runtime/loop/rl_rt_cons.h"
 #include "ipc/rl_clock.h"
 #include "runtime/model/rl_model_io.h"
 #include "tokenizer/rl_tok.h"
@@ -80,6 +85,10 @@ struct row {
 	size_t steps, walks;
 	uint64_t p50, p99, max, c50, c99, cmax;    /* ns: cached mask, cold trie walk */
 	double allowed_mean;
+	double pre_ms;                 /* the helper's prewarm (rl_cons_prewarm, the runtime's budget) */
+	uint32_t pre_states;           /* masks it computed */
+	size_t first;                  /* masks the walks still computed (first visits on the step's path) */
+	uint64_t first_max;            /* ns: the slowest of them */
 };
 
 static int compile(const struct rl_cons_vocab *v, size_t k, struct rl_cons **c, char *err, size_t errlen)
@@ -144,14 +153,26 @@ static int run_vocab(const char *path, const char *label, int walks, struct row 
 		}
 		r->compile_ms = (double)rl_bench_pct(ct, 3, 0.5, 0) / 1e6;
 		r->states = rl_cons_n_states(c);
+		/* as the runtime's helper leaves the handle: the states nearest the start computed */
+		uint64_t p0 = rl_now_ns();
+		r->pre_states = rl_cons_prewarm(c, RL_RT_CONS_PREWARM_NS);
+		r->pre_ms = (double)(rl_now_ns() - p0) / 1e6;
 		size_t n = 0;
 		double allowed = 0;
 		for (int w = 0; w < walks; w++) {
 			uint32_t st = rl_cons_start(c);
 			for (int step = 0; step < 2000 && n < cap; step++) {
+				uint64_t m0, m1;
+				rl_cons_cache_stats(c, NULL, &m0, NULL);
 				uint64_t a = rl_now_ns();
 				long cnt = rl_cons_mask(c, st, mask);
 				uint64_t b = rl_now_ns();
+				rl_cons_cache_stats(c, NULL, &m1, NULL);
+				if (m1 != m0) {        /* a first visit: computed on the step's path */
+					r->first++;
+					if (b - a > r->first_max)
+						r->first_max = b - a;
+				}
 				rl_cons_mask_nocache(c, st, cold);
 				uint64_t e = rl_now_ns();
 				tm[n] = b - a;
@@ -197,9 +218,10 @@ static int run_vocab(const char *path, const char *label, int walks, struct row 
 		r->c99 = rl_bench_pct(tc, n, 0.99, 1);
 		r->cmax = n ? tc[n - 1] : 0;
 		rl_cons_destroy(c);
-		printf("%-9s %-15s %9.1f %10.2f %7u %6zu %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.0f\n", r->vocab, r->name, r->vocab_ms,
-		       r->compile_ms, r->states, r->steps, r->p50 / 1e3, r->p99 / 1e3, r->max / 1e3, r->c50 / 1e3, r->c99 / 1e3,
-		       r->cmax / 1e3, r->allowed_mean);
+		printf("%-9s %-15s %9.1f %10.2f %7u %7.2f %6u %6zu %9.1f %9.1f %9.1f %6zu %9.1f %9.1f %9.1f %9.1f %9.0f\n", r->vocab,
+		       r->name, r->vocab_ms, r->compile_ms, r->states, r->pre_ms, r->pre_states, r->steps, r->p50 / 1e3,
+		       r->p99 / 1e3, r->max / 1e3, r->first, r->first_max / 1e3, r->c50 / 1e3, r->c99 / 1e3, r->cmax / 1e3,
+		       r->allowed_mean);
 		fflush(stdout);
 	}
 out:
@@ -226,7 +248,8 @@ static const char *cached_model(const char *name, char *buf, size_t n)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: ringlm bench grammar [--model F.gguf]... [--walks N] [--json FILE]\n"
-			"  the mask engine (constrain/) on real vocabularies: compile ms, mask us p50/p99/max\n");
+			"  the mask engine (constrain/) on real vocabularies: compile ms, prewarm ms, mask us p50/p99/max,\n"
+			"  first visits on the step's path, the cold trie walk\n");
 }
 
 int rl_cmd_bench_grammar(int argc, char **argv)
@@ -282,9 +305,11 @@ int rl_cmd_bench_grammar(int argc, char **argv)
 		}
 	struct row rows[8 * sizeof cases / sizeof *cases];
 	size_t nrows = 0;
-	printf("%-9s %-15s %9s %10s %7s %6s %9s %9s %9s %9s %9s %9s %9s\n", "vocab", "constraint", "vocab_ms", "compile_ms",
-	       "states", "steps", "mask_p50", "mask_p99", "mask_max", "cold_p50", "cold_p99", "cold_max", "allowed");
-	printf("%-9s %-15s %9s %10s %7s %6s %9s %9s %9s %9s %9s %9s %9s\n", "", "", "", "", "", "", "us", "us", "us", "us", "us", "us", "mean");
+	printf("%-9s %-15s %9s %10s %7s %7s %6s %6s %9s %9s %9s %6s %9s %9s %9s %9s %9s\n", "vocab", "constraint", "vocab_ms",
+	       "compile_ms", "states", "pre_ms", "pre", "steps", "mask_p50", "mask_p99", "mask_max", "first", "first_max",
+	       "cold_p50", "cold_p99", "cold_max", "allowed");
+	printf("%-9s %-15s %9s %10s %7s %7s %6s %6s %9s %9s %9s %6s %9s %9s %9s %9s %9s\n", "", "", "", "", "", "", "masks", "",
+	       "us", "us", "us", "", "us", "us", "us", "us", "mean");
 	int rc = 0;
 	for (size_t i = 0; i < nm; i++)
 		rc |= run_vocab(models[i], labels[i], walks, rows, &nrows);
@@ -300,9 +325,11 @@ int rl_cmd_bench_grammar(int argc, char **argv)
 		const struct row *r = &rows[i];
 		fprintf(f, "%s\n{\"vocab\":\"%s\",\"constraint\":\"%s\",\"vocab_ms\":%.2f,\"compile_ms\":%.3f,\"states\":%u,"
 			"\"steps\":%zu,\"walks\":%zu,\"mask_us\":{\"p50\":%.2f,\"p99\":%.2f,\"max\":%.2f},"
-			"\"cold_us\":{\"p50\":%.2f,\"p99\":%.2f,\"max\":%.2f},\"allowed_mean\":%.1f}",
+			"\"cold_us\":{\"p50\":%.2f,\"p99\":%.2f,\"max\":%.2f},\"allowed_mean\":%.1f,"
+			"\"prewarm\":{\"ms\":%.3f,\"masks\":%u},\"first_visits\":{\"count\":%zu,\"max_us\":%.2f}}",
 			i ? "," : "", r->vocab, r->name, r->vocab_ms, r->compile_ms, r->states, r->steps, r->walks,
-			r->p50 / 1e3, r->p99 / 1e3, r->max / 1e3, r->c50 / 1e3, r->c99 / 1e3, r->cmax / 1e3, r->allowed_mean);
+			r->p50 / 1e3, r->p99 / 1e3, r->max / 1e3, r->c50 / 1e3, r->c99 / 1e3, r->cmax / 1e3, r->allowed_mean,
+			r->pre_ms, r->pre_states, r->first, r->first_max / 1e3);
 	}
 	fprintf(f, "\n]}\n");
 	fclose(f);

@@ -31,6 +31,7 @@
 #include "clients/ringlm.h"
 #include "ipc/rl_clock.h"
 #include "runtime/loop/rl_rt.h"
+#include "bench/bench_serve.h"
 #include "bench/bench_util.h"
 #include "runtime/loop/rl_rt_args.h"
 #include "runtime/loop/rl_rt_fork.h"
@@ -67,6 +68,8 @@ struct opts {
 	const char *out_dir, *name;
 	int json, progress;
 	int rt_cpu;                        /* the started runtime's --cpu, -1 when not pinned */
+	/* --stall SCHEMA.json: the stall test instead (bench_serve_stall.h) */
+	const char *stall; uint32_t stall_requests; int stall_rounds;
 };
 
 /* ---- shared memory: what clients write, the parent reads ----------------------------- */
@@ -465,19 +468,21 @@ out:
 
 /* ---- the runtime this command starts ------------------------------------------------ */
 
-static pid_t start_runtime(const struct opts *o, const char *sock, const char *budget)
+pid_t rl_bench_serve_runtime(char **rt_argv, int rt_argc, const char *sock, const char *budget, uint64_t itl_us)
 {
 	char *argv[128], tgt[32], err[512];
 	int n = 0;
 	argv[n++] = "ringlmd";
-	for (int i = 0; i < o->rt_argc && n < 120; i++)
-		argv[n++] = o->rt_argv[i];
+	for (int i = 0; i < rt_argc && n < 120; i++)
+		argv[n++] = rt_argv[i];
 	argv[n++] = "--socket";
 	argv[n++] = (char *)sock;
-	argv[n++] = "--max-batch-tokens";
-	argv[n++] = (char *)budget;
-	if (o->itl_target_us) {
-		snprintf(tgt, sizeof tgt, "%llu", (unsigned long long)o->itl_target_us);
+	if (budget) {
+		argv[n++] = "--max-batch-tokens";
+		argv[n++] = (char *)budget;
+	}
+	if (itl_us) {
+		snprintf(tgt, sizeof tgt, "%llu", (unsigned long long)itl_us);
 		argv[n++] = "--itl-target-us";
 		argv[n++] = tgt;
 	}
@@ -684,7 +689,7 @@ static int run_once(struct opts *o, const char *budget, const char *tag, struct 
 	snprintf(R->budget, sizeof R->budget, "%s", budget ? budget : "?");
 	if (!o->socket) {
 		snprintf(sock, sizeof sock, "bench-serve-%d", (int)getpid());
-		rt = start_runtime(o, sock, budget);
+		rt = rl_bench_serve_runtime(o->rt_argv, o->rt_argc, sock, budget, o->itl_target_us);
 		if (rt < 0) {
 			fprintf(stderr, "bench serve: could not start the runtime (see the line above); check the options after --\n");
 			return -ECHILD;
@@ -902,14 +907,19 @@ static void usage(void)
 "                          [--max-batch-tokens N|auto] [--itl-target-us T]\n"
 "                          [--sweep max-batch-tokens=64,128,...,auto] [--out DIR] [--name NAME]\n"
 "                          [--http http://127.0.0.1:PORT] [--json]\n"
-"                          [--constrained N (--schema FILE.json | --regex RE)] [-- RUNTIME OPTIONS...]\n"
+"                          [--constrained N (--schema FILE.json | --regex RE)]\n"
+"                          [--stall SCHEMA.json [--stall-requests N] [--stall-rounds N]] [-- RUNTIME OPTIONS...]\n"
 "  Without --socket it starts a runtime per run with the ringlmd options after `--`\n"
 "  (e.g. -- --backend sim --sim-step-us 5000 --sim-token-us 20).\n"
 "  --trace: CSV lines prompt_len,output_len (a header line is skipped).\n"
 "  --http URL: run the load twice, over the rings of --socket and over the ringlm-http at URL\n"
 "  that serves the same runtime, and show what HTTP costs per request and per token.\n"
 "  --constrained N: the first N clients' requests are under the constraint (structured output;\n"
-"  a model with a vocabulary), and the table adds their ITL beside the other clients'.\n");
+"  a model with a vocabulary), and the table adds their ITL beside the other clients'.\n"
+"  --stall SCHEMA.json: one client streams while another sends N (default 8) requests\n"
+"  (--prompt, --output; default 128 and 64 tokens), each under a fresh variant of the schema,\n"
+"  then the same without: the stream's worst gap in each, alternated --stall-rounds (2) times;\n"
+"  the runtime gets only the options after `--` (its default budget).\n");
 }
 
 static int parse_len(const char *v, struct len_spec *l)
@@ -1012,6 +1022,12 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 			bad = parse_len(v, &o->prompt);
 		else if (!strcmp(a, "--output"))
 			bad = parse_len(v, &o->output);
+		else if (!strcmp(a, "--stall"))
+			o->stall = v;
+		else if (!strcmp(a, "--stall-requests"))
+			bad = !(o->stall_requests = (uint32_t)strtoul(v, &end, 10)) || *end || o->stall_requests > 256;
+		else if (!strcmp(a, "--stall-rounds"))
+			bad = (o->stall_rounds = (int)strtol(v, &end, 10)) < 1 || *end || o->stall_rounds > 20;
 		else if (!strcmp(a, "--trace"))
 			o->trace = v;
 		else if (!strcmp(a, "--system-frac"))
@@ -1103,6 +1119,34 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 	return 0;
 }
 
+/* --stall: the stall test's options from the command's */
+static int run_stall(const struct opts *o)
+{
+	if (o->socket || o->http || o->n_sweep || o->rate > 0 || o->n_constrained) {
+		fprintf(stderr, "bench serve: --stall starts its own runtimes and clients; drop --socket, --http, --sweep, "
+			"--rate and --constrained\n");
+		return 2;
+	}
+	FILE *f = fopen(o->stall, "rb");
+	if (!f) {
+		fprintf(stderr, "bench serve: cannot open --stall %s: %s\n", o->stall, strerror(errno));
+		return 2;
+	}
+	static char text[1 << 16];
+	const size_t n = fread(text, 1, sizeof text, f);
+	fclose(f);
+	const struct rl_stall_opts so = {
+		.rt_argv = o->rt_argv, .rt_argc = o->rt_argc, .schema = text, .schema_len = n,
+		.requests = o->stall_requests ? o->stall_requests : 8, .prompt = o->prompt.lo,
+		.output = o->output.lo, .stream_output = 1500, .rounds = o->stall_rounds ? o->stall_rounds : 2,
+		.seed = o->seed, .out_dir = o->out_dir, .name = o->name };
+	if (o->prompt.lo != o->prompt.hi || o->output.lo != o->output.hi) {
+		fprintf(stderr, "bench serve: --stall takes one --prompt and one --output length\n");
+		return 2;
+	}
+	return rl_bench_serve_stall(&so);
+}
+
 int rl_cmd_bench_serve(int argc, char **argv)
 {
 	struct opts o;
@@ -1113,6 +1157,8 @@ int rl_cmd_bench_serve(int argc, char **argv)
 		rl_bench_outdir();
 	else
 		mkdir(o.out_dir, 0755);
+	if (o.stall)
+		return run_stall(&o);
 	int n = o.n_sweep ? o.n_sweep : o.http ? 2 : 1;
 	struct result *R = calloc(n, sizeof *R);
 	if (!R)
