@@ -15,8 +15,9 @@
  * when no declared property's name matches a pattern), items (a schema or false),
  * prefixItems, minItems, maxItems, minLength, maxLength, pattern (as a whole match of the
  * string, through the regex compiler), format (the formats in `formats` below, each as an
- * expression every checker accepts), integer minimum/maximum/exclusiveMinimum/
- * exclusiveMaximum, number minimum 0, anyOf, oneOf (as alternation, after checking that no
+ * expression every checker accepts), minimum/maximum/exclusiveMinimum/exclusiveMaximum
+ * (draft 4's boolean forms too) on integers and numbers (a bounded number as fixed-point
+ * decimals within the bounds), anyOf, oneOf (as alternation, after checking that no
  * string matches two branches), allOf (its branches merged into one schema: see "merging"
  * below; two different patterns, formats or oneOf lists are refused), keywords beside
  * $ref (allOf of the target and them) and beside anyOf/oneOf (merged into each branch), $ref to
@@ -337,31 +338,55 @@ static int bound(struct ctx *c, json_t *s, const char *k, double *v)
 		return bad(c, "'%s' must be a number", k);
 	*v = json_number_value(x);
 	if (!(fabs(*v) < 1e15))
-		return bad(c, "'%s' %g is beyond the integers this engine bounds (|x| < 1e15)", k, *v);
+		return bad(c, "'%s' %g is beyond the numbers this engine bounds (|x| < 1e15)", k, *v);
 	return 1;
+}
+
+/* The bounds of s: [lo, hi] with each end inclusive, or exclusive where *lo_ex / *hi_ex say
+ * (exclusiveMinimum/exclusiveMaximum as numbers, or draft 4's booleans beside minimum and
+ * maximum); -inf/+inf where none. 0 or bad(). */
+static int num_bounds(struct ctx *c, json_t *s, double *lo, int *lo_ex, double *hi, int *hi_ex)
+{
+	double v;
+	int r;
+	*lo = -INFINITY, *hi = INFINITY, *lo_ex = *hi_ex = 0;
+	json_t *emn = json_object_get(s, "exclusiveMinimum"), *emx = json_object_get(s, "exclusiveMaximum");
+	if ((r = bound(c, s, "minimum", &v)) < 0)
+		return r;
+	if (r)
+		*lo = v, *lo_ex = json_is_true(emn);
+	if (json_is_boolean(emn) || json_is_boolean(emx)) {     /* draft 4 */
+		if ((json_is_true(emn) && !r) || (json_is_true(emx) && !json_object_get(s, "maximum")))
+			return bad(c, "'exclusiveMinimum'/'exclusiveMaximum' true needs 'minimum'/'maximum' beside it");
+	} else if ((r = bound(c, s, "exclusiveMinimum", &v)) < 0) {
+		return r;
+	} else if (r && v >= *lo) {
+		*lo = v, *lo_ex = 1;
+	}
+	if ((r = bound(c, s, "maximum", &v)) < 0)
+		return r;
+	if (r)
+		*hi = v, *hi_ex = json_is_true(emx);
+	if (!json_is_boolean(emx)) {
+		if ((r = bound(c, s, "exclusiveMaximum", &v)) < 0)
+			return r;
+		if (r && v <= *hi)
+			*hi = v, *hi_ex = 1;
+	}
+	return 0;
 }
 
 static int integer(struct ctx *c, json_t *s, struct rl_sb *b)
 {
+	double flo, fhi;
+	int lo_ex, hi_ex, r;
+	if ((r = num_bounds(c, s, &flo, &lo_ex, &fhi, &hi_ex)))
+		return r;
 	long long lo = LLONG_MIN, hi = LLONG_MAX;
-	double v;
-	int r;
-	if ((r = bound(c, s, "minimum", &v)) < 0)
-		return r;
-	if (r)
-		lo = (long long)ceil(v);
-	if ((r = bound(c, s, "exclusiveMinimum", &v)) < 0)
-		return r;
-	if (r && (long long)floor(v) + 1 > lo)
-		lo = (long long)floor(v) + 1;
-	if ((r = bound(c, s, "maximum", &v)) < 0)
-		return r;
-	if (r)
-		hi = (long long)floor(v);
-	if ((r = bound(c, s, "exclusiveMaximum", &v)) < 0)
-		return r;
-	if (r && (long long)ceil(v) - 1 < hi)
-		hi = (long long)ceil(v) - 1;
+	if (flo > -INFINITY)
+		lo = lo_ex ? (long long)floor(flo) + 1 : (long long)ceil(flo);
+	if (fhi < INFINITY)
+		hi = hi_ex ? (long long)ceil(fhi) - 1 : (long long)floor(fhi);
 	if (lo == LLONG_MIN && hi == LLONG_MAX) {
 		put(b, "-?" INT_DIGITS);
 		return 0;
@@ -369,20 +394,201 @@ static int integer(struct ctx *c, json_t *s, struct rl_sb *b)
 	return int_range(c, b, lo, hi);
 }
 
+/* |v| as the shortest fixed-point decimal that reads back as v ("12.5", "0.001", "3") */
+static void shortest(double v, char *out, size_t cap)
+{
+	char e[40];
+	v = fabs(v);
+	int p = 1;
+	for (; p < 17; p++) {
+		snprintf(e, sizeof e, "%.*e", p - 1, v);
+		if (strtod(e, NULL) == v)
+			break;
+	}
+	snprintf(e, sizeof e, "%.*e", p - 1, v);
+	char dig[24];
+	size_t nd = 0;
+	const char *q = e;
+	for (; *q && *q != 'e'; q++)
+		if (*q >= '0' && *q <= '9')
+			dig[nd++] = *q;
+	while (nd > 1 && dig[nd - 1] == '0')
+		nd--;
+	const int ex = atoi(q + 1);         /* v = d.ddd x 10^ex */
+	size_t n = 0;
+	if (ex < 0) {
+		n += (size_t)snprintf(out, cap, "0.");
+		for (int i = 0; i < -ex - 1 && n + 1 < cap; i++)
+			out[n++] = '0';
+		for (size_t i = 0; i < nd && n + 1 < cap; i++)
+			out[n++] = dig[i];
+	} else {
+		for (int i = 0; i <= ex && n + 1 < cap; i++)
+			out[n++] = (size_t)i < nd ? dig[i] : '0';
+		if (nd > (size_t)ex + 1 && n + 1 < cap) {
+			out[n++] = '.';
+			for (size_t i = (size_t)ex + 1; i < nd && n + 1 < cap; i++)
+				out[n++] = dig[i];
+		}
+	}
+	out[n] = 0;
+}
+
+static int all_zero(const char *d)
+{
+	while (*d == '0')
+		d++;
+	return !*d;
+}
+
+/* Fraction digit strings F of min..n digits with lo <= F <= hi, compared as fractions (".5"
+ * above ".45"; lo "" is 0, hi NULL no bound). Returns how many alternatives it wrote (0: no
+ * such F, nothing written). */
+static int frac_between(struct rl_sb *b, const char *lo, const char *hi, int min, int n)
+{
+	if (all_zero(lo) && !hi) {
+		if (n >= min)
+			putf(b, "[0-9]{%d,%d}", min, n);
+		return n >= min;
+	}
+	int alts = 0;
+	struct rl_sb part = { 0 };
+	put(b, "(?:");
+	if (!min && all_zero(lo)) {        /* no more digits: the value's rest is 0 */
+		alts++;
+		put(b, "|");
+	}
+	if (n > 0) {
+		const char a1 = *lo ? *lo : '0', b1 = hi ? (*hi ? *hi : '0') : '9';
+		const char *lr = *lo ? lo + 1 : lo, *hr = hi ? (*hi ? hi + 1 : hi) : NULL;
+		const int m = min ? min - 1 : 0;
+		if (a1 == b1) {
+			part.n = 0;
+			if (frac_between(&part, lr, hr, m, n - 1)) {
+				putf(b, "%c", a1);
+				putn(b, part.p, part.n);
+				put(b, "|");
+				alts++;
+			}
+		} else {
+			part.n = 0;
+			if (frac_between(&part, lr, NULL, m, n - 1)) {
+				putf(b, "%c", a1);
+				putn(b, part.p, part.n);
+				put(b, "|");
+				alts++;
+			}
+			if (a1 + 1 <= b1 - 1) {
+				putf(b, "[%c-%c][0-9]{%d,%d}|", a1 + 1, b1 - 1, m, n - 1);
+				alts++;
+			}
+			part.n = 0;
+			if (frac_between(&part, "", hr, m, n - 1)) {
+				putf(b, "%c", b1);
+				putn(b, part.p, part.n);
+				put(b, "|");
+				alts++;
+			}
+		}
+	}
+	free(part.p);
+	if (b->n && b->p[b->n - 1] == '|')
+		b->n--;
+	put(b, ")");
+	return alts;
+}
+
+#define FRAC_MAX 17                    /* fraction digits a bounded number is written with */
+
+/* after an integer part whose value is fixed: nothing or '.' and a fraction in [lo, hi] */
+static void frac_part(struct rl_sb *b, const char *lo, const char *hi)
+{
+	struct rl_sb part = { 0 };
+	const int any = frac_between(&part, lo, hi, 1, FRAC_MAX);
+	put(b, "(?:");
+	if (any) {
+		put(b, "\\.");
+		putn(b, part.p, part.n);
+	}
+	if (all_zero(lo))
+		put(b, any ? "|" : "");
+	put(b, ")");
+	if (!all_zero(lo) && !any)             /* not reached: the caller's range holds a value */
+		put(b, "[^\\x00-\\xff]");
+	free(part.p);
+}
+
+/* decimals x, a <= x <= hi (hi NULL: none above), each a fixed-point decimal string; written
+ * without an exponent, at most FRAC_MAX fraction digits */
+static void nonneg_dec(struct rl_sb *b, const char *a, const char *hi)
+{
+	long long A = atoll(a), B = hi ? atoll(hi) : 0;
+	const char *al = strchr(a, '.'), *bl = hi ? strchr(hi, '.') : NULL;
+	al = al ? al + 1 : "";
+	bl = hi ? (bl ? bl + 1 : "") : NULL;
+	put(b, "(?:");
+	if (hi && A == B) {
+		putf(b, "%lld", A);
+		frac_part(b, al, bl);
+	} else {
+		putf(b, "%lld", A);
+		frac_part(b, al, NULL);
+		if (!hi || A + 1 <= B - 1) {
+			put(b, "|");
+			nonneg_range(b, A + 1, hi ? B - 1 : INF_HI);
+			putf(b, "(?:\\.[0-9]{1,%d})?", FRAC_MAX);
+		}
+		if (hi) {
+			putf(b, "|%lld", B);
+			frac_part(b, "", bl);
+		}
+	}
+	put(b, ")");
+}
+
+/* numbers between the bounds: with none, any JSON number in the engine's spelling; with any,
+ * fixed-point decimals of at most FRAC_MAX fraction digits whose value lies within them. An
+ * exclusive bound becomes the next double past it, and every bound the shortest decimal that
+ * reads back as it: a parser rounds the output to the nearest double, which rounding keeps on
+ * the right side of each bound. */
 static int number(struct ctx *c, json_t *s, struct rl_sb *b)
 {
-	static const char *const other[] = { "maximum", "exclusiveMinimum", "exclusiveMaximum" };
-	for (int i = 0; i < 3; i++)
-		if (json_object_get(s, other[i]))
-			return bad(c, "'%s' on type number is not supported (only minimum 0; integer bounds are)", other[i]);
-	json_t *mn = json_object_get(s, "minimum");
-	if (mn) {
-		if (!json_is_number(mn) || json_number_value(mn) != 0)
-			return bad(c, "'minimum' on type number is not supported except 0 (integer bounds are)");
+	double lo, hi;
+	int lo_ex, hi_ex, r;
+	if ((r = num_bounds(c, s, &lo, &lo_ex, &hi, &hi_ex)))
+		return r;
+	if (lo == -INFINITY && hi == INFINITY) {
+		put(b, NUM_RE);
+		return 0;
+	}
+	if (lo == 0 && !lo_ex && hi == INFINITY) {     /* no sign: every spelling, exponents too */
 		put(b, INT_DIGITS FRAC_EXP);
 		return 0;
 	}
-	put(b, NUM_RE);
+	if (lo_ex)
+		lo = nextafter(lo, INFINITY);
+	if (hi_ex)
+		hi = nextafter(hi, -INFINITY);
+	if (lo > hi)
+		return bad(c, "no number lies between the bounds");
+	char x[400], y[400];
+	put(b, "(?:");
+	if (lo < 0) {                          /* -y for y in max(0, -hi)..-lo */
+		shortest(hi < 0 ? -hi : 0, x, sizeof x);
+		if (lo > -INFINITY)
+			shortest(-lo, y, sizeof y);
+		put(b, "-");
+		nonneg_dec(b, x, lo > -INFINITY ? y : NULL);
+	}
+	if (hi >= 0) {
+		if (lo < 0)
+			put(b, "|");
+		shortest(lo > 0 ? lo : 0, x, sizeof x);
+		if (hi < INFINITY)
+			shortest(hi, y, sizeof y);
+		nonneg_dec(b, x, hi < INFINITY ? y : NULL);
+	}
+	put(b, ")");
 	return 0;
 }
 
@@ -1094,11 +1300,8 @@ static int flatten(struct mctx *m, json_t *s, int origin, struct parts *p, int d
 	if (type && (rc = type_bits(c, type, &tb)))
 		return rc;
 	json_object_foreach(s, k, x) {
-		int kind = kw_kind(k);
-		if (!kind)
+		if (!kw_kind(k))
 			return bad(c, "'%s' is not supported", k);
-		if (kind_bits(kind) && !(kind_bits(kind) & tb))
-			return bad(c, "'%s' applies to none of the schema's types", k);
 	}
 	if ((x = json_object_get(s, "$ref"))) {
 		json_t *t = ref_target(c, x);
@@ -1801,12 +2004,12 @@ static void any_value(struct rl_sb *b, int depth)
 
 /* A schema without 'type' whose keywords bind some types (e.g. {"maxLength": 3}: a string is
  * at most 3 long, a value of another type is free): each type as its keywords make it (a
- * number with bounds as an integer), and a type this code cannot hold to them is left out,
+ * number with bounds as decimals within them), and a type this code cannot hold to them is left out,
  * never loosened: the output is always a value the schema takes. null and booleans, which no
  * keyword here binds, always remain. */
 static int untyped(struct ctx *c, json_t *s, struct rl_sb *b)
 {
-	static const char *const kinds[] = { "string", "integer", "array", "object" };
+	static const char *const kinds[] = { "string", "number", "array", "object" };
 	int numeric = 0;
 	const char *k;
 	json_t *x;
@@ -1917,16 +2120,8 @@ static int value(struct ctx *c, json_t *s, struct rl_sb *b)
 	}
 	if (!type)
 		return untyped(c, s, b);
-	/* a keyword no listed type uses is a mistake in the schema, not something to drop quietly */
-	json_object_foreach(s, k, x) {
-		int kind = kw_kind(k), used = kind == K_ANNOT || kind == K_ANY;
-		for (i = 0; i < nt && !used; i++) {
-			json_t *t = json_is_array(type) ? json_array_get(type, i) : type;
-			used = kind_of_type(json_string_value(t)) == kind;
-		}
-		if (!used)
-			return bad(c, "'%s' applies to none of the schema's types", k);
-	}
+	/* a keyword no listed type uses binds nothing (validators pass it over: 'format' 'int32' on
+	 * an integer, as OpenAPI writes it): each type's code reads its own keywords alone */
 	if (nt == 1)
 		return typed(c, s, json_string_value(json_is_array(type) ? json_array_get(type, 0) : type), b);
 	put(b, "(?:");

@@ -129,6 +129,37 @@ static void regex_refused_by_name(void)
 	rl_cons_vocab_destroy(v);
 }
 
+/* A keyword of a type the schema does not have binds nothing, as validators read it (python
+ * jsonschema 4.23: {"type":["integer","null"],"format":"int32","minLength":2} holds for 5, -7 and
+ * null; {"type":"string","minimum":1,"maxLength":3} for "ab", not "abcd"): passed over, the
+ * schema's own keywords still enforced. */
+static void keywords_of_other_types_bind_nothing(void)
+{
+	struct rl_cons_vocab *v = byte_vocab();
+	REQUIRE(v);
+	static const struct { const char *schema, *text; int ok; } tab[] = {
+		{ "{\"type\":[\"integer\",\"null\"],\"format\":\"int32\",\"minLength\":2}", "5", 1 },
+		{ "{\"type\":[\"integer\",\"null\"],\"format\":\"int32\",\"minLength\":2}", "-7", 1 },
+		{ "{\"type\":[\"integer\",\"null\"],\"format\":\"int32\",\"minLength\":2}", "null", 1 },
+		{ "{\"type\":[\"integer\",\"null\"],\"format\":\"int32\",\"minLength\":2}", "\"ab\"", 0 },
+		{ "{\"type\":\"string\",\"minimum\":1,\"maxLength\":3}", "\"ab\"", 1 },
+		{ "{\"type\":\"string\",\"minimum\":1,\"maxLength\":3}", "\"abcd\"", 0 },
+		{ "{\"type\":\"string\",\"minimum\":1,\"maxLength\":3}", "1", 0 },
+	};
+	for (size_t i = 0; i < sizeof tab / sizeof *tab; i++) {
+		struct rl_cons *c = NULL;
+		char err[256] = "";
+		int rc = rl_cons_compile_schema(v, tab[i].schema, strlen(tab[i].schema), NULL, &c, err, sizeof err);
+		CHECKF(rc == 0, "%s: %s", tab[i].schema, err);
+		if (rc)
+			continue;
+		const uint32_t s = rl_cons_feed(c, rl_cons_start(c), tab[i].text, strlen(tab[i].text));
+		CHECKF((s != RL_CONS_DEAD && rl_cons_accepting(c, s)) == tab[i].ok, "%s on %s", tab[i].schema, tab[i].text);
+		rl_cons_destroy(c);
+	}
+	rl_cons_vocab_destroy(v);
+}
+
 static void schema_vs_jsonschema(void)
 {
 	json_error_t je;
@@ -304,6 +335,86 @@ static void gbnf_corpus_and_refusals(void)
 }
 
 /* integer bounds as regexes: every integer near the bounds against arithmetic */
+/* Bounded numbers against the validator's own reading: python jsonschema parses a number to
+ * the nearest double and compares doubles, which strtod and C's comparisons do the same way.
+ * Bounds of every kind (inclusive, exclusive, draft 4's boolean forms, fractions that no
+ * double holds exactly, negative, one-sided) on decimals around each bound, at the bound's
+ * own digits and one digit past them: the automaton accepts a spelling only when the value is
+ * in range (never out of range), and every in-range fixed-point spelling of at most 17
+ * fraction digits and 15 significant digits (a decimal of 15 digits is the only one of its
+ * length that reads as its double, so none of them lies between a bound's shortest spelling,
+ * which the automaton is built from, and the bound's double; longer spellings of a bound's
+ * own double may be left out: never written, never invalid). */
+static void number_bounds(void)
+{
+	struct rl_cons_vocab *v = byte_vocab();
+	REQUIRE(v);
+	static const char *const sch[] = {
+		"{\"type\":\"number\",\"minimum\":0,\"maximum\":1}",
+		"{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":100}",
+		"{\"type\":\"number\",\"minimum\":0.1,\"exclusiveMaximum\":0.3}",
+		"{\"type\":\"number\",\"exclusiveMinimum\":0.1}",
+		"{\"type\":\"number\",\"minimum\":-2.5,\"maximum\":-0.25}",
+		"{\"type\":\"number\",\"minimum\":-12.75,\"maximum\":3.125}",
+		"{\"type\":\"number\",\"maximum\":-1e-5}",
+		"{\"type\":\"number\",\"minimum\":1.5,\"exclusiveMinimum\":true,\"maximum\":2}",
+		"{\"type\":\"number\",\"minimum\":19.99,\"maximum\":19.99}",
+		"{\"type\":\"number\",\"exclusiveMaximum\":1000000.5,\"minimum\":999999.5}",
+		"{\"minimum\":0.5,\"maximum\":4}",
+	};
+	static const double lo[] = { 0, 0, 0.1, 0.1, -2.5, -12.75, -INFINITY, 1.5, 19.99, 999999.5, 0.5 };
+	static const double hi[] = { 1, 100, 0.3, INFINITY, -0.25, 3.125, -1e-5, 2, 19.99, 1000000.5, 4 };
+	static const int lx[] = { 0, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0 }, hx[] = { 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 0 };
+	size_t checked = 0, accepted = 0, bad = 0;
+	srand(51);
+	for (size_t t = 0; t < sizeof sch / sizeof *sch; t++) {
+		struct rl_cons *c;
+		char err[256];
+		int rc = rl_cons_compile_schema(v, sch[t], strlen(sch[t]), NULL, &c, err, sizeof err);
+		CHECKF(rc == 0, "%s: %s", sch[t], err);
+		if (rc)
+			continue;
+		/* candidates: around each finite bound, at 0..18 fraction digits, and random values */
+		for (int k = 0; k < 4000; k++) {
+			const double base = k % 2 ? (isfinite(lo[t]) ? lo[t] : hi[t]) : (isfinite(hi[t]) ? hi[t] : lo[t]);
+			double x = base;
+			const int digits = k % 19;
+			if (k % 3 == 0)
+				x += ((double)rand() / RAND_MAX - 0.5) * pow(10, -(rand() % 18));
+			else if (k % 3 == 1)
+				x = base * ((double)rand() / RAND_MAX * 3 - 1);
+			char s[64];
+			int n = snprintf(s, sizeof s, "%.*f", digits, x);
+			if (!strcmp(s, "-0") || !strncmp(s, "-0.", 3))
+				continue;      /* "-0" parses to -0.0: valid too, not a spelling written */
+			const double y = strtod(s, NULL);
+			const int want = (lx[t] ? y > lo[t] : y >= lo[t]) && (hx[t] ? y < hi[t] : y <= hi[t]);
+			const int got = matches(c, s, (size_t)n);
+			int sig = 0, lead = 1;
+			for (const char *p = s; *p; p++)
+				if (*p >= '0' && *p <= '9' && !(lead && *p == '0'))
+					sig++, lead = 0;
+			for (const char *p = s + n - 1; digits && p > s && *p == '0'; p--)
+				sig--;         /* trailing zeros of the fraction */
+			checked++;
+			accepted += got;
+			/* fixed-point with at most 17 fraction and 15 significant digits: written exactly
+			 * when in range */
+			if (got != want && digits <= 17 && sig <= 15 && bad++ < 10)
+				fprintf(stderr, "  %s on %s: %s, the validator %s\n", sch[t], s, got ? "accepted" : "rejected",
+					want ? "valid" : "invalid");
+			else if (got && !want && bad++ < 10)
+				fprintf(stderr, "  %s on %s: accepted, the validator: invalid\n", sch[t], s);
+		}
+		CHECKF(!matches(c, "01", 2) && !matches(c, "1.", 2) && !matches(c, "1e0", 3), "%s", sch[t]);
+		rl_cons_destroy(c);
+	}
+	printf("  %zu decimals checked against %zu bounded number schemas (%zu in range), %zu wrong\n", checked,
+	       sizeof sch / sizeof *sch, accepted, bad);
+	CHECK(bad == 0 && checked > 30000 && accepted > 5000);
+	rl_cons_vocab_destroy(v);
+}
+
 static void integer_bounds(void)
 {
 	struct rl_cons_vocab *v = byte_vocab();
@@ -393,7 +504,6 @@ static void schema_refused_by_name(void)
 		{ "{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true}", "'uniqueItems' is not supported" },
 		{ "{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"contains\":{\"type\":\"string\"}}", "'contains' is not supported" },
 		{ "{\"type\":\"array\"}", "without 'items'" },
-		{ "{\"type\":\"number\",\"maximum\":3}", "'maximum' on type number" },
 		{ "{\"type\":\"integer\",\"multipleOf\":3}", "'multipleOf' is not supported" },
 		{ "{\"type\":\"string\",\"pattern\":\"(?=a)\"}", "lookahead" },
 		{ "{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", "'pattern' together with" },
@@ -439,7 +549,6 @@ static void schema_refused_by_name(void)
 		  "\"b\":{\"type\":\"object\",\"properties\":{\"n\":{\"$ref\":\"#/$defs/b\"}}}}}",
 		  "'allOf': merges nest deeper than 16 (two recursive schemas merged?)" },
 		{ "{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "'oneOf' branches 0 and 1" },
-		{ "{\"type\":\"string\",\"minimum\":1}", "'minimum' applies to none" },
 		{ "{\"type\":\"strin\"}", "'strin' is not a JSON Schema type" },
 		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"b\"],\"additionalProperties\":false}",
 		  "required property 'b'" },
@@ -1001,6 +1110,8 @@ int main(void)
 	RUN(regex_vs_python);
 	RUN(regex_refused_by_name);
 	RUN(schema_vs_jsonschema);
+	RUN(number_bounds);
+	RUN(keywords_of_other_types_bind_nothing);
 	RUN(integer_bounds);
 	RUN(schema_refused_by_name);
 	RUN(schema_merges);
