@@ -1,7 +1,8 @@
 /* bench_schemas.c — `ringlm bench schemas DIR`: the JSON Schema compiler (constrain/) against a
  * schema corpus in the JSON-Schema-Test-Suite's layout (files of [{description, schema, tests:
  * [{description, data, valid}]}]; bench/schema_suite.sh fetches the official suite, pinned),
- * or one such group per file (MaskBench's data/ of JSONSchemaBench's real-world schemas).
+ * or one such group per file (MaskBench's data/ of JSONSchemaBench's real-world schemas), or one
+ * bare schema per file (JSONSchemaBench's data/SET/).
  *
  * Per schema, three outcomes: compiled; refused (-EINVAL with a reason: what it does not
  * enforce, by name, never ignored; or -E2BIG: too large, said so); or failed (any other error, none given, or "not JSON" for
@@ -82,6 +83,12 @@ static void one_file(const char *dir, const char *name, const struct rl_cons_voc
 	snprintf(path, sizeof path, "%s/%s", dir, name);
 	json_error_t je;
 	json_t *groups = json_load_file(path, JSON_ALLOW_NUL, &je);
+	if (json_is_object(groups) && !(json_object_get(groups, "schema") && json_object_get(groups, "tests"))) {
+		/* JSONSchemaBench's layout: the file is the schema */
+		json_t *g = json_object();
+		json_object_set_new(g, "schema", groups);
+		groups = g;
+	}
 	if (json_is_object(groups)) {          /* MaskBench's layout: one group per file */
 		json_t *a = json_array();
 		json_array_append_new(a, groups);
