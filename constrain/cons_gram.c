@@ -618,7 +618,7 @@ int rl_cons_gram_build(const struct rl_cons_rules *rules, unsigned pflags, uint3
 		L.pr[i] = -1;
 	for (size_t i = 0; i < n && !L.rc; i++) {
 		char e[240];
-		int rc = rl_cons_regex_tree(rules->body[i], rules->len[i], pflags | RL_RE_RULES,
+		int rc = rl_cons_regex_tree(rules->body[i], rules->len[i], (pflags & ~RL_GRAM_KEEP) | RL_RE_RULES,
 					    (const char *const *)rules->name, n, &tree[i], e, sizeof e);
 		if (rc && n > 1)
 			lfail(&L, rc, "rule '%s': %s", rules->name[i], rc == -ENOMEM ? "out of memory" : e);
@@ -632,7 +632,7 @@ int rl_cons_gram_build(const struct rl_cons_rules *rules, unsigned pflags, uint3
 		stk[sp++] = (uint32_t)i;
 		while (sp && !mark[i])
 			mark_refs(tree[stk[--sp]], mark, stk, &sp);
-		rec[i] = mark[i];
+		rec[i] = mark[i] || (pflags & RL_GRAM_KEEP);   /* kept: as a recursive rule is */
 	}
 	/* expansions: non-recursive rules first, each once the rules it names are done (repeated
 	 * passes; the rules that do not recurse form no cycle), then the recursive ones */

@@ -22,6 +22,15 @@ struct rl_cons_dfa {
 					* body as the inside of a JSON string (quotes, backslashes and
 					* control characters escaped), so a 'pattern' can sit there */
 #define RL_RE_RULES    2u              /* (?&NAME): the whole of rule NAME of a rule set, in place */
+#define RL_GRAM_KEEP   4u              /* rl_cons_gram_build: every rule stays a rule, none inlined:
+					* a rule set too large for one DFA as a grammar over small
+					* terminal DFAs */
+/* rl_cons_schema_rules' flags beside rl_cons_opts.flags: every plain '$ref' a rule of its own
+ * (each target written once, however often it is named) */
+#define RL_SCHEMA_SPLIT 0x100u
+/* ... and a first try's bound on its expression (SPLIT_TEXT in cons_schema.c), past which the
+ * try is -E2BIG at once */
+#define RL_SCHEMA_SMALL 0x200u
 
 /* The parsed expression */
 enum { N_EMPTY, N_CLASS, N_CAT, N_ALT, N_REP, N_REF };

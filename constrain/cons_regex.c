@@ -18,7 +18,8 @@
 #include <string.h>
 #include "constrain/cons_internal.h"
 
-#define MAX_REPEAT 1000                /* {m,n} bounds: larger is refused by name */
+#define MAX_REPEAT 100000              /* {m,n} bounds: larger is refused by name (the NFA and DFA
+					 * bounds refuse what grows too large) */
 #define MAX_NFA    (1u << 22)          /* NFA states: the expression's expanded size */
 #define MAX_WORK   (1ull << 29)        /* NFA state visits while building the DFA: the bound on
 					* a compile's time (~1 s) where the states stay few but

@@ -35,6 +35,7 @@
  * x-*): validators ignore them too, so the output validates either way. Every assertion
  * keyword of a draft that this code does not enforce is refused by name (`asserting`), as is
  * a combination it cannot enforce (e.g. pattern with minLength). */
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -48,21 +49,26 @@
 #include "constrain/rl_cons.h"
 
 #define MAX_REF_DEPTH 32
-#define MAX_COUNT     1000             /* minItems/maxItems/minLength/maxLength expanded */
+#define MAX_COUNT     100000           /* minItems/maxItems/minLength/maxLength expanded (the
+					 * automaton's bounds refuse what grows too large) */
 #define ANY_DEPTH     3                /* containers nested inside a value of any kind */
 
+#define SPLIT_TEXT    (128u << 10)     /* expressions above this are tried as a grammar of '$ref'
+					* targets first (one expression compiles in time that grows
+					* with its text: 3.7 MB took 7 s, its 12 rules 0.2 s) */
 #define MAX_TEXT      (16u << 20)      /* bytes appended to all buffers of one compile: the bound
 					* on its memory (text grows with nested optional keys) */
 
-/* one compile's appended bytes, across its buffers (a compile runs on one thread) */
-static _Thread_local size_t text_total;
+/* one compile's appended bytes, across its buffers (a compile runs on one thread), and its
+ * bound: MAX_TEXT, or SPLIT_TEXT on a first try that a grammar may take over */
+static _Thread_local size_t text_total, text_max;
 
 /* rl_sb_putn within the compile's bound on text */
 static void putn(struct rl_sb *b, const char *s, size_t n)
 {
 	if (b->oom)
 		return;
-	if ((text_total += n) > MAX_TEXT) {
+	if ((text_total += n) > text_max) {
 		b->oom = 2;                    /* too large, not out of memory */
 		return;
 	}
@@ -105,6 +111,7 @@ struct ctx {
 	char **rule_ref;               /* their $ref text, for messages */
 	size_t nrule, caprule;
 	size_t nrec;                   /* rule references written so far */
+	size_t nfmt;                   /* 'format' expressions written so far */
 };
 
 static int bad(struct ctx *c, const char *fmt, ...)
@@ -159,7 +166,7 @@ static const struct { const char *name; int kind; } keywords[] = {
 	{ "type", K_ANY }, { "enum", K_ANY }, { "const", K_ANY }, { "anyOf", K_ANY }, { "oneOf", K_ANY },
 	{ "allOf", K_ANY }, { "$ref", K_ANY },
 	{ "properties", K_OBJ }, { "required", K_OBJ }, { "additionalProperties", K_OBJ }, { "patternProperties", K_OBJ },
-	{ "items", K_ARR }, { "prefixItems", K_ARR }, { "minItems", K_ARR }, { "maxItems", K_ARR },
+	{ "items", K_ARR }, { "prefixItems", K_ARR }, { "additionalItems", K_ARR }, { "minItems", K_ARR }, { "maxItems", K_ARR },
 	{ "minLength", K_STR }, { "maxLength", K_STR }, { "pattern", K_STR }, { "format", K_STR },
 	{ "minimum", K_NUM }, { "maximum", K_NUM }, { "exclusiveMinimum", K_NUM }, { "exclusiveMaximum", K_NUM },
 };
@@ -167,7 +174,7 @@ static const struct { const char *name; int kind; } keywords[] = {
 static const char *const asserting[] = {
 	"not", "if", "then", "else", "dependentSchemas", "dependentRequired", "dependencies", "contains",
 	"minContains", "maxContains", "unevaluatedItems", "unevaluatedProperties", "propertyNames",
-	"additionalItems", "uniqueItems", "multipleOf", "divisibleBy", "minProperties", "maxProperties",
+	"uniqueItems", "multipleOf", "divisibleBy", "minProperties", "maxProperties",
 	"$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "extends", "disallow",
 	"$vocabulary", "nullable",             /* OpenAPI 3.0's: "type": [T, "null"] says it */
 };
@@ -650,6 +657,7 @@ static int string(struct ctx *c, json_t *s, struct rl_sb *b)
 		for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
 			if (!strcmp(formats[i].name, json_string_value(fmt))) {
 				putf(b, "\"%s\"", formats[i].re);
+				c->nfmt++;
 				return 0;
 			}
 		return bad(c, "'format' '%s' is not supported (date, time, date-time, uuid, ipv4, email, hostname, uri are)",
@@ -736,6 +744,29 @@ static int object(struct ctx *c, json_t *s, struct rl_sb *b)
 	if (!json_is_false(ap) && !(c->flags & RL_CONS_NO_EXTRA_KEYS))
 		return bad(c, "an object schema without \"additionalProperties\": false is not supported (extra keys); "
 			   "add it, or compile with RL_CONS_NO_EXTRA_KEYS");
+	/* a required key that 'properties' does not name: a property after the named ones, its
+	 * value as additionalProperties says (any value when it is absent or true) */
+	size_t i;
+	json_t *x;
+	json_array_foreach(req, i, x)
+		if (json_is_string(x) && !json_object_get(props, json_string_value(x)) && !json_is_false(ap) &&
+		    !json_object_get(s, "patternProperties")) {
+			json_t *s2 = json_copy(s), *p2 = props ? json_copy(props) : json_object();
+			size_t j;
+			json_t *y;
+			int rc = s2 && p2 ? 0 : -ENOMEM;
+			json_array_foreach(req, j, y)
+				if (!rc && json_is_string(y) && !json_object_get(p2, json_string_value(y)) &&
+				    json_object_set(p2, json_string_value(y), ap ? ap : json_true()))
+					rc = -ENOMEM;
+			if (!rc && json_object_set(s2, "properties", p2))
+				rc = -ENOMEM;
+			if (!rc)
+				rc = object(c, s2, b);
+			json_decref(p2);
+			json_decref(s2);
+			return rc;
+		}
 	int rp = pattern_props(c, s, props);
 	if (rp)
 		return rp;
@@ -765,8 +796,7 @@ static int object(struct ctx *c, json_t *s, struct rl_sb *b)
 		free(v.p);
 		return rc;
 	}
-	size_t i, n = props ? json_object_size(props) : 0, nall = n;
-	json_t *x;
+	size_t n = props ? json_object_size(props) : 0, nall = n;
 	json_array_foreach(req, i, x) {
 		if (!json_is_string(x))
 			return bad(c, "'required' must hold strings");
@@ -850,6 +880,23 @@ static int object(struct ctx *c, json_t *s, struct rl_sb *b)
 static int array(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
+	if (json_object_get(s, "additionalItems") || (json_is_array(items) && !prefix)) {
+		/* drafts 4 to 2019-09: 'items' as an array is 2020-12's 'prefixItems', and
+		 * 'additionalItems' its 'items' (beside an 'items' schema it binds nothing) */
+		json_t *s2 = json_copy(s);
+		int rc = s2 ? 0 : -ENOMEM;
+		if (!rc && json_is_array(items) && !prefix) {
+			json_t *more = json_object_get(s, "additionalItems");
+			if (json_object_set(s2, "prefixItems", items) ||
+			    (more ? json_object_set(s2, "items", more) : json_object_del(s2, "items")))
+				rc = -ENOMEM;
+		}
+		json_object_del(s2, "additionalItems");
+		if (!rc)
+			rc = array(c, s2, b);
+		json_decref(s2);
+		return rc;
+	}
 	if (prefix && !json_is_array(prefix))
 		return bad(c, "'prefixItems' must be an array");
 	size_t k = prefix ? json_array_size(prefix) : 0;
@@ -1033,37 +1080,47 @@ static int literals(struct ctx *c, json_t *s, struct rl_sb *b)
 	json_decref(one);
 	if (others)
 		rl_cons_dfa_free(&d);
-	if (!rc && !n)
-		return bad(c, others ? "no value of '%s' satisfies the keywords beside it" : "no value of '%s' has the schema's 'type'",
-			   name);
+	if (!rc && !n) {               /* no value: left out where it is optional */
+		bad(c, others ? "no value of '%s' satisfies the keywords beside it" : "no value of '%s' has the schema's 'type'",
+		    name);
+		return NO_VALUE;
+	}
 	return rc;
 }
 
 /* the target of a $ref inside this document */
+/* A '$ref' within this document: "#" (the root) or "#/a/b/0", a JSON pointer (RFC 6901: ~0
+ * '~', ~1 '/'; percent-escapes of the URI fragment decoded) through objects and arrays. */
 static json_t *resolve(struct ctx *c, const char *ref)
 {
-	const char *name = NULL, *dir = NULL;
-	if (!strncmp(ref, "#/$defs/", 8)) {
-		dir = "$defs";
-		name = ref + 8;
-	} else if (!strncmp(ref, "#/definitions/", 14)) {
-		dir = "definitions";
-		name = ref + 14;
-	} else
+	if (ref[0] != '#' || (ref[1] && ref[1] != '/'))
 		return NULL;
-	char key[256];
-	size_t o = 0;
-	for (const char *p = name; *p && o + 1 < sizeof key; p++) {     /* JSON pointer escapes */
-		if (*p == '/')
-			return NULL;
-		if (p[0] == '~' && (p[1] == '0' || p[1] == '1')) {
-			key[o++] = p[1] == '0' ? '~' : '/';
-			p++;
-		} else
-			key[o++] = *p;
+	json_t *t = c->root;
+	for (const char *p = ref + 1; *p && t;) {
+		char key[256];
+		size_t o = 0;
+		for (p++; *p && *p != '/' && o + 1 < sizeof key; p++) {
+			if (p[0] == '~' && (p[1] == '0' || p[1] == '1')) {
+				key[o++] = p[1] == '0' ? '~' : '/';
+				p++;
+			} else if (p[0] == '%' && isxdigit((unsigned char)p[1]) && isxdigit((unsigned char)p[2])) {
+				char h[3] = { p[1], p[2], 0 };
+				key[o++] = (char)strtol(h, NULL, 16);
+				p += 2;
+			} else
+				key[o++] = *p;
+		}
+		if (*p && *p != '/')
+			return NULL;               /* a name longer than the buffer */
+		key[o] = 0;
+		if (json_is_object(t))
+			t = json_object_get(t, key);
+		else if (json_is_array(t) && o && strspn(key, "0123456789") == o && (o == 1 || key[0] != '0'))
+			t = json_array_get(t, strtoul(key, NULL, 10));
+		else
+			t = NULL;
 	}
-	key[o] = 0;
-	return json_object_get(json_object_get(c->root, dir), key);
+	return t;
 }
 
 /* the schema a '$ref' names; NULL, the error said, when x is not one this compiler follows */
@@ -1075,7 +1132,8 @@ static json_t *ref_target(struct ctx *c, json_t *x)
 	}
 	json_t *t = resolve(c, json_string_value(x));
 	if (!t)
-		bad(c, "'$ref' '%s' is not a #/$defs/NAME or #/definitions/NAME of this schema", json_string_value(x));
+		bad(c, "'$ref' '%s' is not a place in this schema (\"#\" or a JSON pointer \"#/...\"; other documents are not "
+		    "fetched)", json_string_value(x));
 	return t;
 }
 
@@ -1878,7 +1936,7 @@ static int alternatives(struct ctx *c, json_t *s, const char *kw, int beside, st
 		json_decref(rest);
 		return -ENOMEM;
 	}
-	size_t nrec = c->nrec;
+	size_t nrec = c->nrec, nfmt = c->nfmt;
 	for (size_t i = 0; i < n && !rc; i++) {
 		json_t *bi = json_array_get(arr, i);
 		if (json_is_false(bi))
@@ -1924,6 +1982,11 @@ static int alternatives(struct ctx *c, json_t *s, const char *kw, int beside, st
 	}
 	if (!rc && !strcmp(kw, "oneOf") && c->nrec != nrec)
 		rc = bad(c, "'oneOf' with recursive branches is not supported (their overlap cannot be checked; use anyOf)");
+	/* a validator may read 'format' as an annotation (2020-12's default; python jsonschema
+	 * without rfc3987 for 'uri'): then branches our formats keep apart all match */
+	if (!rc && !strcmp(kw, "oneOf") && c->nfmt != nfmt && nlive > 1)
+		rc = bad(c, "'oneOf' with 'format' in its branches is not supported (a validator that reads formats as "
+			 "annotations finds them overlapping; use anyOf)");
 	if (!rc && !strcmp(kw, "oneOf")) {
 		/* an output that two branches match fails oneOf: the branches must be disjoint */
 		struct rl_cons_dfa *d = calloc(n, sizeof *d);
@@ -2081,6 +2144,8 @@ static int value(struct ctx *c, json_t *s, struct rl_sb *b)
 		for (int i = 0; i < c->nref; i++)
 			if (c->refs[i] == t)
 				return rule_ref(c, t, json_string_value(x), b);
+		if (c->flags & RL_SCHEMA_SPLIT)         /* every target a rule, written once */
+			return rule_ref(c, t, json_string_value(x), b);
 		if (c->nref == MAX_REF_DEPTH)
 			return bad(c, "'$ref' nests deeper than %d", MAX_REF_DEPTH);
 		c->refs[c->nref++] = t;
@@ -2164,6 +2229,7 @@ int rl_cons_schema_rules(const char *schema, size_t len, unsigned flags, struct 
 	struct ctx c = { .root = root, .flags = flags, .err = err, .errlen = errlen };
 	struct rl_sb b = { 0 };
 	text_total = 0;
+	text_max = flags & RL_SCHEMA_SMALL ? SPLIT_TEXT : MAX_TEXT;
 	int rc = value(&c, root, &b);
 	if (!rc && !b.oom)
 		rc = rl_cons_rules_add(out, "root", b.p ? b.p : "", b.n);
@@ -2184,7 +2250,7 @@ int rl_cons_schema_rules(const char *schema, size_t len, unsigned flags, struct 
 	json_decref(root);
 	if (rc == NO_VALUE)
 		rc = -EINVAL;                          /* bad() said why */
-	if (text_total > MAX_TEXT && (!rc || rc == -ENOMEM)) {
+	if (text_total > text_max && (!rc || rc == -ENOMEM)) {
 		if (err && errlen)
 			snprintf(err, errlen, "the schema expands to more than %u MiB of expression (many optional "
 				 "properties, nested deep?)", MAX_TEXT >> 20);
@@ -2228,9 +2294,28 @@ int rl_cons_schema_to_regex(const char *schema, size_t len, unsigned flags, char
 int rl_cons_compile_schema(const struct rl_cons_vocab *v, const char *schema, size_t len,
 			   const struct rl_cons_opts *opts, struct rl_cons **out, char *err, size_t errlen)
 {
+	/* One automaton where it stays small (the fastest masks); past SPLIT_TEXT of expression,
+	 * or past the automaton's bounds, each '$ref' target a rule written once and the set a
+	 * grammar over small terminal DFAs, its states met as outputs reach them; a schema without
+	 * a '$ref' to split at tries one automaton up to the full bounds. */
 	struct rl_cons_rules r;
-	int rc = rl_cons_schema_rules(schema, len, opts ? opts->flags : 0, &r, err, errlen);
-	if (rc)
+	const unsigned flags = opts ? opts->flags : 0;
+	int rc = rl_cons_schema_rules(schema, len, flags | RL_SCHEMA_SMALL, &r, err, errlen);
+	if (!rc) {
+		rc = rl_cons_compile_rules(v, &r, RL_RE_INTERNAL, opts, out, err, errlen);
+		rl_cons_rules_free(&r);
+	}
+	if (rc != -E2BIG)
+		return rc;
+	if ((rc = rl_cons_schema_rules(schema, len, flags | RL_SCHEMA_SPLIT, &r, err, errlen)))
+		return rc;
+	if (r.n > 1) {
+		rc = rl_cons_compile_rules(v, &r, RL_RE_INTERNAL | RL_GRAM_KEEP, opts, out, err, errlen);
+		rl_cons_rules_free(&r);
+		return rc;
+	}
+	rl_cons_rules_free(&r);
+	if ((rc = rl_cons_schema_rules(schema, len, flags, &r, err, errlen)))
 		return rc;
 	rc = rl_cons_compile_rules(v, &r, RL_RE_INTERNAL, opts, out, err, errlen);
 	rl_cons_rules_free(&r);

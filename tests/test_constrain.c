@@ -105,7 +105,7 @@ static void regex_refused_by_name(void)
 		{ "(?<=a)b", "lookbehind" }, { "(?<!a)b", "lookbehind" }, { "(?P<x>a)(?P=x)", "backreference" },
 		{ "a*+", "possessive" }, { "(?>a)", "atomic" }, { "\\bword", "word boundar" },
 		{ "(?i)abc", "inline flags" }, { "a^b", "'^' inside" }, { "a$b", "'$' inside" },
-		{ "a{2000}", "above 1000" }, { "(a", "not closed" }, { "a)", "unbalanced" },
+		{ "a{200000}", "above 100000" }, { "(a", "not closed" }, { "a)", "unbalanced" },
 		{ "[a", "not closed" }, { "*a", "nothing to repeat" }, { "a**", "multiple repeat" },
 		{ "[z-a]", "reversed" }, { "\\q", "bad escape" }, { "\\p{L}", "Unicode properties" },
 		{ "\xff", "invalid UTF-8" }, { "[^\\x00-\\U0010ffff]", "matches no string" },
@@ -466,7 +466,10 @@ static void integer_bounds(void)
 
 /* A schema whose expression would grow past the bound (optional keys nested through $ref:
  * O(n^2) text a level) is refused by size, fast, in bounded memory. */
-static void schema_too_large_refused(void)
+/* A schema too large for one automaton: with '$ref's, a grammar whose rules are their targets
+ * (each written once), whose answers are those of the schema; without one to split at,
+ * refused by size, saying so. 30 optional keys in three levels, each key's value the next. */
+static void schema_too_large_becomes_a_grammar(void)
 {
 	char *sch = malloc(1 << 16);
 	REQUIRE(sch);
@@ -484,9 +487,34 @@ static void schema_too_large_refused(void)
 	struct rl_cons *c = NULL;
 	char err[512] = "";
 	int rc = rl_cons_compile_schema(v, sch, n, NULL, &c, err, sizeof err);
-	CHECKF(rc == -E2BIG && strstr(err, "expands to more than"), "rc %d: %s", rc, err);
+	CHECKF(rc == 0 && rl_cons_is_grammar(c), "rc %d: %s", rc, err);
+	if (!rc) {
+		static const char *const yes[] = { "{}", "{\"k0\":{}}", "{\"k3\":{\"k29\":{\"k0\":\"x\",\"k5\":\"\"}},\"k7\":{}}" };
+		static const char *const no[] = { "{\"k0\":1}", "{\"k3\":{\"k2\":{\"k0\":{}}}}", "{\"k1\":{},\"k0\":{}}", "{\"k30\":{}}" };
+		for (size_t i = 0; i < 3; i++)
+			CHECKF(matches(c, yes[i], strlen(yes[i])), "%s", yes[i]);
+		for (size_t i = 0; i < 4; i++)
+			CHECKF(!matches(c, no[i], strlen(no[i])), "%s", no[i]);
+		rl_cons_destroy(c);
+	}
+	/* the same, the levels written inline: nothing to split at */
+	const char *leaf = "{\"type\":\"string\"}";
+	char *lvl[3] = { 0 };
+	for (int l = 2; l >= 0; l--) {
+		size_t m = 0, cap = (size_t)1 << 20;
+		char *t = malloc(cap);
+		m += (size_t)snprintf(t + m, cap - m, "{\"type\":\"object\",\"properties\":{");
+		for (int k = 0; k < 30; k++)
+			m += (size_t)snprintf(t + m, cap - m, "%s\"k%d\":%s", k ? "," : "", k, l == 2 ? leaf : lvl[l + 1]);
+		snprintf(t + m, cap - m, "},\"additionalProperties\":false}");
+		lvl[l] = t;
+	}
+	rc = rl_cons_compile_schema(v, lvl[0], strlen(lvl[0]), NULL, &c, err, sizeof err);
+	CHECKF(rc == -E2BIG && strstr(err, "more than"), "rc %d: %s", rc, err);
 	if (!rc)
 		rl_cons_destroy(c);
+	for (int l = 0; l < 3; l++)
+		free(lvl[l]);
 	rl_cons_vocab_destroy(v);
 	free(sch);
 }
@@ -556,7 +584,7 @@ static void schema_refused_by_name(void)
 		  "properties.a: 'if' is not supported" },
 		{ "{\"type\":\"string\",\"enum\":[\"abcd\",\"efgh\"],\"maxLength\":3}", "no value of 'enum' satisfies the keywords beside it" },
 		{ "{\"type\":\"string\",\"enum\":[1,2]}", "no value of 'enum'" },
-		{ "{\"type\":\"string\",\"maxLength\":5000}", "above the 1000" },
+		{ "{\"type\":\"string\",\"maxLength\":500000}", "above the 100000" },
 		{ "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no integer" },
 		{ "{\"type\":\"string\"", "not JSON" },
 		{ "{\"type\":\"integer\",\"nullable\":true}", "'nullable' is not supported" },
@@ -1115,7 +1143,7 @@ int main(void)
 	RUN(integer_bounds);
 	RUN(schema_refused_by_name);
 	RUN(schema_merges);
-	RUN(schema_too_large_refused);
+	RUN(schema_too_large_becomes_a_grammar);
 	RUN(mask_cache_lru);
 	RUN(grammar_vs_oracles);
 	RUN(gbnf_corpus_and_refusals);
