@@ -640,6 +640,56 @@ static const struct { const char *name, *re; } formats[] = {
 	{ "uri", "https?://" F_HOST "(?:/[A-Za-z0-9._~-]{0,20}){0,4}" },
 };
 
+/* A pattern that is one character class repeated ("^[a-z0-9-]+$", "\\d{3,5}", "^.*$"): the
+ * class into cls, its counts into *lo and *hi (-1: unbounded). 1 when it is of that form. */
+static int one_class_rep(const char *p, size_t n, char *cls, size_t cap, long *lo, long *hi)
+{
+	size_t i = n && p[0] == '^', j;
+	if (n > i + 1 && p[n - 1] == '$' && p[n - 2] != '\\')
+		n--;
+	if (i >= n)
+		return 0;
+	if (p[i] == '[') {
+		j = i + 1;
+		j += j < n && p[j] == '^';
+		j += j < n && p[j] == ']';
+		while (j < n && p[j] != ']')
+			j += p[j] == '\\' ? 2 : 1;
+		if (j >= n)
+			return 0;
+		j++;
+	} else if (p[i] == '\\' && i + 1 < n && strchr("dDwWsS", p[i + 1])) {
+		j = i + 2;
+	} else if (p[i] == '.') {
+		j = i + 1;
+	} else
+		return 0;
+	if (j - i + 1 > cap || j >= n)
+		return 0;
+	memcpy(cls, p + i, j - i);
+	cls[j - i] = 0;
+	char *end;
+	if (p[j] == '+' || p[j] == '*') {
+		*lo = p[j] == '+', *hi = -1;
+		end = (char *)p + j + 1;
+	} else if (p[j] == '{') {
+		*lo = strtol(p + j + 1, &end, 10);
+		*hi = *lo;
+		if (end == p + j + 1)
+			return 0;
+		if (*end == ',') {
+			char *e2;
+			*hi = strtol(end + 1, &e2, 10);
+			*hi = e2 == end + 1 ? -1 : *hi;
+			end = e2;
+		}
+		if (*end++ != '}')
+			return 0;
+	} else
+		return 0;
+	return end == p + n;
+}
+
 static int string(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	long mn = 0, mx = -1;
@@ -649,6 +699,31 @@ static int string(struct ctx *c, json_t *s, struct rl_sb *b)
 	if (mx >= 0 && mx < mn)
 		return bad(c, "'maxLength' is below 'minLength'");
 	json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
+	char cls[256], one[300];
+	long qlo, qhi;
+	if (json_is_string(pat) && !fmt && (r1 || r2) &&
+	    one_class_rep(json_string_value(pat), json_string_length(pat), cls, sizeof cls, &qlo, &qhi)) {
+		/* one class repeated: its count and the length bounds meet */
+		long lo = qlo > mn ? qlo : mn, hi = qhi < 0 ? mx : mx < 0 ? qhi : qhi < mx ? qhi : mx;
+		if (hi >= 0 && lo > hi) {
+			bad(c, "no string of 'pattern' has a length within 'minLength'/'maxLength'");
+			return NO_VALUE;
+		}
+		snprintf(one, sizeof one, hi >= 0 ? "%s{%ld,%ld}" : "%s{%ld,}", cls, lo, hi);
+		pat = json_string(one);
+		int rc = pat ? 0 : -ENOMEM;
+		if (!rc) {
+			json_t *s2 = json_copy(s);
+			rc = s2 && !json_object_set_new(s2, "pattern", pat) ? 0 : -ENOMEM;
+			if (!rc) {
+				json_object_del(s2, "minLength");
+				json_object_del(s2, "maxLength");
+				rc = string(c, s2, b);
+			}
+			json_decref(s2);
+		}
+		return rc;
+	}
 	if (fmt) {
 		if (!json_is_string(fmt))
 			return bad(c, "'format' must be a string");
@@ -668,7 +743,8 @@ static int string(struct ctx *c, json_t *s, struct rl_sb *b)
 		if (!json_is_string(pat))
 			return bad(c, "'pattern' must be a string");
 		if (r1 || r2)
-			return bad(c, "'pattern' together with 'minLength'/'maxLength' is not supported");
+			return bad(c, "'pattern' together with 'minLength'/'maxLength' is not supported (beyond one character "
+				   "class repeated)");
 		/* the expression alone first: its own errors name it, and a ')' it does not open
 		 * cannot close the group it is put in */
 		struct rl_cons_dfa d;

@@ -160,6 +160,89 @@ static void keywords_of_other_types_bind_nothing(void)
 	rl_cons_vocab_destroy(v);
 }
 
+/* What users write beyond the core (JSONSchemaBench's most common refusals once), against python
+ * jsonschema 4.23's verdicts (Draft 7 where 'additionalItems' is, else 2020-12), taken when
+ * this table was written: one character class repeated with minLength/maxLength, a required
+ * key 'properties' does not name, drafts 4-2019's 'items' array and 'additionalItems', '$ref'
+ * to "#" and to a JSON pointer, an optional property no value can have. Nothing accepted is
+ * invalid; the spellings the compiler writes are accepted (a pattern is matched whole, so
+ * "1234567" for "\\d{2,6}" with minLength 4, valid as a search, is not written). */
+static void more_of_what_users_write(void)
+{
+	struct rl_cons_vocab *v = byte_vocab();
+	REQUIRE(v);
+	static const struct { const char *schema, *text; int valid, written; } tab[] = {
+		{ "{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"maxLength\":3}",
+		  "\"ab\"", 1, 1 },
+		{ "{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"maxLength\":3}",
+		  "\"abcd\"", 0, 0 },
+		{ "{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"maxLength\":3}",
+		  "\"\"", 0, 0 },
+		{ "{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"maxLength\":3}",
+		  "\"a1\"", 0, 0 },
+		{ "{\"type\":\"string\",\"pattern\":\"\\\\d{2,6}\",\"minLength\":4}",
+		  "\"1234\"", 1, 1 },
+		{ "{\"type\":\"string\",\"pattern\":\"\\\\d{2,6}\",\"minLength\":4}",
+		  "\"123\"", 0, 0 },
+		{ "{\"type\":\"string\",\"pattern\":\"\\\\d{2,6}\",\"minLength\":4}",
+		  "\"1234567\"", 1, 0 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\",\"b\"],\"additionalProperties\":{\"type\":\"boolean\"}}",
+		  "{\"a\":1,\"b\":true}", 1, 1 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\",\"b\"],\"additionalProperties\":{\"type\":\"boolean\"}}",
+		  "{\"a\":1}", 0, 0 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\",\"b\"],\"additionalProperties\":{\"type\":\"boolean\"}}",
+		  "{\"a\":1,\"b\":2}", 0, 0 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"b\"]}",
+		  "{\"b\":null}", 1, 1 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"b\"]}",
+		  "{\"a\":1,\"b\":[1]}", 1, 1 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"b\"]}",
+		  "{\"a\":1}", 0, 0 },
+		{ "{\"type\":\"array\",\"items\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"additionalItems\":false}",
+		  "[1,\"a\"]", 1, 1 },
+		{ "{\"type\":\"array\",\"items\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"additionalItems\":false}",
+		  "[1]", 1, 1 },
+		{ "{\"type\":\"array\",\"items\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"additionalItems\":false}",
+		  "[1,\"a\",2]", 0, 0 },
+		{ "{\"type\":\"array\",\"items\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"additionalItems\":false}",
+		  "[\"a\"]", 0, 0 },
+		{ "{\"type\":\"array\",\"items\":[{\"type\":\"integer\"}],\"additionalItems\":{\"type\":\"boolean\"}}",
+		  "[1,true,false]", 1, 1 },
+		{ "{\"type\":\"array\",\"items\":[{\"type\":\"integer\"}],\"additionalItems\":{\"type\":\"boolean\"}}",
+		  "[1,2]", 0, 0 },
+		{ "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"additionalItems\":false}",
+		  "[1,2,3]", 1, 1 },
+		{ "{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"additionalItems\":false}",
+		  "[\"a\"]", 0, 0 },
+		{ "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"},\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#\"},\"maxItems\":2}},\"required\":[\"n\"],\"additionalProperties\":false}",
+		  "{\"n\":1,\"kids\":[{\"n\":2}]}", 1, 1 },
+		{ "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"},\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#\"},\"maxItems\":2}},\"required\":[\"n\"],\"additionalProperties\":false}",
+		  "{\"kids\":[]}", 0, 0 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"},\"b\":{\"$ref\":\"#/properties/a\"}},\"required\":[\"a\",\"b\"],\"additionalProperties\":false}",
+		  "{\"a\":\"x\",\"b\":\"y\"}", 1, 1 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"},\"b\":{\"$ref\":\"#/properties/a\"}},\"required\":[\"a\",\"b\"],\"additionalProperties\":false}",
+		  "{\"a\":\"x\",\"b\":1}", 0, 0 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\",\"enum\":[\"x\"]},\"b\":{\"type\":\"integer\"}},\"required\":[\"b\"],\"additionalProperties\":false}",
+		  "{\"b\":1}", 1, 1 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\",\"enum\":[\"x\"]},\"b\":{\"type\":\"integer\"}},\"required\":[\"b\"],\"additionalProperties\":false}",
+		  "{\"a\":\"x\",\"b\":1}", 0, 0 },
+	};
+	const struct rl_cons_opts opts = { .flags = RL_CONS_NO_EXTRA_KEYS };
+	for (size_t i = 0; i < sizeof tab / sizeof *tab; i++) {
+		struct rl_cons *c = NULL;
+		char err[256] = "";
+		int rc = rl_cons_compile_schema(v, tab[i].schema, strlen(tab[i].schema), &opts, &c, err, sizeof err);
+		CHECKF(rc == 0, "%s: %s", tab[i].schema, err);
+		if (rc)
+			continue;
+		const int got = matches(c, tab[i].text, strlen(tab[i].text));
+		CHECKF(!got || tab[i].valid, "%s accepts %s, which the validator rejects", tab[i].schema, tab[i].text);
+		CHECKF(got || !tab[i].written, "%s rejects %s", tab[i].schema, tab[i].text);
+		rl_cons_destroy(c);
+	}
+	rl_cons_vocab_destroy(v);
+}
+
 static void schema_vs_jsonschema(void)
 {
 	json_error_t je;
@@ -1139,6 +1222,7 @@ int main(void)
 	RUN(regex_refused_by_name);
 	RUN(schema_vs_jsonschema);
 	RUN(number_bounds);
+	RUN(more_of_what_users_write);
 	RUN(keywords_of_other_types_bind_nothing);
 	RUN(integer_bounds);
 	RUN(schema_refused_by_name);
