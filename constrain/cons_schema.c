@@ -165,7 +165,7 @@ static const struct { const char *name; int kind; } keywords[] = {
 	{ "contentSchema", K_ANNOT },
 	{ "type", K_ANY }, { "enum", K_ANY }, { "const", K_ANY }, { "anyOf", K_ANY }, { "oneOf", K_ANY },
 	{ "allOf", K_ANY }, { "$ref", K_ANY },
-	{ "properties", K_OBJ }, { "required", K_OBJ }, { "additionalProperties", K_OBJ }, { "patternProperties", K_OBJ },
+	{ "properties", K_OBJ }, { "required", K_OBJ }, { "minProperties", K_OBJ }, { "maxProperties", K_OBJ }, { "additionalProperties", K_OBJ }, { "patternProperties", K_OBJ },
 	{ "items", K_ARR }, { "prefixItems", K_ARR }, { "additionalItems", K_ARR }, { "minItems", K_ARR }, { "maxItems", K_ARR },
 	{ "minLength", K_STR }, { "maxLength", K_STR }, { "pattern", K_STR }, { "format", K_STR },
 	{ "minimum", K_NUM }, { "maximum", K_NUM }, { "exclusiveMinimum", K_NUM }, { "exclusiveMaximum", K_NUM },
@@ -174,7 +174,7 @@ static const struct { const char *name; int kind; } keywords[] = {
 static const char *const asserting[] = {
 	"not", "if", "then", "else", "dependentSchemas", "dependentRequired", "dependencies", "contains",
 	"minContains", "maxContains", "unevaluatedItems", "unevaluatedProperties", "propertyNames",
-	"uniqueItems", "multipleOf", "divisibleBy", "minProperties", "maxProperties",
+	"uniqueItems", "multipleOf", "divisibleBy",
 	"$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "extends", "disallow",
 	"$vocabulary", "nullable",             /* OpenAPI 3.0's: "type": [T, "null"] says it */
 };
@@ -843,6 +843,75 @@ static int object(struct ctx *c, json_t *s, struct rl_sb *b)
 			json_decref(s2);
 			return rc;
 		}
+	long minp = 0, maxp = -1;
+	if (count_kw(c, s, "minProperties", &minp) < 0 || count_kw(c, s, "maxProperties", &maxp) < 0)
+		return -EINVAL;
+	if (json_object_get(s, "minProperties") || json_object_get(s, "maxProperties")) {
+		/* the keys written are the named ones: at least minProperties by making the first
+		 * optional ones required, at most maxProperties by leaving the last optional ones out
+		 * (free keys: at most maxProperties pairs; a least count of them is refused) */
+		if (!props && json_is_false(ap) && minp > 0) {
+			bad(c, "'minProperties' %ld: no key can be written (no 'properties', additionalProperties false)", minp);
+			return NO_VALUE;
+		} else if (!props) {
+			if (minp > 0)
+				return bad(c, "'minProperties' on an object of free keys is not supported");
+		} else {
+			json_t *s2 = json_copy(s), *p2 = json_copy(props), *r2 = req ? json_copy(req) : json_array();
+			int rc = s2 && p2 && r2 ? 0 : -ENOMEM;
+			size_t nreq = json_array_size(r2), nprop = json_object_size(p2);
+			const char *key;
+			json_t *v;
+			json_object_foreach(props, key, v) {     /* the first optional ones become required */
+				int is_req = 0;
+				size_t j;
+				json_t *y;
+				json_array_foreach(r2, j, y)
+					is_req |= json_is_string(y) && !strcmp(json_string_value(y), key);
+				if (!rc && !is_req && (long)nreq < minp && !json_is_false(v)) {
+					rc = json_array_append_new(r2, json_string(key)) ? -ENOMEM : 0;
+					nreq++;
+				}
+			}
+			if (maxp >= 0 && (long)nreq > maxp) {
+				bad(c, "'maxProperties' %ld is below the %zu properties required", maxp, nreq);
+				rc = rc ? rc : NO_VALUE;
+			}
+			/* the last optional ones out until at most maxProperties remain */
+			if (!rc && maxp >= 0 && (long)nprop > maxp) {
+				const char **names = calloc(nprop, sizeof *names);
+				size_t k = 0;
+				if (!names)
+					rc = -ENOMEM;
+				json_object_foreach(props, key, v)
+					if (names)
+						names[k++] = key;
+				for (size_t q = k; !rc && q-- > 0 && (long)nprop > maxp;) {
+					int is_req = 0;
+					size_t j;
+					json_t *y;
+					json_array_foreach(r2, j, y)
+						is_req |= json_is_string(y) && !strcmp(json_string_value(y), names[q]);
+					if (!is_req) {
+						json_object_del(p2, names[q]);
+						nprop--;
+					}
+				}
+				free(names);
+			}
+			if (!rc && (json_object_set(s2, "properties", p2) || json_object_set(s2, "required", r2)))
+				rc = -ENOMEM;
+			if (!rc) {
+				json_object_del(s2, "minProperties");
+				json_object_del(s2, "maxProperties");
+				rc = object(c, s2, b);
+			}
+			json_decref(s2);
+			json_decref(p2);
+			json_decref(r2);
+			return rc;
+		}
+	}
 	int rp = pattern_props(c, s, props);
 	if (rp)
 		return rp;
@@ -861,12 +930,17 @@ static int object(struct ctx *c, json_t *s, struct rl_sb *b)
 			unsay(c);                      /* no key can have a value: no key */
 			rc = 0;
 			put(b, "\\{\\}");
+		} else if (!rc && maxp == 0) {
+			put(b, "\\{\\}");
 		} else if (!rc) {
 			put(b, "\\{(?:\"" STR_CHAR "*\":");
 			putn(b, v.p, v.n);
 			put(b, "(?:,\"" STR_CHAR "*\":");
 			putn(b, v.p, v.n);
-			put(b, ")*)?\\}");
+			if (maxp > 0)
+				putf(b, "){0,%ld})?\\}", maxp - 1);
+			else
+				put(b, ")*)?\\}");
 			rc = v.oom || b->oom ? -ENOMEM : 0;
 		}
 		free(v.p);

@@ -164,7 +164,8 @@ static void keywords_of_other_types_bind_nothing(void)
  * jsonschema 4.23's verdicts (Draft 7 where 'additionalItems' is, else 2020-12), taken when
  * this table was written: one character class repeated with minLength/maxLength, a required
  * key 'properties' does not name, drafts 4-2019's 'items' array and 'additionalItems', '$ref'
- * to "#" and to a JSON pointer, an optional property no value can have. Nothing accepted is
+ * to "#" and to a JSON pointer, an optional property no value can have, minProperties and
+ * maxProperties. Nothing accepted is
  * invalid; the spellings the compiler writes are accepted (a pattern is matched whole, so
  * "1234567" for "\\d{2,6}" with minLength 4, valid as a search, is not written). */
 static void more_of_what_users_write(void)
@@ -226,6 +227,22 @@ static void more_of_what_users_write(void)
 		  "{\"b\":1}", 1, 1 },
 		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\",\"enum\":[\"x\"]},\"b\":{\"type\":\"integer\"}},\"required\":[\"b\"],\"additionalProperties\":false}",
 		  "{\"a\":\"x\",\"b\":1}", 0, 0 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"},\"c\":{\"type\":\"integer\"}},\"minProperties\":2,\"additionalProperties\":false}",
+		  "{\"a\":1,\"b\":2}", 1, 1 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"},\"c\":{\"type\":\"integer\"}},\"minProperties\":2,\"additionalProperties\":false}",
+		  "{\"a\":1}", 0, 0 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"},\"c\":{\"type\":\"integer\"}},\"minProperties\":2,\"additionalProperties\":false}",
+		  "{\"c\":1}", 0, 0 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"},\"c\":{\"type\":\"integer\"}},\"maxProperties\":1,\"additionalProperties\":false}",
+		  "{\"a\":1}", 1, 1 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"},\"c\":{\"type\":\"integer\"}},\"maxProperties\":1,\"additionalProperties\":false}",
+		  "{\"a\":1,\"b\":2}", 0, 0 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"},\"c\":{\"type\":\"integer\"}},\"maxProperties\":1,\"additionalProperties\":false}",
+		  "{}", 1, 1 },
+		{ "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"},\"maxProperties\":2}",
+		  "{\"x\":1,\"y\":2}", 1, 1 },
+		{ "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"},\"maxProperties\":2}",
+		  "{\"x\":1,\"y\":2,\"z\":3}", 0, 0 },
 	};
 	const struct rl_cons_opts opts = { .flags = RL_CONS_NO_EXTRA_KEYS };
 	for (size_t i = 0; i < sizeof tab / sizeof *tab; i++) {
@@ -611,7 +628,7 @@ static void schema_refused_by_name(void)
 		  "'patternProperties' 'b' binding the declared property 'ab'" },
 		{ "{\"type\":\"object\",\"properties\":{}}", "additionalProperties" },
 		{ "{\"type\":\"object\",\"additionalProperties\":true}", "without \"additionalProperties\": false" },
-		{ "{\"type\":\"object\",\"additionalProperties\":false,\"minProperties\":1}", "'minProperties' is not supported" },
+		{ "{\"type\":\"object\",\"additionalProperties\":false,\"minProperties\":1}", "'minProperties' 1: no key can be written" },
 		{ "{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true}", "'uniqueItems' is not supported" },
 		{ "{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"contains\":{\"type\":\"string\"}}", "'contains' is not supported" },
 		{ "{\"type\":\"array\"}", "without 'items'" },
