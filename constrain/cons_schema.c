@@ -168,13 +168,13 @@ static const struct { const char *name; int kind; } keywords[] = {
 	{ "properties", K_OBJ }, { "required", K_OBJ }, { "minProperties", K_OBJ }, { "maxProperties", K_OBJ }, { "additionalProperties", K_OBJ }, { "patternProperties", K_OBJ },
 	{ "items", K_ARR }, { "prefixItems", K_ARR }, { "additionalItems", K_ARR }, { "minItems", K_ARR }, { "maxItems", K_ARR },
 	{ "minLength", K_STR }, { "maxLength", K_STR }, { "pattern", K_STR }, { "format", K_STR },
-	{ "minimum", K_NUM }, { "maximum", K_NUM }, { "exclusiveMinimum", K_NUM }, { "exclusiveMaximum", K_NUM },
+	{ "multipleOf", K_NUM }, { "minimum", K_NUM }, { "maximum", K_NUM }, { "exclusiveMinimum", K_NUM }, { "exclusiveMaximum", K_NUM },
 };
 /* the assertion keywords of drafts 3 to 2020-12 that are not in `keywords`: refused by name */
 static const char *const asserting[] = {
 	"not", "if", "then", "else", "dependentSchemas", "dependentRequired", "dependencies", "contains",
 	"minContains", "maxContains", "unevaluatedItems", "unevaluatedProperties", "propertyNames",
-	"uniqueItems", "multipleOf", "divisibleBy",
+	"uniqueItems", "divisibleBy",
 	"$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "extends", "disallow",
 	"$vocabulary", "nullable",             /* OpenAPI 3.0's: "type": [T, "null"] says it */
 };
@@ -394,6 +394,41 @@ static int integer(struct ctx *c, json_t *s, struct rl_sb *b)
 		lo = lo_ex ? (long long)floor(flo) + 1 : (long long)ceil(flo);
 	if (fhi < INFINITY)
 		hi = hi_ex ? (long long)ceil(fhi) - 1 : (long long)floor(fhi);
+	json_t *mo = json_object_get(s, "multipleOf");
+	if (mo) {
+		/* a whole multiple: 1 binds nothing; a power of ten, trailing zeros; others, the
+		 * multiples between the bounds written out when there are few (a validator's float
+		 * division is exact on these integers) */
+		const double m = json_number_value(mo);
+		if (!json_is_number(mo) || !(m > 0))
+			return bad(c, "'multipleOf' must be a number above 0");
+		if (m != floor(m) || m > 1e15)
+			return bad(c, "'multipleOf' %g on integers is supported for whole numbers only", m);
+		const long long k = (long long)m;
+		long long p10 = 1;
+		int d = 0;
+		while (p10 < k && d < 15)
+			p10 *= 10, d++;
+		if (k > 1 && lo != LLONG_MIN && hi != LLONG_MAX && hi >= lo && (hi - lo) / k <= 4096) {
+			long long first = lo % k == 0 ? lo : lo + ((lo > 0 ? k : 0) - lo % k);
+			if (first > hi) {
+				bad(c, "no multiple of %lld lies between the bounds", k);
+				return NO_VALUE;
+			}
+			put(b, "(?:");
+			for (long long x = first; x <= hi; x += k)
+				putf(b, x == first ? "%lld" : "|%lld", x);
+			put(b, ")");
+			return 0;
+		}
+		if (k > 1 && p10 == k && lo == LLONG_MIN && hi == LLONG_MAX) {
+			putf(b, "(?:0|-?[1-9][0-9]{0,%d}0{%d})", 17 - d, d);
+			return 0;
+		}
+		if (k > 1)
+			return bad(c, "'multipleOf' %lld is supported with bounds around at most 4096 multiples, or as a power of "
+				   "ten without bounds", k);
+	}
 	if (lo == LLONG_MIN && hi == LLONG_MAX) {
 		put(b, "-?" INT_DIGITS);
 		return 0;
@@ -564,6 +599,12 @@ static int number(struct ctx *c, json_t *s, struct rl_sb *b)
 	int lo_ex, hi_ex, r;
 	if ((r = num_bounds(c, s, &lo, &lo_ex, &hi, &hi_ex)))
 		return r;
+	json_t *mo = json_object_get(s, "multipleOf");
+	if (mo && json_is_number(mo) && json_number_value(mo) == floor(json_number_value(mo)))
+		return integer(c, s, b);       /* a whole multiple: the integers */
+	if (mo)
+		return bad(c, "'multipleOf' %g on numbers is not supported (a validator's float division makes 0.3 no "
+			   "multiple of 0.1; whole multiples are)", json_number_value(mo));
 	if (lo == -INFINITY && hi == INFINITY) {
 		put(b, NUM_RE);
 		return 0;

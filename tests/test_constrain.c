@@ -165,7 +165,7 @@ static void keywords_of_other_types_bind_nothing(void)
  * this table was written: one character class repeated with minLength/maxLength, a required
  * key 'properties' does not name, drafts 4-2019's 'items' array and 'additionalItems', '$ref'
  * to "#" and to a JSON pointer, an optional property no value can have, minProperties and
- * maxProperties. Nothing accepted is
+ * maxProperties, whole multipleOf. Nothing accepted is
  * invalid; the spellings the compiler writes are accepted (a pattern is matched whole, so
  * "1234567" for "\\d{2,6}" with minLength 4, valid as a search, is not written). */
 static void more_of_what_users_write(void)
@@ -243,6 +243,34 @@ static void more_of_what_users_write(void)
 		  "{\"x\":1,\"y\":2}", 1, 1 },
 		{ "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"},\"maxProperties\":2}",
 		  "{\"x\":1,\"y\":2,\"z\":3}", 0, 0 },
+		{ "{\"type\":\"integer\",\"multipleOf\":5,\"minimum\":-12,\"maximum\":20}",
+		  "-10", 1, 1 },
+		{ "{\"type\":\"integer\",\"multipleOf\":5,\"minimum\":-12,\"maximum\":20}",
+		  "15", 1, 1 },
+		{ "{\"type\":\"integer\",\"multipleOf\":5,\"minimum\":-12,\"maximum\":20}",
+		  "0", 1, 1 },
+		{ "{\"type\":\"integer\",\"multipleOf\":5,\"minimum\":-12,\"maximum\":20}",
+		  "12", 0, 0 },
+		{ "{\"type\":\"integer\",\"multipleOf\":5,\"minimum\":-12,\"maximum\":20}",
+		  "25", 0, 0 },
+		{ "{\"type\":\"integer\",\"multipleOf\":5,\"minimum\":-12,\"maximum\":20}",
+		  "-15", 0, 0 },
+		{ "{\"type\":\"integer\",\"multipleOf\":100}",
+		  "300", 1, 1 },
+		{ "{\"type\":\"integer\",\"multipleOf\":100}",
+		  "0", 1, 1 },
+		{ "{\"type\":\"integer\",\"multipleOf\":100}",
+		  "-1200", 1, 1 },
+		{ "{\"type\":\"integer\",\"multipleOf\":100}",
+		  "350", 0, 0 },
+		{ "{\"type\":\"number\",\"multipleOf\":1,\"maximum\":3}",
+		  "2", 1, 1 },
+		{ "{\"type\":\"number\",\"multipleOf\":1,\"maximum\":3}",
+		  "-4", 1, 1 },
+		{ "{\"type\":\"number\",\"multipleOf\":1,\"maximum\":3}",
+		  "2.5", 0, 0 },
+		{ "{\"type\":\"number\",\"multipleOf\":1,\"maximum\":3}",
+		  "4", 0, 0 },
 	};
 	const struct rl_cons_opts opts = { .flags = RL_CONS_NO_EXTRA_KEYS };
 	for (size_t i = 0; i < sizeof tab / sizeof *tab; i++) {
@@ -632,7 +660,7 @@ static void schema_refused_by_name(void)
 		{ "{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true}", "'uniqueItems' is not supported" },
 		{ "{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"contains\":{\"type\":\"string\"}}", "'contains' is not supported" },
 		{ "{\"type\":\"array\"}", "without 'items'" },
-		{ "{\"type\":\"integer\",\"multipleOf\":3}", "'multipleOf' is not supported" },
+		{ "{\"type\":\"integer\",\"multipleOf\":3}", "'multipleOf' 3 is supported with bounds" },
 		{ "{\"type\":\"string\",\"pattern\":\"(?=a)\"}", "lookahead" },
 		{ "{\"type\":\"string\",\"pattern\":\"a\",\"maxLength\":3}", "'pattern' together with" },
 		{ "{\"$defs\":{\"n\":{\"oneOf\":[{\"type\":\"null\"},{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/n\"}}]}},\"$ref\":\"#/$defs/n\"}",
