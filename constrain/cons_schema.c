@@ -197,8 +197,8 @@ static void any_value(struct rl_sb *b, int depth);
 /* recursion: a reference to t's rule, made a rule when it is not one yet */
 static int rule_ref(struct ctx *c, json_t *t, const char *ref, struct rl_sb *b)
 {
-	size_t i = 0;
-	while (i < c->nrule && c->rule[i] != t)
+	size_t i = 0;                  /* the same schema written twice is one rule */
+	while (i < c->nrule && c->rule[i] != t && !((c->flags & RL_SCHEMA_SPLIT) && json_equal(c->rule[i], t)))
 		i++;
 	if (i == c->nrule) {
 		if (c->nrule == c->caprule) {
@@ -215,7 +215,7 @@ static int rule_ref(struct ctx *c, json_t *t, const char *ref, struct rl_sb *b)
 		}
 		if (!(c->rule_ref[i] = strdup(ref)))
 			return -ENOMEM;
-		c->rule[i] = t;
+		c->rule[i] = json_incref(t);   /* a merge's schema outlives its merge */
 		c->nrule++;
 	}
 	putf(b, "(?&ref%zu)", i);
@@ -848,6 +848,14 @@ static int pattern_props(struct ctx *c, json_t *s, json_t *props)
 	return 0;
 }
 
+/* in a split compile (RL_SCHEMA_SPLIT), an object or array schema written in place becomes a
+ * rule of its own too: a grammar's terminals stay small however the schema nests */
+static int split_here(const struct ctx *c, json_t *x)
+{
+	return (c->flags & RL_SCHEMA_SPLIT) && json_is_object(x) && !json_object_get(x, "$ref") &&
+	       (json_object_get(x, "properties") || json_object_get(x, "items") || json_object_get(x, "prefixItems"));
+}
+
 static int object(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required"),
@@ -1018,7 +1026,7 @@ static int object(struct ctx *c, json_t *s, struct rl_sb *b)
 		free(kd);
 		put(&pv[k], ":");
 		size_t old = path_push(c, "properties.%s", key);
-		rc = value(c, x, &pv[k]);
+		rc = split_here(c, x) ? rule_ref(c, x, c->path, &pv[k]) : value(c, x, &pv[k]);
 		path_pop(c, old);
 		int required = 0;
 		json_t *y;
@@ -1102,7 +1110,7 @@ static int array(struct ctx *c, json_t *s, struct rl_sb *b)
 	int rc = 0;
 	if (!no_more) {
 		size_t old = path_push(c, "items");
-		rc = value(c, items, &item);
+		rc = split_here(c, items) ? rule_ref(c, items, c->path, &item) : value(c, items, &item);
 		path_pop(c, old);
 		if (rc == NO_VALUE) {
 			unsay(c);                      /* no item past the prefix can have a value */
@@ -2453,6 +2461,8 @@ int rl_cons_schema_rules(const char *schema, size_t len, unsigned flags, struct 
 	free(b.p);
 	for (size_t i = 0; i < c.nrule; i++)
 		free(c.rule_ref[i]);
+	for (size_t i = 0; i < c.nrule; i++)
+		json_decref(c.rule[i]);
 	free(c.rule);
 	free(c.rule_ref);
 	if (rc) {

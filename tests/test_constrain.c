@@ -594,9 +594,11 @@ static void integer_bounds(void)
 
 /* A schema whose expression would grow past the bound (optional keys nested through $ref:
  * O(n^2) text a level) is refused by size, fast, in bounded memory. */
-/* A schema too large for one automaton: with '$ref's, a grammar whose rules are their targets
- * (each written once), whose answers are those of the schema; without one to split at,
- * refused by size, saying so. 30 optional keys in three levels, each key's value the next. */
+/* A schema too large for one automaton: a grammar whose rules are its '$ref' targets and its
+ * nested objects (each written once, however often it appears), whose answers are those of
+ * the schema: 30 optional keys in three levels, each key's value the next, through '$ref' and
+ * written inline. With nothing to split at (an array of 1000 strings), refused by size,
+ * saying so. */
 static void schema_too_large_becomes_a_grammar(void)
 {
 	char *sch = malloc(1 << 16);
@@ -625,7 +627,7 @@ static void schema_too_large_becomes_a_grammar(void)
 			CHECKF(!matches(c, no[i], strlen(no[i])), "%s", no[i]);
 		rl_cons_destroy(c);
 	}
-	/* the same, the levels written inline: nothing to split at */
+	/* the same, the levels written inline */
 	const char *leaf = "{\"type\":\"string\"}";
 	char *lvl[3] = { 0 };
 	for (int l = 2; l >= 0; l--) {
@@ -638,6 +640,16 @@ static void schema_too_large_becomes_a_grammar(void)
 		lvl[l] = t;
 	}
 	rc = rl_cons_compile_schema(v, lvl[0], strlen(lvl[0]), NULL, &c, err, sizeof err);
+	CHECKF(rc == 0 && rl_cons_is_grammar(c), "rc %d: %s", rc, err);
+	if (!rc) {
+		static const char yes[] = "{\"k3\":{\"k29\":{\"k0\":\"x\",\"k5\":\"\"}},\"k7\":{}}",
+				  no[] = "{\"k3\":{\"k2\":{\"k0\":{}}}}";
+		CHECK(matches(c, yes, strlen(yes)) && !matches(c, no, strlen(no)));
+		rl_cons_destroy(c);
+	}
+	static const char flat[] = "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":100},\"minItems\":1000,"
+				   "\"maxItems\":1000}";
+	rc = rl_cons_compile_schema(v, flat, strlen(flat), NULL, &c, err, sizeof err);
 	CHECKF(rc == -E2BIG && strstr(err, "more than"), "rc %d: %s", rc, err);
 	if (!rc)
 		rl_cons_destroy(c);
