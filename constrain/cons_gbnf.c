@@ -149,14 +149,8 @@ static int check_cp(struct gp *p, uint32_t c)
 
 static int ref_add(struct gp *p, const char *name, size_t k)
 {
-	if (p->nrefs == p->caprefs) {
-		size_t nc = p->caprefs ? p->caprefs * 2 : 32;
-		char **n = realloc(p->refs, nc * sizeof *n);
-		if (!n)
-			return gfail(p, "out of memory");
-		p->refs = n;
-		p->caprefs = nc;
-	}
+	if (RL_GROW(p->refs, p->caprefs, p->nrefs + 1, 32))
+		return gfail(p, "out of memory");
 	if (!(p->refs[p->nrefs] = strndup(name, k)))
 		return gfail(p, "out of memory");
 	p->nrefs++;

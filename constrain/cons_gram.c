@@ -250,14 +250,8 @@ static int inline_refs(struct lower *L, struct rl_re_node **px, const uint8_t *r
 
 static int new_rule(struct lower *L, uint32_t nalt, uint32_t origin)
 {
-	if (L->nr == L->capr) {
-		uint32_t nc = L->capr ? L->capr * 2 : 64;
-		struct lrule *n = realloc(L->r, nc * sizeof *n);
-		if (!n)
-			return lfail(L, -ENOMEM, "out of memory");
-		L->r = n;
-		L->capr = nc;
-	}
+	if (RL_GROW(L->r, L->capr, L->nr + 1, 64))
+		return lfail(L, -ENOMEM, "out of memory");
 	struct lrule *r = &L->r[L->nr];
 	r->alt = calloc(nalt ? nalt : 1, sizeof *r->alt);
 	if (!r->alt)
@@ -270,14 +264,8 @@ static int new_rule(struct lower *L, uint32_t nalt, uint32_t origin)
 static int emit(struct lower *L, uint32_t rule, uint32_t alt, uint32_t kind, uint32_t arg, uint32_t origin)
 {
 	struct lalt *a = &L->r[rule].alt[alt];
-	if (a->n == a->cap) {
-		uint32_t nc = a->cap ? a->cap * 2 : 8;
-		struct gelem *n = realloc(a->e, nc * sizeof *n);
-		if (!n)
-			return lfail(L, -ENOMEM, "out of memory");
-		a->e = n;
-		a->cap = nc;
-	}
+	if (RL_GROW(a->e, a->cap, a->n + 1, 8))
+		return lfail(L, -ENOMEM, "out of memory");
 	a->e[a->n++] = (struct gelem){ kind, arg, origin };
 	return 0;
 }
@@ -306,14 +294,8 @@ static uint32_t *dfa_dist(const struct rl_cons_dfa *d)
 
 static int add_term(struct lower *L, const struct rl_re_node *x, uint32_t origin)
 {
-	if (L->nt == L->capt) {
-		uint32_t nc = L->capt ? L->capt * 2 : 64;
-		struct term *n = realloc(L->t, nc * sizeof *n);
-		if (!n)
-			return lfail(L, -ENOMEM, "out of memory");
-		L->t = n;
-		L->capt = nc;
-	}
+	if (RL_GROW(L->t, L->capt, L->nt + 1, 64))
+		return lfail(L, -ENOMEM, "out of memory");
 	struct term *t = &L->t[L->nt];
 	memset(t, 0, sizeof *t);
 	char e[200];
@@ -741,14 +723,8 @@ static uint32_t node_get(struct rl_cons_gram *g, uint32_t pos, uint32_t ds, uint
 		if (x->pos == pos && x->ds == ds && x->parent == parent)
 			return g->nhash[i];
 	}
-	if (g->nnode == g->capnode) {
-		uint32_t nc = g->capnode * 2;
-		struct snode *nn = realloc(g->node, nc * sizeof *nn);
-		if (!nn)
-			return UINT32_MAX;
-		g->node = nn;
-		g->capnode = nc;
-	}
+	if (RL_GROW(g->node, g->capnode, g->nnode + 1, 64))
+		return UINT32_MAX;
 	uint32_t id = g->nnode++;
 	uint64_t below = g->node[parent].dist;
 	g->node[id] = (struct snode){ pos, ds, parent,
@@ -781,12 +757,8 @@ static int out_add(struct rl_cons_gram *g, uint32_t id)
 	if (g->nout == g->capout) {
 		if (g->capout >= MAX_STACKS)
 			return -E2BIG;
-		uint32_t nc = g->capout ? g->capout * 2 : 64;
-		uint32_t *n = realloc(g->out, nc * sizeof *n);
-		if (!n)
+		if (RL_GROW(g->out, g->capout, g->nout + 1, 64))
 			return -ENOMEM;
-		g->out = n;
-		g->capout = nc;
 	}
 	g->out[g->nout++] = id;
 	return 0;
@@ -828,14 +800,8 @@ static int work_add(struct rl_cons_gram *g, uint32_t pos, uint32_t parent)
 			return 0;
 	g->seen[j] = key;
 	g->seen_at[g->nseen++] = j;
-	if (g->nwork == g->capwork) {
-		uint32_t nc = g->capwork ? g->capwork * 2 : 64;
-		uint64_t *nw = realloc(g->work, nc * sizeof *nw);
-		if (!nw)
-			return -ENOMEM;
-		g->work = nw;
-		g->capwork = nc;
-	}
+	if (RL_GROW(g->work, g->capwork, g->nwork + 1, 64))
+		return -ENOMEM;
 	g->work[g->nwork++] = key - 1;
 	return 0;
 }
@@ -934,14 +900,8 @@ static int64_t cfg_get(struct rl_cons_gram *g, struct rl_cons_dfa *d)
 		return -E2BIG;
 	if (table_grow(g, d))
 		return -ENOMEM;
-	if (g->npool + k > g->cappool) {
-		size_t nc = (g->npool + k) * 2;
-		uint32_t *np = realloc(g->pool, nc * sizeof *np);
-		if (!np)
-			return -ENOMEM;
-		g->pool = np;
-		g->cappool = nc;
-	}
+	if (RL_GROW(g->pool, g->cappool, g->npool + k, 64))
+		return -ENOMEM;
 	if (k)
 		memcpy(g->pool + g->npool, s, k * sizeof *s);
 	uint32_t id = g->ncfg++, dist = INF;

@@ -4,7 +4,9 @@
 #ifndef RL_CONS_INTERNAL_H
 #define RL_CONS_INTERNAL_H
 #include <stddef.h>
+#include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 /* A byte-level DFA: state 0 is dead (every byte leads back to it), every other state can
  * still reach an accepting one. Bytes fall into ncls classes that no transition tells apart,
@@ -16,6 +18,30 @@ struct rl_cons_dfa {
 	uint8_t  *accept;              /* [n] */
 	uint8_t  *cont;                /* [n] some byte leads to a live state */
 };
+
+/* Room for need elements in array p of capacity cap (a variable or field of any unsigned
+ * type), doubling from min: 0, or -ENOMEM with p and cap as they were. The one way the
+ * compilers grow an array. */
+static inline void *rl_grow_to(void *p, size_t elem, size_t need, size_t *cap, size_t min)
+{
+	if (need <= *cap && p)
+		return p;
+	size_t nc = *cap ? *cap : min ? min : 1;
+	while (nc < need)
+		nc *= 2;
+	void *q = realloc(p, nc * elem);
+	if (q)
+		*cap = nc;
+	return q;
+}
+#define RL_GROW(p, cap, need, min) __extension__ ({                                    \
+		size_t c_ = (cap);                                                      \
+		void *q_ = rl_grow_to((p), sizeof *(p), (need), &c_, (min));            \
+		if (q_) {                                                               \
+			(p) = q_;                                                       \
+			(cap) = c_;                                                     \
+		}                                                                       \
+		q_ ? 0 : -ENOMEM; })
 
 /* parse flags */
 #define RL_RE_INTERNAL 1u              /* the schema compiler's own syntax: (?J:...) matches its

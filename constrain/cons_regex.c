@@ -93,14 +93,8 @@ static int kid_add(struct parser *p, struct rl_re_node *x, struct rl_re_node *k)
 struct cls { struct rl_re_range *r; size_t n, cap; };
 static int cls_add(struct cls *c, uint32_t lo, uint32_t hi)
 {
-	if (c->n == c->cap) {
-		size_t nc = c->cap ? c->cap * 2 : 8;
-		struct rl_re_range *nr = realloc(c->r, nc * sizeof *nr);
-		if (!nr)
-			return -ENOMEM;
-		c->r = nr;
-		c->cap = nc;
-	}
+	if (RL_GROW(c->r, c->cap, c->n + 1, 8))
+		return -ENOMEM;
 	c->r[c->n++] = (struct rl_re_range){ lo, hi };
 	return 0;
 }
@@ -640,14 +634,10 @@ static int32_t nst_new(struct nfa *a, int kind, int lo, int hi)
 			a->big = 1;
 			return -1;
 		}
-		uint32_t nc = a->cap ? a->cap * 2 : 256;
-		struct nst *ns = realloc(a->s, nc * sizeof *ns);
-		if (!ns) {
+		if (RL_GROW(a->s, a->cap, a->n + 1, 256)) {
 			a->oom = 1;
 			return -1;
 		}
-		a->s = ns;
-		a->cap = nc;
 	}
 	a->s[a->n] = (struct nst){ (uint8_t)kind, (uint8_t)lo, (uint8_t)hi, -1, -1 };
 	return (int32_t)a->n++;
@@ -967,14 +957,8 @@ static int64_t intern(struct builder *b, const uint32_t *s, uint32_t k, uint32_t
 		b->off = no;
 		b->cap = nc;
 	}
-	if (b->npool + k > b->cappool) {
-		size_t nc = (b->cappool + k) * 2;
-		uint32_t *np = realloc(b->pool, nc * sizeof *np);
-		if (!np)
-			return -1;
-		b->pool = np;
-		b->cappool = nc;
-	}
+	if (RL_GROW(b->pool, b->cappool, b->npool + k, 64))
+		return -1;
 	if (k)                                 /* the empty set (the dead state) has no members */
 		memcpy(b->pool + b->npool, s, k * sizeof *s);
 	b->npool += k;
@@ -1060,15 +1044,9 @@ static int build_dfa(const struct nfa *a, int32_t start, int32_t match, uint32_t
 			rc = -ETIME;
 			goto out;
 		}
-		if ((size_t)(s + 1) * ncls > next_cap) {
-			size_t nc = next_cap ? next_cap * 2 : (size_t)ncls * 1024;
-			uint32_t *nn = realloc(next, nc * sizeof *nn);
-			if (!nn) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			next = nn;
-			next_cap = nc;
+		if (RL_GROW(next, next_cap, (size_t)(s + 1) * ncls, (size_t)ncls * 1024)) {
+			rc = -ENOMEM;
+			goto out;
 		}
 		for (uint32_t c = 0; c < ncls; c++) {
 			uint8_t byte = rep[c];

@@ -1600,15 +1600,9 @@ static int flatten(struct mctx *m, json_t *s, int origin, struct parts *p, int d
 		json_decref(rest);
 		return 0;
 	}
-	if (p->n == p->cap) {
-		size_t nc = p->cap ? p->cap * 2 : 8;
-		struct part *nv = realloc(p->v, nc * sizeof *nv);
-		if (!nv) {
-			json_decref(rest);
-			return -ENOMEM;
-		}
-		p->v = nv;
-		p->cap = nc;
+	if (RL_GROW(p->v, p->cap, p->n + 1, 8)) {
+		json_decref(rest);
+		return -ENOMEM;
 	}
 	p->v[p->n++] = (struct part){ rest, origin };
 	return 0;
