@@ -12,20 +12,26 @@
  * enum, const (beside other keywords: the values whose compact spelling those keywords'
  * expression matches), properties, required, additionalProperties (false; true or a schema hold
  * vacuously, as no key beyond 'properties' is ever produced), patternProperties (the same,
- * when no declared property's name matches a pattern), items (a schema or false),
- * prefixItems, minItems, maxItems, minLength, maxLength, pattern (as a whole match of the
- * string, through the regex compiler), format (the formats in `formats` below, each as an
+ * when no declared property's name matches a pattern), a required key 'properties' does not
+ * name (its value as additionalProperties says), minProperties/maxProperties (optional keys
+ * made required or left out), dependentRequired and draft 4-7's array 'dependencies',
+ * propertyNames (on the declared names), items (a schema or false), prefixItems (and drafts
+ * 4-2019's items array with additionalItems), minItems, maxItems, minLength, maxLength, pattern
+ * (as a whole match of the string, through the regex compiler; with minLength/maxLength when it
+ * is one character class repeated), whole multipleOf, format (the formats in `formats` below, each as an
  * expression every checker accepts), minimum/maximum/exclusiveMinimum/exclusiveMaximum
  * (draft 4's boolean forms too) on integers and numbers (a bounded number as fixed-point
  * decimals within the bounds), anyOf, oneOf (as alternation, after checking that no
  * string matches two branches), allOf (its branches merged into one schema: see "merging"
  * below; two different patterns, formats or oneOf lists are refused), keywords beside
  * $ref (allOf of the target and them) and beside anyOf/oneOf (merged into each branch), $ref to
- * #/$defs/... or #/definitions/..., recursion included (but not a $ref merged with other
+ * "#" or any JSON pointer in the document, recursion included (but not a $ref merged with other
  * keywords inside its own recursion). A $ref is expanded in place; one met again inside its
  * own expansion becomes a rule reference (?&refN) and its target a rule of its own, so a
  * recursive schema compiles to a rule set for the grammar matcher (cons_gram.c) and any other
- * to one expression, as before. A subschema that no value satisfies (false, an allOf whose
+ * to one expression. A schema too large for one expression or automaton is written again split
+ * (RL_SCHEMA_SPLIT: every $ref target and nested object or array a rule, equal ones one rule)
+ * and compiled as a grammar (rl_cons_compile_schema). A subschema that no value satisfies (false, an allOf whose
  * branches share no type) is left out where its value is optional (a property not required,
  * an array position past minItems, an anyOf/oneOf branch, one type of a list); where the
  * value is needed the schema is refused, with the reason.
@@ -165,15 +171,17 @@ static const struct { const char *name; int kind; } keywords[] = {
 	{ "contentSchema", K_ANNOT },
 	{ "type", K_ANY }, { "enum", K_ANY }, { "const", K_ANY }, { "anyOf", K_ANY }, { "oneOf", K_ANY },
 	{ "allOf", K_ANY }, { "$ref", K_ANY },
-	{ "properties", K_OBJ }, { "required", K_OBJ }, { "minProperties", K_OBJ }, { "maxProperties", K_OBJ }, { "additionalProperties", K_OBJ }, { "patternProperties", K_OBJ },
+	{ "properties", K_OBJ }, { "required", K_OBJ }, { "dependentRequired", K_OBJ }, { "dependencies", K_OBJ },
+	{ "propertyNames", K_OBJ },
+	{ "minProperties", K_OBJ }, { "maxProperties", K_OBJ }, { "additionalProperties", K_OBJ }, { "patternProperties", K_OBJ },
 	{ "items", K_ARR }, { "prefixItems", K_ARR }, { "additionalItems", K_ARR }, { "minItems", K_ARR }, { "maxItems", K_ARR },
 	{ "minLength", K_STR }, { "maxLength", K_STR }, { "pattern", K_STR }, { "format", K_STR },
 	{ "multipleOf", K_NUM }, { "minimum", K_NUM }, { "maximum", K_NUM }, { "exclusiveMinimum", K_NUM }, { "exclusiveMaximum", K_NUM },
 };
 /* the assertion keywords of drafts 3 to 2020-12 that are not in `keywords`: refused by name */
 static const char *const asserting[] = {
-	"not", "if", "then", "else", "dependentSchemas", "dependentRequired", "dependencies", "contains",
-	"minContains", "maxContains", "unevaluatedItems", "unevaluatedProperties", "propertyNames",
+	"not", "if", "then", "else", "dependentSchemas", "contains",
+	"minContains", "maxContains", "unevaluatedItems", "unevaluatedProperties",
 	"uniqueItems", "divisibleBy",
 	"$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", "extends", "disallow",
 	"$vocabulary", "nullable",             /* OpenAPI 3.0's: "type": [T, "null"] says it */
@@ -856,6 +864,118 @@ static int split_here(const struct ctx *c, json_t *x)
 	       (json_object_get(x, "properties") || json_object_get(x, "items") || json_object_get(x, "prefixItems"));
 }
 
+static int object(struct ctx *c, json_t *s, struct rl_sb *b);
+
+static int has_name(json_t *arr, const char *k)
+{
+	size_t i;
+	json_t *y;
+	json_array_foreach(arr, i, y)
+		if (json_is_string(y) && !strcmp(json_string_value(y), k))
+			return 1;
+	return 0;
+}
+
+/* dependentRequired (and draft 4-7's array 'dependencies'), propertyNames: the keys written are
+ * the named properties, so each decides which of them are written. A key with dependencies:
+ * where it is required, they become required; where it is optional and they are not all
+ * required, it is left out. A name propertyNames refuses is left out (refused when required). */
+static int object_keys(struct ctx *c, json_t *s, json_t *props, json_t *req, json_t *ap, struct rl_sb *b)
+{
+	json_t *pn = json_object_get(s, "propertyNames");
+	if (json_is_true(pn) || (json_is_object(pn) && !json_object_size(pn)))
+		pn = NULL;             /* binds nothing */
+	if (pn && !props && !json_is_false(ap))
+		return bad(c, "'propertyNames' on an object of free keys is not supported");
+	json_t *s2 = json_copy(s), *p2 = props ? json_copy(props) : json_object(), *r2 = req ? json_copy(req) : json_array();
+	int rc = s2 && p2 && r2 ? 0 : -ENOMEM;
+	static const char *const kws[] = { "dependentRequired", "dependencies" };
+	for (int changed = 1, round = 0; !rc && changed && round < 64; round++) {
+		changed = 0;
+		for (int w = 0; w < 2 && !rc; w++) {
+			json_t *deps = json_object_get(s, kws[w]), *list;
+			const char *k;
+			if (deps && !json_is_object(deps))
+				rc = bad(c, "'%s' must be an object", kws[w]);
+			json_object_foreach(deps, k, list) {
+				if (rc)
+					break;
+				if (json_is_true(list) || (json_is_object(list) && !json_object_size(list)))
+					continue;
+				if (!json_is_array(list)) {
+					rc = bad(c, "'%s' '%s' with a schema is not supported (a list of names is)", kws[w], k);
+					break;
+				}
+				if (!json_object_get(p2, k))
+					continue;      /* never written */
+				size_t i;
+				json_t *y;
+				int all = 1;
+				json_array_foreach(list, i, y)
+					all &= json_is_string(y) && has_name(r2, json_string_value(y));
+				if (has_name(r2, k)) {
+					json_array_foreach(list, i, y)
+						if (!rc && json_is_string(y) && !has_name(r2, json_string_value(y))) {
+							rc = json_array_append(r2, y) ? -ENOMEM : 0;
+							changed = 1;
+						}
+				} else if (!all) {
+					json_object_del(p2, k);
+					changed = 1;
+				}
+			}
+		}
+	}
+	if (!rc && pn) {
+		struct rl_sb pb = { 0 };
+		size_t old = path_push(c, "propertyNames");
+		rc = value(c, pn, &pb);
+		path_pop(c, old);
+		if (!rc && pb.oom)
+			rc = -ENOMEM;
+		struct rl_cons_dfa d;
+		char e[300];
+		if (!rc && rl_cons_regex_dfa(pb.p, pb.n, RL_RE_INTERNAL, 0, &d, e, sizeof e))
+			rc = bad(c, "'propertyNames': %s", e);
+		else if (!rc) {
+			const char *k;
+			json_t *x;
+			void *tmp;
+			json_object_foreach_safe(p2, tmp, k, x) {
+				json_t *kj = json_string(k);
+				char *kd = kj ? json_dumps(kj, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+				json_decref(kj);
+				uint32_t st = d.start;
+				for (const char *q = kd; q && *q && st != RL_CONS_DEAD; q++)
+					st = rl_cons_dfa_step(&d, st, (uint8_t)*q);
+				free(kd);
+				if (st != RL_CONS_DEAD && d.accept[st])
+					continue;
+				if (has_name(r2, k)) {
+					bad(c, "the required property '%s' is a name 'propertyNames' refuses", k);
+					rc = NO_VALUE;
+					break;
+				}
+				json_object_del(p2, k);
+			}
+			rl_cons_dfa_free(&d);
+		}
+		free(pb.p);
+	}
+	if (!rc && (json_object_set(s2, "properties", p2) || json_object_set(s2, "required", r2)))
+		rc = -ENOMEM;
+	if (!rc) {
+		json_object_del(s2, "dependentRequired");
+		json_object_del(s2, "dependencies");
+		json_object_del(s2, "propertyNames");
+		rc = object(c, s2, b);
+	}
+	json_decref(s2);
+	json_decref(p2);
+	json_decref(r2);
+	return rc;
+}
+
 static int object(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required"),
@@ -892,6 +1012,9 @@ static int object(struct ctx *c, json_t *s, struct rl_sb *b)
 			json_decref(s2);
 			return rc;
 		}
+	if (json_object_get(s, "dependentRequired") || json_object_get(s, "dependencies") ||
+	    json_object_get(s, "propertyNames"))
+		return object_keys(c, s, props, req, ap, b);
 	long minp = 0, maxp = -1;
 	if (count_kw(c, s, "minProperties", &minp) < 0 || count_kw(c, s, "maxProperties", &maxp) < 0)
 		return -EINVAL;

@@ -165,7 +165,7 @@ static void keywords_of_other_types_bind_nothing(void)
  * this table was written: one character class repeated with minLength/maxLength, a required
  * key 'properties' does not name, drafts 4-2019's 'items' array and 'additionalItems', '$ref'
  * to "#" and to a JSON pointer, an optional property no value can have, minProperties and
- * maxProperties, whole multipleOf. Nothing accepted is
+ * maxProperties, whole multipleOf, dependentRequired (draft 7's 'dependencies'), propertyNames. Nothing accepted is
  * invalid; the spellings the compiler writes are accepted (a pattern is matched whole, so
  * "1234567" for "\\d{2,6}" with minLength 4, valid as a search, is not written). */
 static void more_of_what_users_write(void)
@@ -271,6 +271,26 @@ static void more_of_what_users_write(void)
 		  "2.5", 0, 0 },
 		{ "{\"type\":\"number\",\"multipleOf\":1,\"maximum\":3}",
 		  "4", 0, 0 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},\"dependentRequired\":{\"a\":[\"b\"]},\"additionalProperties\":false}",
+		  "{\"b\":2}", 1, 1 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},\"dependentRequired\":{\"a\":[\"b\"]},\"additionalProperties\":false}",
+		  "{\"a\":1,\"b\":2}", 1, 0 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},\"dependentRequired\":{\"a\":[\"b\"]},\"additionalProperties\":false}",
+		  "{\"a\":1}", 0, 0 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},\"required\":[\"a\"],\"dependentRequired\":{\"a\":[\"b\"]},\"additionalProperties\":false}",
+		  "{\"a\":1,\"b\":2}", 1, 1 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},\"required\":[\"a\"],\"dependentRequired\":{\"a\":[\"b\"]},\"additionalProperties\":false}",
+		  "{\"a\":1}", 0, 0 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},\"required\":[\"a\"],\"dependencies\":{\"a\":[\"b\"]},\"additionalProperties\":false}",
+		  "{\"a\":1,\"b\":2}", 1, 1 },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},\"required\":[\"a\"],\"dependencies\":{\"a\":[\"b\"]},\"additionalProperties\":false}",
+		  "{\"a\":1}", 0, 0 },
+		{ "{\"type\":\"object\",\"properties\":{\"ab\":{\"type\":\"integer\"},\"abcd\":{\"type\":\"integer\"}},\"propertyNames\":{\"maxLength\":3}}",
+		  "{\"ab\":1}", 1, 1 },
+		{ "{\"type\":\"object\",\"properties\":{\"ab\":{\"type\":\"integer\"},\"abcd\":{\"type\":\"integer\"}},\"propertyNames\":{\"maxLength\":3}}",
+		  "{\"abcd\":1}", 0, 0 },
+		{ "{\"type\":\"object\",\"properties\":{\"ab\":{\"type\":\"integer\"},\"abcd\":{\"type\":\"integer\"}},\"propertyNames\":{\"maxLength\":3}}",
+		  "{}", 1, 1 },
 	};
 	const struct rl_cons_opts opts = { .flags = RL_CONS_NO_EXTRA_KEYS };
 	for (size_t i = 0; i < sizeof tab / sizeof *tab; i++) {
