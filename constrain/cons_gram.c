@@ -95,12 +95,14 @@ struct rl_cons_gram {
 	uint32_t ncls;
 	/* stack nodes, hash-consed; node 0 is the empty stack */
 	struct snode *node;
-	uint32_t nnode, capnode, *nhash, nhcap;
+	uint32_t nnode, capnode;
+	struct rl_idtab nhash;         /* the nodes by (pos, ds, parent) */
 	/* configurations: sorted node ids, back to back; config 0 is the empty set (dead) */
 	uint32_t *pool;
 	size_t npool, cappool;
 	size_t *coff;                  /* [ncfg + 1] */
-	uint32_t *cdist, ncfg, capcfg, *chash, chcap;
+	uint32_t *cdist, ncfg, capcfg;
+	struct rl_idtab chash;         /* the configurations by their stacks */
 	uint32_t max_states;
 	int error;
 	/* scratch of one step */
@@ -110,7 +112,6 @@ struct rl_cons_gram {
 	uint32_t *seen_at;             /* slots written in seen, to clear them */
 };
 
-static uint64_t mix(uint64_t h) { h ^= h >> 33; h *= 0xff51afd7ed558ccdull; h ^= h >> 33; return h; }
 
 static void term_free(struct term *t)
 {
@@ -130,11 +131,11 @@ void rl_cons_gram_free(struct rl_cons_gram *g)
 	free(g->ralt);
 	free(g->suf);
 	free(g->node);
-	free(g->nhash);
+	free(g->nhash.slot);
 	free(g->pool);
 	free(g->coff);
 	free(g->cdist);
-	free(g->chash);
+	free(g->chash.slot);
 	free(g->out);
 	free(g->work);
 	free(g->seen);
@@ -713,15 +714,24 @@ out:
 /* ---- matching --------------------------------------------------------------------------- */
 static uint32_t sat(uint64_t x) { return x > INF ? INF : (uint32_t)x; }
 
+static uint64_t node_hash3(uint32_t pos, uint32_t ds, uint32_t parent)
+{
+	return rl_hash_mix(((uint64_t)pos << 32 | ds) ^ ((uint64_t)parent * 0x9E3779B97F4A7C15ull));
+}
+static uint64_t node_hash(const void *ctx, uint32_t id)
+{
+	const struct snode *x = &((const struct rl_cons_gram *)ctx)->node[id];
+	return node_hash3(x->pos, x->ds, x->parent);
+}
+
 /* the node (pos, ds, parent), found or added; UINT32_MAX without memory */
 static uint32_t node_get(struct rl_cons_gram *g, uint32_t pos, uint32_t ds, uint32_t parent)
 {
-	uint64_t h = mix(((uint64_t)pos << 32 | ds) ^ ((uint64_t)parent * 0x9E3779B97F4A7C15ull));
-	uint32_t m = g->nhcap - 1, i = (uint32_t)h & m;
-	for (; g->nhash[i]; i = (i + 1) & m) {
-		const struct snode *x = &g->node[g->nhash[i]];
+	uint32_t i = rl_idtab_at(&g->nhash, node_hash3(pos, ds, parent));
+	for (; g->nhash.slot[i]; i = rl_idtab_next(&g->nhash, i)) {
+		const struct snode *x = &g->node[g->nhash.slot[i] - 1];
 		if (x->pos == pos && x->ds == ds && x->parent == parent)
-			return g->nhash[i];
+			return g->nhash.slot[i] - 1;
 	}
 	if (RL_GROW(g->node, g->capnode, g->nnode + 1, 64))
 		return UINT32_MAX;
@@ -730,24 +740,7 @@ static uint32_t node_get(struct rl_cons_gram *g, uint32_t pos, uint32_t ds, uint
 	g->node[id] = (struct snode){ pos, ds, parent,
 		ds == NOT_ENTERED ? sat(g->suf[pos] + below)
 				  : sat((uint64_t)g->t[g->el[pos].arg].dist[ds] + g->suf[pos + 1] + below) };
-	g->nhash[i] = id;
-	if (g->nnode * 2 > g->nhcap) {         /* grow and rehash */
-		uint32_t nh = g->nhcap * 2, *t = calloc(nh, sizeof *t);
-		if (!t)
-			return UINT32_MAX;
-		for (uint32_t q = 1; q < g->nnode; q++) {
-			const struct snode *x = &g->node[q];
-			uint64_t hh = mix(((uint64_t)x->pos << 32 | x->ds) ^ ((uint64_t)x->parent * 0x9E3779B97F4A7C15ull));
-			uint32_t j = (uint32_t)hh & (nh - 1);
-			while (t[j])
-				j = (j + 1) & (nh - 1);
-			t[j] = q;
-		}
-		free(g->nhash);
-		g->nhash = t;
-		g->nhcap = nh;
-	}
-	return id;
+	return rl_idtab_put(&g->nhash, i, id, 1, g->nnode, node_hash, g) ? UINT32_MAX : id;
 }
 
 static int out_add(struct rl_cons_gram *g, uint32_t id)
@@ -782,7 +775,7 @@ static int work_add(struct rl_cons_gram *g, uint32_t pos, uint32_t parent)
 		uint32_t k = 0;
 		for (uint32_t q = 0; q < g->nseen; q++) {
 			uint64_t v = g->seen[g->seen_at[q]];
-			uint32_t j = (uint32_t)mix(v) & (nc - 1);
+			uint32_t j = (uint32_t)rl_hash_mix(v) & (nc - 1);
 			while (ns[j])
 				j = (j + 1) & (nc - 1);
 			ns[j] = v;
@@ -794,7 +787,7 @@ static int work_add(struct rl_cons_gram *g, uint32_t pos, uint32_t parent)
 		g->seen_at = na;
 		g->seencap = nc;
 	}
-	uint32_t j = (uint32_t)mix(key) & (g->seencap - 1);
+	uint32_t j = (uint32_t)rl_hash_mix(key) & (g->seencap - 1);
 	for (; g->seen[j]; j = (j + 1) & (g->seencap - 1))
 		if (g->seen[j] == key)
 			return 0;
@@ -836,12 +829,10 @@ static int expand(struct rl_cons_gram *g)
 	return rc;
 }
 
-static uint64_t cfg_hash(const uint32_t *s, uint32_t k)
+static uint64_t cfg_hash_id(const void *ctx, uint32_t id)
 {
-	uint64_t h = 1469598103934665603ull ^ k;
-	for (uint32_t i = 0; i < k; i++)
-		h = (h ^ s[i]) * 1099511628211ull;
-	return mix(h);
+	const struct rl_cons_gram *g = ctx;
+	return rl_hash_ids(g->pool + g->coff[id], (uint32_t)(g->coff[id + 1] - g->coff[id]));
 }
 
 /* room in d for one more state (rows of RL_GRAM_UNKNOWN) */
@@ -888,10 +879,9 @@ static int64_t cfg_get(struct rl_cons_gram *g, struct rl_cons_dfa *d)
 			if (s[i] != s[k - 1])
 				s[k++] = s[i];
 	}
-	uint64_t h = cfg_hash(s, k);
-	uint32_t m = g->chcap - 1, i = (uint32_t)h & m;
-	for (; g->chash[i]; i = (i + 1) & m) {
-		uint32_t id = g->chash[i] - 1;
+	uint32_t i = rl_idtab_at(&g->chash, rl_hash_ids(s, k));
+	for (; g->chash.slot[i]; i = rl_idtab_next(&g->chash, i)) {
+		uint32_t id = g->chash.slot[i] - 1;
 		size_t o = g->coff[id];
 		if (g->coff[id + 1] - o == k && (!k || !memcmp(g->pool + o, s, k * sizeof *s)))
 			return id;
@@ -916,23 +906,7 @@ static int64_t cfg_get(struct rl_cons_gram *g, struct rl_cons_dfa *d)
 	for (uint32_t c = 0; c < g->ncls; c++)
 		d->next[(size_t)id * g->ncls + c] = id ? RL_GRAM_UNKNOWN : 0;
 	d->n = g->ncfg;
-	g->chash[i] = id + 1;
-	if (g->ncfg * 2 > g->chcap) {
-		uint32_t nh = g->chcap * 2, *t = calloc(nh, sizeof *t);
-		if (!t)
-			return -ENOMEM;
-		for (uint32_t q = 0; q < g->ncfg; q++) {
-			size_t o = g->coff[q];
-			uint32_t j = (uint32_t)cfg_hash(g->pool + o, (uint32_t)(g->coff[q + 1] - o)) & (nh - 1);
-			while (t[j])
-				j = (j + 1) & (nh - 1);
-			t[j] = q + 1;
-		}
-		free(g->chash);
-		g->chash = t;
-		g->chcap = nh;
-	}
-	return id;
+	return rl_idtab_put(&g->chash, i, id, 0, g->ncfg, cfg_hash_id, g) ? -ENOMEM : id;
 }
 
 static void step_reset(struct rl_cons_gram *g)
@@ -950,13 +924,11 @@ int rl_cons_gram_init(struct rl_cons_gram *g, struct rl_cons_dfa *d)
 	memcpy(d->cls, g->cls, sizeof d->cls);
 	d->ncls = g->ncls;
 	g->capnode = 1024;
-	g->nhcap = 4096;
-	g->chcap = 4096;
 	g->node = malloc(g->capnode * sizeof *g->node);
-	g->nhash = calloc(g->nhcap, sizeof *g->nhash);
-	g->chash = calloc(g->chcap, sizeof *g->chash);
+	rl_idtab_init(&g->nhash, 4096);
+	rl_idtab_init(&g->chash, 4096);
 	g->coff = NULL;
-	if (!g->node || !g->nhash || !g->chash || table_grow(g, d))
+	if (!g->node || !g->nhash.slot || !g->chash.slot || table_grow(g, d))
 		return -ENOMEM;
 	g->node[0] = (struct snode){ 0, 0, 0, 0 };
 	g->nnode = 1;

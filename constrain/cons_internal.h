@@ -43,6 +43,51 @@ static inline void *rl_grow_to(void *p, size_t elem, size_t need, size_t *cap, s
 		}                                                                       \
 		q_ ? 0 : -ENOMEM; })
 
+/* The compilers' one hash table: ids (dense uint32s the caller numbers) in open addressing,
+ * stored + 1 (0: empty), hashed and compared by the caller; at half load it doubles, rehashing
+ * ids [first, n) by the caller's hash of an id. Lookup:
+ *   for (i = rl_idtab_at(t, h); t->slot[i]; i = rl_idtab_next(t, i))
+ *           if (the key is id t->slot[i] - 1) return it;
+ *   ...then rl_idtab_put(t, i, new id, ...) at the empty slot the walk stopped on. */
+struct rl_idtab { uint32_t *slot, cap; };
+static inline uint64_t rl_hash_mix(uint64_t h) { h ^= h >> 33; h *= 0xff51afd7ed558ccdull; h ^= h >> 33; return h; }
+/* a set of ids (FNV-1a, then mixed) */
+static inline uint64_t rl_hash_ids(const uint32_t *s, uint32_t k)
+{
+	uint64_t h = 1469598103934665603ull ^ k;
+	for (uint32_t i = 0; i < k; i++)
+		h = (h ^ s[i]) * 1099511628211ull;
+	return rl_hash_mix(h);
+}
+typedef uint64_t rl_idtab_hash_fn(const void *ctx, uint32_t id);
+static inline int rl_idtab_init(struct rl_idtab *t, uint32_t cap)   /* cap: a power of two */
+{
+	t->cap = cap;
+	t->slot = calloc(cap, sizeof *t->slot);
+	return t->slot ? 0 : -ENOMEM;
+}
+static inline uint32_t rl_idtab_at(const struct rl_idtab *t, uint64_t h) { return (uint32_t)h & (t->cap - 1); }
+static inline uint32_t rl_idtab_next(const struct rl_idtab *t, uint32_t i) { return (i + 1) & (t->cap - 1); }
+static inline int rl_idtab_put(struct rl_idtab *t, uint32_t i, uint32_t id, uint32_t first, uint32_t n,
+			       rl_idtab_hash_fn *hash, const void *ctx)
+{
+	t->slot[i] = id + 1;
+	if ((uint64_t)n * 2 <= t->cap)
+		return 0;
+	struct rl_idtab u;
+	if (rl_idtab_init(&u, t->cap * 2))
+		return -ENOMEM;
+	for (uint32_t q = first; q < n; q++) {
+		uint32_t j = rl_idtab_at(&u, hash(ctx, q));
+		while (u.slot[j])
+			j = rl_idtab_next(&u, j);
+		u.slot[j] = q + 1;
+	}
+	free(t->slot);
+	*t = u;
+	return 0;
+}
+
 /* parse flags */
 #define RL_RE_INTERNAL 1u              /* the schema compiler's own syntax: (?J:...) matches its
 					* body as the inside of a JSON string (quotes, backslashes and

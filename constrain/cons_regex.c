@@ -888,8 +888,7 @@ struct builder {
 	size_t npool, cappool;
 	uint64_t *off;                 /* [state] start in pool; off[n] = npool */
 	uint32_t n, cap;
-	uint32_t *hash;                /* open addressing: state + 1, 0 empty */
-	uint32_t hcap;
+	struct rl_idtab hash;          /* the states by their sets */
 };
 
 static int cmp_u32(const void *x, const void *y)
@@ -928,21 +927,19 @@ static uint32_t closure(struct builder *b, const int32_t *seeds, uint32_t k, uin
 	return no;
 }
 
-static uint64_t set_hash(const uint32_t *s, uint32_t k)
+
+static uint64_t state_hash(const void *ctx, uint32_t id)
 {
-	uint64_t h = 1469598103934665603ull ^ k;
-	for (uint32_t i = 0; i < k; i++)
-		h = (h ^ s[i]) * 1099511628211ull;
-	return h ^ h >> 29;
+	const struct builder *b = ctx;
+	return rl_hash_ids(b->pool + b->off[id], (uint32_t)(b->off[id + 1] - b->off[id]));
 }
 
 /* the state of set s[k]: found or added; -1 on no memory, -2 over the cap */
 static int64_t intern(struct builder *b, const uint32_t *s, uint32_t k, uint32_t max_states)
 {
-	uint64_t h = set_hash(s, k);
-	uint32_t m = b->hcap - 1, i = (uint32_t)h & m;
-	for (; b->hash[i]; i = (i + 1) & m) {
-		uint32_t id = b->hash[i] - 1;
+	uint32_t i = rl_idtab_at(&b->hash, rl_hash_ids(s, k));
+	for (; b->hash.slot[i]; i = rl_idtab_next(&b->hash, i)) {
+		uint32_t id = b->hash.slot[i] - 1;
 		uint64_t o = b->off[id], len = b->off[id + 1] - o;
 		if (len == k && (!k || !memcmp(b->pool + o, s, k * sizeof *s)))
 			return id;
@@ -964,23 +961,7 @@ static int64_t intern(struct builder *b, const uint32_t *s, uint32_t k, uint32_t
 	b->npool += k;
 	uint32_t id = b->n++;
 	b->off[b->n] = b->npool;
-	b->hash[i] = id + 1;
-	if (b->n * 2 > b->hcap) {              /* grow the table */
-		uint32_t nh = b->hcap * 2, *t = calloc(nh, sizeof *t);
-		if (!t)
-			return -1;
-		for (uint32_t q = 0; q < b->n; q++) {
-			uint64_t o = b->off[q];
-			uint32_t j = (uint32_t)set_hash(b->pool + o, (uint32_t)(b->off[q + 1] - o)) & (nh - 1);
-			while (t[j])
-				j = (j + 1) & (nh - 1);
-			t[j] = q + 1;
-		}
-		free(b->hash);
-		b->hash = t;
-		b->hcap = nh;
-	}
-	return id;
+	return rl_idtab_put(&b->hash, i, id, 0, b->n, state_hash, b) ? -1 : id;
 }
 
 void rl_cons_dfa_free(struct rl_cons_dfa *d)
@@ -1010,17 +991,17 @@ static int build_dfa(const struct nfa *a, int32_t start, int32_t match, uint32_t
 	}
 	d->ncls = ncls;
 
-	struct builder b = { .a = a, .cap = 1024, .hcap = 4096 };
+	struct builder b = { .a = a, .cap = 1024 };
 	b.mark = calloc(a->n, sizeof *b.mark);
 	b.stack = malloc(a->n * sizeof *b.stack);
 	b.off = calloc(b.cap + 1, sizeof *b.off);
-	b.hash = calloc(b.hcap, sizeof *b.hash);
+	rl_idtab_init(&b.hash, 4096);
 	uint32_t *set = calloc(a->n, sizeof *set);      /* (zeroed: GCC cannot see that intern reads none of it for k = 0) */
 	int32_t *seeds = malloc(a->n * sizeof *seeds);
 	uint32_t *next = NULL;
 	size_t next_cap = 0;
 	int rc = 0;
-	if (!b.mark || !b.stack || !b.off || !b.hash || !set || !seeds) {
+	if (!b.mark || !b.stack || !b.off || !b.hash.slot || !set || !seeds) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -1138,7 +1119,7 @@ static int build_dfa(const struct nfa *a, int32_t start, int32_t match, uint32_t
 	d->start = map[d->start];
 	free(live); free(acc); free(rcount); free(queue);
 out:
-	free(b.mark); free(b.stack); free(b.off); free(b.hash); free(b.pool);
+	free(b.mark); free(b.stack); free(b.off); free(b.hash.slot); free(b.pool);
 	free(set); free(seeds); free(next);
 	return rc;
 }
