@@ -7,8 +7,9 @@
 # outside reference, not a dependency; `LLMatcher.validate_grammar` in its default mode).
 #   bench/jsonschemabench.sh DATA_DIR [WALKS]   (DATA_DIR: the checkout's data/; default 4 walks)
 # The benchmark is not in the repository: fetch it beside the project. Prints the table; writes
-# bench/out/jsb/SET.jsonl (ringlm's per-schema verdicts), SET.json, llg-SET.json and
-# bench/out/jsb/table.md.
+# bench/out/jsb/SET.jsonl (ringlm's per-schema verdicts), SET.json, llg-SET.json,
+# bench/out/jsb/table.md, and gap.md: every schema llguidance compiles and ringlm refuses, with
+# ringlm's reason, and the reasons counted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${1:?usage: bench/jsonschemabench.sh DATA_DIR [WALKS]}
@@ -61,3 +62,23 @@ EOF
   tail -1 "$out/table.md"
 done
 cat "$out/table.md"
+python3 - "$out" <<'EOF' > "$out/gap.md"
+import collections, glob, json, os, re, sys
+out = sys.argv[1]
+rows, count = [], collections.Counter()
+for path in sorted(glob.glob(f"{out}/llg-*.json")):
+    s = os.path.basename(path)[4:-5]
+    llg = json.load(open(path))
+    for line in open(f"{out}/{s}.jsonl"):
+        r = json.loads(line)
+        if r["status"] != "compiled" and llg.get(r["file"]) == "":
+            why = r.get("reason", "")
+            rows.append(f"| {s} | {r['file']} | {why[:160].replace('|', '/')} |")
+            count[re.sub(r"\d+", "N", why.split(": ")[-1])[:100]] += 1
+print(f"# Schemas llguidance compiles and ringlm refuses: {len(rows)}\n\n| count | ringlm's reason |\n|--:|---|")
+for k, n in count.most_common():
+    print(f"| {n} | {k.replace('|', '/')} |")
+print("\n| set | schema | reason |\n|---|---|---|")
+print("\n".join(rows))
+EOF
+head -30 "$out/gap.md"
