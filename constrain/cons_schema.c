@@ -2568,10 +2568,9 @@ int rl_cons_schema_rules(const char *schema, size_t len, unsigned flags, struct 
 		rc = -EINVAL;                          /* bad() said why */
 	if (text_total > text_max && (!rc || rc == -ENOMEM)) {
 		if (err && errlen)
-			snprintf(err, errlen, "the schema expands to more than %u MiB of expression (many optional "
-				 "properties, nested deep?)", MAX_TEXT >> 20);
-		free(b.p);
-		return -E2BIG;
+			snprintf(err, errlen, "the schema expands to more than %u KiB of expression (many optional "
+				 "properties, nested deep?)", (unsigned)(text_max >> 10));
+		rc = -E2BIG;
 	}
 	if (!rc && b.oom)
 		rc = -ENOMEM;
