@@ -97,16 +97,20 @@ struct ringlm_request {
 };
 
 /* Structured output: a regular expression (Python re syntax without look-around and
- * back-references; the whole output must match), a JSON Schema (as OpenAI's strict mode
- * uses it: types, enum, const, properties/required, additionalProperties (no key beyond
- * 'properties' is ever produced), items/prefixItems, min/maxItems, min/maxLength, pattern,
- * format (date, time, date-time, uuid, ipv4, email, hostname, uri), integer bounds,
- * anyOf/oneOf, allOf of one, $ref to $defs, recursion included; keywords no JSON Schema
- * draft defines are passed over as validators do; the output is compact JSON with properties
- * in the schema's order) or a grammar in llama.cpp's GBNF (matching starts at rule 'root';
- * token references and left recursion are refused). Checked and compiled here: a keyword it
- * cannot enforce, or a bad expression, is refused now, by name, in ringlm_last_error().
- * 0, -EINVAL, -E2BIG (text over 64 KiB, or an automaton over 100 000 states), -ENOMEM. */
+ * back-references; the whole output must match), a JSON Schema (types, enum, const,
+ * properties/required, additionalProperties (no key beyond 'properties' is ever produced;
+ * a required key it does not name takes additionalProperties' value), min/maxProperties,
+ * dependentRequired, propertyNames, items/prefixItems (and drafts 4-2019's items array with
+ * additionalItems), min/maxItems, min/maxLength, pattern, format (date, time, date-time,
+ * uuid, ipv4, email, hostname, uri), minimum/maximum/exclusive* on integers and numbers,
+ * whole multipleOf, anyOf/oneOf/allOf, $ref to any place in the document, recursion
+ * included; keywords no JSON Schema draft defines, and keywords of a type the schema does
+ * not have, are passed over as validators do; the output is compact JSON with properties in
+ * the schema's order; a schema too large for one automaton becomes a grammar of its parts)
+ * or a grammar in llama.cpp's GBNF (matching starts at rule 'root'; token references and
+ * left recursion are refused). Checked and compiled here: a keyword it cannot enforce, or a
+ * bad expression, is refused now, by name, in ringlm_last_error().
+ * 0, -EINVAL, -E2BIG (text over 64 KiB, or too large even as a grammar), -ENOMEM. */
 #define RINGLM_CONSTRAINT_REGEX       1
 #define RINGLM_CONSTRAINT_JSON_SCHEMA 2
 #define RINGLM_CONSTRAINT_GBNF        3
