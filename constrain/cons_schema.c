@@ -1048,6 +1048,9 @@ static int object(struct ctx *c, json_t *s, struct rl_sb *b)
 			if (maxp >= 0 && (long)nreq > maxp) {
 				bad(c, "'maxProperties' %ld is below the %zu properties required", maxp, nreq);
 				rc = rc ? rc : NO_VALUE;
+			} else if ((long)nreq < minp && !rc) {
+				bad(c, "'minProperties' %ld is above the %zu properties that can be written", minp, nreq);
+				rc = NO_VALUE;
 			}
 			/* the last optional ones out until at most maxProperties remain */
 			if (!rc && maxp >= 0 && (long)nprop > maxp) {

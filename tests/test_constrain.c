@@ -688,6 +688,8 @@ static void schema_refused_by_name(void)
 		  "'patternProperties' 'b' binding the declared property 'ab'" },
 		{ "{\"type\":\"object\",\"properties\":{}}", "additionalProperties" },
 		{ "{\"type\":\"object\",\"additionalProperties\":true}", "without \"additionalProperties\": false" },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"minProperties\":2,\"additionalProperties\":false}",
+		  "'minProperties' 2 is above the 1 properties" },
 		{ "{\"type\":\"object\",\"additionalProperties\":false,\"minProperties\":1}", "'minProperties' 1: no key can be written" },
 		{ "{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true}", "'uniqueItems' is not supported" },
 		{ "{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"contains\":{\"type\":\"string\"}}", "'contains' is not supported" },
