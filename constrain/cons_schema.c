@@ -1767,14 +1767,19 @@ static int merge_subs(struct mctx *m, const struct part *sub, size_t k, int dept
 
 /* the keywords that merge by taking the largest (lower bounds) or smallest (upper) value */
 static const struct { const char *k; int largest; } bounds[] = {
-	{ "minimum", 1 }, { "exclusiveMinimum", 1 }, { "minLength", 1 }, { "minItems", 1 },
-	{ "maximum", 0 }, { "exclusiveMaximum", 0 }, { "maxLength", 0 }, { "maxItems", 0 },
+	{ "minimum", 1 }, { "exclusiveMinimum", 1 }, { "minLength", 1 }, { "minItems", 1 }, { "minProperties", 1 },
+	{ "maximum", 0 }, { "exclusiveMaximum", 0 }, { "maxLength", 0 }, { "maxItems", 0 }, { "maxProperties", 0 },
 };
 /* the keywords that merge only when equal */
 static const struct { const char *k, *why; } equal_only[] = {
 	{ "pattern", "the intersection of two patterns is not supported" },
 	{ "format", "a value of two formats is not supported" },
 	{ "oneOf", "two sets of oneOf alternatives in one schema are not supported" },
+	{ "multipleOf", "two different multipleOf in one schema are not supported" },
+	{ "dependentRequired", "two different dependentRequired in one schema are not supported" },
+	{ "dependencies", "two different dependencies in one schema are not supported" },
+	{ "propertyNames", "two different propertyNames in one schema are not supported" },
+	{ "additionalItems", "two different additionalItems in one schema are not supported" },
 };
 #define MAX_CROSS     64               /* anyOf branches from the product of several anyOf */
 

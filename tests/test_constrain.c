@@ -291,6 +291,10 @@ static void more_of_what_users_write(void)
 		  "{\"abcd\":1}", 0, 0 },
 		{ "{\"type\":\"object\",\"properties\":{\"ab\":{\"type\":\"integer\"},\"abcd\":{\"type\":\"integer\"}},\"propertyNames\":{\"maxLength\":3}}",
 		  "{}", 1, 1 },
+		{ "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},\"additionalProperties\":false},{\"minProperties\":1}]}",
+		  "{\"a\":1}", 1, 1 },
+		{ "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},\"additionalProperties\":false},{\"minProperties\":1}]}",
+		  "{}", 0, 0 },
 	};
 	const struct rl_cons_opts opts = { .flags = RL_CONS_NO_EXTRA_KEYS };
 	for (size_t i = 0; i < sizeof tab / sizeof *tab; i++) {
@@ -689,6 +693,8 @@ static void schema_refused_by_name(void)
 		{ "{\"type\":\"object\",\"properties\":{}}", "additionalProperties" },
 		{ "{\"type\":\"object\",\"additionalProperties\":true}", "without \"additionalProperties\": false" },
 		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"minProperties\":2,\"additionalProperties\":false}",
+		  "'minProperties' 2 is above the 1 properties" },
+		{ "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":false},{\"minProperties\":2}]}",
 		  "'minProperties' 2 is above the 1 properties" },
 		{ "{\"type\":\"object\",\"additionalProperties\":false,\"minProperties\":1}", "'minProperties' 1: no key can be written" },
 		{ "{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true}", "'uniqueItems' is not supported" },
