@@ -866,6 +866,23 @@ static int split_here(const struct ctx *c, json_t *x)
 
 static int object(struct ctx *c, json_t *s, struct rl_sb *b);
 
+/* object() on s2, a copy of a schema whose keywords kw[0..nk) were written into its properties
+ * p2 and required r2 (unless rc says the rewrite failed); s2, p2 and r2 are released */
+static int object_again(struct ctx *c, json_t *s2, json_t *p2, json_t *r2, const char *const *kw, int nk, int rc,
+			struct rl_sb *b)
+{
+	if (!rc && (json_object_set(s2, "properties", p2) || json_object_set(s2, "required", r2)))
+		rc = -ENOMEM;
+	for (int i = 0; !rc && i < nk; i++)
+		json_object_del(s2, kw[i]);
+	if (!rc)
+		rc = object(c, s2, b);
+	json_decref(s2);
+	json_decref(p2);
+	json_decref(r2);
+	return rc;
+}
+
 static int has_name(json_t *arr, const char *k)
 {
 	size_t i;
@@ -962,18 +979,8 @@ static int object_keys(struct ctx *c, json_t *s, json_t *props, json_t *req, jso
 		}
 		free(pb.p);
 	}
-	if (!rc && (json_object_set(s2, "properties", p2) || json_object_set(s2, "required", r2)))
-		rc = -ENOMEM;
-	if (!rc) {
-		json_object_del(s2, "dependentRequired");
-		json_object_del(s2, "dependencies");
-		json_object_del(s2, "propertyNames");
-		rc = object(c, s2, b);
-	}
-	json_decref(s2);
-	json_decref(p2);
-	json_decref(r2);
-	return rc;
+	static const char *const done[] = { "dependentRequired", "dependencies", "propertyNames" };
+	return object_again(c, s2, p2, r2, done, 3, rc, b);
 }
 
 static int object(struct ctx *c, json_t *s, struct rl_sb *b)
@@ -1074,17 +1081,8 @@ static int object(struct ctx *c, json_t *s, struct rl_sb *b)
 				}
 				free(names);
 			}
-			if (!rc && (json_object_set(s2, "properties", p2) || json_object_set(s2, "required", r2)))
-				rc = -ENOMEM;
-			if (!rc) {
-				json_object_del(s2, "minProperties");
-				json_object_del(s2, "maxProperties");
-				rc = object(c, s2, b);
-			}
-			json_decref(s2);
-			json_decref(p2);
-			json_decref(r2);
-			return rc;
+			static const char *const done[] = { "minProperties", "maxProperties" };
+			return object_again(c, s2, p2, r2, done, 2, rc, b);
 		}
 	}
 	int rp = pattern_props(c, s, props);
