@@ -739,6 +739,59 @@ static int one_class_rep(const char *p, size_t n, char *cls, size_t cap, long *l
 	return end == p + n;
 }
 
+/* the fewest and most bytes of the strings DFA d accepts from state s, memoised in lo/hi
+ * (-2: not yet, -3: on the path: a cycle makes the most unbounded, -1) */
+static void dfa_len(const struct rl_cons_dfa *d, uint32_t s, long *lo, long *hi)
+{
+	if (hi[s] != -2)
+		return;
+	hi[s] = -3;
+	long best_lo = d->accept[s] ? 0 : LONG_MAX, best_hi = d->accept[s] ? 0 : LONG_MIN;
+	for (uint32_t k = 0; k < d->ncls; k++) {
+		const uint32_t t = d->next[(size_t)s * d->ncls + k];
+		if (t == RL_CONS_DEAD)
+			continue;
+		if (hi[t] == -3) {             /* a cycle */
+			best_hi = -1;
+			continue;
+		}
+		dfa_len(d, t, lo, hi);
+		if (lo[t] != LONG_MAX && lo[t] + 1 < best_lo)
+			best_lo = lo[t] + 1;
+		if (hi[t] == -1)
+			best_hi = -1;
+		else if (best_hi != -1 && hi[t] != LONG_MIN && hi[t] + 1 > best_hi)
+			best_hi = hi[t] + 1;
+	}
+	lo[s] = best_lo;
+	hi[s] = best_hi;
+}
+
+/* the fewest and most characters of a format's expression (ASCII), *hi -1 when unbounded */
+static int format_lengths(const char *re, long *lo, long *hi)
+{
+	struct rl_cons_dfa d;
+	char e[200];
+	if (rl_cons_regex_dfa(re, strlen(re), 0, 0, &d, e, sizeof e))
+		return -ENOMEM;
+	long *l = malloc(d.n * sizeof *l), *h = malloc(d.n * sizeof *h);
+	if (!l || !h) {
+		free(l);
+		free(h);
+		rl_cons_dfa_free(&d);
+		return -ENOMEM;
+	}
+	for (uint32_t q = 0; q < d.n; q++)
+		l[q] = LONG_MAX, h[q] = -2;
+	dfa_len(&d, d.start, l, h);
+	*lo = l[d.start];
+	*hi = h[d.start];
+	free(l);
+	free(h);
+	rl_cons_dfa_free(&d);
+	return 0;
+}
+
 static int string(struct ctx *c, json_t *s, struct rl_sb *b)
 {
 	long mn = 0, mx = -1;
@@ -776,10 +829,19 @@ static int string(struct ctx *c, json_t *s, struct rl_sb *b)
 	if (fmt) {
 		if (!json_is_string(fmt))
 			return bad(c, "'format' must be a string");
-		if (pat || r1 || r2)
-			return bad(c, "'format' together with 'pattern'/'minLength'/'maxLength' is not supported");
+		if (pat)
+			return bad(c, "'format' together with 'pattern' is not supported");
 		for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
 			if (!strcmp(formats[i].name, json_string_value(fmt))) {
+				/* lengths that every string of the format's expression (ASCII: a byte a
+				 * character) already keeps bind nothing; others would cut it */
+				long flo = 0, fhi = -1;
+				if ((r1 || r2) && format_lengths(formats[i].re, &flo, &fhi))
+					return -ENOMEM;
+				/* (with a cycle the fewest is not known exactly: no bound is taken) */
+				if ((r1 || r2) && (fhi < 0 ? mx >= 0 || mn > 0 : mn > flo || (mx >= 0 && fhi > mx)))
+					return bad(c, "'format' '%s' (%ld to %ld characters) with minLength/maxLength that cut it is not "
+						   "supported", formats[i].name, flo, fhi);
 				putf(b, "\"%s\"", formats[i].re);
 				c->nfmt++;
 				return 0;

@@ -295,6 +295,12 @@ static void more_of_what_users_write(void)
 		  "{\"a\":1}", 1, 1 },
 		{ "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},\"additionalProperties\":false},{\"minProperties\":1}]}",
 		  "{}", 0, 0 },
+		{ "{\"type\":\"string\",\"format\":\"date\",\"minLength\":8,\"maxLength\":20}",
+		  "\"2024-01-31\"", 1, 1 },
+		{ "{\"type\":\"string\",\"format\":\"date\",\"minLength\":8,\"maxLength\":20}",
+		  "\"2024-1-31\"", 0, 0 },
+		{ "{\"type\":\"string\",\"format\":\"date\",\"minLength\":8,\"maxLength\":20}",
+		  "\"x\"", 0, 0 },
 	};
 	const struct rl_cons_opts opts = { .flags = RL_CONS_NO_EXTRA_KEYS };
 	for (size_t i = 0; i < sizeof tab / sizeof *tab; i++) {
@@ -687,7 +693,7 @@ static void schema_refused_by_name(void)
 {
 	static const char *const tab[][2] = {
 		{ "{\"type\":\"string\",\"format\":\"idn-email\"}", "'format' 'idn-email' is not supported" },
-		{ "{\"type\":\"string\",\"format\":\"date\",\"maxLength\":4}", "'format' together with" },
+		{ "{\"type\":\"string\",\"format\":\"date\",\"maxLength\":4}", "(10 to 10 characters) with minLength/maxLength that cut it" },
 		{ "{\"type\":\"object\",\"properties\":{\"ab\":{\"type\":\"integer\"}},\"patternProperties\":{\"b\":{}},\"additionalProperties\":false}",
 		  "'patternProperties' 'b' binding the declared property 'ab'" },
 		{ "{\"type\":\"object\",\"properties\":{}}", "additionalProperties" },
