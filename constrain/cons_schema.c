@@ -491,6 +491,21 @@ static int all_zero(const char *d)
 	return !*d;
 }
 
+static int frac_between(struct rl_sb *b, const char *lo, const char *hi, int min, int n);
+
+/* digit d, then fraction digits lo..hi (frac_between, into scratch part) and a '|': 1 when
+ * any such rest exists, 0 (nothing written) when none does */
+static int digit_then(struct rl_sb *b, struct rl_sb *part, char d, const char *lo, const char *hi, int min, int n)
+{
+	part->n = 0;
+	if (!frac_between(part, lo, hi, min, n))
+		return 0;
+	putf(b, "%c", d);
+	putn(b, part->p, part->n);
+	put(b, "|");
+	return 1;
+}
+
 /* Fraction digit strings F of min..n digits with lo <= F <= hi, compared as fractions (".5"
  * above ".45"; lo "" is 0, hi NULL no bound). Returns how many alternatives it wrote (0: no
  * such F, nothing written). */
@@ -512,33 +527,14 @@ static int frac_between(struct rl_sb *b, const char *lo, const char *hi, int min
 		const char a1 = *lo ? *lo : '0', b1 = hi ? (*hi ? *hi : '0') : '9';
 		const char *lr = *lo ? lo + 1 : lo, *hr = hi ? (*hi ? hi + 1 : hi) : NULL;
 		const int m = min ? min - 1 : 0;
-		if (a1 == b1) {
-			part.n = 0;
-			if (frac_between(&part, lr, hr, m, n - 1)) {
-				putf(b, "%c", a1);
-				putn(b, part.p, part.n);
-				put(b, "|");
-				alts++;
-			}
-		} else {
-			part.n = 0;
-			if (frac_between(&part, lr, NULL, m, n - 1)) {
-				putf(b, "%c", a1);
-				putn(b, part.p, part.n);
-				put(b, "|");
-				alts++;
-			}
+		/* digit a1 then the rest within (lr, hr); between them any; b1 then the rest up to hr */
+		alts += digit_then(b, &part, a1, lr, a1 == b1 ? hr : NULL, m, n - 1);
+		if (a1 != b1) {
 			if (a1 + 1 <= b1 - 1) {
 				putf(b, "[%c-%c][0-9]{%d,%d}|", a1 + 1, b1 - 1, m, n - 1);
 				alts++;
 			}
-			part.n = 0;
-			if (frac_between(&part, "", hr, m, n - 1)) {
-				putf(b, "%c", b1);
-				putn(b, part.p, part.n);
-				put(b, "|");
-				alts++;
-			}
+			alts += digit_then(b, &part, b1, "", hr, m, n - 1);
 		}
 	}
 	free(part.p);
